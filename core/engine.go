@@ -1,0 +1,799 @@
+package core
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// RunRequest starts a run. Model "" means the thread's pinned model, else
+// the default. InterruptOn is merged over the configured default policy:
+// its entries win, so {"append_file": false} lifts a default approval.
+type RunRequest struct {
+	Input       RunInput `json:"input"`
+	Model       string   `json:"model,omitempty"`
+	InterruptOn Policy   `json:"interrupt_on,omitempty"`
+	Limits      Limits   `json:"limits,omitempty"`
+}
+
+// Hard caps on per-run limits a request may ask for.
+const (
+	CapSteps     = 10000
+	CapToolCalls = 10000
+)
+
+// driver is the goroutine driving one run. again asks it to start over
+// when it exits, for a run resumed while its previous driver winds down.
+type driver struct {
+	cancel context.CancelFunc
+	again  bool
+}
+
+// StartRun starts a run on one of p's threads. If the thread has an active
+// run (or earlier queued ones) the new run is queued behind them.
+// EINVALID for empty input, an unknown model or a bad policy.
+func (s *Service) StartRun(ctx context.Context, p Principal, threadID string, req RunRequest) (*Run, error) {
+	if strings.TrimSpace(req.Input.Text) == "" {
+		return nil, Errorf(EINVALID, "input.text must not be empty")
+	}
+	if len(req.Input.Text) > MaxInputLen {
+		return nil, Errorf(EINVALID, "input.text is %d bytes; the limit is %d", len(req.Input.Text), MaxInputLen)
+	}
+	if err := req.InterruptOn.Validate(); err != nil {
+		return nil, err
+	}
+	lim := req.Limits
+	if lim.MaxSteps < 0 || lim.MaxSteps > CapSteps || lim.MaxToolCalls < 0 || lim.MaxToolCalls > CapToolCalls {
+		return nil, Errorf(EINVALID, "limits must be between 0 and %d", CapSteps)
+	}
+	if lim.MaxSteps == 0 {
+		lim.MaxSteps = s.cfg.MaxSteps
+	}
+	if lim.MaxToolCalls == 0 {
+		lim.MaxToolCalls = s.cfg.MaxToolCalls
+	}
+	policy := s.cfg.DefaultPolicy.Merge(req.InterruptOn)
+	now := s.now()
+	run := &Run{
+		ID: NewID("run", now), ThreadID: threadID, OwnerID: p.ID, Status: RunQueued,
+		Input: req.Input, InterruptOn: policy, Limits: lim, CreatedAt: now, UpdatedAt: now,
+	}
+	start := false
+	err := s.update(ctx, func(tx Tx) error {
+		t, err := ownThread(tx, p, threadID)
+		if err != nil {
+			return err
+		}
+		run.Model = req.Model
+		if run.Model == "" {
+			run.Model = t.Model
+		}
+		if run.Model == "" {
+			run.Model = s.cfg.DefaultModel
+		}
+		if _, err := s.models(run.Model); err != nil {
+			return err
+		}
+		if t.Model == "" {
+			t.Model = run.Model
+		}
+		queued, err := tx.Runs(RunQuery{ThreadID: threadID, Statuses: []RunStatus{RunQueued}, Limit: 1})
+		if err != nil {
+			return err
+		}
+		if t.ActiveRunID != "" || len(queued) > 0 {
+			if err := tx.PutRun(run); err != nil {
+				return err
+			}
+			t.UpdatedAt = now
+			if err := tx.PutThread(t); err != nil {
+				return err
+			}
+			return emit(tx, p.ID, t.ID, run.ID, EventRunQueued, run)
+		}
+		start = true
+		return s.activate(tx, run, t)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if start {
+		s.spawn(run.ID)
+	}
+	return run, nil
+}
+
+// activate makes a run its thread's active run: it appends the user's
+// message and stores the first checkpoint. The caller puts nothing else.
+func (s *Service) activate(tx Tx, run *Run, t *Thread) error {
+	now := s.now()
+	msg := &Message{ThreadID: t.ID, RunID: run.ID, Role: RoleUser, Text: run.Input.Text, CreatedAt: now}
+	if err := tx.AppendMessages(msg); err != nil {
+		return err
+	}
+	run.Status, run.StartedAt, run.UpdatedAt, run.Checkpoint = RunRunning, &now, now, 1
+	if err := tx.PutRun(run); err != nil {
+		return err
+	}
+	cp := &Checkpoint{RunID: run.ID, Version: 1, Messages: msg.Index + 1, State: RunState{V: RunStateVersion, Phase: PhaseModel}, CreatedAt: now}
+	if err := tx.PutCheckpoint(cp); err != nil {
+		return err
+	}
+	t.ActiveRunID, t.Status, t.UpdatedAt, t.LastMessage = run.ID, ThreadRunning, now, preview(run.Input.Text)
+	if err := tx.PutThread(t); err != nil {
+		return err
+	}
+	if err := emit(tx, t.OwnerID, t.ID, run.ID, EventRunStarted, run); err != nil {
+		return err
+	}
+	return emit(tx, t.OwnerID, t.ID, run.ID, EventMessage, msg)
+}
+
+func preview(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 140 {
+		return string(r[:139]) + "…"
+	}
+	return s
+}
+
+// CancelRun cancels a run. A queued or interrupted run is cancelled at once;
+// a running run stops at its next step boundary or as soon as its tool call
+// or model turn honours cancellation. ECONFLICT if the run already ended.
+func (s *Service) CancelRun(ctx context.Context, p Principal, runID string) (*Run, error) {
+	var run *Run
+	var next string
+	err := s.update(ctx, func(tx Tx) (err error) {
+		if run, err = ownRun(tx, p, runID); err != nil {
+			return err
+		}
+		switch {
+		case run.Status.Terminal():
+			return Errorf(ECONFLICT, "run %q already %s", runID, run.Status)
+		case run.Status == RunRunning:
+			run.CancelRequested, run.UpdatedAt = true, s.now()
+			return tx.PutRun(run)
+		case run.Status == RunQueued:
+			now := s.now()
+			run.Status, run.FinishedAt, run.UpdatedAt = RunCancelled, &now, now
+			if err := tx.PutRun(run); err != nil {
+				return err
+			}
+			return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventRunFinished, finishPayload(run))
+		default: // interrupted
+			next, err = s.finish(tx, run, RunCancelled, "")
+			return err
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if run.Status == RunRunning {
+		s.mu.Lock()
+		if d := s.active[runID]; d != nil {
+			d.cancel()
+		}
+		s.mu.Unlock()
+	}
+	if next != "" {
+		s.spawn(next)
+	}
+	return run, nil
+}
+
+func finishPayload(r *Run) map[string]any {
+	return map[string]any{"status": r.Status, "error": r.Error, "steps": r.Steps, "tool_calls": r.ToolCalls, "usage": r.Usage}
+}
+
+// finish ends a run inside tx: it records the terminal status, closes open
+// interrupts, releases the thread, marks it unread for succeeded and failed
+// runs, and activates the thread's next queued run, whose id it returns.
+func (s *Service) finish(tx Tx, run *Run, status RunStatus, msg string) (string, error) {
+	now := s.now()
+	run.Status, run.Error, run.FinishedAt, run.UpdatedAt = status, msg, &now, now
+	if err := tx.PutRun(run); err != nil {
+		return "", err
+	}
+	t, err := tx.Thread(run.ThreadID)
+	if err != nil {
+		return "", err
+	}
+	open, err := tx.Interrupts(InterruptQuery{RunID: run.ID, Status: InterruptOpen})
+	if err != nil {
+		return "", err
+	}
+	for _, in := range open {
+		in.Status, in.DecidedAt = InterruptCancelled, &now
+		if err := tx.PutInterrupt(in); err != nil {
+			return "", err
+		}
+		t.OpenActions--
+	}
+	t.OpenActions = max(t.OpenActions, 0)
+	t.ActiveRunID, t.Status, t.UpdatedAt = "", ThreadIdle, now
+	switch status {
+	case RunFailed:
+		t.Status = ThreadFailed
+		t.UnreadRunID, t.Unread = run.ID, true
+	case RunSucceeded:
+		t.UnreadRunID, t.Unread = run.ID, true
+	}
+	if err := emit(tx, run.OwnerID, run.ThreadID, run.ID, EventRunFinished, finishPayload(run)); err != nil {
+		return "", err
+	}
+	queued, err := tx.Runs(RunQuery{ThreadID: run.ThreadID, Statuses: []RunStatus{RunQueued}, Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	if len(queued) == 0 {
+		return "", tx.PutThread(t)
+	}
+	return queued[0].ID, s.activate(tx, queued[0], t)
+}
+
+// Decide records a decision on an interrupt. Deciding an interrupt again
+// with the same decision returns it unchanged; a different decision is
+// ECONFLICT, as is deciding an interrupt of a cancelled run. When the run's
+// last open interrupt is decided the run resumes from its checkpoint.
+func (s *Service) Decide(ctx context.Context, p Principal, interruptID string, d Decision) (*Interrupt, error) {
+	var in *Interrupt
+	resume := false
+	err := s.update(ctx, func(tx Tx) (err error) {
+		if in, err = tx.Interrupt(interruptID); err != nil {
+			return err
+		}
+		if in.OwnerID != p.ID {
+			return Errorf(ENOTFOUND, "interrupt %q not found", interruptID)
+		}
+		switch in.Status {
+		case InterruptDecided:
+			if sameDecision(in.Decision, &d) {
+				return nil
+			}
+			return Errorf(ECONFLICT, "interrupt %q was already decided: %s", interruptID, in.Decision.Decision)
+		case InterruptCancelled:
+			return Errorf(ECONFLICT, "interrupt %q was cancelled with its run", interruptID)
+		}
+		if err := checkDecision(in, &d); err != nil {
+			return err
+		}
+		now := s.now()
+		d.By = p.ID
+		in.Status, in.Decision, in.DecidedAt = InterruptDecided, &d, &now
+		if err := tx.PutInterrupt(in); err != nil {
+			return err
+		}
+		if err := emit(tx, in.OwnerID, in.ThreadID, in.RunID, EventInterruptDecided, in); err != nil {
+			return err
+		}
+		t, err := tx.Thread(in.ThreadID)
+		if err != nil {
+			return err
+		}
+		t.OpenActions = max(t.OpenActions-1, 0)
+		t.UpdatedAt = now
+		open, err := tx.Interrupts(InterruptQuery{RunID: in.RunID, Status: InterruptOpen})
+		if err != nil {
+			return err
+		}
+		if len(open) > 0 {
+			return tx.PutThread(t)
+		}
+		resume = true
+		return s.resume(tx, in.RunID, t)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if resume {
+		s.spawn(in.RunID)
+	}
+	return in, nil
+}
+
+// resume moves an interrupted run whose interrupts are all decided back to
+// running, writing a checkpoint that carries the decisions.
+func (s *Service) resume(tx Tx, runID string, t *Thread) error {
+	run, err := tx.Run(runID)
+	if err != nil {
+		return err
+	}
+	cp, err := tx.Checkpoint(runID, 0)
+	if err != nil {
+		return err
+	}
+	ins, err := tx.Interrupts(InterruptQuery{RunID: runID, Status: InterruptDecided})
+	if err != nil {
+		return err
+	}
+	byID := make(map[string]*Interrupt, len(ins))
+	for _, in := range ins {
+		byID[in.ID] = in
+	}
+	state := cp.State
+	state.Pending = slices.Clone(state.Pending)
+	for i, pc := range state.Pending {
+		if in := byID[pc.InterruptID]; pc.State == CallInterrupted && in != nil {
+			state.Pending[i].State, state.Pending[i].Decision = CallReady, in.Decision
+		}
+	}
+	now := s.now()
+	next := &Checkpoint{RunID: runID, Version: cp.Version + 1, Parent: cp.Version, Messages: cp.Messages, State: state, CreatedAt: now}
+	if err := tx.PutCheckpoint(next); err != nil {
+		return err
+	}
+	run.Status, run.Checkpoint, run.UpdatedAt = RunRunning, next.Version, now
+	if err := tx.PutRun(run); err != nil {
+		return err
+	}
+	t.Status = ThreadRunning
+	if err := tx.PutThread(t); err != nil {
+		return err
+	}
+	return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventRunResumed, map[string]any{"checkpoint": next.Version, "reason": "decision"})
+}
+
+func sameDecision(a, b *Decision) bool {
+	if a == nil || b == nil || a.Decision != b.Decision || a.Message != b.Message {
+		return false
+	}
+	return jsonEqual(a.Args, b.Args)
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	ja, _ := json.Marshal(x)
+	jb, _ := json.Marshal(y)
+	return bytes.Equal(ja, jb)
+}
+
+func checkDecision(in *Interrupt, d *Decision) error {
+	if !slices.Contains(in.AllowedDecisions, d.Decision) {
+		return Errorf(EINVALID, "decision %q is not allowed here; allowed: %s", d.Decision, strings.Join(in.AllowedDecisions, ", "))
+	}
+	switch d.Decision {
+	case DecisionEdit:
+		var obj map[string]any
+		if len(d.Args) == 0 || json.Unmarshal(d.Args, &obj) != nil || obj == nil {
+			return Errorf(EINVALID, "edit needs args: a JSON object with the new arguments")
+		}
+		d.Args = compactJSON(d.Args)
+	case DecisionRespond:
+		if strings.TrimSpace(d.Message) == "" {
+			return Errorf(EINVALID, "respond needs a message: the text returned as the tool result")
+		}
+		d.Args = nil
+	default:
+		if len(d.Args) > 0 {
+			return Errorf(EINVALID, "args are only accepted with the edit decision")
+		}
+	}
+	return nil
+}
+
+func compactJSON(b json.RawMessage) json.RawMessage {
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) != nil {
+		return b
+	}
+	return buf.Bytes()
+}
+
+// Start resumes every run that was running when the server stopped, from
+// its last checkpoint.
+func (s *Service) Start(ctx context.Context) error {
+	var runs []*Run
+	err := s.view(ctx, func(tx ReadTx) (err error) {
+		runs, err = tx.Runs(RunQuery{Statuses: []RunStatus{RunRunning}})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("recover runs: %w", err)
+	}
+	for _, r := range runs {
+		s.spawn(r.ID)
+	}
+	if len(runs) > 0 {
+		s.log.Info("resuming runs after restart", "runs", len(runs))
+	}
+	return nil
+}
+
+// Shutdown stops the engine: no new step starts, steps in flight get
+// ShutdownGrace (or until ctx ends) to finish, then they are cancelled
+// without committing. Stopped runs stay running in the Store and resume on
+// the next Start.
+func (s *Service) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	grace := time.NewTimer(s.cfg.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-grace.C:
+	case <-ctx.Done():
+	}
+	s.hardStop()
+	<-done
+	return nil
+}
+
+// ActiveRuns returns how many runs this process is driving.
+func (s *Service) ActiveRuns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.active)
+}
+
+func (s *Service) spawn(runID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.spawnLocked(runID)
+}
+
+func (s *Service) spawnLocked(runID string) {
+	if s.stopping {
+		return
+	}
+	if d := s.active[runID]; d != nil {
+		d.again = true
+		return
+	}
+	ctx, cancel := context.WithCancel(s.base)
+	d := &driver{cancel: cancel}
+	s.active[runID] = d
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.drive(ctx, runID)
+		cancel()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.active, runID)
+		if d.again {
+			s.spawnLocked(runID)
+		}
+	}()
+}
+
+func (s *Service) isStopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping
+}
+
+// errStopped reports that the engine is shutting down; the step in flight
+// is dropped and the run resumes from its last checkpoint on next start.
+var errStopped = errors.New("engine stopped")
+
+// runner holds one run's in-memory state between steps. cp and msgs always
+// mirror what is committed.
+type runner struct {
+	s     *Service
+	run   *Run
+	cp    *Checkpoint
+	msgs  []*Message
+	model Model
+}
+
+func (s *Service) drive(ctx context.Context, runID string) {
+	r := &runner{s: s}
+	err := s.view(ctx, func(tx ReadTx) (err error) {
+		if r.run, err = tx.Run(runID); err != nil {
+			return err
+		}
+		if r.cp, err = tx.Checkpoint(runID, 0); err != nil {
+			return err
+		}
+		r.msgs, err = tx.Messages(r.run.ThreadID, 0, r.cp.Messages)
+		return err
+	})
+	if err != nil {
+		s.log.Error("load run", "run", runID, "err", err)
+		return
+	}
+	if r.run.Status != RunRunning {
+		return
+	}
+	if err := r.loop(ctx); err != nil && !errors.Is(err, errStopped) {
+		s.log.Error("run stopped on a store error; it resumes on next start", "run", runID, "err", err)
+	}
+}
+
+func (r *runner) loop(ctx context.Context) error {
+	s := r.s
+	first := true
+	if r.run.CancelRequested {
+		return r.end(ctx, RunCancelled, "")
+	}
+	model, err := s.models(r.run.Model)
+	if err != nil {
+		return r.end(ctx, RunFailed, ErrorMessage(err))
+	}
+	r.model = model
+	for {
+		if s.isStopping() {
+			return errStopped
+		}
+		if ctx.Err() != nil {
+			return r.interrupted(ctx)
+		}
+		if r.cp.State.Phase != PhaseDone && r.cp.State.Steps >= r.run.Limits.MaxSteps {
+			return r.end(ctx, RunFailed, fmt.Sprintf("step limit of %d reached", r.run.Limits.MaxSteps))
+		}
+		var err error
+		var pause bool
+		switch r.cp.State.Phase {
+		case PhaseModel:
+			err = r.modelStep(ctx)
+		case PhaseTools:
+			pause, err = r.toolsStep(ctx, first)
+		default:
+			return r.end(ctx, RunSucceeded, "")
+		}
+		first = false
+		if ctx.Err() != nil && !r.run.Status.Terminal() {
+			return r.interrupted(ctx)
+		}
+		if err != nil {
+			return err
+		}
+		if pause || r.run.Status.Terminal() {
+			return nil
+		}
+	}
+}
+
+// interrupted handles a cancelled context: a user cancel ends the run, a
+// hard stop leaves it for the next start.
+func (r *runner) interrupted(ctx context.Context) error {
+	if r.s.base.Err() != nil {
+		return errStopped
+	}
+	return r.end(context.WithoutCancel(ctx), RunCancelled, "")
+}
+
+// end finishes the run with a terminal status.
+func (r *runner) end(ctx context.Context, status RunStatus, msg string) error {
+	var next string
+	err := r.s.update(ctx, func(tx Tx) (err error) {
+		run, err := tx.Run(r.run.ID)
+		if err != nil {
+			return err
+		}
+		if run.Status.Terminal() {
+			r.run = run
+			return nil
+		}
+		next, err = r.s.finish(tx, run, status, msg)
+		r.run = run
+		return err
+	})
+	if next != "" {
+		r.s.spawn(next)
+	}
+	return err
+}
+
+// commit stores one step: new messages, the next checkpoint with state, and
+// optional extra writes; after commit r mirrors the store.
+func (r *runner) commit(ctx context.Context, add []*Message, state RunState, extra func(tx Tx, run *Run) error) error {
+	var run *Run
+	var cp *Checkpoint
+	err := r.s.update(ctx, func(tx Tx) (err error) {
+		if run, err = tx.Run(r.run.ID); err != nil {
+			return err
+		}
+		if len(add) > 0 {
+			if err := tx.AppendMessages(add...); err != nil {
+				return err
+			}
+			for _, m := range add {
+				if err := emit(tx, run.OwnerID, run.ThreadID, run.ID, EventMessage, m); err != nil {
+					return err
+				}
+			}
+		}
+		now := r.s.now()
+		cp = &Checkpoint{RunID: run.ID, Version: r.cp.Version + 1, Parent: r.cp.Version, Messages: r.cp.Messages + len(add), State: state, CreatedAt: now}
+		if err := tx.PutCheckpoint(cp); err != nil {
+			return err
+		}
+		run.Checkpoint, run.Steps, run.ToolCalls, run.UpdatedAt = cp.Version, state.Steps, state.ToolCalls, now
+		run.Usage = r.run.Usage
+		if extra != nil {
+			if err := extra(tx, run); err != nil {
+				return err
+			}
+		}
+		return tx.PutRun(run)
+	})
+	if err != nil {
+		return err
+	}
+	r.run, r.cp, r.msgs = run, cp, append(r.msgs, add...)
+	return nil
+}
+
+func (r *runner) modelStep(ctx context.Context) error {
+	st := r.cp.State
+	run := r.run
+	delta := func(text string) {
+		if text == "" {
+			return
+		}
+		payload, _ := json.Marshal(map[string]string{"text": text})
+		r.s.broker.Publish(Event{OwnerID: run.OwnerID, ThreadID: run.ThreadID, RunID: run.ID, Type: EventMessageDelta, Payload: payload, Time: r.s.now()})
+	}
+	resp, err := r.model.Turn(ctx, ModelRequest{RunID: run.ID, Model: run.Model, Messages: r.msgs, Tools: r.s.specs}, delta)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return r.end(ctx, RunFailed, "model: "+err.Error())
+	}
+	r.run.Usage = r.run.Usage.Add(resp.Usage)
+	msg := &Message{ThreadID: run.ThreadID, RunID: run.ID, Role: RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls, CreatedAt: r.s.now()}
+	next := RunState{V: RunStateVersion, Phase: PhaseDone, Steps: st.Steps + 1, ToolCalls: st.ToolCalls}
+	for _, c := range resp.ToolCalls {
+		next.Phase = PhaseTools
+		next.Pending = append(next.Pending, PendingCall{Call: c, State: CallPending})
+	}
+	var nextRun string
+	err = r.commit(ctx, []*Message{msg}, next, func(tx Tx, run *Run) (err error) {
+		if resp.Text != "" {
+			t, err := tx.Thread(run.ThreadID)
+			if err != nil {
+				return err
+			}
+			t.LastMessage, t.UpdatedAt = preview(resp.Text), r.s.now()
+			if err := tx.PutThread(t); err != nil {
+				return err
+			}
+		}
+		if next.Phase == PhaseDone {
+			nextRun, err = r.s.finish(tx, run, RunSucceeded, "")
+		}
+		return err
+	})
+	if nextRun != "" && err == nil {
+		r.s.spawn(nextRun)
+	}
+	return err
+}
+
+// toolsStep resolves the pending tool calls: it holds calls the policy
+// matches (and, after a restart, non-idempotent calls that were cut off) for
+// a decision, or executes them all and commits their results.
+func (r *runner) toolsStep(ctx context.Context, resumed bool) (pause bool, err error) {
+	st := r.cp.State
+	st.Pending = slices.Clone(st.Pending)
+	var held []*Interrupt
+	now := r.s.now()
+	for i, pc := range st.Pending {
+		var in *Interrupt
+		switch {
+		case pc.State == CallStarted && resumed:
+			if t := r.s.tools[pc.Call.Name]; t != nil && t.Spec().Idempotent {
+				st.Pending[i].State = CallPending
+				continue
+			}
+			in = &Interrupt{Kind: InterruptRecovery, AllowedDecisions: slices.Clone(RecoveryDecisions),
+				Reason: fmt.Sprintf("The server stopped while %s was running and it is not idempotent: it may or may not have taken effect. Retry it or skip it.", pc.Call.Name)}
+		case pc.State == CallPending:
+			allowed, hold := r.run.InterruptOn.Match(pc.Call.Name)
+			if !hold {
+				continue
+			}
+			in = &Interrupt{Kind: InterruptApproval, AllowedDecisions: allowed}
+		default:
+			continue
+		}
+		in.ID, in.RunID, in.ThreadID, in.OwnerID = NewID("int", now), r.run.ID, r.run.ThreadID, r.run.OwnerID
+		in.ToolCallID, in.Tool, in.Args, in.Status, in.CreatedAt = pc.Call.ID, pc.Call.Name, pc.Call.Args, InterruptOpen, now
+		st.Pending[i].State, st.Pending[i].InterruptID = CallInterrupted, in.ID
+		held = append(held, in)
+	}
+	if len(held) > 0 {
+		return true, r.commit(ctx, nil, st, func(tx Tx, run *Run) error {
+			t, err := tx.Thread(run.ThreadID)
+			if err != nil {
+				return err
+			}
+			for _, in := range held {
+				if err := tx.PutInterrupt(in); err != nil {
+					return err
+				}
+				if err := emit(tx, run.OwnerID, run.ThreadID, run.ID, EventInterruptCreated, in); err != nil {
+					return err
+				}
+			}
+			run.Status = RunInterrupted
+			t.Status, t.OpenActions, t.UpdatedAt = ThreadInterrupted, t.OpenActions+len(held), r.s.now()
+			if err := tx.PutThread(t); err != nil {
+				return err
+			}
+			return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventRunInterrupted, map[string]any{"interrupts": len(held)})
+		})
+	}
+	return false, r.execute(ctx, st)
+}
+
+// execute runs every pending call in order and commits their results as one
+// step. Before a non-idempotent tool starts, a checkpoint marks it started
+// (with the results so far), so a crash during the call is detected.
+func (r *runner) execute(ctx context.Context, st RunState) error {
+	var results []*Message
+	for len(st.Pending) > 0 {
+		pc := st.Pending[0]
+		call := pc.Call
+		text, isErr, run := "", false, true
+		if d := pc.Decision; d != nil {
+			switch d.Decision {
+			case DecisionEdit:
+				call.Args = d.Args
+			case DecisionReject:
+				text, isErr, run = "The user rejected this tool call.", true, false
+				if d.Message != "" {
+					text = "The user rejected this tool call: " + d.Message
+				}
+			case DecisionRespond:
+				text, run = d.Message, false
+			case DecisionSkip:
+				text, isErr, run = "The user skipped this call after the server restarted during it; it may or may not have taken effect.", true, false
+			}
+		}
+		if run {
+			if st.ToolCalls >= r.run.Limits.MaxToolCalls {
+				return r.end(ctx, RunFailed, fmt.Sprintf("tool call limit of %d reached", r.run.Limits.MaxToolCalls))
+			}
+			tool := r.s.tools[call.Name]
+			if tool == nil {
+				text, isErr = fmt.Sprintf("unknown tool %q", call.Name), true
+			} else {
+				if !tool.Spec().Idempotent {
+					st.Pending = slices.Clone(st.Pending)
+					st.Pending[0].State = CallStarted
+					err := r.commit(ctx, results, st, func(tx Tx, run *Run) error {
+						return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventToolStarted, call)
+					})
+					if err != nil {
+						return err
+					}
+					results = nil
+				} else {
+					payload, _ := json.Marshal(call)
+					r.s.broker.Publish(Event{OwnerID: r.run.OwnerID, ThreadID: r.run.ThreadID, RunID: r.run.ID, Type: EventToolStarted, Payload: payload, Time: r.s.now()})
+				}
+				out, err := tool.Call(ctx, call.Args)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				text = out
+				if err != nil {
+					text, isErr = err.Error(), true
+				}
+			}
+			st.ToolCalls++
+		}
+		results = append(results, &Message{ThreadID: r.run.ThreadID, RunID: r.run.ID, Role: RoleTool, ToolCallID: call.ID, Name: call.Name, Text: text, IsError: isErr, CreatedAt: r.s.now()})
+		st.Pending = st.Pending[1:]
+	}
+	st.Pending, st.Phase, st.Steps = nil, PhaseModel, st.Steps+1
+	return r.commit(ctx, results, st, nil)
+}

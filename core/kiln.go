@@ -1,0 +1,350 @@
+package core
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"time"
+)
+
+// Principal is the identity a request acts as. Every write records the
+// principal's ID as the owner, so users and roles can arrive later without a
+// data migration. Today there is one local owner.
+type Principal struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// LocalOwner is the single principal of a local, single-user installation.
+var LocalOwner = Principal{ID: "local", Name: "owner"}
+
+// Folder groups threads. A folder never hides a thread from the global
+// Unread and Action queues.
+type Folder struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Position  int       `json:"position"`
+	OwnerID   string    `json:"owner_id"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Thread sources.
+const (
+	SourceUser    = "user"
+	SourceTrigger = "trigger"
+	SourceFork    = "fork"
+)
+
+// Thread is a conversation. FolderID is "" when the thread is in no folder.
+// ActiveRunID is the run that is running or waiting for a decision;
+// UnreadRunID is the latest finished run the owner has not read yet.
+type Thread struct {
+	ID          string    `json:"id"`
+	Title       string    `json:"title"`
+	FolderID    string    `json:"folder_id,omitempty"`
+	Pinned      bool      `json:"pinned"`
+	Source      string    `json:"source"`
+	OwnerID     string    `json:"owner_id"`
+	Model       string    `json:"model,omitempty"`
+	Status      string    `json:"status"`
+	ActiveRunID string    `json:"active_run_id,omitempty"`
+	UnreadRunID string    `json:"unread_run_id,omitempty"`
+	Unread      bool      `json:"unread"`
+	OpenActions int       `json:"open_actions"`
+	LastMessage string    `json:"last_message,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// Thread statuses, derived from the thread's runs and kept on the row so
+// lists need no join.
+const (
+	ThreadIdle        = "idle"
+	ThreadRunning     = "running"
+	ThreadInterrupted = "interrupted"
+	ThreadFailed      = "failed"
+)
+
+// RunStatus is the state of a run.
+type RunStatus string
+
+// Run states. queued -> running -> (interrupted -> running)* -> a terminal state.
+const (
+	RunQueued      RunStatus = "queued"
+	RunRunning     RunStatus = "running"
+	RunInterrupted RunStatus = "interrupted"
+	RunSucceeded   RunStatus = "succeeded"
+	RunFailed      RunStatus = "failed"
+	RunCancelled   RunStatus = "cancelled"
+)
+
+// Terminal reports whether no further transition is possible.
+func (s RunStatus) Terminal() bool {
+	return s == RunSucceeded || s == RunFailed || s == RunCancelled
+}
+
+// Active reports whether the run holds its thread (running or waiting for a decision).
+func (s RunStatus) Active() bool { return s == RunRunning || s == RunInterrupted }
+
+// RunInput is what the user sent to start a run.
+type RunInput struct {
+	Text string `json:"text"`
+}
+
+// Limits bound a run. Zero means the engine default.
+type Limits struct {
+	MaxSteps     int `json:"max_steps,omitempty"`
+	MaxToolCalls int `json:"max_tool_calls,omitempty"`
+}
+
+// Run is one execution on a thread.
+type Run struct {
+	ID              string     `json:"id"`
+	ThreadID        string     `json:"thread_id"`
+	OwnerID         string     `json:"owner_id"`
+	Status          RunStatus  `json:"status"`
+	Model           string     `json:"model"`
+	Input           RunInput   `json:"input"`
+	InterruptOn     Policy     `json:"interrupt_on,omitempty"`
+	Limits          Limits     `json:"limits"`
+	Steps           int        `json:"steps"`
+	ToolCalls       int        `json:"tool_calls"`
+	Checkpoint      int        `json:"checkpoint"`
+	Error           string     `json:"error,omitempty"`
+	CancelRequested bool       `json:"cancel_requested,omitempty"`
+	Usage           Usage      `json:"usage"`
+	CreatedAt       time.Time  `json:"created_at"`
+	UpdatedAt       time.Time  `json:"updated_at"`
+	StartedAt       *time.Time `json:"started_at,omitempty"`
+	FinishedAt      *time.Time `json:"finished_at,omitempty"`
+}
+
+// Usage counts model tokens.
+type Usage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+}
+
+// Add returns the sum of two usages.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens}
+}
+
+// Message roles.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// Message is one entry of a thread's conversation. Index is its position in
+// the thread, assigned by the Store when appended.
+type Message struct {
+	ThreadID   string     `json:"thread_id"`
+	Index      int        `json:"index"`
+	RunID      string     `json:"run_id"`
+	Role       string     `json:"role"`
+	Text       string     `json:"text,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"`
+	IsError    bool       `json:"is_error,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+}
+
+// ToolCall is a model's request to run a tool.
+type ToolCall struct {
+	ID   string          `json:"id"`
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args"`
+}
+
+// Checkpoint is a run's full state after a step. The conversation part is
+// stored once, as the thread's append-only messages: the checkpoint records
+// how many of them belong to this state (Messages), so a step writes only
+// what it added. State holds everything else (pending tool calls, counters),
+// versioned by its own V field. Version counts up from 1 per run; Parent is
+// the version it was derived from (0 for the first).
+type Checkpoint struct {
+	RunID     string    `json:"run_id"`
+	Version   int       `json:"version"`
+	Parent    int       `json:"parent"`
+	Messages  int       `json:"messages"`
+	State     RunState  `json:"state"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// RunStateVersion is the version of RunState this build writes.
+const RunStateVersion = 1
+
+// Run phases recorded in a checkpoint: what the next step does.
+const (
+	PhaseModel = "model" // call the model
+	PhaseTools = "tools" // resolve Pending tool calls
+	PhaseDone  = "done"  // the run has its final answer
+)
+
+// RunState is the non-message part of a checkpoint.
+type RunState struct {
+	V         int           `json:"v"`
+	Phase     string        `json:"phase"`
+	Pending   []PendingCall `json:"pending,omitempty"`
+	Steps     int           `json:"steps"`
+	ToolCalls int           `json:"tool_calls"`
+}
+
+// Pending call states.
+const (
+	CallPending     = "pending"     // not yet looked at
+	CallStarted     = "started"     // a non-idempotent tool began; no result recorded
+	CallInterrupted = "interrupted" // waiting for the decision of InterruptID
+	CallReady       = "ready"       // decided; Decision says what to do
+)
+
+// PendingCall is a tool call of the last assistant message whose result is
+// not yet in the conversation.
+type PendingCall struct {
+	Call        ToolCall  `json:"call"`
+	State       string    `json:"state"`
+	InterruptID string    `json:"interrupt_id,omitempty"`
+	Decision    *Decision `json:"decision,omitempty"`
+}
+
+// Interrupt kinds.
+const (
+	InterruptApproval = "approval" // interruptOn matched the tool call
+	InterruptRecovery = "recovery" // a non-idempotent call was cut off by a crash
+)
+
+// Decisions. Approval interrupts allow a subset of approve, edit, reject and
+// respond; recovery interrupts allow retry and skip.
+const (
+	DecisionApprove = "approve"
+	DecisionEdit    = "edit"
+	DecisionReject  = "reject"
+	DecisionRespond = "respond"
+	DecisionRetry   = "retry"
+	DecisionSkip    = "skip"
+)
+
+// AllDecisions are the decisions an approval allows when the policy does not
+// restrict them.
+var AllDecisions = []string{DecisionApprove, DecisionEdit, DecisionReject, DecisionRespond}
+
+// RecoveryDecisions are the decisions a recovery interrupt allows.
+var RecoveryDecisions = []string{DecisionRetry, DecisionSkip}
+
+// Interrupt statuses.
+const (
+	InterruptOpen      = "open"
+	InterruptDecided   = "decided"
+	InterruptCancelled = "cancelled"
+)
+
+// Interrupt is a tool call held for a human.
+type Interrupt struct {
+	ID               string          `json:"id"`
+	RunID            string          `json:"run_id"`
+	ThreadID         string          `json:"thread_id"`
+	OwnerID          string          `json:"owner_id"`
+	Kind             string          `json:"kind"`
+	ToolCallID       string          `json:"tool_call_id"`
+	Tool             string          `json:"tool"`
+	Args             json.RawMessage `json:"args"`
+	AllowedDecisions []string        `json:"allowed_decisions"`
+	Reason           string          `json:"reason,omitempty"`
+	Status           string          `json:"status"`
+	Decision         *Decision       `json:"decision,omitempty"`
+	CreatedAt        time.Time       `json:"created_at"`
+	DecidedAt        *time.Time      `json:"decided_at,omitempty"`
+}
+
+// Decision is a human's answer to an interrupt. Args replaces the call's
+// arguments for edit; Message is the rejection reason for reject and the tool
+// result for respond.
+type Decision struct {
+	Decision string          `json:"decision"`
+	Args     json.RawMessage `json:"args,omitempty"`
+	Message  string          `json:"message,omitempty"`
+	By       string          `json:"by,omitempty"`
+}
+
+// Inbox queues.
+const (
+	QueueUnread = "unread"
+	QueueAction = "action"
+)
+
+// InboxItem is one entry of the Unread or Action queue. Unread items are one
+// per thread (its latest unread finished run); Action items are one per open
+// interrupt.
+type InboxItem struct {
+	Queue            string          `json:"queue"`
+	ThreadID         string          `json:"thread_id"`
+	ThreadTitle      string          `json:"thread_title"`
+	FolderID         string          `json:"folder_id,omitempty"`
+	RunID            string          `json:"run_id"`
+	RunStatus        RunStatus       `json:"run_status,omitempty"`
+	Preview          string          `json:"preview,omitempty"`
+	InterruptID      string          `json:"interrupt_id,omitempty"`
+	Kind             string          `json:"kind,omitempty"`
+	Tool             string          `json:"tool,omitempty"`
+	Args             json.RawMessage `json:"args,omitempty"`
+	AllowedDecisions []string        `json:"allowed_decisions,omitempty"`
+	Reason           string          `json:"reason,omitempty"`
+	Time             time.Time       `json:"time"`
+}
+
+// InboxCounts are the sizes of the two queues.
+type InboxCounts struct {
+	Unread int `json:"unread"`
+	Action int `json:"action"`
+}
+
+// Event is an entry of the append-only event log. Seq is global and
+// monotonic, assigned by the Store on commit. Events with Seq 0 are
+// ephemeral (text deltas): delivered live, never stored, never replayed.
+type Event struct {
+	Seq       int64           `json:"seq"`
+	ThreadID  string          `json:"thread_id,omitempty"`
+	RunID     string          `json:"run_id,omitempty"`
+	OwnerID   string          `json:"-"`
+	Namespace string          `json:"namespace,omitempty"`
+	Type      string          `json:"type"`
+	Payload   json.RawMessage `json:"payload,omitempty"`
+	Time      time.Time       `json:"time"`
+}
+
+// Event types.
+const (
+	EventThreadCreated    = "thread.created"
+	EventThreadUpdated    = "thread.updated"
+	EventThreadDeleted    = "thread.deleted"
+	EventFolderCreated    = "folder.created"
+	EventFolderUpdated    = "folder.updated"
+	EventFolderDeleted    = "folder.deleted"
+	EventRunQueued        = "run.queued"
+	EventRunStarted       = "run.started"
+	EventRunResumed       = "run.resumed"
+	EventRunInterrupted   = "run.interrupted"
+	EventRunFinished      = "run.finished"
+	EventMessage          = "message"
+	EventMessageDelta     = "message.delta"
+	EventToolStarted      = "tool.started"
+	EventInterruptCreated = "interrupt.created"
+	EventInterruptDecided = "interrupt.decided"
+	EventThreadRead       = "thread.read"
+)
+
+// NewID returns a new random identifier with the given prefix, e.g. "thr_...".
+// IDs sort roughly by creation time: a base-36 millisecond clock followed by
+// 8 random bytes.
+func NewID(prefix string, now time.Time) string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("core: crypto/rand failed: " + err.Error())
+	}
+	return prefix + "_" + strconv.FormatInt(now.UnixMilli(), 36) + hex.EncodeToString(b[:])
+}

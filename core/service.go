@@ -1,0 +1,587 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Config configures a Service.
+type Config struct {
+	Store Store
+	// Models resolves a run's model reference. Required.
+	Models ModelResolver
+	// Tools are the tools every run may call.
+	Tools []Tool
+	// DefaultModel is used when neither the run nor its thread names one.
+	DefaultModel string
+	// DefaultPolicy applies to runs that give no interrupt_on of their own.
+	DefaultPolicy Policy
+	// MaxSteps and MaxToolCalls bound runs that set no limits of their own;
+	// zero means 200 steps and 500 tool calls.
+	MaxSteps     int
+	MaxToolCalls int
+	// ShutdownGrace is how long Shutdown lets a step in flight finish before
+	// cancelling it; zero means 10 seconds.
+	ShutdownGrace time.Duration
+	Now           Clock
+	Logger        *slog.Logger
+}
+
+// Service is Kiln's core API: every operation a client can do, acting as a
+// Principal, plus the run engine. Errors are *Error values with a code.
+type Service struct {
+	store  Store
+	models ModelResolver
+	tools  map[string]Tool
+	specs  []ToolSpec
+	cfg    Config
+	now    Clock
+	log    *slog.Logger
+	broker *Broker
+
+	// wmu orders commit and publish so subscribers see Seq order.
+	wmu sync.Mutex
+
+	mu       sync.Mutex
+	active   map[string]*driver // run id -> its driver
+	stopping bool
+	wg       sync.WaitGroup
+	base     context.Context
+	hardStop context.CancelFunc
+}
+
+// New returns a Service. Call Start to recover and resume runs.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil || cfg.Models == nil {
+		return nil, Errorf(EINVALID, "core: Store and Models are required")
+	}
+	if cfg.MaxSteps <= 0 {
+		cfg.MaxSteps = 200
+	}
+	if cfg.MaxToolCalls <= 0 {
+		cfg.MaxToolCalls = 500
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = 10 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := cfg.DefaultPolicy.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Service{
+		store: cfg.Store, models: cfg.Models, cfg: cfg, now: cfg.Now, log: cfg.Logger,
+		tools: map[string]Tool{}, broker: NewBroker(), active: map[string]*driver{},
+	}
+	for _, t := range cfg.Tools {
+		spec := t.Spec()
+		if _, dup := s.tools[spec.Name]; dup {
+			return nil, Errorf(EINVALID, "core: tool %q registered twice", spec.Name)
+		}
+		s.tools[spec.Name] = t
+		s.specs = append(s.specs, spec)
+	}
+	s.base, s.hardStop = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Broker returns the live event broker.
+func (s *Service) Broker() *Broker { return s.broker }
+
+// Store returns the underlying store.
+func (s *Service) Store() Store { return s.store }
+
+// ToolSpecs lists the registered tools.
+func (s *Service) ToolSpecs() []ToolSpec { return s.specs }
+
+// update commits fn and publishes its events in commit order.
+func (s *Service) update(ctx context.Context, fn func(Tx) error) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	evs, err := s.store.Update(ctx, fn)
+	if err != nil {
+		return err
+	}
+	s.broker.Publish(evs...)
+	return nil
+}
+
+func (s *Service) view(ctx context.Context, fn func(ReadTx) error) error {
+	return s.store.View(ctx, fn)
+}
+
+func emit(tx Tx, owner, thread, run, typ string, payload any) error {
+	var raw json.RawMessage
+	if payload != nil {
+		b, err := json.Marshal(payload)
+		if err != nil {
+			return err
+		}
+		raw = b
+	}
+	return tx.Emit(Event{OwnerID: owner, ThreadID: thread, RunID: run, Type: typ, Payload: raw})
+}
+
+// ownThread loads a thread the principal may see.
+func ownThread(tx ReadTx, p Principal, id string) (*Thread, error) {
+	t, err := tx.Thread(id)
+	if err != nil {
+		return nil, err
+	}
+	if t.OwnerID != p.ID {
+		return nil, Errorf(ENOTFOUND, "thread %q not found", id)
+	}
+	return t, nil
+}
+
+func ownRun(tx ReadTx, p Principal, id string) (*Run, error) {
+	r, err := tx.Run(id)
+	if err != nil {
+		return nil, err
+	}
+	if r.OwnerID != p.ID {
+		return nil, Errorf(ENOTFOUND, "run %q not found", id)
+	}
+	return r, nil
+}
+
+func ownFolder(tx ReadTx, p Principal, id string) (*Folder, error) {
+	f, err := tx.Folder(id)
+	if err != nil {
+		return nil, err
+	}
+	if f.OwnerID != p.ID {
+		return nil, Errorf(ENOTFOUND, "folder %q not found", id)
+	}
+	return f, nil
+}
+
+// Limits on names.
+const (
+	MaxTitleLen      = 200
+	MaxFolderNameLen = 80
+	MaxInputLen      = 256 << 10
+)
+
+func cleanName(kind, s string, max int, required bool) (string, error) {
+	s = strings.TrimSpace(s)
+	if required && s == "" {
+		return "", Errorf(EINVALID, "%s must not be empty", kind)
+	}
+	if n := utf8.RuneCountInString(s); n > max {
+		return "", Errorf(EINVALID, "%s is %d characters; the limit is %d", kind, n, max)
+	}
+	if !utf8.ValidString(s) {
+		return "", Errorf(EINVALID, "%s is not valid UTF-8", kind)
+	}
+	return s, nil
+}
+
+// ThreadInput creates a thread.
+type ThreadInput struct {
+	Title    string `json:"title"`
+	FolderID string `json:"folder_id"`
+	Pinned   bool   `json:"pinned"`
+}
+
+// CreateThread creates a thread owned by p. EINVALID for a bad title,
+// ENOTFOUND for an unknown folder.
+func (s *Service) CreateThread(ctx context.Context, p Principal, in ThreadInput) (*Thread, error) {
+	title, err := cleanName("title", in.Title, MaxTitleLen, false)
+	if err != nil {
+		return nil, err
+	}
+	if title == "" {
+		title = "New thread"
+	}
+	now := s.now()
+	t := &Thread{
+		ID: NewID("thr", now), Title: title, FolderID: in.FolderID, Pinned: in.Pinned,
+		Source: SourceUser, OwnerID: p.ID, Status: ThreadIdle, CreatedAt: now, UpdatedAt: now,
+	}
+	err = s.update(ctx, func(tx Tx) error {
+		if t.FolderID != "" {
+			if _, err := ownFolder(tx, p, t.FolderID); err != nil {
+				return err
+			}
+		}
+		if err := tx.PutThread(t); err != nil {
+			return err
+		}
+		return emit(tx, p.ID, t.ID, "", EventThreadCreated, t)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// ThreadPage is one page of a thread list.
+type ThreadPage struct {
+	Threads    []*Thread `json:"threads"`
+	NextCursor string    `json:"next_cursor,omitempty"`
+}
+
+// ListThreads lists p's threads; q.OwnerID is set from p.
+func (s *Service) ListThreads(ctx context.Context, p Principal, q ThreadQuery) (ThreadPage, error) {
+	q.OwnerID = p.ID
+	var page ThreadPage
+	err := s.view(ctx, func(tx ReadTx) error {
+		ts, next, err := tx.Threads(q)
+		page = ThreadPage{Threads: ts, NextCursor: next}
+		return err
+	})
+	if page.Threads == nil {
+		page.Threads = []*Thread{}
+	}
+	return page, err
+}
+
+// GetThread returns one of p's threads.
+func (s *Service) GetThread(ctx context.Context, p Principal, id string) (*Thread, error) {
+	var t *Thread
+	err := s.view(ctx, func(tx ReadTx) (err error) {
+		t, err = ownThread(tx, p, id)
+		return err
+	})
+	return t, err
+}
+
+// ThreadPatch changes a thread; nil fields stay as they are. FolderID ""
+// moves the thread to no folder.
+type ThreadPatch struct {
+	Title    *string
+	FolderID *string
+	Pinned   *bool
+}
+
+// UpdateThread applies a patch.
+func (s *Service) UpdateThread(ctx context.Context, p Principal, id string, patch ThreadPatch) (*Thread, error) {
+	var t *Thread
+	err := s.update(ctx, func(tx Tx) (err error) {
+		if t, err = ownThread(tx, p, id); err != nil {
+			return err
+		}
+		if patch.Title != nil {
+			if t.Title, err = cleanName("title", *patch.Title, MaxTitleLen, true); err != nil {
+				return err
+			}
+		}
+		if patch.FolderID != nil {
+			if *patch.FolderID != "" {
+				if _, err := ownFolder(tx, p, *patch.FolderID); err != nil {
+					return err
+				}
+			}
+			t.FolderID = *patch.FolderID
+		}
+		if patch.Pinned != nil {
+			t.Pinned = *patch.Pinned
+		}
+		if err := tx.PutThread(t); err != nil {
+			return err
+		}
+		return emit(tx, p.ID, t.ID, "", EventThreadUpdated, t)
+	})
+	return t, err
+}
+
+// DeleteThread deletes a thread and everything in it. A thread with a
+// running or interrupted run is refused with ECONFLICT: cancel it first.
+func (s *Service) DeleteThread(ctx context.Context, p Principal, id string) error {
+	return s.update(ctx, func(tx Tx) error {
+		t, err := ownThread(tx, p, id)
+		if err != nil {
+			return err
+		}
+		if t.ActiveRunID != "" {
+			return Errorf(ECONFLICT, "thread %q has an active run %q; cancel it first", id, t.ActiveRunID)
+		}
+		if err := tx.DeleteThread(id); err != nil {
+			return err
+		}
+		return emit(tx, p.ID, id, "", EventThreadDeleted, map[string]string{"id": id})
+	})
+}
+
+// MarkRead clears the thread's unread state.
+func (s *Service) MarkRead(ctx context.Context, p Principal, id string) (*Thread, error) {
+	var t *Thread
+	err := s.update(ctx, func(tx Tx) (err error) {
+		if t, err = ownThread(tx, p, id); err != nil {
+			return err
+		}
+		if t.UnreadRunID == "" {
+			return nil
+		}
+		t.UnreadRunID, t.Unread = "", false
+		if err := tx.PutThread(t); err != nil {
+			return err
+		}
+		return emit(tx, p.ID, t.ID, "", EventThreadRead, map[string]string{"id": id})
+	})
+	return t, err
+}
+
+// Messages returns the thread's conversation as of its latest checkpoint.
+func (s *Service) Messages(ctx context.Context, p Principal, threadID string) ([]*Message, error) {
+	var msgs []*Message
+	err := s.view(ctx, func(tx ReadTx) (err error) {
+		if _, err = ownThread(tx, p, threadID); err != nil {
+			return err
+		}
+		msgs, err = tx.Messages(threadID, 0, 0)
+		return err
+	})
+	if msgs == nil {
+		msgs = []*Message{}
+	}
+	return msgs, err
+}
+
+// FolderInput creates a folder.
+type FolderInput struct {
+	Name     string `json:"name"`
+	Position *int   `json:"position"`
+}
+
+// CreateFolder creates a folder; names are unique per owner,
+// case-insensitively (ECONFLICT). Without a position it goes last.
+func (s *Service) CreateFolder(ctx context.Context, p Principal, in FolderInput) (*Folder, error) {
+	name, err := cleanName("folder name", in.Name, MaxFolderNameLen, true)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	f := &Folder{ID: NewID("fld", now), Name: name, OwnerID: p.ID, CreatedAt: now, UpdatedAt: now}
+	err = s.update(ctx, func(tx Tx) error {
+		fs, err := tx.Folders(p.ID)
+		if err != nil {
+			return err
+		}
+		for _, o := range fs {
+			if strings.EqualFold(o.Name, name) {
+				return Errorf(ECONFLICT, "a folder named %q exists", o.Name)
+			}
+			if o.Position >= f.Position {
+				f.Position = o.Position + 1
+			}
+		}
+		if in.Position != nil {
+			f.Position = *in.Position
+		}
+		if err := tx.PutFolder(f); err != nil {
+			return err
+		}
+		return emit(tx, p.ID, "", "", EventFolderCreated, f)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// ListFolders lists p's folders in order.
+func (s *Service) ListFolders(ctx context.Context, p Principal) ([]*Folder, error) {
+	var fs []*Folder
+	err := s.view(ctx, func(tx ReadTx) (err error) {
+		fs, err = tx.Folders(p.ID)
+		return err
+	})
+	if fs == nil {
+		fs = []*Folder{}
+	}
+	return fs, err
+}
+
+// GetFolder returns one of p's folders.
+func (s *Service) GetFolder(ctx context.Context, p Principal, id string) (*Folder, error) {
+	var f *Folder
+	err := s.view(ctx, func(tx ReadTx) (err error) {
+		f, err = ownFolder(tx, p, id)
+		return err
+	})
+	return f, err
+}
+
+// FolderPatch renames or moves a folder.
+type FolderPatch struct {
+	Name     *string
+	Position *int
+}
+
+// UpdateFolder applies a patch.
+func (s *Service) UpdateFolder(ctx context.Context, p Principal, id string, patch FolderPatch) (*Folder, error) {
+	var f *Folder
+	err := s.update(ctx, func(tx Tx) (err error) {
+		if f, err = ownFolder(tx, p, id); err != nil {
+			return err
+		}
+		if patch.Name != nil {
+			name, err := cleanName("folder name", *patch.Name, MaxFolderNameLen, true)
+			if err != nil {
+				return err
+			}
+			fs, err := tx.Folders(p.ID)
+			if err != nil {
+				return err
+			}
+			for _, o := range fs {
+				if o.ID != id && strings.EqualFold(o.Name, name) {
+					return Errorf(ECONFLICT, "a folder named %q exists", o.Name)
+				}
+			}
+			f.Name = name
+		}
+		if patch.Position != nil {
+			f.Position = *patch.Position
+		}
+		f.UpdatedAt = s.now()
+		if err := tx.PutFolder(f); err != nil {
+			return err
+		}
+		return emit(tx, p.ID, "", "", EventFolderUpdated, f)
+	})
+	return f, err
+}
+
+// DeleteFolder deletes a folder; its threads move to no folder.
+func (s *Service) DeleteFolder(ctx context.Context, p Principal, id string) error {
+	return s.update(ctx, func(tx Tx) error {
+		if _, err := ownFolder(tx, p, id); err != nil {
+			return err
+		}
+		if err := tx.DeleteFolder(id); err != nil {
+			return err
+		}
+		return emit(tx, p.ID, "", "", EventFolderDeleted, map[string]string{"id": id})
+	})
+}
+
+// InboxPage is one page of a queue plus both counts.
+type InboxPage struct {
+	Queue      string       `json:"queue"`
+	Items      []*InboxItem `json:"items"`
+	Counts     InboxCounts  `json:"counts"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+}
+
+// Inbox lists a queue (QueueUnread or QueueAction) for p.
+func (s *Service) Inbox(ctx context.Context, p Principal, q InboxQuery) (InboxPage, error) {
+	if q.Queue != QueueUnread && q.Queue != QueueAction {
+		return InboxPage{}, Errorf(EINVALID, "queue must be %q or %q", QueueUnread, QueueAction)
+	}
+	q.OwnerID = p.ID
+	page := InboxPage{Queue: q.Queue}
+	err := s.view(ctx, func(tx ReadTx) (err error) {
+		if page.Items, page.NextCursor, err = tx.Inbox(q); err != nil {
+			return err
+		}
+		page.Counts, err = tx.InboxCounts(p.ID)
+		return err
+	})
+	if page.Items == nil {
+		page.Items = []*InboxItem{}
+	}
+	return page, err
+}
+
+// InboxCounts returns both queue sizes.
+func (s *Service) InboxCounts(ctx context.Context, p Principal) (InboxCounts, error) {
+	var c InboxCounts
+	err := s.view(ctx, func(tx ReadTx) (err error) {
+		c, err = tx.InboxCounts(p.ID)
+		return err
+	})
+	return c, err
+}
+
+// GetRun returns one of p's runs.
+func (s *Service) GetRun(ctx context.Context, p Principal, id string) (*Run, error) {
+	var r *Run
+	err := s.view(ctx, func(tx ReadTx) (err error) {
+		r, err = ownRun(tx, p, id)
+		return err
+	})
+	return r, err
+}
+
+// ListRuns lists the runs of one of p's threads, oldest first.
+func (s *Service) ListRuns(ctx context.Context, p Principal, threadID string) ([]*Run, error) {
+	var rs []*Run
+	err := s.view(ctx, func(tx ReadTx) (err error) {
+		if _, err = ownThread(tx, p, threadID); err != nil {
+			return err
+		}
+		rs, err = tx.Runs(RunQuery{ThreadID: threadID})
+		return err
+	})
+	if rs == nil {
+		rs = []*Run{}
+	}
+	return rs, err
+}
+
+// GetInterrupt returns one of p's interrupts.
+func (s *Service) GetInterrupt(ctx context.Context, p Principal, id string) (*Interrupt, error) {
+	var in *Interrupt
+	err := s.view(ctx, func(tx ReadTx) (err error) {
+		in, err = tx.Interrupt(id)
+		if err == nil && in.OwnerID != p.ID {
+			err = Errorf(ENOTFOUND, "interrupt %q not found", id)
+		}
+		return err
+	})
+	return in, err
+}
+
+// ListInterrupts lists the interrupts of one of p's runs.
+func (s *Service) ListInterrupts(ctx context.Context, p Principal, runID string) ([]*Interrupt, error) {
+	var ins []*Interrupt
+	err := s.view(ctx, func(tx ReadTx) (err error) {
+		if _, err = ownRun(tx, p, runID); err != nil {
+			return err
+		}
+		ins, err = tx.Interrupts(InterruptQuery{RunID: runID})
+		return err
+	})
+	if ins == nil {
+		ins = []*Interrupt{}
+	}
+	return ins, err
+}
+
+// Events returns stored events visible to p after q.After.
+// q.ThreadID, when set, must be one of p's threads.
+func (s *Service) Events(ctx context.Context, p Principal, q EventQuery) ([]Event, error) {
+	q.OwnerID = p.ID
+	var evs []Event
+	err := s.view(ctx, func(tx ReadTx) (err error) {
+		evs, err = tx.Events(q)
+		return err
+	})
+	return evs, err
+}
+
+// CheckThread returns ENOTFOUND unless the thread exists and p may see it.
+func (s *Service) CheckThread(ctx context.Context, p Principal, id string) error {
+	_, err := s.GetThread(ctx, p, id)
+	return err
+}
+
+// Subscribe returns a live subscription to the events p may see (of one
+// thread when threadID is set). Pair it with Events for replay: subscribe
+// first, replay after the last seen Seq, then skip live events with a Seq
+// already seen (ephemeral events have Seq 0 and are never replayed).
+func (s *Service) Subscribe(p Principal, threadID string) *Subscription {
+	return s.broker.Subscribe(Filter{OwnerID: p.ID, ThreadID: threadID}, 4096)
+}

@@ -1,0 +1,149 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// Store persists Kiln's state. All reads go through View and all writes
+// through Update; a Store implementation is safe for concurrent use.
+//
+// Every Store runs the conformance suite in core/coretest.
+type Store interface {
+	// View runs fn in a read-only transaction with a consistent snapshot.
+	View(ctx context.Context, fn func(ReadTx) error) error
+
+	// Update runs fn in a read-write transaction. If fn returns nil the
+	// transaction commits and Update returns the events emitted through
+	// Tx.Emit, with their Seq assigned, in emission order. If fn returns an
+	// error, or the commit fails, nothing fn did is kept and no events are
+	// returned. Seq values of committed events are strictly increasing across
+	// all Updates in commit order.
+	Update(ctx context.Context, fn func(Tx) error) ([]Event, error)
+
+	// Close releases the Store. It is an error to use it afterwards.
+	Close() error
+}
+
+// ReadTx reads inside a transaction. Lookups by ID return an *Error with
+// ENOTFOUND when the object does not exist.
+type ReadTx interface {
+	Thread(id string) (*Thread, error)
+	// Threads lists threads matching q, ordered pinned first, then by
+	// UpdatedAt descending, then ID descending. It returns the cursor of the
+	// next page, or "" on the last page.
+	Threads(q ThreadQuery) ([]*Thread, string, error)
+
+	Folder(id string) (*Folder, error)
+	// Folders lists the owner's folders by Position, then Name.
+	Folders(ownerID string) ([]*Folder, error)
+
+	Run(id string) (*Run, error)
+	// Runs lists runs matching q, oldest first.
+	Runs(q RunQuery) ([]*Run, error)
+
+	// Messages returns the thread's messages with Index >= from, in order,
+	// at most limit of them (limit <= 0 means all).
+	Messages(threadID string, from, limit int) ([]*Message, error)
+
+	// Checkpoint returns the run's checkpoint with the given version; version
+	// 0 means the latest. ENOTFOUND if there is none.
+	Checkpoint(runID string, version int) (*Checkpoint, error)
+
+	Interrupt(id string) (*Interrupt, error)
+	// Interrupts lists interrupts matching q, oldest first.
+	Interrupts(q InterruptQuery) ([]*Interrupt, error)
+
+	// Inbox lists one queue, newest first, and the cursor of the next page.
+	Inbox(q InboxQuery) ([]*InboxItem, string, error)
+	// InboxCounts counts both queues for the owner.
+	InboxCounts(ownerID string) (InboxCounts, error)
+
+	// Events returns stored events with Seq > q.After, in Seq order, at most
+	// q.Limit of them.
+	Events(q EventQuery) ([]Event, error)
+	// LastSeq returns the highest committed Seq, or 0.
+	LastSeq() (int64, error)
+}
+
+// Tx writes inside a transaction. Put methods insert or replace the whole
+// object by ID.
+type Tx interface {
+	ReadTx
+
+	PutThread(t *Thread) error
+	// DeleteThread removes the thread with its runs, messages, checkpoints
+	// and interrupts. Events stay in the log.
+	DeleteThread(id string) error
+
+	PutFolder(f *Folder) error
+	// DeleteFolder removes the folder; its threads move to no folder.
+	DeleteFolder(id string) error
+
+	PutRun(r *Run) error
+
+	// AppendMessages appends messages to their thread, setting each Index to
+	// the next position in that thread.
+	AppendMessages(msgs ...*Message) error
+
+	// PutCheckpoint stores a new checkpoint. Storing a version that exists
+	// for the run is an ECONFLICT error.
+	PutCheckpoint(c *Checkpoint) error
+
+	PutInterrupt(i *Interrupt) error
+
+	// Emit appends an event to the log. Seq and, when zero, Time are
+	// assigned; the events are returned by Update after commit.
+	Emit(e Event) error
+}
+
+// ThreadQuery filters Threads. OwnerID is required. FolderID "" means any
+// folder; NoFolder lists only threads in no folder. Search matches title and
+// last message, case-insensitively. Limit <= 0 means 50; at most 500.
+type ThreadQuery struct {
+	OwnerID  string
+	FolderID string
+	NoFolder bool
+	Search   string
+	Limit    int
+	Cursor   string
+}
+
+// RunQuery filters Runs. Empty fields match everything; Limit <= 0 means no limit.
+type RunQuery struct {
+	ThreadID string
+	OwnerID  string
+	Statuses []RunStatus
+	Limit    int
+}
+
+// InterruptQuery filters Interrupts. Empty fields match everything.
+type InterruptQuery struct {
+	RunID    string
+	ThreadID string
+	OwnerID  string
+	Status   string
+	Limit    int
+}
+
+// InboxQuery selects a queue (QueueUnread or QueueAction) for an owner.
+// Limit <= 0 means 50; at most 500.
+type InboxQuery struct {
+	OwnerID string
+	Queue   string
+	Limit   int
+	Cursor  string
+}
+
+// EventQuery selects stored events after a Seq. ThreadID and OwnerID filter
+// when set. Limit <= 0 means 500.
+type EventQuery struct {
+	After    int64
+	ThreadID string
+	OwnerID  string
+	Limit    int
+}
+
+// Clock returns the current time; Stores and the engine take one so tests
+// can fix it.
+type Clock func() time.Time
