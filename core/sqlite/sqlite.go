@@ -1,0 +1,369 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kilnhq/kiln/core"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+)
+
+// writerDriver is go-sqlite3 with the write connection's settings that have
+// no DSN parameter. wal_autocheckpoint=4000 (16 MB of WAL, default 1000)
+// lets a checkpoint write each hot page once for four times as many commits:
+// 20-30% more Updates per second. journal_size_limit truncates a WAL that a
+// long reader let grow beyond 64 MB after its next checkpoint.
+const writerDriver = "sqlite3_kiln_writer"
+
+func init() {
+	sql.Register(writerDriver, &sqlite3.SQLiteDriver{
+		ConnectHook: func(c *sqlite3.SQLiteConn) error {
+			_, err := c.Exec("PRAGMA wal_autocheckpoint = 4000; PRAGMA journal_size_limit = 67108864", nil)
+			return err
+		},
+	})
+}
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// ErrSchemaTooNew is wrapped by the error Open returns for a database whose
+// schema version is newer than this build knows: it was written by a newer
+// Kiln, and opening it could corrupt it.
+var ErrSchemaTooNew = errors.New("database schema is newer than this build")
+
+// Options configure a Store.
+type Options struct {
+	// Now is the clock that stamps events emitted with a zero Time.
+	// nil means time.Now.
+	Now core.Clock
+	// Readers is the size of the read connection pool used by View. Zero
+	// means max(4, GOMAXPROCS).
+	Readers int
+}
+
+// Store is a core.Store on one SQLite database file.
+//
+// Updates run one at a time on a single write connection (BEGIN IMMEDIATE,
+// WAL journal, synchronous=NORMAL: a commit survives a process crash; the
+// last commits may be lost on power failure, as with the LangGraph
+// SqliteSaver Kiln is measured against). Views run concurrently on a pool of
+// read-only connections and see the snapshot of their first read. Statements
+// are prepared once per connection and kept in the driver's statement cache.
+//
+// Foreign keys are enforced: a thread's folder must exist, and so must a
+// run's thread, a message's thread, a checkpoint's run and an interrupt's
+// run and thread, when they are stored (earlier in the same Update is
+// fine). Events may name any thread or run, and outlive them.
+//
+// Error contract: lookups by ID return a *core.Error with ENOTFOUND when the
+// object does not exist, and so do DeleteThread and DeleteFolder; a Put that
+// refers to a missing thread, run or folder returns ENOTFOUND; a malformed
+// cursor, a missing ID or owner, an unknown inbox queue, a time outside
+// 1678..2262 or unencodable JSON returns EINVALID; PutCheckpoint of a version
+// the run already has returns ECONFLICT; using a closed Store returns
+// EUNAVAIL. Anything else (I/O, a busy database, a canceled context) is
+// returned wrapped with its operation and has no code, so core.ErrorCode
+// reports EINTERNAL. An error from the function given to Update is returned
+// as is, after the transaction is rolled back.
+type Store struct {
+	path   string
+	now    core.Clock
+	w      *sql.DB // one connection: all writes
+	r      *sql.DB // read-only connections: View
+	closed atomic.Bool
+
+	mu      sync.Mutex
+	strings map[string]int64 // committed rows of the strings table
+}
+
+// maxCachedStrings bounds Store.strings; the cache is dropped when full.
+const maxCachedStrings = 1 << 16
+
+// Open opens or creates the database at path, applies the migrations it is
+// missing, each in its own transaction, and returns the Store. It refuses a
+// database whose schema is newer than this build (ErrSchemaTooNew). path must
+// name a file; ":memory:" is not supported because Updates and Views use
+// separate connections.
+func Open(path string, opts Options) (*Store, error) {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil, core.Errorf(core.EINVALID, "sqlite: path must name a database file, got %q", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	s := &Store{path: abs, now: opts.Now, strings: make(map[string]int64)}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	uri := "file:" + uriEscaper.Replace(abs)
+
+	// The writer: one connection, kept open forever so its statement cache
+	// lives as long as the Store.
+	s.w, err = sql.Open(writerDriver, uri+"?_txlock=immediate&_journal_mode=WAL&_synchronous=NORMAL"+
+		"&_busy_timeout=10000&_foreign_keys=1&_cache_size=-16000&_stmt_cache_size=128")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	s.w.SetMaxOpenConns(1)
+	s.w.SetMaxIdleConns(1)
+	s.w.SetConnMaxLifetime(0)
+	s.w.SetConnMaxIdleTime(0)
+	if err := s.checkWriter(); err != nil {
+		s.w.Close()
+		return nil, err
+	}
+	if err := migrate(context.Background(), s.w, s.now); err != nil {
+		s.w.Close()
+		return nil, err
+	}
+
+	readers := opts.Readers
+	if readers <= 0 {
+		readers = max(4, runtime.GOMAXPROCS(0))
+	}
+	s.r, err = sql.Open("sqlite3", uri+"?mode=ro&_busy_timeout=10000&_cache_size=-16000&_stmt_cache_size=128")
+	if err != nil {
+		s.w.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	s.r.SetMaxOpenConns(readers)
+	s.r.SetMaxIdleConns(readers)
+	s.r.SetConnMaxLifetime(0)
+	s.r.SetConnMaxIdleTime(0)
+	if err := s.r.Ping(); err != nil {
+		s.w.Close()
+		s.r.Close()
+		return nil, fmt.Errorf("sqlite: open %s for reading: %w", abs, err)
+	}
+	return s, nil
+}
+
+// uriEscaper escapes the characters that end or escape the path of an SQLite
+// URI filename.
+var uriEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+
+// checkWriter verifies that the settings the Store relies on took effect.
+func (s *Store) checkWriter() error {
+	var mode string
+	if err := s.w.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("sqlite: open %s: %w", s.path, err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("sqlite: open %s: journal_mode is %q, want wal", s.path, mode)
+	}
+	var fk int
+	if err := s.w.QueryRow("PRAGMA foreign_keys").Scan(&fk); err != nil {
+		return fmt.Errorf("sqlite: open %s: %w", s.path, err)
+	}
+	if fk != 1 {
+		return fmt.Errorf("sqlite: open %s: foreign keys are not enforced by this SQLite build", s.path)
+	}
+	return nil
+}
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes both connection pools; the last connection to close
+// checkpoints the WAL into the database file. Using the Store afterwards
+// returns EUNAVAIL. Closing twice is harmless.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	rerr := s.r.Close()
+	werr := s.w.Close()
+	if werr != nil {
+		return fmt.Errorf("sqlite: close: %w", werr)
+	}
+	if rerr != nil {
+		return fmt.Errorf("sqlite: close: %w", rerr)
+	}
+	return nil
+}
+
+var errClosed = core.Errorf(core.EUNAVAIL, "store is closed")
+
+// View runs fn in a read-only transaction on one of the read connections.
+// The snapshot is taken at fn's first read.
+func (s *Store) View(ctx context.Context, fn func(core.ReadTx) error) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	stx, err := s.r.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin view: %w", err)
+	}
+	defer stx.Rollback()
+	return fn(&tx{s: s, ctx: ctx, tx: stx})
+}
+
+// Update runs fn in a write transaction. Updates are serialized. If fn
+// returns an error or panics, the transaction is rolled back and the error
+// (or panic) is passed on; nothing fn wrote is kept, and no event Seq it was
+// given becomes visible. fn must not call Update: the one write connection
+// is busy, so the inner call would wait until ctx is done. (It may call
+// View, which sees the state before this Update.) Inside fn, LastSeq and
+// Events include the events fn has emitted so far.
+func (s *Store) Update(ctx context.Context, fn func(core.Tx) error) (events []core.Event, err error) {
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	stx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: begin update: %w", err)
+	}
+	t := &tx{s: s, ctx: ctx, tx: stx, write: true}
+	committed := false
+	defer func() {
+		if !committed {
+			stx.Rollback()
+		}
+	}()
+	if err := fn(t); err != nil {
+		return nil, err
+	}
+	if err := stx.Commit(); err != nil {
+		return nil, fmt.Errorf("sqlite: commit: %w", err)
+	}
+	committed = true
+	if len(t.interned) > 0 {
+		s.mu.Lock()
+		if len(s.strings)+len(t.interned) > maxCachedStrings {
+			clear(s.strings)
+		}
+		for k, v := range t.interned {
+			s.strings[k] = v
+		}
+		s.mu.Unlock()
+	}
+	return t.events, nil
+}
+
+// cachedString returns the committed n of str, if the Store knows it.
+func (s *Store) cachedString(str string) (int64, bool) {
+	s.mu.Lock()
+	n, ok := s.strings[str]
+	s.mu.Unlock()
+	return n, ok
+}
+
+// A migration is one numbered file of migrations/, NNNN_name.sql.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations in order. Versions start at 1
+// and have no gaps.
+func migrations() ([]migration, error) {
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, name := range names {
+		base := filepath.Base(name)
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("sqlite: migration %s: name must be NNNN_name.sql", base)
+		}
+		b, err := migrationFS.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: base, sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i, m := range ms {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("sqlite: migration %s: want version %d", m.name, i+1)
+		}
+	}
+	return ms, nil
+}
+
+// SchemaVersion is the schema version this build writes: the number of the
+// last embedded migration.
+func SchemaVersion() int {
+	ms, err := migrations()
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].version
+}
+
+// migrate applies the migrations db is missing, each in one transaction
+// together with its schema_migrations row.
+func migrate(ctx context.Context, db *sql.DB, now core.Clock) error {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	known := ms[len(ms)-1].version
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    applied_at INTEGER NOT NULL
+)`); err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	for _, m := range ms {
+		if err := applyMigration(ctx, db, m, known, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyMigration applies m unless it is already recorded. The version check
+// runs inside the write transaction, so concurrent openers apply it once.
+func applyMigration(ctx context.Context, db *sql.DB, m migration, known int, now core.Clock) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	defer tx.Rollback()
+	var current int
+	if err := tx.QueryRowContext(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&current); err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	if current > known {
+		return fmt.Errorf("sqlite: database has schema version %d, this build knows up to %d; use a newer kiln: %w",
+			current, known, ErrSchemaTooNew)
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations WHERE version = ?", m.version).Scan(&n); err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return fmt.Errorf("sqlite: migration %s: %w", m.name, err)
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
+		m.version, now().UnixNano()); err != nil {
+		return fmt.Errorf("sqlite: migration %s: %w", m.name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: migration %s: %w", m.name, err)
+	}
+	return nil
+}
