@@ -94,7 +94,7 @@ func (s *Service) StartRun(ctx context.Context, p Principal, threadID string, re
 			if err := tx.PutThread(t); err != nil {
 				return err
 			}
-			return emit(tx, p.ID, t.ID, run.ID, EventRunQueued, run)
+			return emit(tx, p.ID, t.ID, run.ID, EventRunQueued, runPayload(run))
 		}
 		start = true
 		return s.activate(tx, run, t)
@@ -128,10 +128,18 @@ func (s *Service) activate(tx Tx, run *Run, t *Thread) error {
 	if err := tx.PutThread(t); err != nil {
 		return err
 	}
-	if err := emit(tx, t.OwnerID, t.ID, run.ID, EventRunStarted, run); err != nil {
+	if err := emit(tx, t.OwnerID, t.ID, run.ID, EventRunStarted, runPayload(run)); err != nil {
 		return err
 	}
-	return emit(tx, t.OwnerID, t.ID, run.ID, EventMessage, msg)
+	return emitMessage(tx, run, msg)
+}
+
+// emitMessage emits a "message" event; the payload leaves out what the
+// event itself carries.
+func emitMessage(tx Tx, run *Run, m *Message) error {
+	lean := *m
+	lean.ThreadID, lean.RunID, lean.CreatedAt = "", "", time.Time{}
+	return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventMessage, &lean)
 }
 
 func preview(s string) string {
@@ -184,6 +192,12 @@ func (s *Service) CancelRun(ctx context.Context, p Principal, runID string) (*Ru
 		s.spawn(next)
 	}
 	return run, nil
+}
+
+// runPayload is the payload of run.started and run.queued: the run's
+// identity and settings; the input arrives as the user's message.
+func runPayload(r *Run) map[string]any {
+	return map[string]any{"status": r.Status, "model": r.Model, "limits": r.Limits}
 }
 
 func finishPayload(r *Run) map[string]any {
@@ -316,10 +330,10 @@ func (s *Service) resume(tx Tx, runID string, t *Thread) error {
 		byID[in.ID] = in
 	}
 	state := cp.State
-	state.Pending = slices.Clone(state.Pending)
-	for i, pc := range state.Pending {
-		if in := byID[pc.InterruptID]; pc.State == CallInterrupted && in != nil {
-			state.Pending[i].State, state.Pending[i].Decision = CallReady, in.Decision
+	state.Calls = slices.Clone(state.Calls)
+	for i, cs := range state.Calls {
+		if in := byID[cs.InterruptID]; cs.State == CallInterrupted && in != nil {
+			state.Calls[i].State, state.Calls[i].Decision = CallReady, in.Decision
 		}
 	}
 	now := s.now()
@@ -604,7 +618,7 @@ func (r *runner) commit(ctx context.Context, add []*Message, state RunState, ext
 				return err
 			}
 			for _, m := range add {
-				if err := emit(tx, run.OwnerID, run.ThreadID, run.ID, EventMessage, m); err != nil {
+				if err := emitMessage(tx, run, m); err != nil {
 					return err
 				}
 			}
@@ -650,9 +664,8 @@ func (r *runner) modelStep(ctx context.Context) error {
 	r.run.Usage = r.run.Usage.Add(resp.Usage)
 	msg := &Message{ThreadID: run.ThreadID, RunID: run.ID, Role: RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls, CreatedAt: r.s.now()}
 	next := RunState{V: RunStateVersion, Phase: PhaseDone, Steps: st.Steps + 1, ToolCalls: st.ToolCalls}
-	for _, c := range resp.ToolCalls {
+	if len(resp.ToolCalls) > 0 {
 		next.Phase = PhaseTools
-		next.Pending = append(next.Pending, PendingCall{Call: c, State: CallPending})
 	}
 	var nextRun string
 	err = r.commit(ctx, []*Message{msg}, next, func(tx Tx, run *Run) (err error) {
@@ -677,20 +690,72 @@ func (r *runner) modelStep(ctx context.Context) error {
 	return err
 }
 
+// pendingCall is an unresolved tool call with its recorded state.
+type pendingCall struct {
+	Call ToolCall
+	CallState
+}
+
+// pendingCalls returns the tool calls of the last assistant message that have
+// no result message yet, with their states from st.
+func pendingCalls(msgs []*Message, st RunState) []pendingCall {
+	answered := map[string]bool{}
+	var last *Message
+	for i := len(msgs) - 1; i >= 0 && last == nil; i-- {
+		switch msgs[i].Role {
+		case RoleTool:
+			answered[msgs[i].ToolCallID] = true
+		case RoleAssistant:
+			last = msgs[i]
+		}
+	}
+	if last == nil {
+		return nil
+	}
+	states := make(map[string]CallState, len(st.Calls))
+	for _, cs := range st.Calls {
+		states[cs.ID] = cs
+	}
+	var out []pendingCall
+	for _, c := range last.ToolCalls {
+		if answered[c.ID] {
+			continue
+		}
+		cs, ok := states[c.ID]
+		if !ok {
+			cs = CallState{ID: c.ID, State: CallPending}
+		}
+		out = append(out, pendingCall{Call: c, CallState: cs})
+	}
+	return out
+}
+
+// callStates is the RunState.Calls form of pcs: the calls that are more
+// than pending.
+func callStates(pcs []pendingCall) []CallState {
+	var out []CallState
+	for _, pc := range pcs {
+		if pc.State != CallPending {
+			out = append(out, pc.CallState)
+		}
+	}
+	return out
+}
+
 // toolsStep resolves the pending tool calls: it holds calls the policy
 // matches (and, after a restart, non-idempotent calls that were cut off) for
 // a decision, or executes them all and commits their results.
 func (r *runner) toolsStep(ctx context.Context, resumed bool) (pause bool, err error) {
 	st := r.cp.State
-	st.Pending = slices.Clone(st.Pending)
+	pcs := pendingCalls(r.msgs, st)
 	var held []*Interrupt
 	now := r.s.now()
-	for i, pc := range st.Pending {
+	for i, pc := range pcs {
 		var in *Interrupt
 		switch {
 		case pc.State == CallStarted && resumed:
 			if t := r.s.tools[pc.Call.Name]; t != nil && t.Spec().Idempotent {
-				st.Pending[i].State = CallPending
+				pcs[i].State = CallPending
 				continue
 			}
 			in = &Interrupt{Kind: InterruptRecovery, AllowedDecisions: slices.Clone(RecoveryDecisions),
@@ -706,10 +771,11 @@ func (r *runner) toolsStep(ctx context.Context, resumed bool) (pause bool, err e
 		}
 		in.ID, in.RunID, in.ThreadID, in.OwnerID = NewID("int", now), r.run.ID, r.run.ThreadID, r.run.OwnerID
 		in.ToolCallID, in.Tool, in.Args, in.Status, in.CreatedAt = pc.Call.ID, pc.Call.Name, pc.Call.Args, InterruptOpen, now
-		st.Pending[i].State, st.Pending[i].InterruptID = CallInterrupted, in.ID
+		pcs[i].State, pcs[i].InterruptID = CallInterrupted, in.ID
 		held = append(held, in)
 	}
 	if len(held) > 0 {
+		st.Calls = callStates(pcs)
 		return true, r.commit(ctx, nil, st, func(tx Tx, run *Run) error {
 			t, err := tx.Thread(run.ThreadID)
 			if err != nil {
@@ -731,16 +797,15 @@ func (r *runner) toolsStep(ctx context.Context, resumed bool) (pause bool, err e
 			return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventRunInterrupted, map[string]any{"interrupts": len(held)})
 		})
 	}
-	return false, r.execute(ctx, st)
+	return false, r.execute(ctx, st, pcs)
 }
 
-// execute runs every pending call in order and commits their results as one
+// execute runs the pending calls in order and commits their results as one
 // step. Before a non-idempotent tool starts, a checkpoint marks it started
 // (with the results so far), so a crash during the call is detected.
-func (r *runner) execute(ctx context.Context, st RunState) error {
+func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall) error {
 	var results []*Message
-	for len(st.Pending) > 0 {
-		pc := st.Pending[0]
+	for i, pc := range pcs {
 		call := pc.Call
 		text, isErr, run := "", false, true
 		if d := pc.Decision; d != nil {
@@ -767,8 +832,8 @@ func (r *runner) execute(ctx context.Context, st RunState) error {
 				text, isErr = fmt.Sprintf("unknown tool %q", call.Name), true
 			} else {
 				if !tool.Spec().Idempotent {
-					st.Pending = slices.Clone(st.Pending)
-					st.Pending[0].State = CallStarted
+					pcs[i].State = CallStarted
+					st.Calls = callStates(pcs[i:])
 					err := r.commit(ctx, results, st, func(tx Tx, run *Run) error {
 						return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventToolStarted, call)
 					})
@@ -792,8 +857,7 @@ func (r *runner) execute(ctx context.Context, st RunState) error {
 			st.ToolCalls++
 		}
 		results = append(results, &Message{ThreadID: r.run.ThreadID, RunID: r.run.ID, Role: RoleTool, ToolCallID: call.ID, Name: call.Name, Text: text, IsError: isErr, CreatedAt: r.s.now()})
-		st.Pending = st.Pending[1:]
 	}
-	st.Pending, st.Phase, st.Steps = nil, PhaseModel, st.Steps+1
+	st.Calls, st.Phase, st.Steps = nil, PhaseModel, st.Steps+1
 	return r.commit(ctx, results, st, nil)
 }

@@ -140,18 +140,19 @@ const (
 )
 
 // Message is one entry of a thread's conversation. Index is its position in
-// the thread, assigned by the Store when appended.
+// the thread, assigned by the Store when appended. In a "message" event the
+// thread, run and time are left out: the event carries them.
 type Message struct {
-	ThreadID   string     `json:"thread_id"`
+	ThreadID   string     `json:"thread_id,omitempty"`
 	Index      int        `json:"index"`
-	RunID      string     `json:"run_id"`
+	RunID      string     `json:"run_id,omitempty"`
 	Role       string     `json:"role"`
 	Text       string     `json:"text,omitempty"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	Name       string     `json:"name,omitempty"`
 	IsError    bool       `json:"is_error,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
+	CreatedAt  time.Time  `json:"created_at,omitzero"`
 }
 
 // ToolCall is a model's request to run a tool.
@@ -182,20 +183,23 @@ const RunStateVersion = 1
 // Run phases recorded in a checkpoint: what the next step does.
 const (
 	PhaseModel = "model" // call the model
-	PhaseTools = "tools" // resolve Pending tool calls
+	PhaseTools = "tools" // resolve the last assistant message's tool calls
 	PhaseDone  = "done"  // the run has its final answer
 )
 
-// RunState is the non-message part of a checkpoint.
+// RunState is the non-message part of a checkpoint. The tool calls the
+// next tools step resolves are those of the last assistant message that have
+// no result message yet; Calls records only the ones whose state is more than
+// pending, so a step that merely asked for tools stores no copy of them.
 type RunState struct {
-	V         int           `json:"v"`
-	Phase     string        `json:"phase"`
-	Pending   []PendingCall `json:"pending,omitempty"`
-	Steps     int           `json:"steps"`
-	ToolCalls int           `json:"tool_calls"`
+	V         int         `json:"v"`
+	Phase     string      `json:"phase"`
+	Calls     []CallState `json:"calls,omitempty"`
+	Steps     int         `json:"steps"`
+	ToolCalls int         `json:"tool_calls"`
 }
 
-// Pending call states.
+// Call states. A call absent from RunState.Calls is pending.
 const (
 	CallPending     = "pending"     // not yet looked at
 	CallStarted     = "started"     // a non-idempotent tool began; no result recorded
@@ -203,10 +207,9 @@ const (
 	CallReady       = "ready"       // decided; Decision says what to do
 )
 
-// PendingCall is a tool call of the last assistant message whose result is
-// not yet in the conversation.
-type PendingCall struct {
-	Call        ToolCall  `json:"call"`
+// CallState is the state of one unresolved tool call, by the call's ID.
+type CallState struct {
+	ID          string    `json:"id"`
 	State       string    `json:"state"`
 	InterruptID string    `json:"interrupt_id,omitempty"`
 	Decision    *Decision `json:"decision,omitempty"`

@@ -161,13 +161,11 @@ func testCheckpoints(t *testing.T, s core.Store) {
 		State: core.RunState{V: core.RunStateVersion, Phase: core.PhaseModel}, CreatedAt: at(1)}
 	c2 := &core.Checkpoint{RunID: r.ID, Version: 2, Parent: 1, Messages: 2, CreatedAt: at(2),
 		State: core.RunState{V: core.RunStateVersion, Phase: core.PhaseTools, Steps: 1, ToolCalls: 3,
-			Pending: []core.PendingCall{
-				{Call: core.ToolCall{ID: "call_1", Name: "shell", Args: json.RawMessage(`{"cmd":"rm -rf /tmp/x"}`)},
-					State: core.CallInterrupted, InterruptID: "int_1"},
-				{Call: core.ToolCall{ID: "call_2", Name: "edit", Args: json.RawMessage(`{"path":"a"}`)},
-					State: core.CallReady, Decision: &core.Decision{Decision: core.DecisionEdit,
-						Args: json.RawMessage(`{"path":"b"}`), Message: "use b", By: alice}},
-				{Call: core.ToolCall{ID: "call_3", Name: "echo", Args: json.RawMessage(`{}`)}, State: core.CallStarted},
+			Calls: []core.CallState{
+				{ID: "call_1", State: core.CallInterrupted, InterruptID: "int_1"},
+				{ID: "call_2", State: core.CallReady, Decision: &core.Decision{Decision: core.DecisionEdit,
+					Args: json.RawMessage(`{"path":"b"}`), Message: "use b", By: alice}},
+				{ID: "call_3", State: core.CallStarted},
 			}}}
 	o1 := &core.Checkpoint{RunID: other.ID, Version: 1, State: core.RunState{V: 1, Phase: core.PhaseDone}, CreatedAt: at(3)}
 	put(t, s, th, r, other, c1, c2, o1)

@@ -455,7 +455,7 @@ func simulateRun(tb testing.TB, s *Store, i, k int, now time.Time, fullPayload b
 		case st%2 == 1 && st < 2*k+1: // model asks for a tool
 			call := core.ToolCall{ID: fmt.Sprintf("call_%d", st/2), Name: "echo", Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, st/2))}
 			m = &core.Message{ThreadID: th.ID, RunID: r.ID, Role: core.RoleAssistant, ToolCalls: []core.ToolCall{call}, CreatedAt: now}
-			state.Phase, state.Pending = core.PhaseTools, []core.PendingCall{{Call: call, State: core.CallPending}}
+			state.Phase, state.Calls = core.PhaseTools, []core.CallState{{ID: call.ID, State: core.CallStarted}}
 			extra.Type, extra.Payload = core.EventToolStarted, json.RawMessage(fmt.Sprintf(`{"tool_call_id":"call_%d","tool":"echo"}`, st/2))
 		case st%2 == 0: // the tool's result
 			m = &core.Message{ThreadID: th.ID, RunID: r.ID, Role: core.RoleTool, Text: fmt.Sprintf(`{"echo":{"i":%d}}`, st/2-1),
@@ -583,7 +583,7 @@ func BenchmarkUpdateStep(b *testing.B) {
 			}
 			if err := tx.PutCheckpoint(&core.Checkpoint{RunID: r.ID, Version: st, Parent: st - 1, Messages: st,
 				State: core.RunState{V: 1, Phase: core.PhaseTools, Steps: st,
-					Pending: []core.PendingCall{{Call: call, State: core.CallPending}}}, CreatedAt: now}); err != nil {
+					Calls: []core.CallState{{ID: call.ID, State: core.CallStarted}}}, CreatedAt: now}); err != nil {
 				return err
 			}
 			if err := tx.Emit(core.Event{ThreadID: th.ID, RunID: r.ID, OwnerID: "local", Type: core.EventMessage,

@@ -24,8 +24,8 @@
 // (The right-hand column is commentary, not script.) Whitespace around a line
 // is ignored. If the script does not end with text, the turn after its last
 // line ends the run with "Done: ran N tool calls." Tool call IDs are
-// call_<run>_<turn>_<i>: <run> is the run ID without the prefix before its
-// first underscore, <turn> the 0-based model turn of the run, <i> the
+// call_<run>_<turn>_<i>: <run> is the last six characters of the run ID
+// (after the prefix before its first underscore), <turn> the 0-based model turn of the run, <i> the
 // position in the turn.
 //
 // "demo" (Demo) is the offline assistant used when no AI provider is

@@ -274,7 +274,7 @@ func TestCallID(t *testing.T) {
 		run  string
 		want string
 	}{
-		{"run_lq3k2abc0011", "call_lq3k2abc0011_2_1"},
+		{"run_lq3k2abc0011", "call_bc0011_2_1"},
 		{"plain", "call_plain_2_1"},
 		{"", "call_run_2_1"},
 		{"run_", "call_run_2_1"},

@@ -64,10 +64,17 @@ func (c conversation) toolResult(callID string) *core.Message {
 // callID is the deterministic ID of the i-th tool call of a run's turn:
 // call_<run>_<turn>_<i>, where <run> is runID without the prefix NewID puts
 // before its first underscore.
+// callIDTail is how much of the run ID goes into a call ID: its random tail,
+// enough to tell the runs of one thread apart.
+const callIDTail = 6
+
 func callID(runID string, turn, i int) string {
 	s := runID
 	if j := strings.IndexByte(s, '_'); j >= 0 {
 		s = s[j+1:]
+	}
+	if len(s) > callIDTail {
+		s = s[len(s)-callIDTail:]
 	}
 	if s == "" {
 		s = "run"
