@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/sdk/client"
+)
+
+// Shell completion of IDs asks the server, briefly; when it cannot answer,
+// completion offers nothing rather than file names.
+
+const completionTimeout = 2 * time.Second
+
+const noFiles = cobra.ShellCompDirectiveNoFileComp
+
+// completion is a cobra completion function.
+type completion = func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective)
+
+// firstArg restricts a completion to the first positional argument.
+func firstArg(f completion) completion {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, noFiles
+		}
+		return f(cmd, args, toComplete)
+	}
+}
+
+// completeFrom completes with the candidates list returns, each
+// "value\tdescription".
+func (a *app) completeFrom(cmd *cobra.Command, list func(context.Context, *client.Client) ([]string, error)) ([]string, cobra.ShellCompDirective) {
+	c, err := a.client()
+	if err != nil {
+		return nil, noFiles
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
+	defer cancel()
+	out, err := list(ctx, c)
+	if err != nil {
+		return nil, noFiles
+	}
+	return out, noFiles
+}
+
+// completeThreads completes a thread ID, described by its title.
+func (a *app) completeThreads(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+	return a.completeFrom(cmd, func(ctx context.Context, c *client.Client) ([]string, error) {
+		page, err := c.ListThreads(ctx, client.ThreadListOptions{Limit: 100})
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, t := range page.Threads {
+			out = append(out, t.ID+"\t"+truncate(t.Title, 60))
+		}
+		return out, nil
+	})
+}
+
+// completeFolders completes a folder name, described by its ID.
+func (a *app) completeFolders(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+	return a.completeFrom(cmd, func(ctx context.Context, c *client.Client) ([]string, error) {
+		fs, err := c.ListFolders(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.Name+"\t"+f.ID)
+		}
+		return out, nil
+	})
+}
+
+// completeInterrupts completes the ID of an open interrupt from the Action
+// queue, described by its tool and thread.
+func (a *app) completeInterrupts(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+	return a.completeFrom(cmd, func(ctx context.Context, c *client.Client) ([]string, error) {
+		page, err := c.Inbox(ctx, client.InboxOptions{Queue: core.QueueAction, Limit: 100})
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, it := range page.Items {
+			out = append(out, it.InterruptID+"\t"+it.Tool+" in "+truncate(it.ThreadTitle, 50))
+		}
+		return out, nil
+	})
+}

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/sdk/client"
+)
+
+func newInboxCmd(a *app) *cobra.Command {
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "inbox [unread|action]",
+		Short: "Show runs that finished and tool calls waiting for you",
+		Long: `Show the inbox. The Action queue holds tool calls waiting for your decision,
+one per call; the Unread queue holds threads whose latest run finished since
+you last read them. Without an argument both queues are shown.`,
+		Example: `  kiln inbox
+  kiln inbox action -o json | jq -r '.items[].interrupt_id'`,
+		ValidArgs: []string{core.QueueUnread, core.QueueAction},
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 || (len(args) == 1 && args[0] != core.QueueUnread && args[0] != core.QueueAction) {
+				return usageError{fmt.Errorf("the queue must be %s or %s", core.QueueUnread, core.QueueAction)}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			queues := []string{core.QueueAction, core.QueueUnread}
+			if len(args) == 1 {
+				queues = args
+			}
+			pages := map[string]*core.InboxPage{}
+			for _, q := range queues {
+				if pages[q], err = c.Inbox(cmd.Context(), client.InboxOptions{Queue: q, Limit: limit}); err != nil {
+					return err
+				}
+			}
+			w := cmd.OutOrStdout()
+			if a.jsonOutput() {
+				if len(args) == 1 {
+					return writeJSON(w, pages[args[0]])
+				}
+				return writeJSON(w, pages)
+			}
+			for i, q := range queues {
+				if i > 0 {
+					fmt.Fprintln(w)
+				}
+				a.renderQueue(w, pages[q])
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVarP(&limit, "limit", "n", 0, "at most this many items per queue (server default 50)")
+	return cmd
+}
+
+// renderQueue writes one inbox queue as a table.
+func (a *app) renderQueue(w io.Writer, page *core.InboxPage) {
+	st, now := styleFor(w), time.Now()
+	if page.Queue == core.QueueAction {
+		fmt.Fprintln(w, st.bold(fmt.Sprintf("Action (%d)", page.Counts.Action)))
+		if len(page.Items) == 0 {
+			fmt.Fprintln(w, st.dim("Nothing is waiting for a decision."))
+			return
+		}
+		t := &table{st: st, header: []string{"INTERRUPT", "TOOL", "ARGS", "THREAD", "WAITING"}}
+		for _, it := range page.Items {
+			tool := it.Tool
+			if it.Kind == core.InterruptRecovery {
+				tool += st.yellow(" (cut off)")
+			}
+			t.add(it.InterruptID, tool, st.dim(truncate(compactJSON(it.Args), 40)), truncate(it.ThreadTitle, 30), ago(it.Time, now))
+		}
+		t.render(w)
+		fmt.Fprintln(w, st.dim("Decide with: kiln approve|reject|edit|respond INTERRUPT (kiln runs show RUN shows the details)"))
+	} else {
+		fmt.Fprintln(w, st.bold(fmt.Sprintf("Unread (%d)", page.Counts.Unread)))
+		if len(page.Items) == 0 {
+			fmt.Fprintln(w, st.dim("All caught up."))
+			return
+		}
+		t := &table{st: st, header: []string{"THREAD", "TITLE", "RUN", "PREVIEW", "FINISHED"}}
+		for _, it := range page.Items {
+			t.add(it.ThreadID, truncate(it.ThreadTitle, 30), st.status(string(it.RunStatus)), truncate(it.Preview, 40), ago(it.Time, now))
+		}
+		t.render(w)
+		fmt.Fprintln(w, st.dim("Read with: kiln threads show THREAD, then kiln threads read THREAD"))
+	}
+	if page.NextCursor != "" {
+		fmt.Fprintln(w, st.dim("More items: raise --limit"))
+	}
+}
+
+// newDecisionCmds returns the commands that decide interrupts.
+func newDecisionCmds(a *app) []*cobra.Command {
+	var message string
+	reject := a.decisionCmd(&cobra.Command{
+		Use:   "reject ID",
+		Short: "Reject a held tool call; the model is told it was rejected",
+		Args:  needArgs("ID"),
+	}, func(args []string) (core.Decision, error) {
+		return core.Decision{Decision: core.DecisionReject, Message: message}, nil
+	})
+	reject.Flags().StringVarP(&message, "message", "m", "", "why, for the model to read")
+
+	return []*cobra.Command{
+		a.decisionCmd(&cobra.Command{
+			Use:   "approve ID",
+			Short: "Approve a held tool call; it runs as the model asked",
+			Args:  needArgs("ID"),
+		}, func([]string) (core.Decision, error) {
+			return core.Decision{Decision: core.DecisionApprove}, nil
+		}),
+		reject,
+		a.decisionCmd(&cobra.Command{
+			Use:     "edit ID JSON_ARGS",
+			Short:   "Run a held tool call with other arguments",
+			Example: `  kiln edit int_123 '{"path": "notes/today.txt", "text": "shorter"}'`,
+			Args:    needArgs("ID", "JSON_ARGS"),
+		}, func(args []string) (core.Decision, error) {
+			var obj map[string]any
+			if err := json.Unmarshal([]byte(args[1]), &obj); err != nil || obj == nil {
+				return core.Decision{}, usageError{errors.New("JSON_ARGS must be a JSON object with the new arguments")}
+			}
+			return core.Decision{Decision: core.DecisionEdit, Args: json.RawMessage(args[1])}, nil
+		}),
+		a.decisionCmd(&cobra.Command{
+			Use:   "respond ID TEXT",
+			Short: "Answer a held tool call yourself; TEXT becomes its result",
+			Args:  needArgs("ID", "TEXT"),
+		}, func(args []string) (core.Decision, error) {
+			return core.Decision{Decision: core.DecisionRespond, Message: args[1]}, nil
+		}),
+		a.decisionCmd(&cobra.Command{
+			Use:   "retry ID",
+			Short: "Run again a tool call a server restart cut off",
+			Args:  needArgs("ID"),
+		}, func([]string) (core.Decision, error) {
+			return core.Decision{Decision: core.DecisionRetry}, nil
+		}),
+		a.decisionCmd(&cobra.Command{
+			Use:   "skip ID",
+			Short: "Skip a tool call a server restart cut off",
+			Args:  needArgs("ID"),
+		}, func([]string) (core.Decision, error) {
+			return core.Decision{Decision: core.DecisionSkip}, nil
+		}),
+	}
+}
+
+// decided is the past tense of each decision, for messages.
+var decided = map[string]string{
+	core.DecisionApprove: "Approved",
+	core.DecisionEdit:    "Edited and approved",
+	core.DecisionReject:  "Rejected",
+	core.DecisionRespond: "Answered",
+	core.DecisionRetry:   "Retrying",
+	core.DecisionSkip:    "Skipped",
+}
+
+// decisionCmd completes cmd into a command that sends the decision made
+// from its arguments, with --follow to follow the run afterwards.
+func (a *app) decisionCmd(cmd *cobra.Command, decision func(args []string) (core.Decision, error)) *cobra.Command {
+	var follow bool
+	cmd.ValidArgsFunction = firstArg(a.completeInterrupts)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		d, err := decision(args)
+		if err != nil {
+			return err
+		}
+		c, err := a.client()
+		if err != nil {
+			return err
+		}
+		in, err := c.Decide(cmd.Context(), args[0], d)
+		if err != nil {
+			return err
+		}
+		w := cmd.OutOrStdout()
+		if follow {
+			if !a.jsonOutput() {
+				fmt.Fprintf(w, "%s %s (%s).\n", decided[d.Decision], in.Tool, in.ID)
+			}
+			run, err := c.GetRun(cmd.Context(), in.RunID)
+			if err != nil {
+				return err
+			}
+			return a.follow(cmd, c, run, followOptions{after: in.ID})
+		}
+		if a.jsonOutput() {
+			return writeJSON(w, in)
+		}
+		fmt.Fprintf(w, "%s %s (%s).\n", decided[d.Decision], in.Tool, in.ID)
+		fmt.Fprintf(w, "Follow the run with: %s runs follow %s\n", a.kilnCmd(), in.RunID)
+		return nil
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow the run after the decision, as 'kiln run --follow' does")
+	return cmd
+}

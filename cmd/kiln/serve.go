@@ -1,0 +1,354 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/sqlite"
+	"github.com/kilnhq/kiln/plugins/builtin"
+	"github.com/kilnhq/kiln/web"
+)
+
+// Defaults of kiln serve.
+const (
+	defaultAddr  = "127.0.0.1:8420"
+	defaultModel = "demo"
+	// minTokenLen is the shortest API token accepted on a non-loopback
+	// address: 32 characters, e.g. 16 random bytes in hex.
+	minTokenLen = 32
+	// shutdownTimeout bounds the graceful shutdown after a signal.
+	shutdownTimeout = 30 * time.Second
+)
+
+// serveConfig is the resolved configuration of kiln serve.
+type serveConfig struct {
+	Addr           string
+	DataRoot       string
+	Model          string
+	Token          string
+	AllowedOrigins []string
+	// Loopback is true when Addr is a loopback address.
+	Loopback bool
+}
+
+func newServeCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the Kiln server",
+		Long: `Run the Kiln HTTP API and the run engine.
+
+Configuration (flags beat environment variables):
+
+  --addr, KILN_ADDR          listen address (default ` + defaultAddr + `)
+  --data, KILN_DATA_ROOT     data directory (default ~/.kiln); the database
+                             is <data>/kiln.db, tool files go to <data>/scratch
+  KILN_MODEL                 default model (default ` + defaultModel + `)
+  KILN_API_TOKEN             bearer token required by every /api request
+  KILN_ALLOWED_ORIGINS       comma-separated browser origins allowed to call
+                             the API, e.g. https://kiln.example.com
+
+On a loopback address (127.0.0.0/8, ::1, localhost) the token and origins are
+optional. Any other address needs KILN_API_TOKEN of at least 32 characters
+and KILN_ALLOWED_ORIGINS, or kiln serve refuses to start.
+
+SIGINT or SIGTERM shuts down gracefully: event streams end, running runs stop
+at a step boundary and resume on the next start.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// From here on errors are about configuration or serving, not
+			// about how the command was invoked.
+			cmd.SilenceUsage = true
+			cfg, err := loadServeConfig(cmd.Flags(), os.Getenv, os.UserHomeDir)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			// After the first signal, a second one kills the process.
+			context.AfterFunc(ctx, stop)
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			return runServer(ctx, cfg, log, cmd.Root().Version)
+		},
+	}
+	cmd.Flags().String("addr", "", "listen address (env KILN_ADDR, default "+defaultAddr+")")
+	cmd.Flags().String("data", "", "data directory (env KILN_DATA_ROOT, default ~/.kiln)")
+	return cmd
+}
+
+// loadServeConfig resolves the configuration from flags, then environment
+// variables (through getenv), then defaults, and checks it.
+func loadServeConfig(flags *pflag.FlagSet, getenv func(string) string, home func() (string, error)) (serveConfig, error) {
+	cfg := serveConfig{
+		Addr:     setting(flags, "addr", getenv("KILN_ADDR"), defaultAddr),
+		DataRoot: setting(flags, "data", getenv("KILN_DATA_ROOT"), ""),
+		Model:    cmp.Or(strings.TrimSpace(getenv("KILN_MODEL")), defaultModel),
+		Token:    strings.TrimSpace(getenv("KILN_API_TOKEN")),
+	}
+	if cfg.DataRoot == "" {
+		dir, err := home()
+		if err != nil {
+			return serveConfig{}, fmt.Errorf("find the home directory for the default data root (set KILN_DATA_ROOT or --data): %w", err)
+		}
+		cfg.DataRoot = filepath.Join(dir, ".kiln")
+	}
+	origins, err := parseOrigins(getenv("KILN_ALLOWED_ORIGINS"))
+	if err != nil {
+		return serveConfig{}, err
+	}
+	cfg.AllowedOrigins = origins
+	if _, ok := builtin.Models()[cfg.Model]; !ok {
+		return serveConfig{}, fmt.Errorf("KILN_MODEL: unknown model %q (available: %s)", cfg.Model, availableModels())
+	}
+	if cfg.Loopback, err = checkExposure(cfg.Addr, cfg.Token, cfg.AllowedOrigins); err != nil {
+		return serveConfig{}, err
+	}
+	return cfg, nil
+}
+
+// setting returns the value of flag name if it was set, else env if not
+// blank, else def.
+func setting(flags *pflag.FlagSet, name, env, def string) string {
+	if f := flags.Lookup(name); f != nil && f.Changed {
+		return f.Value.String()
+	}
+	return cmp.Or(strings.TrimSpace(env), def)
+}
+
+// parseOrigins splits a comma-separated list of browser origins, each
+// http(s)://host[:port] without a path.
+func parseOrigins(list string) ([]string, error) {
+	var out []string
+	for _, o := range strings.Split(list, ",") {
+		if o = strings.TrimSpace(o); o == "" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			strings.TrimSuffix(u.Path, "/") != "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("KILN_ALLOWED_ORIGINS: %q is not an origin; use scheme://host[:port], e.g. https://kiln.example.com", o)
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// checkExposure reports whether addr is a loopback address and refuses a
+// non-loopback one unless the API is protected: a token of at least
+// minTokenLen characters and at least one allowed origin. The error says
+// exactly what to set.
+func checkExposure(addr, token string, origins []string) (loopback bool, err error) {
+	loopback, err = isLoopbackAddr(addr)
+	if err != nil || loopback {
+		return loopback, err
+	}
+	var missing []string
+	switch {
+	case token == "":
+		missing = append(missing, fmt.Sprintf("KILN_API_TOKEN (a random secret of at least %d characters, e.g. from `openssl rand -hex 32`)", minTokenLen))
+	case len(token) < minTokenLen:
+		missing = append(missing, fmt.Sprintf("a longer KILN_API_TOKEN (it has %d characters; at least %d are required)", len(token), minTokenLen))
+	}
+	if len(origins) == 0 {
+		missing = append(missing, "KILN_ALLOWED_ORIGINS (the comma-separated browser origins allowed to call the API, e.g. https://kiln.example.com)")
+	}
+	if len(missing) > 0 {
+		return false, fmt.Errorf("refusing to listen on non-loopback address %s without protection; set %s, or listen on 127.0.0.1",
+			addr, strings.Join(missing, " and "))
+	}
+	return false, nil
+}
+
+// isLoopbackAddr reports whether a listen address host:port binds only
+// the loopback interface: localhost or an IP in 127.0.0.0/8 or ::1. An
+// empty host (":8420") binds every interface.
+func isLoopbackAddr(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, fmt.Errorf("listen address %q: %w (want host:port, e.g. %s)", addr, err, defaultAddr)
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}
+
+// availableModels lists the built-in model names, sorted.
+func availableModels() string {
+	return strings.Join(slices.Sorted(maps.Keys(builtin.Models())), ", ")
+}
+
+// modelResolver resolves model references to the built-in models.
+func modelResolver(models map[string]core.Model) core.ModelResolver {
+	return func(ref string) (core.Model, error) {
+		if m, ok := models[ref]; ok {
+			return m, nil
+		}
+		return nil, core.Errorf(core.EINVALID, "unknown model %q (available: %s)", ref, availableModels())
+	}
+}
+
+// runServer serves the API until ctx ends, then shuts down gracefully:
+// stop accepting, end event streams, let in-flight requests finish, stop
+// the engine (runs resume on the next start) and close the store.
+func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version string) (err error) {
+	scratch := filepath.Join(cfg.DataRoot, "scratch")
+	if err := os.MkdirAll(scratch, 0o700); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	dbPath := filepath.Join(cfg.DataRoot, "kiln.db")
+	store, err := sqlite.Open(dbPath, sqlite.Options{})
+	if err != nil {
+		return fmt.Errorf("open database %s: %w", dbPath, err)
+	}
+	defer func() {
+		if cerr := store.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close database: %w", cerr))
+		}
+	}()
+	tools, err := delayTools(builtin.Tools(scratch), os.Getenv(envToolDelay))
+	if err != nil {
+		return err
+	}
+	svc, err := core.New(core.Config{
+		Store:         store,
+		Models:        modelResolver(builtin.Models()),
+		Tools:         tools,
+		DefaultModel:  cfg.Model,
+		DefaultPolicy: core.Policy{"append_file": {Interrupt: true}},
+		Logger:        log,
+	})
+	if err != nil {
+		return fmt.Errorf("create service: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		defer cancel()
+		if serr := svc.Shutdown(sctx); serr != nil {
+			err = errors.Join(err, fmt.Errorf("stop engine: %w", serr))
+		}
+	}()
+	if err := svc.Start(ctx); err != nil {
+		return fmt.Errorf("start engine: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	return serveHTTP(ctx, ln, newHTTPServer(svc, cfg, log, version), log, cfg)
+}
+
+// newHTTPServer returns the http.Server of the API. Its BaseContext is
+// cancelled when Shutdown starts, which ends the event streams that would
+// otherwise keep Shutdown waiting.
+func newHTTPServer(svc *core.Service, cfg serveConfig, log *slog.Logger, version string) *http.Server {
+	if version == "" {
+		version = "dev"
+	}
+	base, cancel := context.WithCancel(context.Background())
+	srv := &http.Server{
+		Handler: web.New(svc, web.Options{
+			Token: cfg.Token, AllowedOrigins: cfg.AllowedOrigins, Loopback: cfg.Loopback,
+			Version: version, DataRoot: cfg.DataRoot, DefaultModel: cfg.Model, Logger: log,
+			StartedAt: time.Now(),
+		}),
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	srv.RegisterOnShutdown(cancel)
+	return srv
+}
+
+// serveHTTP serves on ln until ctx ends or serving fails, then shuts the
+// server down within shutdownTimeout.
+func serveHTTP(ctx context.Context, ln net.Listener, srv *http.Server, log *slog.Logger, cfg serveConfig) error {
+	log.Info(fmt.Sprintf("kiln serving on http://%s (data %s, model %s)", ln.Addr(), cfg.DataRoot, cfg.Model))
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve http: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing requests, stopping runs at a step boundary")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		return fmt.Errorf("shut down http server: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve http: %w", err)
+	}
+	return nil
+}
+
+// envToolDelay names a testing knob: "tool=duration,..." makes each named
+// tool wait that long after it took effect and before its result is
+// returned, which widens the window in which a crash cuts a call off. The
+// crash-recovery tests use it; it has no use in production.
+const envToolDelay = "KILN_TEST_TOOL_DELAY"
+
+// delayTools wraps the tools named in spec with a delay after each call.
+func delayTools(tools []core.Tool, spec string) ([]core.Tool, error) {
+	if strings.TrimSpace(spec) == "" {
+		return tools, nil
+	}
+	delays := map[string]time.Duration{}
+	for _, item := range strings.Split(spec, ",") {
+		name, dur, ok := strings.Cut(strings.TrimSpace(item), "=")
+		d, err := time.ParseDuration(dur)
+		if !ok || err != nil || d < 0 {
+			return nil, fmt.Errorf("%s: %q is not tool=duration", envToolDelay, item)
+		}
+		delays[name] = d
+	}
+	out := make([]core.Tool, len(tools))
+	for i, t := range tools {
+		out[i] = t
+		if d, ok := delays[t.Spec().Name]; ok {
+			out[i] = slowTool{Tool: t, delay: d}
+			delete(delays, t.Spec().Name)
+		}
+	}
+	if len(delays) > 0 {
+		return nil, fmt.Errorf("%s: unknown tools %s", envToolDelay, strings.Join(slices.Sorted(maps.Keys(delays)), ", "))
+	}
+	return out, nil
+}
+
+// slowTool delays a tool's result; see envToolDelay.
+type slowTool struct {
+	core.Tool
+	delay time.Duration
+}
+
+func (s slowTool) Call(ctx context.Context, args json.RawMessage) (string, error) {
+	out, err := s.Tool.Call(ctx, args)
+	select {
+	case <-time.After(s.delay):
+	case <-ctx.Done():
+	}
+	return out, err
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestCheckExposure(t *testing.T) {
+	token := strings.Repeat("k", minTokenLen)
+	origins := []string{"https://kiln.example.com"}
+	for _, tc := range []struct {
+		addr, token string
+		origins     []string
+		loopback    bool
+		errWants    []string // substrings of the error; nil = no error
+		errRefuses  []string // substrings the error must not contain
+	}{
+		{addr: "127.0.0.1:8420", loopback: true},
+		{addr: "127.9.8.7:80", loopback: true},
+		{addr: "localhost:8420", loopback: true},
+		{addr: "LocalHost:1", loopback: true},
+		{addr: "[::1]:8420", loopback: true},
+		{addr: "127.0.0.1:0", loopback: true},
+		{addr: "0.0.0.0:8420", errWants: []string{"KILN_API_TOKEN", "KILN_ALLOWED_ORIGINS", "0.0.0.0:8420"}},
+		{addr: ":8420", errWants: []string{"KILN_API_TOKEN", "KILN_ALLOWED_ORIGINS"}},
+		{addr: "[::]:8420", errWants: []string{"KILN_API_TOKEN", "KILN_ALLOWED_ORIGINS"}},
+		{addr: "[::1%lo]:8420", errWants: []string{"KILN_API_TOKEN"}},
+		{addr: "192.168.1.10:8420", errWants: []string{"KILN_API_TOKEN", "KILN_ALLOWED_ORIGINS"}},
+		{addr: "kiln.example.com:443", errWants: []string{"KILN_API_TOKEN"}},
+		{addr: "localhost.example.com:80", errWants: []string{"KILN_API_TOKEN"}},
+		{addr: "0.0.0.0:8420", token: token, origins: origins},
+		{addr: ":8420", token: token, origins: origins},
+		{addr: "[2001:db8::1]:8420", token: token, origins: origins},
+		{addr: "0.0.0.0:8420", token: token[1:], origins: origins, errWants: []string{"at least 32"}, errRefuses: []string{"KILN_ALLOWED_ORIGINS"}},
+		{addr: "0.0.0.0:8420", token: token, errWants: []string{"KILN_ALLOWED_ORIGINS"}, errRefuses: []string{"KILN_API_TOKEN"}},
+		{addr: "0.0.0.0:8420", origins: origins, errWants: []string{"KILN_API_TOKEN"}, errRefuses: []string{"KILN_ALLOWED_ORIGINS"}},
+		{addr: "127.0.0.1", errWants: []string{"host:port"}},
+		{addr: "", errWants: []string{"host:port"}},
+	} {
+		t.Run(tc.addr, func(t *testing.T) {
+			loopback, err := checkExposure(tc.addr, tc.token, tc.origins)
+			if tc.errWants == nil {
+				if err != nil || loopback != tc.loopback {
+					t.Fatalf("checkExposure = %v, %v; want %v, nil", loopback, err, tc.loopback)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("checkExposure accepted %q (loopback %v)", tc.addr, loopback)
+			}
+			for _, s := range tc.errWants {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not mention %q", err, s)
+				}
+			}
+			for _, s := range tc.errRefuses {
+				if strings.Contains(err.Error(), s) {
+					t.Errorf("error %q mentions %q, which is fine", err, s)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadServeConfig(t *testing.T) {
+	home := func() (string, error) { return "/home/u", nil }
+	token := strings.Repeat("s", 40)
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    serveConfig
+		wantErr string
+	}{
+		{
+			name: "defaults",
+			want: serveConfig{Addr: defaultAddr, DataRoot: "/home/u/.kiln", Model: defaultModel, Loopback: true},
+		},
+		{
+			name: "environment",
+			env:  map[string]string{"KILN_ADDR": "localhost:9000", "KILN_DATA_ROOT": "/srv/kiln", "KILN_MODEL": "scripted"},
+			want: serveConfig{Addr: "localhost:9000", DataRoot: "/srv/kiln", Model: "scripted", Loopback: true},
+		},
+		{
+			name: "flags beat environment",
+			args: []string{"--addr", "127.0.0.1:9001", "--data", "/flag/dir"},
+			env:  map[string]string{"KILN_ADDR": "0.0.0.0:9000", "KILN_DATA_ROOT": "/srv/kiln"},
+			want: serveConfig{Addr: "127.0.0.1:9001", DataRoot: "/flag/dir", Model: defaultModel, Loopback: true},
+		},
+		{
+			name: "exposed with protection",
+			env: map[string]string{"KILN_ADDR": "0.0.0.0:8420", "KILN_API_TOKEN": token,
+				"KILN_ALLOWED_ORIGINS": " https://a.example.com, http://b.example.com:8080 ,"},
+			want: serveConfig{Addr: "0.0.0.0:8420", DataRoot: "/home/u/.kiln", Model: defaultModel, Token: token,
+				AllowedOrigins: []string{"https://a.example.com", "http://b.example.com:8080"}},
+		},
+		{name: "exposed without protection", env: map[string]string{"KILN_ADDR": "0.0.0.0:8420"}, wantErr: "KILN_API_TOKEN"},
+		{name: "flag exposes", args: []string{"--addr", ":8420"}, wantErr: "KILN_ALLOWED_ORIGINS"},
+		{name: "unknown model", env: map[string]string{"KILN_MODEL": "gpt-9"}, wantErr: "available: demo, scripted"},
+		{name: "bad origin", env: map[string]string{"KILN_ALLOWED_ORIGINS": "kiln.example.com"}, wantErr: "not an origin"},
+		{name: "origin with path", env: map[string]string{"KILN_ALLOWED_ORIGINS": "https://kiln.example.com/app"}, wantErr: "not an origin"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := newServeCmd()
+			if err := cmd.Flags().Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := loadServeConfig(cmd.Flags(), func(k string) string { return tc.env[k] }, home)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one mentioning %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Addr != tc.want.Addr || cfg.DataRoot != tc.want.DataRoot || cfg.Model != tc.want.Model ||
+				cfg.Token != tc.want.Token || cfg.Loopback != tc.want.Loopback || !slices.Equal(cfg.AllowedOrigins, tc.want.AllowedOrigins) {
+				t.Fatalf("config %+v, want %+v", cfg, tc.want)
+			}
+		})
+	}
+}
+
+// TestRunServerShutdown serves on a free port, holds an event stream open
+// and checks that cancelling the context ends the stream and returns nil.
+func TestRunServerShutdown(t *testing.T) {
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	cfg := serveConfig{Addr: "127.0.0.1:0", DataRoot: filepath.Join(t.TempDir(), "root"), Model: "scripted", Loopback: true}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- runServer(ctx, cfg, log, "test") }()
+
+	addr := waitForAddr(t, logs, done)
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	stream, err := http.Get("http://" + addr + "/api/v1/events")
+	if err != nil || stream.StatusCode != http.StatusOK {
+		t.Fatalf("events: %v %v", stream, err)
+	}
+	defer stream.Body.Close()
+	sc := bufio.NewScanner(stream.Body)
+	for sc.Scan() && !strings.HasPrefix(sc.Text(), "event: ready") {
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("runServer: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("runServer did not return after cancellation")
+	}
+	for sc.Scan() {
+	}
+	if err := sc.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Logf("stream ended with %v", err)
+	}
+}
+
+// waitForAddr returns the address from the "kiln serving on" log line.
+func waitForAddr(t *testing.T, logs *syncBuffer, done <-chan error) string {
+	t.Helper()
+	re := regexp.MustCompile(`kiln serving on http://([^ ]+) \(data `)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := re.FindStringSubmatch(logs.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("runServer returned early: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	t.Fatalf("no serving line in the log:\n%s", logs)
+	return ""
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

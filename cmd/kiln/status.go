@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/sdk/client"
+)
+
+func newStatusCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show the server's version, uptime, load and inbox",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			s, err := c.Status(ctx)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if a.jsonOutput() {
+				return writeJSON(w, s)
+			}
+			inbox, err := c.Inbox(ctx, client.InboxOptions{Queue: core.QueueAction, Limit: 1})
+			if err != nil {
+				return err
+			}
+			st := styleFor(w)
+			field := func(name, value string) { fmt.Fprintf(w, "%-15s %s\n", name+":", value) }
+			field("Server", a.serverURL()+" "+st.green("(up)"))
+			field("Version", s.Version)
+			field("Default model", s.DefaultModel)
+			field("Data", s.DataRoot)
+			field("Started", fmt.Sprintf("%s (up %s)", ago(s.StartedAt, time.Now()), duration(time.Duration(s.UptimeSeconds)*time.Second)))
+			field("Active runs", strconv.Itoa(s.ActiveRuns))
+			field("Subscribers", strconv.Itoa(s.Subscribers))
+			field("Inbox", fmt.Sprintf("%d unread, %s", inbox.Counts.Unread, actions(st, inbox.Counts.Action)))
+			return nil
+		},
+	}
+}
+
+// actions formats the Action count, highlighted when something waits.
+func actions(st style, n int) string {
+	s := plural(n, "action")
+	if n > 0 {
+		return st.yellow(s)
+	}
+	return s
+}
+
+func newToolsCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "tools",
+		Short: "List the tools runs may call",
+		Long: `List the tools runs may call. Non-idempotent tools are not re-run
+automatically when a server restart cuts a call off; the run asks you to
+retry or skip the call instead.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			tools, err := c.Tools(cmd.Context())
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if a.jsonOutput() {
+				return writeJSON(w, map[string]any{"tools": tools})
+			}
+			if len(tools) == 0 {
+				fmt.Fprintln(w, "No tools.")
+				return nil
+			}
+			t := &table{st: styleFor(w), header: []string{"NAME", "IDEMPOTENT", "DESCRIPTION"}}
+			for _, tool := range tools {
+				t.add(tool.Name, strconv.FormatBool(tool.Idempotent), truncate(tool.Description, 80))
+			}
+			t.render(w)
+			return nil
+		},
+	}
+}
