@@ -507,7 +507,9 @@ type runner struct {
 
 func (s *Service) drive(ctx context.Context, runID string) {
 	r := &runner{s: s}
-	err := s.view(ctx, func(tx ReadTx) (err error) {
+	// A cancel may arrive before the load: load regardless, and let the
+	// loop see it and end the run.
+	err := s.view(context.WithoutCancel(ctx), func(tx ReadTx) (err error) {
 		if r.run, err = tx.Run(runID); err != nil {
 			return err
 		}
@@ -579,13 +581,14 @@ func (r *runner) interrupted(ctx context.Context) error {
 	if r.s.base.Err() != nil {
 		return errStopped
 	}
-	return r.end(context.WithoutCancel(ctx), RunCancelled, "")
+	return r.end(ctx, RunCancelled, "")
 }
 
-// end finishes the run with a terminal status.
+// end finishes the run with a terminal status. Once decided, ending is not
+// abandoned because the run's context was cancelled.
 func (r *runner) end(ctx context.Context, status RunStatus, msg string) error {
 	var next string
-	err := r.s.update(ctx, func(tx Tx) (err error) {
+	err := r.s.update(context.WithoutCancel(ctx), func(tx Tx) (err error) {
 		run, err := tx.Run(r.run.ID)
 		if err != nil {
 			return err

@@ -705,3 +705,19 @@ func TestThreadsAndFolders(t *testing.T) {
 		t.Errorf("deleted thread: %v", err)
 	}
 }
+
+// TestCancelImmediately cancels runs the moment they start, racing the
+// driver's first load: every one must end cancelled.
+func TestCancelImmediately(t *testing.T) {
+	b := newBlocker("block", true)
+	e := newEnv(t, listModel{[]core.ModelResponse{calls(call("c1", "block", `{}`))}}, b)
+	svc := e.service(nil)
+	for range 30 {
+		th := e.thread(svc)
+		r := start(t, svc, th.ID, core.RunRequest{})
+		if _, err := svc.CancelRun(context.Background(), owner, r.ID); err != nil {
+			t.Fatal(err)
+		}
+		waitRun(t, svc, r.ID, core.RunCancelled)
+	}
+}

@@ -137,7 +137,7 @@ func TestLoadServeConfig(t *testing.T) {
 // TestRunServerShutdown serves on a free port, holds an event stream open
 // and checks that cancelling the context ends the stream and returns nil.
 func TestRunServerShutdown(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &serveLogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	cfg := serveConfig{Addr: "127.0.0.1:0", DataRoot: filepath.Join(t.TempDir(), "root"), Model: "scripted", Loopback: true}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -145,7 +145,7 @@ func TestRunServerShutdown(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- runServer(ctx, cfg, log, "test") }()
 
-	addr := waitForAddr(t, logs, done)
+	addr := waitServingAddr(t, logs, done)
 	resp, err := http.Get("http://" + addr + "/healthz")
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("healthz: %v %v", resp, err)
@@ -177,8 +177,8 @@ func TestRunServerShutdown(t *testing.T) {
 	}
 }
 
-// waitForAddr returns the address from the "kiln serving on" log line.
-func waitForAddr(t *testing.T, logs *syncBuffer, done <-chan error) string {
+// waitServingAddr returns the address from the "kiln serving on" log line.
+func waitServingAddr(t *testing.T, logs *serveLogBuffer, done <-chan error) string {
 	t.Helper()
 	re := regexp.MustCompile(`kiln serving on http://([^ ]+) \(data `)
 	deadline := time.Now().Add(20 * time.Second)
@@ -196,19 +196,19 @@ func waitForAddr(t *testing.T, logs *syncBuffer, done <-chan error) string {
 	return ""
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
+// serveLogBuffer is a bytes.Buffer safe for concurrent use.
+type serveLogBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *serveLogBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *serveLogBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()

@@ -1,0 +1,141 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/coretest"
+	"github.com/kilnhq/kiln/core/sqlite"
+	"github.com/kilnhq/kiln/plugins/builtin"
+)
+
+// benchServer is a Kiln API on a SQLite file, served over real HTTP.
+func benchServer(b *testing.B) (*core.Service, *sqlite.Store, *httptest.Server) {
+	b.Helper()
+	dir := b.TempDir()
+	store, err := sqlite.Open(filepath.Join(dir, "kiln.db"), sqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	models := builtin.Models()
+	svc, err := core.New(core.Config{
+		Store: store, Tools: builtin.Tools(dir), DefaultModel: "scripted",
+		Models: func(ref string) (core.Model, error) { return models[ref], nil },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(New(svc, Options{Loopback: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	b.Cleanup(func() {
+		srv.Close()
+		svc.Shutdown(context.Background())
+		store.Close()
+	})
+	return svc, store, srv
+}
+
+func percentile(d []time.Duration, p float64) float64 {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return float64(s[min(len(s)-1, int(p*float64(len(s))))].Microseconds()) / 1000
+}
+
+// BenchmarkSSELatency measures the time from the start of a commit (a new
+// thread) to its event arriving at a client of GET /api/v1/events over
+// HTTP, and reports p50 and p99 in milliseconds.
+func BenchmarkSSELatency(b *testing.B) {
+	svc, _, srv := benchServer(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/api/v1/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	arrived := make(chan string, 1024)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			line, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var ev core.Event
+			if json.Unmarshal([]byte(line), &ev) == nil && ev.Type == core.EventThreadCreated {
+				arrived <- ev.ThreadID
+			}
+		}
+	}()
+	const samples = 2000
+	lat := make([]time.Duration, 0, samples)
+	b.ResetTimer()
+	for range b.N {
+		lat = lat[:0]
+		for range samples {
+			t0 := time.Now()
+			th, err := svc.CreateThread(ctx, core.LocalOwner, core.ThreadInput{Title: "latency"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			select {
+			case id := <-arrived:
+				if id != th.ID {
+					b.Fatalf("event for %s, want %s", id, th.ID)
+				}
+			case <-time.After(5 * time.Second):
+				b.Fatal("event did not arrive")
+			}
+			lat = append(lat, time.Since(t0))
+		}
+	}
+	b.ReportMetric(percentile(lat, 0.50), "p50-ms")
+	b.ReportMetric(percentile(lat, 0.99), "p99-ms")
+}
+
+// BenchmarkList100k measures the thread list and both inbox queues over
+// HTTP with 100,000 threads stored, reporting p50 and p99 in milliseconds.
+func BenchmarkList100k(b *testing.B) {
+	_, store, srv := benchServer(b)
+	coretest.Seed(b, store, 100_000)
+	for _, c := range []struct{ name, path string }{
+		{"threads", "/api/v1/threads?limit=50"},
+		{"inbox-unread", "/api/v1/inbox?queue=unread&limit=50"},
+		{"inbox-action", "/api/v1/inbox?queue=action&limit=50"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			const samples = 300
+			lat := make([]time.Duration, 0, samples)
+			for range b.N {
+				lat = lat[:0]
+				for range samples {
+					t0 := time.Now()
+					resp, err := http.Get(srv.URL + c.path)
+					if err != nil {
+						b.Fatal(err)
+					}
+					n, _ := io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK || n < 1000 {
+						b.Fatalf("%s: %d, %d bytes", c.path, resp.StatusCode, n)
+					}
+					lat = append(lat, time.Since(t0))
+				}
+			}
+			b.ReportMetric(percentile(lat, 0.50), "p50-ms")
+			b.ReportMetric(percentile(lat, 0.99), "p99-ms")
+		})
+	}
+}

@@ -1,0 +1,90 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// fuzzDecoder checks the contract of a request body parser on arbitrary
+// input: it never panics, and a value it accepts re-encodes to a body it
+// accepts again, which encodes the same (decoding is canonical).
+func fuzzDecoder[T any](f *testing.F, parse func([]byte) (T, error), seeds ...string) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		v, err := parse(body)
+		if err != nil {
+			if code, _ := classify(err); statusOf(code) != 400 {
+				t.Fatalf("parse(%q) failed with %s (%v), want a 400 error", body, code, err)
+			}
+			return
+		}
+		first, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("re-encode %#v: %v", v, err)
+		}
+		again, err := parse(first)
+		if err != nil {
+			t.Fatalf("parse(%q) accepted %q but rejects its re-encoding %q: %v", body, body, first, err)
+		}
+		second, err := json.Marshal(again)
+		if err != nil {
+			t.Fatalf("re-encode %#v: %v", again, err)
+		}
+		if !bytes.Equal(first, second) {
+			t.Fatalf("not canonical: %q -> %q -> %q", body, first, second)
+		}
+	})
+}
+
+func FuzzDecodeRunRequest(f *testing.F) {
+	fuzzDecoder(f, parseRunRequest,
+		`{"input":{"text":"tool echo {\"a\":1}\ntext done"}}`,
+		`{"input":{"text":"x"},"model":"scripted","limits":{"max_steps":5,"max_tool_calls":2}}`,
+		`{"input":{"text":"x"},"interrupt_on":{"append_file":true,"e*":false,"sleep":{"allowed_decisions":["approve","reject"]}}}`,
+		`{"input":{"text":"x"},"interrupt_on":{"echo":{"allowed_decisions":[]}}}`,
+		`{"input":{"text":"x"},"interrupt_on":{"[":true}}`,
+		`{"input":null,"interrupt_on":null}`,
+		`{"input":{"text":"\ud800"}}`,
+		`{"input":{"text":"x"}} trailing`,
+		`{"input":{"text":1}}`,
+		`{"limits":{"max_steps":1e3}}`,
+		`[]`, `null`, `{`, ``, `{"input":{"text":"x","more":1}}`,
+	)
+}
+
+func FuzzDecodeDecision(f *testing.F) {
+	fuzzDecoder(f, parseDecision,
+		`{"decision":"approve"}`,
+		`{"decision":"edit","args":{"path":"a.txt","line":"<b>&</b>"}}`,
+		`{"decision":"edit","args": { "nested" : [1, 2.50, {"x": null}] } }`,
+		`{"decision":"reject","message":"no"}`,
+		`{"decision":"respond","message":"done","args":null}`,
+		`{"decision":"retry"}`, `{"decision":"skip"}`,
+		`{"decision":"maybe"}`, `{"decision":"approve","by":"x"}`,
+		`{"decision":"edit","args":"str"}`, `{"decision":"edit","args":[1]}`,
+		`{"decision":"approve"}{"decision":"approve"}`,
+	)
+}
+
+func FuzzDecodeThreadPatch(f *testing.F) {
+	fuzzDecoder(f, parseThreadPatch,
+		`{}`, `{"title":"x"}`, `{"folder_id":null}`, `{"folder_id":""}`, `{"folder_id":"fld_1"}`,
+		`{"pinned":true,"title":null}`, `{"folder_id":1}`, `{"folder_id":{}}`, `{"title":"a","title":"b"}`,
+		`{"folder_id":"\u00e9\ud83d\ude00"}`, `{"folder_id" : null , "pinned" : false }`,
+	)
+}
+
+func FuzzDecodeThreadInput(f *testing.F) {
+	fuzzDecoder(f, parseThreadInput, `{}`, `{"title":"t","folder_id":"f","pinned":true}`, `{"title":null}`, `{"pinned":"yes"}`)
+}
+
+func FuzzDecodeFolderInput(f *testing.F) {
+	fuzzDecoder(f, parseFolderInput, `{"name":"n"}`, `{"name":"n","position":-3}`, `{"position":null}`, `{"name":1}`)
+}
+
+func FuzzDecodeFolderPatch(f *testing.F) {
+	fuzzDecoder(f, parseFolderPatch, `{}`, `{"name":"n"}`, `{"position":0}`, `{"position":9223372036854775808}`)
+}

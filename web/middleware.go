@@ -1,0 +1,211 @@
+package web
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/kilnhq/kiln/core"
+)
+
+// securityHeaders sets the headers every response carries. API responses
+// are never cached and never rendered as anything but what they declare.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// observedWriter records the status and size of a response. Unwrap lets
+// http.ResponseController reach the connection (to flush event streams).
+type observedWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (o *observedWriter) WriteHeader(status int) {
+	if o.status == 0 {
+		o.status = status
+	}
+	o.ResponseWriter.WriteHeader(status)
+}
+
+func (o *observedWriter) Write(b []byte) (int, error) {
+	if o.status == 0 {
+		o.status = http.StatusOK
+	}
+	n, err := o.ResponseWriter.Write(b)
+	o.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap returns the underlying ResponseWriter.
+func (o *observedWriter) Unwrap() http.ResponseWriter { return o.ResponseWriter }
+
+// observe logs every request at debug level (method, path, status, size,
+// duration; never headers, so never the token) and turns a panic into a
+// logged 500 internal error, or aborts the response if it was under way.
+func (s *server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ow := &observedWriter{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.ErrorContext(r.Context(), "panic serving request", "method", r.Method, "path", r.URL.Path,
+					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				if ow.status != 0 {
+					// Part of the response is out: abort it so the client
+					// sees a broken response rather than a complete one.
+					panic(http.ErrAbortHandler)
+				}
+				writeError(ow, r, s.log, errorf(core.EINTERNAL, "%s", internalErrorMessage))
+			}
+			s.log.DebugContext(r.Context(), "http request", "method", r.Method, "path", r.URL.Path,
+				"status", ow.status, "bytes", ow.bytes, "duration", time.Since(start))
+		}()
+		next.ServeHTTP(ow, r)
+	})
+}
+
+// checkHost refuses, on a loopback server, requests whose Host is not a
+// loopback name: a page on another site that rebinds its DNS name to
+// 127.0.0.1 still sends its own name as Host.
+func (s *server) checkHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.Loopback && !isLoopbackHost(r.Host) {
+			writeError(w, r, s.log, errorf(core.EFORBIDDEN, "host %q is not allowed; this server only answers to localhost, 127.0.0.1 and [::1]", clip(r.Host, 100)))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// CORS response values for allowed origins.
+const (
+	corsMethods = "GET, POST, PATCH, DELETE"
+	corsHeaders = "Authorization, Content-Type, Last-Event-ID"
+	corsMaxAge  = "600"
+)
+
+// checkOrigin refuses requests from browser origins that are not allowed
+// and answers CORS for the allowed ones, preflights included (before
+// authentication: browsers send preflights without credentials). Requests
+// without an Origin header (non-browser clients) pass.
+func (s *server) checkOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := w.Header()
+		h.Add("Vary", "Origin")
+		if !s.originAllowed(origin) {
+			writeError(w, r, s.log, errorf(core.EFORBIDDEN, "origin %q is not allowed", clip(origin, 100)))
+			return
+		}
+		h.Set("Access-Control-Allow-Origin", origin)
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Add("Vary", "Access-Control-Request-Method")
+			h.Add("Vary", "Access-Control-Request-Headers")
+			h.Set("Access-Control-Allow-Methods", corsMethods)
+			h.Set("Access-Control-Allow-Headers", corsHeaders)
+			h.Set("Access-Control-Max-Age", corsMaxAge)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// originAllowed reports whether a browser origin may call the API: it is
+// in AllowedOrigins, or the server is loopback and so is the origin.
+func (s *server) originAllowed(origin string) bool {
+	norm := normalizeOrigin(origin)
+	if norm == "" {
+		return false
+	}
+	if s.origins[norm] {
+		return true
+	}
+	u, _ := url.Parse(norm)
+	return s.opts.Loopback && isLoopbackHost(u.Host)
+}
+
+// normalizeOrigin returns an origin as scheme://host[:port] in lower case,
+// or "" when it is not an http(s) origin (such as "null").
+func normalizeOrigin(origin string) string {
+	u, err := url.Parse(strings.TrimSuffix(strings.TrimSpace(origin), "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" {
+		return ""
+	}
+	return strings.ToLower(u.Scheme + "://" + u.Host)
+}
+
+// isLoopbackHost reports whether hostport (a Host header or URL host, with
+// an optional port) is localhost, 127.0.0.1 or [::1].
+func isLoopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	} else {
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	}
+	switch strings.ToLower(host) {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	return false
+}
+
+// requireToken demands the bearer token on /api requests when one is
+// configured. The comparison is constant-time on SHA-256 digests, so it
+// leaks neither the token's content nor its length.
+func (s *server) requireToken(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.Token == "" || !isAPIPath(r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		var msg string
+		switch {
+		case token == "" || !strings.EqualFold(scheme, "Bearer"):
+			msg = "this API needs an Authorization: Bearer <token> header"
+		case !s.tokenMatches(strings.TrimSpace(token)):
+			msg = "the bearer token is not valid"
+		default:
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		writeError(w, r, s.log, errorf(codeUnauthorized, "%s", msg))
+	})
+}
+
+// tokenMatches compares token with the configured one in constant time.
+func (s *server) tokenMatches(token string) bool {
+	sum := sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(sum[:], s.tokenHash[:]) == 1
+}
+
+// isAPIPath reports whether path is under /api.
+func isAPIPath(path string) bool {
+	return path == "/api" || strings.HasPrefix(path, "/api/")
+}

@@ -1,0 +1,143 @@
+package web
+
+import (
+	"crypto/sha256"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/kilnhq/kiln/core"
+)
+
+// Options configures the HTTP API.
+type Options struct {
+	// Token, when set, is the bearer token every /api request must carry.
+	Token string
+	// AllowedOrigins are the browser origins (scheme://host[:port]) allowed
+	// to call the API, with CORS.
+	AllowedOrigins []string
+	// Loopback says the server listens on a loopback address only: requests
+	// must then name a loopback Host (against DNS rebinding), and loopback
+	// origins (http(s)://localhost, 127.0.0.1 or [::1], any port) are
+	// allowed in addition to AllowedOrigins.
+	Loopback bool
+	// Version, DataRoot and DefaultModel are reported by GET /api/v1/status.
+	Version, DataRoot, DefaultModel string
+	// Heartbeat is the interval of the comment lines that keep event streams
+	// alive through proxies; zero means 15 seconds.
+	Heartbeat time.Duration
+	// Logger receives request logs (debug) and internal errors; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// StartedAt is when the server started, for the status uptime; zero
+	// means the time New is called.
+	StartedAt time.Time
+}
+
+// defaultHeartbeat is the event stream heartbeat when Options sets none.
+const defaultHeartbeat = 15 * time.Second
+
+// server holds what the handlers share.
+type server struct {
+	svc       *core.Service
+	opts      Options
+	log       *slog.Logger
+	tokenHash [sha256.Size]byte
+	origins   map[string]bool // normalized AllowedOrigins
+}
+
+// New returns the HTTP handler of the Kiln API over svc: the routes of
+// specs/openapi.yaml behind the security middleware described in the
+// package documentation. Every request acts as core.LocalOwner.
+func New(svc *core.Service, opts Options) http.Handler {
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = defaultHeartbeat
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.StartedAt.IsZero() {
+		opts.StartedAt = time.Now()
+	}
+	s := &server{svc: svc, opts: opts, log: opts.Logger, origins: map[string]bool{}}
+	if opts.Token != "" {
+		s.tokenHash = sha256.Sum256([]byte(opts.Token))
+	}
+	for _, o := range opts.AllowedOrigins {
+		if o = normalizeOrigin(o); o != "" {
+			s.origins[o] = true
+		}
+	}
+	return s.router()
+}
+
+// router builds the chi router: middleware, then every route.
+func (s *server) router() chi.Router {
+	r := chi.NewRouter()
+	r.Use(securityHeaders, s.observe, s.checkHost, s.checkOrigin, s.requireToken)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, s.log, errorf(core.ENOTFOUND, "no route for %s %s", r.Method, clip(r.URL.Path, 200)))
+	})
+	r.MethodNotAllowed(s.methodNotAllowed(r))
+	r.Get("/healthz", s.healthz)
+	r.Route("/api/v1", s.apiRoutes)
+	return r
+}
+
+// apiRoutes registers the /api/v1 routes. Keep specs/openapi.yaml in step:
+// TestOpenAPICoversRoutes compares the two.
+func (s *server) apiRoutes(r chi.Router) {
+	r.Get("/threads", s.api(s.listThreads))
+	r.Post("/threads", s.api(s.createThread))
+	r.Get("/threads/{id}", s.api(s.getThread))
+	r.Patch("/threads/{id}", s.api(s.updateThread))
+	r.Delete("/threads/{id}", s.api(s.deleteThread))
+	r.Post("/threads/{id}/read", s.api(s.markRead))
+	r.Get("/threads/{id}/messages", s.api(s.listMessages))
+	r.Get("/threads/{id}/runs", s.api(s.listRuns))
+	r.Post("/threads/{id}/runs", s.api(s.startRun))
+	r.Get("/threads/{id}/events", s.threadEvents)
+
+	r.Get("/runs/{id}", s.api(s.getRun))
+	r.Post("/runs/{id}/cancel", s.api(s.cancelRun))
+	r.Get("/runs/{id}/interrupts", s.api(s.listInterrupts))
+
+	r.Get("/interrupts/{id}", s.api(s.getInterrupt))
+	r.Post("/interrupts/{id}/decision", s.api(s.decide))
+
+	r.Get("/inbox", s.api(s.inbox))
+
+	r.Get("/folders", s.api(s.listFolders))
+	r.Post("/folders", s.api(s.createFolder))
+	r.Get("/folders/{id}", s.api(s.getFolder))
+	r.Patch("/folders/{id}", s.api(s.updateFolder))
+	r.Delete("/folders/{id}", s.api(s.deleteFolder))
+
+	r.Get("/tools", s.api(s.tools))
+	r.Get("/status", s.api(s.status))
+	r.Get("/events", s.allEvents)
+}
+
+// probedMethods are the methods a 405 response may list in Allow.
+var probedMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// methodNotAllowed answers 405 with the route's methods in Allow.
+func (s *server) methodNotAllowed(routes chi.Routes) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		path := r.URL.RawPath
+		if path == "" {
+			path = r.URL.Path
+		}
+		var allowed []string
+		for _, m := range probedMethods {
+			if routes.Match(chi.NewRouteContext(), m, path) {
+				allowed = append(allowed, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		writeError(w, r, s.log, errorf(codeMethodNotAllowed, "method %s is not allowed here; allowed: %s", r.Method, strings.Join(allowed, ", ")))
+	}
+}
