@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -137,7 +135,7 @@ func TestLoadServeConfig(t *testing.T) {
 // TestRunServerShutdown serves on a free port, holds an event stream open
 // and checks that cancelling the context ends the stream and returns nil.
 func TestRunServerShutdown(t *testing.T) {
-	logs := &serveLogBuffer{}
+	logs := &lockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	cfg := serveConfig{Addr: "127.0.0.1:0", DataRoot: filepath.Join(t.TempDir(), "root"), Model: "scripted", Loopback: true}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -178,7 +176,7 @@ func TestRunServerShutdown(t *testing.T) {
 }
 
 // waitServingAddr returns the address from the "kiln serving on" log line.
-func waitServingAddr(t *testing.T, logs *serveLogBuffer, done <-chan error) string {
+func waitServingAddr(t *testing.T, logs *lockedBuffer, done <-chan error) string {
 	t.Helper()
 	re := regexp.MustCompile(`kiln serving on http://([^ ]+) \(data `)
 	deadline := time.Now().Add(20 * time.Second)
@@ -194,22 +192,4 @@ func waitServingAddr(t *testing.T, logs *serveLogBuffer, done <-chan error) stri
 	}
 	t.Fatalf("no serving line in the log:\n%s", logs)
 	return ""
-}
-
-// serveLogBuffer is a bytes.Buffer safe for concurrent use.
-type serveLogBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *serveLogBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *serveLogBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

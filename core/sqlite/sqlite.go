@@ -22,16 +22,24 @@ import (
 )
 
 // writerDriver is go-sqlite3 with the write connection's settings that have
-// no DSN parameter. wal_autocheckpoint=4000 (16 MB of WAL, default 1000)
-// lets a checkpoint write each hot page once for four times as many commits:
-// 20-30% more Updates per second. journal_size_limit truncates a WAL that a
-// long reader let grow beyond 64 MB after its next checkpoint.
+// no DSN parameter, applied in this order:
+//   - page_size=1024, before WAL mode fixes it for a new database: a step
+//     dirties a handful of pages in different tables, and every commit
+//     writes each of them whole to the WAL, so small pages make a commit
+//     write a quarter of the bytes (about 25% more steps per second; lists
+//     and queues at 100,000 threads are unchanged). An existing database
+//     keeps its page size.
+//   - journal_mode=WAL.
+//   - wal_autocheckpoint=16000 pages (16 MB of WAL, default 1000 pages) lets
+//     a checkpoint write each hot page once for many more commits.
+//   - journal_size_limit truncates a WAL that a long reader let grow beyond
+//     64 MB after its next checkpoint.
 const writerDriver = "sqlite3_kiln_writer"
 
 func init() {
 	sql.Register(writerDriver, &sqlite3.SQLiteDriver{
 		ConnectHook: func(c *sqlite3.SQLiteConn) error {
-			_, err := c.Exec("PRAGMA wal_autocheckpoint = 4000; PRAGMA journal_size_limit = 67108864", nil)
+			_, err := c.Exec("PRAGMA page_size = 1024; PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 16000; PRAGMA journal_size_limit = 67108864", nil)
 			return err
 		},
 	})
@@ -114,7 +122,7 @@ func Open(path string, opts Options) (*Store, error) {
 
 	// The writer: one connection, kept open forever so its statement cache
 	// lives as long as the Store.
-	s.w, err = sql.Open(writerDriver, uri+"?_txlock=immediate&_journal_mode=WAL&_synchronous=NORMAL"+
+	s.w, err = sql.Open(writerDriver, uri+"?_txlock=immediate&_synchronous=NORMAL"+
 		"&_busy_timeout=10000&_foreign_keys=1&_cache_size=-16000&_stmt_cache_size=128")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
