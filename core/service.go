@@ -44,8 +44,10 @@ type Service struct {
 	log    *slog.Logger
 	broker *Broker
 
-	// wmu orders commit and publish so subscribers see Seq order.
-	wmu sync.Mutex
+	// wmu orders commit and publish so subscribers see Seq order, for a
+	// Store that is no CommitHooker.
+	wmu    sync.Mutex
+	hooked bool
 
 	mu       sync.Mutex
 	active   map[string]*driver // run id -> its driver
@@ -90,6 +92,10 @@ func New(cfg Config) (*Service, error) {
 		s.tools[spec.Name] = t
 		s.specs = append(s.specs, spec)
 	}
+	if h, ok := cfg.Store.(CommitHooker); ok {
+		h.SetCommitHook(func(evs []Event) { s.broker.Publish(evs...) })
+		s.hooked = true
+	}
 	s.base, s.hardStop = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -103,8 +109,13 @@ func (s *Service) Store() Store { return s.store }
 // ToolSpecs lists the registered tools.
 func (s *Service) ToolSpecs() []ToolSpec { return s.specs }
 
-// update commits fn and publishes its events in commit order.
+// update commits fn and publishes its events in commit order (through the
+// Store's commit hook when it has one).
 func (s *Service) update(ctx context.Context, fn func(Tx) error) error {
+	if s.hooked {
+		_, err := s.store.Update(ctx, fn)
+		return err
+	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	evs, err := s.store.Update(ctx, fn)

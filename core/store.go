@@ -25,6 +25,15 @@ type Store interface {
 	Close() error
 }
 
+// CommitHooker is implemented by Stores that report each Update's committed
+// events through a hook, in commit order, before the Update returns. With
+// one, a Service publishes live events from the hook and lets Updates run
+// concurrently (so a Store may commit them in groups); without one it
+// serializes Updates to publish in order.
+type CommitHooker interface {
+	SetCommitHook(hook func([]Event))
+}
+
 // ReadTx reads inside a transaction. Lookups by ID return an *Error with
 // ENOTFOUND when the object does not exist.
 type ReadTx interface {

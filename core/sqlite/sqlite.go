@@ -96,7 +96,23 @@ type Store struct {
 
 	mu      sync.Mutex
 	strings map[string]int64 // committed rows of the strings table
+
+	wmu   sync.Mutex // held by the Update committing a group
+	qmu   sync.Mutex
+	queue []*update // Updates waiting for the next group
+	hook  func([]core.Event)
+
+	updates, commits atomic.Int64
 }
+
+// Stats counts Updates and the transactions that committed them; fewer
+// commits than updates means group commit is at work.
+type Stats struct {
+	Updates, Commits int64
+}
+
+// Stats returns the Store's counters since Open.
+func (s *Store) Stats() Stats { return Stats{Updates: s.updates.Load(), Commits: s.commits.Load()} }
 
 // maxCachedStrings bounds Store.strings; the cache is dropped when full.
 const maxCachedStrings = 1 << 16
@@ -221,46 +237,168 @@ func (s *Store) View(ctx context.Context, fn func(core.ReadTx) error) error {
 	return fn(&tx{s: s, ctx: ctx, tx: stx})
 }
 
-// Update runs fn in a write transaction. Updates are serialized. If fn
-// returns an error or panics, the transaction is rolled back and the error
-// (or panic) is passed on; nothing fn wrote is kept, and no event Seq it was
-// given becomes visible. fn must not call Update: the one write connection
-// is busy, so the inner call would wait until ctx is done. (It may call
-// View, which sees the state before this Update.) Inside fn, LastSeq and
-// Events include the events fn has emitted so far.
-func (s *Store) Update(ctx context.Context, fn func(core.Tx) error) (events []core.Event, err error) {
+// Update runs fn in a write transaction. If fn returns an error or panics,
+// nothing fn wrote is kept, no event Seq it was given becomes visible, and
+// the error (or panic) is passed on. fn must not call Update: it would wait
+// for itself until ctx is done. (It may call View, which sees the state
+// before this Update.) Inside fn, LastSeq and Events include the events fn
+// has emitted so far.
+//
+// Updates that arrive while another commits are committed together (group
+// commit): one transaction, each fn inside its own savepoint, so a failing
+// fn is rolled back alone and the others commit. SQLite writes and syncs the
+// WAL once for the group, which is most of the cost of a small Update. The
+// commit hook (SetCommitHook) sees each Update's events in commit order.
+func (s *Store) Update(ctx context.Context, fn func(core.Tx) error) ([]core.Event, error) {
 	if s.closed.Load() {
 		return nil, errClosed
 	}
+	u := &update{ctx: ctx, fn: fn}
+	s.qmu.Lock()
+	s.queue = append(s.queue, u)
+	s.qmu.Unlock()
+
+	// The first to get wmu commits everything queued; the others find
+	// their Update done when they get it in turn.
+	s.wmu.Lock()
+	if !u.done {
+		s.qmu.Lock()
+		group := s.queue
+		s.queue = nil
+		s.qmu.Unlock()
+		s.commit(group)
+	}
+	s.wmu.Unlock()
+	if u.panic != nil {
+		panic(u.panic)
+	}
+	return u.events, u.err
+}
+
+// update is one caller's Update waiting to be committed.
+type update struct {
+	ctx    context.Context
+	fn     func(core.Tx) error
+	done   bool // set under wmu when committed or failed
+	events []core.Event
+	err    error
+	panic  any
+	t      *tx
+}
+
+// SetCommitHook sets a function that Update calls with each committed
+// Update's events (possibly none), in commit order, before that Update
+// returns. It must not block or call the Store. Set it before the first
+// Update.
+func (s *Store) SetCommitHook(hook func([]core.Event)) { s.hook = hook }
+
+// commit runs a group of Updates in one transaction and reports to each.
+func (s *Store) commit(group []*update) {
+	defer func() {
+		for _, u := range group {
+			u.done = true
+		}
+	}()
+	ctx := group[0].ctx
+	if len(group) > 1 {
+		// One caller's cancellation must not interrupt the others' work.
+		ctx = context.WithoutCancel(ctx)
+	}
 	stx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: begin update: %w", err)
+		for _, u := range group {
+			u.err = fmt.Errorf("sqlite: begin update: %w", err)
+		}
+		return
 	}
-	t := &tx{s: s, ctx: ctx, tx: stx, write: true}
 	committed := false
 	defer func() {
 		if !committed {
 			stx.Rollback()
 		}
 	}()
-	if err := fn(t); err != nil {
-		return nil, err
+	ok := 0
+	for _, u := range group {
+		if err := u.ctx.Err(); err != nil {
+			u.err = fmt.Errorf("sqlite: begin update: %w", err)
+			continue
+		}
+		if s.run(stx, ctx, u, len(group) > 1) {
+			ok++
+		}
+	}
+	if ok == 0 {
+		return
 	}
 	if err := stx.Commit(); err != nil {
-		return nil, fmt.Errorf("sqlite: commit: %w", err)
+		for _, u := range group {
+			if u.err == nil && u.panic == nil {
+				u.err = fmt.Errorf("sqlite: commit: %w", err)
+			}
+		}
+		return
 	}
 	committed = true
-	if len(t.interned) > 0 {
-		s.mu.Lock()
-		if len(s.strings)+len(t.interned) > maxCachedStrings {
+	s.commits.Add(1)
+	s.updates.Add(int64(ok))
+	s.mu.Lock()
+	for _, u := range group {
+		if u.err != nil || u.panic != nil {
+			continue
+		}
+		if len(s.strings)+len(u.t.interned) > maxCachedStrings {
 			clear(s.strings)
 		}
-		for k, v := range t.interned {
+		for k, v := range u.t.interned {
 			s.strings[k] = v
 		}
-		s.mu.Unlock()
 	}
-	return t.events, nil
+	s.mu.Unlock()
+	for _, u := range group {
+		if u.err == nil && u.panic == nil {
+			u.events = u.t.events
+			if s.hook != nil {
+				s.hook(u.events)
+			}
+		}
+	}
+}
+
+// run calls u.fn inside stx, in a savepoint when the transaction is shared,
+// and reports whether it succeeded. A failed or panicking fn is rolled
+// back to its savepoint, or the whole (unshared) transaction is abandoned.
+func (s *Store) run(stx *sql.Tx, ctx context.Context, u *update, shared bool) (ok bool) {
+	if shared {
+		if _, err := stx.ExecContext(ctx, "SAVEPOINT u"); err != nil {
+			u.err = fmt.Errorf("sqlite: savepoint: %w", err)
+			return false
+		}
+	}
+	u.t = &tx{s: s, ctx: u.ctx, tx: stx, write: true}
+	if shared {
+		u.t.ctx = ctx
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			u.panic, ok = p, false
+		}
+		if !shared {
+			return
+		}
+		if !ok {
+			if _, err := stx.ExecContext(ctx, "ROLLBACK TO u"); err != nil && u.err == nil {
+				u.err = fmt.Errorf("sqlite: rollback to savepoint: %w", err)
+			}
+		}
+		if _, err := stx.ExecContext(ctx, "RELEASE u"); err != nil && ok {
+			u.err, ok = fmt.Errorf("sqlite: release savepoint: %w", err), false
+		}
+	}()
+	if err := u.fn(u.t); err != nil {
+		u.err = err
+		return false
+	}
+	return true
 }
 
 // cachedString returns the committed n of str, if the Store knows it.
@@ -375,3 +513,9 @@ func applyMigration(ctx context.Context, db *sql.DB, m migration, known int, now
 	}
 	return nil
 }
+
+// Interface guards.
+var (
+	_ core.Store        = (*Store)(nil)
+	_ core.CommitHooker = (*Store)(nil)
+)
