@@ -82,11 +82,9 @@ func (s *Service) StartRun(ctx context.Context, p Principal, threadID string, re
 		if t.Model == "" {
 			t.Model = run.Model
 		}
-		queued, err := tx.Runs(RunQuery{ThreadID: threadID, Statuses: []RunStatus{RunQueued}, Limit: 1})
-		if err != nil {
-			return err
-		}
-		if t.ActiveRunID != "" || len(queued) > 0 {
+		// A thread without an active run has no queued runs either: finish
+		// activates the next queued run in the same transaction.
+		if t.ActiveRunID != "" {
 			if err := tx.PutRun(run); err != nil {
 				return err
 			}
@@ -209,6 +207,8 @@ func finishPayload(r *Run) map[string]any {
 // runs, and activates the thread's next queued run, whose id it returns.
 func (s *Service) finish(tx Tx, run *Run, status RunStatus, msg string) (string, error) {
 	now := s.now()
+	// Only an interrupted run has open interrupts.
+	wasInterrupted := run.Status == RunInterrupted
 	run.Status, run.Error, run.FinishedAt, run.UpdatedAt = status, msg, &now, now
 	if err := tx.PutRun(run); err != nil {
 		return "", err
@@ -217,9 +217,11 @@ func (s *Service) finish(tx Tx, run *Run, status RunStatus, msg string) (string,
 	if err != nil {
 		return "", err
 	}
-	open, err := tx.Interrupts(InterruptQuery{RunID: run.ID, Status: InterruptOpen})
-	if err != nil {
-		return "", err
+	var open []*Interrupt
+	if wasInterrupted {
+		if open, err = tx.Interrupts(InterruptQuery{RunID: run.ID, Status: InterruptOpen}); err != nil {
+			return "", err
+		}
 	}
 	for _, in := range open {
 		in.Status, in.DecidedAt = InterruptCancelled, &now

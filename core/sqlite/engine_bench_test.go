@@ -65,7 +65,7 @@ func oneRun(ctx context.Context, svc *core.Service, script string) (*core.Run, e
 	if err != nil {
 		return nil, err
 	}
-	sub := svc.Subscribe(core.LocalOwner, th.ID)
+	sub := svc.Broker().Subscribe(core.Filter{OwnerID: core.LocalOwner.ID, ThreadID: th.ID}, 64)
 	defer sub.Close()
 	r, err := svc.StartRun(ctx, core.LocalOwner, th.ID, core.RunRequest{Input: core.RunInput{Text: script}})
 	if err != nil {
