@@ -1,34 +1,80 @@
 # Kiln — build, run, test, bench. Every target sets up what it needs.
-GO      ?= go
-BIN     := bin
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X main.version=$(VERSION)
-ADDR    ?= 127.0.0.1:8420
+GO       ?= go
+NPM      ?= npm
+BIN      := bin
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X main.version=$(VERSION)
+ADDR     ?= 127.0.0.1:8420
+# CHROMIUM is the browser of the UI's end-to-end tests and of the first-paint figure.
+CHROMIUM ?= /usr/bin/chromium
+export CHROMIUM
 
-.PHONY: all build run test test-short bench fuzz vet clean
+# The web UI: TypeScript sources in web/ui, built by esbuild into web/ui/dist,
+# which is committed and embedded in the binary (so Go alone builds kiln).
+UI         := web/ui
+UI_DIST    := $(UI)/dist/app.js
+UI_MODULES := $(UI)/node_modules/.package-lock.json
+UI_SRC     := $(shell find $(UI)/src 2>/dev/null) $(wildcard $(UI)/package.json $(UI)/package-lock.json $(UI)/build.mjs $(UI)/tsconfig.json)
+# npm, when it is installed and web/ui has its build (package.json, build.mjs)
+HAVE_NPM   := $(and $(wildcard $(UI)/package.json),$(wildcard $(UI)/build.mjs),$(shell command -v $(NPM) 2>/dev/null))
+
+.PHONY: all build run ui ui-check deps test test-short bench fuzz vet clean
 
 all: build
 
-## build: the kiln binary (server + CLI) into bin/
-build:
+## build: the kiln binary (server + CLI, with the web UI) into bin/
+build: ui
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kiln ./cmd/kiln
 
 ## run: build and serve on 127.0.0.1 with the embedded defaults (~/.kiln, demo model)
 run: build
 	$(BIN)/kiln serve --addr $(ADDR)
 
-## test: vet and every test, including the end-to-end crash test
-test: vet
-	$(GO) test -count=1 -timeout 15m ./...
+## ui: rebuild web/ui/dist when a source is newer than it (npm ci first when the lock file changed)
+ifeq ($(HAVE_NPM),)
+ui:
+	@echo "note: $(if $(wildcard $(UI)/build.mjs),npm not found,no web/ui/build.mjs); kiln embeds the committed web/ui/dist as it is"
+else
+ui: $(UI_DIST)
 
-## test-short: the unit tests only
+$(UI_DIST): $(UI_SRC) | $(UI_MODULES)
+	cd $(UI) && $(NPM) run --silent build
+	@touch $@
+endif
+
+# npm ci writes node_modules/.package-lock.json; it is older than the lock
+# file when package-lock.json changed since the last install.
+$(UI_MODULES): $(UI)/package-lock.json
+	cd $(UI) && $(NPM) ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+## ui-check: fail when web/ui/dist is not what a fresh build of the sources makes (and leave the fresh build)
+ui-check: $(UI_MODULES)
+	.ci/ui-check
+
+## deps: install what the tests need when missing: Chromium (apt, as root) and the UI's npm packages
+deps:
+	.ci/setup
+	@$(MAKE) --no-print-directory $(UI_MODULES)
+
+## test: deps, the web/ui/dist check, vet, every Go test (including the end-to-end crash test),
+## the UI's unit tests and its browser tests against bin/kiln
+test: deps
+	@$(MAKE) --no-print-directory ui-check
+	@$(MAKE) --no-print-directory build
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 15m ./...
+	cd $(UI) && $(NPM) test
+	cd $(UI) && KILN_BIN=$(CURDIR)/$(BIN)/kiln $(NPM) run e2e
+
+## test-short: the Go unit tests only
 test-short:
 	$(GO) test -count=1 -short ./...
 
 vet:
 	$(GO) vet ./...
 
-## bench: the figures the issues ask for, as a table (LangGraph JS alongside when Node is present)
+## bench: the figures the issues ask for, as a table (LangGraph JS alongside and the UI's first paint when Node is present)
 bench: build
 	$(GO) run ./cmd/kiln-bench
 

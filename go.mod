@@ -2,6 +2,9 @@ module github.com/kilnhq/kiln
 
 go 1.26.8
 
+// npm packages may ship .go files; they are not part of this module.
+ignore ./web/ui/node_modules
+
 require (
 	github.com/fatih/color v1.19.0
 	github.com/go-chi/chi/v5 v5.5.0

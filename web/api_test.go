@@ -267,7 +267,7 @@ func TestNotFound(t *testing.T) {
 	e.wantError("PATCH", "/api/v1/folders/fld_missing", `{"name":"x"}`, nil, http.StatusNotFound, core.ENOTFOUND)
 
 	e.wantError("GET", "/api/v1/nothing", "", nil, http.StatusNotFound, core.ENOTFOUND)
-	e.wantError("GET", "/", "", nil, http.StatusNotFound, core.ENOTFOUND)
+	e.wantError("GET", "/nothing.js", "", nil, http.StatusNotFound, core.ENOTFOUND)
 
 	r := e.wantError("PUT", "/api/v1/threads", "", nil, http.StatusMethodNotAllowed, codeMethodNotAllowed)
 	if got := r.header.Get("Allow"); got != "GET, POST" {

@@ -1,7 +1,8 @@
 // Package web serves Kiln's HTTP API: a JSON API under /api/v1 over the
-// core.Service, Server-Sent Event streams of the durable event log, and
-// /healthz. The API is described by specs/openapi.yaml; a test keeps the
-// router and the spec in step.
+// core.Service, Server-Sent Event streams of the durable event log,
+// /healthz, and the web UI embedded from web/ui/dist at / and /{asset}.
+// The routes are described by specs/openapi.yaml; a test keeps the router
+// and the spec in step.
 //
 // # Wire format
 //
@@ -27,6 +28,13 @@
 // for allowed origins, and bearer-token authentication for /api when a
 // token is configured. The token is compared in constant time on SHA-256
 // digests, so neither its content nor its length leaks through timing.
+//
+// Every response is nosniff, no-referrer and carries a
+// Content-Security-Policy: default-src 'none' for the API, and for the UI
+// files (which need no token: the page asks for it) a policy that allows
+// the page's own origin only (see uiCSP). UI files are served from memory
+// with a content-hash ETag, Cache-Control: no-cache and, when the client
+// accepts it, gzipped (compressed once, when the first server starts).
 //
 // # Event streams
 //

@@ -71,6 +71,7 @@ func New(svc *core.Service, opts Options) http.Handler {
 			s.origins[o] = true
 		}
 	}
+	uiAssets() // read and compress the UI now rather than on the first request
 	return s.router()
 }
 
@@ -84,6 +85,9 @@ func (s *server) router() chi.Router {
 	r.MethodNotAllowed(s.methodNotAllowed(r))
 	r.Get("/healthz", s.healthz)
 	r.Route("/api/v1", s.apiRoutes)
+	// The web UI (web/ui/dist, embedded): one flat directory of files.
+	r.Get("/", s.serveUI)
+	r.Get("/{asset}", s.serveUI)
 	return r
 }
 

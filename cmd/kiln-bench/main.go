@@ -1,22 +1,29 @@
 // Command kiln-bench runs Kiln's benchmarks and prints the figures the
 // issues ask for as one table, next to their targets. When Node is present
 // it also runs the LangGraph JS peer benchmark on the same workload, in the
-// same run, and prints the ratio.
+// same run, and prints the ratio. The web UI's figures are its gzipped
+// JavaScript and CSS (computed here, from the UI embedded in the binary)
+// and its first contentful paint on loopback, measured in headless Chromium
+// by firstpaint.mjs when Node, Chromium and the UI's node_modules are there.
 //
-//	go run ./cmd/kiln-bench [-count 3] [-langgraph DIR] [-no-langgraph]
+//	go run ./cmd/kiln-bench [-count 3] [-langgraph DIR] [-no-langgraph] [-no-paint]
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -24,6 +31,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/kilnhq/kiln/web/ui"
 )
 
 // bench is one `go test -bench` invocation.
@@ -150,41 +159,53 @@ func langGraph(dir string) (map[string]map[string]float64, error) {
 	return nil, fmt.Errorf("no JSON line in LangGraph output")
 }
 
-// idleRSS starts the built server on a free port and reads its resident
-// memory after it has settled.
-func idleRSS(bin string) (float64, error) {
+// startServer starts the built server on a free loopback port with a
+// temporary data directory and waits until it answers. stop kills it and
+// removes the directory.
+func startServer(bin string) (addr string, pid int, stop func(), err error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, err
+		return "", 0, nil, err
 	}
-	addr := l.Addr().String()
+	addr = l.Addr().String()
 	l.Close()
-	data, err := os.MkdirTemp("", "kiln-bench-rss")
+	data, err := os.MkdirTemp("", "kiln-bench-serve")
 	if err != nil {
-		return 0, err
+		return "", 0, nil, err
 	}
-	defer os.RemoveAll(data)
 	cmd := exec.Command(bin, "serve", "--addr", addr, "--data", data)
 	cmd.Env = append(os.Environ(), "KILN_API_TOKEN=", "KILN_ALLOWED_ORIGINS=")
 	if err := cmd.Start(); err != nil {
-		return 0, err
+		os.RemoveAll(data)
+		return "", 0, nil, err
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	stop = func() { cmd.Process.Kill(); cmd.Wait(); os.RemoveAll(data) }
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
-			break
+			return addr, cmd.Process.Pid, stop, nil
 		}
 		if ctx.Err() != nil {
-			return 0, fmt.Errorf("server did not come up: %w", err)
+			stop()
+			return "", 0, nil, fmt.Errorf("server did not come up: %w", err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// idleRSS starts the built server and reads its resident memory after it
+// has settled.
+func idleRSS(bin string) (float64, error) {
+	_, pid, stop, err := startServer(bin)
+	if err != nil {
+		return 0, err
+	}
+	defer stop()
 	time.Sleep(3 * time.Second)
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
@@ -197,13 +218,120 @@ func idleRSS(bin string) (float64, error) {
 	return 0, fmt.Errorf("no VmRSS")
 }
 
+// uiGzipSizes returns the total gzipped size, in KB (1,000 bytes), of the
+// JavaScript and of the CSS files of the web UI embedded in the binary,
+// compressed as the server compresses them.
+func uiGzipSizes() (js, css float64, err error) {
+	fsys := ui.FS()
+	err = fs.WalkDir(fsys, ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		var total *float64
+		switch path.Ext(name) {
+		case ".js", ".mjs":
+			total = &js
+		case ".css":
+			total = &css
+		default:
+			return nil
+		}
+		b, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return err
+		}
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		zw.Write(b)
+		zw.Close()
+		*total += float64(buf.Len()) / 1000
+		return nil
+	})
+	return js, css, err
+}
+
+//go:embed firstpaint.mjs
+var firstPaintJS []byte
+
+// firstPaint starts the built server and measures the first contentful
+// paint of its UI page in headless Chromium, driven by firstpaint.mjs with
+// playwright-core from uiDir/node_modules: the median over runs fresh
+// loads, in milliseconds.
+func firstPaint(bin, uiDir, chromium string, runs int) (float64, error) {
+	if _, err := exec.LookPath("node"); err != nil {
+		return 0, fmt.Errorf("node not found")
+	}
+	if _, err := os.Stat(chromium); err != nil {
+		return 0, fmt.Errorf("no Chromium at %s (set -chromium)", chromium)
+	}
+	if _, err := os.Stat(filepath.Join(uiDir, "node_modules")); err != nil {
+		return 0, fmt.Errorf("no %s/node_modules (make deps)", uiDir)
+	}
+	dir, err := os.MkdirTemp("", "kiln-bench-paint")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	script := filepath.Join(dir, "firstpaint.mjs")
+	if err := os.WriteFile(script, firstPaintJS, 0o644); err != nil {
+		return 0, err
+	}
+	absUI, err := filepath.Abs(uiDir)
+	if err != nil {
+		return 0, err
+	}
+	addr, _, stop, err := startServer(bin)
+	if err != nil {
+		return 0, err
+	}
+	defer stop()
+	fmt.Fprintf(os.Stderr, "node firstpaint.mjs (%d loads of the UI in %s)\n", runs, chromium)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script, "http://"+addr+"/", chromium, absUI, strconv.Itoa(runs))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return 0, fmt.Errorf("firstpaint.mjs: %v: %s", err, nodeError(stderr.String()))
+	}
+	var res struct {
+		Median float64 `json:"median_ms"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(out), &res); err != nil {
+		return 0, fmt.Errorf("firstpaint.mjs output %q: %w", out, err)
+	}
+	return res.Median, nil
+}
+
+// nodeError returns the line of a Node error output that says what went
+// wrong (the first "...Error: ..." line, else the first line), clipped.
+func nodeError(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	msg := lines[0]
+	for _, l := range lines {
+		if i := strings.Index(l, "Error: "); i >= 0 && !strings.HasPrefix(strings.TrimSpace(l), "at ") {
+			msg = l
+			break
+		}
+	}
+	if msg = strings.TrimSpace(msg); len(msg) > 200 {
+		msg = msg[:200] + "..."
+	}
+	return msg
+}
+
 type row struct{ figure, value, target, verdict string }
 
 func main() {
 	count := flag.Int("count", 3, "runs of each benchmark; the table shows medians")
 	lgDir := flag.String("langgraph", "../shared/bench/langgraph", "LangGraph JS benchmark directory")
 	noLG := flag.Bool("no-langgraph", false, "skip the LangGraph JS benchmark")
-	bin := flag.String("bin", "bin/kiln", "kiln binary for the idle-memory figure")
+	bin := flag.String("bin", "bin/kiln", "kiln binary for the idle-memory and first-paint figures")
+	uiDir := flag.String("ui", "web/ui", "web UI directory, whose node_modules has playwright-core")
+	chromium := flag.String("chromium", envOr("CHROMIUM", "/usr/bin/chromium"), "Chromium for the first-paint figure")
+	paintRuns := flag.Int("paint-runs", 10, "page loads for the first-paint figure; the table shows the median")
+	noPaint := flag.Bool("no-paint", false, "skip the first-paint figure")
 	flag.Parse()
 
 	m := metrics{}
@@ -223,6 +351,11 @@ func main() {
 		lg, lgErr = langGraph(*lgDir)
 	}
 	rss, rssErr := idleRSS(*bin)
+	jsKB, cssKB, sizeErr := uiGzipSizes()
+	paint, paintErr := -1.0, fmt.Errorf("skipped")
+	if !*noPaint {
+		paint, paintErr = firstPaint(*bin, *uiDir, *chromium, *paintRuns)
+	}
 
 	var rows []row
 	add := func(figure string, v float64, unit, target string, ok bool) {
@@ -274,6 +407,17 @@ func main() {
 	} else {
 		rows = append(rows, row{"idle server resident memory", "n/a", "< 60 MiB", "not measured: " + rssErr.Error()})
 	}
+	if sizeErr == nil {
+		add("web UI JavaScript, gzipped", jsKB, "KB", "< 150 KB", jsKB < 150)
+		add("web UI CSS, gzipped", cssKB, "KB", "", true)
+	} else {
+		rows = append(rows, row{"web UI JavaScript and CSS, gzipped", "n/a", "< 150 KB", "not measured: " + sizeErr.Error()})
+	}
+	if paintErr == nil {
+		add(fmt.Sprintf("web UI first contentful paint, loopback (median of %d)", *paintRuns), paint, "ms", "< 300 ms", paint < 300)
+	} else {
+		rows = append(rows, row{"web UI first contentful paint, loopback", "n/a", "< 300 ms", "not measured: " + paintErr.Error()})
+	}
 
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "FIGURE\tVALUE\tTARGET\t")
@@ -289,6 +433,14 @@ func main() {
 	if missed > 0 {
 		fmt.Printf("%d target(s) missed\n", missed)
 	}
+}
+
+// envOr returns the environment variable key, or def when it is empty.
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
 }
 
 func numCPU() int {

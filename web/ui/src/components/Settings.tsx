@@ -1,0 +1,49 @@
+import { enableNotifications, loadStatus, store } from "../state/app";
+import { useStore } from "../state/store";
+import { duration } from "../time";
+
+const LATER: [string, string][] = [
+  ["Providers", "Connect model providers (API keys, local models)."],
+  ["Plugins", "Install and configure WASM and subprocess plugins."],
+  ["Skills", "Reusable instructions and tools for agents."],
+  ["Triggers", "Start runs on a schedule or from events."],
+  ["Sandboxes", "Where tools run and what they may touch."],
+  ["Folder grants", "Which folders an agent may read and write."],
+];
+
+export function Settings() {
+  const s = useStore(store);
+  const st = s.status;
+  return (
+    <div class="view settings" data-testid="settings">
+      <header class="view-head"><h1>Settings</h1></header>
+      <section class="panel" aria-labelledby="srv-h">
+        <div class="panel-head"><h2 id="srv-h">Server</h2><button type="button" class="sm" onClick={() => loadStatus()}>Refresh</button></div>
+        {st ? (
+          <dl class="kv">
+            <dt>Version</dt><dd data-testid="status-version"><code>{st.version}</code></dd>
+            <dt>Data root</dt><dd><code>{st.data_root}</code></dd>
+            <dt>Default model</dt><dd><code>{st.default_model}</code></dd>
+            <dt>Uptime</dt><dd>{duration(st.uptime_seconds)} <span class="muted small">since {new Date(st.started_at).toLocaleString()}</span></dd>
+            <dt>Active runs</dt><dd>{st.active_runs}</dd>
+            <dt>Event subscribers</dt><dd>{st.subscribers}</dd>
+          </dl>
+        ) : <p class="muted">Loading…</p>}
+      </section>
+      <section class="panel" aria-labelledby="ntf-h">
+        <h2 id="ntf-h">Notifications</h2>
+        <p>Get a browser notification when a run needs your decision.</p>
+        {s.notify === "unsupported" && <p class="muted">This browser does not support notifications.</p>}
+        {s.notify === "granted" && <p class="ok">Enabled. New Action items notify you.</p>}
+        {s.notify === "denied" && <p class="muted">Blocked in the browser's site settings; allow notifications there to enable them.</p>}
+        {s.notify === "default" && <button type="button" class="primary" data-testid="notify-enable" onClick={() => enableNotifications()}>Enable notifications</button>}
+      </section>
+      {LATER.map(([name, what]) => (
+        <section key={name} class="panel later" aria-labelledby={`l-${name}`}>
+          <h2 id={`l-${name}`}>{name} <span class="badge b-later">later</span></h2>
+          <p class="muted">{what} This arrives with a later release; nothing to configure yet.</p>
+        </section>
+      ))}
+    </div>
+  );
+}

@@ -1,0 +1,81 @@
+import { useEffect, useRef, useState } from "preact/hooks";
+import { store, patchThread, deleteThread, markRead, showError } from "../state/app";
+import { useStore } from "../state/store";
+import type { Thread } from "../types";
+
+export function models(def?: string): string[] {
+  return [...new Set([def, "demo", "scripted"].filter(Boolean) as string[])];
+}
+
+export function ModelPicker({ value, onChange, id }: { value: string; onChange: (v: string) => void; id: string }) {
+  const s = useStore(store);
+  const list = models(s.status?.default_model);
+  if (value && !list.includes(value)) list.unshift(value);
+  return (
+    <>
+      <label class="sr-only" for={id}>Model</label>
+      <select id={id} data-testid="composer-model" value={value} onChange={(e) => onChange((e.target as HTMLSelectElement).value)}>
+        {list.map((m) => <option key={m} value={m}>{m}{m === s.status?.default_model ? " (default)" : ""}</option>)}
+      </select>
+    </>
+  );
+}
+
+export function Badges({ status, unread, openActions, runStatus }: { status?: string; unread?: boolean; openActions?: number; runStatus?: string }) {
+  return (
+    <span class="badges">
+      {status === "running" && <span class="badge b-running"><span class="dot" aria-hidden="true" />running</span>}
+      {(openActions ?? 0) > 0 && <span class="badge b-action">needs action{openActions! > 1 ? ` (${openActions})` : ""}</span>}
+      {(status === "failed" || runStatus === "failed") && <span class="badge b-failed">failed</span>}
+      {unread && <span class="badge b-unread">unread</span>}
+    </span>
+  );
+}
+
+/** The per-thread menu: pin, mark read, move to a folder, delete. */
+export function ThreadMenu({ thread, onRename }: { thread: Pick<Thread, "id" | "pinned" | "folder_id" | "unread">; onRename?: () => void }) {
+  const s = useStore(store);
+  const [open, setOpen] = useState(false);
+  const [confirm, setConfirm] = useState(false);
+  const ref = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    if (!open) return;
+    const close = (e: Event) => { if (ref.current && !ref.current.contains(e.target as Node)) { setOpen(false); setConfirm(false); } };
+    document.addEventListener("mousedown", close);
+    return () => document.removeEventListener("mousedown", close);
+  }, [open]);
+  useEffect(() => { if (open) (ref.current?.querySelector("[role=menuitem]") as HTMLElement | null)?.focus(); }, [open]);
+  const run = (f: () => Promise<unknown>) => async () => { setOpen(false); setConfirm(false); try { await f(); } catch (e) { showError(e); } };
+  function onKey(e: KeyboardEvent) {
+    if (e.key === "Escape" && open) { e.stopPropagation(); setOpen(false); (ref.current?.querySelector("button") as HTMLElement)?.focus(); }
+    if ((e.key === "ArrowDown" || e.key === "ArrowUp") && open) {
+      e.preventDefault(); e.stopPropagation();
+      const items = [...(ref.current?.querySelectorAll<HTMLElement>("[role=menuitem]") ?? [])];
+      const i = items.indexOf(document.activeElement as HTMLElement);
+      items[(i + (e.key === "ArrowDown" ? 1 : -1) + items.length) % items.length]?.focus();
+    }
+  }
+  return (
+    <div class="menu-wrap" ref={ref} onKeyDown={onKey as any}>
+      <button type="button" class="icon" data-testid="thread-menu" aria-haspopup="menu" aria-expanded={open} aria-label="Thread actions"
+        onClick={() => { setOpen(!open); setConfirm(false); }}>⋯</button>
+      {open && (
+        <div class="menu" role="menu" aria-label="Thread actions">
+          <button role="menuitem" type="button" onClick={run(() => patchThread(thread.id, { pinned: !thread.pinned }))}>{thread.pinned ? "Unpin" : "Pin to top"}</button>
+          {onRename && <button role="menuitem" type="button" onClick={() => { setOpen(false); onRename(); }}>Rename…</button>}
+          {thread.unread && <button role="menuitem" type="button" onClick={run(() => markRead(thread.id))}>Mark read</button>}
+          <div class="menu-label" id={`mv-${thread.id}`}>Move to</div>
+          <button role="menuitem" type="button" data-move-folder="" aria-current={!thread.folder_id} onClick={run(() => patchThread(thread.id, { folder_id: null }))}>No folder</button>
+          {s.folders.map((f) => (
+            <button key={f.id} role="menuitem" type="button" data-move-folder={f.id} aria-current={thread.folder_id === f.id}
+              onClick={run(() => patchThread(thread.id, { folder_id: f.id }))}>{f.name}</button>
+          ))}
+          <div class="menu-sep" />
+          {!confirm
+            ? <button role="menuitem" type="button" class="danger-text" onClick={() => setConfirm(true)}>Delete…</button>
+            : <button role="menuitem" type="button" class="danger-text" onClick={run(() => deleteThread(thread.id))}>Really delete this thread</button>}
+        </div>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,331 @@
+// The app controller: loads data, owns the two kinds of event streams (one
+// global, one per open thread) and exposes the actions components call.
+import { api, ApiError, authHeaders, API, setToken, setUnauthorizedHandler } from "../api";
+import { EventStream, type SSEMessage, type StreamState } from "../sse";
+import { parseRoute, type Route } from "../route";
+import type { Counts, Folder, InboxItem, Interrupt, KEvent, Message, Run, Status, Thread } from "../types";
+import { applyEvent, initThread, withInterrupts, withMessages, withRuns, type ThreadState } from "./events";
+import { createStore } from "./store";
+
+export interface Row {
+  id: string; title: string; preview?: string; time: string; pinned?: boolean; status?: string;
+  unread: boolean; openActions: number; runStatus?: string; folderId?: string; thread?: Thread;
+}
+
+export interface AppState {
+  route: Route;
+  listRoute: Route;
+  folders: Folder[];
+  rows: Row[];
+  rowsLoaded: boolean;
+  rowsKey: string;
+  query: string;
+  counts: Counts;
+  actions: InboxItem[];
+  status?: Status;
+  thread?: ThreadState;
+  threadMissing?: boolean;
+  globalState: StreamState;
+  threadState: StreamState;
+  everOpen: boolean;
+  needToken: boolean;
+  tokenError?: string;
+  error?: string;
+  notify: NotificationPermission | "unsupported";
+}
+
+const initialRoute = parseRoute(location.hash);
+export const store = createStore<AppState>({
+  route: initialRoute,
+  listRoute: initialRoute.view === "thread" || initialRoute.view === "settings" ? { view: "all" } : initialRoute,
+  folders: [], rows: [], rowsLoaded: false, rowsKey: "", query: "",
+  counts: { unread: 0, action: 0 }, actions: [],
+  globalState: "connecting", threadState: "closed", everOpen: false,
+  needToken: false,
+  notify: typeof Notification === "undefined" ? "unsupported" : Notification.permission,
+});
+
+const S = () => store.get();
+
+export function showError(e: unknown) {
+  if (e instanceof ApiError && e.status === 401) return;
+  store.set({ error: e instanceof Error ? e.message : String(e) });
+}
+
+export const threadRow = (t: Thread): Row => ({
+  id: t.id, title: t.title, preview: t.last_message, time: t.updated_at, pinned: t.pinned, status: t.status,
+  unread: t.unread, openActions: t.open_actions, folderId: t.folder_id, thread: t,
+});
+const unreadRow = (i: InboxItem): Row => ({
+  id: i.thread_id, title: i.thread_title, preview: i.preview, time: i.time, unread: true, openActions: 0,
+  runStatus: i.run_status, status: i.run_status === "failed" ? "failed" : undefined, folderId: i.folder_id,
+});
+
+function listKey(r: Route, q: string) { return JSON.stringify([r, q]); }
+
+export async function loadList() {
+  const r = S().listRoute, q = S().query.trim();
+  const key = listKey(r, q);
+  const qs = q ? `&q=${encodeURIComponent(q)}` : "";
+  try {
+    let rows: Row[] = [];
+    if (r.view === "all") rows = (await api<{ threads: Thread[] }>("GET", `/threads?limit=200${qs}`)).threads.map(threadRow);
+    else if (r.view === "folder") rows = (await api<{ threads: Thread[] }>("GET", `/threads?limit=200&folder_id=${encodeURIComponent(r.id)}${qs}`)).threads.map(threadRow);
+    else if (r.view === "unread") {
+      const page = await api<{ items: InboxItem[]; counts: Counts }>("GET", "/inbox?queue=unread&limit=200");
+      rows = page.items.map(unreadRow).filter((x) => !q || (x.title + " " + (x.preview ?? "")).toLowerCase().includes(q.toLowerCase()));
+      store.set({ counts: page.counts });
+    }
+    if (listKey(S().listRoute, S().query.trim()) !== key) return; // superseded
+    store.set({ rows, rowsLoaded: true, rowsKey: key });
+  } catch (e) { showError(e); }
+}
+
+let lastActionIds: Set<string> | undefined;
+export async function loadInbox() {
+  try {
+    const page = await api<{ items: InboxItem[]; counts: Counts }>("GET", "/inbox?queue=action&limit=200");
+    const ids = new Set(page.items.map((i) => i.interrupt_id!));
+    if (lastActionIds) {
+      for (const it of page.items) if (!lastActionIds.has(it.interrupt_id!)) notifyAction(it);
+    }
+    lastActionIds = ids;
+    store.set({ actions: page.items, counts: page.counts });
+  } catch (e) { showError(e); }
+}
+
+export async function loadFolders() {
+  try { store.set({ folders: (await api<{ folders: Folder[] }>("GET", "/folders")).folders }); } catch (e) { showError(e); }
+}
+
+export async function loadStatus() {
+  try { store.set({ status: await api<Status>("GET", "/status") }); } catch (e) { showError(e); }
+}
+
+function notifyAction(it: InboxItem) {
+  if (typeof Notification === "undefined" || Notification.permission !== "granted") return;
+  try {
+    const n = new Notification(`Kiln: ${it.tool} needs a decision`, { body: it.thread_title, tag: it.interrupt_id });
+    n.onclick = () => { window.focus(); location.hash = `#/thread/${it.thread_id}`; };
+  } catch { /* some browsers only allow notifications from a service worker */ }
+}
+
+export async function enableNotifications() {
+  if (typeof Notification === "undefined") return;
+  const p = await Notification.requestPermission();
+  store.set({ notify: p });
+}
+
+// ---- refresh scheduling (debounced, coalesced) ----
+let timer: ReturnType<typeof setTimeout> | undefined;
+let pending = { list: false, inbox: false, folders: false };
+export function schedule(what: Partial<typeof pending>) {
+  pending = { list: pending.list || !!what.list, inbox: pending.inbox || !!what.inbox, folders: pending.folders || !!what.folders };
+  if (timer) return;
+  timer = setTimeout(() => {
+    timer = undefined;
+    const p = pending;
+    pending = { list: false, inbox: false, folders: false };
+    if (p.folders) loadFolders();
+    if (p.inbox) loadInbox();
+    if (p.list) loadList();
+  }, 80);
+}
+
+// ---- the global stream ----
+let global: EventStream | undefined;
+function startGlobal() {
+  global?.close();
+  global = new EventStream({
+    url: `${API}/events`,
+    headers: authHeaders,
+    onEvent: (m: SSEMessage) => {
+      let e: KEvent;
+      try { e = JSON.parse(m.data); } catch { return; }
+      if (e.type.startsWith("folder.")) { schedule({ folders: true, list: true }); return; }
+      schedule({ list: true, inbox: true });
+      const th = S().thread;
+      if (th && e.thread_id === th.id && e.type === "thread.deleted") store.set({ threadMissing: true });
+    },
+    onState: (st) => {
+      const was = S().globalState;
+      store.set({ globalState: st, everOpen: S().everOpen || st === "open" });
+      if (st === "unauthorized") store.set({ needToken: true });
+      if (st === "open" && was === "reconnecting") { schedule({ list: true, inbox: true, folders: true }); loadStatus(); }
+    },
+  });
+  global.start();
+}
+
+// ---- the open thread ----
+let threadStream: EventStream | undefined;
+let threadGen = 0;
+function setThread(f: (t: ThreadState) => ThreadState, id: string) {
+  const t = S().thread;
+  if (!t || t.id !== id) return;
+  store.set({ thread: f(t) });
+}
+
+export async function openThread(id: string) {
+  threadStream?.close();
+  const gen = ++threadGen;
+  store.set({ thread: initThread(id), threadMissing: false, threadState: "connecting" });
+  const stream = new EventStream({
+    url: `${API}/threads/${encodeURIComponent(id)}/events`,
+    headers: authHeaders,
+    onEvent: (m) => { try { const e = JSON.parse(m.data) as KEvent; setThread((t) => applyEvent(t, e), id); } catch { /* bad frame */ } },
+    onEphemeral: (m) => { try { const e = JSON.parse(m.data) as KEvent; setThread((t) => applyEvent(t, e), id); } catch { /* bad frame */ } },
+    onState: (st) => { if (gen === threadGen) store.set({ threadState: st }); if (st === "unauthorized") store.set({ needToken: true }); },
+  });
+  threadStream = stream;
+  try {
+    const [thread, msgs, runs] = await Promise.all([
+      api<Thread>("GET", `/threads/${encodeURIComponent(id)}`),
+      api<{ messages: Message[] }>("GET", `/threads/${encodeURIComponent(id)}/messages`),
+      api<{ runs: Run[] }>("GET", `/threads/${encodeURIComponent(id)}/runs`),
+    ]);
+    if (gen !== threadGen) return;
+    setThread((t) => withRuns(withMessages({ ...t, thread }, msgs.messages), runs.runs), id);
+    if (thread.active_run_id) {
+      const ints = await api<{ interrupts: Interrupt[] }>("GET", `/runs/${thread.active_run_id}/interrupts`);
+      if (gen === threadGen) setThread((t) => withInterrupts(t, ints.interrupts), id);
+    }
+    stream.start();
+    if (thread.unread) {
+      const t2 = await api<Thread>("POST", `/threads/${encodeURIComponent(id)}/read`);
+      if (gen === threadGen) setThread((t) => ({ ...t, thread: t2 }), id);
+      schedule({ list: true, inbox: true });
+    }
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 404 && gen === threadGen) store.set({ threadMissing: true });
+    else showError(e);
+  }
+}
+
+export function closeThread() {
+  threadStream?.close();
+  threadStream = undefined;
+  threadGen++;
+  store.set({ thread: undefined, threadState: "closed" });
+}
+
+// ---- routing ----
+export function onRoute() {
+  const route = parseRoute(location.hash);
+  const prev = S().route;
+  const isList = route.view !== "thread" && route.view !== "settings";
+  store.set({ route, ...(isList ? { listRoute: route } : {}) });
+  if (isList) {
+    if (JSON.stringify(route) !== JSON.stringify(prev) || !S().rowsLoaded) { store.set({ rowsLoaded: false }); loadList(); }
+  }
+  if (route.view === "thread") { if (S().thread?.id !== route.id) openThread(route.id); }
+  else if (S().thread) closeThread();
+  if (route.view === "settings") loadStatus();
+  if (route.view === "action") loadInbox();
+}
+
+export function go(hash: string) { if (location.hash !== hash) location.hash = hash; else onRoute(); }
+
+// ---- actions ----
+export async function startRun(threadId: string, text: string, model: string) {
+  const body: any = { input: { text } };
+  if (model) body.model = model;
+  return api<Run>("POST", `/threads/${encodeURIComponent(threadId)}/runs`, body);
+}
+
+export async function newThread(text: string, model: string) {
+  const first = text.trim().split("\n")[0];
+  const title = first.length > 60 ? first.slice(0, 59) + "…" : first;
+  const lr = S().listRoute;
+  const t = await api<Thread>("POST", "/threads", { title, ...(lr.view === "folder" ? { folder_id: lr.id } : {}) });
+  await startRun(t.id, text, model);
+  go(`#/thread/${t.id}`);
+}
+
+export async function decide(it: { id: string; thread_id: string }, decision: string, extra: { args?: unknown; message?: string } = {}) {
+  const res = await api<Interrupt>("POST", `/interrupts/${encodeURIComponent(it.id)}/decision`, { decision, ...extra });
+  setThread((t) => withInterrupts(t, [res]), it.thread_id);
+  store.set({ actions: S().actions.filter((a) => a.interrupt_id !== it.id) });
+  schedule({ inbox: true, list: true });
+  return res;
+}
+
+export async function cancelRun(runId: string) { await api("POST", `/runs/${encodeURIComponent(runId)}/cancel`); }
+
+export async function patchThread(id: string, patch: { title?: string; folder_id?: string | null; pinned?: boolean }) {
+  const t = await api<Thread>("PATCH", `/threads/${encodeURIComponent(id)}`, patch);
+  store.set({ rows: S().rows.map((r) => (r.id === id && r.thread ? threadRow(t) : r)) });
+  setThread((s) => ({ ...s, thread: t }), id);
+  schedule({ list: true });
+  return t;
+}
+
+export async function deleteThread(id: string) {
+  await api("DELETE", `/threads/${encodeURIComponent(id)}`);
+  store.set({ rows: S().rows.filter((r) => r.id !== id) });
+  if (S().route.view === "thread") go("#/all");
+  schedule({ list: true, inbox: true });
+}
+
+export async function markRead(id: string) {
+  const t = await api<Thread>("POST", `/threads/${encodeURIComponent(id)}/read`);
+  setThread((s) => ({ ...s, thread: t }), id);
+  schedule({ list: true, inbox: true });
+}
+
+export async function createFolder(name: string) {
+  const f = await api<Folder>("POST", "/folders", { name });
+  store.set({ folders: [...S().folders, f] });
+  return f;
+}
+export async function renameFolder(id: string, name: string) {
+  const f = await api<Folder>("PATCH", `/folders/${encodeURIComponent(id)}`, { name });
+  store.set({ folders: S().folders.map((x) => (x.id === id ? f : x)) });
+}
+export async function deleteFolder(id: string) {
+  await api("DELETE", `/folders/${encodeURIComponent(id)}`);
+  store.set({ folders: S().folders.filter((x) => x.id !== id) });
+  const r = S().listRoute;
+  if (r.view === "folder" && r.id === id) go("#/all");
+}
+/** Move a folder up (-1) or down (+1): renumber positions 0..n-1 in the new order. */
+export async function moveFolder(id: string, dir: -1 | 1) {
+  const list = S().folders.slice();
+  const i = list.findIndex((f) => f.id === id), j = i + dir;
+  if (i < 0 || j < 0 || j >= list.length) return;
+  [list[i], list[j]] = [list[j], list[i]];
+  store.set({ folders: list.map((f, k) => ({ ...f, position: k })) });
+  const changed = list.map((f, k) => ({ f, k })).filter(({ f, k }) => f.position !== k);
+  await Promise.all(changed.map(({ f, k }) => api("PATCH", `/folders/${encodeURIComponent(f.id)}`, { position: k })));
+  schedule({ folders: true });
+}
+
+export function setQuery(q: string) {
+  store.set({ query: q });
+  loadList();
+}
+
+export async function submitToken(token: string) {
+  setToken(token.trim());
+  try {
+    await api("GET", "/status");
+  } catch (e) {
+    store.set({ tokenError: e instanceof ApiError && e.status === 401 ? "That token was refused. Check KILN_API_TOKEN and try again." : String((e as Error).message) });
+    return;
+  }
+  store.set({ needToken: false, tokenError: undefined });
+  boot();
+}
+
+export function boot() {
+  startGlobal();
+  loadFolders();
+  loadInbox();
+  loadStatus();
+  const r = S().route;
+  store.set({ thread: undefined });
+  onRoute();
+  if (r.view === "thread" || r.view === "settings") loadList();
+}
+
+setUnauthorizedHandler(() => store.set({ needToken: true }));

@@ -1,0 +1,189 @@
+// The thread reducer: folds API snapshots and stream events into one
+// immutable ThreadState. Pure functions, no DOM, unit tested.
+import type { Interrupt, KEvent, Message, Run, RunStatus, Thread } from "../types";
+
+export interface Activity { seq: number; type: string; namespace?: string; run_id?: string; summary: string; time: string }
+
+export interface ThreadState {
+  id: string;
+  thread?: Thread;
+  /** Messages by index, kept sorted. */
+  messages: Message[];
+  runs: Record<string, Run>;
+  /** The latest run seen (by creation order). */
+  runOrder: string[];
+  interrupts: Record<string, Interrupt>;
+  /** Live text of a model turn in progress, per run (from message.delta). */
+  streaming: Record<string, string>;
+  activity: Activity[];
+  /** Highest durable seq applied. */
+  lastSeq: number;
+}
+
+export const MAX_ACTIVITY = 300;
+
+export function initThread(id: string): ThreadState {
+  return { id, messages: [], runs: {}, runOrder: [], interrupts: {}, streaming: {}, activity: [], lastSeq: 0 };
+}
+
+/** Insert or replace a message by index, keeping order. Idempotent. */
+export function upsertMessage(list: Message[], m: Message): Message[] {
+  const i = list.findIndex((x) => x.index >= m.index);
+  if (i < 0) return [...list, m];
+  if (list[i].index === m.index) {
+    const next = list.slice();
+    next[i] = { ...list[i], ...m };
+    return next;
+  }
+  return [...list.slice(0, i), m, ...list.slice(i)];
+}
+
+/** Merge the GET /messages snapshot. */
+export function withMessages(s: ThreadState, msgs: Message[]): ThreadState {
+  let list = s.messages;
+  for (const m of msgs) list = upsertMessage(list, m);
+  return { ...s, messages: list };
+}
+
+export function withRuns(s: ThreadState, runs: Run[]): ThreadState {
+  const r = { ...s.runs };
+  const order = s.runOrder.slice();
+  for (const run of runs) {
+    // Stream events win over a snapshot that may be older.
+    r[run.id] = { ...run, ...(s.runs[run.id] ?? {}) };
+    if (!order.includes(run.id)) order.push(run.id);
+  }
+  return { ...s, runs: r, runOrder: order };
+}
+
+export function withInterrupts(s: ThreadState, list: Interrupt[]): ThreadState {
+  const m = { ...s.interrupts };
+  for (const it of list) {
+    const cur = m[it.id];
+    // A decided or cancelled interrupt never goes back to open.
+    if (cur && cur.status !== "open" && it.status === "open") continue;
+    m[it.id] = it;
+  }
+  return { ...s, interrupts: m };
+}
+
+function short(v: unknown, n = 80): string {
+  let t = typeof v === "string" ? v : JSON.stringify(v);
+  if (t === undefined) t = "";
+  return t.length > n ? t.slice(0, n - 1) + "…" : t;
+}
+
+export function summarize(e: KEvent): string {
+  const p = e.payload ?? {};
+  switch (e.type) {
+    case "run.queued": return "Run queued";
+    case "run.started": return `Run started on ${p.model ?? "?"}`;
+    case "run.resumed": return `Run resumed${p.reason ? ` (${p.reason})` : ""}`;
+    case "run.interrupted": return `Waiting for ${p.interrupts ?? 1} decision${p.interrupts === 1 ? "" : "s"}`;
+    case "run.finished": return `Run ${p.status}${p.error ? `: ${p.error}` : ""}`;
+    case "message":
+      if (p.role === "assistant" && p.tool_calls?.length) return `Model calls ${p.tool_calls.map((c: any) => c.name).join(", ")}`;
+      if (p.role === "tool") return `${p.name ?? "tool"} ${p.is_error ? "failed" : "returned"} ${short(p.text, 60)}`;
+      return `${p.role === "user" ? "You" : "Model"}: ${short(p.text, 60)}`;
+    case "tool.started": return `Tool ${p.name} started ${short(p.args, 60)}`;
+    case "interrupt.created": return `${p.kind === "recovery" ? "Recovery needed" : "Approval needed"} for ${p.tool}`;
+    case "interrupt.decided": return `${p.tool} ${p.decision?.decision ?? p.status}`;
+    case "thread.updated": return "Thread updated";
+    case "thread.read": return "Marked read";
+    case "thread.created": return "Thread created";
+    default: return e.type;
+  }
+}
+
+function touchRun(s: ThreadState, id: string | undefined, patch: Partial<Run>): ThreadState {
+  if (!id) return s;
+  const prev = s.runs[id] ?? ({ id, thread_id: s.id, status: "queued", model: "" } as Run);
+  return {
+    ...s,
+    runs: { ...s.runs, [id]: { ...prev, ...patch } },
+    runOrder: s.runOrder.includes(id) ? s.runOrder : [...s.runOrder, id],
+  };
+}
+
+/**
+ * Apply one event. Durable events (seq > 0) at or below lastSeq are ignored,
+ * so replays and reconnects never apply anything twice; ephemeral ones
+ * (seq 0, message.delta and non-durable tool.started) only touch live state.
+ */
+export function applyEvent(s: ThreadState, e: KEvent): ThreadState {
+  if (e.thread_id && e.thread_id !== s.id) return s;
+  const durable = e.seq > 0;
+  if (durable && e.seq <= s.lastSeq) return s;
+  const p = e.payload ?? {};
+  let n: ThreadState = durable ? { ...s, lastSeq: e.seq } : s;
+  switch (e.type) {
+    case "message.delta": {
+      if (!e.run_id) return s;
+      return { ...n, streaming: { ...n.streaming, [e.run_id]: (n.streaming[e.run_id] ?? "") + (p.text ?? "") } };
+    }
+    case "message": {
+      const m: Message = { ...p, run_id: e.run_id, created_at: p.created_at ?? e.time };
+      n = { ...n, messages: upsertMessage(n.messages, m) };
+      if (m.role === "assistant" && e.run_id && n.streaming[e.run_id] !== undefined) {
+        const st = { ...n.streaming };
+        delete st[e.run_id];
+        n = { ...n, streaming: st };
+      }
+      break;
+    }
+    case "run.queued": n = touchRun(n, e.run_id, { status: "queued", model: p.model }); break;
+    case "run.started": n = touchRun(n, e.run_id, { status: "running", model: p.model, error: undefined }); break;
+    case "run.resumed": n = touchRun(n, e.run_id, { status: "running" }); break;
+    case "run.interrupted": n = touchRun(n, e.run_id, { status: "interrupted" }); break;
+    case "run.finished": {
+      n = touchRun(n, e.run_id, { status: p.status as RunStatus, error: p.error || undefined, steps: p.steps, tool_calls: p.tool_calls });
+      // Finishing closes the run's open interrupts.
+      const ints = { ...n.interrupts };
+      for (const it of Object.values(ints)) if (it.run_id === e.run_id && it.status === "open") ints[it.id] = { ...it, status: "cancelled" };
+      const st = { ...n.streaming };
+      if (e.run_id) delete st[e.run_id];
+      n = { ...n, interrupts: ints, streaming: st };
+      break;
+    }
+    case "interrupt.created":
+    case "interrupt.decided":
+      if (p.id) n = withInterrupts(n, [p as Interrupt]);
+      break;
+    case "thread.updated":
+    case "thread.created":
+      if (p.id === s.id) n = { ...n, thread: p as Thread };
+      break;
+    case "thread.read":
+      if (n.thread) n = { ...n, thread: { ...n.thread, unread: false } };
+      break;
+  }
+  if (e.type !== "message.delta") {
+    const a: Activity = { seq: e.seq, type: e.type, namespace: e.namespace, run_id: e.run_id, summary: summarize(e), time: e.time };
+    const act = n.activity.length >= MAX_ACTIVITY ? n.activity.slice(1) : n.activity;
+    n = { ...n, activity: [...act, a] };
+  }
+  return n;
+}
+
+export function currentRun(s: ThreadState): Run | undefined {
+  const id = s.thread?.active_run_id ?? s.runOrder[s.runOrder.length - 1];
+  return id ? s.runs[id] ?? s.runs[s.runOrder[s.runOrder.length - 1]] : undefined;
+}
+
+export function openInterrupts(s: ThreadState): Interrupt[] {
+  return Object.values(s.interrupts).filter((i) => i.status === "open")
+    .sort((a, b) => (a.created_at ?? "").localeCompare(b.created_at ?? ""));
+}
+
+/** Group activity by namespace, keeping first-seen order; "" is the root. */
+export function groupActivity(list: Activity[]): { namespace: string; items: Activity[] }[] {
+  const groups = new Map<string, Activity[]>();
+  for (const a of list) {
+    const k = a.namespace ?? "";
+    if (!groups.has(k)) groups.set(k, []);
+    groups.get(k)!.push(a);
+  }
+  return [...groups].map(([namespace, items]) => ({ namespace, items }));
+}
+
+export const TERMINAL: RunStatus[] = ["succeeded", "failed", "cancelled"];

@@ -1,0 +1,37 @@
+// JSON wire types of the Kiln API (core/kiln.go).
+export interface Folder { id: string; name: string; position: number; created_at?: string; updated_at?: string }
+export interface Thread {
+  id: string; title: string; folder_id?: string; pinned: boolean; source?: string; model?: string;
+  status: "idle" | "running" | "interrupted" | "failed" | string;
+  active_run_id?: string; unread_run_id?: string; unread: boolean; open_actions: number;
+  last_message?: string; created_at: string; updated_at: string;
+}
+export type RunStatus = "queued" | "running" | "interrupted" | "succeeded" | "failed" | "cancelled";
+export interface Run {
+  id: string; thread_id: string; status: RunStatus; model: string; error?: string;
+  steps?: number; tool_calls?: number; cancel_requested?: boolean; created_at?: string;
+}
+export interface ToolCall { id: string; name: string; args: unknown }
+export interface Message {
+  index: number; run_id?: string; role: "user" | "assistant" | "tool" | string; text?: string;
+  tool_calls?: ToolCall[]; tool_call_id?: string; name?: string; is_error?: boolean; created_at?: string;
+}
+export interface Decision { decision: string; args?: unknown; message?: string }
+export interface Interrupt {
+  id: string; run_id: string; thread_id: string; kind: "approval" | "recovery" | string;
+  tool_call_id?: string; tool: string; args: unknown; allowed_decisions: string[]; reason?: string;
+  status: "open" | "decided" | "cancelled" | string; decision?: Decision; created_at?: string;
+}
+export interface InboxItem {
+  queue: "unread" | "action"; thread_id: string; thread_title: string; folder_id?: string; run_id: string;
+  run_status?: RunStatus; preview?: string; interrupt_id?: string; kind?: string; tool?: string; args?: unknown;
+  allowed_decisions?: string[]; reason?: string; time: string;
+}
+export interface Counts { unread: number; action: number }
+export interface KEvent {
+  seq: number; thread_id?: string; run_id?: string; namespace?: string; type: string; payload?: any; time: string;
+}
+export interface Status {
+  version: string; data_root: string; default_model: string; started_at: string;
+  uptime_seconds: number; active_runs: number; subscribers: number;
+}

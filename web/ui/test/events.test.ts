@@ -1,0 +1,89 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { applyEvent, currentRun, groupActivity, initThread, openInterrupts, withMessages, type ThreadState } from "../src/state/events";
+import type { KEvent } from "../src/types";
+
+const T = "thr_1", R = "run_1";
+const ev = (seq: number, type: string, payload: any = {}, extra: Partial<KEvent> = {}): KEvent =>
+  ({ seq, type, payload, thread_id: T, run_id: R, time: "2026-01-01T00:00:00Z", ...extra });
+const fold = (s: ThreadState, es: KEvent[]) => es.reduce(applyEvent, s);
+
+test("message events build the conversation in index order", () => {
+  const s = fold(initThread(T), [
+    ev(1, "run.started", { status: "running", model: "scripted" }),
+    ev(2, "message", { index: 0, role: "user", text: "hi" }),
+    ev(3, "message", { index: 1, role: "assistant", text: "hello" }),
+  ]);
+  assert.deepEqual(s.messages.map((m) => [m.index, m.role, m.text]), [[0, "user", "hi"], [1, "assistant", "hello"]]);
+  assert.equal(s.lastSeq, 3);
+  assert.equal(currentRun(s)?.status, "running");
+});
+
+test("deltas accumulate and the final message replaces them", () => {
+  let s = fold(initThread(T), [ev(1, "run.started", {}), ev(0, "message.delta", { text: "Hel" }), ev(0, "message.delta", { text: "lo " }), ev(0, "message.delta", { text: "world" })]);
+  assert.equal(s.streaming[R], "Hello world");
+  assert.equal(s.lastSeq, 1, "deltas are not durable");
+  s = applyEvent(s, ev(2, "message", { index: 1, role: "assistant", text: "Hello world" }));
+  assert.equal(s.streaming[R], undefined);
+  assert.equal(s.messages.length, 1);
+  assert.equal(s.activity.filter((a) => a.type === "message.delta").length, 0, "deltas stay out of the activity");
+});
+
+test("run.finished records the status and the error, and closes open interrupts", () => {
+  let s = fold(initThread(T), [
+    ev(1, "run.started", {}),
+    ev(2, "interrupt.created", { id: "int_1", run_id: R, thread_id: T, kind: "approval", tool: "append_file", args: {}, allowed_decisions: ["approve"], status: "open" }),
+    ev(0, "message.delta", { text: "partial" }),
+    ev(3, "run.finished", { status: "failed", error: "tool call limit of 1 reached" }),
+  ]);
+  const run = currentRun(s)!;
+  assert.equal(run.status, "failed");
+  assert.equal(run.error, "tool call limit of 1 reached");
+  assert.equal(openInterrupts(s).length, 0);
+  assert.equal(s.interrupts.int_1.status, "cancelled");
+  assert.equal(s.streaming[R], undefined);
+});
+
+test("interrupt created then decided", () => {
+  const base = { id: "int_1", run_id: R, thread_id: T, kind: "approval", tool: "append_file", args: { path: "a" }, allowed_decisions: ["approve", "reject"] };
+  let s = fold(initThread(T), [ev(1, "interrupt.created", { ...base, status: "open" }), ev(2, "run.interrupted", { interrupts: 1 })]);
+  assert.equal(openInterrupts(s).length, 1);
+  assert.equal(currentRun(s)?.status, "interrupted");
+  s = fold(s, [ev(3, "interrupt.decided", { ...base, status: "decided", decision: { decision: "approve" } }), ev(4, "run.resumed", { reason: "decision" })]);
+  assert.equal(openInterrupts(s).length, 0);
+  assert.equal(s.interrupts.int_1.decision?.decision, "approve");
+  assert.equal(currentRun(s)?.status, "running");
+});
+
+test("a decided interrupt never reopens (snapshot older than the stream)", () => {
+  const base = { id: "int_1", run_id: R, thread_id: T, kind: "approval", tool: "x", args: {}, allowed_decisions: ["approve"] };
+  let s = fold(initThread(T), [ev(1, "interrupt.created", { ...base, status: "open" }), ev(2, "interrupt.decided", { ...base, status: "decided" })]);
+  s = applyEvent(s, ev(5, "interrupt.created", { ...base, status: "open" }));
+  assert.equal(s.interrupts.int_1.status, "decided");
+});
+
+test("duplicate durable events are ignored", () => {
+  const e = [ev(1, "run.started", {}), ev(2, "message", { index: 0, role: "user", text: "a" }), ev(3, "message", { index: 1, role: "assistant", text: "b" })];
+  const once = fold(initThread(T), e);
+  const twice = fold(once, e);
+  assert.equal(twice, once, "replaying the same events returns the same state object");
+  assert.equal(twice.activity.length, 3);
+});
+
+test("out-of-order: stale seqs are dropped, messages stay sorted by index", () => {
+  let s = fold(initThread(T), [ev(5, "message", { index: 2, role: "assistant", text: "c" })]);
+  s = applyEvent(s, ev(4, "message", { index: 1, role: "tool", text: "stale" }));
+  assert.equal(s.messages.length, 1, "seq 4 after seq 5 is a replay and ignored");
+  s = withMessages(s, [{ index: 0, role: "user", text: "a" }, { index: 1, role: "tool", text: "b" }]);
+  assert.deepEqual(s.messages.map((m) => m.index), [0, 1, 2]);
+  s = withMessages(s, [{ index: 1, role: "tool", text: "b" }]);
+  assert.equal(s.messages.length, 3, "snapshots are idempotent");
+});
+
+test("events of other threads are ignored; activity groups by namespace", () => {
+  let s = applyEvent(initThread(T), ev(1, "run.started", {}, { thread_id: "thr_other" }));
+  assert.equal(s.lastSeq, 0);
+  s = fold(s, [ev(1, "run.started", {}), ev(2, "tool.started", { name: "echo", args: {} }, { namespace: "sub/a" }), ev(3, "message", { index: 0, role: "user", text: "x" })]);
+  const g = groupActivity(s.activity);
+  assert.deepEqual(g.map((x) => [x.namespace, x.items.length]), [["", 2], ["sub/a", 1]]);
+});
