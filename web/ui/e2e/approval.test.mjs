@@ -1,5 +1,6 @@
 // The main flow: a run asks for approval -> Action (count) -> approve in the
-// card -> the run finishes -> Unread -> opening the thread clears it.
+// card -> the run finishes -> Unread -> opening the thread clears it; a run
+// that finishes on the open thread is read at once.
 // Also takes the screenshots of the main views.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -95,6 +96,13 @@ test("a thread with an open approval card, live, and keyboard approve (a)", asyn
     assert.equal(await last.locator("strong").textContent(), "a.txt");
     assert.equal(await p.locator(tid("tool-call")).count(), 2);
     assert.match(await p.locator(tid("activity")).textContent(), /append_file approve/);
+    // The run finished while the thread was open and the page visible: it is
+    // read already, so it does not land in Unread.
+    assert.equal(await p.evaluate(() => document.visibilityState), "visible");
+    await p.waitForFunction(() => document.querySelector('[data-testid="count-unread"]')?.textContent === "0");
+    assert.equal((await s.kiln.api("GET", `/threads/${thread.id}`)).unread, false, "watched run finished read");
+    assert.equal((await s.kiln.api("GET", "/inbox?queue=unread")).items.length, 0);
+    assert.equal(await p.locator(".thread-head button", { hasText: "Mark read" }).count(), 0);
     assert.deepEqual(s.errors, []);
   } finally { await s.close(); }
 });

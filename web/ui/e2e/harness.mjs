@@ -2,7 +2,7 @@
 // real headless Chromium through playwright-core (never downloads browsers).
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, mkdirSync } from "node:fs";
-import { createServer, request } from "node:http";
+import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -11,8 +11,8 @@ import { chromium } from "playwright-core";
 const here = dirname(fileURLToPath(import.meta.url));
 export const UI = resolve(here, "..");
 export const KILN_BIN = process.env.KILN_BIN || resolve(UI, "../../bin/kiln");
-export const SHOTS = join(here, "screenshots");
-export const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'";
+/** Screenshots go here (gitignored): test artifacts, never committed files. */
+export const SHOTS = join(here, "artifacts");
 
 export function freePort() {
   return new Promise((res, rej) => {
@@ -67,53 +67,29 @@ export class Kiln {
   async cleanup() { await this.stop(); rmSync(this.data, { recursive: true, force: true }); }
 }
 
-const TYPES = { ".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8" };
-
 /**
- * The URL the browser opens. When kiln serves the UI itself (GET / is HTML)
- * that is kiln; otherwise (the Go side has not landed yet) a TEMPORARY
- * same-origin front that serves dist/ with the production CSP and proxies
- * everything else to kiln, including SSE.
+ * The URL the browser opens: kiln itself, which serves the UI embedded in
+ * the binary. The tests are of the current sources, so the binary must
+ * embed the current web/ui/dist; `make test` builds it first, and by hand
+ * `make build` does.
  */
-let warned = false;
+let checked;
 export async function uiBase(kiln) {
-  const r = await fetch(kiln.url + "/");
-  const ct = r.headers.get("content-type") || "";
-  await r.arrayBuffer();
-  let fresh = false;
-  if (r.ok && ct.includes("text/html")) {
-    fresh = true;
+  checked ??= (async () => {
+    const r = await fetch(kiln.url + "/");
+    const ct = r.headers.get("content-type") || "";
+    const html = await r.text();
+    if (!r.ok || !ct.includes("text/html")) throw new Error(`${KILN_BIN} does not serve the web UI at / (${r.status} ${ct}); run make build`);
+    const stale = [];
+    if (html !== readFileSync(join(UI, "dist", "index.html"), "utf8")) stale.push("index.html");
     for (const f of ["app.js", "app.css"]) {
       const served = await fetch(kiln.url + "/" + f).then((x) => (x.ok ? x.text() : ""));
-      if (served !== readFileSync(join(UI, "dist", f), "utf8")) fresh = false;
+      if (served !== readFileSync(join(UI, "dist", f), "utf8")) stale.push(f);
     }
-    if (!fresh && !warned) { warned = true; console.warn(`# ${KILN_BIN} embeds an older web/ui/dist; serving the current dist through a same-origin proxy (run make build to test the binary's own files)`); }
-  }
-  if (fresh && !process.env.KILN_E2E_FORCE_PROXY) return { url: kiln.url + "/", close: async () => {}, proxied: false };
-  const server = createServer((req, res) => {
-    const u = new URL(req.url, "http://x");
-    const file = u.pathname === "/" ? "index.html" : u.pathname.replace(/^\/(assets\/)?/, "");
-    if (req.method === "GET" && ["index.html", "app.js", "app.css"].includes(file)) {
-      res.writeHead(200, { "Content-Type": TYPES[file.slice(file.lastIndexOf("."))], "Content-Security-Policy": CSP, "Cache-Control": "no-cache" });
-      res.end(readFileSync(join(UI, "dist", file)));
-      return;
-    }
-    const up = request({ host: "127.0.0.1", port: kiln.port, path: req.url, method: req.method, headers: { ...req.headers, host: `127.0.0.1:${kiln.port}` } }, (ur) => {
-      res.writeHead(ur.statusCode, ur.headers);
-      res.flushHeaders();
-      ur.on("data", (c) => res.write(c));
-      ur.on("end", () => res.end());
-      ur.on("aborted", () => res.destroy());
-      ur.on("error", () => res.destroy());
-    });
-    up.on("error", () => { if (!res.headersSent) { res.writeHead(502, { "Content-Type": "application/json" }); res.end('{"error":{"code":"unavailable","message":"kiln is down"}}'); } else res.destroy(); });
-    req.pipe(up);
-    res.on("close", () => up.destroy());
-  });
-  const sockets = new Set();
-  server.on("connection", (s) => { sockets.add(s); s.on("close", () => sockets.delete(s)); });
-  await new Promise((r) => server.listen(0, "127.0.0.1", r));
-  return { url: `http://127.0.0.1:${server.address().port}/`, proxied: true, close: () => new Promise((r) => { sockets.forEach((s) => s.destroy()); server.close(r); }) };
+    if (stale.length) throw new Error(`${KILN_BIN} embeds an older web/ui/dist (${stale.join(", ")} differ): run make build (in ${resolve(UI, "../..")}) and run the tests again`);
+  })();
+  await checked;
+  return { url: kiln.url + "/" };
 }
 
 export async function launch({ dark = false } = {}) {
@@ -138,11 +114,12 @@ export async function shot(page, name) {
 /** Sets everything up for one test; returns helpers and a cleanup. */
 export async function setup({ env, dark } = {}) {
   const kiln = await new Kiln({ env }).start();
-  const front = await uiBase(kiln);
+  let front;
+  try { front = await uiBase(kiln); } catch (e) { await kiln.cleanup(); throw e; }
   const b = await launch({ dark });
   return {
     kiln, front, ...b,
-    async close() { await b.browser.close(); await front.close(); await kiln.cleanup(); },
+    async close() { await b.browser.close(); await kiln.cleanup(); },
   };
 }
 

@@ -40,12 +40,15 @@ test("reconnect after a server restart: no lost or doubled messages", async () =
     assert.deepEqual(v.calls, ["echo", "sleep", "echo"]);
     assert.equal(v.streaming, 0);
 
+    // It finished while the thread was open: read at once, not in Unread.
+    await p.waitForFunction(() => document.querySelector('[data-testid="count-unread"]')?.textContent === "0");
+    assert.equal((await s.kiln.api("GET", `/threads/${t.id}`)).unread, false);
+
     // The global stream is back too: counts follow new events.
     await p.click(tid("nav-all"));
-    await p.waitForFunction(() => document.querySelector('[data-testid="count-unread"]')?.textContent === "1");
     const t2 = await s.kiln.api("POST", "/threads", { title: "After reconnect" });
     await s.kiln.api("POST", `/threads/${t2.id}/runs`, { input: { text: "text ok" }, model: "scripted" });
-    await p.waitForFunction(() => document.querySelector('[data-testid="count-unread"]')?.textContent === "2");
+    await p.waitForFunction(() => document.querySelector('[data-testid="count-unread"]')?.textContent === "1");
     await p.locator(`${tid("thread-item")}[data-thread-id="${t2.id}"]`).waitFor();
   } finally { await s.close(); }
 });

@@ -90,6 +90,8 @@ export function ListView() {
       <NewThreadBox />
       {s.rowsLoaded && !s.rows.length ? (
         <p class="empty" data-testid="empty">{empty}</p>
+      ) : !s.rowsLoaded && !s.rows.length ? (
+        <p class="loading" role="status" data-testid="loading">Loading…</p>
       ) : (
         <ul class="rows" data-testid="thread-list" aria-label={title} aria-busy={!s.rowsLoaded}>
           {s.rows.map((row) => <ThreadItem key={row.id} r={row} selected={row.id === sel} />)}
@@ -106,10 +108,12 @@ export function ActionView() {
   return (
     <div class="view action-view">
       <header class="view-head">
-        <h1>Action <span class="muted small">{s.counts.action ? `${s.counts.action} waiting for you` : ""}</span></h1>
+        <h1>Action <span class="muted small">{s.counts?.action ? `${s.counts.action} waiting for you` : ""}</span></h1>
         <SearchBox />
       </header>
-      {!items.length ? (
+      {!s.actionsLoaded ? (
+        <p class="loading" role="status" data-testid="loading">Loading…</p>
+      ) : !items.length ? (
         <p class="empty" data-testid="empty">{q ? `No decision matches “${s.query.trim()}”.` : "Nothing needs you. Tool calls held for approval show up here; runs wait until you decide."}</p>
       ) : (
         <div class="cards" data-testid="action-list" aria-label="Decisions waiting">

@@ -1,4 +1,4 @@
-import { enableNotifications, loadStatus, store } from "../state/app";
+import { loadStatus, setNotifications, showError, store } from "../state/app";
 import { useStore } from "../state/store";
 import { duration } from "../time";
 
@@ -34,9 +34,13 @@ export function Settings() {
         <h2 id="ntf-h">Notifications</h2>
         <p>Get a browser notification when a run needs your decision.</p>
         {s.notify === "unsupported" && <p class="muted">This browser does not support notifications.</p>}
-        {s.notify === "granted" && <p class="ok">Enabled. New Action items notify you.</p>}
         {s.notify === "denied" && <p class="muted">Blocked in the browser's site settings; allow notifications there to enable them.</p>}
-        {s.notify === "default" && <button type="button" class="primary" data-testid="notify-enable" onClick={() => enableNotifications()}>Enable notifications</button>}
+        {s.notify === "granted" && s.notifyOn && (
+          <p class="ok">Enabled. New Action items notify you. <button type="button" class="sm" data-testid="notify-disable" onClick={() => setNotifications(false)}>Turn off</button></p>
+        )}
+        {(s.notify === "default" || (s.notify === "granted" && !s.notifyOn)) && (
+          <button type="button" class="primary" data-testid="notify-enable" onClick={() => setNotifications(true).catch(showError)}>Enable notifications</button>
+        )}
       </section>
       {LATER.map(([name, what]) => (
         <section key={name} class="panel later" aria-labelledby={`l-${name}`}>

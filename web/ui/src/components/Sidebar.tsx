@@ -66,9 +66,9 @@ export function Sidebar() {
       <ul class="views">
         <li><a href="#/all" data-testid="nav-all" class="nav-link" aria-current={cur("all")}><span class="ico" aria-hidden="true">≡</span><span class="label">All</span></a></li>
         <li><a href="#/unread" data-testid="nav-unread" class="nav-link" aria-current={cur("unread")}><span class="ico" aria-hidden="true">●</span><span class="label">Unread</span>
-          <span class="count" data-testid="count-unread" aria-label={`${s.counts.unread} unread`}>{s.counts.unread}</span></a></li>
+          <span class="count" data-testid="count-unread" aria-label={s.counts ? `${s.counts.unread} unread` : undefined}>{s.counts?.unread}</span></a></li>
         <li><a href="#/action" data-testid="nav-action" class="nav-link" aria-current={cur("action")}><span class="ico" aria-hidden="true">!</span><span class="label">Action</span>
-          <span class={`count ${s.counts.action ? "hot" : ""}`} data-testid="count-action" aria-label={`${s.counts.action} need action`}>{s.counts.action}</span></a></li>
+          <span class={`count ${s.counts?.action ? "hot" : ""}`} data-testid="count-action" aria-label={s.counts ? `${s.counts.action} need action` : undefined}>{s.counts?.action}</span></a></li>
       </ul>
       <div class="side-head">
         <h2 id="folders-h">Folders</h2>
@@ -76,7 +76,7 @@ export function Sidebar() {
       </div>
       <ul class="folders" aria-labelledby="folders-h">
         {s.folders.map((f, i) => <FolderItem key={f.id} f={f} first={i === 0} last={i === s.folders.length - 1} active={lr?.view === "folder" && lr.id === f.id} />)}
-        {!s.folders.length && !adding && <li class="muted small pad">Folders group threads; they never hide anything from Unread or Action.</li>}
+        {s.foldersLoaded && !s.folders.length && !adding && <li class="muted small pad">Folders group threads; they never hide anything from Unread or Action.</li>}
       </ul>
       {adding && (
         <form class="folder-form" onSubmit={(e) => { e.preventDefault(); add(); }}>

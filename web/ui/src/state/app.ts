@@ -20,8 +20,11 @@ export interface AppState {
   rowsLoaded: boolean;
   rowsKey: string;
   query: string;
-  counts: Counts;
+  /** Undefined until the first inbox answer. */
+  counts?: Counts;
   actions: InboxItem[];
+  actionsLoaded: boolean;
+  foldersLoaded: boolean;
   status?: Status;
   thread?: ThreadState;
   threadMissing?: boolean;
@@ -31,19 +34,26 @@ export interface AppState {
   needToken: boolean;
   tokenError?: string;
   error?: string;
+  /** The browser's notification permission. */
   notify: NotificationPermission | "unsupported";
+  /** Whether the user turned notifications on in Settings (kept in localStorage). */
+  notifyOn: boolean;
 }
 
+const NOTIFY_KEY = "kiln.notify";
 const initialRoute = parseRoute(location.hash);
 export const store = createStore<AppState>({
   route: initialRoute,
   listRoute: initialRoute.view === "thread" || initialRoute.view === "settings" ? { view: "all" } : initialRoute,
   folders: [], rows: [], rowsLoaded: false, rowsKey: "", query: "",
-  counts: { unread: 0, action: 0 }, actions: [],
+  actions: [], actionsLoaded: false, foldersLoaded: false,
   globalState: "connecting", threadState: "closed", everOpen: false,
   needToken: false,
   notify: typeof Notification === "undefined" ? "unsupported" : Notification.permission,
+  notifyOn: readNotifyOn(),
 });
+
+function readNotifyOn() { try { return localStorage.getItem(NOTIFY_KEY) === "on"; } catch { return false; } }
 
 const S = () => store.get();
 
@@ -90,12 +100,12 @@ export async function loadInbox() {
       for (const it of page.items) if (!lastActionIds.has(it.interrupt_id!)) notifyAction(it);
     }
     lastActionIds = ids;
-    store.set({ actions: page.items, counts: page.counts });
+    store.set({ actions: page.items, counts: page.counts, actionsLoaded: true });
   } catch (e) { showError(e); }
 }
 
 export async function loadFolders() {
-  try { store.set({ folders: (await api<{ folders: Folder[] }>("GET", "/folders")).folders }); } catch (e) { showError(e); }
+  try { store.set({ folders: (await api<{ folders: Folder[] }>("GET", "/folders")).folders, foldersLoaded: true }); } catch (e) { showError(e); }
 }
 
 export async function loadStatus() {
@@ -103,17 +113,20 @@ export async function loadStatus() {
 }
 
 function notifyAction(it: InboxItem) {
-  if (typeof Notification === "undefined" || Notification.permission !== "granted") return;
+  if (!S().notifyOn || typeof Notification === "undefined" || Notification.permission !== "granted") return;
   try {
     const n = new Notification(`Kiln: ${it.tool} needs a decision`, { body: it.thread_title, tag: it.interrupt_id });
     n.onclick = () => { window.focus(); location.hash = `#/thread/${it.thread_id}`; };
   } catch { /* some browsers only allow notifications from a service worker */ }
 }
 
-export async function enableNotifications() {
+/** Turns notifications on (asking the browser first when it has not been asked) or off. */
+export async function setNotifications(on: boolean) {
   if (typeof Notification === "undefined") return;
-  const p = await Notification.requestPermission();
-  store.set({ notify: p });
+  const p = on && Notification.permission !== "granted" ? await Notification.requestPermission() : Notification.permission;
+  const enabled = on && p === "granted";
+  try { localStorage.setItem(NOTIFY_KEY, enabled ? "on" : "off"); } catch { /* private mode */ }
+  store.set({ notify: p, notifyOn: enabled });
 }
 
 // ---- refresh scheduling (debounced, coalesced) ----
@@ -173,7 +186,17 @@ export async function openThread(id: string) {
   const stream = new EventStream({
     url: `${API}/threads/${encodeURIComponent(id)}/events`,
     headers: authHeaders,
-    onEvent: (m) => { try { const e = JSON.parse(m.data) as KEvent; setThread((t) => applyEvent(t, e), id); } catch { /* bad frame */ } },
+    onEvent: (m) => {
+      let e: KEvent;
+      try { e = JSON.parse(m.data); } catch { return; } // bad frame
+      const before = S().thread;
+      setThread((t) => applyEvent(t, e), id);
+      // A run that finishes on the thread the user is looking at does not
+      // land in Unread: it is read already (replays of older events aside).
+      if (e.type === "run.finished" && gen === threadGen && before?.id === id && e.seq > before.lastSeq && document.visibilityState === "visible") {
+        markRead(id).catch(showError);
+      }
+    },
     onEphemeral: (m) => { try { const e = JSON.parse(m.data) as KEvent; setThread((t) => applyEvent(t, e), id); } catch { /* bad frame */ } },
     onState: (st) => { if (gen === threadGen) store.set({ threadState: st }); if (st === "unauthorized") store.set({ needToken: true }); },
   });
