@@ -1,0 +1,64 @@
+// Accessibility: axe-core audits the main views, in light and dark themes,
+// with an approval card on screen; serious and critical violations fail
+// (missing labels, contrast, landmarks, ARIA misuse). Keyboard focus order
+// is checked by tabbing through the sidebar.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { setup, startApprovalRun, tid } from "./harness.mjs";
+
+const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+
+async function audit(page, view) {
+  await page.evaluate(axeSource);
+  const result = await page.evaluate(() => window.axe.run(document, { resultTypes: ["violations"] }));
+  assert.ok(result.passes.length > 10, `${view}: axe checked only ${result.passes.length} rules`);
+  const bad = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  const detail = bad.map((v) => `${v.id} (${v.impact}): ${v.help}\n  ${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join("\n  ")}`);
+  assert.deepEqual(detail, [], `${view}: accessibility violations`);
+}
+
+for (const dark of [false, true]) {
+  test(`axe finds no serious violations (${dark ? "dark" : "light"} theme)`, async () => {
+    const s = await setup({ dark });
+    const p = s.page;
+    try {
+      await s.kiln.api("POST", "/folders", { name: "Research" });
+      const { thread } = await startApprovalRun(s.kiln, "Write a note");
+      await p.goto(s.front.url + "#/all");
+      await p.waitForSelector(`${tid("thread-item")}[data-thread-id="${thread.id}"]`);
+      await audit(p, "inbox");
+      await p.click(tid("nav-action"));
+      await p.locator(tid("approval-card")).waitFor();
+      await audit(p, "action");
+      await p.goto(s.front.url + `#/thread/${thread.id}`);
+      await p.locator(tid("approval-card")).waitFor();
+      await audit(p, "thread");
+      await p.click(tid("nav-settings"));
+      await p.waitForSelector(tid("settings"));
+      await audit(p, "settings");
+    } finally {
+      await s.close();
+    }
+  });
+}
+
+test("the sidebar is reachable by keyboard, in order", async () => {
+  const s = await setup();
+  const p = s.page;
+  try {
+    await p.goto(s.front.url + "#/all");
+    await p.waitForSelector(tid("empty"));
+    const seen = [];
+    for (let i = 0; i < 8; i++) {
+      await p.keyboard.press("Tab");
+      seen.push(await p.evaluate(() => document.activeElement?.getAttribute("data-testid") || document.activeElement?.tagName));
+    }
+    const order = ["nav-all", "nav-unread", "nav-action"].map((id) => seen.indexOf(id));
+    assert.ok(order.every((i) => i >= 0), `tab order ${seen.join(", ")} misses the smart views`);
+    assert.deepEqual([...order].sort((a, b) => a - b), order, `smart views out of order: ${seen.join(", ")}`);
+  } finally {
+    await s.close();
+  }
+});
