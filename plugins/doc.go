@@ -1,0 +1,93 @@
+// Package plugins is Kiln's extension host. This file set holds its first
+// layer: the plugin manifest and the permission model. Loading and running
+// plugins (wazero, go-plugin) builds on it; bundled extensions live in
+// subpackages such as plugins/builtin.
+//
+// # The manifest
+//
+// A plugin is a folder with a manifest, kiln-plugin.json, described by
+// specs/kiln-plugin.schema.json (JSON Schema draft 2020-12). LoadManifest
+// reads one from a folder and ParseManifest parses bytes; both return the
+// *Manifest or a *ManifestError listing every problem, each with the path
+// of the field and the reason:
+//
+//	invalid plugin manifest (2 problems):
+//	  version: "1.2" is not semver (want MAJOR.MINOR.PATCH)
+//	  permissions.network[2]: "http://x.com" must be host[:port] without a scheme
+//
+// Decoding is strict: unknown fields (at any depth), duplicate keys, null
+// values and trailing data are errors. The fields:
+//
+//	apiVersion      "kiln.dev/v1" (APIVersion); any other version is refused
+//	                and then nothing else is checked
+//	id              lowercase letters, digits, "." and "-", starting with a
+//	                letter, no empty dot-separated segment, at most 64
+//	                characters: "weather", "acme.docker-sandbox"
+//	version         SemVer 2.0.0 without a leading "v" ("1.2.0-rc.1+abc")
+//	description     1 to 300 characters on one line, without control or
+//	                bidirectional formatting characters (it is shown in the
+//	                consent prompt)
+//	provides        a non-empty set of "model-provider", "toolset",
+//	                "sandbox-runtime", "skills", "mcp-servers"
+//	runtime         "wasm" or "process"
+//	entry           the file to load, relative to the plugin folder: clean,
+//	                forward slashes, no "." or ".." segments
+//	sha256          the entry file's SHA-256, 64 lowercase hex digits;
+//	                Manifest.VerifyEntry checks it
+//	permissions     see below; may be left out (it then grants nothing but
+//	                the default limits)
+//	interruptOn     a core.Policy for the plugin's own tools: tool name or
+//	                glob to true, false or {"allowed_decisions": [...]};
+//	                checked with Policy.Validate
+//	settingsSchema  optional JSON Schema (draft 2020-12 unless it says
+//	                otherwise) for the plugin's settings: an object with
+//	                "type" or "properties" that compiles; it may refer to
+//	                itself and to the standard meta-schemas, never to a file
+//	                or URL
+//
+// The JSON Schema and ParseManifest agree on every rule the schema
+// language can express (the shared regular expressions are kept equal by a
+// test). ParseManifest is stricter in a few places the schema cannot
+// reach: duplicate keys, the canonical form of IPv6 addresses, a
+// filesystem path granted twice, malformed interruptOn globs and settings
+// schemas that do not compile. testdata/manifests/goonly lists them.
+//
+// # Permissions
+//
+// Permissions are data: the manifest declares them, the user consents to
+// Permissions.Summary (Manifest.ConsentSummary) at install, and the host
+// asks the Permissions value before it does anything on a plugin's behalf.
+// The zero value grants nothing.
+//
+//	network     host[:port] patterns. "api.example.com" is that name only;
+//	            "*.example.com" is every subdomain at any depth but not
+//	            example.com itself, and needs two labels after "*.".
+//	            A pattern without a port allows ports 80 and 443 only.
+//	            Patterns are lowercase, without scheme or path. IP literals
+//	            are allowed ("203.0.113.7:8080", "[::1]:8080"); a name
+//	            pattern never matches an IP, and a name that resolves to a
+//	            loopback, private or other non-public address is refused
+//	            unless that address is listed itself (AllowsResolvedAddr).
+//	            Check with AllowsHost, then AllowsResolvedAddr per address.
+//	filesystem  {path, read, write}; path is "grant:<name>[/sub/path]" (a
+//	            folder the user picks at install for <name>; Grants lists
+//	            the names) or "data:/[sub/path]" (the plugin's own data
+//	            folder). Never a host path. Check with FilesystemAccess.
+//	env         environment variable names ([A-Z_][A-Z0-9_]*, never KILN_*).
+//	            Check with AllowsEnv.
+//	exec        may run other programs; runtime "process" only.
+//	memory_mib  linear memory cap, 1..4096, default 64; runtime "wasm" only.
+//	timeout_ms  deadline of each call into the plugin, 1..600000, default
+//	            30000.
+//
+// A wasm plugin is confined by construction: the guest reaches the world
+// only through host functions, and each of them checks these permissions.
+//
+// A process plugin is an ordinary program running with the server's user
+// account. Its permissions are declared and consented to, and the host
+// applies what it controls from outside — the environment is scrubbed to
+// the declared variables, each call has the deadline — but the host cannot
+// enforce network, filesystem or exec permissions inside the process. A
+// process plugin can do whatever the server's user can; the consent prompt
+// says so (ConsentSummary), and installing one is trusting its author.
+package plugins
