@@ -1,0 +1,564 @@
+package process
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
+	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/toolsetpb"
+	"github.com/kilnhq/kiln/plugins"
+)
+
+// State is where a plugin process is in its life.
+type State string
+
+// States.
+const (
+	StateRunning    State = "running"    // a process is serving calls
+	StateRestarting State = "restarting" // the process died; a new one is being started
+	StateFailed     State = "failed"     // no process and no more attempts; see LastError
+	StateClosed     State = "closed"     // Close was called
+)
+
+// Status is a plugin's health.
+type Status struct {
+	State State
+	// Restarts counts the attempts to start the plugin again after its
+	// process died, successful or not.
+	Restarts int
+	// LastError is the most recent start failure or the reason the last
+	// process ended, or "". It is kept after a successful restart.
+	LastError string
+	// PID is the running process's ID, or 0 when none runs.
+	PID int
+}
+
+// Options tune a process host. The zero value is usable.
+type Options struct {
+	// Logger receives the host's and go-plugin's messages and the plugin's
+	// stderr; nil means slog.Default(). Every record carries plugin=<id>.
+	Logger *slog.Logger
+	// LookupEnv reads the host environment for the variables the manifest
+	// declares; nil means os.LookupEnv.
+	LookupEnv func(name string) (string, bool)
+	// StartTimeout bounds one start: exec, handshake and Describe.
+	// Default 10s.
+	StartTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait before a restart, which
+	// doubles with each restart in the last minute. Defaults 100ms and 10s.
+	MinBackoff, MaxBackoff time.Duration
+	// MaxRestartsPerMinute is how many restarts may be attempted in any
+	// minute; past it the plugin is failed. Default 5.
+	MaxRestartsPerMinute int
+	// Now is the clock of the restart budget; nil means time.Now.
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 10 * time.Second
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 100 * time.Millisecond
+	}
+	if o.MaxBackoff < o.MinBackoff {
+		o.MaxBackoff = max(10*time.Second, o.MinBackoff)
+	}
+	if o.MaxRestartsPerMinute <= 0 {
+		o.MaxRestartsPerMinute = 5
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// backoff returns the wait before a restart when n restarts were
+// attempted in the last minute: MinBackoff doubled n times, at most
+// MaxBackoff.
+func (o Options) backoff(n int) time.Duration {
+	d := o.MinBackoff
+	for range n {
+		d *= 2
+		if d >= o.MaxBackoff {
+			return o.MaxBackoff
+		}
+	}
+	return d
+}
+
+// Plugin is a toolset served by a plugin process. Load returns one; it is
+// safe for concurrent use.
+type Plugin struct {
+	id      string
+	dir     string
+	m       *plugins.Manifest
+	entry   string // absolute path of the executable
+	sum     []byte // m.SHA256 decoded
+	timeout time.Duration
+	opts    Options
+	log     *slog.Logger
+
+	desc       *toolsetpb.DescribeResponse // from the first start; later starts must agree
+	specs      []core.ToolSpec
+	idempotent map[string]bool
+
+	mu       sync.Mutex
+	inst     *instance // the serving process, nil when there is none
+	state    State
+	restarts int
+	lastErr  string
+	attempts []time.Time   // restart attempts within the last minute
+	wake     chan struct{} // closed and replaced when inst or state changes
+	stop     chan struct{} // closed by Close
+	wg       sync.WaitGroup
+}
+
+// instance is one plugin process.
+type instance struct {
+	client *goplugin.Client
+	rpc    *pluginrpc.ToolsetClient
+	pid    int
+}
+
+// Load starts the process plugin in dir described by m and returns its
+// toolset, a *Plugin (assert to it for Health). m must be a toolset
+// plugin with runtime "process". Before this and every later start the
+// entry's sha256 is checked against m (Manifest.VerifyEntry, and again by
+// go-plugin just before exec); a mismatch returns an error wrapping
+// plugins.ErrChecksumMismatch. The process gets an environment holding
+// only the variables m.Permissions.Env declares (their values from the
+// host's environment; an unset one is left out) plus go-plugin's handshake
+// variables; its working directory is dir. A failure to start returns an
+// error wrapping plugins.ErrTransport.
+//
+// Each Call has the deadline m.Permissions.TimeoutMS. When the process
+// dies it is started again after a backoff (Options); Health reports it.
+// Close ends the process.
+func Load(ctx context.Context, dir string, m *plugins.Manifest, opts Options) (plugins.Toolset, error) {
+	if m == nil {
+		return nil, errors.New("load process plugin: nil manifest")
+	}
+	if m.Runtime != plugins.RuntimeProcess {
+		return nil, fmt.Errorf("load plugin %s: runtime is %q, not %q", m.ID, m.Runtime, plugins.RuntimeProcess)
+	}
+	if !slices.Contains(m.Provides, plugins.CapToolset) {
+		return nil, fmt.Errorf("load plugin %s: it does not provide %q", m.ID, plugins.CapToolset)
+	}
+	sum, err := hex.DecodeString(m.SHA256)
+	if err != nil || len(sum) != sha256.Size {
+		return nil, fmt.Errorf("load plugin %s: manifest sha256 %q is not a SHA-256 digest", m.ID, m.SHA256)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
+	}
+	timeout := time.Duration(m.Permissions.TimeoutMS) * time.Millisecond
+	if timeout <= 0 {
+		timeout = plugins.DefaultTimeoutMS * time.Millisecond
+	}
+	opts = opts.withDefaults()
+	p := &Plugin{
+		id:      m.ID,
+		dir:     abs,
+		m:       m,
+		entry:   filepath.Join(abs, filepath.FromSlash(m.Entry)),
+		sum:     sum,
+		timeout: timeout,
+		opts:    opts,
+		log:     opts.Logger.With("plugin", m.ID),
+		wake:    make(chan struct{}),
+		stop:    make(chan struct{}),
+	}
+	inst, desc, err := p.start(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
+	}
+	if err := p.setTools(desc); err != nil {
+		inst.client.Kill()
+		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
+	}
+	p.inst, p.state = inst, StateRunning
+	p.wg.Add(1)
+	go p.watch(inst)
+	p.log.Info("plugin started", "pid", inst.pid, "tools", len(p.specs))
+	return p, nil
+}
+
+// setTools checks and keeps the plugin's description.
+func (p *Plugin) setTools(desc *toolsetpb.DescribeResponse) error {
+	p.desc = desc
+	p.idempotent = map[string]bool{}
+	for _, t := range desc.GetTools() {
+		if t.GetName() == "" {
+			return errors.New("the plugin describes a tool without a name")
+		}
+		if _, dup := p.idempotent[t.GetName()]; dup {
+			return fmt.Errorf("the plugin describes tool %q twice", t.GetName())
+		}
+		p.idempotent[t.GetName()] = t.GetIdempotent()
+		p.specs = append(p.specs, core.ToolSpec{
+			Name:        t.GetName(),
+			Description: t.GetDescription(),
+			Schema:      t.GetSchema(),
+			Idempotent:  t.GetIdempotent(),
+		})
+	}
+	return nil
+}
+
+// environ returns the plugin's environment: the declared variables that
+// the host has.
+func (p *Plugin) environ() []string {
+	env := []string{} // non-nil: exec.Cmd would inherit the host's for nil
+	for _, name := range p.m.Permissions.Env {
+		if !p.m.Permissions.AllowsEnv(name) {
+			continue
+		}
+		if v, ok := p.opts.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
+}
+
+// start verifies the entry, starts a process and asks it for its tools.
+// Errors wrap plugins.ErrChecksumMismatch or plugins.ErrTransport.
+func (p *Plugin) start(ctx context.Context) (*instance, *toolsetpb.DescribeResponse, error) {
+	if err := p.m.VerifyEntry(p.dir); err != nil {
+		if errors.Is(err, plugins.ErrChecksumMismatch) {
+			return nil, nil, fmt.Errorf("refusing to start: %w", err)
+		}
+		return nil, nil, fmt.Errorf("%w: %w", plugins.ErrTransport, err)
+	}
+	cmd := exec.Command(p.entry)
+	cmd.Dir = p.dir
+	cmd.Env = p.environ()
+	client := goplugin.NewClient(&goplugin.ClientConfig{
+		HandshakeConfig:  pluginrpc.Handshake,
+		Plugins:          goplugin.PluginSet{pluginrpc.ToolsetName: &pluginrpc.ToolsetPlugin{}},
+		Cmd:              cmd,
+		SkipHostEnv:      true,
+		SecureConfig:     &goplugin.SecureConfig{Checksum: p.sum, Hash: sha256.New()},
+		AutoMTLS:         true,
+		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
+		StartTimeout:     p.opts.StartTimeout,
+		Logger:           newHCLog(p.log, "go-plugin"),
+	})
+	inst, desc, err := p.connect(ctx, client)
+	if err != nil {
+		client.Kill()
+		if errors.Is(err, goplugin.ErrChecksumsDoNotMatch) {
+			return nil, nil, fmt.Errorf("refusing to start %q: %w (checked just before exec)", p.m.Entry, plugins.ErrChecksumMismatch)
+		}
+		return nil, nil, fmt.Errorf("%w: start %q: %w", plugins.ErrTransport, p.m.Entry, err)
+	}
+	return inst, desc, nil
+}
+
+// connect completes the handshake and Describe on a new client.
+func (p *Plugin) connect(ctx context.Context, client *goplugin.Client) (*instance, *toolsetpb.DescribeResponse, error) {
+	rpcClient, err := client.Client()
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, err := rpcClient.Dispense(pluginrpc.ToolsetName)
+	if err != nil {
+		return nil, nil, err
+	}
+	tc, ok := raw.(*pluginrpc.ToolsetClient)
+	if !ok {
+		return nil, nil, fmt.Errorf("dispensed %T, want *pluginrpc.ToolsetClient", raw)
+	}
+	inst := &instance{client: client, rpc: tc}
+	if rc := client.ReattachConfig(); rc != nil {
+		inst.pid = rc.Pid
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.StartTimeout)
+	defer cancel()
+	desc, err := tc.Describe(ctx, &toolsetpb.DescribeRequest{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("describe: %w", err)
+	}
+	return inst, desc, nil
+}
+
+// setLocked changes the state and wakes the waiters; p.mu is held.
+func (p *Plugin) setLocked(inst *instance, state State) {
+	p.inst, p.state = inst, state
+	close(p.wake)
+	p.wake = make(chan struct{})
+}
+
+// closedLocked reports whether Close was called; p.mu is held.
+func (p *Plugin) closedLocked() bool { return p.state == StateClosed }
+
+// watch waits for inst's process to exit, then calls died.
+func (p *Plugin) watch(inst *instance) {
+	defer p.wg.Done()
+	select {
+	case <-inst.rpc.Done:
+		p.died(inst)
+	case <-p.stop:
+	}
+}
+
+// died replaces inst, whose process exited, unless that was done already:
+// the plugin is restarting until restart starts a new process.
+func (p *Plugin) died(inst *instance) {
+	p.mu.Lock()
+	if p.inst != inst || p.closedLocked() {
+		p.mu.Unlock()
+		return
+	}
+	p.lastErr = "plugin process " + strconv.Itoa(inst.pid) + " exited"
+	p.setLocked(nil, StateRestarting)
+	p.wg.Add(1)
+	p.mu.Unlock()
+	p.log.Warn("plugin process exited; restarting", "pid", inst.pid)
+	go func() {
+		defer p.wg.Done()
+		inst.client.Kill() // the process is gone; this releases go-plugin's resources
+		p.restart()
+	}()
+}
+
+// restart starts a new process, waiting a backoff before each attempt,
+// until one serves, the restart budget is spent, the binary fails its
+// checksum or Close is called.
+func (p *Plugin) restart() {
+	for {
+		p.mu.Lock()
+		if p.closedLocked() {
+			p.mu.Unlock()
+			return
+		}
+		now := p.opts.Now()
+		p.attempts = slices.DeleteFunc(p.attempts, func(t time.Time) bool { return now.Sub(t) >= time.Minute })
+		if len(p.attempts) >= p.opts.MaxRestartsPerMinute {
+			p.lastErr = fmt.Sprintf("gave up after %d restarts within a minute; last error: %s", len(p.attempts), p.lastErr)
+			msg := p.lastErr
+			p.setLocked(nil, StateFailed)
+			p.mu.Unlock()
+			p.log.Error("plugin failed", "error", msg)
+			return
+		}
+		delay := p.opts.backoff(len(p.attempts))
+		p.attempts = append(p.attempts, now)
+		p.restarts++
+		p.mu.Unlock()
+
+		select {
+		case <-time.After(delay):
+		case <-p.stop:
+			return
+		}
+		inst, desc, err := p.start(context.Background())
+		if err == nil && !proto.Equal(desc, p.desc) {
+			inst.client.Kill()
+			inst, err = nil, fmt.Errorf("%w: the restarted plugin describes different tools", plugins.ErrTransport)
+		}
+
+		p.mu.Lock()
+		if p.closedLocked() {
+			p.mu.Unlock()
+			if inst != nil {
+				inst.client.Kill()
+			}
+			return
+		}
+		if err != nil {
+			p.lastErr = err.Error()
+			if errors.Is(err, plugins.ErrChecksumMismatch) {
+				// The binary changed under the host: never run it.
+				p.setLocked(nil, StateFailed)
+				p.mu.Unlock()
+				p.log.Error("plugin failed: its entry no longer matches the manifest", "error", err)
+				return
+			}
+			p.mu.Unlock()
+			p.log.Warn("plugin restart failed", "error", err)
+			continue
+		}
+		p.setLocked(inst, StateRunning)
+		p.wg.Add(1)
+		p.mu.Unlock()
+		p.log.Info("plugin restarted", "pid", inst.pid)
+		go p.watch(inst)
+		return
+	}
+}
+
+// Health reports the plugin's state.
+func (p *Plugin) Health() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Status{State: p.state, Restarts: p.restarts, LastError: p.lastErr}
+	if p.inst != nil {
+		s.PID = p.inst.pid
+	}
+	return s
+}
+
+// Tools returns the tools the plugin described at Load.
+func (p *Plugin) Tools(context.Context) ([]core.ToolSpec, error) {
+	p.mu.Lock()
+	closed := p.closedLocked()
+	p.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("plugin %s: %w: closed", p.id, plugins.ErrTransport)
+	}
+	return slices.Clone(p.specs), nil
+}
+
+// ready returns the serving process, waiting while the plugin restarts.
+func (p *Plugin) ready(ctx context.Context) (*instance, error) {
+	for {
+		p.mu.Lock()
+		inst, state, lastErr, wake := p.inst, p.state, p.lastErr, p.wake
+		p.mu.Unlock()
+		if inst != nil {
+			select {
+			case <-inst.rpc.Done: // exited, and the watcher has not acted yet
+				p.died(inst)
+				continue
+			default:
+				return inst, nil
+			}
+		}
+		switch {
+		case state == StateClosed:
+			return nil, fmt.Errorf("%w: closed", plugins.ErrTransport)
+		case state == StateFailed:
+			return nil, fmt.Errorf("%w: the plugin failed: %s", plugins.ErrTransport, lastErr)
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for the plugin to restart: %w", ctx.Err())
+		}
+	}
+}
+
+// exitGrace is how long Call waits, after a call failed on the channel,
+// to learn whether the process died.
+const exitGrace = 500 * time.Millisecond
+
+// Call runs tool with args in the plugin process, within the manifest's
+// timeout_ms (which includes waiting for a restart). The tool's own
+// failure is returned as an error with its message. A call that did not
+// finish in time returns an error wrapping context.DeadlineExceeded; one
+// whose ctx ended, ctx's error. Any other failure is the channel's and
+// wraps plugins.ErrTransport: a failed or closed plugin, or a process
+// that died during the call. An idempotent tool's call that the death of
+// the process cut off is retried once on the restarted process.
+func (p *Plugin) Call(ctx context.Context, tool string, args json.RawMessage) (string, error) {
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	req := &toolsetpb.CallRequest{Tool: tool, Args: args}
+	for retried := false; ; retried = true {
+		inst, err := p.ready(ctx)
+		if err == nil {
+			var resp *toolsetpb.CallResponse
+			resp, err = inst.rpc.Call(ctx, req)
+			switch {
+			case err != nil:
+			case resp.GetError() == "":
+				return resp.GetResult(), nil
+			case !expired(ctx):
+				return "", errors.New(resp.GetError())
+			default:
+				// The plugin saw the deadline (it travels with the
+				// call) before this side did: report it as such.
+				err = errors.New(resp.GetError())
+			}
+		}
+		switch {
+		case expired(parent):
+			return "", fmt.Errorf("call %s.%s: %w", p.id, tool, cmp.Or(parent.Err(), context.DeadlineExceeded))
+		case expired(ctx):
+			return "", fmt.Errorf("call %s.%s: no answer within %v: %w", p.id, tool, p.timeout, context.DeadlineExceeded)
+		case inst == nil: // not ready: failed or closed
+			return "", fmt.Errorf("call %s.%s: %w", p.id, tool, err)
+		}
+		if !p.exited(inst) {
+			return "", fmt.Errorf("call %s.%s: %w: %w", p.id, tool, plugins.ErrTransport, err)
+		}
+		p.died(inst)
+		if !retried && p.idempotent[tool] {
+			p.log.Debug("retrying an idempotent call cut off by the process's death", "tool", tool)
+			continue
+		}
+		return "", fmt.Errorf("call %s.%s: %w: %w", p.id, tool, plugins.ErrTransport, err)
+	}
+}
+
+// expired reports whether ctx is done or its deadline has passed (its
+// timer may not have fired yet).
+func expired(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
+
+// exited reports whether inst's process exits within exitGrace.
+func (p *Plugin) exited(inst *instance) bool {
+	t := time.NewTimer(exitGrace)
+	defer t.Stop()
+	select {
+	case <-inst.rpc.Done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// Close ends the plugin process (gracefully, then by force after two
+// seconds) and stops restarting it. Calls after Close fail with
+// plugins.ErrTransport. Close is idempotent and returns nil.
+func (p *Plugin) Close() error {
+	p.mu.Lock()
+	if p.closedLocked() {
+		p.mu.Unlock()
+		return nil
+	}
+	inst := p.inst
+	p.setLocked(nil, StateClosed)
+	close(p.stop)
+	p.mu.Unlock()
+	if inst != nil {
+		inst.client.Kill()
+	}
+	p.wg.Wait()
+	p.log.Info("plugin closed")
+	return nil
+}
+
+// Interface guard.
+var _ plugins.Toolset = (*Plugin)(nil)

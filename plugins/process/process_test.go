@@ -1,0 +1,446 @@
+//go:build unix
+
+package process_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/process"
+)
+
+// binDir holds the example plugins, built once by TestMain.
+var binDir string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	var err error
+	binDir, err = os.MkdirTemp("", "kiln-process-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(binDir)
+	out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "echo"), "github.com/kilnhq/kiln/sdk/plugin/examples/echo").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build the echo example plugin: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+// syncBuffer is a log sink safe for the host's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// testLogger returns a logger whose output the test prints if it fails.
+func testLogger(t testing.TB) *slog.Logger {
+	var buf syncBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("host log:\n%s", buf.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// manifestJSON is a process toolset manifest for the file entry with the
+// given sha256 and permissions (a JSON object).
+func manifestJSON(entry, sum, perms string) string {
+	return fmt.Sprintf(`{"apiVersion":"kiln.dev/v1","id":"test.echo","version":"1.0.0",
+"description":"The echo example plugin.","provides":["toolset"],"runtime":"process",
+"entry":%q,"sha256":%q,"permissions":%s}`, entry, sum, perms)
+}
+
+// pluginDir copies the built example bin into a fresh plugin folder with a
+// manifest declaring perms and the binary's sha256, and returns the folder
+// and the parsed manifest.
+func pluginDir(t testing.TB, bin, perms string) (string, *plugins.Manifest) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(binDir, bin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bin", bin), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	mf := manifestJSON("bin/"+bin, hex.EncodeToString(sum[:]), perms)
+	if err := os.WriteFile(filepath.Join(dir, plugins.ManifestFile), []byte(mf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := plugins.LoadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, m
+}
+
+// load starts the echo plugin with perms and closes it when the test ends.
+func load(t testing.TB, perms string, opts process.Options) (string, *process.Plugin) {
+	t.Helper()
+	dir, m := pluginDir(t, "echo", perms)
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
+	ts, err := process.Load(context.Background(), dir, m, opts)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	t.Cleanup(func() { ts.Close() })
+	return dir, ts.(*process.Plugin)
+}
+
+// alive reports whether a process with the pid exists (a zombie counts).
+func alive(pid int) bool {
+	return pid > 0 && syscall.Kill(pid, 0) == nil
+}
+
+// waitFor polls cond for up to 10 seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestCall(t *testing.T) {
+	_, p := load(t, `{}`, process.Options{})
+	ctx := context.Background()
+
+	specs, err := p.Tools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range specs {
+		names = append(names, s.Name)
+	}
+	if got, want := strings.Join(names, ","), "echo,env,sleep,fail,pid"; got != want {
+		t.Errorf("tools = %s, want %s", got, want)
+	}
+	if !specs[0].Idempotent || specs[2].Idempotent || string(specs[2].Schema) == "" {
+		t.Errorf("specs = %+v", specs)
+	}
+
+	got, err := p.Call(ctx, "echo", json.RawMessage(`{"hello":"world"}`))
+	if err != nil || got != `{"hello":"world"}` {
+		t.Errorf("echo = %q, %v", got, err)
+	}
+
+	_, err = p.Call(ctx, "fail", json.RawMessage(`{"message":"no such city"}`))
+	if err == nil || err.Error() != "no such city" || errors.Is(err, plugins.ErrTransport) {
+		t.Errorf("fail: err = %v, want the tool's own error", err)
+	}
+	_, err = p.Call(ctx, "nope", json.RawMessage(`{}`))
+	if err == nil || !strings.Contains(err.Error(), `unknown tool "nope"`) || errors.Is(err, plugins.ErrTransport) {
+		t.Errorf("unknown tool: err = %v", err)
+	}
+
+	h := p.Health()
+	if h.State != process.StateRunning || h.Restarts != 0 || !alive(h.PID) {
+		t.Errorf("Health = %+v", h)
+	}
+	if got, _ := p.Call(ctx, "pid", nil); got != fmt.Sprint(h.PID) {
+		t.Errorf("the plugin's pid is %s, Health says %d", got, h.PID)
+	}
+}
+
+func TestEnvironmentScrubbed(t *testing.T) {
+	t.Setenv("ECHO_TEST_DECLARED", "yes=really")
+	t.Setenv("ECHO_TEST_UNDECLARED", "no")
+	os.Unsetenv("ECHO_TEST_DECLARED_UNSET")
+	if os.Getenv("PATH") == "" {
+		t.Setenv("PATH", "/usr/bin")
+	}
+	_, p := load(t, `{"env":["ECHO_TEST_DECLARED","ECHO_TEST_DECLARED_UNSET"]}`, process.Options{})
+	out, err := p.Call(context.Background(), "env", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env map[string]string
+	if err := json.Unmarshal([]byte(out), &env); err != nil {
+		t.Fatalf("env returned %q: %v", out, err)
+	}
+	want := map[string]string{"ECHO_TEST_DECLARED": "yes=really"}
+	if fmt.Sprint(env) != fmt.Sprint(want) {
+		t.Errorf("the plugin's environment (less go-plugin's) = %v, want %v", env, want)
+	}
+
+	// A fake LookupEnv is honoured and nothing else leaks.
+	_, p2 := load(t, `{"env":["A_B"]}`, process.Options{LookupEnv: func(name string) (string, bool) {
+		return "from-fake-" + name, true
+	}})
+	out, err = p2.Call(context.Background(), "env", nil)
+	if err != nil || out != `{"A_B":"from-fake-A_B"}` {
+		t.Errorf("env = %s, %v", out, err)
+	}
+}
+
+func TestWrongChecksumRefusedAtLoad(t *testing.T) {
+	dir, m := pluginDir(t, "echo", `{}`)
+	m.SHA256 = strings.Repeat("ab", 32)
+	ts, err := process.Load(context.Background(), dir, m, process.Options{Logger: testLogger(t)})
+	if err == nil {
+		ts.Close()
+		t.Fatal("Load started a plugin whose sha256 does not match")
+	}
+	if !errors.Is(err, plugins.ErrChecksumMismatch) {
+		t.Errorf("err = %v, want ErrChecksumMismatch", err)
+	}
+}
+
+func TestChangedBinaryRefusedAtRestart(t *testing.T) {
+	dir, p := load(t, `{}`, process.Options{MinBackoff: time.Millisecond})
+	pid := p.Health().PID
+	// Linux refuses to write a running executable (ETXTBSY), so the
+	// changed binary (one byte appended) replaces it, as an update would.
+	entry := filepath.Join(dir, "bin", "echo")
+	data, err := os.ReadFile(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(entry+".new", append(data, 0), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(entry+".new", entry); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the plugin to fail", func() bool { return p.Health().State == process.StateFailed })
+	h := p.Health()
+	if h.Restarts != 1 || h.PID != 0 || !strings.Contains(h.LastError, plugins.ErrChecksumMismatch.Error()) {
+		t.Errorf("Health = %+v, want failed after one restart with a checksum error", h)
+	}
+	_, err = p.Call(context.Background(), "echo", json.RawMessage(`1`))
+	if !errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), "sha256 mismatch") {
+		t.Errorf("call on a failed plugin: err = %v", err)
+	}
+}
+
+func TestRestartAfterKill(t *testing.T) {
+	_, p := load(t, `{}`, process.Options{})
+	pid := p.Health().PID
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// The very next call, made before the host may have noticed.
+	got, err := p.Call(context.Background(), "echo", json.RawMessage(`"again"`))
+	if err != nil || got != `"again"` {
+		t.Fatalf("call after SIGKILL = %q, %v", got, err)
+	}
+	h := p.Health()
+	if h.State != process.StateRunning || h.Restarts != 1 || h.PID == pid || !alive(h.PID) {
+		t.Errorf("Health = %+v (old pid %d)", h, pid)
+	}
+	if alive(pid) {
+		t.Errorf("old process %d still exists", pid)
+	}
+}
+
+func TestNonIdempotentCallCutOff(t *testing.T) {
+	_, p := load(t, `{}`, process.Options{})
+	pid := p.Health().PID
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.Call(context.Background(), "sleep", json.RawMessage(`{"ms":10000}`))
+		errc <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // let the call reach the plugin
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, plugins.ErrTransport) {
+			t.Errorf("err = %v, want ErrTransport (sleep is not idempotent: no retry)", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call did not end when the process died")
+	}
+	waitFor(t, "the restart", func() bool { return p.Health().State == process.StateRunning })
+	if _, err := p.Call(context.Background(), "pid", nil); err != nil {
+		t.Errorf("call after restart: %v", err)
+	}
+}
+
+func TestCallTimeout(t *testing.T) {
+	_, p := load(t, `{"timeout_ms":200}`, process.Options{})
+	start := time.Now()
+	_, err := p.Call(context.Background(), "sleep", json.RawMessage(`{"ms":5000}`))
+	elapsed := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, plugins.ErrTransport) {
+		t.Errorf("err = %v, want DeadlineExceeded", err)
+	}
+	if elapsed < 200*time.Millisecond || elapsed > 2*time.Second {
+		t.Errorf("the call took %v, want about 200ms", elapsed)
+	}
+	// The process is still fine.
+	if got, err := p.Call(context.Background(), "sleep", json.RawMessage(`{"ms":1}`)); err != nil || got != "slept" {
+		t.Errorf("next call = %q, %v", got, err)
+	}
+	if h := p.Health(); h.Restarts != 0 {
+		t.Errorf("Health = %+v", h)
+	}
+
+	// The caller's own cancellation is reported as such.
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	_, err = p.Call(ctx, "sleep", json.RawMessage(`{"ms":5000}`))
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled call: err = %v", err)
+	}
+}
+
+func TestClose(t *testing.T) {
+	_, p := load(t, `{}`, process.Options{})
+	pid := p.Health().PID
+	if !alive(pid) {
+		t.Fatalf("plugin process %d is not running", pid)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Errorf("process %d is still there after Close", pid)
+	}
+	if h := p.Health(); h.State != process.StateClosed || h.PID != 0 {
+		t.Errorf("Health = %+v", h)
+	}
+	if _, err := p.Call(context.Background(), "echo", nil); !errors.Is(err, plugins.ErrTransport) {
+		t.Errorf("call after Close: err = %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestLoadRefusesOtherManifests(t *testing.T) {
+	dir, m := pluginDir(t, "echo", `{}`)
+	for name, edit := range map[string]func(*plugins.Manifest){
+		"wasm":       func(m *plugins.Manifest) { m.Runtime = plugins.RuntimeWASM },
+		"no toolset": func(m *plugins.Manifest) { m.Provides = []plugins.Capability{plugins.CapSkills} },
+		"bad entry":  func(m *plugins.Manifest) { m.Entry = "missing" },
+	} {
+		c := *m
+		edit(&c)
+		if ts, err := process.Load(context.Background(), dir, &c, process.Options{Logger: testLogger(t)}); err == nil {
+			ts.Close()
+			t.Errorf("%s: Load succeeded", name)
+		}
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	// A plugin that cannot start again (its entry disappears) is failed
+	// after MaxRestartsPerMinute attempts.
+	dir, p := load(t, `{}`, process.Options{MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond, MaxRestartsPerMinute: 3})
+	if err := os.Rename(filepath.Join(dir, "bin", "echo"), filepath.Join(dir, "bin", "gone")); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(p.Health().PID, syscall.SIGKILL)
+	waitFor(t, "the plugin to fail", func() bool { return p.Health().State == process.StateFailed })
+	h := p.Health()
+	if h.Restarts != 3 || !strings.Contains(h.LastError, "gave up after 3 restarts") {
+		t.Errorf("Health = %+v", h)
+	}
+}
+
+// TestCalcExample runs the WASM engineer's calc example natively: it must
+// build for both targets.
+func TestCalcExample(t *testing.T) {
+	if _, err := os.Stat("../../sdk/plugin/examples/calc"); err != nil {
+		t.Skip("no calc example:", err)
+	}
+	out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "calc"), "github.com/kilnhq/kiln/sdk/plugin/examples/calc").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build calc: %v\n%s", err, out)
+	}
+	dir, m := pluginDir(t, "calc", `{}`)
+	ts, err := process.Load(context.Background(), dir, m, process.Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	got, err := ts.Call(context.Background(), "add", json.RawMessage(`{"a":1.5,"b":2}`))
+	if err != nil || got != "3.5" {
+		t.Errorf("add = %q, %v", got, err)
+	}
+}
+
+func BenchmarkProcessCall(b *testing.B) {
+	_, p := load(b, `{}`, process.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	args := json.RawMessage(`{"data":"` + strings.Repeat("x", 1024-11) + `"}`)
+	if len(args) != 1024 {
+		b.Fatalf("payload is %d bytes", len(args))
+	}
+	ctx := context.Background()
+	b.SetBytes(int64(len(args)))
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := p.Call(ctx, "echo", args); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkProcessStart(b *testing.B) {
+	dir, m := pluginDir(b, "echo", `{}`)
+	opts := process.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	ctx := context.Background()
+	for i := 0; i < b.N; i++ {
+		ts, err := process.Load(ctx, dir, m, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ts.Call(ctx, "echo", json.RawMessage(`1`)); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		ts.Close()
+		b.StartTimer()
+	}
+}

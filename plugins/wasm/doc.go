@@ -1,0 +1,26 @@
+// Package wasm is Kiln's WASM plugin host, on wazero. It loads a toolset
+// plugin built for GOOS=wasip1 with -buildmode=c-shared (a WASI reactor
+// speaking the Kiln WASM ABI v1, specs/wasm-abi.md; sdk/plugin is the guest
+// side) and serves it as a plugins.Toolset.
+//
+// Deny by default: a guest may import only the "kiln" host module and
+// wasi_snapshot_preview1, and WASI is instantiated with nothing granted —
+// no preopened folders, no environment, no arguments, empty stdin; stdout
+// and stderr go to the plugin's logger. The guest reaches the world only
+// through the kiln host functions (log, http_request, fs_read, fs_write,
+// clock_now, random, emit), and each checks the manifest's Permissions
+// before acting. WASI's clocks and random source are the real ones: time
+// and randomness are not permissions.
+//
+// Limits: memory_mib caps the guest's linear memory. wazero applies a
+// memory limit per Runtime, so a Host keeps one Runtime per distinct
+// memory_mib (created on first use, shared by the plugins with that
+// limit). Every call runs with a deadline of timeout_ms; the runtimes are
+// built WithCloseOnContextDone, so a guest in an endless loop is stopped.
+// An instance that traps, exits, runs out of memory or passes its deadline
+// is thrown away and the next call gets a fresh one. Calls on one Toolset
+// are serialized (one instance per loaded plugin).
+//
+// Compiled code is cached on disk (Config.CacheDir), so a restart does not
+// compile a plugin again.
+package wasm

@@ -1,0 +1,350 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/kilnhq/kiln/plugins"
+)
+
+// ABIVersion is the Kiln WASM ABI version this host speaks
+// (specs/wasm-abi.md). A guest whose kiln_abi_version differs is refused.
+const ABIVersion = 1
+
+// MaxEntrySize is the largest .wasm file Load reads (256 MiB).
+const MaxEntrySize = 256 << 20
+
+// Config configures a Host. The zero value is usable: no disk cache, the
+// default logger, the real clock.
+type Config struct {
+	// CacheDir holds compiled code across restarts
+	// (wazero.NewCompilationCacheWithDir); "" keeps it in memory only.
+	CacheDir string
+	// Logger receives guest logs and stdout/stderr, unless LoadOptions
+	// gives one. nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock behind the clock_now host function; nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+// LoadOptions are the per-plugin settings of Load.
+type LoadOptions struct {
+	// DataDir is the host folder behind "data:/" paths. "" maps none:
+	// fs_read and fs_write on data:/ paths fail.
+	DataDir string
+	// Grants maps folder grant names (Permissions.Grants) to the host
+	// folders the user chose for them. A grant: path whose name is not
+	// here fails.
+	Grants map[string]string
+	// Logger receives the plugin's logs and stdout/stderr, with a
+	// "plugin" attribute added. nil means the Host's logger.
+	Logger *slog.Logger
+	// Emit receives the plugin's progress events (any JSON value). It is
+	// called synchronously, during the tool call, and must not call into
+	// the same Toolset. nil drops the events.
+	Emit func(ctx context.Context, event json.RawMessage)
+}
+
+// Host loads and runs WASM plugins. It is safe for concurrent use. Close
+// it to release the runtimes and the cache; toolsets it loaded fail after.
+type Host struct {
+	cfg   Config
+	cache wazero.CompilationCache
+	seq   atomic.Uint64 // instance counter, for unique module names
+
+	mu       sync.Mutex
+	runtimes map[uint32]wazero.Runtime // by memory limit in pages
+	compiled map[compiledKey]*compiledEntry
+	closed   bool
+}
+
+// compiledKey identifies a compiled module: the code's sha256 in the
+// runtime of a memory limit.
+type compiledKey struct {
+	sha256 string
+	pages  uint32
+}
+
+// compiledEntry is a compiled module shared by the toolsets loaded from
+// the same code, closed when the last one closes. A second Load of the
+// same plugin in a process skips decoding, validation and the disk cache.
+type compiledEntry struct {
+	module wazero.CompiledModule
+	refs   int
+}
+
+// New returns a Host. It fails if the cache folder cannot be created.
+func New(cfg Config) (*Host, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	h := &Host{cfg: cfg, runtimes: map[uint32]wazero.Runtime{}, compiled: map[compiledKey]*compiledEntry{}}
+	if cfg.CacheDir != "" {
+		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("wasm host: compilation cache: %w", err)
+		}
+		h.cache = c
+	} else {
+		h.cache = wazero.NewCompilationCache()
+	}
+	return h, nil
+}
+
+// Close closes every runtime (and so every instance) and the cache.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	var errs []error
+	for _, r := range h.runtimes {
+		errs = append(errs, r.Close(ctx))
+	}
+	errs = append(errs, h.cache.Close(ctx))
+	return errors.Join(errs...)
+}
+
+// errHostClosed is returned by Load after Close.
+var errHostClosed = errors.New("wasm host is closed")
+
+// runtime returns the runtime for a memory limit, creating it (with WASI
+// and the kiln host module) on first use.
+func (h *Host) runtime(ctx context.Context, pages uint32) (wazero.Runtime, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, errHostClosed
+	}
+	if r, ok := h.runtimes[pages]; ok {
+		return r, nil
+	}
+	cfg := wazero.NewRuntimeConfig().
+		WithCompilationCache(h.cache).
+		WithMemoryLimitPages(pages).
+		WithCloseOnContextDone(true)
+	r := wazero.NewRuntimeWithConfig(ctx, cfg)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
+		r.Close(ctx)
+		return nil, fmt.Errorf("wasm host: instantiate wasi: %w", err)
+	}
+	if err := instantiateKiln(ctx, r); err != nil {
+		r.Close(ctx)
+		return nil, fmt.Errorf("wasm host: instantiate kiln host module: %w", err)
+	}
+	h.runtimes[pages] = r
+	return r, nil
+}
+
+// Load verifies (the sha256 of the bytes it compiles, with m.VerifyEntry's
+// diagnosis on failure), compiles and instantiates the wasm plugin in dir described
+// by m, asks it for its tools, and returns it as a Toolset. It fails if m
+// is not a wasm plugin, the entry's sha256 differs from the manifest's
+// (the error wraps plugins.ErrChecksumMismatch), the module needs more
+// memory than memory_mib, imports anything but the kiln host module and
+// WASI, lacks an ABI export, speaks another ABI version, or fails to
+// initialize or describe itself within timeout_ms.
+func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts LoadOptions) (plugins.Toolset, error) {
+	if m.Runtime != plugins.RuntimeWASM {
+		return nil, fmt.Errorf("load plugin %s: runtime is %q, not %q", m.ID, m.Runtime, plugins.RuntimeWASM)
+	}
+	// Compile exactly the bytes checked: read the entry once and hash what
+	// was read. On any problem m.VerifyEntry says what is wrong (path,
+	// file type, digests); the file is hashed once on success, which is a
+	// few milliseconds of every Load.
+	code, err := readEntry(dir, m.Entry)
+	if err == nil {
+		if sum := sha256.Sum256(code); hex.EncodeToString(sum[:]) != m.SHA256 {
+			err = fmt.Errorf("verify entry %q: %w", m.Entry, plugins.ErrChecksumMismatch)
+		}
+	}
+	if err != nil {
+		if verr := m.VerifyEntry(dir); verr != nil {
+			err = verr
+		}
+		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
+	}
+	mib := m.Permissions.MemoryMiB
+	if mib <= 0 {
+		mib = plugins.DefaultMemoryMiB
+	}
+	if mib > plugins.MaxMemoryMiB {
+		return nil, fmt.Errorf("load plugin %s: memory_mib %d is over %d", m.ID, mib, plugins.MaxMemoryMiB)
+	}
+	timeout := m.Permissions.TimeoutMS
+	if timeout <= 0 {
+		timeout = plugins.DefaultTimeoutMS
+	}
+	rt, err := h.runtime(ctx, uint32(mib)*16) // 64 KiB pages
+	if err != nil {
+		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
+	}
+	key := compiledKey{m.SHA256, uint32(mib) * 16}
+	compiled, err := h.compile(ctx, rt, key, code)
+	if err != nil {
+		return nil, fmt.Errorf("load plugin %s: compile (memory_mib %d): %w", m.ID, mib, err)
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = h.cfg.Logger
+	}
+	ts := &toolset{
+		id:       m.ID,
+		host:     h,
+		key:      key,
+		rt:       rt,
+		compiled: compiled,
+		perms:    m.Permissions,
+		timeout:  time.Duration(timeout) * time.Millisecond,
+		logger:   logger.With("plugin", m.ID),
+		emit:     opts.Emit,
+		now:      h.cfg.Now,
+	}
+	ts.client = newHTTPClient(m.Permissions)
+	if err := ts.openRoots(opts); err != nil {
+		ts.Close()
+		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
+	}
+	if err := ts.describe(ctx); err != nil {
+		ts.Close()
+		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
+	}
+	return ts, nil
+}
+
+// compile returns the compiled module for key, compiling and checking
+// code unless a loaded toolset already holds it. The caller must release
+// it.
+func (h *Host) compile(ctx context.Context, rt wazero.Runtime, key compiledKey, code []byte) (wazero.CompiledModule, error) {
+	h.mu.Lock()
+	if e, ok := h.compiled[key]; ok {
+		e.refs++
+		h.mu.Unlock()
+		return e.module, nil
+	}
+	h.mu.Unlock()
+	// Compiled outside the lock: two Loads of new code may race, and the
+	// loser's module is used once and not shared.
+	c, err := rt.CompileModule(ctx, code)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkModule(c); err != nil {
+		c.Close(ctx)
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.compiled[key]; !ok && !h.closed {
+		h.compiled[key] = &compiledEntry{module: c, refs: 1}
+	}
+	return c, nil
+}
+
+// release gives back a module compile returned.
+func (h *Host) release(ctx context.Context, key compiledKey, c wazero.CompiledModule) error {
+	h.mu.Lock()
+	e, ok := h.compiled[key]
+	if ok && e.module == c {
+		if e.refs--; e.refs > 0 {
+			h.mu.Unlock()
+			return nil
+		}
+		delete(h.compiled, key)
+	}
+	h.mu.Unlock()
+	return c.Close(ctx)
+}
+
+// readEntry reads the entry file inside dir, through no escaping symlink.
+func readEntry(dir, entry string) ([]byte, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read entry %q: %w", entry, err)
+	}
+	defer root.Close()
+	f, err := root.Open(entry)
+	if err != nil {
+		return nil, fmt.Errorf("read entry %q: %w", entry, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read entry %q: %w", entry, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("read entry %q: not a regular file", entry)
+	}
+	var b bytes.Buffer
+	b.Grow(int(min(fi.Size(), MaxEntrySize)) + 1)
+	if _, err := io.Copy(&b, io.LimitReader(f, MaxEntrySize+1)); err != nil {
+		return nil, fmt.Errorf("read entry %q: %w", entry, err)
+	}
+	if b.Len() > MaxEntrySize {
+		return nil, fmt.Errorf("read entry %q: larger than %d MiB", entry, MaxEntrySize>>20)
+	}
+	return b.Bytes(), nil
+}
+
+// requiredExports are the functions ABI v1 needs from a guest.
+var requiredExports = []string{"_initialize", "kiln_abi_version", "kiln_alloc", "kiln_describe", "kiln_call"}
+
+// checkModule enforces deny by default on the imports and the ABI's exports.
+func checkModule(c wazero.CompiledModule) error {
+	for _, f := range c.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		if mod != kilnModule && mod != wasi_snapshot_preview1.ModuleName {
+			return fmt.Errorf("module imports %s.%s: only the %q host module and %s are provided", mod, name, kilnModule, wasi_snapshot_preview1.ModuleName)
+		}
+	}
+	if len(c.ImportedMemories()) > 0 {
+		return errors.New("module imports a memory: it must define and export its own")
+	}
+	if _, ok := c.ExportedMemories()["memory"]; !ok {
+		return errors.New(`module does not export its memory as "memory"`)
+	}
+	exports := c.ExportedFunctions()
+	for _, name := range requiredExports {
+		if _, ok := exports[name]; !ok {
+			if name == "_initialize" {
+				return errors.New("module has no _initialize export: build it as a WASI reactor (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared)")
+			}
+			return fmt.Errorf("module does not export %s (Kiln WASM ABI v%d, see sdk/plugin)", name, ABIVersion)
+		}
+	}
+	want := map[string][2][]api.ValueType{
+		"kiln_abi_version": {nil, {api.ValueTypeI32}},
+		"kiln_alloc":       {{api.ValueTypeI32}, {api.ValueTypeI32}},
+		"kiln_describe":    {nil, {api.ValueTypeI64}},
+		"kiln_call":        {{api.ValueTypeI32, api.ValueTypeI32}, {api.ValueTypeI64}},
+	}
+	for name, sig := range want {
+		d := exports[name]
+		if !slices.Equal(d.ParamTypes(), sig[0]) || !slices.Equal(d.ResultTypes(), sig[1]) {
+			return fmt.Errorf("export %s has signature %v -> %v, want %v -> %v", name, d.ParamTypes(), d.ResultTypes(), sig[0], sig[1])
+		}
+	}
+	return nil
+}

@@ -1,0 +1,403 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins"
+)
+
+// maxResponse caps what a guest may return from kiln_describe or
+// kiln_call (16 MiB).
+const maxResponse = 16 << 20
+
+// toolset is a loaded wasm plugin.
+type toolset struct {
+	id       string
+	host     *Host
+	key      compiledKey
+	rt       wazero.Runtime
+	compiled wazero.CompiledModule
+	perms    plugins.Permissions
+	timeout  time.Duration
+	logger   *slog.Logger
+	emit     func(context.Context, json.RawMessage)
+	now      func() time.Time
+	client   *http.Client
+	data     *os.Root            // "data:/", or nil
+	grants   map[string]*os.Root // "grant:<name>"
+
+	mu     sync.Mutex // serializes calls; guards the fields below
+	inst   *instance  // nil: instantiate on the next call
+	tools  []core.ToolSpec
+	closed bool
+}
+
+// instance is one instantiation of the module.
+type instance struct {
+	ts      *toolset
+	mod     api.Module
+	alloc   api.Function
+	call    api.Function
+	pending []byte // a host function's result, until result_take
+	stderr  tail
+
+	interrupt     chan struct{} // closed when a call's context ends
+	interruptOnce sync.Once
+}
+
+func (in *instance) stop() { in.interruptOnce.Do(func() { close(in.interrupt) }) }
+
+// sleep is the guest's nanosleep (WASI poll_oneoff): real time, but cut
+// short when the call's context ends, so a sleeping guest meets its
+// deadline too.
+func (in *instance) sleep(ns int64) {
+	t := time.NewTimer(time.Duration(ns))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-in.interrupt:
+	}
+}
+
+type instanceKey struct{}
+
+// instanceFrom returns the instance a host function runs for.
+func instanceFrom(ctx context.Context) *instance {
+	in, _ := ctx.Value(instanceKey{}).(*instance)
+	return in
+}
+
+var errClosed = errors.New("toolset is closed")
+
+// Tools implements plugins.Toolset. The specs were read at Load.
+func (t *toolset) Tools(ctx context.Context) ([]core.ToolSpec, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, errClosed
+	}
+	return append([]core.ToolSpec(nil), t.tools...), nil
+}
+
+// Call implements plugins.Toolset. A tool's own failure is returned as a
+// plain error; a trap, exit, out-of-memory, deadline (timeout_ms) or
+// cancellation wraps plugins.ErrTransport, and the instance is replaced
+// on the next call.
+func (t *toolset) Call(ctx context.Context, tool string, args json.RawMessage) (string, error) {
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	// The canonical request {"tool":"<name>","args":<json>} (the guest SDK
+	// parses this form without encoding/json); args are validated and
+	// compacted, not HTML-escaped.
+	name, _ := json.Marshal(tool)
+	var b bytes.Buffer
+	b.Grow(len(name) + len(args) + 20)
+	b.WriteString(`{"tool":`)
+	b.Write(name)
+	b.WriteString(`,"args":`)
+	if err := json.Compact(&b, args); err != nil {
+		return "", fmt.Errorf("call %s.%s: arguments are not valid JSON: %w", t.id, tool, err)
+	}
+	b.WriteByte('}')
+	req := b.Bytes()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out, err := t.invoke(ctx, func(ctx context.Context, in *instance) (uint64, error) {
+		res, err := in.alloc.Call(ctx, uint64(len(req)))
+		if err != nil {
+			return 0, err
+		}
+		ptr := uint32(res[0])
+		if !in.mod.Memory().Write(ptr, req) {
+			return 0, fmt.Errorf("kiln_alloc returned %#x, out of memory bounds", ptr)
+		}
+		res, err = in.call.Call(ctx, uint64(ptr), uint64(len(req)))
+		if err != nil {
+			return 0, err
+		}
+		return res[0], nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("call %s.%s: %w", t.id, tool, err)
+	}
+	var resp struct {
+		Result *string `json:"result"`
+		Error  *string `json:"error"`
+	}
+	if err := json.Unmarshal(out, &resp); err != nil || resp.Result == nil && resp.Error == nil {
+		return "", fmt.Errorf("call %s.%s: %w: malformed response from kiln_call", t.id, tool, plugins.ErrTransport)
+	}
+	if resp.Error != nil {
+		return "", errors.New(*resp.Error)
+	}
+	return *resp.Result, nil
+}
+
+// describe checks the ABI version and reads the tool specs; Load calls it.
+func (t *toolset) describe(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out, err := t.invoke(ctx, func(ctx context.Context, in *instance) (uint64, error) {
+		res, err := in.mod.ExportedFunction("kiln_abi_version").Call(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if v := int32(res[0]); v != ABIVersion {
+			return 0, fmt.Errorf("module speaks Kiln WASM ABI v%d, this host v%d", v, ABIVersion)
+		}
+		res, err = in.mod.ExportedFunction("kiln_describe").Call(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return res[0], nil
+	})
+	if err != nil {
+		return fmt.Errorf("describe: %w", err)
+	}
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(out, &e) == nil && e.Error != "" {
+		return fmt.Errorf("describe: %s", e.Error)
+	}
+	var specs []core.ToolSpec
+	if err := json.Unmarshal(out, &specs); err != nil {
+		return fmt.Errorf("describe: malformed tool list: %w", err)
+	}
+	seen := map[string]bool{}
+	for i, s := range specs {
+		if s.Name == "" || seen[s.Name] {
+			return fmt.Errorf("describe: tool %d has an empty or duplicate name %q", i, s.Name)
+		}
+		seen[s.Name] = true
+		if len(s.Schema) > 0 && !json.Valid(s.Schema) {
+			return fmt.Errorf("describe: tool %q: schema is not valid JSON", s.Name)
+		}
+	}
+	t.tools = specs
+	return nil
+}
+
+// invoke runs fn on the instance (instantiating one if needed) under the
+// call deadline, and returns a copy of the packed ptr<<32|len response it
+// points at. Any failure throws the instance away and wraps ErrTransport.
+// t.mu must be held.
+func (t *toolset) invoke(parent context.Context, fn func(context.Context, *instance) (uint64, error)) ([]byte, error) {
+	if t.closed {
+		return nil, fmt.Errorf("%w: %w", plugins.ErrTransport, errClosed)
+	}
+	ctx, cancel := context.WithTimeout(parent, t.timeout)
+	defer cancel()
+	in := t.inst
+	if in == nil {
+		in = &instance{ts: t, interrupt: make(chan struct{})}
+		ctx = context.WithValue(ctx, instanceKey{}, in)
+		stopWatch := context.AfterFunc(ctx, in.stop)
+		err := t.instantiate(ctx, in)
+		if !stopWatch() && err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
+			t.discard(in)
+			return nil, t.failure(parent, ctx, in, "instantiate", err)
+		}
+		t.inst = in
+	} else {
+		in.stderr.reset()
+		ctx = context.WithValue(ctx, instanceKey{}, in)
+	}
+	stopWatch := context.AfterFunc(ctx, in.stop)
+	packed, err := fn(ctx, in)
+	interrupted := !stopWatch()
+	if err == nil && interrupted {
+		err = ctx.Err() // the deadline passed as the call returned: distrust the instance
+	}
+	var out []byte
+	if err == nil {
+		out, err = in.read(packed)
+	}
+	if err != nil {
+		t.discard(in)
+		return nil, t.failure(parent, ctx, in, "call", err)
+	}
+	in.pending = nil
+	return out, nil
+}
+
+// read copies the packed ptr<<32|len region out of guest memory.
+func (in *instance) read(packed uint64) ([]byte, error) {
+	ptr, n := uint32(packed>>32), uint32(packed)
+	if n > maxResponse {
+		return nil, fmt.Errorf("response of %d bytes is over the %d MiB limit", n, maxResponse>>20)
+	}
+	b, ok := in.mod.Memory().Read(ptr, n)
+	if !ok {
+		return nil, fmt.Errorf("response at %#x+%d is out of memory bounds", ptr, n)
+	}
+	return append([]byte(nil), b...), nil
+}
+
+// instantiate creates the module instance: WASI with nothing granted, and
+// the Go runtime initialized by _initialize.
+func (t *toolset) instantiate(ctx context.Context, in *instance) error {
+	cfg := wazero.NewModuleConfig().
+		WithName(fmt.Sprintf("%s#%d", t.id, t.host.seq.Add(1))).
+		WithStartFunctions("_initialize").
+		WithStdout(&logWriter{logger: t.logger, level: slog.LevelInfo, stream: "stdout"}).
+		WithStderr(&logWriter{logger: t.logger, level: slog.LevelWarn, stream: "stderr", tail: &in.stderr}).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithNanosleep(in.sleep).
+		WithRandSource(rand.Reader)
+	mod, err := t.rt.InstantiateModule(ctx, t.compiled, cfg)
+	if err != nil {
+		return err
+	}
+	in.mod = mod
+	in.alloc = mod.ExportedFunction("kiln_alloc")
+	in.call = mod.ExportedFunction("kiln_call")
+	return nil
+}
+
+// discard throws an instance away.
+func (t *toolset) discard(in *instance) {
+	in.stop()
+	if in.mod != nil {
+		in.mod.Close(context.Background())
+	}
+	if t.inst == in {
+		t.inst = nil
+	}
+}
+
+// failure describes why a call into the instance failed, wrapping
+// ErrTransport and, for a deadline or cancellation, the context error.
+func (t *toolset) failure(parent, ctx context.Context, in *instance, step string, err error) error {
+	switch {
+	case parent.Err() != nil:
+		return fmt.Errorf("%w: %s: %w", plugins.ErrTransport, step, parent.Err())
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: %s: exceeded timeout_ms (%d ms): %w", plugins.ErrTransport, step, t.timeout.Milliseconds(), context.DeadlineExceeded)
+	}
+	msg, _, _ := strings.Cut(err.Error(), "\n") // not wazero's wasm stack trace
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		msg = fmt.Sprintf("module exited with code %d", exit.ExitCode())
+	}
+	if s := in.stderr.lastLines(2); s != "" {
+		msg += " (stderr: " + s + ")"
+	}
+	return fmt.Errorf("%w: %s: %s", plugins.ErrTransport, step, msg)
+}
+
+// Close implements plugins.Toolset.
+func (t *toolset) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	if t.inst != nil {
+		t.discard(t.inst)
+	}
+	ctx := context.Background()
+	err := t.host.release(ctx, t.key, t.compiled)
+	if t.client != nil {
+		t.client.CloseIdleConnections()
+	}
+	if t.data != nil {
+		t.data.Close()
+	}
+	for _, r := range t.grants {
+		r.Close()
+	}
+	return err
+}
+
+// logWriter sends a guest's stdout or stderr to the logger, one record
+// per write, and keeps the tail of stderr for error messages.
+type logWriter struct {
+	logger *slog.Logger
+	level  slog.Level
+	stream string
+	tail   *tail
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	if w.tail != nil {
+		w.tail.write(p)
+	}
+	msg := strings.TrimRight(string(p), "\n")
+	if len(msg) > maxLogMessage {
+		msg = msg[:maxLogMessage] + "…"
+	}
+	if msg != "" {
+		w.logger.Log(context.Background(), w.level, msg, "stream", w.stream)
+	}
+	return len(p), nil
+}
+
+// tail keeps the first bytes written to it since the last reset: the
+// start of a Go runtime crash report names the failure ("fatal error: out
+// of memory"), the goroutine dump after it does not.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailSize = 1024
+
+func (t *tail) write(p []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := tailSize - len(t.buf); n > 0 {
+		t.buf = append(t.buf, p[:min(n, len(p))]...)
+	}
+}
+
+func (t *tail) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = t.buf[:0]
+}
+
+// lastLines returns up to n of the last non-empty lines, joined by "; ".
+func (t *tail) lastLines(n int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var lines []string
+	for _, l := range strings.Split(string(t.buf), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	s := strings.Join(lines, "; ")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// Interface guard.
+var _ plugins.Toolset = (*toolset)(nil)

@@ -1,0 +1,588 @@
+package wasm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kilnhq/kiln/plugins"
+)
+
+// calcWASM is the example plugin sdk/plugin/examples/calc built for
+// wasip1, once per test binary.
+var (
+	calcOnce sync.Once
+	calcWASM []byte
+	calcErr  error
+)
+
+func buildCalc(tb testing.TB) []byte {
+	tb.Helper()
+	calcOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "kiln-calc-*")
+		if err != nil {
+			calcErr = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		out := filepath.Join(dir, "calc.wasm")
+		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", out, "github.com/kilnhq/kiln/sdk/plugin/examples/calc")
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			calcErr = fmt.Errorf("build calc: %v\n%s", err, b)
+			return
+		}
+		calcWASM, calcErr = os.ReadFile(out)
+	})
+	if calcErr != nil {
+		tb.Fatal(calcErr)
+	}
+	return calcWASM
+}
+
+// writePlugin writes calc.wasm and a manifest with the given permissions
+// JSON into a new folder and returns the folder and the parsed manifest.
+func writePlugin(tb testing.TB, perms string) (string, *plugins.Manifest) {
+	tb.Helper()
+	code := buildCalc(tb)
+	dir := tb.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "calc.wasm"), code, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	sum := sha256.Sum256(code)
+	if perms == "" {
+		perms = "{}"
+	}
+	manifest := fmt.Sprintf(`{"apiVersion":"kiln.dev/v1","id":"calc","version":"1.0.0","description":"Example calculator","provides":["toolset"],"runtime":"wasm","entry":"calc.wasm","sha256":%q,"permissions":%s}`, hex.EncodeToString(sum[:]), perms)
+	if err := os.WriteFile(filepath.Join(dir, plugins.ManifestFile), []byte(manifest), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	m, err := plugins.LoadManifest(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return dir, m
+}
+
+// sharedCache is the compilation cache of the tests that do not test the
+// cache, so calc is compiled once per test binary.
+var sharedCache string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kiln-wasm-cache-*")
+	if err != nil {
+		panic(err)
+	}
+	sharedCache = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// newHost returns a Host on cacheDir, or on the shared cache for "".
+func newHost(tb testing.TB, cacheDir string) *Host {
+	tb.Helper()
+	if cacheDir == "" {
+		cacheDir = sharedCache
+	}
+	h, err := New(Config{CacheDir: cacheDir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { h.Close(context.Background()) })
+	return h
+}
+
+func load(tb testing.TB, h *Host, perms string, opts LoadOptions) plugins.Toolset {
+	tb.Helper()
+	dir, m := writePlugin(tb, perms)
+	ts, err := h.Load(context.Background(), dir, m, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ts.Close() })
+	return ts
+}
+
+func call(t *testing.T, ts plugins.Toolset, tool, args string) (string, error) {
+	t.Helper()
+	return ts.Call(context.Background(), tool, json.RawMessage(args))
+}
+
+// mustAdd checks that the instance (or a fresh one) still serves calls.
+func mustAdd(t *testing.T, ts plugins.Toolset) {
+	t.Helper()
+	got, err := call(t, ts, "add", `{"a":2,"b":40}`)
+	if err != nil || got != "42" {
+		t.Fatalf("add after failure = %q, %v; want 42", got, err)
+	}
+}
+
+func TestToolsAndAdd(t *testing.T) {
+	ts := load(t, newHost(t, ""), "", LoadOptions{})
+	specs, err := ts.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range specs {
+		names = append(names, s.Name)
+		if s.Name == "add" && (!s.Idempotent || !json.Valid(s.Schema)) {
+			t.Errorf("add spec = %+v", s)
+		}
+	}
+	if got := strings.Join(names, ","); got != "add,echo,fetch,readfile,note,spin,hog" {
+		t.Errorf("tools = %s", got)
+	}
+	got, err := call(t, ts, "add", `{"a":1.5,"b":2}`)
+	if err != nil || got != "3.5" {
+		t.Fatalf("add = %q, %v", got, err)
+	}
+	// A tool's own error is not a transport error.
+	_, err = call(t, ts, "add", `{"a":1}`)
+	if err == nil || errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), "required") {
+		t.Fatalf("add with a missing argument: %v", err)
+	}
+	_, err = call(t, ts, "nope", `{}`)
+	if err == nil || !strings.Contains(err.Error(), `unknown tool "nope"`) {
+		t.Fatalf("unknown tool: %v", err)
+	}
+	if _, err := call(t, ts, "add", `{bad`); err == nil {
+		t.Fatal("invalid JSON arguments accepted")
+	}
+	// Responses are encoded by hand in the guest: check the escaping.
+	for _, args := range []string{
+		`{"s":"plain"}`,
+		`{"s":"quote \" backslash \\ newline \n tab \t nul \u0000 del \u007f"}`,
+		`{"s":"non-ASCII é ☃ \u2028 <>&"}`,
+		`[]`, `"x"`, `1`,
+	} {
+		got, err := call(t, ts, "echo", args)
+		if err != nil || got != args {
+			t.Errorf("echo %s = %s, %v", args, got, err)
+		}
+	}
+	mustAdd(t, ts)
+	if err := ts.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(t, ts, "add", `{"a":1,"b":2}`); err == nil {
+		t.Fatal("call after Close succeeded")
+	}
+}
+
+// servers starts an allowed and an undeclared HTTP server on 127.0.0.1.
+func servers(t *testing.T) (allowed, other *httptest.Server, otherHits *atomic.Int32) {
+	otherHits = new(atomic.Int32)
+	other = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		otherHits.Add(1)
+		io.WriteString(w, "secret")
+	}))
+	t.Cleanup(other.Close)
+	allowed = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/redirect-out":
+			http.Redirect(w, r, other.URL+"/", http.StatusFound)
+		case "/redirect-in":
+			http.Redirect(w, r, "/hello", http.StatusFound)
+		default:
+			io.WriteString(w, "hello, plugin")
+		}
+	}))
+	t.Cleanup(allowed.Close)
+	return allowed, other, otherHits
+}
+
+func TestFetch(t *testing.T) {
+	allowed, other, otherHits := servers(t)
+	host := strings.TrimPrefix(allowed.URL, "http://")
+	ts := load(t, newHost(t, ""), fmt.Sprintf(`{"network":[%q]}`, host), LoadOptions{})
+
+	got, err := call(t, ts, "fetch", fmt.Sprintf(`{"url":%q}`, allowed.URL+"/hello"))
+	if err != nil || got != `{"length":13,"status":200}` {
+		t.Fatalf("fetch allowed = %q, %v", got, err)
+	}
+	got, err = call(t, ts, "fetch", fmt.Sprintf(`{"url":%q}`, allowed.URL+"/redirect-in"))
+	if err != nil || got != `{"length":13,"status":200}` {
+		t.Fatalf("fetch with a redirect inside the allowed host = %q, %v", got, err)
+	}
+
+	for _, tc := range []struct{ name, url, want string }{
+		{"undeclared", other.URL + "/", "not permitted by permissions.network"},
+		{"undeclared name", strings.Replace(allowed.URL, "127.0.0.1", "localhost", 1), "not permitted by permissions.network"},
+		{"redirect out", allowed.URL + "/redirect-out", "redirect to " + other.URL + "/ refused"},
+		{"scheme", "file:///etc/passwd", "only http and https"},
+	} {
+		_, err := call(t, ts, "fetch", fmt.Sprintf(`{"url":%q}`, tc.url))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, plugins.ErrTransport) {
+			t.Errorf("%s: fetch %s: %v; want an error containing %q", tc.name, tc.url, err, tc.want)
+		} else {
+			t.Logf("%s: %v", tc.name, err)
+		}
+	}
+	if n := otherHits.Load(); n != 0 {
+		t.Errorf("the undeclared server got %d requests", n)
+	}
+	mustAdd(t, ts)
+}
+
+func TestFetchBodyCap(t *testing.T) {
+	big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(make([]byte, MaxHTTPResponseBody+1))
+	}))
+	defer big.Close()
+	ts := load(t, newHost(t, ""), fmt.Sprintf(`{"network":[%q]}`, strings.TrimPrefix(big.URL, "http://")), LoadOptions{})
+	_, err := call(t, ts, "fetch", fmt.Sprintf(`{"url":%q}`, big.URL))
+	if err == nil || !strings.Contains(err.Error(), "over the 4 MiB limit") {
+		t.Fatalf("fetch of a too large body: %v", err)
+	}
+}
+
+func TestDialerRefusesNonPublicName(t *testing.T) {
+	// A permitted name that resolves to loopback is refused unless the
+	// address is listed itself (DNS rebinding guard), in the dialer.
+	d := &guardedDialer{perms: plugins.Permissions{Network: []string{"localhost:8080"}}, resolver: net.DefaultResolver}
+	_, err := d.DialContext(context.Background(), "tcp", "localhost:8080")
+	if err == nil || !strings.Contains(err.Error(), "non-public address must be listed") {
+		t.Fatalf("dial localhost: %v", err)
+	}
+}
+
+func TestReadFile(t *testing.T) {
+	base := t.TempDir()
+	data := filepath.Join(base, "data")
+	outside := filepath.Join(base, "outside")
+	for _, d := range []string{data, outside} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(data, "notes.txt"), []byte("inside"), 0o644)
+	os.WriteFile(filepath.Join(data, "control.txt"), []byte("a\x00b\x01\n\t\"\\\x7f\x1f"), 0o644)
+	os.WriteFile(filepath.Join(outside, "secret"), []byte("secret"), 0o644)
+	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(data, "link")); err != nil {
+		t.Skip("symlinks not supported:", err)
+	}
+	os.Symlink("../outside", filepath.Join(data, "dirlink"))
+
+	ts := load(t, newHost(t, ""), `{"filesystem":[{"path":"data:/","read":true}]}`, LoadOptions{DataDir: data})
+	got, err := call(t, ts, "readfile", `{"path":"data:/notes.txt"}`)
+	if err != nil || got != "inside" {
+		t.Fatalf("readfile inside = %q, %v", got, err)
+	}
+	got, err = call(t, ts, "readfile", `{"path":"data:/control.txt"}`)
+	if err != nil || got != "a\x00b\x01\n\t\"\\\x7f\x1f" {
+		t.Fatalf("readfile of control characters = %q, %v", got, err)
+	}
+	for _, p := range []string{"data:/../outside/secret", "data:/sub/../../outside/secret", "data:/link", "data:/dirlink/secret", "/etc/passwd", "grant:x/y"} {
+		got, err := call(t, ts, "readfile", fmt.Sprintf(`{"path":%q}`, p))
+		if err == nil || errors.Is(err, plugins.ErrTransport) {
+			t.Errorf("readfile %s = %q, %v; want refused", p, got, err)
+		} else {
+			t.Logf("%s: %v", p, err)
+		}
+	}
+	// Read-only grant: note (a write) is refused.
+	if _, err := call(t, ts, "note", `{"text":"x"}`); err == nil || !strings.Contains(err.Error(), "writing is not permitted") {
+		t.Errorf("write with a read-only grant: %v", err)
+	}
+	mustAdd(t, ts)
+}
+
+func TestWriteLogEmit(t *testing.T) {
+	data := t.TempDir()
+	var events []string
+	var logs strings.Builder
+	h := newHost(t, "")
+	ts := load(t, h, `{"filesystem":[{"path":"data:/","read":true,"write":true}]}`, LoadOptions{
+		DataDir: data,
+		Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
+		Emit:    func(_ context.Context, ev json.RawMessage) { events = append(events, string(ev)) },
+	})
+	if got, err := call(t, ts, "note", `{"text":"hello"}`); err != nil || got != "ok" {
+		t.Fatalf("note = %q, %v", got, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(data, "note.txt")); string(b) != "hello" {
+		t.Errorf("note.txt = %q", b)
+	}
+	if len(events) != 1 || events[0] != `{"wrote":5}` {
+		t.Errorf("events = %q", events)
+	}
+	if !strings.Contains(logs.String(), "note written") || !strings.Contains(logs.String(), "plugin=calc") {
+		t.Errorf("logs = %q", logs.String())
+	}
+}
+
+func TestMemoryCap(t *testing.T) {
+	ts := load(t, newHost(t, ""), `{"memory_mib":32}`, LoadOptions{})
+	if got, err := call(t, ts, "hog", `{"mib":4}`); err != nil {
+		t.Fatalf("hog 4 MiB under a 32 MiB cap = %q, %v", got, err)
+	}
+	_, err := call(t, ts, "hog", `{"mib":64}`)
+	if err == nil || !errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), "out of memory") {
+		t.Fatalf("hog 64 MiB under a 32 MiB cap: %v", err)
+	}
+	t.Log(err)
+	mustAdd(t, ts)
+}
+
+func TestMemoryCapBelowModuleMinimum(t *testing.T) {
+	dir, m := writePlugin(t, `{"memory_mib":1}`)
+	_, err := newHost(t, "").Load(context.Background(), dir, m, LoadOptions{})
+	if err == nil || !strings.Contains(err.Error(), "memory_mib 1") {
+		t.Fatalf("load with memory_mib 1: %v", err)
+	}
+	t.Log(err)
+}
+
+func TestTimeout(t *testing.T) {
+	ts := load(t, newHost(t, ""), `{"timeout_ms":200}`, LoadOptions{})
+	start := time.Now()
+	_, err := call(t, ts, "spin", `{}`)
+	elapsed := time.Since(start)
+	if err == nil || !errors.Is(err, plugins.ErrTransport) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timeout_ms (200 ms)") {
+		t.Fatalf("spin: %v", err)
+	}
+	if elapsed > 2*time.Second {
+		t.Errorf("spin stopped after %v; want about 200ms", elapsed)
+	}
+	t.Logf("spin stopped after %v: %v", elapsed, err)
+	mustAdd(t, ts)
+
+	// The caller's cancellation stops it too.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := ts.Call(ctx, "spin", json.RawMessage(`{}`)); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, plugins.ErrTransport) {
+		t.Fatalf("spin with a caller deadline: %v", err)
+	}
+	mustAdd(t, ts)
+}
+
+func TestChecksumMismatch(t *testing.T) {
+	dir, m := writePlugin(t, "")
+	path := filepath.Join(dir, "calc.wasm")
+	b, _ := os.ReadFile(path)
+	b[len(b)-1] ^= 0xff
+	os.WriteFile(path, b, 0o644)
+	_, err := newHost(t, "").Load(context.Background(), dir, m, LoadOptions{})
+	if !errors.Is(err, plugins.ErrChecksumMismatch) {
+		t.Fatalf("load of a modified module: %v", err)
+	}
+}
+
+// writeModule writes a hand-made module and its manifest.
+func writeModule(t *testing.T, code []byte) (string, *plugins.Manifest) {
+	t.Helper()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "m.wasm"), code, 0o644)
+	sum := sha256.Sum256(code)
+	manifest := fmt.Sprintf(`{"apiVersion":"kiln.dev/v1","id":"m","version":"1.0.0","description":"m","provides":["toolset"],"runtime":"wasm","entry":"m.wasm","sha256":%q}`, hex.EncodeToString(sum[:]))
+	os.WriteFile(filepath.Join(dir, plugins.ManifestFile), []byte(manifest), 0o644)
+	m, err := plugins.LoadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, m
+}
+
+func TestRefusesForeignImportsAndNonReactors(t *testing.T) {
+	header := []byte("\x00asm\x01\x00\x00\x00")
+	types := []byte{1, 4, 1, 0x60, 0, 0} // one type: () -> ()
+	for _, tc := range []struct {
+		name string
+		code []byte
+		want string
+	}{
+		{"import env.f", append(append(append([]byte{}, header...), types...), 2, 9, 1, 3, 'e', 'n', 'v', 1, 'f', 0, 0), `module imports env.f: only the "kiln" host module and wasi_snapshot_preview1 are provided`},
+		{"no memory", header, `does not export its memory`},
+		// memory section: one memory, min 1; export "memory".
+		{"no _initialize", append(append([]byte{}, header...), 5, 3, 1, 0, 1, 7, 10, 1, 6, 'm', 'e', 'm', 'o', 'r', 'y', 2, 0), "build it as a WASI reactor"},
+	} {
+		dir, m := writeModule(t, tc.code)
+		_, err := newHost(t, t.TempDir()).Load(context.Background(), dir, m, LoadOptions{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestRefusesNonWASM(t *testing.T) {
+	dir, m := writePlugin(t, "")
+	m.Runtime = plugins.RuntimeProcess
+	if _, err := newHost(t, "").Load(context.Background(), dir, m, LoadOptions{}); err == nil {
+		t.Fatal("loaded a process plugin")
+	}
+}
+
+func TestCompilationCache(t *testing.T) {
+	cache := t.TempDir()
+	buildCalc(t)
+	loadOnce := func() time.Duration {
+		h, err := New(Config{CacheDir: cache, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close(context.Background())
+		dir, m := writePlugin(t, "")
+		start := time.Now()
+		ts, err := h.Load(context.Background(), dir, m, LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ts.Close()
+		mustAdd(t, ts)
+		return time.Since(start)
+	}
+	cold := loadOnce()
+	var files int
+	filepath.WalkDir(cache, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files++
+		}
+		return nil
+	})
+	if files == 0 {
+		t.Fatal("the compilation cache folder is empty after a load")
+	}
+	warm := loadOnce()
+	t.Logf("load + first call: cold cache %v, warm cache %v (%d cache files)", cold, warm, files)
+	if warm >= cold {
+		t.Errorf("a warm cache (%v) was not faster than a cold one (%v)", warm, cold)
+	}
+}
+
+func TestSharedCompiledModule(t *testing.T) {
+	h := newHost(t, "")
+	dir, m := writePlugin(t, "")
+	ctx := context.Background()
+	start := time.Now()
+	a, err := h.Load(ctx, dir, m, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := time.Since(start)
+	start = time.Now()
+	b, err := h.Load(ctx, dir, m, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := time.Since(start)
+	t.Logf("load: first %v, second in the same host %v", first, second)
+	mustAdd(t, a)
+	mustAdd(t, b)
+	// Instances are separate: a crash in one does not touch the other.
+	if _, err := a.Call(ctx, "hog", json.RawMessage(`{"mib":100}`)); !errors.Is(err, plugins.ErrTransport) {
+		t.Fatalf("hog: %v", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mustAdd(t, b)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.compiled); n != 0 {
+		t.Errorf("%d compiled modules left after both toolsets closed", n)
+	}
+	// Closing the host first, then a toolset, is fine too.
+	c, err := h.Load(ctx, dir, m, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close(ctx)
+	if _, err := c.Call(ctx, "add", json.RawMessage(`{"a":1,"b":2}`)); !errors.Is(err, plugins.ErrTransport) {
+		t.Errorf("call after the host closed: %v", err)
+	}
+	c.Close()
+	if _, err := h.Load(ctx, dir, m, LoadOptions{}); err == nil {
+		t.Error("load after the host closed succeeded")
+	}
+}
+
+func BenchmarkWASMCall(b *testing.B) {
+	ts := load(b, newHost(b, ""), "", LoadOptions{})
+	args, _ := json.Marshal(map[string]string{"payload": strings.Repeat("x", 1000)})
+	ctx := context.Background()
+	b.SetBytes(int64(len(args)))
+	b.ResetTimer()
+	for b.Loop() {
+		out, err := ts.Call(ctx, "echo", args)
+		if err != nil || len(out) != len(args) {
+			b.Fatal(out, err)
+		}
+	}
+}
+
+func BenchmarkWASMColdStart(b *testing.B) {
+	dir, m := writePlugin(b, "")
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	run := func(b *testing.B, cacheDir string) {
+		h, err := New(Config{CacheDir: cacheDir, Logger: logger})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer h.Close(context.Background())
+		ts, err := h.Load(context.Background(), dir, m, LoadOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ts.Call(context.Background(), "add", json.RawMessage(`{"a":1,"b":2}`)); err != nil {
+			b.Fatal(err)
+		}
+		ts.Close()
+	}
+	b.Run("warm-cache", func(b *testing.B) {
+		cache := b.TempDir()
+		run(b, cache) // fill the cache
+		for b.Loop() {
+			run(b, cache)
+		}
+	})
+	b.Run("same-host", func(b *testing.B) {
+		// Load + first call of a module the Host has compiled already
+		// (another toolset from the same code is open).
+		h := newHost(b, b.TempDir())
+		keep, err := h.Load(context.Background(), dir, m, LoadOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer keep.Close()
+		for b.Loop() {
+			ts, err := h.Load(context.Background(), dir, m, LoadOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := ts.Call(context.Background(), "add", json.RawMessage(`{"a":1,"b":2}`)); err != nil {
+				b.Fatal(err)
+			}
+			ts.Close()
+		}
+	})
+	b.Run("cold-cache", func(b *testing.B) {
+		for b.Loop() {
+			cache, err := os.MkdirTemp("", "kiln-wasm-cache-*")
+			if err != nil {
+				b.Fatal(err)
+			}
+			run(b, cache)
+			os.RemoveAll(cache)
+		}
+	})
+}

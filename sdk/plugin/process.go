@@ -1,0 +1,111 @@
+//go:build !wasip1
+
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime/debug"
+
+	goplugin "github.com/hashicorp/go-plugin"
+
+	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
+	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/toolsetpb"
+)
+
+// Serve serves ts to the Kiln process host and returns only when the host
+// ends the plugin (then the process exits). In a native build the plugin
+// is an executable speaking go-plugin's gRPC protocol with mutual TLS
+// (specs/proto/toolset.proto); run by hand, outside Kiln, it says so and
+// exits with status 1.
+//
+// A toolset with a tool without a name or handler, or with two tools of
+// the same name, is a programming error: Serve prints it to stderr and
+// exits with status 1, before the host's handshake.
+func Serve(ts Toolset) {
+	srv, err := newProcessServer(ts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "plugin:", err)
+		os.Exit(1)
+	}
+	goplugin.Serve(&goplugin.ServeConfig{
+		HandshakeConfig: pluginrpc.Handshake,
+		Plugins:         goplugin.PluginSet{pluginrpc.ToolsetName: &pluginrpc.ToolsetPlugin{Impl: srv}},
+		GRPCServer:      goplugin.DefaultGRPCServer,
+	})
+}
+
+// processServer implements the gRPC toolset service over a Toolset.
+type processServer struct {
+	toolsetpb.UnimplementedToolsetServer
+	ts    Toolset
+	specs *toolsetpb.DescribeResponse
+}
+
+// newProcessServer checks ts and prepares its description.
+func newProcessServer(ts Toolset) (*processServer, error) {
+	if err := processValidate(&ts); err != nil {
+		return nil, err
+	}
+	specs := &toolsetpb.DescribeResponse{}
+	for _, t := range ts.Tools {
+		specs.Tools = append(specs.Tools, &toolsetpb.ToolSpec{
+			Name:        t.Name,
+			Description: t.Description,
+			Schema:      t.Schema,
+			Idempotent:  t.Idempotent,
+		})
+	}
+	return &processServer{ts: ts, specs: specs}, nil
+}
+
+// processValidate reports a toolset the host could not use.
+func processValidate(ts *Toolset) error {
+	seen := map[string]bool{}
+	for i, t := range ts.Tools {
+		switch {
+		case t.Name == "":
+			return fmt.Errorf("tool %d has no name", i)
+		case t.Handler == nil:
+			return fmt.Errorf("tool %q has no handler", t.Name)
+		case seen[t.Name]:
+			return fmt.Errorf("tool %q is defined twice", t.Name)
+		}
+		seen[t.Name] = true
+	}
+	return nil
+}
+
+func (s *processServer) Describe(context.Context, *toolsetpb.DescribeRequest) (*toolsetpb.DescribeResponse, error) {
+	return s.specs, nil
+}
+
+// Call runs the tool. Its failures, including an unknown tool and a panic
+// in the handler, travel in the response; the process keeps serving.
+func (s *processServer) Call(ctx context.Context, req *toolsetpb.CallRequest) (*toolsetpb.CallResponse, error) {
+	t := s.ts.find(req.GetTool())
+	if t == nil {
+		return &toolsetpb.CallResponse{Error: fmt.Sprintf("unknown tool %q", req.GetTool())}, nil
+	}
+	result, err := processRunHandler(ctx, t, req.GetArgs())
+	if err != nil {
+		msg := err.Error()
+		if msg == "" {
+			msg = "tool failed"
+		}
+		return &toolsetpb.CallResponse{Error: msg}, nil
+	}
+	return &toolsetpb.CallResponse{Result: result}, nil
+}
+
+// processRunHandler calls t's handler, turning a panic into an error.
+func processRunHandler(ctx context.Context, t *Tool, args []byte) (result string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(os.Stderr, "plugin: tool %q panicked: %v\n%s", t.Name, r, debug.Stack())
+			result, err = "", fmt.Errorf("tool %q panicked: %v", t.Name, r)
+		}
+	}()
+	return t.Handler(ctx, args)
+}

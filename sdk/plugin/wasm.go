@@ -1,0 +1,355 @@
+//go:build wasip1
+
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"unsafe"
+)
+
+// ABIVersion is the Kiln WASM ABI this SDK speaks (specs/wasm-abi.md). The
+// guest returns it from kiln_abi_version; the host refuses other versions.
+const ABIVersion = 1
+
+// In a WASM build the module is a WASI reactor (go build
+// -buildmode=c-shared): the host runs _initialize, which initializes the
+// packages but never calls main. The first call into an export runs
+// main.main once, and main's call to Serve registers the toolset. main must
+// therefore call Serve and return without blocking; Serve returns at once.
+
+//go:linkname mainMain main.main
+func mainMain()
+
+var (
+	served  *Toolset
+	mainRan bool
+	inbox   = map[uint32][]byte{} // buffers handed out by kiln_alloc, until consumed
+	outbox  []byte                // the last response, alive until the next export call
+)
+
+// Serve registers ts as the module's toolset and returns. Call it from main
+// (and return from main); the host calls the tools through the exports
+// kiln_describe and kiln_call.
+func Serve(ts Toolset) {
+	t := ts
+	served = &t
+}
+
+// toolset returns the registered toolset, running main.main on first use.
+func toolset() (*Toolset, error) {
+	if served == nil && !mainRan {
+		mainRan = true
+		mainMain()
+	}
+	if served == nil {
+		return nil, errors.New("the plugin's main did not call plugin.Serve")
+	}
+	return served, nil
+}
+
+//go:wasmexport kiln_abi_version
+func kilnABIVersion() int32 { return ABIVersion }
+
+//go:wasmexport kiln_alloc
+func kilnAlloc(size int32) uint32 {
+	if size <= 0 {
+		return 0
+	}
+	buf := make([]byte, size)
+	p := ptrOf(buf)
+	inbox[p] = buf
+	return p
+}
+
+//go:wasmexport kiln_describe
+func kilnDescribe() uint64 {
+	outbox = nil
+	ts, err := toolset()
+	if err != nil {
+		return respond(map[string]string{"error": err.Error()})
+	}
+	type spec struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Schema      json.RawMessage `json:"schema,omitempty"`
+		Idempotent  bool            `json:"idempotent"`
+	}
+	specs := make([]spec, 0, len(ts.Tools))
+	for _, t := range ts.Tools {
+		specs = append(specs, spec{t.Name, t.Description, t.Schema, t.Idempotent})
+	}
+	return respond(specs)
+}
+
+//go:wasmexport kiln_call
+func kilnCall(ptr, n uint32) uint64 {
+	outbox = nil
+	req, ok := inbox[ptr]
+	delete(inbox, ptr)
+	if !ok && n > 0 || uint32(len(req)) < n {
+		return respondString("error", "kiln_call: request buffer was not allocated with kiln_alloc")
+	}
+	result, err := call(req[:n])
+	if err != nil {
+		return respondString("error", err.Error())
+	}
+	return respondString("result", result)
+}
+
+// respondString answers {"<key>": s} without reflection: JSON in a Go
+// WASM guest costs tens of nanoseconds a byte, which dominates small calls.
+func respondString(key, s string) uint64 {
+	b := make([]byte, 0, len(key)+len(s)+8)
+	b = append(b, `{"`...)
+	b = append(b, key...)
+	b = append(b, `":`...)
+	b = appendJSONString(b, s)
+	b = append(b, '}')
+	outbox = b
+	return uint64(ptrOf(b))<<32 | uint64(len(b))
+}
+
+// appendJSONString appends s as a JSON string. ASCII is escaped here;
+// a string with other bytes goes through encoding/json (which also
+// replaces invalid UTF-8).
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	start := len(b)
+	b = append(b, '"')
+	run := 0 // start of the bytes not yet copied
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 0x80:
+			q, _ := json.Marshal(s)
+			return append(b[:start], q...)
+		case c == '"' || c == '\\':
+			b = append(b, s[run:i]...)
+			b = append(b, '\\', c)
+			run = i + 1
+		case c < 0x20:
+			b = append(b, s[run:i]...)
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			run = i + 1
+		}
+	}
+	b = append(b, s[run:]...)
+	return append(b, '"')
+}
+
+// parseRequest splits a kiln_call request into the tool name and the
+// arguments. The host writes the canonical form
+// {"tool":"<name>","args":<json>}; a name with escapes, or any other
+// layout, goes through encoding/json.
+func parseRequest(data []byte) (tool string, args json.RawMessage, err error) {
+	const head, mid = `{"tool":"`, `","args":`
+	if bytes.HasPrefix(data, []byte(head)) && len(data) > 0 && data[len(data)-1] == '}' {
+		rest := data[len(head) : len(data)-1]
+		if i := bytes.IndexByte(rest, '"'); i >= 0 && bytes.IndexByte(rest[:i], '\\') < 0 && bytes.HasPrefix(rest[i:], []byte(mid)) {
+			return string(rest[:i]), json.RawMessage(rest[i+len(mid):]), nil
+		}
+	}
+	var req struct {
+		Tool string          `json:"tool"`
+		Args json.RawMessage `json:"args"`
+	}
+	if err := json.Unmarshal(data, &req); err != nil {
+		return "", nil, fmt.Errorf("kiln_call: bad request: %w", err)
+	}
+	return req.Tool, req.Args, nil
+}
+
+// call decodes a request and runs the tool, turning a panic into an error.
+func call(data []byte) (result string, err error) {
+	name, args, err := parseRequest(data)
+	if err != nil {
+		return "", err
+	}
+	ts, err := toolset()
+	if err != nil {
+		return "", err
+	}
+	t := ts.find(name)
+	if t == nil {
+		return "", fmt.Errorf("unknown tool %q", name)
+	}
+	if t.Handler == nil {
+		return "", fmt.Errorf("tool %q has no handler", name)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("tool %q panicked: %v", name, r)
+		}
+	}()
+	return t.Handler(context.Background(), args)
+}
+
+// respond keeps v's JSON alive in outbox and returns ptr<<32|len.
+func respond(v any) uint64 {
+	data, err := json.Marshal(v)
+	if err != nil {
+		data, _ = json.Marshal(map[string]string{"error": "encode response: " + err.Error()})
+	}
+	outbox = data
+	return uint64(ptrOf(data))<<32 | uint64(len(data))
+}
+
+func ptrOf(b []byte) uint32 {
+	if len(b) == 0 {
+		return 0
+	}
+	return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+}
+
+// Host functions of the "kiln" import module (specs/wasm-abi.md).
+
+//go:wasmimport kiln log
+func hostLog(level int32, ptr unsafe.Pointer, n uint32)
+
+//go:wasmimport kiln http_request
+func hostHTTPRequest(ptr unsafe.Pointer, n uint32) int64
+
+//go:wasmimport kiln fs_read
+func hostFSRead(ptr unsafe.Pointer, n uint32) int64
+
+//go:wasmimport kiln fs_write
+func hostFSWrite(ptr unsafe.Pointer, n uint32) int64
+
+//go:wasmimport kiln result_take
+func hostResultTake(ptr unsafe.Pointer, n uint32) int32
+
+//go:wasmimport kiln clock_now
+func hostClockNow() int64
+
+//go:wasmimport kiln random
+func hostRandom(ptr unsafe.Pointer, n uint32)
+
+//go:wasmimport kiln emit
+func hostEmit(ptr unsafe.Pointer, n uint32) int32
+
+// hostCall sends req's JSON to a host function that answers with the
+// length of a JSON result it holds, fetches that result and decodes it
+// into out. A {"error": ...} result is returned as an error.
+func hostCall(fn func(unsafe.Pointer, uint32) int64, req, out any) error {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	n := fn(unsafe.Pointer(unsafe.SliceData(data)), uint32(len(data)))
+	runtime.KeepAlive(data)
+	if n <= 0 {
+		return fmt.Errorf("kiln host call failed (%d)", n)
+	}
+	buf := make([]byte, n)
+	if got := hostResultTake(unsafe.Pointer(unsafe.SliceData(buf)), uint32(n)); int64(got) != n {
+		return fmt.Errorf("kiln host result: got %d of %d bytes", got, n)
+	}
+	var e struct {
+		Error *string `json:"error"`
+	}
+	if err := json.Unmarshal(buf, &e); err != nil {
+		return fmt.Errorf("kiln host result: %w", err)
+	}
+	if e.Error != nil {
+		return errors.New(*e.Error)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(buf, out)
+}
+
+// HTTPRequest is an HTTP request made through the host. Only hosts listed
+// in the manifest's permissions.network are reachable; redirects are
+// followed by the host, which checks every hop.
+type HTTPRequest struct {
+	Method  string              `json:"method"` // "" means GET
+	URL     string              `json:"url"`
+	Headers map[string][]string `json:"headers,omitempty"`
+	Body    []byte              `json:"body,omitempty"`
+}
+
+// HTTPResponse is the host's answer to an HTTPRequest. The host caps the
+// body (4 MiB in ABI v1); a longer body is an error.
+type HTTPResponse struct {
+	Status  int                 `json:"status"`
+	Headers map[string][]string `json:"headers,omitempty"`
+	Body    []byte              `json:"body,omitempty"`
+}
+
+// HTTP performs req through the host. It fails with the host's reason when
+// the permission is missing, the connection fails, or the call's deadline
+// passes. ctx is accepted for symmetry with the native build; the host
+// enforces the call's deadline.
+func HTTP(ctx context.Context, req HTTPRequest) (*HTTPResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var resp HTTPResponse
+	if err := hostCall(hostHTTPRequest, req, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// ReadFile reads a file by its permission path ("data:/notes.txt",
+// "grant:docs/a.md"). The host refuses paths the manifest does not grant
+// for reading, and paths that leave their folder through ".." or a symlink.
+func ReadFile(path string) ([]byte, error) {
+	var out struct {
+		Data []byte `json:"data"`
+	}
+	if err := hostCall(hostFSRead, map[string]string{"path": path}, &out); err != nil {
+		return nil, err
+	}
+	return out.Data, nil
+}
+
+// WriteFile writes data to a file by its permission path, creating or
+// truncating it (not its parent folders). The host refuses paths the
+// manifest does not grant for writing.
+func WriteFile(path string, data []byte) error {
+	return hostCall(hostFSWrite, struct {
+		Path string `json:"path"`
+		Data []byte `json:"data"`
+	}{path, data}, nil)
+}
+
+// Log writes msg to the host's log at level.
+func Log(level slog.Level, msg string) {
+	b := []byte(msg)
+	hostLog(int32(level), unsafe.Pointer(unsafe.SliceData(b)), uint32(len(b)))
+	runtime.KeepAlive(b)
+}
+
+// Emit sends a progress event (any JSON value) to the host.
+func Emit(event any) error {
+	data, err := json.Marshal(event)
+	if err != nil {
+		return err
+	}
+	rc := hostEmit(unsafe.Pointer(unsafe.SliceData(data)), uint32(len(data)))
+	runtime.KeepAlive(data)
+	if rc != 0 {
+		return errors.New("kiln emit: the host refused the event")
+	}
+	return nil
+}
+
+// Now returns the host's wall clock.
+func Now() int64 { return hostClockNow() }
+
+// Random fills b with bytes from the host's cryptographic random source.
+func Random(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	hostRandom(unsafe.Pointer(unsafe.SliceData(b)), uint32(len(b)))
+	runtime.KeepAlive(b)
+}
