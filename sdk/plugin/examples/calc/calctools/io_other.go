@@ -1,6 +1,6 @@
 //go:build !wasip1
 
-package main
+package calctools
 
 import (
 	"context"

@@ -1,0 +1,133 @@
+// Package inproc runs a plugin author's toolset (sdk/plugin) inside the
+// host process, as a plugins.Toolset: the built-in transport. It lives apart
+// from package plugins so that reading manifests does not pull in the
+// process SDK's gRPC dependencies.
+package inproc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"sync/atomic"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins"
+	sdkplugin "github.com/kilnhq/kiln/sdk/plugin"
+)
+
+// New runs a plugin author's toolset (sdk/plugin) inside the host
+// process, behind the same Toolset as the WASM and process hosts: a
+// handler's error, an unknown tool and a panic in a handler are tool
+// errors; only a call after Close wraps plugins.ErrTransport. Each call runs the
+// handler with the caller's context on its own goroutine; when that
+// context ends first, Call returns its error at once, and the handler runs
+// on until it returns (nothing can stop Go code in-process: code that may
+// not honour its context belongs in a WASM module). No manifest applies:
+// no timeout_ms, no permissions, no memory cap.
+//
+// New panics if ts has a tool without a name or a handler, or two
+// tools of the same name: the programming errors plugin.Serve refuses.
+func New(ts sdkplugin.Toolset) plugins.Toolset {
+	p := &inProcess{tools: make(map[string]sdkplugin.Tool, len(ts.Tools))}
+	for i, t := range ts.Tools {
+		switch {
+		case t.Name == "":
+			panic(fmt.Sprintf("inproc.New: tool %d has no name", i))
+		case t.Handler == nil:
+			panic(fmt.Sprintf("inproc.New: tool %q has no handler", t.Name))
+		case p.tools[t.Name].Name != "":
+			panic(fmt.Sprintf("inproc.New: tool %q is defined twice", t.Name))
+		}
+		p.tools[t.Name] = t
+		p.specs = append(p.specs, core.ToolSpec{
+			Name:        t.Name,
+			Description: t.Description,
+			Schema:      slices.Clone(t.Schema),
+			Idempotent:  t.Idempotent,
+		})
+	}
+	return p
+}
+
+// inProcess is the Toolset New returns; it is safe for concurrent
+// use.
+type inProcess struct {
+	tools  map[string]sdkplugin.Tool // read-only after New
+	specs  []core.ToolSpec           // read-only after New
+	closed atomic.Bool
+}
+
+var errInProcessClosed = fmt.Errorf("%w: toolset is closed", plugins.ErrTransport)
+
+// Tools returns copies of the specs, so a caller cannot change them.
+func (p *inProcess) Tools(context.Context) ([]core.ToolSpec, error) {
+	if p.closed.Load() {
+		return nil, errInProcessClosed
+	}
+	out := slices.Clone(p.specs)
+	for i := range out {
+		out[i].Schema = slices.Clone(out[i].Schema)
+	}
+	return out, nil
+}
+
+// callResult is a handler's outcome.
+type callResult struct {
+	out string
+	err error
+}
+
+func (p *inProcess) Call(ctx context.Context, tool string, args json.RawMessage) (string, error) {
+	if p.closed.Load() {
+		return "", fmt.Errorf("call %s: %w", tool, errInProcessClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("call %s: %w", tool, err)
+	}
+	t, ok := p.tools[tool]
+	if !ok {
+		return "", fmt.Errorf("unknown tool %q", tool)
+	}
+	done := make(chan callResult, 1) // buffered: an abandoned handler does not block
+	go func() { done <- runInProcess(ctx, &t, slices.Clone(args)) }()
+	select {
+	case r := <-done:
+		return r.out, r.err
+	case <-ctx.Done():
+		return "", fmt.Errorf("call %s: %w", tool, ctx.Err())
+	}
+}
+
+// runInProcess calls t's handler, turning a panic into a tool error (its
+// stack goes to slog.Default) and an empty error message into "tool
+// failed", as the SDK's transports do.
+func runInProcess(ctx context.Context, t *sdkplugin.Tool, args json.RawMessage) (r callResult) {
+	defer func() {
+		if v := recover(); v != nil {
+			slog.Default().Error("plugin tool panicked", "tool", t.Name, "panic", v, "stack", string(debug.Stack()))
+			r = callResult{err: fmt.Errorf("tool %q panicked: %v", t.Name, v)}
+		}
+	}()
+	out, err := t.Handler(ctx, args)
+	if err != nil {
+		if err.Error() == "" {
+			err = errors.New("tool failed")
+		}
+		return callResult{err: err}
+	}
+	return callResult{out: out}
+}
+
+// Close makes later calls fail with plugins.ErrTransport. Calls already running
+// are not waited for. Close is idempotent and returns nil.
+func (p *inProcess) Close() error {
+	p.closed.Store(true)
+	return nil
+}
+
+// Interface guard.
+var _ plugins.Toolset = (*inProcess)(nil)

@@ -1,0 +1,60 @@
+package inproc_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/inproc"
+	sdkplugin "github.com/kilnhq/kiln/sdk/plugin"
+)
+
+func TestNewToolErrors(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	ts := inproc.New(sdkplugin.Toolset{Tools: []sdkplugin.Tool{
+		{Name: "boom", Handler: func(context.Context, json.RawMessage) (string, error) { panic("kaboom") }},
+		{Name: "mute", Handler: func(context.Context, json.RawMessage) (string, error) { return "", errors.New("") }},
+		{Name: "stuck", Handler: func(context.Context, json.RawMessage) (string, error) { <-release; return "late", nil }},
+		{Name: "ok", Handler: func(context.Context, json.RawMessage) (string, error) { return "fine", nil }},
+	}})
+	defer ts.Close()
+	ctx := context.Background()
+	if _, err := ts.Call(ctx, "boom", nil); err == nil || errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), `tool "boom" panicked: kaboom`) {
+		t.Errorf("panicking handler: err = %v", err)
+	}
+	if _, err := ts.Call(ctx, "mute", nil); err == nil || err.Error() != "tool failed" {
+		t.Errorf("empty error: err = %v", err)
+	}
+	// A handler that ignores its context does not hold the caller.
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := ts.Call(cctx, "stuck", nil); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, plugins.ErrTransport) {
+		t.Errorf("stuck handler past the deadline: err = %v", err)
+	}
+	if out, err := ts.Call(ctx, "ok", nil); err != nil || out != "fine" {
+		t.Errorf("ok = %q, %v", out, err)
+	}
+}
+
+func TestNewRejectsBadToolsets(t *testing.T) {
+	h := func(context.Context, json.RawMessage) (string, error) { return "", nil }
+	for name, tools := range map[string][]sdkplugin.Tool{
+		"no name":    {{Handler: h}},
+		"no handler": {{Name: "x"}},
+		"duplicate":  {{Name: "x", Handler: h}, {Name: "x", Handler: h}},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: InProcess did not panic", name)
+				}
+			}()
+			inproc.New(sdkplugin.Toolset{Tools: tools})
+		}()
+	}
+}

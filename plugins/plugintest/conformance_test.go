@@ -1,0 +1,178 @@
+package plugintest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/inproc"
+	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/wasm"
+	"github.com/kilnhq/kiln/sdk/plugin/examples/calc/calctools"
+)
+
+const calcPkg = "github.com/kilnhq/kiln/sdk/plugin/examples/calc"
+
+// tmpDir holds the calc builds and the WASM compilation cache of this test
+// binary; TestMain removes it.
+var tmpDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kiln-plugintest-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	tmpDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// build is one build of calc, made at most once per test binary.
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var (
+	calcWASM   build // GOOS=wasip1 GOARCH=wasm -buildmode=c-shared
+	calcNative build // the host's GOOS and GOARCH
+)
+
+// get builds calc into tmpDir/name with the extra flags and environment on
+// first use and returns the file's path.
+func (bd *build) get(tb testing.TB, name string, env []string, flags ...string) string {
+	tb.Helper()
+	bd.once.Do(func() {
+		out := filepath.Join(tmpDir, name)
+		args := append(append([]string{"build"}, flags...), "-o", out, calcPkg)
+		cmd := exec.Command("go", args...)
+		cmd.Env = append(os.Environ(), env...)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			bd.err = fmt.Errorf("go %v: %v\n%s", args, err, b)
+			return
+		}
+		bd.path = out
+	})
+	if bd.err != nil {
+		tb.Fatal(bd.err)
+	}
+	return bd.path
+}
+
+// pluginDir copies the built entry into a new plugin folder with a
+// manifest for runtime rt and returns the folder and the parsed manifest.
+func pluginDir(tb testing.TB, bin string, rt plugins.Runtime) (string, *plugins.Manifest) {
+	tb.Helper()
+	code, err := os.ReadFile(bin)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := tb.TempDir()
+	entry := filepath.Base(bin)
+	if err := os.WriteFile(filepath.Join(dir, entry), code, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	sum := sha256.Sum256(code)
+	mf := fmt.Sprintf(`{"apiVersion":"kiln.dev/v1","id":"calc","version":"1.0.0","description":"The calc example plugin.","provides":["toolset"],"runtime":%q,"entry":%q,"sha256":%q}`,
+		rt, entry, hex.EncodeToString(sum[:]))
+	if err := os.WriteFile(filepath.Join(dir, plugins.ManifestFile), []byte(mf), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	m, err := plugins.LoadManifest(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return dir, m
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// loadBuiltin runs calc's tools in-process.
+func loadBuiltin(testing.TB) plugins.Toolset {
+	return inproc.New(calctools.Toolset())
+}
+
+// loadWASM loads the wasip1 build of calc into a new WASM host, closed
+// when tb ends.
+func loadWASM(tb testing.TB) plugins.Toolset {
+	tb.Helper()
+	bin := calcWASM.get(tb, "calc.wasm", []string{"GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0"}, "-buildmode=c-shared")
+	dir, m := pluginDir(tb, bin, plugins.RuntimeWASM)
+	h, err := wasm.New(wasm.Config{CacheDir: filepath.Join(tmpDir, "wasm-cache"), Logger: quiet})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { h.Close(context.Background()) })
+	ts, err := h.Load(context.Background(), dir, m, wasm.LoadOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ts.Close() })
+	return ts
+}
+
+// loadProcess starts the native build of calc under the process host,
+// closed when tb ends.
+func loadProcess(tb testing.TB) plugins.Toolset {
+	tb.Helper()
+	bin := calcNative.get(tb, "calc", nil)
+	dir, m := pluginDir(tb, bin, plugins.RuntimeProcess)
+	ts, err := process.Load(context.Background(), dir, m, process.Options{Logger: quiet})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ts.Close() })
+	return ts
+}
+
+var transports = []struct {
+	name string
+	load func(testing.TB) plugins.Toolset
+}{
+	{"builtin", loadBuiltin},
+	{"wasm", loadWASM},
+	{"process", loadProcess},
+}
+
+func TestToolsetConformance(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			RunToolset(t, func(t *testing.T) plugins.Toolset { return tr.load(t) })
+		})
+	}
+}
+
+// BenchmarkToolsetCall is one 1 KiB JSON echo round trip through each
+// transport.
+func BenchmarkToolsetCall(b *testing.B) {
+	args := json.RawMessage(echoPayload)
+	for _, tr := range transports {
+		b.Run(tr.name, func(b *testing.B) {
+			ts := tr.load(b)
+			ctx := context.Background()
+			if out, err := ts.Call(ctx, "echo", args); err != nil || !sameJSON([]byte(out), args) {
+				b.Fatalf("echo = %.40q, %v", out, err)
+			}
+			b.SetBytes(int64(len(args)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := ts.Call(ctx, "echo", args); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

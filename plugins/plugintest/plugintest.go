@@ -1,0 +1,303 @@
+// Package plugintest is the conformance kit of the "toolset" extension
+// kind, in the spirit of testing/fstest: RunToolset checks that an
+// implementation of plugins.Toolset — built-in (inproc.New), WASM
+// (plugins/wasm) or process (plugins/process) — serving the calc example's
+// tools (sdk/plugin/examples/calc/calctools) behaves as the interface
+// says.
+//
+// The suite uses only the tools that behave the same on every transport,
+// add and echo. What depends on the transport (call deadlines, memory
+// caps, filesystem and network permissions, restarts) is tested by each
+// transport's own package.
+package plugintest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/sdk/plugin/examples/calc/calctools"
+)
+
+// RunToolset runs the conformance suite as subtests of t. load must
+// return a fresh, working toolset serving calctools.Toolset(), and is
+// called once per subtest with that subtest's t (so it may use t.TempDir,
+// t.Cleanup and t.Fatal); the suite closes each toolset itself, and may
+// close it twice.
+func RunToolset(t *testing.T, load func(t *testing.T) plugins.Toolset) {
+	t.Helper()
+	open := func(t *testing.T) plugins.Toolset {
+		t.Helper()
+		ts := load(t)
+		if ts == nil {
+			t.Fatal("load returned a nil toolset")
+		}
+		t.Cleanup(func() { ts.Close() })
+		return ts
+	}
+	t.Run("Tools", func(t *testing.T) { testTools(t, open(t)) })
+	t.Run("Add", func(t *testing.T) { testAdd(t, open(t)) })
+	t.Run("Echo", func(t *testing.T) { testEcho(t, open(t)) })
+	t.Run("UnknownTool", func(t *testing.T) { testUnknownTool(t, open(t)) })
+	t.Run("MalformedArgs", func(t *testing.T) { testMalformedArgs(t, open(t)) })
+	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open(t)) })
+	t.Run("Cancelled", func(t *testing.T) { testCancelled(t, open(t)) })
+	t.Run("Close", func(t *testing.T) { testClose(t, open(t)) })
+}
+
+// suiteTools are the tools the suite relies on.
+var suiteTools = []string{"add", "echo"}
+
+func testTools(t *testing.T, ts plugins.Toolset) {
+	specs, err := ts.Tools(context.Background())
+	if err != nil {
+		t.Fatalf("Tools: %v", err)
+	}
+	got := map[string]core.ToolSpec{}
+	for _, s := range specs {
+		if _, dup := got[s.Name]; dup {
+			t.Errorf("Tools lists %q twice", s.Name)
+		}
+		got[s.Name] = s
+	}
+	declared := map[string]core.ToolSpec{}
+	for _, tool := range calctools.Toolset().Tools {
+		declared[tool.Name] = core.ToolSpec{Name: tool.Name, Description: tool.Description, Schema: tool.Schema, Idempotent: tool.Idempotent}
+	}
+	for _, name := range suiteTools {
+		want := declared[name]
+		s, ok := got[name]
+		if !ok {
+			t.Errorf("Tools does not list %q (got %d tools)", name, len(specs))
+			continue
+		}
+		if s.Description != want.Description {
+			t.Errorf("%s: description %q, declared %q", name, s.Description, want.Description)
+		}
+		if s.Idempotent != want.Idempotent {
+			t.Errorf("%s: idempotent %v, declared %v", name, s.Idempotent, want.Idempotent)
+		}
+		switch {
+		case len(want.Schema) == 0 && len(s.Schema) != 0:
+			t.Errorf("%s: schema %s, declared none", name, s.Schema)
+		case len(want.Schema) != 0 && !sameJSON(s.Schema, want.Schema):
+			t.Errorf("%s: schema %s, declared %s", name, s.Schema, want.Schema)
+		}
+	}
+}
+
+func testAdd(t *testing.T, ts plugins.Toolset) {
+	for _, c := range []struct {
+		a, b, sum float64
+	}{
+		{1, 2, 3},
+		{2, 40, 42},
+		{-7, 3, -4},
+		{-1.25, -2.5, -3.75},
+		{1.5, 2, 3.5},
+		{0.1, 0.2, 0.30000000000000004}, // float64 addition, not decimal
+		{1e300, 1e300, 2e300},
+		{0, 0, 0},
+	} {
+		args := fmt.Sprintf(`{"a":%s,"b":%s}`, num(c.a), num(c.b))
+		out, err := call(ts, "add", args)
+		if err != nil {
+			t.Errorf("add %s: %v", args, err)
+			continue
+		}
+		got, err := strconv.ParseFloat(out, 64)
+		if err != nil || got != c.sum {
+			t.Errorf("add %s = %q, want %s", args, out, num(c.sum))
+		}
+	}
+}
+
+// payload returns a JSON object of exactly n bytes (n >= 64) with a
+// string, numbers, a nested object, an array, escapes and non-ASCII text.
+func payload(n int) string {
+	head := `{"n":-12.5e-3,"ok":true,"nil":null,"list":[1,"two",{"3":[]}],"esc":"q\"b\\n\nt\té☃","pad":"`
+	tail := `"}`
+	if fill := n - len(head) - len(tail); fill > 0 {
+		return head + strings.Repeat("x", fill) + tail
+	}
+	return head + tail
+}
+
+// echoPayload is the 1 KiB JSON object the suite and the benchmarks send
+// to echo.
+var echoPayload = payload(1024)
+
+func testEcho(t *testing.T, ts plugins.Toolset) {
+	if len(echoPayload) != 1024 {
+		t.Fatalf("payload is %d bytes, want 1024", len(echoPayload))
+	}
+	for _, args := range []string{echoPayload, `{}`, `{"s":"plain"}`} {
+		out, err := call(ts, "echo", args)
+		if err != nil {
+			t.Errorf("echo %.40s…: %v", args, err)
+			continue
+		}
+		if !sameJSON([]byte(out), []byte(args)) {
+			t.Errorf("echo %.60s… returned %.60s… (%d bytes, sent %d)", args, out, len(out), len(args))
+		}
+	}
+}
+
+func testUnknownTool(t *testing.T, ts plugins.Toolset) {
+	_, err := call(ts, "no-such-tool", `{}`)
+	switch {
+	case err == nil:
+		t.Fatal("calling an unknown tool succeeded")
+	case errors.Is(err, plugins.ErrTransport):
+		t.Fatalf("unknown tool: %v is a transport error, want a tool error", err)
+	case !strings.Contains(err.Error(), "no-such-tool"):
+		t.Errorf("unknown tool: %q does not name the tool", err)
+	}
+	mustAdd(t, ts)
+}
+
+func testMalformedArgs(t *testing.T, ts plugins.Toolset) {
+	for _, args := range []string{
+		`{bad`,             // not JSON
+		`not json at all`,  // not JSON
+		`{"a":"1","b":2}`,  // a string for a number
+		`{"a":1,"b":[2]}`,  // an array for a number
+		`[1,2]`,            // an array for the object
+		`"a+b"`,            // a string for the object
+		`{"a":1}`,          // b missing
+		`{"a":1,"b":null}`, // b null
+	} {
+		out, err := call(ts, "add", args)
+		switch {
+		case err == nil:
+			t.Errorf("add %s = %q, want an error", args, out)
+		case errors.Is(err, plugins.ErrTransport):
+			t.Errorf("add %s: %v is a transport error, want a tool error", args, err)
+		}
+		mustAdd(t, ts)
+	}
+}
+
+func testConcurrent(t *testing.T, ts plugins.Toolset) {
+	const goroutines, calls = 8, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines*calls)
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range calls {
+				a, b := float64(g*1000+i), -0.5*float64(i)
+				args := fmt.Sprintf(`{"a":%s,"b":%s}`, num(a), num(b))
+				if out, err := call(ts, "add", args); err != nil {
+					errs <- fmt.Errorf("goroutine %d: add %s: %v", g, args, err)
+				} else if got, err := strconv.ParseFloat(out, 64); err != nil || got != a+b {
+					errs <- fmt.Errorf("goroutine %d: add %s = %q, want %s", g, args, out, num(a+b))
+				}
+				msg := fmt.Sprintf(`{"g":%d,"i":%d,"pad":%q}`, g, i, strings.Repeat("y", 64*g))
+				if out, err := call(ts, "echo", msg); err != nil {
+					errs <- fmt.Errorf("goroutine %d: echo: %v", g, err)
+				} else if !sameJSON([]byte(out), []byte(msg)) {
+					errs <- fmt.Errorf("goroutine %d: echo %.40s… returned %.40s…", g, msg, out)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	for err := range errs {
+		if n++; n <= 10 {
+			t.Error(err)
+		}
+	}
+	if n > 10 {
+		t.Errorf("… and %d more failures", n-10)
+	}
+}
+
+func testCancelled(t *testing.T, ts plugins.Toolset) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out, err := ts.Call(ctx, "add", json.RawMessage(`{"a":1,"b":2}`))
+	switch {
+	case err == nil:
+		t.Fatalf("add with a cancelled context = %q, want an error", out)
+	case !errors.Is(err, context.Canceled):
+		t.Errorf("add with a cancelled context: %v does not wrap context.Canceled", err)
+	}
+	mustAdd(t, ts)
+}
+
+func testClose(t *testing.T, ts plugins.Toolset) {
+	mustAdd(t, ts)
+	if err := ts.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if out, err := call(ts, "add", `{"a":1,"b":2}`); err == nil {
+		t.Errorf("add after Close = %q, want an error", out)
+	} else if !errors.Is(err, plugins.ErrTransport) {
+		t.Errorf("add after Close: %v does not wrap plugins.ErrTransport", err)
+	}
+	if out, err := call(ts, "echo", `{}`); err == nil {
+		t.Errorf("echo after Close = %q, want an error", out)
+	}
+	if err := ts.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// call runs tool with args under a background context.
+func call(ts plugins.Toolset, tool, args string) (string, error) {
+	return ts.Call(context.Background(), tool, json.RawMessage(args))
+}
+
+// mustAdd checks that the toolset still serves calls.
+func mustAdd(t *testing.T, ts plugins.Toolset) {
+	t.Helper()
+	out, err := call(ts, "add", `{"a":2,"b":40}`)
+	if err != nil || out != "42" {
+		t.Fatalf("add 2+40 = %q, %v; want 42", out, err)
+	}
+}
+
+// num formats f as a JSON number that parses back to f.
+func num(f float64) string {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		panic("not a JSON number")
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+// sameJSON reports whether a and b are the same JSON value: equal after
+// decoding, with numbers compared by their text.
+func sameJSON(a, b []byte) bool {
+	va, erra := decode(a)
+	vb, errb := decode(b)
+	if erra != nil || errb != nil {
+		return false
+	}
+	ja, _ := json.Marshal(va)
+	jb, _ := json.Marshal(vb)
+	return bytes.Equal(ja, jb)
+}
+
+func decode(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data")
+	}
+	return v, nil
+}

@@ -1,0 +1,143 @@
+// Package calctools is the tool set of the calc example plugin
+// (sdk/plugin/examples/calc) as a value, so the same author code can be
+// served by a WASM module, a plugin process, or run in-process
+// (plugins.InProcess) and checked by plugins/plugintest. It builds for
+// GOOS=wasip1 (fetch, readfile and note go through the host) and natively
+// (fetch uses net/http directly; readfile and note are WASM-only).
+package calctools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/kilnhq/kiln/sdk/plugin"
+)
+
+// Toolset returns calc's tools: add, echo, fetch, readfile, note, spin and
+// hog, in that order. Each call returns a new value; the handlers share no
+// state, so they are safe for concurrent calls.
+func Toolset() plugin.Toolset {
+	return plugin.Toolset{Tools: []plugin.Tool{
+		{
+			Name:        "add",
+			Description: "Add two numbers.",
+			Schema:      json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}`),
+			Idempotent:  true,
+			Handler:     add,
+		},
+		{
+			Name:        "echo",
+			Description: "Return the arguments unchanged.",
+			Idempotent:  true,
+			Handler: func(_ context.Context, args json.RawMessage) (string, error) {
+				return string(args), nil
+			},
+		},
+		{
+			Name:        "fetch",
+			Description: "GET a URL and report the status and body length.",
+			Schema:      json.RawMessage(`{"type":"object","properties":{"url":{"type":"string"}},"required":["url"]}`),
+			Idempotent:  true,
+			Handler:     fetch,
+		},
+		{
+			Name:        "readfile",
+			Description: "Read a file by its permission path (data:/...) and return its content.",
+			Schema:      json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`),
+			Idempotent:  true,
+			Handler:     readfile,
+		},
+		{
+			Name:        "note",
+			Description: "Write text to data:/note.txt, logging and emitting a progress event.",
+			Schema:      json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
+			Handler:     note,
+		},
+		{
+			Name:        "spin",
+			Description: "Loop forever (tests the call deadline).",
+			Handler: func(context.Context, json.RawMessage) (string, error) {
+				n := 0
+				for {
+					n++
+				}
+			},
+		},
+		{
+			Name:        "hog",
+			Description: "Allocate and touch mib MiB of memory (tests the memory cap).",
+			Schema:      json.RawMessage(`{"type":"object","properties":{"mib":{"type":"integer"}},"required":["mib"]}`),
+			Handler:     hog,
+		},
+	}}
+}
+
+func add(_ context.Context, args json.RawMessage) (string, error) {
+	var in struct {
+		A, B *float64
+	}
+	if err := json.Unmarshal(args, &in); err != nil {
+		return "", fmt.Errorf("bad arguments: %w", err)
+	}
+	if in.A == nil || in.B == nil {
+		return "", fmt.Errorf(`bad arguments: "a" and "b" are required`)
+	}
+	out, _ := json.Marshal(*in.A + *in.B)
+	return string(out), nil
+}
+
+func fetch(ctx context.Context, args json.RawMessage) (string, error) {
+	var in struct{ URL string }
+	if err := json.Unmarshal(args, &in); err != nil {
+		return "", fmt.Errorf("bad arguments: %w", err)
+	}
+	status, n, err := get(ctx, in.URL)
+	if err != nil {
+		return "", err
+	}
+	out, _ := json.Marshal(map[string]int{"status": status, "length": n})
+	return string(out), nil
+}
+
+func readfile(_ context.Context, args json.RawMessage) (string, error) {
+	var in struct{ Path string }
+	if err := json.Unmarshal(args, &in); err != nil {
+		return "", fmt.Errorf("bad arguments: %w", err)
+	}
+	data, err := readFile(in.Path)
+	if err != nil {
+		return "", err
+	}
+	return string(data), nil
+}
+
+func note(_ context.Context, args json.RawMessage) (string, error) {
+	var in struct{ Text string }
+	if err := json.Unmarshal(args, &in); err != nil {
+		return "", fmt.Errorf("bad arguments: %w", err)
+	}
+	if err := writeFile("data:/note.txt", []byte(in.Text)); err != nil {
+		return "", err
+	}
+	progress(len(in.Text))
+	return "ok", nil
+}
+
+func hog(_ context.Context, args json.RawMessage) (string, error) {
+	var in struct{ MiB int }
+	if err := json.Unmarshal(args, &in); err != nil {
+		return "", fmt.Errorf("bad arguments: %w", err)
+	}
+	// hoard keeps the memory reachable until the count is taken; it is
+	// local so concurrent in-process calls do not share it.
+	var hoard [][]byte
+	for i := 0; i < in.MiB; i++ {
+		b := make([]byte, 1<<20)
+		for j := 0; j < len(b); j += 4096 {
+			b[j] = 1
+		}
+		hoard = append(hoard, b)
+	}
+	return fmt.Sprintf("allocated %d MiB", len(hoard)), nil
+}
