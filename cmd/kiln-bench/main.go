@@ -45,6 +45,9 @@ var benches = []bench{
 	{"./core/sqlite", "^BenchmarkRecovery", "1x"},
 	{"./web", "^BenchmarkSSELatency", "1x"},
 	{"./web", "^BenchmarkList100k", "1x"},
+	{"./plugins/plugintest", "^BenchmarkToolsetCall", "2000x"},
+	{"./plugins/wasm", "^BenchmarkWASMColdStart", "5x"},
+	{"./plugins/process", "^BenchmarkProcessStart", "10x"},
 }
 
 // metrics maps "BenchmarkName/sub unit" to the values of each -count run.
@@ -401,6 +404,27 @@ func main() {
 	} {
 		v := get(k.key + " p50-ms")
 		add(k.label+", p50 (HTTP)", v, "ms", "< 10 ms", v >= 0 && v < 10)
+	}
+	ms := func(key string) float64 {
+		if v := get(key); v >= 0 {
+			return v / 1e6
+		}
+		return -1
+	}
+	for _, c := range []struct {
+		key, label, target string
+		limit              float64
+	}{
+		{"BenchmarkToolsetCall/builtin", "plugin call, built-in (1 KiB JSON echo)", "", 0},
+		{"BenchmarkToolsetCall/wasm", "plugin call, WASM, deadline enforced", "< 1 ms", 1},
+		{"BenchmarkToolsetCall/process", "plugin call, process (gRPC, mTLS)", "< 0.5 ms", 0.5},
+		{"BenchmarkWASMColdStart/cold-cache", "WASM plugin load + first call, cold cache", "", 0},
+		{"BenchmarkWASMColdStart/warm-cache", "WASM plugin load + first call, warm disk cache", "< 20 ms", 20},
+		{"BenchmarkWASMColdStart/same-host", "WASM plugin load + first call, compiled in this host", "", 0},
+		{"BenchmarkProcessStart", "process plugin start + first call", "< 25 ms", 25},
+	} {
+		v := ms(c.key + " ns/op")
+		add(c.label, v, "ms", c.target, c.limit == 0 || (v >= 0 && v < c.limit))
 	}
 	if rssErr == nil {
 		add("idle server resident memory", rss, "MiB", "< 60 MiB", rss < 60)
