@@ -87,7 +87,9 @@ func (s *server) router() chi.Router {
 	r.Route("/api/v1", s.apiRoutes)
 	// The web UI (web/ui/dist, embedded): one flat directory of files.
 	r.Get("/", s.serveUI)
+	r.Head("/", s.serveUI)
 	r.Get("/{asset}", s.serveUI)
+	r.Head("/{asset}", s.serveUI)
 	return r
 }
 

@@ -56,6 +56,10 @@ func TestUIIndex(t *testing.T) {
 			t.Errorf("GET %s: the page does not load app.js and app.css:\n%s", path, r.body)
 		}
 		wantUIHeaders(t, "GET "+path, r)
+		head := e.raw("HEAD", path, "", map[string]string{"Authorization": "", "Accept-Encoding": "identity"})
+		if head.status != http.StatusOK || len(head.body) != 0 || head.header.Get("ETag") != r.header.Get("ETag") {
+			t.Errorf("HEAD %s: %d, %d body bytes, ETag %q (GET: %q)", path, head.status, len(head.body), head.header.Get("ETag"), r.header.Get("ETag"))
+		}
 	}
 	// The API next to it still wants the token and keeps its CSP.
 	r := e.wantError("GET", "/api/v1/threads", "", map[string]string{"Authorization": ""}, http.StatusUnauthorized, codeUnauthorized)
