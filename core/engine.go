@@ -659,7 +659,7 @@ func (r *runner) modelStep(ctx context.Context) error {
 		payload, _ := json.Marshal(map[string]string{"text": text})
 		r.s.broker.Publish(Event{OwnerID: run.OwnerID, ThreadID: run.ThreadID, RunID: run.ID, Type: EventMessageDelta, Payload: payload, Time: r.s.now()})
 	}
-	resp, err := r.model.Turn(ctx, ModelRequest{RunID: run.ID, Model: run.Model, Messages: r.msgs, Tools: r.s.specs}, delta)
+	resp, err := r.model.Turn(ctx, ModelRequest{RunID: run.ID, Model: run.Model, Messages: r.msgs, Tools: r.s.tb.Load().specs}, delta)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -753,20 +753,21 @@ func callStates(pcs []pendingCall) []CallState {
 func (r *runner) toolsStep(ctx context.Context, resumed bool) (pause bool, err error) {
 	st := r.cp.State
 	pcs := pendingCalls(r.msgs, st)
+	tb := r.s.tb.Load()
 	var held []*Interrupt
 	now := r.s.now()
 	for i, pc := range pcs {
 		var in *Interrupt
 		switch {
 		case pc.State == CallStarted && resumed:
-			if t := r.s.tools[pc.Call.Name]; t != nil && t.Spec().Idempotent {
+			if t := tb.byName[pc.Call.Name]; t != nil && t.Spec().Idempotent {
 				pcs[i].State = CallPending
 				continue
 			}
 			in = &Interrupt{Kind: InterruptRecovery, AllowedDecisions: slices.Clone(RecoveryDecisions),
 				Reason: fmt.Sprintf("The server stopped while %s was running and it is not idempotent: it may or may not have taken effect. Retry it or skip it.", pc.Call.Name)}
 		case pc.State == CallPending:
-			allowed, hold := r.run.InterruptOn.Match(pc.Call.Name)
+			allowed, hold := tb.holds(r.run.InterruptOn, pc.Call.Name)
 			if !hold {
 				continue
 			}
@@ -802,13 +803,13 @@ func (r *runner) toolsStep(ctx context.Context, resumed bool) (pause bool, err e
 			return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventRunInterrupted, map[string]any{"interrupts": len(held)})
 		})
 	}
-	return false, r.execute(ctx, st, pcs)
+	return false, r.execute(ctx, st, pcs, tb)
 }
 
 // execute runs the pending calls in order and commits their results as one
 // step. Before a non-idempotent tool starts, a checkpoint marks it started
 // (with the results so far), so a crash during the call is detected.
-func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall) error {
+func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb *toolbox) error {
 	var results []*Message
 	for i, pc := range pcs {
 		call := pc.Call
@@ -832,7 +833,7 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall) er
 			if st.ToolCalls >= r.run.Limits.MaxToolCalls {
 				return r.end(ctx, RunFailed, fmt.Sprintf("tool call limit of %d reached", r.run.Limits.MaxToolCalls))
 			}
-			tool := r.s.tools[call.Name]
+			tool := tb.byName[call.Name]
 			if tool == nil {
 				text, isErr = fmt.Sprintf("unknown tool %q", call.Name), true
 			} else {

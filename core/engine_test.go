@@ -721,3 +721,65 @@ func TestCancelImmediately(t *testing.T) {
 		waitRun(t, svc, r.ID, core.RunCancelled)
 	}
 }
+
+// TestAddAndRemoveTools adds a source's tools while the service runs: they
+// are called by their namespaced names, the source's default policy holds
+// its side-effecting tool unless the run lifts it, and removed tools become
+// unknown.
+func TestAddAndRemoveTools(t *testing.T) {
+	rec := &recorder{}
+	e := newEnv(t, listModel{[]core.ModelResponse{calls(call("a", "weather.get", `{"city":"Oslo"}`), call("b", "weather.save", `{}`))}})
+	svc := e.service(nil)
+	ctx := context.Background()
+	if err := svc.AddTools("weather", []core.Tool{rec.tool("get", true), rec.tool("save", false)}, core.Policy{"save": {Interrupt: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.AddTools("weather", nil, nil); core.ErrorCode(err) != core.ECONFLICT {
+		t.Errorf("adding a source twice: %v", err)
+	}
+	if err := svc.AddTools("Bad Name", nil, nil); core.ErrorCode(err) != core.EINVALID {
+		t.Errorf("bad source name: %v", err)
+	}
+	var names []string
+	for _, sp := range svc.ToolSpecs() {
+		names = append(names, sp.Name)
+	}
+	if !slices.Equal(names, []string{"weather.get", "weather.save"}) {
+		t.Fatalf("tools %v", names)
+	}
+
+	// The source's default holds weather.save.
+	th := e.thread(svc)
+	r := start(t, svc, th.ID, core.RunRequest{})
+	waitRun(t, svc, r.ID, core.RunInterrupted)
+	items := actionItems(t, svc)
+	if len(items) != 1 || items[0].Tool != "weather.save" {
+		t.Fatalf("action items %+v", items)
+	}
+	if _, err := svc.Decide(ctx, owner, items[0].InterruptID, core.Decision{Decision: core.DecisionApprove}); err != nil {
+		t.Fatal(err)
+	}
+	waitRun(t, svc, r.ID, core.RunSucceeded)
+	if got := rec.list(); !slices.Equal(got, []string{`get{"city":"Oslo"}`, `save{}`}) {
+		t.Errorf("executed %v", got)
+	}
+
+	// A run's policy wins over the source's default.
+	r = start(t, svc, th.ID, core.RunRequest{InterruptOn: core.Policy{"weather.save": {Interrupt: false}}})
+	waitRun(t, svc, r.ID, core.RunSucceeded)
+
+	if err := svc.RemoveTools("weather"); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.RemoveTools("weather"); !core.IsNotFound(err) {
+		t.Errorf("removing twice: %v", err)
+	}
+	if n := len(svc.ToolSpecs()); n != 0 {
+		t.Errorf("%d tools left", n)
+	}
+	r = waitRun(t, svc, start(t, svc, th.ID, core.RunRequest{}).ID, core.RunSucceeded)
+	res := toolResults(messages(t, svc, th.ID))
+	if last := res[len(res)-2:]; last[0] != `ERR unknown tool "weather.get"` || last[1] != `ERR unknown tool "weather.save"` {
+		t.Errorf("results after removal %q", last)
+	}
+}

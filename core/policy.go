@@ -79,32 +79,46 @@ func (p Policy) Validate() error {
 // the longest pattern wins, ties broken lexically, so the result does not
 // depend on map order.
 func (p Policy) Match(tool string) (allowed []string, interrupt bool) {
-	rule, ok := p[tool]
+	rule, ok := p.rule(tool)
 	if !ok {
-		pats := make([]string, 0, len(p))
-		for pat := range p {
-			if m, _ := path.Match(pat, tool); m {
-				pats = append(pats, pat)
-			}
-		}
-		if len(pats) == 0 {
-			return nil, false
-		}
-		sort.Slice(pats, func(i, j int) bool {
-			if len(pats[i]) != len(pats[j]) {
-				return len(pats[i]) > len(pats[j])
-			}
-			return pats[i] < pats[j]
-		})
-		rule = p[pats[0]]
-	}
-	if !rule.Interrupt {
 		return nil, false
 	}
-	if len(rule.AllowedDecisions) == 0 {
+	return rule.decisions()
+}
+
+// rule returns the entry that applies to tool, if any.
+func (p Policy) rule(tool string) (Rule, bool) {
+	if rule, ok := p[tool]; ok {
+		return rule, true
+	}
+	pats := make([]string, 0, len(p))
+	for pat := range p {
+		if m, _ := path.Match(pat, tool); m {
+			pats = append(pats, pat)
+		}
+	}
+	if len(pats) == 0 {
+		return Rule{}, false
+	}
+	sort.Slice(pats, func(i, j int) bool {
+		if len(pats[i]) != len(pats[j]) {
+			return len(pats[i]) > len(pats[j])
+		}
+		return pats[i] < pats[j]
+	})
+	return p[pats[0]], true
+}
+
+// decisions is what a matching rule means: hold the call or not, and with
+// which decisions.
+func (r Rule) decisions() ([]string, bool) {
+	if !r.Interrupt {
+		return nil, false
+	}
+	if len(r.AllowedDecisions) == 0 {
 		return slices.Clone(AllDecisions), true
 	}
-	return slices.Clone(rule.AllowedDecisions), true
+	return slices.Clone(r.AllowedDecisions), true
 }
 
 // Merge returns p with over's entries added, over winning on equal keys.

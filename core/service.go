@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -37,12 +39,14 @@ type Config struct {
 type Service struct {
 	store  Store
 	models ModelResolver
-	tools  map[string]Tool
-	specs  []ToolSpec
 	cfg    Config
 	now    Clock
 	log    *slog.Logger
 	broker *Broker
+
+	// tb is the current toolbox; tbMu serializes its replacement.
+	tb   atomic.Pointer[toolbox]
+	tbMu sync.Mutex
 
 	// wmu orders commit and publish so subscribers see Seq order, for a
 	// Store that is no CommitHooker.
@@ -82,16 +86,18 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{
 		store: cfg.Store, models: cfg.Models, cfg: cfg, now: cfg.Now, log: cfg.Logger,
-		tools: map[string]Tool{}, broker: NewBroker(), active: map[string]*driver{},
+		broker: NewBroker(), active: map[string]*driver{},
 	}
+	tb := &toolbox{byName: map[string]Tool{}, sources: map[string][]string{}, defaults: map[string]Rule{}}
 	for _, t := range cfg.Tools {
 		spec := t.Spec()
-		if _, dup := s.tools[spec.Name]; dup {
+		if _, dup := tb.byName[spec.Name]; dup {
 			return nil, Errorf(EINVALID, "core: tool %q registered twice", spec.Name)
 		}
-		s.tools[spec.Name] = t
-		s.specs = append(s.specs, spec)
+		tb.byName[spec.Name] = t
+		tb.specs = append(tb.specs, spec)
 	}
+	s.tb.Store(tb)
 	if h, ok := cfg.Store.(CommitHooker); ok {
 		h.SetCommitHook(func(evs []Event) { s.broker.Publish(evs...) })
 		s.hooked = true
@@ -106,8 +112,8 @@ func (s *Service) Broker() *Broker { return s.broker }
 // Store returns the underlying store.
 func (s *Service) Store() Store { return s.store }
 
-// ToolSpecs lists the registered tools.
-func (s *Service) ToolSpecs() []ToolSpec { return s.specs }
+// ToolSpecs lists the tools runs may call now.
+func (s *Service) ToolSpecs() []ToolSpec { return slices.Clone(s.tb.Load().specs) }
 
 // update commits fn and publishes its events in commit order (through the
 // Store's commit hook when it has one).

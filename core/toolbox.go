@@ -1,0 +1,137 @@
+package core
+
+import (
+	"slices"
+	"strings"
+)
+
+// toolbox is an immutable snapshot of the tools runs may call: the built-in
+// tools under their own names, and each added source's tools under
+// "<source>.<name>", with the source's default approval policy.
+type toolbox struct {
+	byName   map[string]Tool
+	specs    []ToolSpec
+	sources  map[string][]string // source -> its tool names
+	defaults map[string]Rule     // tool name -> its source's default rule
+}
+
+func (b *toolbox) clone() *toolbox {
+	n := &toolbox{
+		byName:   make(map[string]Tool, len(b.byName)),
+		sources:  make(map[string][]string, len(b.sources)),
+		defaults: make(map[string]Rule, len(b.defaults)),
+		specs:    slices.Clone(b.specs),
+	}
+	for k, v := range b.byName {
+		n.byName[k] = v
+	}
+	for k, v := range b.sources {
+		n.sources[k] = v
+	}
+	for k, v := range b.defaults {
+		n.defaults[k] = v
+	}
+	return n
+}
+
+// namedTool presents a source's tool under its namespaced name.
+type namedTool struct {
+	Tool
+	name string
+}
+
+func (t namedTool) Spec() ToolSpec {
+	s := t.Tool.Spec()
+	s.Name = t.name
+	return s
+}
+
+// AddTools makes a source's tools (a plugin's, say) callable by runs as
+// "<source>.<tool>", at once and without a restart. defaults is the
+// source's approval policy for its own tools, keyed by the tools' own
+// names (globs allowed); a run's interrupt_on and the server's default
+// policy take precedence over it. EINVALID for a bad source or tool name or
+// policy, ECONFLICT when the source is already added.
+func (s *Service) AddTools(source string, tools []Tool, defaults Policy) error {
+	if !validSource(source) {
+		return Errorf(EINVALID, "tool source %q: want lowercase letters, digits, dots and dashes", source)
+	}
+	if err := defaults.Validate(); err != nil {
+		return err
+	}
+	s.tbMu.Lock()
+	defer s.tbMu.Unlock()
+	cur := s.tb.Load()
+	if _, dup := cur.sources[source]; dup {
+		return Errorf(ECONFLICT, "tool source %q is already added", source)
+	}
+	next := cur.clone()
+	var names []string
+	for _, t := range tools {
+		own := t.Spec().Name
+		if own == "" || strings.ContainsAny(own, " \t\n") {
+			return Errorf(EINVALID, "tool source %q: bad tool name %q", source, own)
+		}
+		name := source + "." + own
+		if _, dup := next.byName[name]; dup {
+			return Errorf(ECONFLICT, "tool %q is already registered", name)
+		}
+		nt := namedTool{Tool: t, name: name}
+		next.byName[name] = nt
+		next.specs = append(next.specs, nt.Spec())
+		names = append(names, name)
+		if rule, ok := defaults.rule(own); ok {
+			next.defaults[name] = rule
+		}
+	}
+	next.sources[source] = names
+	s.tb.Store(next)
+	return nil
+}
+
+// RemoveTools withdraws a source's tools; runs that call them afterwards get
+// an "unknown tool" result. ENOTFOUND when the source was not added.
+func (s *Service) RemoveTools(source string) error {
+	s.tbMu.Lock()
+	defer s.tbMu.Unlock()
+	cur := s.tb.Load()
+	names, ok := cur.sources[source]
+	if !ok {
+		return Errorf(ENOTFOUND, "tool source %q not found", source)
+	}
+	next := cur.clone()
+	for _, n := range names {
+		delete(next.byName, n)
+		delete(next.defaults, n)
+	}
+	next.specs = slices.DeleteFunc(next.specs, func(sp ToolSpec) bool { return slices.Contains(names, sp.Name) })
+	delete(next.sources, source)
+	s.tb.Store(next)
+	return nil
+}
+
+func validSource(s string) bool {
+	if s == "" || len(s) > 64 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// holds decides whether a call to tool must wait for a decision: the run's
+// policy decides when it has an entry for the tool; otherwise the tool's
+// source default does.
+func (b *toolbox) holds(run Policy, tool string) ([]string, bool) {
+	rule, ok := run.rule(tool)
+	if !ok {
+		rule, ok = b.defaults[tool]
+	}
+	if !ok {
+		return nil, false
+	}
+	return rule.decisions()
+}
