@@ -2,8 +2,6 @@ package plugintest
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -72,30 +70,13 @@ func (bd *build) get(tb testing.TB, name string, env []string, flags ...string) 
 	return bd.path
 }
 
-// pluginDir copies the built entry into a new plugin folder with a
-// manifest for runtime rt and returns the folder and the parsed manifest.
 func pluginDir(tb testing.TB, bin string, rt plugins.Runtime) (string, *plugins.Manifest) {
 	tb.Helper()
 	code, err := os.ReadFile(bin)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	dir := tb.TempDir()
-	entry := filepath.Base(bin)
-	if err := os.WriteFile(filepath.Join(dir, entry), code, 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	sum := sha256.Sum256(code)
-	mf := fmt.Sprintf(`{"apiVersion":"kiln.dev/v1","id":"calc","version":"1.0.0","description":"The calc example plugin.","provides":["toolset"],"runtime":%q,"entry":%q,"sha256":%q}`,
-		rt, entry, hex.EncodeToString(sum[:]))
-	if err := os.WriteFile(filepath.Join(dir, plugins.ManifestFile), []byte(mf), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	m, err := plugins.LoadManifest(dir)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return dir, m
+	return WritePlugin(tb, "calc", rt, filepath.Base(bin), code, "")
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

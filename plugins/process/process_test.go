@@ -5,8 +5,6 @@ package process_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +20,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/process"
 )
 
@@ -77,14 +76,6 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// manifestJSON is a process toolset manifest for the file entry with the
-// given sha256 and permissions (a JSON object).
-func manifestJSON(entry, sum, perms string) string {
-	return fmt.Sprintf(`{"apiVersion":"kiln.dev/v1","id":"test.echo","version":"1.0.0",
-"description":"The echo example plugin.","provides":["toolset"],"runtime":"process",
-"entry":%q,"sha256":%q,"permissions":%s}`, entry, sum, perms)
-}
-
 // pluginDir copies the built example bin into a fresh plugin folder with a
 // manifest declaring perms and the binary's sha256, and returns the folder
 // and the parsed manifest.
@@ -94,23 +85,7 @@ func pluginDir(t testing.TB, bin, perms string) (string, *plugins.Manifest) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "bin", bin), data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(data)
-	mf := manifestJSON("bin/"+bin, hex.EncodeToString(sum[:]), perms)
-	if err := os.WriteFile(filepath.Join(dir, plugins.ManifestFile), []byte(mf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m, err := plugins.LoadManifest(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir, m
+	return plugintest.WritePlugin(t, "test."+bin, plugins.RuntimeProcess, "bin/"+bin, data, perms)
 }
 
 // load starts the echo plugin with perms and closes it when the test ends.

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/plugintest"
 )
 
 // calcWASM is the example plugin sdk/plugin/examples/calc built for
@@ -61,24 +62,7 @@ func buildCalc(tb testing.TB) []byte {
 // JSON into a new folder and returns the folder and the parsed manifest.
 func writePlugin(tb testing.TB, perms string) (string, *plugins.Manifest) {
 	tb.Helper()
-	code := buildCalc(tb)
-	dir := tb.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "calc.wasm"), code, 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	sum := sha256.Sum256(code)
-	if perms == "" {
-		perms = "{}"
-	}
-	manifest := fmt.Sprintf(`{"apiVersion":"kiln.dev/v1","id":"calc","version":"1.0.0","description":"Example calculator","provides":["toolset"],"runtime":"wasm","entry":"calc.wasm","sha256":%q,"permissions":%s}`, hex.EncodeToString(sum[:]), perms)
-	if err := os.WriteFile(filepath.Join(dir, plugins.ManifestFile), []byte(manifest), 0o644); err != nil {
-		tb.Fatal(err)
-	}
-	m, err := plugins.LoadManifest(dir)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return dir, m
+	return plugintest.WritePlugin(tb, "calc", plugins.RuntimeWASM, "calc.wasm", buildCalc(tb), perms)
 }
 
 // sharedCache is the compilation cache of the tests that do not test the
