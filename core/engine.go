@@ -851,7 +851,7 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 					payload, _ := json.Marshal(call)
 					r.s.broker.Publish(Event{OwnerID: r.run.OwnerID, ThreadID: r.run.ThreadID, RunID: r.run.ID, Type: EventToolStarted, Payload: payload, Time: r.s.now()})
 				}
-				out, err := tool.Call(ctx, call.Args)
+				out, err := tool.Call(r.withProgress(ctx, call), call.Args)
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}

@@ -783,3 +783,39 @@ func TestAddAndRemoveTools(t *testing.T) {
 		t.Errorf("results after removal %q", last)
 	}
 }
+
+func TestToolProgress(t *testing.T) {
+	progress := fakeTool{spec: core.ToolSpec{Name: "slow", Idempotent: true}, fn: func(ctx context.Context, _ json.RawMessage) (string, error) {
+		core.ReportProgress(ctx, json.RawMessage(`{"done":1,"of":2}`))
+		core.ReportProgress(ctx, json.RawMessage(`not json`))
+		return "ok", nil
+	}}
+	e := newEnv(t, listModel{[]core.ModelResponse{calls(call("a", "slow", `{}`))}})
+	svc := e.service(func(c *core.Config) { c.Tools = append(c.Tools, progress) })
+	th := e.thread(svc)
+	sub := svc.Subscribe(owner, th.ID)
+	defer sub.Close()
+	r := start(t, svc, th.ID, core.RunRequest{})
+	waitRun(t, svc, r.ID, core.RunSucceeded)
+	var got []string
+	timeout := time.After(5 * time.Second)
+	for done := false; !done; {
+		select {
+		case ev := <-sub.C:
+			if ev.Type == core.EventToolProgress {
+				if ev.Seq != 0 || ev.RunID != r.ID {
+					t.Errorf("progress event %+v: want ephemeral, of run %s", ev, r.ID)
+				}
+				got = append(got, string(ev.Payload))
+			}
+			done = ev.Type == core.EventRunFinished
+		case <-timeout:
+			t.Fatal("events did not arrive")
+		}
+	}
+	want := `{"tool_call_id":"a","tool":"slow","progress":{"done":1,"of":2}}`
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("progress events %q, want [%s] (invalid JSON dropped)", got, want)
+	}
+	core.ReportProgress(context.Background(), json.RawMessage(`{}`)) // outside a call: a no-op
+}

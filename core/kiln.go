@@ -336,6 +336,7 @@ const (
 	EventMessage          = "message"
 	EventMessageDelta     = "message.delta"
 	EventToolStarted      = "tool.started"
+	EventToolProgress     = "tool.progress" // ephemeral: {"tool_call_id", "tool", "progress"}
 	EventInterruptCreated = "interrupt.created"
 	EventInterruptDecided = "interrupt.decided"
 	EventThreadRead       = "thread.read"
