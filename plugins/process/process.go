@@ -69,6 +69,9 @@ type Options struct {
 	MaxRestartsPerMinute int
 	// Now is the clock of the restart budget; nil means time.Now.
 	Now func() time.Time
+	// Args are the command-line arguments of the entry. Built-in plugins
+	// use them: the kiln binary is their entry, re-executed as a plugin.
+	Args []string
 }
 
 func (o Options) withDefaults() Options {
@@ -245,16 +248,15 @@ func (p *Plugin) environ() []string {
 	return env
 }
 
-// start verifies the entry, starts a process and asks it for its tools.
-// Errors wrap plugins.ErrChecksumMismatch or plugins.ErrTransport.
+// start checks the entry, starts a process and asks it for its tools.
+// The entry's sha256 is checked by go-plugin (SecureConfig) just before
+// exec, once per start. Errors wrap plugins.ErrChecksumMismatch or
+// plugins.ErrTransport.
 func (p *Plugin) start(ctx context.Context) (*instance, *toolsetpb.DescribeResponse, error) {
-	if err := p.m.VerifyEntry(p.dir); err != nil {
-		if errors.Is(err, plugins.ErrChecksumMismatch) {
-			return nil, nil, fmt.Errorf("refusing to start: %w", err)
-		}
+	if err := p.checkEntry(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", plugins.ErrTransport, err)
 	}
-	cmd := exec.Command(p.entry)
+	cmd := exec.Command(p.entry, p.opts.Args...)
 	cmd.Dir = p.dir
 	cmd.Env = p.environ()
 	client := goplugin.NewClient(&goplugin.ClientConfig{
@@ -277,6 +279,24 @@ func (p *Plugin) start(ctx context.Context) (*instance, *toolsetpb.DescribeRespo
 		return nil, nil, fmt.Errorf("%w: start %q: %w", plugins.ErrTransport, p.m.Entry, err)
 	}
 	return inst, desc, nil
+}
+
+// checkEntry makes sure the entry is a regular file inside the plugin
+// folder (a symlink may not lead out of it).
+func (p *Plugin) checkEntry() error {
+	root, err := os.OpenRoot(p.dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	fi, err := root.Stat(p.m.Entry)
+	if err != nil {
+		return fmt.Errorf("entry: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("entry %q is not a regular file", p.m.Entry)
+	}
+	return nil
 }
 
 // connect completes the handshake and Describe on a new client.
