@@ -88,3 +88,17 @@ func FuzzDecodeFolderInput(f *testing.F) {
 func FuzzDecodeFolderPatch(f *testing.F) {
 	fuzzDecoder(f, parseFolderPatch, `{}`, `{"name":"n"}`, `{"position":0}`, `{"position":9223372036854775808}`)
 }
+
+func FuzzDecodeInstallRequest(f *testing.F) {
+	fuzzDecoder(f, parseInstallRequest,
+		`{"path":"/srv/plugins/weather","consent":true}`,
+		`{"path":"/p","consent":true,"sha256":"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef","disabled":true}`,
+		`{"path":"/p","consent":false,"sha256":""}`, `{"path":"/p","sha256":"ABC"}`, `{"path":"rel/dir","consent":true}`,
+		`{"path":""}`, `{"consent":true}`, `{"path":"/p","consent":"yes"}`, `{"path":"/p","force":true}`,
+		`{"path":"/p\u0000x","consent":true}`, `{"path":"/\u00e9\ud83d\ude00"}`, `{"path":null}`,
+	)
+}
+
+func FuzzDecodePreviewRequest(f *testing.F) {
+	fuzzDecoder(f, parsePreviewRequest, `{"path":"/srv/plugins/weather"}`, `{"path":"."}`, `{"path":1}`, `{}`, `{"path":"/p","x":1}`)
+}

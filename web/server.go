@@ -35,6 +35,11 @@ type Options struct {
 	// StartedAt is when the server started, for the status uptime; zero
 	// means the time New is called.
 	StartedAt time.Time
+	// Plugins is the plugin registry behind the /api/v1/plugins routes.
+	// When nil (an untyped nil: a nil *registry.Registry is not), those
+	// routes exist but answer 404 "plugins are not available on this
+	// server".
+	Plugins Plugins
 }
 
 // defaultHeartbeat is the event stream heartbeat when Options sets none.
@@ -123,6 +128,7 @@ func (s *server) apiRoutes(r chi.Router) {
 	r.Delete("/folders/{id}", s.api(s.deleteFolder))
 
 	r.Get("/tools", s.api(s.tools))
+	s.pluginRoutes(r)
 	r.Get("/status", s.api(s.status))
 	r.Get("/events", s.allEvents)
 }
