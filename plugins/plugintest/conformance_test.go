@@ -7,9 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/kilnhq/kiln/plugins"
@@ -19,11 +16,9 @@ import (
 	"github.com/kilnhq/kiln/sdk/plugin/examples/calc/calctools"
 )
 
-const calcPkg = "github.com/kilnhq/kiln/sdk/plugin/examples/calc"
-
-// tmpDir holds the calc builds and the WASM compilation cache of this test
-// binary; TestMain removes it.
-var tmpDir string
+// cacheDir is the WASM compilation cache of this test binary; TestMain
+// removes it.
+var cacheDir string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "kiln-plugintest-*")
@@ -31,52 +26,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	tmpDir = dir
+	cacheDir = dir
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// build is one build of calc, made at most once per test binary.
-type build struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-var (
-	calcWASM   build // GOOS=wasip1 GOARCH=wasm -buildmode=c-shared
-	calcNative build // the host's GOOS and GOARCH
-)
-
-// get builds calc into tmpDir/name with the extra flags and environment on
-// first use and returns the file's path.
-func (bd *build) get(tb testing.TB, name string, env []string, flags ...string) string {
-	tb.Helper()
-	bd.once.Do(func() {
-		out := filepath.Join(tmpDir, name)
-		args := append(append([]string{"build"}, flags...), "-o", out, calcPkg)
-		cmd := exec.Command("go", args...)
-		cmd.Env = append(os.Environ(), env...)
-		if b, err := cmd.CombinedOutput(); err != nil {
-			bd.err = fmt.Errorf("go %v: %v\n%s", args, err, b)
-			return
-		}
-		bd.path = out
-	})
-	if bd.err != nil {
-		tb.Fatal(bd.err)
-	}
-	return bd.path
-}
-
-func pluginDir(tb testing.TB, bin string, rt plugins.Runtime) (string, *plugins.Manifest) {
-	tb.Helper()
-	code, err := os.ReadFile(bin)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return WritePlugin(tb, "calc", rt, filepath.Base(bin), code, "")
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -90,9 +43,8 @@ func loadBuiltin(testing.TB) plugins.Toolset {
 // when tb ends.
 func loadWASM(tb testing.TB) plugins.Toolset {
 	tb.Helper()
-	bin := calcWASM.get(tb, "calc.wasm", []string{"GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0"}, "-buildmode=c-shared")
-	dir, m := pluginDir(tb, bin, plugins.RuntimeWASM)
-	h, err := wasm.New(wasm.Config{CacheDir: filepath.Join(tmpDir, "wasm-cache"), Logger: quiet})
+	dir, m := CalcPlugin(tb, "calc", plugins.RuntimeWASM, "")
+	h, err := wasm.New(wasm.Config{CacheDir: cacheDir, Logger: quiet})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -109,8 +61,7 @@ func loadWASM(tb testing.TB) plugins.Toolset {
 // closed when tb ends.
 func loadProcess(tb testing.TB) plugins.Toolset {
 	tb.Helper()
-	bin := calcNative.get(tb, "calc", nil)
-	dir, m := pluginDir(tb, bin, plugins.RuntimeProcess)
+	dir, m := CalcPlugin(tb, "calc", plugins.RuntimeProcess, "")
 	ts, err := process.Load(context.Background(), dir, m, process.Options{Logger: quiet})
 	if err != nil {
 		tb.Fatal(err)
