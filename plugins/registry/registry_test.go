@@ -1,0 +1,417 @@
+package registry_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/inproc"
+	"github.com/kilnhq/kiln/plugins/plugintest"
+	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/registry"
+	"github.com/kilnhq/kiln/plugins/wasm"
+	"github.com/kilnhq/kiln/sdk/plugin/examples/calc/calctools"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// toolHost records the tools the registry adds, like core.Service does.
+type toolHost struct {
+	mu       sync.Mutex
+	tools    map[string][]core.Tool
+	defaults map[string]core.Policy
+}
+
+func (h *toolHost) AddTools(source string, tools []core.Tool, defaults core.Policy) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, dup := h.tools[source]; dup {
+		return core.Errorf(core.ECONFLICT, "source %q is already added", source)
+	}
+	h.tools[source], h.defaults[source] = tools, defaults
+	return nil
+}
+
+func (h *toolHost) RemoveTools(source string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.tools[source]; !ok {
+		return core.Errorf(core.ENOTFOUND, "source %q not found", source)
+	}
+	delete(h.tools, source)
+	return nil
+}
+
+// call runs source's tool through what the registry registered.
+func (h *toolHost) call(t *testing.T, source, tool, args string) (string, error) {
+	t.Helper()
+	h.mu.Lock()
+	tools, ok := h.tools[source]
+	h.mu.Unlock()
+	if !ok {
+		t.Fatalf("source %q is not registered", source)
+	}
+	for _, tl := range tools {
+		if tl.Spec().Name == tool {
+			return tl.Call(context.Background(), json.RawMessage(args))
+		}
+	}
+	t.Fatalf("%s has no tool %q", source, tool)
+	return "", nil
+}
+
+func (h *toolHost) has(source string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.tools[source]
+	return ok
+}
+
+type env struct {
+	data string
+	host *toolHost
+	wasm *wasm.Host
+	bi   []registry.Builtin
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	h, err := wasm.New(wasm.Config{CacheDir: filepath.Join(t.TempDir(), "cache"), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	return &env{data: t.TempDir(), host: &toolHost{tools: map[string][]core.Tool{}, defaults: map[string]core.Policy{}}, wasm: h}
+}
+
+func (e *env) open(t *testing.T) *registry.Registry {
+	t.Helper()
+	r, err := registry.Open(context.Background(), registry.Config{
+		Root: filepath.Join(e.data, "plugins"), DataRoot: filepath.Join(e.data, "plugin-data"),
+		Tools: e.host, WASM: e.wasm, Process: process.Options{Logger: quiet}, Builtins: e.bi, Logger: quiet,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// reopen closes r as a server shutting down would and opens the registry
+// again with a fresh tool host.
+func (e *env) reopen(t *testing.T, r *registry.Registry) *registry.Registry {
+	t.Helper()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.host = &toolHost{tools: map[string][]core.Tool{}, defaults: map[string]core.Policy{}}
+	return e.open(t)
+}
+
+func install(t *testing.T, r *registry.Registry, dir string) registry.Info {
+	t.Helper()
+	in, err := r.Install(context.Background(), registry.InstallRequest{Path: dir, Consent: true})
+	if err != nil {
+		t.Fatalf("install %s: %v", dir, err)
+	}
+	return in
+}
+
+func wantCode(t *testing.T, what string, err error, code, text string) {
+	t.Helper()
+	if core.ErrorCode(err) != code || !strings.Contains(err.Error(), text) {
+		t.Errorf("%s: error %v; want %s mentioning %q", what, err, code, text)
+	}
+}
+
+func TestLifecycle(t *testing.T) {
+	for _, rt := range []plugins.Runtime{plugins.RuntimeProcess, plugins.RuntimeWASM} {
+		t.Run(string(rt), func(t *testing.T) {
+			e := newEnv(t)
+			r := e.open(t)
+			ctx := context.Background()
+			perms := `{"network":["api.example.com"],"timeout_ms":5000}`
+			if rt == plugins.RuntimeWASM {
+				perms = `{"network":["api.example.com"],"memory_mib":128}`
+			}
+			src, m := plugintest.CalcPlugin(t, "calc", rt, perms)
+
+			p, err := r.Preview(ctx, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.ID != "calc" || p.SHA256 != m.SHA256 || !slices.Equal(p.Permissions, m.ConsentSummary()) || p.Installed != "" {
+				t.Errorf("preview %+v", p)
+			}
+			if !slices.ContainsFunc(p.Permissions, func(l string) bool { return strings.Contains(l, "api.example.com") }) {
+				t.Errorf("preview permissions %q do not show the network host", p.Permissions)
+			}
+
+			_, err = r.Install(ctx, registry.InstallRequest{Path: src})
+			wantCode(t, "install without consent", err, core.EINVALID, "needs consent")
+			if _, err := os.Stat(filepath.Join(e.data, "plugins", "calc")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a refused install left %v", err)
+			}
+
+			in, err := r.Install(ctx, registry.InstallRequest{Path: src, Consent: true, SHA256: m.SHA256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if in.Status != registry.StatusEnabled || !in.Enabled || in.Runtime != rt || in.Dir != filepath.Join(e.data, "plugins", "calc", "1.0.0") ||
+				!slices.Contains(in.Tools, "calc.add") || in.InstalledAt.IsZero() || !slices.Equal(in.Permissions, m.ConsentSummary()) {
+				t.Errorf("installed %+v", in)
+			}
+			if out, err := e.host.call(t, "calc", "add", `{"a":1,"b":2}`); err != nil || out != "3" {
+				t.Errorf("calc.add = %q, %v", out, err)
+			}
+
+			in, err = r.Disable(ctx, "calc")
+			if err != nil || in.Status != registry.StatusDisabled || len(in.Tools) != 0 || e.host.has("calc") {
+				t.Errorf("disable: %+v, %v (tools registered: %v)", in, err, e.host.has("calc"))
+			}
+			if in, err = r.Disable(ctx, "calc"); err != nil || in.Status != registry.StatusDisabled {
+				t.Errorf("disable twice: %+v, %v", in, err)
+			}
+			in, err = r.Enable(ctx, "calc")
+			if err != nil || in.Status != registry.StatusEnabled || !e.host.has("calc") {
+				t.Errorf("enable: %+v, %v", in, err)
+			}
+			if out, err := e.host.call(t, "calc", "add", `{"a":2,"b":2}`); err != nil || out != "4" {
+				t.Errorf("calc.add after enable = %q, %v", out, err)
+			}
+
+			// The choice and the plugin survive a restart.
+			r = e.reopen(t, r)
+			if in, err := r.Get(ctx, "calc"); err != nil || in.Status != registry.StatusEnabled || !e.host.has("calc") {
+				t.Errorf("after reopen: %+v, %v", in, err)
+			}
+
+			if err := r.Remove(ctx, "calc"); err != nil {
+				t.Fatal(err)
+			}
+			if e.host.has("calc") {
+				t.Error("tools stay registered after rm")
+			}
+			for _, dir := range []string{filepath.Join(e.data, "plugins", "calc"), filepath.Join(e.data, "plugin-data", "calc")} {
+				if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s after rm: %v", dir, err)
+				}
+			}
+			_, err = r.Get(ctx, "calc")
+			wantCode(t, "get after rm", err, core.ENOTFOUND, "not installed")
+			wantCode(t, "rm twice", r.Remove(ctx, "calc"), core.ENOTFOUND, "not installed")
+		})
+	}
+}
+
+func TestInstallRefusals(t *testing.T) {
+	e := newEnv(t)
+	e.bi = []registry.Builtin{{Manifest: builtinManifest(t, "util"), Load: func(context.Context) (plugins.Toolset, error) { return inproc.New(calctools.Toolset()), nil }}}
+	r := e.open(t)
+	ctx := context.Background()
+	src, m := plugintest.CalcPlugin(t, "calc", plugins.RuntimeProcess, "")
+
+	tampered, _ := plugintest.CalcPlugin(t, "calc", plugins.RuntimeProcess, "")
+	if err := os.WriteFile(filepath.Join(tampered, "calc"), []byte("#!/bin/sh\necho pwned\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	badManifest := t.TempDir()
+	os.WriteFile(filepath.Join(badManifest, plugins.ManifestFile), []byte(`{"apiVersion":"kiln.dev/v1","id":"Calc","version":"1.2"}`), 0o644)
+	escape, _ := plugintest.CalcPlugin(t, "calc", plugins.RuntimeProcess, "")
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("secret"), 0o600)
+	if err := os.Symlink(secret, filepath.Join(escape, "leak")); err != nil {
+		t.Fatal(err)
+	}
+	util, _ := plugintest.CalcPlugin(t, "util", plugins.RuntimeProcess, "")
+	notDir := filepath.Join(src, "calc")
+
+	for _, c := range []struct {
+		name string
+		req  registry.InstallRequest
+		code string
+		text string
+	}{
+		{"relative path", registry.InstallRequest{Path: "calc", Consent: true}, core.EINVALID, "must be absolute"},
+		{"missing folder", registry.InstallRequest{Path: filepath.Join(src, "nope"), Consent: true}, core.EINVALID, "no such file"},
+		{"a file", registry.InstallRequest{Path: notDir, Consent: true}, core.EINVALID, "not a folder"},
+		{"wrong sha256", registry.InstallRequest{Path: tampered, Consent: true}, core.EINVALID, "sha256 mismatch"},
+		{"bad manifest", registry.InstallRequest{Path: badManifest, Consent: true}, core.EINVALID, `version: "1.2" is not semver`},
+		{"symlink out of the folder", registry.InstallRequest{Path: escape, Consent: true}, core.EINVALID, "leak"},
+		{"previewed other bytes", registry.InstallRequest{Path: src, Consent: true, SHA256: strings.Repeat("0", 64)}, core.ECONFLICT, "changed since it was previewed"},
+		{"a built-in's id", registry.InstallRequest{Path: util, Consent: true}, core.ECONFLICT, "built in"},
+	} {
+		_, err := r.Install(ctx, c.req)
+		wantCode(t, c.name, err, c.code, c.text)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(e.data, "plugins")); slices.ContainsFunc(ents, func(d os.DirEntry) bool { return d.IsDir() }) {
+		t.Errorf("refused installs left %v", ents)
+	}
+	if _, err := r.Preview(ctx, tampered); core.ErrorCode(err) != core.EINVALID {
+		t.Errorf("preview of a tampered plugin: %v", err)
+	}
+
+	install(t, r, src)
+	_, err := r.Install(ctx, registry.InstallRequest{Path: src, Consent: true})
+	wantCode(t, "same version twice", err, core.ECONFLICT, "already installed")
+	if p, err := r.Preview(ctx, src); err != nil || p.Installed != m.Version {
+		t.Errorf("preview of an installed plugin: %+v, %v", p, err)
+	}
+}
+
+// TestTamperedAfterInstall: a process plugin whose binary changed after
+// install is refused at start, reported failed, and the other plugins and
+// the registry keep working; editing the manifest's permissions on disk is
+// caught at the next start.
+func TestTamperedAfterInstall(t *testing.T) {
+	e := newEnv(t)
+	r := e.open(t)
+	ctx := context.Background()
+	src, _ := plugintest.CalcPlugin(t, "calc", plugins.RuntimeProcess, "")
+	other, _ := plugintest.CalcPlugin(t, "other", plugins.RuntimeProcess, "")
+	in := install(t, r, src)
+	install(t, r, other)
+	if _, err := r.Disable(ctx, "calc"); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(in.Dir, "calc")
+	if err := os.WriteFile(bin, append(plugintest.BuildCalc(t, plugins.RuntimeProcess), 0), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	in, err := r.Enable(ctx, "calc")
+	wantCode(t, "enable a tampered binary", err, core.EUNAVAIL, "sha256 mismatch")
+	if in.Status != registry.StatusFailed || !strings.Contains(in.Error, "sha256 mismatch") || e.host.has("calc") {
+		t.Errorf("tampered plugin: %+v", in)
+	}
+	if out, err := e.host.call(t, "other", "add", `{"a":1,"b":1}`); err != nil || out != "2" {
+		t.Errorf("the other plugin after a refused start: %q, %v", out, err)
+	}
+
+	// Widening the permissions in the installed manifest: the registry
+	// notices the consent no longer covers them.
+	mf := filepath.Join(e.data, "plugins", "other", "1.0.0", plugins.ManifestFile)
+	var raw map[string]any
+	data, _ := os.ReadFile(mf)
+	json.Unmarshal(data, &raw)
+	raw["permissions"] = map[string]any{"env": []string{"AWS_SECRET_ACCESS_KEY"}}
+	data, _ = json.Marshal(raw)
+	os.WriteFile(mf, data, 0o644)
+	r = e.reopen(t, r)
+	got, err := r.Get(ctx, "other")
+	if err != nil || got.Status != registry.StatusFailed || !strings.Contains(got.Error, "permissions changed") || e.host.has("other") {
+		t.Errorf("plugin with widened permissions: %+v, %v", got, err)
+	}
+}
+
+func TestBrokenManifestAtOpen(t *testing.T) {
+	e := newEnv(t)
+	r := e.open(t)
+	src, _ := plugintest.CalcPlugin(t, "calc", plugins.RuntimeWASM, "")
+	in := install(t, r, src)
+	os.WriteFile(filepath.Join(in.Dir, plugins.ManifestFile), []byte(`{"id":`), 0o644)
+	r = e.reopen(t, r)
+	list := r.List(context.Background())
+	if len(list) != 1 || list[0].Status != registry.StatusFailed || !strings.Contains(list[0].Error, "invalid plugin manifest") {
+		t.Errorf("list with a broken manifest: %+v", list)
+	}
+	if err := r.Remove(context.Background(), "calc"); err != nil {
+		t.Errorf("rm of a broken plugin: %v", err)
+	}
+}
+
+func TestCorruptRecord(t *testing.T) {
+	e := newEnv(t)
+	os.MkdirAll(filepath.Join(e.data, "plugins"), 0o700)
+	os.WriteFile(filepath.Join(e.data, "plugins", "registry.json"), []byte("{"), 0o600)
+	_, err := registry.Open(context.Background(), registry.Config{Root: filepath.Join(e.data, "plugins"), DataRoot: e.data, Tools: e.host})
+	if err == nil || !strings.Contains(err.Error(), "registry.json") {
+		t.Errorf("open with a corrupt record: %v", err)
+	}
+}
+
+func TestUpgrade(t *testing.T) {
+	e := newEnv(t)
+	r := e.open(t)
+	v1, _ := plugintest.CalcPlugin(t, "calc", plugins.RuntimeWASM, "")
+	old := install(t, r, v1)
+	v2, _ := plugintest.CalcPlugin(t, "calc", plugins.RuntimeWASM, `{"timeout_ms":1000}`)
+	mf := filepath.Join(v2, plugins.ManifestFile)
+	data, _ := os.ReadFile(mf)
+	os.WriteFile(mf, []byte(strings.Replace(string(data), `"version":"1.0.0"`, `"version":"1.1.0"`, 1)), 0o644)
+	in := install(t, r, v2)
+	if in.Version != "1.1.0" || in.Status != registry.StatusEnabled || !strings.Contains(strings.Join(in.Permissions, "\n"), "1 second") {
+		t.Errorf("upgraded: %+v", in)
+	}
+	if _, err := os.Stat(old.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("old version's folder after upgrade: %v", err)
+	}
+	if out, err := e.host.call(t, "calc", "add", `{"a":1,"b":2}`); err != nil || out != "3" {
+		t.Errorf("calc.add after upgrade = %q, %v", out, err)
+	}
+}
+
+func builtinManifest(t *testing.T, id string) *plugins.Manifest {
+	t.Helper()
+	m, err := plugins.ParseManifest([]byte(`{"apiVersion":"kiln.dev/v1","id":"` + id + `","version":"1.0.0","description":"Built in.",
+		"provides":["toolset"],"runtime":"process","entry":"kiln","sha256":"` + strings.Repeat("a", 64) + `","interruptOn":{"echo":true}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestBuiltins(t *testing.T) {
+	e := newEnv(t)
+	load := func(context.Context) (plugins.Toolset, error) { return inproc.New(calctools.Toolset()), nil }
+	e.bi = []registry.Builtin{
+		{Manifest: builtinManifest(t, "on"), Load: load},
+		{Manifest: builtinManifest(t, "off"), Load: load, Disabled: true},
+		{Manifest: builtinManifest(t, "broken"), Load: func(context.Context) (plugins.Toolset, error) { return nil, errors.New("no such thing") }},
+	}
+	r := e.open(t)
+	ctx := context.Background()
+	status := func() map[string]registry.Status {
+		out := map[string]registry.Status{}
+		for _, in := range r.List(ctx) {
+			if !in.Builtin {
+				t.Errorf("%s is not marked built in", in.ID)
+			}
+			out[in.ID] = in.Status
+		}
+		return out
+	}
+	want := map[string]registry.Status{"on": registry.StatusEnabled, "off": registry.StatusDisabled, "broken": registry.StatusFailed}
+	if got := status(); !maps.Equal(got, want) {
+		t.Errorf("built-ins %v, want %v", got, want)
+	}
+	if !e.host.has("on") || e.host.has("off") || e.host.defaults["on"]["echo"].Interrupt != true {
+		t.Errorf("registered %v with defaults %v", e.host.tools, e.host.defaults)
+	}
+	wantCode(t, "rm a built-in", r.Remove(ctx, "on"), core.EINVALID, "built in")
+	if _, err := r.Disable(ctx, "on"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Enable(ctx, "off"); err != nil {
+		t.Fatal(err)
+	}
+	r = e.reopen(t, r)
+	want = map[string]registry.Status{"on": registry.StatusDisabled, "off": registry.StatusEnabled, "broken": registry.StatusFailed}
+	if got := status(); !maps.Equal(got, want) {
+		t.Errorf("built-ins after reopen %v, want %v", got, want)
+	}
+	in, err := r.Get(ctx, "broken")
+	if err != nil || in.Error != "no such thing" || in.Description != "Built in." || len(in.Permissions) == 0 {
+		t.Errorf("broken built-in %+v, %v", in, err)
+	}
+}
