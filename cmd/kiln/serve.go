@@ -25,6 +25,9 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/plugins/builtin"
+	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/registry"
+	"github.com/kilnhq/kiln/plugins/wasm"
 	"github.com/kilnhq/kiln/web"
 )
 
@@ -60,7 +63,8 @@ Configuration (flags beat environment variables):
 
   --addr, KILN_ADDR          listen address (default ` + defaultAddr + `)
   --data, KILN_DATA_ROOT     data directory (default ~/.kiln); the database
-                             is <data>/kiln.db, tool files go to <data>/scratch
+                             is <data>/kiln.db, tool files go to <data>/scratch,
+                             plugins live in <data>/plugins (kiln plugin --help)
   KILN_MODEL                 default model (default ` + defaultModel + `)
   KILN_API_TOKEN             bearer token required by every /api request
   KILN_ALLOWED_ORIGINS       comma-separated browser origins allowed to call
@@ -240,6 +244,13 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return fmt.Errorf("create service: %w", err)
 	}
+	// Plugins load before the engine starts, so runs resumed after a
+	// restart find their tools; they stop after it.
+	reg, closePlugins, err := openPlugins(ctx, cfg, svc, log)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, closePlugins()) }()
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 		defer cancel()
@@ -254,13 +265,49 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	return serveHTTP(ctx, ln, newHTTPServer(svc, cfg, log, version), log, cfg)
+	return serveHTTP(ctx, ln, newHTTPServer(svc, reg, cfg, log, version), log, cfg)
+}
+
+// openPlugins opens the plugin registry in <data>/plugins with the
+// built-in plugins and a WASM host whose compiled code is cached in
+// <data>/cache/wasm, and loads the enabled plugins. The returned function
+// stops them.
+func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, log *slog.Logger) (*registry.Registry, func() error, error) {
+	builtins, err := registryBuiltins(log)
+	if err != nil {
+		return nil, nil, err
+	}
+	host, err := wasm.New(wasm.Config{CacheDir: filepath.Join(cfg.DataRoot, "cache", "wasm"), Logger: log})
+	if err != nil {
+		return nil, nil, fmt.Errorf("start the WASM host: %w", err)
+	}
+	reg, err := registry.Open(ctx, registry.Config{
+		Root:     filepath.Join(cfg.DataRoot, "plugins"),
+		DataRoot: filepath.Join(cfg.DataRoot, "plugin-data"),
+		Tools:    svc,
+		WASM:     host,
+		Process:  process.Options{Logger: log},
+		Builtins: builtins,
+		Logger:   log,
+	})
+	if err != nil {
+		host.Close(context.WithoutCancel(ctx))
+		return nil, nil, fmt.Errorf("open plugins: %w", err)
+	}
+	for _, p := range reg.List(ctx) {
+		if p.Status == registry.StatusFailed {
+			log.Warn("plugin failed", "plugin", p.ID, "reason", p.Error)
+		}
+	}
+	return reg, func() error {
+		return errors.Join(reg.Close(), host.Close(context.Background()))
+	}, nil
 }
 
 // newHTTPServer returns the http.Server of the API. Its BaseContext is
 // cancelled when Shutdown starts, which ends the event streams that would
 // otherwise keep Shutdown waiting.
-func newHTTPServer(svc *core.Service, cfg serveConfig, log *slog.Logger, version string) *http.Server {
+func newHTTPServer(svc *core.Service, reg *registry.Registry, cfg serveConfig, log *slog.Logger, version string) *http.Server {
 	if version == "" {
 		version = "dev"
 	}
@@ -269,7 +316,7 @@ func newHTTPServer(svc *core.Service, cfg serveConfig, log *slog.Logger, version
 		Handler: web.New(svc, web.Options{
 			Token: cfg.Token, AllowedOrigins: cfg.AllowedOrigins, Loopback: cfg.Loopback,
 			Version: version, DataRoot: cfg.DataRoot, DefaultModel: cfg.Model, Logger: log,
-			StartedAt: time.Now(),
+			StartedAt: time.Now(), Plugins: reg,
 		}),
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: 10 * time.Second,
