@@ -221,6 +221,18 @@ func hostFSRead(ptr unsafe.Pointer, n uint32) int64
 //go:wasmimport kiln fs_write
 func hostFSWrite(ptr unsafe.Pointer, n uint32) int64
 
+//go:wasmimport kiln kv_get
+func hostKVGet(ptr unsafe.Pointer, n uint32) int64
+
+//go:wasmimport kiln kv_put
+func hostKVPut(ptr unsafe.Pointer, n uint32) int64
+
+//go:wasmimport kiln kv_delete
+func hostKVDelete(ptr unsafe.Pointer, n uint32) int64
+
+//go:wasmimport kiln kv_list
+func hostKVList(ptr unsafe.Pointer, n uint32) int64
+
 //go:wasmimport kiln result_take
 func hostResultTake(ptr unsafe.Pointer, n uint32) int32
 
@@ -319,6 +331,64 @@ func WriteFile(path string, data []byte) error {
 		Path string `json:"path"`
 		Data []byte `json:"data"`
 	}{path, data}, nil)
+}
+
+// KVGet returns the value of key in the plugin's own key/value namespace,
+// or found false when there is none. Keys are 1 to 512 bytes of UTF-8
+// without NUL; the host refuses others. It fails when the host gave the
+// plugin no key/value store.
+func KVGet(key string) (value []byte, found bool, err error) {
+	var out struct {
+		Found bool   `json:"found"`
+		Value []byte `json:"value"`
+	}
+	if err := hostCall(hostKVGet, map[string]string{"key": key}, &out); err != nil {
+		return nil, false, err
+	}
+	if !out.Found {
+		return nil, false, nil
+	}
+	if out.Value == nil {
+		out.Value = []byte{}
+	}
+	return out.Value, true, nil
+}
+
+// KVPut sets key to value in the plugin's key/value namespace. The host
+// refuses a bad key, a value over 1 MiB, and a put that would take the
+// namespace over its quota (64 MiB of keys and values, 100,000 keys).
+// The value is stored when KVPut returns.
+func KVPut(key string, value []byte) error {
+	return hostCall(hostKVPut, struct {
+		Key   string `json:"key"`
+		Value []byte `json:"value"`
+	}{key, value}, nil)
+}
+
+// KVDelete removes key from the plugin's key/value namespace; a missing
+// key is not an error.
+func KVDelete(key string) error {
+	return hostCall(hostKVDelete, map[string]string{"key": key}, nil)
+}
+
+// KVList returns the keys of the plugin's key/value namespace that start
+// with prefix ("" for all) and sort after after ("" to start at the
+// beginning), in byte order, at most limit of them (limit <= 0 or over
+// 1000 means 1000). A page shorter than limit is the last; pass the last
+// key of a page as after to get the next.
+func KVList(prefix, after string, limit int) ([]string, error) {
+	var out struct {
+		Keys []string `json:"keys"`
+	}
+	err := hostCall(hostKVList, struct {
+		Prefix string `json:"prefix,omitempty"`
+		After  string `json:"after,omitempty"`
+		Limit  int    `json:"limit,omitempty"`
+	}{prefix, after, limit}, &out)
+	if err != nil {
+		return nil, err
+	}
+	return out.Keys, nil
 }
 
 // Log writes msg to the host's log at level.
