@@ -60,6 +60,11 @@ type LoadOptions struct {
 	// called synchronously, during the tool call, and must not call into
 	// the same Toolset. nil drops the events.
 	Emit func(ctx context.Context, event json.RawMessage)
+	// KV is the plugin's own key/value namespace, behind the kv_* host
+	// functions (KVNamespace adapts a core.KVStore). It is called during
+	// tool calls, under their deadline. nil gives the plugin none: the
+	// kv_* calls fail with "kv is not available".
+	KV KV
 }
 
 // Host loads and runs WASM plugins. It is safe for concurrent use. Close
@@ -220,6 +225,7 @@ func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts L
 		timeout:  time.Duration(timeout) * time.Millisecond,
 		logger:   logger.With("plugin", m.ID),
 		emit:     opts.Emit,
+		kv:       opts.KV,
 		now:      h.cfg.Now,
 	}
 	ts.client = newHTTPClient(m.Permissions)

@@ -37,6 +37,7 @@ type toolset struct {
 	timeout  time.Duration
 	logger   *slog.Logger
 	emit     func(context.Context, json.RawMessage)
+	kv       KV // or nil
 	now      func() time.Time
 	client   *http.Client
 	data     *os.Root            // "data:/", or nil

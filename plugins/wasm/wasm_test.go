@@ -132,7 +132,7 @@ func TestToolsAndAdd(t *testing.T) {
 			t.Errorf("add spec = %+v", s)
 		}
 	}
-	if got := strings.Join(names, ","); got != "add,echo,fetch,readfile,note,spin,hog" {
+	if got := strings.Join(names, ","); got != "add,echo,fetch,readfile,note,spin,hog,counter" {
 		t.Errorf("tools = %s", got)
 	}
 	got, err := call(t, ts, "add", `{"a":1.5,"b":2}`)

@@ -2,20 +2,22 @@
 // (sdk/plugin/examples/calc) as a value, so the same author code can be
 // served by a WASM module, a plugin process, or run in-process
 // (plugins.InProcess) and checked by plugins/plugintest. It builds for
-// GOOS=wasip1 (fetch, readfile and note go through the host) and natively
-// (fetch uses net/http directly; readfile and note are WASM-only).
+// GOOS=wasip1 (fetch, readfile, note and counter go through the host) and
+// natively (fetch uses net/http directly; readfile, note and counter are
+// WASM-only).
 package calctools
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/kilnhq/kiln/sdk/plugin"
 )
 
-// Toolset returns calc's tools: add, echo, fetch, readfile, note, spin and
-// hog, in that order. Each call returns a new value; the handlers share no
+// Toolset returns calc's tools: add, echo, fetch, readfile, note, spin, hog
+// and counter, in that order. Each call returns a new value; the handlers share no
 // state, so they are safe for concurrent calls.
 func Toolset() plugin.Toolset {
 	return plugin.Toolset{Tools: []plugin.Tool{
@@ -69,6 +71,12 @@ func Toolset() plugin.Toolset {
 			Description: "Allocate and touch mib MiB of memory (tests the memory cap).",
 			Schema:      json.RawMessage(`{"type":"object","properties":{"mib":{"type":"integer"}},"required":["mib"]}`),
 			Handler:     hog,
+		},
+		{
+			Name:        "counter",
+			Description: "Add 1 to a counter kept in the plugin's key/value store (key, default \"counter\") and return its new value.",
+			Schema:      json.RawMessage(`{"type":"object","properties":{"key":{"type":"string"}}}`),
+			Handler:     counter,
 		},
 	}}
 }
@@ -140,4 +148,30 @@ func hog(_ context.Context, args json.RawMessage) (string, error) {
 		hoard = append(hoard, b)
 	}
 	return fmt.Sprintf("allocated %d MiB", len(hoard)), nil
+}
+
+func counter(_ context.Context, args json.RawMessage) (string, error) {
+	in := struct{ Key *string }{}
+	if err := json.Unmarshal(args, &in); err != nil {
+		return "", fmt.Errorf("bad arguments: %w", err)
+	}
+	key := "counter"
+	if in.Key != nil {
+		key = *in.Key // may be invalid: the host is the judge
+	}
+	n := 0
+	v, ok, err := plugin.KVGet(key)
+	if err != nil {
+		return "", err
+	}
+	if ok {
+		if n, err = strconv.Atoi(string(v)); err != nil {
+			return "", fmt.Errorf("counter %q holds %q, not a number", key, v)
+		}
+	}
+	n++
+	if err := plugin.KVPut(key, []byte(strconv.Itoa(n))); err != nil {
+		return "", err
+	}
+	return strconv.Itoa(n), nil
 }

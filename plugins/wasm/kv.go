@@ -1,0 +1,199 @@
+package wasm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/kilnhq/kiln/core"
+)
+
+// KV is one plugin's key/value namespace, behind the kv_get, kv_put,
+// kv_delete and kv_list host functions. The caller has already chosen the
+// namespace (KVNamespace gives a plugin the one of its ID). Keys and
+// values follow core's rules (core.CheckKVKey, core.MaxKVValue); the host
+// checks them before calling, and an implementation reports its own
+// failures as *core.Error where it can: their messages are shown to the
+// plugin, other errors are logged and reported as a storage failure.
+type KV interface {
+	// Get returns the value of key, or found false (and a nil error)
+	// when there is none.
+	Get(ctx context.Context, key string) (value []byte, found bool, err error)
+	// Put sets key to value.
+	Put(ctx context.Context, key string, value []byte) error
+	// Delete removes key; a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+	// List returns up to limit keys that start with prefix and sort after
+	// after, in byte order (see core.KVStore.KVList).
+	List(ctx context.Context, prefix, after string, limit int) ([]string, error)
+}
+
+// KVNamespace returns the namespace ns of s as a KV.
+func KVNamespace(s core.KVStore, ns string) KV { return kvNamespace{s, ns} }
+
+type kvNamespace struct {
+	s  core.KVStore
+	ns string
+}
+
+func (k kvNamespace) Get(ctx context.Context, key string) ([]byte, bool, error) {
+	return k.s.KVGet(ctx, k.ns, key)
+}
+
+func (k kvNamespace) Put(ctx context.Context, key string, value []byte) error {
+	return k.s.KVPut(ctx, k.ns, key, value)
+}
+
+func (k kvNamespace) Delete(ctx context.Context, key string) error {
+	return k.s.KVDelete(ctx, k.ns, key)
+}
+
+func (k kvNamespace) List(ctx context.Context, prefix, after string, limit int) ([]string, error) {
+	return k.s.KVList(ctx, k.ns, prefix, after, limit)
+}
+
+// errNoKV is the failure of every kv_* call of a plugin loaded without
+// LoadOptions.KV.
+var errNoKV = errors.New("kv is not available: the host gave this plugin no key/value store")
+
+// kvStore returns the plugin's KV, or errNoKV.
+func (in *instance) kvStore(fn string) (KV, error) {
+	if in.ts.kv == nil {
+		return nil, fmt.Errorf("%s: %w", fn, errNoKV)
+	}
+	return in.ts.kv, nil
+}
+
+// kvFailure turns a KV error into the message the guest sees: a coded
+// error's message, the context's error, or (logged in full) a generic
+// storage failure.
+func (in *instance) kvFailure(ctx context.Context, fn, key string, err error) error {
+	if len(key) > 64 {
+		key = strings.ToValidUTF8(key[:64], "") + "…"
+	}
+	var ce *core.Error
+	switch {
+	case errors.As(err, &ce) && ce.Code != core.EINTERNAL:
+		return fmt.Errorf("%s %q: %s", fn, key, ce.Message)
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s %q: %w", fn, key, ctx.Err())
+	}
+	in.ts.logger.Warn("kv call failed", "fn", fn, "key", key, "error", err)
+	return fmt.Errorf("%s %q: the key/value store failed", fn, key)
+}
+
+// kvGet serves kv_get: {"key"} -> {"found": true, "value": base64} or
+// {"found": false}.
+func (in *instance) kvGet(ctx context.Context, data []byte) (any, error) {
+	var req struct {
+		Key string `json:"key"`
+	}
+	if err := decodeStrict(data, &req); err != nil {
+		return nil, fmt.Errorf("kv_get: %w", err)
+	}
+	kv, err := in.kvStore("kv_get")
+	if err != nil {
+		return nil, err
+	}
+	if err := core.CheckKVKey(req.Key); err != nil {
+		return nil, in.kvFailure(ctx, "kv_get", req.Key, err)
+	}
+	v, ok, err := kv.Get(ctx, req.Key)
+	if err != nil {
+		return nil, in.kvFailure(ctx, "kv_get", req.Key, err)
+	}
+	if !ok {
+		return struct {
+			Found bool `json:"found"`
+		}{false}, nil
+	}
+	if v == nil {
+		v = []byte{} // "" rather than null
+	}
+	return struct {
+		Found bool   `json:"found"`
+		Value []byte `json:"value"`
+	}{true, v}, nil
+}
+
+// kvPut serves kv_put: {"key", "value": base64} -> {}.
+func (in *instance) kvPut(ctx context.Context, data []byte) (any, error) {
+	var req struct {
+		Key   string `json:"key"`
+		Value []byte `json:"value"`
+	}
+	if err := decodeStrict(data, &req); err != nil {
+		return nil, fmt.Errorf("kv_put: %w", err)
+	}
+	kv, err := in.kvStore("kv_put")
+	if err != nil {
+		return nil, err
+	}
+	if err := core.CheckKVKey(req.Key); err != nil {
+		return nil, in.kvFailure(ctx, "kv_put", req.Key, err)
+	}
+	if err := core.CheckKVValue(req.Value); err != nil {
+		return nil, in.kvFailure(ctx, "kv_put", req.Key, err)
+	}
+	if err := kv.Put(ctx, req.Key, req.Value); err != nil {
+		return nil, in.kvFailure(ctx, "kv_put", req.Key, err)
+	}
+	return struct{}{}, nil
+}
+
+// kvDelete serves kv_delete: {"key"} -> {}.
+func (in *instance) kvDelete(ctx context.Context, data []byte) (any, error) {
+	var req struct {
+		Key string `json:"key"`
+	}
+	if err := decodeStrict(data, &req); err != nil {
+		return nil, fmt.Errorf("kv_delete: %w", err)
+	}
+	kv, err := in.kvStore("kv_delete")
+	if err != nil {
+		return nil, err
+	}
+	if err := core.CheckKVKey(req.Key); err != nil {
+		return nil, in.kvFailure(ctx, "kv_delete", req.Key, err)
+	}
+	if err := kv.Delete(ctx, req.Key); err != nil {
+		return nil, in.kvFailure(ctx, "kv_delete", req.Key, err)
+	}
+	return struct{}{}, nil
+}
+
+// kvList serves kv_list: {"prefix", "after", "limit"} -> {"keys": [...]}.
+func (in *instance) kvList(ctx context.Context, data []byte) (any, error) {
+	var req struct {
+		Prefix string `json:"prefix"`
+		After  string `json:"after"`
+		Limit  int    `json:"limit"`
+	}
+	if err := decodeStrict(data, &req); err != nil {
+		return nil, fmt.Errorf("kv_list: %w", err)
+	}
+	kv, err := in.kvStore("kv_list")
+	if err != nil {
+		return nil, err
+	}
+	if err := core.CheckKVPrefix(req.Prefix); err != nil {
+		return nil, in.kvFailure(ctx, "kv_list", req.Prefix, err)
+	}
+	if req.Limit <= 0 || req.Limit > core.MaxKVList {
+		req.Limit = core.MaxKVList
+	}
+	keys, err := kv.List(ctx, req.Prefix, req.After, req.Limit)
+	if err != nil {
+		return nil, in.kvFailure(ctx, "kv_list", req.Prefix, err)
+	}
+	if len(keys) > req.Limit {
+		keys = keys[:req.Limit]
+	}
+	if keys == nil {
+		keys = []string{}
+	}
+	return struct {
+		Keys []string `json:"keys"`
+	}{keys}, nil
+}
