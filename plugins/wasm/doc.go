@@ -8,9 +8,11 @@
 // no preopened folders, no environment, no arguments, empty stdin; stdout
 // and stderr go to the plugin's logger. The guest reaches the world only
 // through the kiln host functions (log, http_request, fs_read, fs_write,
-// clock_now, random, emit), and each checks the manifest's Permissions
-// before acting. WASI's clocks and random source are the real ones: time
-// and randomness are not permissions.
+// kv_get, kv_put, kv_delete, kv_list, clock_now, random, emit); http and
+// fs check the manifest's Permissions before acting, and kv reaches only
+// the plugin's own key/value namespace (LoadOptions.KV), which needs no
+// permission. WASI's clocks and random source are the real ones: time and
+// randomness are not permissions.
 //
 // Limits: memory_mib caps the guest's linear memory. wazero applies a
 // memory limit per Runtime, so a Host keeps one Runtime per distinct
