@@ -18,13 +18,26 @@ UI_SRC     := $(shell find $(UI)/src 2>/dev/null) $(wildcard $(UI)/package.json 
 # npm, when it is installed and web/ui has its build (package.json, build.mjs)
 HAVE_NPM   := $(and $(wildcard $(UI)/package.json),$(wildcard $(UI)/build.mjs),$(shell command -v $(NPM) 2>/dev/null))
 
-.PHONY: all build run ui ui-check deps test test-short bench fuzz vet clean
+.PHONY: all build examples run ui ui-check deps test test-short bench fuzz vet clean
 
 all: build
 
-## build: the kiln binary (server + CLI, with the web UI) into bin/
+## build: the kiln binary (server + CLI, with the web UI) and the example plugins into bin/
 build: ui
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kiln ./cmd/kiln
+	@$(MAKE) --no-print-directory examples
+
+## examples: the calc example plugin in both runtimes, as folders `kiln plugin install` takes:
+## bin/plugins/calc-wasm (WASM module) and bin/plugins/calc (process)
+EXAMPLE := sdk/plugin/examples/calc
+examples:
+	@mkdir -p $(BIN)/plugins/calc-wasm $(BIN)/plugins/calc
+	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -buildmode=c-shared -o $(BIN)/plugins/calc-wasm/calc.wasm ./$(EXAMPLE)
+	$(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/plugins/calc/calc ./$(EXAMPLE)
+	cp $(EXAMPLE)/kiln-plugin.wasm.json $(BIN)/plugins/calc-wasm/kiln-plugin.json
+	cp $(EXAMPLE)/kiln-plugin.process.json $(BIN)/plugins/calc/kiln-plugin.json
+	$(BIN)/kiln plugin checksum --write $(BIN)/plugins/calc-wasm
+	$(BIN)/kiln plugin checksum --write $(BIN)/plugins/calc
 
 ## run: build and serve on 127.0.0.1 with the embedded defaults (~/.kiln, demo model)
 run: build

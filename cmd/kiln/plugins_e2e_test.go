@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/plugintest"
+	"github.com/kilnhq/kiln/sdk/client"
+)
+
+// examplePlugin lays out the calc example for rt under id, with the
+// plugin's default interruptOn holding its note tool.
+func examplePlugin(t *testing.T, id string, rt plugins.Runtime) string {
+	t.Helper()
+	dir, _ := plugintest.CalcPlugin(t, id, rt, `{"filesystem":[{"path":"data:/","read":true,"write":true}]}`)
+	mf := filepath.Join(dir, plugins.ManifestFile)
+	var raw map[string]any
+	data, err := os.ReadFile(mf)
+	if err == nil {
+		err = json.Unmarshal(data, &raw)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw["interruptOn"] = map[string]any{"note": true}
+	data, _ = json.Marshal(raw)
+	if err := os.WriteFile(mf, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// runScript runs a scripted model on a new thread until it stops, and
+// returns the run and the thread's tool results by tool name.
+func runScript(t *testing.T, c *client.Client, script string, decide func(*core.Interrupt) core.Decision) (*core.Run, map[string]*core.Message) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	th, err := c.CreateThread(ctx, core.ThreadInput{Title: "plugins"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.StartRun(ctx, th.ID, core.RunRequest{Input: core.RunInput{Text: script}, Model: "scripted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if r, err = c.WaitRun(ctx, r.ID); err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != core.RunInterrupted || decide == nil {
+			break
+		}
+		its, err := c.ListInterrupts(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range its {
+			if it.Status == core.InterruptOpen {
+				if _, err := c.Decide(ctx, it.ID, decide(it)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	msgs, err := c.Messages(ctx, th.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := map[string]*core.Message{}
+	for _, m := range msgs {
+		if m.Role == core.RoleTool {
+			results[m.Name] = m
+		}
+	}
+	return r, results
+}
+
+// TestPluginsEndToEnd drives a real kiln serve: the built-in util plugin,
+// a WASM and a process plugin installed, called by runs (with the plugin's
+// default approval), disabled and enabled without a restart, a process
+// plugin killed with SIGKILL and a binary tampered with after install, and
+// a restart that keeps it all.
+func TestPluginsEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs kiln serve")
+	}
+	addr, data := procAddr(t), t.TempDir()
+	srv := startProc(t, addr, data)
+	c := srv.client()
+	ctx := context.Background()
+
+	// The built-in plugin works offline, out of the box.
+	list, err := c.Plugins(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].ID != "util" || !list[0].Builtin || list[0].Status != client.PluginEnabled {
+		t.Fatalf("plugins of a fresh server: %+v", list)
+	}
+	r, res := runScript(t, c, "tool util.calc {\"expression\": \"(1 + 2) / 4\"}\ntext ok", nil)
+	if r.Status != core.RunSucceeded || res["util.calc"] == nil || res["util.calc"].Text != "0.75" {
+		t.Fatalf("util.calc: run %s, results %+v", r.Status, res)
+	}
+
+	// Install a WASM plugin through the CLI, as a user would.
+	useServer(t, "http://"+addr)
+	wasmDir := examplePlugin(t, "calc", plugins.RuntimeWASM)
+	if out := kiln(t, "plugin", "install", wasmDir, "--yes"); out.code != 0 || !strings.Contains(out.stdout, "calc") {
+		t.Fatalf("kiln plugin install: %+v", out)
+	}
+	procDir := examplePlugin(t, "calcp", plugins.RuntimeProcess)
+	p, err := c.PreviewPlugin(ctx, procDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.InstallPlugin(ctx, client.InstallPluginRequest{Path: procDir, Consent: true, SHA256: p.SHA256}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Runs call the namespaced tools; the plugin's interruptOn holds note.
+	script := "tool calc.add {\"a\": 2, \"b\": 3}\ntool calc.note {\"text\": \"from a run\"}\ntool calcp.add {\"a\": 1, \"b\": 1}\ntext done"
+	held := 0
+	r, res = runScript(t, c, script, func(it *core.Interrupt) core.Decision {
+		if it.Tool == "calc.note" {
+			held++
+		}
+		return core.Decision{Decision: core.DecisionApprove}
+	})
+	if r.Status != core.RunSucceeded || held != 1 || res["calc.add"].Text != "5" || res["calcp.add"].Text != "2" || res["calc.note"].IsError {
+		t.Fatalf("plugin tools in a run: %s, held %d, results %+v", r.Status, held, res)
+	}
+	if note, err := os.ReadFile(filepath.Join(data, "plugin-data", "calc", "note.txt")); err != nil || !strings.Contains(string(note), "from a run") {
+		t.Errorf("note in the plugin's data folder: %q, %v", note, err)
+	}
+
+	// Disable: the tools are gone at once; enable: back, no restart.
+	if _, err := c.DisablePlugin(ctx, "calc"); err != nil {
+		t.Fatal(err)
+	}
+	_, res = runScript(t, c, "tool calc.add {\"a\": 1, \"b\": 1}\ntext done", nil)
+	if m := res["calc.add"]; m == nil || !m.IsError || !strings.Contains(m.Text, "unknown tool") {
+		t.Errorf("calc.add while disabled: %+v", m)
+	}
+	if _, err := c.EnablePlugin(ctx, "calc"); err != nil {
+		t.Fatal(err)
+	}
+	if _, res = runScript(t, c, "tool calc.add {\"a\": 1, \"b\": 1}\ntext done", nil); res["calc.add"].Text != "2" {
+		t.Errorf("calc.add after enable: %+v", res["calc.add"])
+	}
+
+	// SIGKILL the process plugin: it is restarted and the next call works.
+	info, err := c.Plugin(ctx, "calcp")
+	if err != nil || info.PID == 0 {
+		t.Fatalf("calcp: %+v, %v", info, err)
+	}
+	if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if _, res = runScript(t, c, "tool calcp.add {\"a\": 20, \"b\": 22}\ntext done", nil); res["calcp.add"].Text != "42" {
+		t.Errorf("calcp.add after SIGKILL: %+v", res["calcp.add"])
+	}
+	if info, _ = c.Plugin(ctx, "calcp"); info.Restarts != 1 || info.Status != client.PluginEnabled {
+		t.Errorf("calcp after the restart: %+v", info)
+	}
+
+	// A binary changed after install is refused at its next start, and
+	// the server stays healthy.
+	if _, err := c.DisablePlugin(ctx, "calcp"); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(data, "plugins", "calcp", "1.0.0", "calc")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho tampered\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.EnablePlugin(ctx, "calcp")
+	var apiErr *client.Error
+	if err == nil || !strings.Contains(err.Error(), "sha256 mismatch") {
+		t.Errorf("enabling a tampered plugin: %v", err)
+	} else if errors.As(err, &apiErr) && apiErr.Status != 503 {
+		t.Errorf("enabling a tampered plugin: status %d, want 503", apiErr.Status)
+	}
+	if err := c.Health(ctx); err != nil {
+		t.Errorf("health after a refused plugin: %v", err)
+	}
+
+	// After a restart: calc and util still enabled, calcp reported failed.
+	srv.kill()
+	srv = startProc(t, addr, data)
+	c = srv.client()
+	list, err = c.Plugins(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, p := range list {
+		got[p.ID] = string(p.Status)
+		if p.Status == client.PluginFailed && !strings.Contains(p.Error, "sha256 mismatch") {
+			t.Errorf("%s failed for %q, want the sha256 mismatch", p.ID, p.Error)
+		}
+	}
+	if want := map[string]string{"util": "enabled", "calc": "enabled", "calcp": "failed"}; !maps.Equal(got, want) {
+		t.Errorf("plugins after restart %v, want %v", got, want)
+	}
+	tools, err := c.Tools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, len(tools))
+	for i, tl := range tools {
+		names[i] = tl.Name
+	}
+	if !slices.Contains(names, "calc.add") || slices.Contains(names, "calcp.add") {
+		t.Errorf("tools after restart: %v", names)
+	}
+}
