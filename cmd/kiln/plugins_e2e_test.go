@@ -130,7 +130,7 @@ func TestPluginsEndToEnd(t *testing.T) {
 	}
 
 	// Runs call the namespaced tools; the plugin's interruptOn holds note.
-	script := "tool calc.add {\"a\": 2, \"b\": 3}\ntool calc.note {\"text\": \"from a run\"}\ntool calcp.add {\"a\": 1, \"b\": 1}\ntext done"
+	script := "tool calc.add {\"a\": 2, \"b\": 3}\ntool calc.counter {}\ntool calc.note {\"text\": \"from a run\"}\ntool calcp.add {\"a\": 1, \"b\": 1}\ntext done"
 	held := 0
 	r, res = runScript(t, c, script, func(it *core.Interrupt) core.Decision {
 		if it.Tool == "calc.note" {
@@ -138,7 +138,7 @@ func TestPluginsEndToEnd(t *testing.T) {
 		}
 		return core.Decision{Decision: core.DecisionApprove}
 	})
-	if r.Status != core.RunSucceeded || held != 1 || res["calc.add"].Text != "5" || res["calcp.add"].Text != "2" || res["calc.note"].IsError {
+	if r.Status != core.RunSucceeded || held != 1 || res["calc.add"].Text != "5" || res["calcp.add"].Text != "2" || res["calc.note"].IsError || res["calc.counter"].Text != "1" {
 		t.Fatalf("plugin tools in a run: %s, held %d, results %+v", r.Status, held, res)
 	}
 	if note, err := os.ReadFile(filepath.Join(data, "plugin-data", "calc", "note.txt")); err != nil || !strings.Contains(string(note), "from a run") {
@@ -223,5 +223,20 @@ func TestPluginsEndToEnd(t *testing.T) {
 	}
 	if !slices.Contains(names, "calc.add") || slices.Contains(names, "calcp.add") {
 		t.Errorf("tools after restart: %v", names)
+	}
+
+	// The plugin's kv namespace is in the store: it survives the restart,
+	// and rm drops it with the plugin.
+	if _, res = runScript(t, c, "tool calc.counter {}\ntext done", nil); res["calc.counter"].Text != "2" {
+		t.Errorf("calc.counter after restart: %+v", res["calc.counter"])
+	}
+	if err := c.RemovePlugin(ctx, "calc"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.InstallPlugin(ctx, client.InstallPluginRequest{Path: wasmDir, Consent: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, res = runScript(t, c, "tool calc.counter {}\ntext done", nil); res["calc.counter"].Text != "1" {
+		t.Errorf("calc.counter after rm and install: %+v", res["calc.counter"])
 	}
 }

@@ -246,7 +246,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	}
 	// Plugins load before the engine starts, so runs resumed after a
 	// restart find their tools; they stop after it.
-	reg, closePlugins, err := openPlugins(ctx, cfg, svc, log)
+	reg, closePlugins, err := openPlugins(ctx, cfg, svc, store, log)
 	if err != nil {
 		return err
 	}
@@ -269,10 +269,11 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 }
 
 // openPlugins opens the plugin registry in <data>/plugins with the
-// built-in plugins and a WASM host whose compiled code is cached in
-// <data>/cache/wasm, and loads the enabled plugins. The returned function
+// built-in plugins, a WASM host whose compiled code is cached in
+// <data>/cache/wasm and the plugins' kv namespaces in the store, and loads
+// the enabled plugins. The returned function
 // stops them.
-func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, log *slog.Logger) (*registry.Registry, func() error, error) {
+func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv core.KVStore, log *slog.Logger) (*registry.Registry, func() error, error) {
 	builtins, err := registryBuiltins(log)
 	if err != nil {
 		return nil, nil, err
@@ -286,6 +287,7 @@ func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, log *s
 		DataRoot: filepath.Join(cfg.DataRoot, "plugin-data"),
 		Tools:    svc,
 		WASM:     host,
+		KV:       kv,
 		Process:  process.Options{Logger: log},
 		Builtins: builtins,
 		Logger:   log,

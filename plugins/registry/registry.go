@@ -67,6 +67,9 @@ type Config struct {
 	Tools ToolHost
 	// WASM loads wasm plugins; nil refuses them.
 	WASM *wasm.Host
+	// KV holds each WASM plugin's key/value namespace, named by its ID;
+	// nil leaves the kv host functions unavailable.
+	KV core.KVStore
 	// Process configures the process host.
 	Process process.Options
 	// Builtins are the plugins shipped inside the binary.
@@ -281,11 +284,11 @@ func (r *Registry) load(ctx context.Context, e *entry) (plugins.Toolset, []strin
 		if err := os.MkdirAll(data, 0o700); err != nil {
 			return nil, nil, fmt.Errorf("create data folder: %w", err)
 		}
-		ts, err = r.cfg.WASM.Load(ctx, e.dir, m, wasm.LoadOptions{
-			DataDir: data,
-			Logger:  r.log.With("plugin", e.id),
-			Emit:    core.ReportProgress,
-		})
+		opts := wasm.LoadOptions{DataDir: data, Logger: r.log.With("plugin", e.id), Emit: core.ReportProgress}
+		if r.cfg.KV != nil {
+			opts.KV = wasm.KVNamespace(r.cfg.KV, e.id)
+		}
+		ts, err = r.cfg.WASM.Load(ctx, e.dir, m, opts)
 	case m.Runtime == plugins.RuntimeProcess:
 		ts, err = process.Load(ctx, e.dir, m, r.cfg.Process)
 	default:
@@ -481,9 +484,10 @@ func (r *Registry) Disable(ctx context.Context, id string) (Info, error) {
 	return r.Get(ctx, id)
 }
 
-// Remove disables a plugin and deletes it with its data folder. Built-ins
-// cannot be removed (EINVALID): disable them instead.
-func (r *Registry) Remove(_ context.Context, id string) error {
+// Remove disables a plugin and deletes it with its data: its data folder
+// and its kv namespace. Built-ins cannot be removed (EINVALID): disable
+// them instead.
+func (r *Registry) Remove(ctx context.Context, id string) error {
 	r.op.Lock()
 	defer r.op.Unlock()
 	r.mu.Lock()
@@ -504,10 +508,14 @@ func (r *Registry) Remove(_ context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return errors.Join(
+	errs := []error{
 		os.RemoveAll(filepath.Join(r.cfg.Root, id)),
 		os.RemoveAll(filepath.Join(r.cfg.DataRoot, id)),
-	)
+	}
+	if r.cfg.KV != nil {
+		errs = append(errs, r.cfg.KV.KVDropNamespace(ctx, id))
+	}
+	return errors.Join(errs...)
 }
 
 // Close stops every loaded plugin (their tools stay registered with the
