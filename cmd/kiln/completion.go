@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -90,4 +91,34 @@ func (a *app) completeInterrupts(cmd *cobra.Command, _ []string, _ string) ([]st
 		}
 		return out, nil
 	})
+}
+
+// completePlugins completes a plugin ID, described by its version and
+// status.
+func (a *app) completePlugins(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+	return a.completeFrom(cmd, func(ctx context.Context, c *client.Client) ([]string, error) {
+		ps, err := c.Plugins(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.ID+"\t"+p.Version+" "+string(p.Status))
+		}
+		return out, nil
+	})
+}
+
+// completePluginsOrDirs completes a plugin ID or, once the word looks like
+// a path, a folder.
+func (a *app) completePluginsOrDirs(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if strings.ContainsAny(toComplete, `/\`) || strings.HasPrefix(toComplete, ".") || strings.HasPrefix(toComplete, "~") {
+		return completeDirs(cmd, args, toComplete)
+	}
+	return a.completePlugins(cmd, args, toComplete)
+}
+
+// completeDirs completes a folder name.
+func completeDirs(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return nil, cobra.ShellCompDirectiveFilterDirs
 }

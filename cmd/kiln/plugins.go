@@ -1,0 +1,720 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/sdk/client"
+)
+
+func newPluginCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "plugin",
+		Aliases: []string{"plugins"},
+		Short:   "Install, inspect, enable and remove plugins",
+		Long: `Plugins add tools, model providers and sandbox runtimes to the server. A
+plugin is a folder with a kiln-plugin.json manifest that says what the
+plugin is and which permissions it needs. Installing shows those
+permissions and asks for your consent; the plugin loads at once, no restart.
+
+PATH arguments name a folder on the server's machine: the server reads it
+there. 'kiln plugin checksum' runs locally and needs no server.`,
+		Example: `  kiln plugin install ./weather
+  kiln plugin ls
+  kiln plugin inspect weather
+  kiln plugin disable weather
+  kiln plugin checksum ./weather --write`,
+	}
+	parentCmd(cmd)
+	cmd.AddCommand(
+		newPluginListCmd(a), newPluginInspectCmd(a), newPluginInstallCmd(a),
+		newPluginEnableCmd(a, true), newPluginEnableCmd(a, false), newPluginRemoveCmd(a),
+		newPluginChecksumCmd(a),
+	)
+	return cmd
+}
+
+func newPluginListCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List plugins, built-ins included",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ps, err := c.Plugins(cmd.Context())
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if a.jsonOutput() {
+				if ps == nil {
+					ps = []*client.PluginInfo{}
+				}
+				return writeJSON(w, map[string]any{"plugins": ps})
+			}
+			if len(ps) == 0 {
+				fmt.Fprintln(w, "No plugins.")
+				return nil
+			}
+			st := styleFor(w)
+			t := &table{st: st, header: []string{"ID", "VERSION", "RUNTIME", "STATUS", "TOOLS", "BUILTIN"}}
+			for _, p := range ps {
+				builtin := ""
+				if p.Builtin {
+					builtin = "yes"
+				}
+				t.add(p.ID, orDash(p.Version), orDash(p.Runtime), pluginStatus(st, p, 60), strconv.Itoa(len(p.Tools)), builtin)
+			}
+			t.render(w)
+			return nil
+		},
+	}
+}
+
+// pluginStatus colours a plugin's status; a failed one shows why, cut to
+// about n characters.
+func pluginStatus(st style, p *client.PluginInfo, n int) string {
+	switch p.Status {
+	case client.PluginEnabled:
+		return st.green(string(p.Status))
+	case client.PluginDisabled:
+		return st.dim(string(p.Status))
+	case client.PluginFailed:
+		if p.Error == "" {
+			return st.red(string(p.Status))
+		}
+		return st.red(string(p.Status)) + ": " + truncate(p.Error, n)
+	}
+	return orDash(string(p.Status))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newPluginInspectCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "inspect ID|PATH",
+		Short: "Show an installed plugin, or what installing a plugin folder would do",
+		Long: `Show an installed plugin: its status, tools, permissions, approval policy,
+folder, checksum and health.
+
+When the argument is an existing folder it is previewed instead, as
+'kiln plugin install' would show it, without installing anything.`,
+		Args:              needArgs("ID|PATH"),
+		ValidArgsFunction: firstArg(a.completePluginsOrDirs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if fi, err := os.Stat(args[0]); err == nil && fi.IsDir() {
+				abs, err := filepath.Abs(args[0])
+				if err != nil {
+					return err
+				}
+				pv, err := c.PreviewPlugin(cmd.Context(), abs)
+				if err != nil {
+					return err
+				}
+				if a.jsonOutput() {
+					return writeJSON(w, pv)
+				}
+				printPreview(w, styleFor(w), abs, pv)
+				return nil
+			}
+			p, err := c.Plugin(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return writeJSON(w, p)
+			}
+			printPlugin(w, styleFor(w), p)
+			return nil
+		},
+	}
+}
+
+// detail writes one "Name: value" line of a details view.
+func detail(w io.Writer, name, value string) { fmt.Fprintf(w, "%-13s %s\n", name+":", value) }
+
+// detailList writes a heading and its items, indented, or "(none)".
+func detailList(w io.Writer, name string, items []string, bullet string) {
+	if len(items) == 0 {
+		detail(w, name, "(none)")
+		return
+	}
+	fmt.Fprintf(w, "%s:\n", name)
+	for _, it := range items {
+		fmt.Fprintf(w, "  %s%s\n", bullet, it)
+	}
+}
+
+// printPlugin shows an installed plugin's details.
+func printPlugin(w io.Writer, st style, p *client.PluginInfo) {
+	detail(w, "ID", st.bold(p.ID))
+	detail(w, "Version", orDash(p.Version))
+	detail(w, "Status", pluginStatus(st, p, 1000))
+	if p.Builtin {
+		detail(w, "Built in", "yes (can be disabled, not removed)")
+	}
+	detail(w, "Runtime", orDash(p.Runtime))
+	detail(w, "Provides", orDash(strings.Join(p.Provides, ", ")))
+	detail(w, "Description", orDash(p.Description))
+	if p.Dir != "" {
+		detail(w, "Folder", p.Dir)
+	}
+	if p.SHA256 != "" {
+		detail(w, "SHA256", p.SHA256)
+	}
+	if !p.InstalledAt.IsZero() {
+		detail(w, "Installed", fmt.Sprintf("%s (%s)", p.InstalledAt.Local().Format(time.DateTime), ago(p.InstalledAt, time.Now())))
+	}
+	if h := pluginHealth(p); h != "" {
+		detail(w, "Health", h)
+	}
+	detailList(w, "Tools", p.Tools, "")
+	detailList(w, "Permissions", p.Permissions, "- ")
+	detailList(w, "Interrupt on", policyLines(p.InterruptOn), "")
+}
+
+// pluginHealth describes a process plugin's process, or "".
+func pluginHealth(p *client.PluginInfo) string {
+	var parts []string
+	if p.PID != 0 {
+		parts = append(parts, "pid "+strconv.Itoa(p.PID))
+	}
+	if p.Restarts != 0 || p.PID != 0 {
+		parts = append(parts, plural(p.Restarts, "restart"))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// policyLines renders an interruptOn policy, one pattern a line, sorted.
+func policyLines(p core.Policy) []string {
+	pats := make([]string, 0, len(p))
+	for pat := range p {
+		pats = append(pats, pat)
+	}
+	slices.Sort(pats)
+	var out []string
+	for _, pat := range pats {
+		r := p[pat]
+		switch {
+		case !r.Interrupt:
+			out = append(out, pat+": never held")
+		case len(r.AllowedDecisions) == 0:
+			out = append(out, pat+": held for a decision")
+		default:
+			out = append(out, pat+": held for a decision ("+strings.Join(r.AllowedDecisions, ", ")+")")
+		}
+	}
+	return out
+}
+
+// printPreview shows what installing the folder at path would do.
+func printPreview(w io.Writer, st style, path string, pv *client.PluginPreview) {
+	detail(w, "Folder", path)
+	detail(w, "ID", st.bold(pv.ID))
+	version := pv.Version
+	if pv.Installed != "" {
+		version += st.yellow(" (installed: " + pv.Installed + ")")
+	}
+	detail(w, "Version", version)
+	detail(w, "Runtime", orDash(pv.Runtime))
+	detail(w, "Provides", orDash(strings.Join(pv.Provides, ", ")))
+	detail(w, "Description", orDash(pv.Description))
+	detail(w, "SHA256", pv.SHA256)
+	if len(pv.InterruptOn) > 0 {
+		detailList(w, "Interrupt on", policyLines(pv.InterruptOn), "")
+	}
+	fmt.Fprintln(w, "It asks to:")
+	for _, line := range pv.Permissions {
+		fmt.Fprintf(w, "  - %s\n", line)
+	}
+}
+
+// stdinIsTerminal reports whether r, the command's standard input, is a
+// terminal a question can be asked on. Tests replace it.
+var stdinIsTerminal = func(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
+// confirm asks question on w and reads the answer from cmd's standard
+// input: true for y or yes. When standard input is not a terminal it
+// returns an error telling to rerun with --yes.
+func confirm(cmd *cobra.Command, w io.Writer, question, refusal string) (bool, error) {
+	in := cmd.InOrStdin()
+	if !stdinIsTerminal(in) {
+		return false, errors.New(refusal)
+	}
+	fmt.Fprintf(w, "%s [y/N] ", question)
+	answer, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	switch strings.ToLower(strings.TrimSpace(answer)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}
+
+// pluginFailed prints the error of a plugin that is installed or enabled
+// but did not start, with what to do, and returns the exit error.
+func (a *app) pluginFailed(cmd *cobra.Command, id string, err error) error {
+	if !client.IsUnavailable(err) {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "error: %s\n", err)
+	fmt.Fprintf(cmd.ErrOrStderr(), "The plugin is installed but not running. See '%s plugin inspect %s'; once it is fixed, '%s plugin enable %s'.\n",
+		a.kilnCmd(), id, a.kilnCmd(), id)
+	return &exitError{code: exitFailure}
+}
+
+func newPluginInstallCmd(a *app) *cobra.Command {
+	var yes, disabled bool
+	cmd := &cobra.Command{
+		Use:   "install PATH",
+		Short: "Install a plugin folder, after consenting to its permissions",
+		Long: `Install the plugin folder at PATH (on the server's machine; a relative path
+is resolved here first). The plugin's identity and the permissions it asks
+for are shown first and you are asked to consent; --yes consents without
+asking, which is needed when standard input is not a terminal. The consent
+is bound to the previewed files: if the plugin's entry changes before the
+install, the install fails.
+
+The plugin is enabled at once unless --disabled is given. If it fails to
+start the command fails, and the plugin stays installed, listed as failed.`,
+		Example: `  kiln plugin install ./weather
+  kiln plugin install /opt/kiln-plugins/weather --yes`,
+		Args:              needArgs("PATH"),
+		ValidArgsFunction: firstArg(completeDirs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := filepath.Abs(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			pv, err := c.PreviewPlugin(cmd.Context(), path)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			// Human text goes to standard error when standard output is JSON.
+			w := out
+			if a.jsonOutput() {
+				w = cmd.ErrOrStderr()
+			}
+			st := styleFor(w)
+			fmt.Fprintf(w, "Plugin %s %s (%s): %s\n", st.bold(pv.ID), pv.Version, orDash(pv.Runtime), pv.Description)
+			if pv.Installed != "" {
+				fmt.Fprintf(w, "Version %s is installed now.\n", pv.Installed)
+			}
+			if len(pv.InterruptOn) > 0 {
+				fmt.Fprintln(w, "Its tools ask for your approval by default:")
+				for _, line := range policyLines(pv.InterruptOn) {
+					fmt.Fprintf(w, "  %s\n", line)
+				}
+			}
+			fmt.Fprintln(w, "It asks to:")
+			for _, line := range pv.Permissions {
+				fmt.Fprintf(w, "  - %s\n", line)
+			}
+			if !yes {
+				ok, err := confirm(cmd, w, fmt.Sprintf("Install %s %s with these permissions?", pv.ID, pv.Version),
+					fmt.Sprintf("installing %s needs your consent to the permissions above, and standard input is not a terminal to ask on: rerun with --yes to consent", pv.ID))
+				if err != nil {
+					return err
+				}
+				if !ok {
+					fmt.Fprintln(w, "Not installed.")
+					return &exitError{code: exitFailure}
+				}
+			}
+			p, err := c.InstallPlugin(cmd.Context(), client.InstallPluginRequest{Path: path, Consent: true, SHA256: pv.SHA256, Disabled: disabled})
+			if err != nil {
+				return a.pluginFailed(cmd, pv.ID, err)
+			}
+			if a.jsonOutput() {
+				return writeJSON(out, p)
+			}
+			switch {
+			case p.Status == client.PluginDisabled:
+				fmt.Fprintf(out, "Installed %s %s, disabled. Enable it with '%s plugin enable %s'.\n", p.ID, p.Version, a.kilnCmd(), p.ID)
+			default:
+				fmt.Fprintf(out, "Installed %s %s. %s\n", p.ID, p.Version, toolsSentence(p))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "consent to the plugin's permissions without asking")
+	cmd.Flags().BoolVar(&disabled, "disabled", false, "install without enabling")
+	return cmd
+}
+
+// toolsSentence says which tools an enabled plugin made callable.
+func toolsSentence(p *client.PluginInfo) string {
+	if len(p.Tools) == 0 {
+		return "It provides no tools."
+	}
+	return "Its tools are now callable as " + strings.Join(p.Tools, ", ") + "."
+}
+
+func newPluginEnableCmd(a *app, enable bool) *cobra.Command {
+	use, short := "disable ID", "Unload a plugin; it stays installed"
+	if enable {
+		use, short = "enable ID", "Load a plugin and make its tools callable"
+	}
+	return &cobra.Command{
+		Use:               use,
+		Short:             short,
+		Args:              needArgs("ID"),
+		ValidArgsFunction: firstArg(a.completePlugins),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			var p *client.PluginInfo
+			if enable {
+				p, err = c.EnablePlugin(cmd.Context(), args[0])
+			} else {
+				p, err = c.DisablePlugin(cmd.Context(), args[0])
+			}
+			if err != nil {
+				return a.pluginFailed(cmd, args[0], err)
+			}
+			w := cmd.OutOrStdout()
+			if a.jsonOutput() {
+				return writeJSON(w, p)
+			}
+			if enable {
+				fmt.Fprintf(w, "Enabled %s %s. %s\n", p.ID, p.Version, toolsSentence(p))
+			} else {
+				fmt.Fprintf(w, "Disabled %s %s; its tools are not callable until it is enabled again.\n", p.ID, p.Version)
+			}
+			return nil
+		},
+	}
+}
+
+func newPluginRemoveCmd(a *app) *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:     "rm ID",
+		Aliases: []string{"remove", "uninstall"},
+		Short:   "Disable and delete a plugin",
+		Long: `Disable and delete an installed plugin. You are asked to confirm unless
+--yes is given, which is needed when standard input is not a terminal.
+Built-in plugins cannot be removed, only disabled.`,
+		Args:              needArgs("ID"),
+		ValidArgsFunction: firstArg(a.completePlugins),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			p, err := c.Plugin(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if a.jsonOutput() {
+				w = cmd.ErrOrStderr()
+			}
+			if !yes {
+				question := fmt.Sprintf("Remove plugin %s %s?", p.ID, p.Version)
+				if len(p.Tools) > 0 {
+					question = fmt.Sprintf("Remove plugin %s %s and its %s?", p.ID, p.Version, plural(len(p.Tools), "tool"))
+				}
+				ok, err := confirm(cmd, w, question,
+					fmt.Sprintf("removing %s needs confirmation, and standard input is not a terminal to ask on: rerun with --yes", p.ID))
+				if err != nil {
+					return err
+				}
+				if !ok {
+					fmt.Fprintln(w, "Not removed.")
+					return &exitError{code: exitFailure}
+				}
+			}
+			if err := c.RemovePlugin(cmd.Context(), p.ID); err != nil {
+				return err
+			}
+			if !a.jsonOutput() {
+				fmt.Fprintf(w, "Removed plugin %s %s.\n", p.ID, p.Version)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "remove without asking")
+	return cmd
+}
+
+func newPluginChecksumCmd(a *app) *cobra.Command {
+	var write bool
+	cmd := &cobra.Command{
+		Use:   "checksum DIR",
+		Short: "Compute a plugin's entry sha256, and with --write store it in kiln-plugin.json",
+		Long: `Compute the sha256 of the entry file named by DIR/kiln-plugin.json, for
+plugin authors after building the entry. The entry must lie inside DIR.
+This runs locally and needs no server.
+
+With --write the digest is stored in the manifest's "sha256" field (the
+other fields are kept, in order; the file is rewritten with two-space
+indentation) and the manifest is then checked as the server would check
+it; any problems are listed and the command fails.`,
+		Example: `  kiln plugin checksum ./weather
+  kiln plugin checksum ./weather --write`,
+		Args:              needArgs("DIR"),
+		ValidArgsFunction: firstArg(completeDirs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := args[0]
+			sum, entry, current, err := entryChecksum(dir)
+			if err != nil {
+				return err
+			}
+			manifest := filepath.Join(dir, plugins.ManifestFile)
+			w := cmd.OutOrStdout()
+			if write && current != sum {
+				if err := writeManifestSHA256(dir, sum); err != nil {
+					return err
+				}
+			}
+			if write {
+				if _, err := plugins.LoadManifest(dir); err != nil {
+					return fmt.Errorf("the sha256 is written, but the manifest has problems: %w", err)
+				}
+			}
+			if a.jsonOutput() {
+				return writeJSON(w, map[string]any{"manifest": manifest, "entry": entry, "sha256": sum, "written": write && current != sum})
+			}
+			switch {
+			case !write:
+				fmt.Fprintln(w, sum)
+				if current != sum {
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: %s has sha256 %q; rerun with --write to store this one.\n", manifest, current)
+				}
+			case current == sum:
+				fmt.Fprintf(w, "%s already has the sha256 of %s: %s\nThe manifest is valid.\n", manifest, entry, sum)
+			default:
+				fmt.Fprintf(w, "Wrote the sha256 of %s to %s: %s\nThe manifest is valid.\n", entry, manifest, sum)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&write, "write", false, `store the digest in kiln-plugin.json's "sha256" field and check the manifest`)
+	return cmd
+}
+
+// manifestObject is a JSON object's members in the order of the document.
+type manifestObject struct {
+	keys   []string
+	values []json.RawMessage
+}
+
+// readManifestObject reads dir's kiln-plugin.json as a JSON object,
+// without interpreting it beyond that.
+func readManifestObject(root *os.Root) (*manifestObject, error) {
+	fi, err := root.Stat(plugins.ManifestFile)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", plugins.ManifestFile)
+	}
+	if fi.Size() > plugins.MaxManifestSize {
+		return nil, fmt.Errorf("%s is larger than %d KiB", plugins.ManifestFile, plugins.MaxManifestSize>>10)
+	}
+	data, err := root.ReadFile(plugins.ManifestFile)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	notObject := fmt.Errorf("%s is not a JSON object", plugins.ManifestFile)
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, notObject
+	}
+	obj := &manifestObject{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", plugins.ManifestFile, err)
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return nil, notObject
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("%s: field %q: %w", plugins.ManifestFile, key, err)
+		}
+		obj.keys, obj.values = append(obj.keys, key), append(obj.values, v)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("%s: %w", plugins.ManifestFile, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%s: unexpected data after the JSON object", plugins.ManifestFile)
+	}
+	return obj, nil
+}
+
+// str returns the string value of member key, if it is one.
+func (o *manifestObject) str(key string) (string, bool) {
+	i := slices.Index(o.keys, key)
+	if i < 0 {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(o.values[i], &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// set replaces member key's value, or appends the member.
+func (o *manifestObject) set(key string, v json.RawMessage) {
+	if i := slices.Index(o.keys, key); i >= 0 {
+		o.values[i] = v
+		return
+	}
+	o.keys, o.values = append(o.keys, key), append(o.values, v)
+}
+
+// marshal writes the object with two-space indentation and a final newline.
+func (o *manifestObject) marshal() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range o.keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(o.values[i])
+	}
+	b.WriteByte('}')
+	var out bytes.Buffer
+	if err := json.Indent(&out, b.Bytes(), "", "  "); err != nil {
+		return nil, err
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), nil
+}
+
+// entryChecksum returns the sha256 of the entry file of the plugin in
+// dir, the entry's path and the sha256 the manifest states now ("" when
+// it states none). The entry is opened through an os.Root, so that
+// neither ".." nor a symlink can take it outside dir.
+func entryChecksum(dir string) (sum, entry, current string, err error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", "", "", err
+	}
+	defer root.Close()
+	obj, err := readManifestObject(root)
+	if err != nil {
+		return "", "", "", err
+	}
+	entry, ok := obj.str("entry")
+	if !ok || entry == "" {
+		return "", "", "", fmt.Errorf("%s has no \"entry\" string naming the plugin's entry file", filepath.Join(dir, plugins.ManifestFile))
+	}
+	current, _ = obj.str("sha256")
+	f, err := openEntry(root, entry)
+	if err != nil {
+		return "", "", "", fmt.Errorf("entry %q: %w", entry, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", "", "", fmt.Errorf("entry %q: %w", entry, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), entry, current, nil
+}
+
+// openEntry opens the regular file entry (a slash-separated path) inside root.
+func openEntry(root *os.Root, entry string) (*os.File, error) {
+	if strings.ContainsRune(entry, '\\') || filepath.IsAbs(entry) || strings.HasPrefix(entry, "/") {
+		return nil, errors.New("must be a slash-separated path relative to the plugin folder")
+	}
+	name := filepath.FromSlash(entry)
+	fi, err := root.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	return root.Open(name)
+}
+
+// writeManifestSHA256 sets the "sha256" field of dir's manifest, keeping
+// the other fields. The file is replaced atomically and keeps its mode.
+func writeManifestSHA256(dir, sum string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	obj, err := readManifestObject(root)
+	if err != nil {
+		return err
+	}
+	v, _ := json.Marshal(sum)
+	obj.set("sha256", v)
+	data, err := obj.marshal()
+	if err != nil {
+		return err
+	}
+	mode := fs.FileMode(0o644)
+	if fi, err := root.Stat(plugins.ManifestFile); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	tmp := "." + plugins.ManifestFile + ".tmp-" + strconv.Itoa(os.Getpid())
+	if err := root.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	_ = root.Chmod(tmp, mode) // WriteFile's mode is subject to the umask
+	if err := root.Rename(tmp, plugins.ManifestFile); err != nil {
+		_ = root.Remove(tmp)
+		return err
+	}
+	return nil
+}
