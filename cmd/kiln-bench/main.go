@@ -48,6 +48,7 @@ var benches = []bench{
 	{"./plugins/plugintest", "^BenchmarkToolsetCall", "2000x"},
 	{"./plugins/wasm", "^BenchmarkWASMColdStart", "5x"},
 	{"./plugins/process", "^BenchmarkProcessStart", "10x"},
+	{"./plugins/registry", "^BenchmarkEnable", "5x"},
 }
 
 // metrics maps "BenchmarkName/sub unit" to the values of each -count run.
@@ -418,10 +419,13 @@ func main() {
 		{"BenchmarkToolsetCall/builtin", "plugin call, built-in (1 KiB JSON echo)", "", 0},
 		{"BenchmarkToolsetCall/wasm", "plugin call, WASM, deadline enforced", "< 1 ms", 1},
 		{"BenchmarkToolsetCall/process", "plugin call, process (gRPC, mTLS)", "< 0.5 ms", 0.5},
-		{"BenchmarkWASMColdStart/cold-cache", "WASM plugin load + first call, cold cache", "", 0},
-		{"BenchmarkWASMColdStart/warm-cache", "WASM plugin load + first call, warm disk cache", "< 20 ms", 20},
-		{"BenchmarkWASMColdStart/same-host", "WASM plugin load + first call, compiled in this host", "", 0},
-		{"BenchmarkProcessStart", "process plugin start + first call", "< 25 ms", 25},
+		{"BenchmarkEnable/builtin", "plugin enable + first call, built-in", "", 0},
+		{"BenchmarkEnable/wasm-cold-cache", "plugin enable + first call, WASM, cold compile cache", "", 0},
+		{"BenchmarkEnable/wasm-warm-cache", "plugin enable + first call, WASM, warm compile cache", "< 20 ms", 20},
+		{"BenchmarkEnable/process", "plugin enable + first call, process", "< 25 ms", 25},
+		{"BenchmarkWASMColdStart/warm-cache", "  of which WASM host load + first call, warm cache", "", 0},
+		{"BenchmarkWASMColdStart/same-host", "  of which WASM host load + first call, compiled in this host", "", 0},
+		{"BenchmarkProcessStart", "  of which process host start + first call", "", 0},
 	} {
 		v := ms(c.key + " ns/op")
 		add(c.label, v, "ms", c.target, c.limit == 0 || (v >= 0 && v < c.limit))

@@ -54,7 +54,7 @@ func (h *toolHost) RemoveTools(source string) error {
 }
 
 // call runs source's tool through what the registry registered.
-func (h *toolHost) call(t *testing.T, source, tool, args string) (string, error) {
+func (h *toolHost) call(t testing.TB, source, tool, args string) (string, error) {
 	t.Helper()
 	h.mu.Lock()
 	tools, ok := h.tools[source]
@@ -85,7 +85,7 @@ type env struct {
 	bi   []registry.Builtin
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	h, err := wasm.New(wasm.Config{CacheDir: filepath.Join(t.TempDir(), "cache"), Logger: quiet})
 	if err != nil {
@@ -95,7 +95,7 @@ func newEnv(t *testing.T) *env {
 	return &env{data: t.TempDir(), host: &toolHost{tools: map[string][]core.Tool{}, defaults: map[string]core.Policy{}}, wasm: h}
 }
 
-func (e *env) open(t *testing.T) *registry.Registry {
+func (e *env) open(t testing.TB) *registry.Registry {
 	t.Helper()
 	r, err := registry.Open(context.Background(), registry.Config{
 		Root: filepath.Join(e.data, "plugins"), DataRoot: filepath.Join(e.data, "plugin-data"),
@@ -361,7 +361,7 @@ func TestUpgrade(t *testing.T) {
 	}
 }
 
-func builtinManifest(t *testing.T, id string) *plugins.Manifest {
+func builtinManifest(t testing.TB, id string) *plugins.Manifest {
 	t.Helper()
 	m, err := plugins.ParseManifest([]byte(`{"apiVersion":"kiln.dev/v1","id":"` + id + `","version":"1.0.0","description":"Built in.",
 		"provides":["toolset"],"runtime":"process","entry":"kiln","sha256":"` + strings.Repeat("a", 64) + `","interruptOn":{"echo":true}}`))
