@@ -108,7 +108,7 @@ type record struct {
 	Enabled     bool      `json:"enabled"`
 	SHA256      string    `json:"sha256,omitempty"`
 	Permissions []string  `json:"permissions,omitempty"`
-	InstalledAt time.Time `json:"installedAt,omitzero"`
+	InstalledAt time.Time `json:"installed_at,omitzero"`
 }
 
 type state struct {

@@ -37,7 +37,7 @@ type Info struct {
 	// the plugin is enabled.
 	Tools []string `json:"tools"`
 	// InterruptOn is the plugin's default approval policy for its tools.
-	InterruptOn core.Policy `json:"interruptOn,omitempty"`
+	InterruptOn core.Policy `json:"interrupt_on,omitempty"`
 	// Permissions are the lines of the consent prompt the user accepted
 	// (plugins.Manifest.ConsentSummary).
 	Permissions []string `json:"permissions"`
@@ -45,7 +45,7 @@ type Info struct {
 	// Dir is the folder the plugin is loaded from:
 	// <data root>/plugins/<id>/<version> ("" for built-ins).
 	Dir         string    `json:"dir,omitempty"`
-	InstalledAt time.Time `json:"installedAt,omitzero"`
+	InstalledAt time.Time `json:"installed_at,omitzero"`
 	// Restarts and PID report a process plugin's health.
 	Restarts int `json:"restarts,omitempty"`
 	PID      int `json:"pid,omitempty"`
@@ -60,7 +60,7 @@ type Preview struct {
 	Runtime     plugins.Runtime      `json:"runtime"`
 	Provides    []plugins.Capability `json:"provides"`
 	SHA256      string               `json:"sha256"`
-	InterruptOn core.Policy          `json:"interruptOn,omitempty"`
+	InterruptOn core.Policy          `json:"interrupt_on,omitempty"`
 	// Permissions are the consent lines (plugins.Manifest.ConsentSummary).
 	Permissions []string `json:"permissions"`
 	// Installed is the version of this plugin already installed, or "".

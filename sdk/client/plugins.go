@@ -10,8 +10,7 @@ import (
 
 // The plugin types mirror the server's (package plugins/registry) rather
 // than import them, so that the SDK keeps depending on core and the
-// standard library only. Their JSON names follow the plugin manifest
-// (camelCase).
+// standard library only.
 
 // PluginStatus is where an installed plugin is.
 type PluginStatus string
@@ -42,14 +41,14 @@ type PluginInfo struct {
 	// while the plugin is enabled.
 	Tools []string `json:"tools"`
 	// InterruptOn is the plugin's default approval policy for its tools.
-	InterruptOn core.Policy `json:"interruptOn,omitempty"`
+	InterruptOn core.Policy `json:"interrupt_on,omitempty"`
 	// Permissions are the lines of the consent prompt the user accepted.
 	Permissions []string `json:"permissions"`
 	SHA256      string   `json:"sha256"`
 	// Dir is the folder on the server the plugin is loaded from ("" for
 	// built-ins).
 	Dir         string    `json:"dir,omitempty"`
-	InstalledAt time.Time `json:"installedAt,omitzero"`
+	InstalledAt time.Time `json:"installed_at,omitzero"`
 	// Restarts and PID report a process plugin's health.
 	Restarts int `json:"restarts,omitempty"`
 	PID      int `json:"pid,omitempty"`
@@ -65,7 +64,7 @@ type PluginPreview struct {
 	Runtime     string      `json:"runtime"`
 	Provides    []string    `json:"provides"`
 	SHA256      string      `json:"sha256"`
-	InterruptOn core.Policy `json:"interruptOn,omitempty"`
+	InterruptOn core.Policy `json:"interrupt_on,omitempty"`
 	// Permissions are the lines of the consent prompt.
 	Permissions []string `json:"permissions"`
 	// Installed is the version of this plugin already installed, or "".
