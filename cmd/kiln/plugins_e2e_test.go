@@ -23,7 +23,7 @@ import (
 // plugin's default interruptOn holding its note tool.
 func examplePlugin(t *testing.T, id string, rt plugins.Runtime) string {
 	t.Helper()
-	dir, _ := plugintest.CalcPlugin(t, id, rt, `{"filesystem":[{"path":"data:/","read":true,"write":true}]}`)
+	dir, _ := plugintest.CalcPlugin(t, id, rt, `{"filesystem":[{"path":"data:/","read":true,"write":true}],"timeout_ms":2000}`)
 	mf := filepath.Join(dir, plugins.ManifestFile)
 	var raw map[string]any
 	data, err := os.ReadFile(mf)
@@ -143,6 +143,29 @@ func TestPluginsEndToEnd(t *testing.T) {
 	}
 	if note, err := os.ReadFile(filepath.Join(data, "plugin-data", "calc", "note.txt")); err != nil || !strings.Contains(string(note), "from a run") {
 		t.Errorf("note in the plugin's data folder: %q, %v", note, err)
+	}
+
+	// What the WASM plugin did not declare is refused with a clear
+	// error, and the plugin and the server keep serving.
+	script = strings.Join([]string{
+		`tool calc.fetch {"url": "http://127.0.0.1:1/"}`,
+		`tool calc.readfile {"path": "data:/../../kiln.db"}`,
+		`tool calc.hog {"mib": 256}`,
+		`tool calc.spin {}`,
+		`tool calc.echo {"still": "serving"}`,
+		"text done",
+	}, "\n")
+	r, res = runScript(t, c, script, nil)
+	for tool, want := range map[string]string{"calc.fetch": "not permitted by permissions.network", "calc.readfile": "data:/../../kiln.db", "calc.hog": "memory", "calc.spin": "exceeded timeout_ms (2000 ms)"} {
+		if m := res[tool]; m == nil || !m.IsError || !strings.Contains(m.Text, want) {
+			t.Errorf("%s: %+v; want an error mentioning %q", tool, m, want)
+		}
+	}
+	if m := res["calc.echo"]; r.Status != core.RunSucceeded || m == nil || m.IsError {
+		t.Errorf("after the refusals: run %s, echo %+v", r.Status, m)
+	}
+	if err := c.Health(ctx); err != nil {
+		t.Errorf("health after the refusals: %v", err)
 	}
 
 	// Disable: the tools are gone at once; enable: back, no restart.
