@@ -6,10 +6,11 @@
 //
 // Load starts the plugin and returns a plugins.Toolset (a *Plugin):
 //
-//   - The entry's sha256 is checked against the manifest before every
-//     start, twice: Manifest.VerifyEntry, then go-plugin's SecureConfig
-//     just before exec. A changed binary is never started; a plugin whose
-//     binary changed while it ran is failed at its next restart.
+//   - Before every start the entry must be a regular file inside the
+//     plugin folder, and go-plugin's SecureConfig hashes it just before
+//     exec against the manifest's sha256. A changed binary is never
+//     started; a plugin whose binary changed while it ran is failed at its
+//     next restart.
 //   - go-plugin's handshake (protocol version 1, gRPC only) with AutoMTLS:
 //     a fresh certificate pair per start, so only this host can talk to the
 //     plugin's socket. The magic cookie is not a security measure.

@@ -211,10 +211,10 @@ func copyTree(src, dst string) error {
 			return core.Errorf(core.EINVALID, "plugin folder: %s is not a regular file or folder", p)
 		}
 		if files++; files > MaxInstallFiles {
-			return core.Errorf(core.ELIMIT, "plugin folder has more than %d files", MaxInstallFiles)
+			return core.Errorf(core.EINVALID, "plugin folder has more than %d files", MaxInstallFiles)
 		}
 		if total += fi.Size(); total > MaxInstallBytes {
-			return core.Errorf(core.ELIMIT, "plugin folder is larger than %d MiB", MaxInstallBytes>>20)
+			return core.Errorf(core.EINVALID, "plugin folder is larger than %d MiB", MaxInstallBytes>>20)
 		}
 		return copyFile(root, p, target, fi.Mode().Perm(), fi.Size())
 	})

@@ -413,7 +413,8 @@ func (r *Registry) info(e *entry) Info {
 // Enable loads a plugin and registers its tools, at once. The choice is
 // recorded first, so a plugin that fails now is retried at the next start;
 // a failure returns the plugin's Info (status failed, with the reason) and
-// an EUNAVAIL error. Enabling an enabled plugin changes nothing.
+// an EUNAVAIL error. Enabling an enabled plugin changes nothing, unless it
+// is failed: a process plugin out of restarts is then started afresh.
 func (r *Registry) Enable(ctx context.Context, id string) (Info, error) {
 	r.op.Lock()
 	defer r.op.Unlock()
@@ -423,11 +424,15 @@ func (r *Registry) Enable(ctx context.Context, id string) (Info, error) {
 		r.mu.Unlock()
 		return Info{}, notFound(id)
 	}
-	if e.ts != nil {
+	if e.ts != nil && r.info(e).Status != StatusFailed {
 		in := r.info(e)
 		r.mu.Unlock()
 		return in, nil
 	}
+	r.mu.Unlock()
+	// A process plugin that gave up restarting is started afresh.
+	r.stop(e)
+	r.mu.Lock()
 	rec := r.state.Plugins[id]
 	rec.Enabled = true
 	r.state.Plugins[id] = rec

@@ -12,7 +12,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
@@ -83,6 +85,7 @@ type env struct {
 	host *toolHost
 	wasm *wasm.Host
 	bi   []registry.Builtin
+	proc process.Options
 }
 
 func newEnv(t testing.TB) *env {
@@ -92,14 +95,14 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close(context.Background()) })
-	return &env{data: t.TempDir(), host: &toolHost{tools: map[string][]core.Tool{}, defaults: map[string]core.Policy{}}, wasm: h}
+	return &env{data: t.TempDir(), host: &toolHost{tools: map[string][]core.Tool{}, defaults: map[string]core.Policy{}}, wasm: h, proc: process.Options{Logger: quiet}}
 }
 
 func (e *env) open(t testing.TB) *registry.Registry {
 	t.Helper()
 	r, err := registry.Open(context.Background(), registry.Config{
 		Root: filepath.Join(e.data, "plugins"), DataRoot: filepath.Join(e.data, "plugin-data"),
-		Tools: e.host, WASM: e.wasm, Process: process.Options{Logger: quiet}, Builtins: e.bi, Logger: quiet,
+		Tools: e.host, WASM: e.wasm, Process: e.proc, Builtins: e.bi, Logger: quiet,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -413,5 +416,41 @@ func TestBuiltins(t *testing.T) {
 	in, err := r.Get(ctx, "broken")
 	if err != nil || in.Error != "no such thing" || in.Description != "Built in." || len(in.Permissions) == 0 {
 		t.Errorf("broken built-in %+v, %v", in, err)
+	}
+}
+
+// TestEnableRestartsAFailedProcess: a process plugin that ran out of
+// restarts is failed; enabling it again starts it afresh.
+func TestEnableRestartsAFailedProcess(t *testing.T) {
+	e := newEnv(t)
+	e.proc = process.Options{Logger: quiet, MaxRestartsPerMinute: 1, MinBackoff: time.Millisecond}
+	r := e.open(t)
+	ctx := context.Background()
+	src, _ := plugintest.CalcPlugin(t, "calc", plugins.RuntimeProcess, "")
+	in := install(t, r, src)
+	for kills := 0; in.Status != registry.StatusFailed; kills++ {
+		if kills == 3 {
+			t.Fatalf("still %+v after %d kills", in, kills)
+		}
+		if in.PID != 0 {
+			syscall.Kill(in.PID, syscall.SIGKILL)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for prev := in.PID; ; time.Sleep(10 * time.Millisecond) {
+			in, _ = r.Get(ctx, "calc")
+			if in.Status == registry.StatusFailed || in.PID != 0 && in.PID != prev || time.Now().After(deadline) {
+				break
+			}
+		}
+	}
+	if in.Error == "" {
+		t.Errorf("failed without a reason: %+v", in)
+	}
+	in, err := r.Enable(ctx, "calc")
+	if err != nil || in.Status != registry.StatusEnabled || in.PID == 0 {
+		t.Fatalf("enable a failed plugin: %+v, %v", in, err)
+	}
+	if out, err := e.host.call(t, "calc", "add", `{"a":1,"b":2}`); err != nil || out != "3" {
+		t.Errorf("calc.add after enable = %q, %v", out, err)
 	}
 }
