@@ -18,6 +18,7 @@
 // Decoding is strict: unknown fields (at any depth), duplicate keys, null
 // values and trailing data are errors. The fields:
 //
+//	$schema         optional string, for editors; ignored
 //	apiVersion      "kiln.dev/v1" (APIVersion); any other version is refused
 //	                and then nothing else is checked
 //	id              lowercase letters, digits, "." and "-", starting with a

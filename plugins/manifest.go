@@ -67,6 +67,8 @@ var (
 // JSON, and Permissions.TimeoutMS (and MemoryMiB for wasm) hold the
 // defaults when the file left them out.
 type Manifest struct {
+	// Schema is the optional "$schema" URI editors use; Kiln ignores it.
+	Schema         string          `json:"$schema,omitempty"`
 	APIVersion     string          `json:"apiVersion"`
 	ID             string          `json:"id"`
 	Version        string          `json:"version"`
@@ -275,7 +277,7 @@ func (p *parser) fail(field, format string, args ...any) {
 	p.errs = append(p.errs, FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
 }
 
-var manifestFields = []string{"apiVersion", "id", "version", "description", "provides", "runtime", "entry", "sha256", "permissions", "interruptOn", "settingsSchema"}
+var manifestFields = []string{"$schema", "apiVersion", "id", "version", "description", "provides", "runtime", "entry", "sha256", "permissions", "interruptOn", "settingsSchema"}
 
 func (p *parser) manifest(data []byte) *Manifest {
 	if len(data) > MaxManifestSize {
@@ -304,6 +306,9 @@ func (p *parser) manifest(data []byte) *Manifest {
 		return nil
 	} else {
 		m.APIVersion = v
+	}
+	if raw, ok := fields["$schema"]; ok {
+		m.Schema, _ = p.str("$schema", raw)
 	}
 	for _, name := range []string{"id", "version", "description", "provides", "runtime", "entry", "sha256"} {
 		if _, ok := fields[name]; !ok {
