@@ -418,33 +418,37 @@ func (r *Registry) info(e *entry) Info {
 func (r *Registry) Enable(ctx context.Context, id string) (Info, error) {
 	r.op.Lock()
 	defer r.op.Unlock()
-	r.mu.Lock()
-	e, ok := r.entries[id]
-	if !ok {
-		r.mu.Unlock()
-		return Info{}, notFound(id)
+	if in, err := r.Get(ctx, id); err != nil || in.Status == StatusEnabled {
+		return in, err
 	}
-	if e.ts != nil && r.info(e).Status != StatusFailed {
-		in := r.info(e)
-		r.mu.Unlock()
-		return in, nil
-	}
-	r.mu.Unlock()
-	// A process plugin that gave up restarting is started afresh.
-	r.stop(e)
-	r.mu.Lock()
-	rec := r.state.Plugins[id]
-	rec.Enabled = true
-	r.state.Plugins[id] = rec
-	err := r.saveState()
-	if err == nil && e.builtin == nil {
-		e.m, e.err = r.checkInstalled(id, e.dir, rec)
-	}
-	r.mu.Unlock()
+	// Not loaded, or a process plugin that gave up restarting: start
+	// afresh.
+	e, rec, err := r.setEnabled(id, true)
 	if err != nil {
 		return Info{}, err
 	}
+	r.stop(e)
+	if e.builtin == nil {
+		m, reason := r.checkInstalled(id, e.dir, rec)
+		r.mu.Lock()
+		e.m, e.err = m, reason
+		r.mu.Unlock()
+	}
 	return r.startReported(ctx, e)
+}
+
+// setEnabled records whether the user wants plugin id enabled.
+func (r *Registry) setEnabled(id string, on bool) (*entry, record, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.entries[id]
+	if !ok {
+		return nil, record{}, notFound(id)
+	}
+	rec := r.state.Plugins[id]
+	rec.Enabled = on
+	r.state.Plugins[id] = rec
+	return e, rec, r.saveState()
 }
 
 // startReported starts e unless it is already failed, and returns its Info
@@ -471,17 +475,7 @@ func (r *Registry) startReported(ctx context.Context, e *entry) (Info, error) {
 func (r *Registry) Disable(ctx context.Context, id string) (Info, error) {
 	r.op.Lock()
 	defer r.op.Unlock()
-	r.mu.Lock()
-	e, ok := r.entries[id]
-	if !ok {
-		r.mu.Unlock()
-		return Info{}, notFound(id)
-	}
-	rec := r.state.Plugins[id]
-	rec.Enabled = false
-	r.state.Plugins[id] = rec
-	err := r.saveState()
-	r.mu.Unlock()
+	e, _, err := r.setEnabled(id, false)
 	if err != nil {
 		return Info{}, err
 	}
