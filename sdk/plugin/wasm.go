@@ -277,24 +277,6 @@ func hostCall(fn func(unsafe.Pointer, uint32) int64, req, out any) error {
 	return json.Unmarshal(buf, out)
 }
 
-// HTTPRequest is an HTTP request made through the host. Only hosts listed
-// in the manifest's permissions.network are reachable; redirects are
-// followed by the host, which checks every hop.
-type HTTPRequest struct {
-	Method  string              `json:"method"` // "" means GET
-	URL     string              `json:"url"`
-	Headers map[string][]string `json:"headers,omitempty"`
-	Body    []byte              `json:"body,omitempty"`
-}
-
-// HTTPResponse is the host's answer to an HTTPRequest. The host caps the
-// body (4 MiB in ABI v1); a longer body is an error.
-type HTTPResponse struct {
-	Status  int                 `json:"status"`
-	Headers map[string][]string `json:"headers,omitempty"`
-	Body    []byte              `json:"body,omitempty"`
-}
-
 // HTTP performs req through the host. It fails with the host's reason when
 // the permission is missing, the connection fails, or the call's deadline
 // passes. ctx is accepted for symmetry with the native build; the host
