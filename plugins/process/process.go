@@ -72,6 +72,10 @@ type Options struct {
 	// Args are the command-line arguments of the entry. Built-in plugins
 	// use them: the kiln binary is their entry, re-executed as a plugin.
 	Args []string
+	// Env holds extra NAME=value variables the host sets for the plugin,
+	// added after the declared ones (so one of the same name wins). The
+	// registry sets KILN_PLUGIN_DATA, the plugin's data folder, here.
+	Env []string
 }
 
 func (o Options) withDefaults() Options {
@@ -154,9 +158,9 @@ type instance struct {
 // go-plugin just before exec); a mismatch returns an error wrapping
 // plugins.ErrChecksumMismatch. The process gets an environment holding
 // only the variables m.Permissions.Env declares (their values from the
-// host's environment; an unset one is left out) plus go-plugin's handshake
-// variables; its working directory is dir. A failure to start returns an
-// error wrapping plugins.ErrTransport.
+// host's environment; an unset one is left out), then opts.Env, plus
+// go-plugin's handshake variables; its working directory is dir. A
+// failure to start returns an error wrapping plugins.ErrTransport.
 //
 // Each Call has the deadline m.Permissions.TimeoutMS. When the process
 // dies it is started again after a backoff (Options); Health reports it.
@@ -234,7 +238,7 @@ func (p *Plugin) setTools(desc *toolsetpb.DescribeResponse) error {
 }
 
 // environ returns the plugin's environment: the declared variables that
-// the host has.
+// the host has, then Options.Env.
 func (p *Plugin) environ() []string {
 	env := []string{} // non-nil: exec.Cmd would inherit the host's for nil
 	for _, name := range p.m.Permissions.Env {
@@ -245,7 +249,7 @@ func (p *Plugin) environ() []string {
 			env = append(env, name+"="+v)
 		}
 	}
-	return env
+	return append(env, p.opts.Env...)
 }
 
 // start checks the entry, starts a process and asks it for its tools.

@@ -193,6 +193,30 @@ func TestEnvironmentScrubbed(t *testing.T) {
 	}
 }
 
+func TestEnvironmentExtra(t *testing.T) {
+	t.Setenv("ECHO_TEST_DECLARED", "declared")
+	t.Setenv("ECHO_TEST_UNDECLARED", "no")
+	_, p := load(t, `{"env":["ECHO_TEST_DECLARED"]}`, process.Options{
+		Env: []string{"KILN_PLUGIN_DATA=/srv/kiln/plugin-data/test.echo", "EXTRA_EMPTY="},
+	})
+	out, err := p.Call(context.Background(), "env", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env map[string]string
+	if err := json.Unmarshal([]byte(out), &env); err != nil {
+		t.Fatalf("env returned %q: %v", out, err)
+	}
+	want := map[string]string{
+		"ECHO_TEST_DECLARED": "declared",
+		"KILN_PLUGIN_DATA":   "/srv/kiln/plugin-data/test.echo",
+		"EXTRA_EMPTY":        "",
+	}
+	if fmt.Sprint(env) != fmt.Sprint(want) {
+		t.Errorf("the plugin's environment (less go-plugin's) = %v, want %v", env, want)
+	}
+}
+
 func TestWrongChecksumRefusedAtLoad(t *testing.T) {
 	dir, m := pluginDir(t, "echo", `{}`)
 	m.SHA256 = strings.Repeat("ab", 32)
