@@ -290,7 +290,19 @@ func (r *Registry) load(ctx context.Context, e *entry) (plugins.Toolset, []strin
 		}
 		ts, err = r.cfg.WASM.Load(ctx, e.dir, m, opts)
 	case m.Runtime == plugins.RuntimeProcess:
-		ts, err = process.Load(ctx, e.dir, m, r.cfg.Process)
+		// The process finds its data folder ("data:/" of the SDK's
+		// ReadFile and WriteFile) in KILN_PLUGIN_DATA. It runs in its
+		// plugin folder, so the path must be absolute.
+		data, aerr := filepath.Abs(filepath.Join(r.cfg.DataRoot, e.id))
+		if aerr != nil {
+			return nil, nil, fmt.Errorf("data folder: %w", aerr)
+		}
+		if err := os.MkdirAll(data, 0o700); err != nil {
+			return nil, nil, fmt.Errorf("create data folder: %w", err)
+		}
+		opts := r.cfg.Process
+		opts.Env = append(slices.Clip(opts.Env), "KILN_PLUGIN_DATA="+data)
+		ts, err = process.Load(ctx, e.dir, m, opts)
 	default:
 		err = fmt.Errorf("unknown runtime %q", m.Runtime)
 	}
