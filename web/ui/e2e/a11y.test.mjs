@@ -4,20 +4,7 @@
 // is checked by tabbing through the sidebar.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
-import { createRequire } from "node:module";
-import { setup, startApprovalRun, tid } from "./harness.mjs";
-
-const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
-
-async function audit(page, view) {
-  await page.evaluate(axeSource);
-  const result = await page.evaluate(() => window.axe.run(document, { resultTypes: ["violations"] }));
-  assert.ok(result.passes.length > 10, `${view}: axe checked only ${result.passes.length} rules`);
-  const bad = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
-  const detail = bad.map((v) => `${v.id} (${v.impact}): ${v.help}\n  ${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join("\n  ")}`);
-  assert.deepEqual(detail, [], `${view}: accessibility violations`);
-}
+import { audit, setup, startApprovalRun, tid } from "./harness.mjs";
 
 for (const dark of [false, true]) {
   test(`axe finds no serious violations (${dark ? "dark" : "light"} theme)`, async () => {

@@ -1,8 +1,10 @@
 // E2E harness: a real `kiln serve` on a free port with a temp data dir, and a
 // real headless Chromium through playwright-core (never downloads browsers).
 import { spawn } from "node:child_process";
+import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync, mkdirSync } from "node:fs";
 import { createServer } from "node:http";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -121,6 +123,18 @@ export async function setup({ env, dark } = {}) {
     kiln, front, ...b,
     async close() { await b.browser.close(); await kiln.cleanup(); },
   };
+}
+
+let axeSource;
+/** Runs axe-core on the page; serious and critical violations fail the test. */
+export async function audit(page, view) {
+  axeSource ??= readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+  await page.evaluate(axeSource);
+  const result = await page.evaluate(() => window.axe.run(document, { resultTypes: ["violations"] }));
+  assert.ok(result.passes.length > 10, `${view}: axe checked only ${result.passes.length} rules`);
+  const bad = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  const detail = bad.map((v) => `${v.id} (${v.impact}): ${v.help}\n  ${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join("\n  ")}`);
+  assert.deepEqual(detail, [], `${view}: accessibility violations`);
 }
 
 export const tid = (id) => `[data-testid="${id}"]`;
