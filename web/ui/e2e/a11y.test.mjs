@@ -24,6 +24,10 @@ for (const dark of [false, true]) {
       await audit(p, "thread");
       await p.click(tid("nav-settings"));
       await p.waitForSelector(tid("settings"));
+      // The Plugins panel, with the built-in util plugin's details open.
+      const util = p.locator(`${tid("plugin")}[data-plugin-id="util"]`);
+      await util.waitFor();
+      for (const d of ["plugin-tools", "plugin-permissions"]) await util.locator(`${tid(d)} summary`).click();
       await audit(p, "settings");
     } finally {
       await s.close();

@@ -55,6 +55,7 @@ test("approve from the Action view, then read it from Unread", async () => {
     await p.click(tid("nav-settings"));
     await p.waitForSelector(`${tid("settings")} ${tid("status-version")}`);
     assert.match(await p.locator(tid("settings")).textContent(), /arrives with a later release/);
+    await p.waitForSelector(`${tid("plugin")}[data-plugin-id="util"]`);
     await shot(p, "settings");
 
     // Keyboard: ? toggles the shortcut list, Escape closes it; / focuses search.

@@ -35,3 +35,10 @@ export interface Status {
   version: string; data_root: string; default_model: string; started_at: string;
   uptime_seconds: number; active_runs: number; subscribers: number;
 }
+/** A plugin as GET /plugins lists it (plugins/registry/types.go). */
+export interface Plugin {
+  id: string; version: string; description: string; runtime: "wasm" | "process" | string; provides: string[] | null;
+  builtin: boolean; enabled: boolean; status: "enabled" | "disabled" | "failed" | string; error?: string;
+  tools: string[] | null; interrupt_on?: unknown; permissions: string[] | null; sha256: string; dir?: string;
+  installed_at?: string; restarts?: number; pid?: number;
+}
