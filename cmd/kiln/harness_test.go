@@ -17,6 +17,7 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/plugins/builtin"
+	"github.com/kilnhq/kiln/plugins/registry"
 	"github.com/kilnhq/kiln/web"
 )
 
@@ -59,11 +60,23 @@ type testServer struct {
 	svc   *core.Service
 	http  *httptest.Server
 	once  sync.Once
+	// plugins is the plugin registry, with closePlugins, when the server
+	// has one (startServerWith).
+	plugins      *registry.Registry
+	closePlugins func() error
 }
 
 // startServer starts a server on the database in dir, listening on addr
 // ("" for any free port), and points the client commands at it.
 func startServer(t *testing.T, dir, addr string) *testServer {
+	t.Helper()
+	return startServerWith(t, dir, addr, false)
+}
+
+// startServerWith is startServer; with plugins, the server also has the
+// plugin registry kiln serve opens (openPlugins): the built-in plugins
+// and those installed under dir.
+func startServerWith(t *testing.T, dir, addr string, plugins bool) *testServer {
 	t.Helper()
 	scratch := filepath.Join(dir, "scratch")
 	if err := os.MkdirAll(scratch, 0o700); err != nil {
@@ -91,18 +104,26 @@ func startServer(t *testing.T, dir, addr string) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s := &testServer{t: t, store: store, svc: svc}
+	opts := web.Options{Version: "v-test", DataRoot: dir, DefaultModel: "scripted", Logger: quiet}
+	if plugins {
+		// As in kiln serve: plugins load before the engine starts.
+		s.plugins, s.closePlugins, err = openPlugins(context.Background(), serveConfig{DataRoot: dir}, svc, store, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Plugins = s.plugins
+	}
 	if err := svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewUnstartedServer(web.New(svc, web.Options{
-		Version: "v-test", DataRoot: dir, DefaultModel: "scripted", Logger: quiet,
-	}))
+	ts := httptest.NewUnstartedServer(web.New(svc, opts))
 	if addr != "" {
 		ts.Listener.Close()
 		ts.Listener = listen(t, addr)
 	}
 	ts.Start()
-	s := &testServer{t: t, url: ts.URL, store: store, svc: svc, http: ts}
+	s.url, s.http = ts.URL, ts
 	t.Cleanup(s.stop)
 	useServer(t, s.url)
 	return s
@@ -135,6 +156,11 @@ func (s *testServer) stop() {
 		defer cancel()
 		if err := s.svc.Shutdown(ctx); err != nil {
 			s.t.Errorf("shutdown: %v", err)
+		}
+		if s.closePlugins != nil {
+			if err := s.closePlugins(); err != nil {
+				s.t.Errorf("close plugins: %v", err)
+			}
 		}
 		if err := s.store.Close(); err != nil {
 			s.t.Errorf("close store: %v", err)

@@ -3,153 +3,31 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
-	"log/slog"
-	"net/http/httptest"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/builtin/util"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/registry"
-	"github.com/kilnhq/kiln/web"
 )
 
-// fakeRegistry is a web.Plugins in memory that previews real plugin
-// folders: their manifest is loaded and their entry verified. A plugin
-// whose id is "broken" installs but fails to start.
-type fakeRegistry struct {
-	mu        sync.Mutex
-	installed map[string]registry.Info
-	installs  []registry.InstallRequest
-}
-
-func (f *fakeRegistry) List(context.Context) []registry.Info {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []registry.Info
-	for _, in := range f.installed {
-		out = append(out, in)
-	}
-	slices.SortFunc(out, func(a, b registry.Info) int { return strings.Compare(a.ID, b.ID) })
-	return out
-}
-
-func (f *fakeRegistry) Get(_ context.Context, id string) (registry.Info, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	in, ok := f.installed[id]
-	if !ok {
-		return registry.Info{}, core.Errorf(core.ENOTFOUND, "plugin %q is not installed", id)
-	}
-	return in, nil
-}
-
-func (f *fakeRegistry) Preview(_ context.Context, path string) (registry.Preview, error) {
-	m, err := plugins.LoadManifest(path)
-	if err == nil {
-		err = m.VerifyEntry(path)
-	}
-	if err != nil {
-		return registry.Preview{}, core.Errorf(core.EINVALID, "%v", err)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return registry.Preview{ID: m.ID, Version: m.Version, Description: m.Description, Runtime: m.Runtime, Provides: m.Provides,
-		SHA256: m.SHA256, InterruptOn: m.InterruptOn, Permissions: m.ConsentSummary(), Installed: f.installed[m.ID].Version}, nil
-}
-
-func (f *fakeRegistry) Install(ctx context.Context, req registry.InstallRequest) (registry.Info, error) {
-	pv, err := f.Preview(ctx, req.Path)
-	if err != nil {
-		return registry.Info{}, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.installs = append(f.installs, req)
-	switch {
-	case !req.Consent:
-		return registry.Info{}, core.Errorf(core.EINVALID, "plugin %s needs consent to its permissions", pv.ID)
-	case req.SHA256 != pv.SHA256:
-		return registry.Info{}, core.Errorf(core.EINVALID, "sha256 mismatch")
-	case f.installed[pv.ID].Version == pv.Version:
-		return registry.Info{}, core.Errorf(core.ECONFLICT, "plugin %s %s is installed already", pv.ID, pv.Version)
-	}
-	in := registry.Info{ID: pv.ID, Version: pv.Version, Description: pv.Description, Runtime: pv.Runtime, Provides: pv.Provides,
-		Enabled: !req.Disabled, Status: registry.StatusEnabled, Tools: []string{pv.ID + ".run", pv.ID + ".stop"},
-		InterruptOn: core.Policy{pv.ID + ".stop": {Interrupt: true, AllowedDecisions: []string{"approve", "reject"}}},
-		Permissions: pv.Permissions, SHA256: pv.SHA256, Dir: "/data/plugins/" + pv.ID + "/" + pv.Version}
-	if req.Disabled {
-		in.Status = registry.StatusDisabled
-	}
-	f.installed[in.ID] = in
-	if pv.ID == "broken" && !req.Disabled {
-		in.Status, in.Error = registry.StatusFailed, "start: exit status 1"
-		f.installed[in.ID] = in
-		return in, core.Errorf(core.EUNAVAIL, "plugin broken is installed but failed to start: exit status 1")
-	}
-	return in, nil
-}
-
-func (f *fakeRegistry) setEnabled(id string, on bool) (registry.Info, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	in, ok := f.installed[id]
-	if !ok {
-		return registry.Info{}, core.Errorf(core.ENOTFOUND, "plugin %q is not installed", id)
-	}
-	in.Enabled, in.Status, in.Error = on, registry.StatusDisabled, ""
-	if on {
-		in.Status = registry.StatusEnabled
-	}
-	if on && id == "broken" {
-		in.Status, in.Error = registry.StatusFailed, "start: exit status 1"
-		f.installed[id] = in
-		return in, core.Errorf(core.EUNAVAIL, "plugin broken failed to start: exit status 1")
-	}
-	f.installed[id] = in
-	return in, nil
-}
-
-func (f *fakeRegistry) Enable(_ context.Context, id string) (registry.Info, error) {
-	return f.setEnabled(id, true)
-}
-
-func (f *fakeRegistry) Disable(_ context.Context, id string) (registry.Info, error) {
-	return f.setEnabled(id, false)
-}
-
-func (f *fakeRegistry) Remove(_ context.Context, id string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	in, ok := f.installed[id]
-	switch {
-	case !ok:
-		return core.Errorf(core.ENOTFOUND, "plugin %q is not installed", id)
-	case in.Builtin:
-		return core.Errorf(core.EINVALID, "plugin %s is built in: it can be disabled, not removed", id)
-	}
-	delete(f.installed, id)
-	return nil
-}
-
-// startPluginServer serves the plugin API over a fakeRegistry holding one
-// built-in plugin, and points the client commands at it.
-func startPluginServer(t *testing.T) *fakeRegistry {
+// startPluginServer starts a test server with the plugin registry kiln
+// serve opens: the built-in util plugin, run as a process by re-executing
+// the test binary (TestMain), and a WASM host. It returns the server and
+// its data directory.
+func startPluginServer(t *testing.T) (*testServer, string) {
 	t.Helper()
-	f := &fakeRegistry{installed: map[string]registry.Info{
-		"util": {ID: "util", Version: "0.1.0", Description: "Built-in utilities.", Runtime: plugins.RuntimeProcess, Builtin: true,
-			Enabled: true, Status: registry.StatusEnabled, Tools: []string{"util.echo"}, Permissions: []string{"no access"}, PID: 4242, Restarts: 1},
-	}}
-	srv := httptest.NewServer(web.New(nil, web.Options{Plugins: f, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
-	t.Cleanup(srv.Close)
-	useServer(t, srv.URL)
-	return f
+	data := t.TempDir()
+	return startServerWith(t, data, "", true), data
 }
 
 // withTerminal makes the commands treat standard input as a terminal.
@@ -159,35 +37,67 @@ func withTerminal(t *testing.T) {
 	t.Cleanup(func() { stdinIsTerminal = old })
 }
 
-// pluginDir writes a plugin folder named id in a fresh directory, with a
-// network permission.
-func pluginDir(t *testing.T, id string) (string, *plugins.Manifest) {
+// toolNames returns the names of the tools 'kiln tools' lists.
+func toolNames(t *testing.T) []string {
 	t.Helper()
-	return plugintest.WritePlugin(t, id, plugins.RuntimeWASM, "plugin.wasm", []byte("\x00asm-"+id), `{"network":["api.example.com:443"]}`)
+	r := kiln(t, "tools", "-o", "json")
+	var out struct{ Tools []struct{ Name string } }
+	if err := json.Unmarshal([]byte(r.stdout), &out); r.code != 0 || err != nil {
+		t.Fatalf("kiln tools: %d %v %q %q", r.code, err, r.stdout, r.stderr)
+	}
+	var names []string
+	for _, tl := range out.Tools {
+		names = append(names, tl.Name)
+	}
+	return names
 }
 
+// calcTools is what the calc example's tools are called once installed
+// as plugin calc.
+const calcTools = "calc.add, calc.echo, calc.fetch, calc.readfile, calc.note, calc.spin, calc.hog, calc.counter"
+
 func TestPluginInstallAndManage(t *testing.T) {
-	f := startPluginServer(t)
-	dir, m := pluginDir(t, "weather")
+	s, data := startPluginServer(t)
+	ctx := context.Background()
+	dir := examplePlugin(t, "calc", plugins.RuntimeWASM)
+	m, err := plugins.LoadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notInstalled := func(what string) {
+		t.Helper()
+		if _, err := s.plugins.Get(ctx, "calc"); !core.IsNotFound(err) {
+			t.Fatalf("%s: calc is installed (%v)", what, err)
+		}
+		if _, err := os.Stat(filepath.Join(data, "plugins", "calc")); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s: the plugin folder is there (%v)", what, err)
+		}
+	}
 
 	r := kiln(t, "plugin", "ls")
-	mustContain(t, "ls", r.stdout, "ID", "VERSION", "RUNTIME", "STATUS", "TOOLS", "BUILTIN", "util", "0.1.0", "process", "enabled", "yes")
+	mustContain(t, "ls", r.stdout, "ID", "VERSION", "RUNTIME", "STATUS", "TOOLS", "BUILTIN", "util", util.Version, "process", "enabled", "yes")
+	if slices.Contains(toolNames(t), "calc.add") {
+		t.Fatal("calc.add is a tool before calc is installed")
+	}
 
 	// Without --yes and without a terminal, nothing is installed.
 	r = kiln(t, "plugin", "install", dir)
-	if r.code != exitFailure || len(f.installs) != 0 {
-		t.Fatalf("install without --yes on a pipe: exit %d, %d installs\n%s%s", r.code, len(f.installs), r.stdout, r.stderr)
+	if r.code != exitFailure {
+		t.Fatalf("install without --yes on a pipe: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	mustContain(t, "refusal", r.stderr, "error: installing weather needs your consent", "rerun with --yes")
-	mustContain(t, "refusal preview", r.stdout, "Plugin weather 1.0.0 (wasm): Test plugin weather.", "It asks to:\n  - ")
+	notInstalled("install without --yes on a pipe")
+	mustContain(t, "refusal", r.stderr, "error: installing calc needs your consent", "rerun with --yes")
+	mustContain(t, "refusal preview", r.stdout, "Plugin calc 1.0.0 (wasm): Test plugin calc.",
+		"Its tools ask for your approval by default:\n  note: held for a decision\n", "It asks to:\n  - ")
 
 	// A terminal is asked; anything but y or yes declines.
 	withTerminal(t)
 	r = kilnIn(t, "n\n", "plugin", "install", dir)
-	if r.code != exitFailure || len(f.installs) != 0 {
-		t.Fatalf("declined install: exit %d, %d installs", r.code, len(f.installs))
+	if r.code != exitFailure {
+		t.Fatalf("declined install: exit %d", r.code)
 	}
-	mustContain(t, "declined", r.stdout, "Install weather 1.0.0 with these permissions? [y/N] Not installed.\n")
+	notInstalled("declined install")
+	mustContain(t, "declined", r.stdout, "Install calc 1.0.0 with these permissions? [y/N] Not installed.\n")
 
 	// A relative path is resolved before it is sent.
 	t.Chdir(filepath.Dir(dir))
@@ -195,29 +105,37 @@ func TestPluginInstallAndManage(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	mustContain(t, "install", r.stdout, "[y/N] ", "Installed weather 1.0.0. Its tools are now callable as weather.run, weather.stop.")
-	want := registry.InstallRequest{Path: dir, Consent: true, SHA256: m.SHA256}
-	if len(f.installs) != 1 || f.installs[0] != want {
-		t.Fatalf("install requests %+v, want %+v", f.installs, want)
+	mustContain(t, "install", r.stdout, "[y/N] ", "Installed calc 1.0.0. Its tools are now callable as "+calcTools+".\n")
+	installed := filepath.Join(data, "plugins", "calc", "1.0.0")
+	if in, err := s.plugins.Get(ctx, "calc"); err != nil || in.Dir != installed || in.SHA256 != m.SHA256 || in.Status != registry.StatusEnabled {
+		t.Fatalf("calc after install: %+v, %v", in, err)
 	}
+	// The run engine has the plugin's tools at once.
+	if names := toolNames(t); !slices.Contains(names, "calc.add") {
+		t.Fatalf("kiln tools after install: %v", names)
+	}
+	mustContain(t, "kiln tools", kiln(t, "tools").stdout, "\ncalc.add ", "\ncalc.counter ", "\nutil.")
 
 	r = kiln(t, "plugin", "ls")
-	mustContain(t, "ls", r.stdout, "weather  1.0.0    wasm     enabled  2")
+	mustContain(t, "ls", r.stdout, "calc  1.0.0    wasm     enabled  8", "util  "+util.Version+"    process  enabled  2      yes")
 	r = kiln(t, "plugin", "ls", "-o", "json")
 	var list struct{ Plugins []registry.Info }
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Plugins) != 2 {
 		t.Fatalf("ls -o json: %v %q", err, r.stdout)
 	}
 
-	r = kiln(t, "plugin", "inspect", "weather")
-	mustContain(t, "inspect", r.stdout, "ID:           weather\n", "Status:       enabled\n", "Folder:       /data/plugins/weather/1.0.0\n",
-		"SHA256:       "+m.SHA256, "Tools:\n  weather.run\n  weather.stop\n", "Permissions:\n  - ",
-		"Interrupt on:\n  weather.stop: held for a decision (approve, reject)\n")
+	r = kiln(t, "plugin", "inspect", "calc")
+	mustContain(t, "inspect", r.stdout, "ID:           calc\n", "Status:       enabled\n", "Folder:       "+installed+"\n",
+		"SHA256:       "+m.SHA256, "Tools:\n  calc.add\n  calc.echo\n", "  calc.counter\n", "Permissions:\n  - ",
+		"Interrupt on:\n  note: held for a decision\n")
 	r = kiln(t, "plugin", "inspect", "util")
-	mustContain(t, "inspect built-in", r.stdout, "Built in:     yes", "Health:       pid 4242, 1 restart\n")
-	r = kiln(t, "plugin", "inspect", "weather", "-o", "json")
+	mustContain(t, "inspect built-in", r.stdout, "Built in:     yes", "Tools:\n  util.")
+	if !regexp.MustCompile(`(?m)^Health:       pid [1-9][0-9]*, 0 restarts$`).MatchString(r.stdout) {
+		t.Errorf("inspect built-in shows no process health:\n%s", r.stdout)
+	}
+	r = kiln(t, "plugin", "inspect", "calc", "-o", "json")
 	var info registry.Info
-	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil || info.ID != "weather" || info.SHA256 != m.SHA256 {
+	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil || info.ID != "calc" || info.SHA256 != m.SHA256 {
 		t.Fatalf("inspect -o json: %v %q", err, r.stdout)
 	}
 	// An existing folder is previewed.
@@ -230,18 +148,26 @@ func TestPluginInstallAndManage(t *testing.T) {
 
 	// The same version again is a conflict.
 	r = kiln(t, "plugin", "install", dir, "--yes")
-	if r.code != exitFailure || !strings.Contains(r.stderr, "error: plugin weather 1.0.0 is installed already") {
+	if r.code != exitFailure || !strings.Contains(r.stderr, "error: plugin calc 1.0.0 is already installed") {
 		t.Fatalf("reinstall: %d %q", r.code, r.stderr)
 	}
 
-	r = kiln(t, "plugin", "disable", "weather")
-	if r.code != 0 || r.stdout != "Disabled weather 1.0.0; its tools are not callable until it is enabled again.\n" {
+	// Disabling withdraws the tools from the engine; enabling brings them
+	// back, without a restart.
+	r = kiln(t, "plugin", "disable", "calc")
+	if r.code != 0 || r.stdout != "Disabled calc 1.0.0; its tools are not callable until it is enabled again.\n" {
 		t.Fatalf("disable: %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	mustContain(t, "ls after disable", kiln(t, "plugin", "ls").stdout, "weather  1.0.0    wasm     disabled")
-	r = kiln(t, "plugin", "enable", "weather")
-	if r.code != 0 || r.stdout != "Enabled weather 1.0.0. Its tools are now callable as weather.run, weather.stop.\n" {
+	mustContain(t, "ls after disable", kiln(t, "plugin", "ls").stdout, "calc  1.0.0    wasm     disabled  0")
+	if names := toolNames(t); slices.Contains(names, "calc.add") {
+		t.Fatalf("kiln tools after disable: %v", names)
+	}
+	r = kiln(t, "plugin", "enable", "calc")
+	if r.code != 0 || r.stdout != "Enabled calc 1.0.0. Its tools are now callable as "+calcTools+".\n" {
 		t.Fatalf("enable: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if names := toolNames(t); !slices.Contains(names, "calc.add") {
+		t.Fatalf("kiln tools after enable: %v", names)
 	}
 	if r = kiln(t, "plugin", "enable", "nope"); r.code != exitFailure || !strings.Contains(r.stderr, "not installed") {
 		t.Fatalf("enable nope: %d %q", r.code, r.stderr)
@@ -249,64 +175,95 @@ func TestPluginInstallAndManage(t *testing.T) {
 
 	// rm asks like install does.
 	stdinIsTerminal = func(io.Reader) bool { return false }
-	r = kiln(t, "plugin", "rm", "weather")
+	r = kiln(t, "plugin", "rm", "calc")
 	if r.code != exitFailure || !strings.Contains(r.stderr, "rerun with --yes") {
 		t.Fatalf("rm on a pipe: %d %q", r.code, r.stderr)
 	}
 	withTerminal(t)
-	r = kilnIn(t, "\n", "plugin", "rm", "weather")
-	if r.code != exitFailure || r.stdout != "Remove plugin weather 1.0.0 and its 2 tools? [y/N] Not removed.\n" {
+	r = kilnIn(t, "\n", "plugin", "rm", "calc")
+	if r.code != exitFailure || r.stdout != "Remove plugin calc 1.0.0 and its 8 tools? [y/N] Not removed.\n" {
 		t.Fatalf("rm declined: %d %q", r.code, r.stdout)
 	}
-	r = kilnIn(t, "y\n", "plugin", "rm", "weather")
-	if r.code != 0 || !strings.HasSuffix(r.stdout, "Removed plugin weather 1.0.0.\n") {
+	r = kilnIn(t, "y\n", "plugin", "rm", "calc")
+	if r.code != 0 || !strings.HasSuffix(r.stdout, "Removed plugin calc 1.0.0.\n") {
 		t.Fatalf("rm: %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	if r = kiln(t, "plugin", "rm", "util", "--yes"); r.code != exitFailure || !strings.Contains(r.stderr, "built in") {
+	notInstalled("after rm")
+	if r = kiln(t, "plugin", "rm", "util", "--yes"); r.code != exitFailure || r.stderr != "error: plugin \"util\" is built in and cannot be removed; disable it instead\n" {
 		t.Fatalf("rm built-in: %d %q", r.code, r.stderr)
-	}
-	if _, err := f.Get(context.Background(), "weather"); !core.IsNotFound(err) {
-		t.Fatalf("weather after rm: %v", err)
 	}
 
 	// --disabled, and -o json keeps standard output JSON.
 	r = kiln(t, "plugin", "install", dir, "--yes", "--disabled")
-	if r.code != 0 || !strings.Contains(r.stdout, "Installed weather 1.0.0, disabled. Enable it with 'kiln plugin enable weather'.") {
+	if r.code != 0 || !strings.Contains(r.stdout, "Installed calc 1.0.0, disabled. Enable it with 'kiln plugin enable calc'.") {
 		t.Fatalf("install --disabled: %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	kiln(t, "plugin", "rm", "weather", "--yes")
+	if names := toolNames(t); slices.Contains(names, "calc.add") {
+		t.Fatalf("kiln tools after install --disabled: %v", names)
+	}
+	kiln(t, "plugin", "rm", "calc", "--yes")
 	r = kiln(t, "plugin", "install", dir, "--yes", "-o", "json")
-	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil || info.ID != "weather" {
+	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil || info.ID != "calc" || info.Status != registry.StatusEnabled {
 		t.Fatalf("install -o json: %v %q", err, r.stdout)
 	}
 	mustContain(t, "install -o json stderr", r.stderr, "It asks to:")
 }
 
 func TestPluginInstallFailures(t *testing.T) {
-	f := startPluginServer(t)
-	dir, _ := pluginDir(t, "broken")
+	s, _ := startPluginServer(t)
+	ctx := context.Background()
+	// A process plugin whose program exits at once installs, then fails
+	// to start.
+	dir, _ := plugintest.WritePlugin(t, "broken", plugins.RuntimeProcess, "broken.sh", []byte("#!/bin/sh\nexit 1\n"), "")
 
 	r := kiln(t, "plugin", "install", dir, "--yes")
-	if r.code != exitFailure || len(f.installs) != 1 {
-		t.Fatalf("install broken: exit %d, %d installs", r.code, len(f.installs))
+	if r.code != exitFailure {
+		t.Fatalf("install broken: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	mustContain(t, "install broken", r.stderr, "error: plugin broken is installed but failed to start: exit status 1\n",
+	in, err := s.plugins.Get(ctx, "broken")
+	if err != nil || in.Status != registry.StatusFailed || in.Error == "" || !in.Enabled {
+		t.Fatalf("broken after install: %+v, %v", in, err)
+	}
+	mustContain(t, "install broken", r.stderr, "error: plugin broken failed to start: "+in.Error+"\n",
 		"The plugin is installed but not running. See 'kiln plugin inspect broken'; once it is fixed, 'kiln plugin enable broken'.\n")
-	mustContain(t, "ls", kiln(t, "plugin", "ls").stdout, "broken  1.0.0    wasm     failed: start: exit status 1  2")
-	mustContain(t, "inspect", kiln(t, "plugin", "inspect", "broken").stdout, "Status:       failed: start: exit status 1\n")
+	mustContain(t, "ls", kiln(t, "plugin", "ls").stdout, "broken  1.0.0    process  failed: "+truncate(in.Error, 60)+"  0")
+	// The reason, go-plugin's diagnosis over several lines, is one line.
+	mustContain(t, "inspect", kiln(t, "plugin", "inspect", "broken").stdout,
+		"Status:       failed: load plugin broken: ", "Failed to read any lines from plugin's stdout", "Tools:        (none)\n")
 	if r = kiln(t, "plugin", "enable", "broken"); r.code != exitFailure || !strings.Contains(r.stderr, "error: plugin broken failed to start") {
 		t.Fatalf("enable broken: %d %q", r.code, r.stderr)
 	}
 
-	// A changed entry no longer matches the manifest: the preview says so.
-	bad, _ := pluginDir(t, "tampered")
-	if err := os.WriteFile(filepath.Join(bad, "plugin.wasm"), []byte("other"), 0o644); err != nil {
+	// A changed entry no longer matches the manifest: the preview says so,
+	// and nothing is installed.
+	tampered, _ := plugintest.CalcPlugin(t, "tampered", plugins.RuntimeWASM, "")
+	if err := os.WriteFile(filepath.Join(tampered, "calc.wasm"), []byte("other"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r = kiln(t, "plugin", "install", bad, "--yes")
-	if r.code != exitFailure || !strings.Contains(r.stderr, "sha256 mismatch") || len(f.installs) != 1 {
+	r = kiln(t, "plugin", "install", tampered, "--yes")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "sha256 mismatch") {
 		t.Fatalf("install tampered: %d %q", r.code, r.stderr)
 	}
+	if _, err := s.plugins.Get(ctx, "tampered"); !core.IsNotFound(err) {
+		t.Fatalf("tampered after a refused install: %v", err)
+	}
+
+	// An invalid manifest is refused with its problems, by install and by
+	// inspect.
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, plugins.ManifestFile), []byte(`{"apiVersion":"kiln.dev/v1","id":"Bad","version":"1.2"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"install", bad, "--yes"}, {"inspect", bad}} {
+		r = kiln(t, append([]string{"plugin"}, args...)...)
+		if r.code != exitFailure || r.stdout != "" || !strings.HasPrefix(r.stderr, "error: ") || !strings.Contains(r.stderr, `version: "1.2" is not semver`) {
+			t.Errorf("%s of a bad manifest: %d %q %q", args[0], r.code, r.stdout, r.stderr)
+		}
+	}
+	if list := s.plugins.List(ctx); len(list) != 2 {
+		t.Errorf("plugins after the refusals: %+v", list)
+	}
+
 	r = kiln(t, "plugin", "install", "--yes")
 	if r.code != exitFailure || !strings.HasPrefix(r.stderr, "error: missing PATH") {
 		t.Fatalf("install without PATH: %d %q", r.code, r.stderr)
@@ -323,7 +280,7 @@ func TestPluginCommandsWithoutRegistry(t *testing.T) {
 
 func TestPluginChecksum(t *testing.T) {
 	useServer(t, "http://127.0.0.1:1") // checksum needs no server
-	dir, m := pluginDir(t, "weather")
+	dir, m := plugintest.WritePlugin(t, "weather", plugins.RuntimeWASM, "plugin.wasm", []byte("\x00asm-weather"), `{"network":["api.example.com:443"]}`)
 	manifest := filepath.Join(dir, plugins.ManifestFile)
 
 	r := kiln(t, "plugin", "checksum", dir)
@@ -430,7 +387,7 @@ func keys(t *testing.T, b []byte) string {
 func TestPluginCompletion(t *testing.T) {
 	startPluginServer(t)
 	r := kiln(t, "__complete", "plugin", "enable", "")
-	mustContain(t, "enable completion", r.stdout, "util\t0.1.0 enabled\n", ":4\n")
+	mustContain(t, "enable completion", r.stdout, "util\t"+util.Version+" enabled\n", ":4\n")
 	r = kiln(t, "__complete", "plugin", "inspect", "./")
 	mustContain(t, "inspect path completion", r.stdout, ":16\n")
 	r = kiln(t, "__complete", "plugin", "install", "")
