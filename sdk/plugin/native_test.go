@@ -260,3 +260,21 @@ func TestNativeNowAndRandom(t *testing.T) {
 		t.Errorf("Random gave %x and %x", a, b)
 	}
 }
+
+func TestNativePanicLogged(t *testing.T) {
+	var buf bytes.Buffer
+	old := stderr
+	stderr = &buf
+	t.Cleanup(func() { stderr = old })
+	tool := &Tool{Name: "p", Handler: func(context.Context, json.RawMessage) (string, error) { panic("oops") }}
+	if _, err := processRunHandler(context.Background(), tool, nil); err == nil {
+		t.Fatal("no error from a panic")
+	}
+	var e map[string]string
+	if err := json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &e); err != nil {
+		t.Fatalf("the panic was logged as %q: %v", buf.String(), err)
+	}
+	if e["@level"] != "error" || !strings.HasPrefix(e["@message"], `tool "p" panicked: oops`+"\ngoroutine ") {
+		t.Errorf("logged %v", e)
+	}
+}

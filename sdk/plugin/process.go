@@ -5,6 +5,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime/debug"
 
@@ -103,7 +104,9 @@ func (s *processServer) Call(ctx context.Context, req *toolsetpb.CallRequest) (*
 func processRunHandler(ctx context.Context, t *Tool, args []byte) (result string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			fmt.Fprintf(os.Stderr, "plugin: tool %q panicked: %v\n%s", t.Name, r, debug.Stack())
+			// Through Log: after Serve, os.Stderr goes to a stream the
+			// host discards.
+			Log(slog.LevelError, fmt.Sprintf("tool %q panicked: %v\n%s", t.Name, r, debug.Stack()))
 			result, err = "", fmt.Errorf("tool %q panicked: %v", t.Name, r)
 		}
 	}()
