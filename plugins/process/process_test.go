@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -399,14 +401,52 @@ func TestCalcExample(t *testing.T) {
 		t.Fatalf("build calc: %v\n%s", err, out)
 	}
 	dir, m := pluginDir(t, "calc", `{}`)
-	ts, err := process.Load(context.Background(), dir, m, process.Options{Logger: testLogger(t)})
+	data := t.TempDir()
+	var logs syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("host log:\n%s", logs.String())
+		}
+	})
+	ts, err := process.Load(context.Background(), dir, m, process.Options{Logger: logger, Env: []string{"KILN_PLUGIN_DATA=" + data}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ts.Close()
-	got, err := ts.Call(context.Background(), "add", json.RawMessage(`{"a":1.5,"b":2}`))
+	ctx := context.Background()
+	got, err := ts.Call(ctx, "add", json.RawMessage(`{"a":1.5,"b":2}`))
 	if err != nil || got != "3.5" {
 		t.Errorf("add = %q, %v", got, err)
+	}
+
+	// The SDK's helpers work natively: files in KILN_PLUGIN_DATA, Log
+	// into the host's log at its level, HTTP with net/http.
+	if got, err := ts.Call(ctx, "note", json.RawMessage(`{"text":"hello"}`)); err != nil || got != "ok" {
+		t.Fatalf("note = %q, %v", got, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(data, "note.txt")); err != nil || string(b) != "hello" {
+		t.Errorf("data/note.txt = %q, %v", b, err)
+	}
+	if got, err := ts.Call(ctx, "readfile", json.RawMessage(`{"path":"data:/note.txt"}`)); err != nil || got != "hello" {
+		t.Errorf("readfile = %q, %v", got, err)
+	}
+	if _, err := ts.Call(ctx, "readfile", json.RawMessage(`{"path":"data:/../x"}`)); err == nil {
+		t.Error("readfile left the data folder")
+	}
+	waitFor(t, "the plugin's log line", func() bool {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "note written" {
+				return rec["level"] == "INFO" && rec["plugin"] == m.ID
+			}
+		}
+		return false
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "12345") }))
+	defer srv.Close()
+	if got, err := ts.Call(ctx, "fetch", json.RawMessage(`{"url":"`+srv.URL+`"}`)); err != nil || got != `{"length":5,"status":200}` {
+		t.Errorf("fetch = %q, %v", got, err)
 	}
 }
 

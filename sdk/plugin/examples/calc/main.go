@@ -1,12 +1,13 @@
-// Command calc is an example toolset plugin. The same source builds as a
-// WASM module for Kiln's wazero host:
+// Command calc is an example toolset plugin. The same source, with no
+// build tags, builds as a WASM module for Kiln's wazero host:
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o calc.wasm .
 //
 // and as a native executable for the process host (go build). Besides the
 // useful add, it has tools that exist to test the hosts: fetch (network
-// permission), readfile and note (filesystem permission, logs, events), spin (call deadline),
-// hog (memory cap) and echo (call overhead). The tools live in package
+// permission), readfile and note (filesystem permission, logs, events),
+// counter (the key/value store, WASM only), spin (call deadline), hog
+// (memory cap) and echo (call overhead). The tools live in package
 // calctools, so they can also run in-process (plugins.InProcess).
 package main
 

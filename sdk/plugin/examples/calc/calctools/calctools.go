@@ -1,16 +1,21 @@
 // Package calctools is the tool set of the calc example plugin
 // (sdk/plugin/examples/calc) as a value, so the same author code can be
 // served by a WASM module, a plugin process, or run in-process
-// (plugins.InProcess) and checked by plugins/plugintest. It builds for
-// GOOS=wasip1 (fetch, readfile, note and counter go through the host) and
-// natively (fetch uses net/http directly; readfile, note and counter are
-// WASM-only).
+// (plugins.InProcess) and checked by plugins/plugintest. It uses the SDK's
+// helpers and has no build tags: in a WASM build fetch, readfile, note and
+// counter go through the host, which enforces the manifest's permissions;
+// in a native build the helpers work directly (fetch with net/http,
+// readfile and note in the folder KILN_PLUGIN_DATA names), except that
+// note's progress event is not sent and counter fails, the key/value
+// store being available to WASM plugins only.
 package calctools
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 
 	"github.com/kilnhq/kiln/sdk/plugin"
@@ -100,11 +105,11 @@ func fetch(ctx context.Context, args json.RawMessage) (string, error) {
 	if err := json.Unmarshal(args, &in); err != nil {
 		return "", fmt.Errorf("bad arguments: %w", err)
 	}
-	status, n, err := get(ctx, in.URL)
+	resp, err := plugin.HTTP(ctx, plugin.HTTPRequest{Method: "GET", URL: in.URL})
 	if err != nil {
 		return "", err
 	}
-	out, _ := json.Marshal(map[string]int{"status": status, "length": n})
+	out, _ := json.Marshal(map[string]int{"status": resp.Status, "length": len(resp.Body)})
 	return string(out), nil
 }
 
@@ -113,7 +118,7 @@ func readfile(_ context.Context, args json.RawMessage) (string, error) {
 	if err := json.Unmarshal(args, &in); err != nil {
 		return "", fmt.Errorf("bad arguments: %w", err)
 	}
-	data, err := readFile(in.Path)
+	data, err := plugin.ReadFile(in.Path)
 	if err != nil {
 		return "", err
 	}
@@ -125,10 +130,14 @@ func note(_ context.Context, args json.RawMessage) (string, error) {
 	if err := json.Unmarshal(args, &in); err != nil {
 		return "", fmt.Errorf("bad arguments: %w", err)
 	}
-	if err := writeFile("data:/note.txt", []byte(in.Text)); err != nil {
+	if err := plugin.WriteFile("data:/note.txt", []byte(in.Text)); err != nil {
 		return "", err
 	}
-	progress(len(in.Text))
+	plugin.Log(slog.LevelInfo, "note written")
+	// The event is optional: a process plugin has no progress channel yet.
+	if err := plugin.Emit(map[string]int{"wrote": len(in.Text)}); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		plugin.Log(slog.LevelWarn, "progress event not sent: "+err.Error())
+	}
 	return "ok", nil
 }
 
