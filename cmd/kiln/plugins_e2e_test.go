@@ -23,7 +23,7 @@ import (
 // plugin's default interruptOn holding its note tool.
 func examplePlugin(t *testing.T, id string, rt plugins.Runtime) string {
 	t.Helper()
-	dir, _ := plugintest.CalcPlugin(t, id, rt, `{"filesystem":[{"path":"data:/","read":true,"write":true}],"timeout_ms":2000}`)
+	dir, _ := plugintest.CalcPlugin(t, id, rt, `{"filesystem":[{"path":"data:/","read":true,"write":true}],"timeout_ms":4000}`)
 	mf := filepath.Join(dir, plugins.ManifestFile)
 	var raw map[string]any
 	data, err := os.ReadFile(mf)
@@ -150,13 +150,13 @@ func TestPluginsEndToEnd(t *testing.T) {
 	script = strings.Join([]string{
 		`tool calc.fetch {"url": "http://127.0.0.1:1/"}`,
 		`tool calc.readfile {"path": "data:/../../kiln.db"}`,
-		`tool calc.hog {"mib": 256}`,
+		`tool calc.hog {"mib": 100}`,
 		`tool calc.spin {}`,
 		`tool calc.echo {"still": "serving"}`,
 		"text done",
 	}, "\n")
 	r, res = runScript(t, c, script, nil)
-	for tool, want := range map[string]string{"calc.fetch": "not permitted by permissions.network", "calc.readfile": "data:/../../kiln.db", "calc.hog": "memory", "calc.spin": "exceeded timeout_ms (2000 ms)"} {
+	for tool, want := range map[string]string{"calc.fetch": "not permitted by permissions.network", "calc.readfile": "data:/../../kiln.db", "calc.hog": "memory", "calc.spin": "exceeded timeout_ms (4000 ms)"} {
 		if m := res[tool]; m == nil || !m.IsError || !strings.Contains(m.Text, want) {
 			t.Errorf("%s: %+v; want an error mentioning %q", tool, m, want)
 		}
