@@ -18,19 +18,21 @@ UI_SRC     := $(shell find $(UI)/src 2>/dev/null) $(wildcard $(UI)/package.json 
 # npm, when it is installed and web/ui has its build (package.json, build.mjs)
 HAVE_NPM   := $(and $(wildcard $(UI)/package.json),$(wildcard $(UI)/build.mjs),$(shell command -v $(NPM) 2>/dev/null))
 
-.PHONY: all build examples run ui ui-check deps test test-short bench fuzz vet clean
+.PHONY: all build kiln examples run ui ui-check deps test test-short bench fuzz vet clean
 
 all: build
 
 ## build: the kiln binary (server + CLI, with the web UI) and the example plugins into bin/
-build: ui
+build: kiln examples
+
+## kiln: the kiln binary alone
+kiln: ui
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kiln ./cmd/kiln
-	@$(MAKE) --no-print-directory examples
 
 ## examples: the calc example plugin in both runtimes, as folders `kiln plugin install` takes:
 ## bin/plugins/calc-wasm (WASM module) and bin/plugins/calc (process)
 EXAMPLE := sdk/plugin/examples/calc
-examples:
+examples: kiln
 	@mkdir -p $(BIN)/plugins/calc-wasm $(BIN)/plugins/calc
 	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -buildmode=c-shared -o $(BIN)/plugins/calc-wasm/calc.wasm ./$(EXAMPLE)
 	$(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/plugins/calc/calc ./$(EXAMPLE)
@@ -40,7 +42,7 @@ examples:
 	$(BIN)/kiln plugin checksum --write $(BIN)/plugins/calc
 
 ## run: build and serve on 127.0.0.1 with the embedded defaults (~/.kiln, demo model)
-run: build
+run: kiln
 	$(BIN)/kiln serve --addr $(ADDR)
 
 ## ui: rebuild web/ui/dist when a source is newer than it (npm ci first when the lock file changed)
