@@ -425,6 +425,7 @@ func main() {
 		{"BenchmarkEnable/process", "plugin enable + first call, process", "< 25 ms", 25},
 		{"BenchmarkWASMColdStart/warm-cache", "  of which WASM host load + first call, warm cache", "", 0},
 		{"BenchmarkWASMColdStart/same-host", "  of which WASM host load + first call, compiled in this host", "", 0},
+		{"BenchmarkWASMColdStart/small-guest-warm-cache", "  WASM host alone: 319-byte guest, new host, warm cache", "", 0},
 		{"BenchmarkProcessStart", "  of which process host start + first call", "", 0},
 	} {
 		v := ms(c.key + " ns/op")

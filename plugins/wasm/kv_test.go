@@ -7,12 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/kilnhq/kiln/core"
@@ -155,41 +151,10 @@ func TestKVNotAvailable(t *testing.T) {
 	mustAdd(t, calc)
 }
 
-// kvGuest is plugins/wasm/testdata/kvguest built for wasip1, once.
-var (
-	kvGuestOnce sync.Once
-	kvGuestWASM []byte
-	kvGuestErr  error
-)
-
-func buildKVGuest(tb testing.TB) []byte {
-	tb.Helper()
-	kvGuestOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kiln-kvguest-*")
-		if err != nil {
-			kvGuestErr = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		out := filepath.Join(dir, "kvguest.wasm")
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", out, "./testdata/kvguest")
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			kvGuestErr = fmt.Errorf("build kvguest: %v\n%s", err, b)
-			return
-		}
-		kvGuestWASM, kvGuestErr = os.ReadFile(out)
-	})
-	if kvGuestErr != nil {
-		tb.Fatal(kvGuestErr)
-	}
-	return kvGuestWASM
-}
-
 // TestKVGuestHelpers drives every sdk/plugin kv helper from a guest.
 func TestKVGuestHelpers(t *testing.T) {
 	store := openKVStore(t, filepath.Join(t.TempDir(), "kiln.db"))
-	dir, m := plugintest.WritePlugin(t, "kvguest", plugins.RuntimeWASM, "kvguest.wasm", buildKVGuest(t), "")
+	dir, m := plugintest.WritePlugin(t, "kvguest", plugins.RuntimeWASM, "kvguest.wasm", plugintest.Build(t, "./testdata/kvguest", plugins.RuntimeWASM), "")
 	ts, err := newHost(t, "").Load(context.Background(), dir, m, LoadOptions{KV: KVNamespace(store, m.ID)})
 	if err != nil {
 		t.Fatal(err)

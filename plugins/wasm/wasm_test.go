@@ -2,8 +2,6 @@ package wasm
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,11 +11,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,36 +21,9 @@ import (
 	"github.com/kilnhq/kiln/plugins/plugintest"
 )
 
-// calcWASM is the example plugin sdk/plugin/examples/calc built for
-// wasip1, once per test binary.
-var (
-	calcOnce sync.Once
-	calcWASM []byte
-	calcErr  error
-)
-
 func buildCalc(tb testing.TB) []byte {
 	tb.Helper()
-	calcOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kiln-calc-*")
-		if err != nil {
-			calcErr = err
-			return
-		}
-		defer os.RemoveAll(dir)
-		out := filepath.Join(dir, "calc.wasm")
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", out, "github.com/kilnhq/kiln/sdk/plugin/examples/calc")
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			calcErr = fmt.Errorf("build calc: %v\n%s", err, b)
-			return
-		}
-		calcWASM, calcErr = os.ReadFile(out)
-	})
-	if calcErr != nil {
-		tb.Fatal(calcErr)
-	}
-	return calcWASM
+	return plugintest.BuildCalc(tb, plugins.RuntimeWASM)
 }
 
 // writePlugin writes calc.wasm and a manifest with the given permissions
@@ -372,18 +340,9 @@ func TestChecksumMismatch(t *testing.T) {
 }
 
 // writeModule writes a hand-made module and its manifest.
-func writeModule(t *testing.T, code []byte) (string, *plugins.Manifest) {
-	t.Helper()
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "m.wasm"), code, 0o644)
-	sum := sha256.Sum256(code)
-	manifest := fmt.Sprintf(`{"apiVersion":"kiln.dev/v1","id":"m","version":"1.0.0","description":"m","provides":["toolset"],"runtime":"wasm","entry":"m.wasm","sha256":%q}`, hex.EncodeToString(sum[:]))
-	os.WriteFile(filepath.Join(dir, plugins.ManifestFile), []byte(manifest), 0o644)
-	m, err := plugins.LoadManifest(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir, m
+func writeModule(tb testing.TB, code []byte) (string, *plugins.Manifest) {
+	tb.Helper()
+	return plugintest.WritePlugin(tb, "m", plugins.RuntimeWASM, "m.wasm", code, "")
 }
 
 func TestRefusesForeignImportsAndNonReactors(t *testing.T) {
@@ -532,6 +491,35 @@ func BenchmarkWASMColdStart(b *testing.B) {
 		}
 		ts.Close()
 	}
+	b.Run("small-guest-warm-cache", func(b *testing.B) {
+		// testdata/pong: a 319-byte guest, what the host costs apart from
+		// a Go guest's size and runtime start.
+		code, err := os.ReadFile(filepath.Join("testdata", "pong", "pong.wasm"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		pongDir, pong := writeModule(b, code)
+		cache := b.TempDir()
+		start := func() {
+			h, err := New(Config{CacheDir: cache, Logger: logger})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer h.Close(context.Background())
+			ts, err := h.Load(context.Background(), pongDir, pong, LoadOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if out, err := ts.Call(context.Background(), "ping", json.RawMessage(`{}`)); err != nil || out != "pong" {
+				b.Fatalf("ping = %q, %v", out, err)
+			}
+			ts.Close()
+		}
+		start() // fill the cache
+		for b.Loop() {
+			start()
+		}
+	})
 	b.Run("warm-cache", func(b *testing.B) {
 		cache := b.TempDir()
 		run(b, cache) // fill the cache
@@ -569,4 +557,27 @@ func BenchmarkWASMColdStart(b *testing.B) {
 			os.RemoveAll(cache)
 		}
 	})
+}
+
+// TestSmallGuest loads testdata/pong, a hand-written guest of the ABI
+// without the Go SDK, the one BenchmarkWASMColdStart uses to measure the
+// host alone.
+func TestSmallGuest(t *testing.T) {
+	code, err := os.ReadFile(filepath.Join("testdata", "pong", "pong.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, m := writeModule(t, code)
+	ts, err := newHost(t, "").Load(context.Background(), dir, m, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	specs, err := ts.Tools(context.Background())
+	if err != nil || len(specs) != 1 || specs[0].Name != "ping" || !specs[0].Idempotent {
+		t.Fatalf("tools %+v, %v", specs, err)
+	}
+	if out, err := ts.Call(context.Background(), "ping", json.RawMessage(`{"big":"`+strings.Repeat("x", 200_000)+`"}`)); err != nil || out != "pong" {
+		t.Errorf("ping with a request larger than the guest's first page = %q, %v", out, err)
+	}
 }
