@@ -1,0 +1,109 @@
+// Package providertest runs a full agent run through a providers.Provider:
+// a real core.Service on a SQLite store with the built-in echo tool, the
+// provider as its only model. Provider packages point the provider at a
+// local fake server that answers in the API's real wire format (first a
+// tool call, then text) and check the result.
+package providertest
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/sqlite"
+	"github.com/kilnhq/kiln/plugins/builtin"
+	"github.com/kilnhq/kiln/plugins/providers"
+)
+
+// Result is what an agent run left.
+type Result struct {
+	Run      *core.Run
+	Messages []*core.Message
+}
+
+// Tool returns the tool results of the run by tool name.
+func (r Result) Tool(name string) []*core.Message {
+	var out []*core.Message
+	for _, m := range r.Messages {
+		if m.Role == core.RoleTool && m.Name == name {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Final returns the text of the last assistant message.
+func (r Result) Final() string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == core.RoleAssistant {
+			return r.Messages[i].Text
+		}
+	}
+	return ""
+}
+
+// RunAgent runs prompt through p's model on a fresh service whose tools
+// are the built-ins (echo, append_file with no approval needed, sleep),
+// waits for the run to end (30 s at most) and returns it with the thread's
+// messages. The model reference is "<providerID>:<model>".
+func RunAgent(t testing.TB, providerID string, p providers.Provider, model, prompt string) Result {
+	t.Helper()
+	dir := t.TempDir()
+	store, err := sqlite.Open(filepath.Join(dir, "kiln.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	ref := providerID + ":" + model
+	svc, err := core.New(core.Config{
+		Store: store,
+		Models: func(r string) (core.Model, error) {
+			id, m, ok := strings.Cut(r, ":")
+			if !ok || id != providerID {
+				return nil, core.Errorf(core.EINVALID, "unknown model %q", r)
+			}
+			return providers.Model(p, m), nil
+		},
+		Tools:        builtin.Tools(filepath.Join(dir, "scratch")),
+		DefaultModel: ref,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Shutdown(context.Background()) })
+	th, err := svc.CreateThread(ctx, core.LocalOwner, core.ThreadInput{Title: "agent run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := svc.StartRun(ctx, core.LocalOwner, th.ID, core.RunRequest{Input: core.RunInput{Text: prompt}, Model: ref,
+		InterruptOn: core.Policy{"append_file": {Interrupt: false}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if run, err = svc.GetRun(ctx, core.LocalOwner, run.ID); err != nil {
+			t.Fatal(err)
+		}
+		if run.Status != core.RunQueued && run.Status != core.RunRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s still %s after 30 s", run.ID, run.Status)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	msgs, err := svc.Messages(ctx, core.LocalOwner, th.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Result{Run: run, Messages: msgs}
+}
+
