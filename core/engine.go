@@ -674,12 +674,15 @@ func (r *runner) modelStep(ctx context.Context) error {
 	}
 	var nextRun string
 	err = r.commit(ctx, []*Message{msg}, next, func(tx Tx, run *Run) (err error) {
-		if resp.Text != "" {
+		if resp.Text != "" || resp.Usage != (Usage{}) {
 			t, err := tx.Thread(run.ThreadID)
 			if err != nil {
 				return err
 			}
-			t.LastMessage, t.UpdatedAt = preview(resp.Text), r.s.now()
+			t.Usage = t.Usage.Add(resp.Usage)
+			if resp.Text != "" {
+				t.LastMessage, t.UpdatedAt = preview(resp.Text), r.s.now()
+			}
 			if err := tx.PutThread(t); err != nil {
 				return err
 			}

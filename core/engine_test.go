@@ -819,3 +819,25 @@ func TestToolProgress(t *testing.T) {
 	}
 	core.ReportProgress(context.Background(), json.RawMessage(`{}`)) // outside a call: a no-op
 }
+
+func TestThreadUsage(t *testing.T) {
+	first := calls(call("a", "echo", `{}`))
+	first.Usage = core.Usage{InputTokens: 3, OutputTokens: 2}
+	e := newEnv(t, listModel{[]core.ModelResponse{first, {Text: "done", Usage: core.Usage{InputTokens: 5, OutputTokens: 4}}}})
+	rec := &recorder{}
+	svc := e.service(func(c *core.Config) { c.Tools = append(c.Tools, rec.tool("echo", true)) })
+	th := e.thread(svc)
+	for i, want := range []core.Usage{{InputTokens: 8, OutputTokens: 6}, {InputTokens: 16, OutputTokens: 12}} {
+		r := start(t, svc, th.ID, core.RunRequest{})
+		if r = waitRun(t, svc, r.ID, core.RunSucceeded); r.Usage != (core.Usage{InputTokens: 8, OutputTokens: 6}) {
+			t.Errorf("run %d usage %+v", i, r.Usage)
+		}
+		got, err := svc.GetThread(context.Background(), owner, th.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Usage != want {
+			t.Errorf("thread usage after run %d: %+v, want %+v", i, got.Usage, want)
+		}
+	}
+}

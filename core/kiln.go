@@ -41,21 +41,23 @@ const (
 // ActiveRunID is the run that is running or waiting for a decision;
 // UnreadRunID is the latest finished run the owner has not read yet.
 type Thread struct {
-	ID          string    `json:"id"`
-	Title       string    `json:"title"`
-	FolderID    string    `json:"folder_id,omitempty"`
-	Pinned      bool      `json:"pinned"`
-	Source      string    `json:"source"`
-	OwnerID     string    `json:"owner_id"`
-	Model       string    `json:"model,omitempty"`
-	Status      string    `json:"status"`
-	ActiveRunID string    `json:"active_run_id,omitempty"`
-	UnreadRunID string    `json:"unread_run_id,omitempty"`
-	Unread      bool      `json:"unread"`
-	OpenActions int       `json:"open_actions"`
-	LastMessage string    `json:"last_message,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	ID          string `json:"id"`
+	Title       string `json:"title"`
+	FolderID    string `json:"folder_id,omitempty"`
+	Pinned      bool   `json:"pinned"`
+	Source      string `json:"source"`
+	OwnerID     string `json:"owner_id"`
+	Model       string `json:"model,omitempty"`
+	Status      string `json:"status"`
+	ActiveRunID string `json:"active_run_id,omitempty"`
+	UnreadRunID string `json:"unread_run_id,omitempty"`
+	Unread      bool   `json:"unread"`
+	OpenActions int    `json:"open_actions"`
+	LastMessage string `json:"last_message,omitempty"`
+	// Usage sums the model tokens of every run on the thread.
+	Usage     Usage     `json:"usage"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Thread statuses, derived from the thread's runs and kept on the row so

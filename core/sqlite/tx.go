@@ -135,14 +135,16 @@ type scanner interface{ Scan(dest ...any) error }
 // ---- threads
 
 const threadCols = `id, owner_id, folder_id, title, pinned, source, model, status,
- active_run_id, unread_run_id, open_actions, last_message, created_at, updated_at`
+ active_run_id, unread_run_id, open_actions, last_message, created_at, updated_at,
+ input_tokens, output_tokens`
 
 func scanThread(sc scanner) (*core.Thread, error) {
 	var t core.Thread
 	var folder, unread sql.NullString
 	var created, updated int64
 	if err := sc.Scan(&t.ID, &t.OwnerID, &folder, &t.Title, &t.Pinned, &t.Source, &t.Model, &t.Status,
-		&t.ActiveRunID, &unread, &t.OpenActions, &t.LastMessage, &created, &updated); err != nil {
+		&t.ActiveRunID, &unread, &t.OpenActions, &t.LastMessage, &created, &updated,
+		&t.Usage.InputTokens, &t.Usage.OutputTokens); err != nil {
 		return nil, err
 	}
 	t.FolderID = folder.String
@@ -268,14 +270,16 @@ func (x *tx) PutThread(t *core.Thread) error {
 		return err
 	}
 	_, err = x.tx.ExecContext(x.ctx, `INSERT INTO threads (n, `+threadCols+`)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (n) DO UPDATE SET owner_id = excluded.owner_id, folder_id = excluded.folder_id,
  title = excluded.title, pinned = excluded.pinned, source = excluded.source, model = excluded.model,
  status = excluded.status, active_run_id = excluded.active_run_id, unread_run_id = excluded.unread_run_id,
  open_actions = excluded.open_actions, last_message = excluded.last_message,
- created_at = excluded.created_at, updated_at = excluded.updated_at`,
+ created_at = excluded.created_at, updated_at = excluded.updated_at,
+ input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens`,
 		n, t.ID, t.OwnerID, nullText(t.FolderID), t.Title, t.Pinned, t.Source, t.Model, t.Status,
-		t.ActiveRunID, nullText(t.UnreadRunID), t.OpenActions, t.LastMessage, created, updated)
+		t.ActiveRunID, nullText(t.UnreadRunID), t.OpenActions, t.LastMessage, created, updated,
+		t.Usage.InputTokens, t.Usage.OutputTokens)
 	if isForeignKey(err) {
 		return core.Errorf(core.ENOTFOUND, "thread %q: folder %q not found", t.ID, t.FolderID)
 	}
