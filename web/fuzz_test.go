@@ -102,3 +102,13 @@ func FuzzDecodeInstallRequest(f *testing.F) {
 func FuzzDecodePreviewRequest(f *testing.F) {
 	fuzzDecoder(f, parsePreviewRequest, `{"path":"/srv/plugins/weather"}`, `{"path":"."}`, `{"path":1}`, `{}`, `{"path":"/p","x":1}`)
 }
+
+func FuzzDecodeConfigInput(f *testing.F) {
+	fuzzDecoder(f, parseConfigInput,
+		`{"settings":{"api_key":"${OPENAI_API_KEY}","base_url":"https://api.openai.com/v1"}}`,
+		`{"settings":{"api_key":"sk-literal","api":"responses","region":"eu-central-1","profile":"work","auth":"bearer"}}`,
+		`{"settings":{}}`, `{"settings":{"api_key":""}}`, `{"settings":{"api_key":null}}`, `{"settings":null}`, `{}`,
+		`{"settings":{"a":"x","a":"y"}}`, `{"settings":{"":"x"}}`, `{"settings":{"a b":"x"}}`, `{"settings":{"api":1}}`,
+		`{"settings":[]}`, `{"settings":{},"api_key":"x"}`, `{"settings":{"k":"\u00e9\ud83d\ude00\ud800"}}`,
+	)
+}

@@ -40,6 +40,11 @@ type Options struct {
 	// routes exist but answer 404 "plugins are not available on this
 	// server".
 	Plugins Plugins
+	// Providers is the model-provider hub behind the /api/v1/providers and
+	// /api/v1/models routes. When nil (an untyped nil, as for Plugins),
+	// those routes exist but answer 404 "providers are not available on
+	// this server".
+	Providers Providers
 }
 
 // defaultHeartbeat is the event stream heartbeat when Options sets none.
@@ -129,6 +134,7 @@ func (s *server) apiRoutes(r chi.Router) {
 
 	r.Get("/tools", s.api(s.tools))
 	s.pluginRoutes(r)
+	s.providerRoutes(r)
 	r.Get("/status", s.api(s.status))
 	r.Get("/events", s.allEvents)
 }
