@@ -1,0 +1,524 @@
+package hub
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/netguard"
+	"github.com/kilnhq/kiln/plugins/providers"
+)
+
+// Provider states.
+const (
+	StateReady         = "ready"
+	StateNotConfigured = "not_configured"
+	StateDisabled      = "disabled"
+	StateError         = "error"
+)
+
+// maxValue bounds a stored setting.
+const maxValue = 4096
+
+// Config configures a Hub.
+type Config struct {
+	// Path is the file holding what the user configured:
+	// <data>/providers.json, mode 0600.
+	Path string
+	// Defs are the providers (Catalog).
+	Defs []Def
+	// Getenv reads the server's environment; nil means os.Getenv.
+	Getenv func(string) string
+	// ClientFor returns the HTTP client of a provider allowed perms; nil
+	// means netguard.NewClient.
+	ClientFor func(perms plugins.Permissions) *http.Client
+	// Retry is the policy of retryable failures.
+	Retry providers.RetryPolicy
+	// ModelsTTL is how long a live model list is kept; default 5 minutes.
+	ModelsTTL time.Duration
+	// Builtin are the models that need no provider ("demo", "scripted"),
+	// listed first by Models; Default is the server's default model.
+	Builtin []Model
+	Default string
+	Logger  *slog.Logger
+}
+
+// Hub is the server's set of model providers. It is safe for concurrent
+// use.
+type Hub struct {
+	cfg  Config
+	defs map[string]*Def
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	stored   map[string]map[string]string // provider -> setting -> value or ${ENV}
+	live     map[string]*live
+	disabled map[string]bool
+	models   map[string]modelList
+}
+
+// live is a provider built from one set of resolved settings.
+type live struct {
+	key string // the resolved settings it was built from
+	p   providers.Provider
+}
+
+type modelList struct {
+	at     time.Time
+	key    string
+	models []providers.ModelInfo
+	err    string
+}
+
+type file struct {
+	Providers map[string]map[string]string `json:"providers"`
+}
+
+// Open reads the configuration file (a missing one is empty). A file that
+// others can read is made private (0600) and the change logged.
+func Open(cfg Config) (*Hub, error) {
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.Getenv
+	}
+	if cfg.ClientFor == nil {
+		cfg.ClientFor = netguard.NewClient
+	}
+	if cfg.ModelsTTL <= 0 {
+		cfg.ModelsTTL = 5 * time.Minute
+	}
+	h := &Hub{cfg: cfg, defs: map[string]*Def{}, log: cmp.Or(cfg.Logger, slog.Default()),
+		stored: map[string]map[string]string{}, live: map[string]*live{}, disabled: map[string]bool{}, models: map[string]modelList{}}
+	for i := range cfg.Defs {
+		h.defs[cfg.Defs[i].ID] = &cfg.Defs[i]
+	}
+	fi, err := os.Stat(cfg.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return h, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("providers: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(cfg.Path, 0o600); err != nil {
+			return nil, fmt.Errorf("providers: %s is readable by others and cannot be made private: %w", cfg.Path, err)
+		}
+		h.log.Warn("made the provider credentials file private (0600)", "path", cfg.Path)
+	}
+	data, err := os.ReadFile(cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("providers: %w", err)
+	}
+	var f file
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("providers: read %s: %w (fix or remove the file)", cfg.Path, err)
+	}
+	for id, s := range f.Providers {
+		if _, ok := h.defs[id]; ok && s != nil {
+			h.stored[id] = s
+		}
+	}
+	return h, nil
+}
+
+// save writes the configuration atomically, mode 0600; h.mu is held.
+func (h *Hub) save() error {
+	data, err := json.MarshalIndent(file{Providers: h.stored}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(h.cfg.Path), 0o700); err != nil {
+		return fmt.Errorf("save provider settings: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(h.cfg.Path), ".providers-*.json")
+	if err != nil {
+		return fmt.Errorf("save provider settings: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.Write(append(data, '\n'))
+	serr := tmp.Sync()
+	cerr := tmp.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		return fmt.Errorf("save provider settings: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), h.cfg.Path); err != nil {
+		return fmt.Errorf("save provider settings: %w", err)
+	}
+	return nil
+}
+
+var reEnvRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
+
+// resolve returns a provider's settings: stored value (an environment
+// reference expanded), else the first environment variable set, else the
+// default; with each setting's source. h.mu is held.
+func (h *Hub) resolve(d *Def) (map[string]string, []Setting) {
+	values := map[string]string{}
+	var out []Setting
+	for _, sd := range d.Settings {
+		v, src := "", ""
+		if stored, ok := h.stored[d.ID][sd.Name]; ok {
+			if m := reEnvRef.FindStringSubmatch(stored); m != nil {
+				v, src = h.cfg.Getenv(m[1]), "config (env ref "+stored+")"
+			} else if sd.Secret {
+				v, src = stored, "credentials file"
+			} else {
+				v, src = stored, "config"
+			}
+		} else {
+			for _, e := range sd.Env {
+				if x := h.cfg.Getenv(e); x != "" {
+					v, src = x, "env "+e
+					break
+				}
+			}
+			if v == "" && sd.Default != "" {
+				v, src = sd.Default, "default"
+			}
+		}
+		if sd.Name == "base_url" {
+			v = d.normalize(v)
+		}
+		if v != "" {
+			values[sd.Name] = v
+		}
+		shown := v
+		if sd.Secret {
+			shown = "not set"
+			if v != "" {
+				shown = "set"
+			}
+		}
+		if v == "" {
+			src = ""
+		}
+		out = append(out, Setting{Name: sd.Name, Secret: sd.Secret, Value: shown, Source: src})
+	}
+	return values, out
+}
+
+func envNames(d *Def) []string {
+	var out []string
+	for _, sd := range d.Settings {
+		out = append(out, sd.Env...)
+	}
+	return out
+}
+
+// status describes d; h.mu is held.
+func (h *Hub) status(d *Def) Status {
+	values, settings := h.resolve(d)
+	st := Status{ID: d.ID, Name: d.Name, Settings: settings, Env: envNames(d)}
+	switch {
+	case h.disabled[d.ID]:
+		st.State = StateDisabled
+	case d.New == nil:
+		st.State, st.Error = StateError, "this build has no "+d.Name+" provider"
+	case !d.configured(values):
+		st.State = StateNotConfigured
+		if len(st.Env) > 0 {
+			st.Error = "set " + strings.Join(st.Env[:1], "") + " in the server's environment or configure it (kiln providers set " + d.ID + ")"
+		}
+	default:
+		st.State = StateReady
+		if ml, ok := h.models[d.ID]; ok && ml.err != "" && ml.key == fingerprint(values) {
+			st.State, st.Error = StateError, ml.err
+		}
+	}
+	return st
+}
+
+// List describes every provider, in catalog order.
+func (h *Hub) List(context.Context) []Status {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]Status, 0, len(h.cfg.Defs))
+	for i := range h.cfg.Defs {
+		out = append(out, h.status(&h.cfg.Defs[i]))
+	}
+	return out
+}
+
+// Get describes one provider; ENOTFOUND for an unknown ID.
+func (h *Hub) Get(_ context.Context, id string) (Status, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d, ok := h.defs[id]
+	if !ok {
+		return Status{}, h.unknown(id)
+	}
+	return h.status(d), nil
+}
+
+func (h *Hub) unknown(id string) error {
+	ids := make([]string, 0, len(h.cfg.Defs))
+	for _, d := range h.cfg.Defs {
+		ids = append(ids, d.ID)
+	}
+	return core.Errorf(core.ENOTFOUND, "unknown provider %q (providers: %s)", id, strings.Join(ids, ", "))
+}
+
+// Configure changes a provider's stored settings: each value is stored as
+// given (an environment reference "${NAME}" as the reference, a secret in
+// the 0600 file), "" removes it. EINVALID names the bad setting.
+func (h *Hub) Configure(_ context.Context, id string, in ConfigInput) (Status, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d, ok := h.defs[id]
+	if !ok {
+		return Status{}, h.unknown(id)
+	}
+	if len(in.Settings) == 0 {
+		return Status{}, core.Errorf(core.EINVALID, "no settings given")
+	}
+	next := map[string]string{}
+	for k, v := range h.stored[id] {
+		next[k] = v
+	}
+	for _, name := range slices.Sorted(maps.Keys(in.Settings)) {
+		v := strings.TrimSpace(in.Settings[name])
+		sd := d.setting(name)
+		if sd == nil {
+			return Status{}, core.Errorf(core.EINVALID, "%s has no setting %q (settings: %s)", id, name, settingNames(d))
+		}
+		if err := checkValue(d, sd, v); err != nil {
+			return Status{}, err
+		}
+		if v == "" {
+			delete(next, name)
+		} else {
+			next[name] = v
+		}
+	}
+	prev := h.stored[id]
+	if len(next) == 0 {
+		delete(h.stored, id)
+	} else {
+		h.stored[id] = next
+	}
+	if err := h.save(); err != nil {
+		h.stored[id] = prev
+		return Status{}, err
+	}
+	delete(h.models, id)
+	h.log.Info("provider configured", "provider", id, "settings", slices.Sorted(maps.Keys(in.Settings)))
+	return h.status(d), nil
+}
+
+func checkValue(d *Def, sd *SettingDef, v string) error {
+	switch {
+	case v == "":
+		return nil
+	case len(v) > maxValue:
+		return core.Errorf(core.EINVALID, "%s.%s: longer than %d bytes", d.ID, sd.Name, maxValue)
+	case strings.ContainsAny(v, "\r\n\x00"):
+		return core.Errorf(core.EINVALID, "%s.%s: must be one line", d.ID, sd.Name)
+	case strings.HasPrefix(v, "${") && !reEnvRef.MatchString(v):
+		return core.Errorf(core.EINVALID, "%s.%s: %q is not an environment reference like ${NAME}", d.ID, sd.Name, v)
+	case reEnvRef.MatchString(v):
+		return nil
+	case len(sd.Values) > 0 && !slices.Contains(sd.Values, v):
+		return core.Errorf(core.EINVALID, "%s.%s: %q is not one of %s", d.ID, sd.Name, v, strings.Join(sd.Values, ", "))
+	case sd.Name == "base_url":
+		u, err := url.Parse(d.normalize(v))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			return core.Errorf(core.EINVALID, "%s.base_url: %q is not an http(s) URL", d.ID, v)
+		}
+	}
+	return nil
+}
+
+func settingNames(d *Def) string {
+	names := make([]string, len(d.Settings))
+	for i, s := range d.Settings {
+		names[i] = s.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// Reset forgets a provider's stored settings; the environment and the
+// defaults apply again.
+func (h *Hub) Reset(_ context.Context, id string) (Status, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d, ok := h.defs[id]
+	if !ok {
+		return Status{}, h.unknown(id)
+	}
+	if prev, had := h.stored[id]; had {
+		delete(h.stored, id)
+		if err := h.save(); err != nil {
+			h.stored[id] = prev
+			return Status{}, err
+		}
+	}
+	delete(h.models, id)
+	return h.status(d), nil
+}
+
+// SetEnabled enables or disables a provider (its built-in plugin).
+func (h *Hub) SetEnabled(id string, on bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.disabled[id] = !on
+	if !on {
+		delete(h.live, id)
+	}
+}
+
+// fingerprint identifies a set of resolved settings.
+func fingerprint(values map[string]string) string {
+	b, _ := json.Marshal(values)
+	return string(b)
+}
+
+// provider returns d's provider built from its current settings, or an
+// EINVALID error saying why there is none. h.mu is held.
+func (h *Hub) provider(d *Def) (providers.Provider, map[string]string, error) {
+	st := h.status(d)
+	switch st.State {
+	case StateDisabled:
+		return nil, nil, core.Errorf(core.EINVALID, "provider %s is disabled (kiln plugin enable %s)", d.ID, d.ID)
+	case StateNotConfigured:
+		return nil, nil, core.Errorf(core.EINVALID, "provider %s is not configured: %s", d.ID, st.Error)
+	}
+	if d.New == nil {
+		return nil, nil, core.Errorf(core.EINVALID, "%s", st.Error)
+	}
+	values, _ := h.resolve(d)
+	key := fingerprint(values)
+	if l, ok := h.live[d.ID]; ok && l.key == key {
+		return l.p, values, nil
+	}
+	s := providers.Settings{APIKey: values["api_key"], BaseURL: values["base_url"], Extra: map[string]string{},
+		HTTP: h.cfg.ClientFor(plugins.Permissions{Network: d.hosts(values)})}
+	for k, v := range values {
+		if k != "api_key" && k != "base_url" {
+			s.Extra[k] = v
+		}
+	}
+	p, err := d.New(s)
+	if err != nil {
+		return nil, nil, core.Errorf(core.EINVALID, "provider %s: %v", d.ID, err)
+	}
+	p = providers.Retry(p, h.cfg.Retry)
+	h.live[d.ID] = &live{key: key, p: p}
+	return p, values, nil
+}
+
+// Resolve returns the model of a "<provider>:<model>" reference, or an
+// EINVALID error saying what is wrong (unknown provider, not configured,
+// disabled). Model IDs may contain ":" ("llama3:8b").
+func (h *Hub) Resolve(ref string) (core.Model, error) {
+	id, model, ok := strings.Cut(ref, ":")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d, known := h.defs[id]
+	if !ok || !known {
+		return nil, core.Errorf(core.EINVALID, "unknown model %q", ref)
+	}
+	if model == "" {
+		return nil, core.Errorf(core.EINVALID, "model %q names no model: want %s:<model>", ref, id)
+	}
+	p, _, err := h.provider(d)
+	if err != nil {
+		return nil, err
+	}
+	return providers.Model(p, model), nil
+}
+
+// Handles reports whether ref names one of the hub's providers.
+func (h *Hub) Handles(ref string) bool {
+	id, _, ok := strings.Cut(ref, ":")
+	_, known := h.defs[id]
+	return ok && known
+}
+
+// modelsTimeout bounds one provider's live model list.
+const modelsTimeout = 10 * time.Second
+
+// Models lists the built-in models and every ready provider's models,
+// live where the provider lists them (kept ModelsTTL), with every
+// provider's status; a provider whose list fails is in state "error" with
+// the reason, and its well-known models are listed.
+func (h *Hub) Models(ctx context.Context) Models {
+	type job struct {
+		d      *Def
+		p      providers.Provider
+		key    string
+		cached *modelList
+	}
+	h.mu.Lock()
+	var jobs []job
+	for i := range h.cfg.Defs {
+		d := &h.cfg.Defs[i]
+		p, values, err := h.provider(d)
+		if err != nil {
+			continue
+		}
+		j := job{d: d, p: p, key: fingerprint(values)}
+		if ml, ok := h.models[d.ID]; ok && ml.key == j.key && time.Since(ml.at) < h.cfg.ModelsTTL {
+			j.cached = &ml
+		}
+		jobs = append(jobs, j)
+	}
+	h.mu.Unlock()
+
+	lists := make([]modelList, len(jobs))
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		if j.cached != nil {
+			lists[i] = *j.cached
+			continue
+		}
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, modelsTimeout)
+			defer cancel()
+			ms, err := j.p.Models(cctx)
+			lists[i] = modelList{at: time.Now(), key: j.key, models: ms}
+			if err != nil {
+				lists[i].err = "listing models: " + err.Error()
+			}
+		})
+	}
+	wg.Wait()
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := Models{Models: slices.Clone(h.cfg.Builtin), Default: h.cfg.Default}
+	for i, j := range jobs {
+		if ctx.Err() == nil {
+			h.models[j.d.ID] = lists[i]
+		}
+		ms := lists[i].models
+		if lists[i].err != "" && len(ms) == 0 {
+			for _, id := range j.d.Models {
+				ms = append(ms, providers.ModelInfo{ID: id})
+			}
+		}
+		for _, m := range ms {
+			out.Models = append(out.Models, Model{Ref: j.d.ID + ":" + m.ID, Provider: j.d.ID, ID: m.ID, Name: m.Name, ContextSize: m.ContextSize})
+		}
+	}
+	for i := range h.cfg.Defs {
+		out.Providers = append(out.Providers, h.status(&h.cfg.Defs[i]))
+	}
+	if out.Models == nil {
+		out.Models = []Model{}
+	}
+	return out
+}

@@ -1,0 +1,336 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/netguard"
+	"github.com/kilnhq/kiln/plugins/providers"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// fake is a provider that lists models from {base_url}/models with its
+// client, and answers turns with its model and API key length.
+type fake struct {
+	s     providers.Settings
+	lists *atomic.Int32
+}
+
+func (f fake) Models(ctx context.Context) ([]providers.ModelInfo, error) {
+	f.lists.Add(1)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.s.BaseURL+"/models", nil)
+	resp, err := f.s.Client().Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var ids []string
+	if err := json.NewDecoder(resp.Body).Decode(&ids); err != nil {
+		return nil, err
+	}
+	var out []providers.ModelInfo
+	for _, id := range ids {
+		out = append(out, providers.ModelInfo{ID: id})
+	}
+	return out, nil
+}
+
+func (f fake) Turn(_ context.Context, model string, _ core.ModelRequest, _ func(string)) (core.ModelResponse, error) {
+	return core.ModelResponse{Text: model + " via " + f.s.Extra["api"]}, nil
+}
+
+type env struct {
+	vars  map[string]string
+	path  string
+	lists atomic.Int32
+}
+
+func newEnv(t *testing.T) *env {
+	return &env{vars: map[string]string{}, path: filepath.Join(t.TempDir(), "providers.json")}
+}
+
+func (e *env) open(t *testing.T) *Hub {
+	t.Helper()
+	factory := func(s providers.Settings) (providers.Provider, error) { return fake{s, &e.lists}, nil }
+	factories := map[string]providers.Factory{}
+	for _, id := range []string{"openai", "anthropic", "gemini", "bedrock", "openrouter", "ollama"} {
+		factories[id] = factory
+	}
+	h, err := Open(Config{Path: e.path, Defs: Catalog(factories), Getenv: func(k string) string { return e.vars[k] },
+		Logger: quiet, Builtin: []Model{{Ref: "demo", Provider: "builtin", ID: "demo"}}, Default: "demo",
+		Retry: providers.RetryPolicy{Attempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func setting(st Status, name string) Setting {
+	for _, s := range st.Settings {
+		if s.Name == name {
+			return s
+		}
+	}
+	return Setting{}
+}
+
+func TestEnvironmentDefaults(t *testing.T) {
+	e := newEnv(t)
+	e.vars["OPENAI_API_KEY"] = "sk-env-secret"
+	e.vars["GOOGLE_API_KEY"] = "g-secret"
+	e.vars["OLLAMA_HOST"] = "localhost"
+	e.vars["AWS_PROFILE"] = "work"
+	h := e.open(t)
+	ctx := context.Background()
+	states := map[string]string{}
+	for _, st := range h.List(ctx) {
+		states[st.ID] = st.State
+	}
+	want := map[string]string{"openai": StateReady, "anthropic": StateNotConfigured, "gemini": StateReady, "bedrock": StateReady, "openrouter": StateNotConfigured, "ollama": StateReady}
+	for id, s := range want {
+		if states[id] != s {
+			t.Errorf("%s: state %q, want %q", id, states[id], s)
+		}
+	}
+	st, _ := h.Get(ctx, "openai")
+	if s := setting(st, "api_key"); s.Value != "set" || s.Source != "env OPENAI_API_KEY" {
+		t.Errorf("openai api_key %+v", s)
+	}
+	if s := setting(st, "base_url"); s.Value != "https://api.openai.com/v1" || s.Source != "default" {
+		t.Errorf("openai base_url %+v", s)
+	}
+	if s := setting(mustGet(t, h, "gemini"), "api_key"); s.Source != "env GOOGLE_API_KEY" {
+		t.Errorf("gemini api_key %+v", s)
+	}
+	if s := setting(mustGet(t, h, "ollama"), "base_url"); s.Value != "http://127.0.0.1:11434" {
+		t.Errorf("OLLAMA_HOST=localhost gives %+v", s)
+	}
+	if s := setting(mustGet(t, h, "bedrock"), "region"); s.Value != "us-west-2" || s.Source != "default" {
+		t.Errorf("bedrock region %+v", s)
+	}
+	st, _ = h.Get(ctx, "anthropic")
+	if !strings.Contains(st.Error, "ANTHROPIC_API_KEY") {
+		t.Errorf("not configured hint %q", st.Error)
+	}
+	data, _ := json.Marshal(h.List(ctx))
+	if strings.Contains(string(data), "sk-env-secret") || strings.Contains(string(data), "g-secret") {
+		t.Errorf("a secret leaked into the status: %s", data)
+	}
+}
+
+func mustGet(t *testing.T, h *Hub, id string) Status {
+	t.Helper()
+	st, err := h.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestConfigure(t *testing.T) {
+	e := newEnv(t)
+	e.vars["MY_KEY"] = "sk-from-ref"
+	h := e.open(t)
+	ctx := context.Background()
+
+	st, err := h.Configure(ctx, "openai", ConfigInput{Settings: map[string]string{"api_key": "${MY_KEY}", "api": "responses"}})
+	if err != nil || st.State != StateReady || setting(st, "api_key").Source != "config (env ref ${MY_KEY})" {
+		t.Fatalf("configure with a reference: %+v, %v", st, err)
+	}
+	m, err := h.Resolve("openai:gpt-4o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := m.Turn(ctx, core.ModelRequest{}, nil); resp.Text != "gpt-4o via responses" {
+		t.Errorf("turn %q", resp.Text)
+	}
+
+	const literal = "sk-ant-literal-secret-123"
+	st, err = h.Configure(ctx, "anthropic", ConfigInput{Settings: map[string]string{"api_key": literal}})
+	if err != nil || st.State != StateReady || setting(st, "api_key") != (Setting{Name: "api_key", Secret: true, Value: "set", Source: "credentials file"}) {
+		t.Fatalf("configure with a literal: %+v, %v", st, err)
+	}
+	fi, err := os.Stat(e.path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("credentials file mode %v, %v", fi.Mode(), err)
+	}
+	if out, _ := json.Marshal(h.List(ctx)); strings.Contains(string(out), literal) {
+		t.Error("the literal secret is in the status")
+	}
+
+	before, _ := os.ReadFile(e.path)
+	for _, c := range []struct {
+		id   string
+		in   map[string]string
+		code string
+		text string
+	}{
+		{"openai", map[string]string{"colour": "blue"}, core.EINVALID, `no setting "colour"`},
+		{"openai", map[string]string{"api": "completions"}, core.EINVALID, "not one of chat, responses"},
+		{"openai", map[string]string{"base_url": "ftp://x"}, core.EINVALID, "not an http(s) URL"},
+		{"openai", map[string]string{"api_key": "${BAD-NAME}"}, core.EINVALID, "not an environment reference"},
+		{"openai", map[string]string{"api_key": "a\nb"}, core.EINVALID, "one line"},
+		{"openai", nil, core.EINVALID, "no settings"},
+		{"nope", map[string]string{"api_key": "x"}, core.ENOTFOUND, "unknown provider"},
+	} {
+		_, err := h.Configure(ctx, c.id, ConfigInput{Settings: c.in})
+		if core.ErrorCode(err) != c.code || !strings.Contains(err.Error(), c.text) {
+			t.Errorf("configure %s %v: %v, want %s mentioning %q", c.id, c.in, err, c.code, c.text)
+		}
+	}
+	if after, _ := os.ReadFile(e.path); string(after) != string(before) {
+		t.Error("a refused configuration changed the file")
+	}
+
+	// A new hub reads the file; reset forgets it.
+	h = e.open(t)
+	if st := mustGet(t, h, "anthropic"); st.State != StateReady {
+		t.Errorf("after reopen: %+v", st)
+	}
+	if st, err := h.Reset(ctx, "anthropic"); err != nil || st.State != StateNotConfigured {
+		t.Errorf("reset: %+v, %v", st, err)
+	}
+	if data, _ := os.ReadFile(e.path); strings.Contains(string(data), literal) {
+		t.Error("the secret stays in the file after reset")
+	}
+}
+
+func TestOpenMakesTheFilePrivate(t *testing.T) {
+	e := newEnv(t)
+	os.WriteFile(e.path, []byte(`{"providers":{"openai":{"api_key":"sk-x"}}}`), 0o644)
+	h := e.open(t)
+	if fi, _ := os.Stat(e.path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v after open", fi.Mode())
+	}
+	if st := mustGet(t, h, "openai"); st.State != StateReady {
+		t.Errorf("openai %+v", st)
+	}
+	os.WriteFile(e.path, []byte(`{`), 0o600)
+	if _, err := Open(Config{Path: e.path}); err == nil || !strings.Contains(err.Error(), "providers.json") {
+		t.Errorf("a corrupt file: %v", err)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	e := newEnv(t)
+	e.vars["OPENAI_API_KEY"] = "k"
+	h := e.open(t)
+	for ref, want := range map[string]string{
+		"gpt-4o":             "unknown model",
+		"mistral:large":      "unknown model",
+		"openai:":            "names no model",
+		"anthropic:claude-x": "not configured",
+	} {
+		if _, err := h.Resolve(ref); core.ErrorCode(err) != core.EINVALID || !strings.Contains(err.Error(), want) {
+			t.Errorf("Resolve(%q) = %v, want %q", ref, err, want)
+		}
+	}
+	m, err := h.Resolve("ollama:llama3.2:3b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := m.Turn(context.Background(), core.ModelRequest{}, nil); !strings.HasPrefix(resp.Text, "llama3.2:3b") {
+		t.Errorf("a model with a colon: %q", resp.Text)
+	}
+	h.SetEnabled("openai", false)
+	if _, err := h.Resolve("openai:gpt-4o"); err == nil || !strings.Contains(err.Error(), "disabled") {
+		t.Errorf("disabled provider: %v", err)
+	}
+	if st := mustGet(t, h, "openai"); st.State != StateDisabled {
+		t.Errorf("state %q", st.State)
+	}
+	if !h.Handles("openai:x") || h.Handles("demo") || h.Handles("mistral:x") {
+		t.Error("Handles")
+	}
+}
+
+func TestModels(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode([]string{"m1", "m2"})
+	}))
+	defer srv.Close()
+	e := newEnv(t)
+	e.vars["OPENAI_API_KEY"] = "k"
+	e.vars["OPENAI_BASE_URL"] = srv.URL
+	e.vars["ANTHROPIC_API_KEY"] = "k"
+	e.vars["ANTHROPIC_BASE_URL"] = "http://127.0.0.1:1" // nothing listens
+	e.vars["OLLAMA_HOST"] = "127.0.0.1:1"
+	h := e.open(t)
+	ctx := context.Background()
+	got := h.Models(ctx)
+	refs := map[string]bool{}
+	for _, m := range got.Models {
+		refs[m.Ref] = true
+	}
+	for _, r := range []string{"demo", "openai:m1", "openai:m2", "anthropic:claude-sonnet-4-5"} {
+		if !refs[r] {
+			t.Errorf("models lack %s: %+v", r, got.Models)
+		}
+	}
+	states := map[string]Status{}
+	for _, p := range got.Providers {
+		states[p.ID] = p
+	}
+	if states["openai"].State != StateReady || states["anthropic"].State != StateError || !strings.Contains(states["anthropic"].Error, "listing models") {
+		t.Errorf("states %+v", states)
+	}
+	if got.Default != "demo" {
+		t.Errorf("default %q", got.Default)
+	}
+	n := e.lists.Load()
+	h.Models(ctx)
+	if e.lists.Load() != n {
+		t.Errorf("the live lists were fetched again within the TTL: %d then %d", n, e.lists.Load())
+	}
+}
+
+// TestNetworkConfined: a provider reaches its base URL's host only; a
+// redirect elsewhere and a direct request to another host are refused.
+func TestNetworkConfined(t *testing.T) {
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode([]string{"stolen"})
+	}))
+	defer other.Close()
+	own := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/models", http.StatusFound)
+	}))
+	defer own.Close()
+	e := newEnv(t)
+	e.vars["OPENAI_API_KEY"] = "k"
+	e.vars["OPENAI_BASE_URL"] = own.URL
+	h := e.open(t)
+	h.mu.Lock()
+	p, _, err := h.provider(h.defs["openai"])
+	h.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Models(context.Background())
+	if !errors.Is(err, netguard.ErrDenied) || !strings.Contains(err.Error(), "redirect") {
+		t.Errorf("redirect to another host: %v", err)
+	}
+	direct := fake{providers.Settings{BaseURL: other.URL, HTTP: netguard.NewClient(permsFor(h, "openai"))}, &e.lists}
+	if _, err := direct.Models(context.Background()); !errors.Is(err, netguard.ErrDenied) {
+		t.Errorf("a request to another host: %v", err)
+	}
+}
+
+func permsFor(h *Hub, id string) plugins.Permissions {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	values, _ := h.resolve(h.defs[id])
+	return plugins.Permissions{Network: h.defs[id].hosts(values)}
+}
