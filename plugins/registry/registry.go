@@ -49,8 +49,12 @@ type Builtin struct {
 	// Manifest describes it as if it were installed; its Permissions and
 	// InterruptOn apply, and its SHA256 is what Load starts.
 	Manifest *plugins.Manifest
-	// Load starts it.
+	// Load starts a toolset built-in.
 	Load func(ctx context.Context) (plugins.Toolset, error)
+	// Activate and Deactivate switch on and off a built-in of another
+	// kind (a model provider), instead of Load.
+	Activate   func(ctx context.Context) error
+	Deactivate func()
 	// Disabled keeps it off until the user enables it.
 	Disabled bool
 }
@@ -268,6 +272,12 @@ func (r *Registry) start(ctx context.Context, e *entry) error {
 // load starts the plugin and adds its tools to the tool host.
 func (r *Registry) load(ctx context.Context, e *entry) (plugins.Toolset, []string, error) {
 	m := e.m
+	if b := e.builtin; b != nil && b.Activate != nil {
+		if err := b.Activate(ctx); err != nil {
+			return nil, nil, err
+		}
+		return activation{b.Deactivate}, nil, nil
+	}
 	if !slices.Contains(m.Provides, plugins.CapToolset) {
 		return nil, nil, fmt.Errorf("provides %s; this Kiln loads toolset plugins only", quoteCaps(m.Provides))
 	}
@@ -343,6 +353,22 @@ func (r *Registry) stop(e *entry) {
 	if err := ts.Close(); err != nil {
 		r.log.Warn("close plugin", "plugin", e.id, "err", err)
 	}
+}
+
+// activation stands for an activated built-in that has no tools.
+type activation struct{ deactivate func() }
+
+func (activation) Tools(context.Context) ([]core.ToolSpec, error) { return nil, nil }
+
+func (activation) Call(_ context.Context, tool string, _ json.RawMessage) (string, error) {
+	return "", fmt.Errorf("unknown tool %q", tool)
+}
+
+func (a activation) Close() error {
+	if a.deactivate != nil {
+		a.deactivate()
+	}
+	return nil
 }
 
 // tool is one plugin tool as a core.Tool; the core names it

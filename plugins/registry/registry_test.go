@@ -454,3 +454,29 @@ func TestEnableRestartsAFailedProcess(t *testing.T) {
 		t.Errorf("calc.add after enable = %q, %v", out, err)
 	}
 }
+
+// TestActivatedBuiltin: a built-in of another kind than toolset (a model
+// provider) is switched on and off through Activate and Deactivate.
+func TestActivatedBuiltin(t *testing.T) {
+	e := newEnv(t)
+	on := false
+	m := &plugins.Manifest{APIVersion: plugins.APIVersion, ID: "openai", Version: "1.0.0", Description: "OpenAI models.",
+		Provides: []plugins.Capability{plugins.CapModelProvider}, Runtime: "builtin",
+		Permissions: plugins.Permissions{Network: []string{"api.openai.com:443"}}}
+	e.bi = []registry.Builtin{{Manifest: m,
+		Activate:   func(context.Context) error { on = true; return nil },
+		Deactivate: func() { on = false }}}
+	r := e.open(t)
+	ctx := context.Background()
+	in, err := r.Get(ctx, "openai")
+	if err != nil || in.Status != registry.StatusEnabled || !on || in.Runtime != "builtin" || len(in.Tools) != 0 ||
+		!slices.ContainsFunc(in.Permissions, func(l string) bool { return strings.Contains(l, "api.openai.com") }) {
+		t.Fatalf("activated built-in: %+v, %v (on %v)", in, err, on)
+	}
+	if in, err = r.Disable(ctx, "openai"); err != nil || in.Status != registry.StatusDisabled || on {
+		t.Errorf("disable: %+v, %v (on %v)", in, err, on)
+	}
+	if in, err = r.Enable(ctx, "openai"); err != nil || in.Status != registry.StatusEnabled || !on {
+		t.Errorf("enable: %+v, %v (on %v)", in, err, on)
+	}
+}
