@@ -1,0 +1,133 @@
+package bedrock
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins/providers"
+)
+
+// The Converse request body (the fields Kiln uses).
+type converseRequest struct {
+	Messages   []message   `json:"messages"`
+	ToolConfig *toolConfig `json:"toolConfig,omitempty"`
+}
+
+type message struct {
+	Role    string         `json:"role"` // "user" or "assistant"
+	Content []contentBlock `json:"content"`
+}
+
+// contentBlock is a union: exactly one field is set.
+type contentBlock struct {
+	Text       string      `json:"text,omitempty"`
+	ToolUse    *toolUse    `json:"toolUse,omitempty"`
+	ToolResult *toolResult `json:"toolResult,omitempty"`
+}
+
+type toolUse struct {
+	ToolUseID string          `json:"toolUseId"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+}
+
+type toolResult struct {
+	ToolUseID string            `json:"toolUseId"`
+	Content   []toolResultBlock `json:"content"`
+	Status    string            `json:"status,omitempty"` // "error" for a failed tool
+}
+
+type toolResultBlock struct {
+	Text string `json:"text"`
+}
+
+type toolConfig struct {
+	Tools []tool `json:"tools"`
+}
+
+type tool struct {
+	ToolSpec toolSpec `json:"toolSpec"`
+}
+
+type toolSpec struct {
+	Name        string      `json:"name"`
+	Description string      `json:"description,omitempty"`
+	InputSchema inputSchema `json:"inputSchema"`
+}
+
+type inputSchema struct {
+	JSON json.RawMessage `json:"json"`
+}
+
+// emptyObject is the input of a call without arguments and the schema of a
+// tool without one.
+var emptyObject = json.RawMessage(`{}`)
+
+// emptyResult stands in for a tool's empty output: Bedrock refuses blank
+// text blocks.
+const emptyResult = "(no output)"
+
+// buildRequest turns a Kiln model request into a Converse body. Bedrock
+// wants user and assistant turns to alternate, so consecutive messages of
+// the same Bedrock role (a tool result is a user turn) are merged into one
+// turn; blank text is left out, since Bedrock refuses blank text blocks.
+func buildRequest(req core.ModelRequest, names *providers.ToolNames) converseRequest {
+	var out converseRequest
+	for _, m := range req.Messages {
+		role, blocks := "user", []contentBlock(nil)
+		switch m.Role {
+		case core.RoleUser:
+			if m.Text != "" {
+				blocks = append(blocks, contentBlock{Text: m.Text})
+			}
+		case core.RoleAssistant:
+			role = "assistant"
+			if m.Text != "" {
+				blocks = append(blocks, contentBlock{Text: m.Text})
+			}
+			for _, c := range m.ToolCalls {
+				blocks = append(blocks, contentBlock{ToolUse: &toolUse{ToolUseID: c.ID, Name: names.API(c.Name), Input: objectArgs(c.Args)}})
+			}
+		case core.RoleTool:
+			text := m.Text
+			if text == "" {
+				text = emptyResult
+			}
+			r := &toolResult{ToolUseID: m.ToolCallID, Content: []toolResultBlock{{Text: text}}}
+			if m.IsError {
+				r.Status = "error"
+			}
+			blocks = append(blocks, contentBlock{ToolResult: r})
+		}
+		if len(blocks) == 0 {
+			continue
+		}
+		if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == role {
+			out.Messages[n-1].Content = append(out.Messages[n-1].Content, blocks...)
+			continue
+		}
+		out.Messages = append(out.Messages, message{Role: role, Content: blocks})
+	}
+	if len(req.Tools) > 0 {
+		out.ToolConfig = &toolConfig{}
+		for _, t := range req.Tools {
+			schema := t.Schema
+			if len(bytes.TrimSpace(schema)) == 0 || bytes.Equal(bytes.TrimSpace(schema), []byte("null")) {
+				schema = json.RawMessage(`{"type":"object","properties":{}}`)
+			}
+			out.ToolConfig.Tools = append(out.ToolConfig.Tools, tool{ToolSpec: toolSpec{Name: names.API(t.Name), Description: t.Description, InputSchema: inputSchema{JSON: schema}}})
+		}
+	}
+	return out
+}
+
+// objectArgs returns args as a JSON object: Bedrock's toolUse input is a
+// document, and a call without arguments has {}.
+func objectArgs(args json.RawMessage) json.RawMessage {
+	t := bytes.TrimSpace(args)
+	if len(t) == 0 || bytes.Equal(t, []byte("null")) || !json.Valid(t) {
+		return emptyObject
+	}
+	return t
+}
