@@ -26,6 +26,7 @@ import (
 	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/plugins/builtin"
 	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/providers/hub"
 	"github.com/kilnhq/kiln/plugins/registry"
 	"github.com/kilnhq/kiln/plugins/wasm"
 	"github.com/kilnhq/kiln/web"
@@ -119,8 +120,8 @@ func loadServeConfig(flags *pflag.FlagSet, getenv func(string) string, home func
 		return serveConfig{}, err
 	}
 	cfg.AllowedOrigins = origins
-	if _, ok := builtin.Models()[cfg.Model]; !ok {
-		return serveConfig{}, fmt.Errorf("KILN_MODEL: unknown model %q (available: %s)", cfg.Model, availableModels())
+	if err := checkModelRef(cfg.Model); err != nil {
+		return serveConfig{}, fmt.Errorf("KILN_MODEL: %w", err)
 	}
 	if cfg.Loopback, err = checkExposure(cfg.Addr, cfg.Token, cfg.AllowedOrigins); err != nil {
 		return serveConfig{}, err
@@ -196,21 +197,6 @@ func isLoopbackAddr(addr string) (bool, error) {
 	return ip != nil && ip.IsLoopback(), nil
 }
 
-// availableModels lists the built-in model names, sorted.
-func availableModels() string {
-	return strings.Join(slices.Sorted(maps.Keys(builtin.Models())), ", ")
-}
-
-// modelResolver resolves model references to the built-in models.
-func modelResolver(models map[string]core.Model) core.ModelResolver {
-	return func(ref string) (core.Model, error) {
-		if m, ok := models[ref]; ok {
-			return m, nil
-		}
-		return nil, core.Errorf(core.EINVALID, "unknown model %q (available: %s)", ref, availableModels())
-	}
-}
-
 // runServer serves the API until ctx ends, then shuts down gracefully:
 // stop accepting, end event streams, let in-flight requests finish, stop
 // the engine (runs resume on the next start) and close the store.
@@ -233,9 +219,13 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return err
 	}
+	models, err := openHub(cfg, log)
+	if err != nil {
+		return err
+	}
 	svc, err := core.New(core.Config{
 		Store:         store,
-		Models:        modelResolver(builtin.Models()),
+		Models:        modelResolver(builtin.Models(), models),
 		Tools:         tools,
 		DefaultModel:  cfg.Model,
 		DefaultPolicy: core.Policy{"append_file": {Interrupt: true}},
@@ -246,7 +236,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	}
 	// Plugins load before the engine starts, so runs resumed after a
 	// restart find their tools; they stop after it.
-	reg, closePlugins, err := openPlugins(ctx, cfg, svc, store, log)
+	reg, closePlugins, err := openPlugins(ctx, cfg, svc, store, models, log)
 	if err != nil {
 		return err
 	}
@@ -269,14 +259,18 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 }
 
 // openPlugins opens the plugin registry in <data>/plugins with the
-// built-in plugins, a WASM host whose compiled code is cached in
+// built-in plugins (the model providers of models among them, unless
+// nil), a WASM host whose compiled code is cached in
 // <data>/cache/wasm and the plugins' kv namespaces in the store, and loads
 // the enabled plugins. The returned function
 // stops them.
-func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv core.KVStore, log *slog.Logger) (*registry.Registry, func() error, error) {
+func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv core.KVStore, models *hub.Hub, log *slog.Logger) (*registry.Registry, func() error, error) {
 	builtins, err := registryBuiltins(log)
 	if err != nil {
 		return nil, nil, err
+	}
+	if models != nil {
+		builtins = append(builtins, providerBuiltins(models)...)
 	}
 	host, err := wasm.New(wasm.Config{CacheDir: filepath.Join(cfg.DataRoot, "cache", "wasm"), Logger: log})
 	if err != nil {

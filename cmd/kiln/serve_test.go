@@ -91,6 +91,11 @@ func TestLoadServeConfig(t *testing.T) {
 			want: serveConfig{Addr: "localhost:9000", DataRoot: "/srv/kiln", Model: "scripted", Loopback: true},
 		},
 		{
+			name: "provider model",
+			env:  map[string]string{"KILN_MODEL": "ollama:llama3.2:3b"},
+			want: serveConfig{Addr: defaultAddr, DataRoot: "/home/u/.kiln", Model: "ollama:llama3.2:3b", Loopback: true},
+		},
+		{
 			name: "flags beat environment",
 			args: []string{"--addr", "127.0.0.1:9001", "--data", "/flag/dir"},
 			env:  map[string]string{"KILN_ADDR": "0.0.0.0:9000", "KILN_DATA_ROOT": "/srv/kiln"},
@@ -105,7 +110,8 @@ func TestLoadServeConfig(t *testing.T) {
 		},
 		{name: "exposed without protection", env: map[string]string{"KILN_ADDR": "0.0.0.0:8420"}, wantErr: "KILN_API_TOKEN"},
 		{name: "flag exposes", args: []string{"--addr", ":8420"}, wantErr: "KILN_ALLOWED_ORIGINS"},
-		{name: "unknown model", env: map[string]string{"KILN_MODEL": "gpt-9"}, wantErr: "available: demo, scripted"},
+		{name: "unknown model", env: map[string]string{"KILN_MODEL": "gpt-9"}, wantErr: "built in: demo, scripted; or <provider>:<model>"},
+		{name: "unknown provider", env: map[string]string{"KILN_MODEL": "mistral:large"}, wantErr: "provider openai, anthropic"},
 		{name: "bad origin", env: map[string]string{"KILN_ALLOWED_ORIGINS": "kiln.example.com"}, wantErr: "not an origin"},
 		{name: "origin with path", env: map[string]string{"KILN_ALLOWED_ORIGINS": "https://kiln.example.com/app"}, wantErr: "not an origin"},
 	} {

@@ -370,6 +370,19 @@ func (h *Hub) Reset(_ context.Context, id string) (Status, error) {
 	return h.status(d), nil
 }
 
+// Hosts returns the host:port patterns provider id may reach with its
+// current settings: its API host or the configured base URL.
+func (h *Hub) Hosts(id string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d, ok := h.defs[id]
+	if !ok {
+		return nil
+	}
+	values, _ := h.resolve(d)
+	return d.hosts(values)
+}
+
 // SetEnabled enables or disables a provider (its built-in plugin).
 func (h *Hub) SetEnabled(id string, on bool) {
 	h.mu.Lock()

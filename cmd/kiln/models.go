@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/builtin"
+	"github.com/kilnhq/kiln/plugins/providers/hub"
+	"github.com/kilnhq/kiln/plugins/registry"
+)
+
+// providerIDs are the model providers built into kiln, in catalog order.
+func providerIDs() []string {
+	var ids []string
+	for _, d := range hub.Catalog(nil) {
+		ids = append(ids, d.ID)
+	}
+	return ids
+}
+
+// checkModelRef accepts a built-in model or "<provider>:<model>" for a
+// built-in provider; whether the provider is configured is checked when a
+// run uses it.
+func checkModelRef(ref string) error {
+	if _, ok := builtin.Models()[ref]; ok {
+		return nil
+	}
+	id, model, ok := strings.Cut(ref, ":")
+	if ok && model != "" && slices.Contains(providerIDs(), id) {
+		return nil
+	}
+	return fmt.Errorf("unknown model %q (built in: %s; or <provider>:<model> with provider %s)",
+		ref, availableModels(), strings.Join(providerIDs(), ", "))
+}
+
+// availableModels lists the built-in model names, sorted.
+func availableModels() string {
+	return strings.Join(slices.Sorted(maps.Keys(builtin.Models())), ", ")
+}
+
+// openHub opens the model providers with their settings in
+// <data>/providers.json.
+func openHub(cfg serveConfig, log *slog.Logger) (*hub.Hub, error) {
+	var builtins []hub.Model
+	for _, id := range slices.Sorted(maps.Keys(builtin.Models())) {
+		builtins = append(builtins, hub.Model{Ref: id, Provider: "builtin", ID: id})
+	}
+	h, err := hub.Open(hub.Config{
+		Path:    filepath.Join(cfg.DataRoot, "providers.json"),
+		Defs:    hub.Catalog(providerFactories),
+		Builtin: builtins,
+		Default: cfg.Model,
+		Logger:  log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !h.Handles(cfg.Model) {
+		return h, nil
+	}
+	if _, err := h.Resolve(cfg.Model); err != nil {
+		log.Warn("the default model cannot be used yet: runs that do not name a model will fail until it is fixed", "model", cfg.Model, "reason", err)
+	}
+	return h, nil
+}
+
+// modelResolver resolves the built-in models, then "<provider>:<model>"
+// through the hub.
+func modelResolver(models map[string]core.Model, h *hub.Hub) core.ModelResolver {
+	return func(ref string) (core.Model, error) {
+		if m, ok := models[ref]; ok {
+			return m, nil
+		}
+		if h != nil && h.Handles(ref) {
+			return h.Resolve(ref)
+		}
+		return nil, core.Errorf(core.EINVALID, "unknown model %q (built in: %s; or <provider>:<model> with provider %s)",
+			ref, availableModels(), strings.Join(providerIDs(), ", "))
+	}
+}
+
+// providerBuiltins lists each model provider as a built-in plugin: it
+// provides "model-provider", may reach its own API host (or the
+// configured base URL) only, and disabling it makes its models
+// unavailable.
+func providerBuiltins(h *hub.Hub) []registry.Builtin {
+	var out []registry.Builtin
+	for _, st := range h.List(context.Background()) {
+		m := &plugins.Manifest{
+			APIVersion: plugins.APIVersion, ID: st.ID, Version: "1.0.0", Runtime: "builtin",
+			Description: st.Name + " models, as " + st.ID + ":<model>",
+			Provides:    []plugins.Capability{plugins.CapModelProvider},
+			Permissions: plugins.Permissions{Network: h.Hosts(st.ID)},
+		}
+		id := st.ID
+		out = append(out, registry.Builtin{
+			Manifest:   m,
+			Activate:   func(context.Context) error { h.SetEnabled(id, true); return nil },
+			Deactivate: func() { h.SetEnabled(id, false) },
+		})
+	}
+	return out
+}
