@@ -69,6 +69,7 @@ func Catalog(factories map[string]providers.Factory) []Def {
 				{Name: "api_key", Secret: true, Env: []string{"ANTHROPIC_API_KEY"}, Help: "API key"},
 				{Name: "base_url", Env: []string{"ANTHROPIC_BASE_URL"}, Default: "https://api.anthropic.com", Help: "endpoint"},
 				{Name: "auth", Default: "x-api-key", Values: []string{"x-api-key", "bearer"}, Help: "send the key as x-api-key or as a bearer token"},
+				{Name: "max_tokens", Help: "the most tokens one answer may have (default 8192)"},
 			},
 			Models: []string{"claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"},
 		},
