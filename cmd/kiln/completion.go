@@ -109,6 +109,46 @@ func (a *app) completePlugins(cmd *cobra.Command, _ []string, _ string) ([]strin
 	})
 }
 
+// completeProviders completes a model provider ID, described by its
+// name and state.
+func (a *app) completeProviders(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+	return a.completeFrom(cmd, func(ctx context.Context, c *client.Client) ([]string, error) {
+		ps, err := c.Providers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.ID+"\t"+p.Name+" "+p.State)
+		}
+		return out, nil
+	})
+}
+
+// completeProviderSettings completes "name=" for --set from the settings
+// of the provider named by the first argument.
+func (a *app) completeProviderSettings(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if len(args) == 0 || strings.Contains(toComplete, "=") {
+		return nil, noFiles
+	}
+	out, dir := a.completeFrom(cmd, func(ctx context.Context, c *client.Client) ([]string, error) {
+		p, err := c.Provider(ctx, args[0])
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, s := range p.Settings {
+			desc := "value"
+			if s.Secret {
+				desc = "secret: only as ${ENV_NAME}"
+			}
+			out = append(out, s.Name+"=\t"+desc)
+		}
+		return out, nil
+	})
+	return out, dir | cobra.ShellCompDirectiveNoSpace
+}
+
 // completePluginsOrDirs completes a plugin ID or, once the word looks like
 // a path, a folder.
 func (a *app) completePluginsOrDirs(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {

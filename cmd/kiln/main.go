@@ -132,6 +132,7 @@ when a followed run waits for a decision, 130 when interrupted.`,
 	add("organise", newThreadsCmd(a), newFoldersCmd(a))
 	add("server", newServeCmd(), newStatusCmd(a), newToolsCmd(a), newEventsCmd(a), newVersionCmd(a))
 	add("server", newPluginCmd(a))
+	add("server", newProvidersCmd(a), newModelsCmd(a))
 	root.AddCommand(newBuiltinPluginCmd())
 	root.SetHelpCommandGroupID("server")
 	root.SetCompletionCommandGroupID("server")
