@@ -255,7 +255,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	return serveHTTP(ctx, ln, newHTTPServer(svc, reg, cfg, log, version), log, cfg)
+	return serveHTTP(ctx, ln, newHTTPServer(svc, reg, models, cfg, log, version), log, cfg)
 }
 
 // openPlugins opens the plugin registry in <data>/plugins with the
@@ -303,7 +303,7 @@ func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv cor
 // newHTTPServer returns the http.Server of the API. Its BaseContext is
 // cancelled when Shutdown starts, which ends the event streams that would
 // otherwise keep Shutdown waiting.
-func newHTTPServer(svc *core.Service, reg *registry.Registry, cfg serveConfig, log *slog.Logger, version string) *http.Server {
+func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, cfg serveConfig, log *slog.Logger, version string) *http.Server {
 	if version == "" {
 		version = "dev"
 	}
@@ -312,7 +312,7 @@ func newHTTPServer(svc *core.Service, reg *registry.Registry, cfg serveConfig, l
 		Handler: web.New(svc, web.Options{
 			Token: cfg.Token, AllowedOrigins: cfg.AllowedOrigins, Loopback: cfg.Loopback,
 			Version: version, DataRoot: cfg.DataRoot, DefaultModel: cfg.Model, Logger: log,
-			StartedAt: time.Now(), Plugins: reg,
+			StartedAt: time.Now(), Plugins: reg, Providers: models,
 		}),
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: 10 * time.Second,

@@ -226,13 +226,13 @@ func (h *Hub) status(d *Def) Status {
 	switch {
 	case h.disabled[d.ID]:
 		st.State = StateDisabled
-	case d.New == nil:
-		st.State, st.Error = StateError, "this build has no "+d.Name+" provider"
 	case !d.configured(values):
 		st.State = StateNotConfigured
 		if len(st.Env) > 0 {
-			st.Error = "set " + strings.Join(st.Env[:1], "") + " in the server's environment or configure it (kiln providers set " + d.ID + ")"
+			st.Error = "set " + st.Env[0] + " in the server's environment or configure it (kiln providers set " + d.ID + ")"
 		}
+	case d.New == nil:
+		st.State, st.Error = StateError, "this build has no "+d.Name+" provider"
 	default:
 		st.State = StateReady
 		if ml, ok := h.models[d.ID]; ok && ml.err != "" && ml.key == fingerprint(values) {
