@@ -73,9 +73,8 @@ func httpError(resp *http.Response) *providers.Error {
 func kindOf(typ, msg string) (providers.Kind, bool) {
 	switch strings.ToLower(typ) {
 	case "throttlingexception", "servicequotaexceededexception":
-		// ServiceQuotaExceededException is a 400 whose message ("Too many
-		// tokens, please wait before trying again.") would read as a
-		// context-length error.
+		// ServiceQuotaExceededException comes as a 400, but resubmitting
+		// later is what it asks for.
 		return providers.KindRateLimit, true
 	case "serviceunavailableexception", "internalserverexception", "modelnotreadyexception":
 		return providers.KindUnavailable, true

@@ -1,0 +1,784 @@
+package bedrock
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins/providers"
+)
+
+// TestMain keeps the machine's AWS setup out of the tests: every AWS_*
+// variable is removed and HOME is an empty folder, so the AWS SDK finds no
+// ~/.aws and no environment credentials, and every setting comes through
+// providers.Settings as the host passes it.
+func TestMain(m *testing.M) {
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "AWS_") {
+			os.Unsetenv(name)
+		}
+	}
+	home, err := os.MkdirTemp("", "bedrock-home")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("HOME", home)
+	code := m.Run()
+	os.RemoveAll(home)
+	os.Exit(code)
+}
+
+const testModel = "anthropic.claude-3-5-sonnet-20240620-v1:0"
+
+var testCreds = aws.Credentials{AccessKeyID: "AKIDTESTKEY1", SecretAccessKey: "test/secret+key", SessionToken: "test-session-token"}
+
+// recorded is a request the fake server received.
+type recorded struct {
+	method, path, rawPath, query string
+	header                       http.Header
+	body                         []byte
+}
+
+// fakeBedrock is a local Bedrock: it checks each request's authorisation
+// — a SigV4 signature recomputed from the request it received with creds,
+// or the bearer key — answering 403 as AWS does when it is wrong, then
+// lets respond answer the n-th request (from 0).
+type fakeBedrock struct {
+	t       *testing.T
+	region  string
+	creds   *aws.Credentials
+	bearer  string
+	respond func(n int, w http.ResponseWriter, r *http.Request, body []byte)
+	// badAuth: refused authorisation is what the test expects.
+	badAuth bool
+
+	mu   sync.Mutex
+	reqs []recorded
+}
+
+func (f *fakeBedrock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		f.t.Errorf("read request body: %v", err)
+		return
+	}
+	f.mu.Lock()
+	n := len(f.reqs)
+	f.reqs = append(f.reqs, recorded{r.Method, r.URL.Path, r.URL.RawPath, r.URL.RawQuery, r.Header.Clone(), body})
+	f.mu.Unlock()
+	if err := f.checkAuth(r, body); err != nil {
+		if !f.badAuth {
+			f.t.Errorf("request %d: %v", n, err)
+		}
+		serveError(w, 403, "InvalidSignatureException:http://internal.amazon.com/coral/com.amazon.coral.service/", err.Error())
+		return
+	}
+	f.respond(n, w, r, body)
+}
+
+func (f *fakeBedrock) requests() []recorded {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]recorded(nil), f.reqs...)
+}
+
+var authzRE = regexp.MustCompile(`^AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request, SignedHeaders=([a-z0-9;-]+), Signature=[0-9a-f]{64}$`)
+
+// checkAuth verifies the bearer key, or recomputes the SigV4 signature: a
+// request with only the headers the signature names, signed with the
+// fake's credentials at the request's X-Amz-Date over the body received,
+// must carry the same Authorization.
+func (f *fakeBedrock) checkAuth(r *http.Request, body []byte) error {
+	authz := r.Header.Get("Authorization")
+	if f.bearer != "" {
+		if authz != "Bearer "+f.bearer {
+			return errors.New("bearer: got Authorization " + authz)
+		}
+		if r.Header.Get("X-Amz-Date") != "" {
+			return errors.New("bearer request was also signed")
+		}
+		return nil
+	}
+	m := authzRE.FindStringSubmatch(authz)
+	if m == nil {
+		return errors.New("malformed SigV4 Authorization: " + authz)
+	}
+	if m[1] != f.creds.AccessKeyID || m[3] != f.region || m[4] != "bedrock" {
+		return errors.New("wrong credential scope: " + authz)
+	}
+	signed := strings.Split(m[5], ";")
+	for _, h := range []string{"host", "x-amz-date", "content-type"} {
+		if h == "content-type" && r.Method == http.MethodGet {
+			continue
+		}
+		if !contains(signed, h) {
+			return errors.New(h + " not signed: " + authz)
+		}
+	}
+	if tok := f.creds.SessionToken; tok != "" && (r.Header.Get("X-Amz-Security-Token") != tok || !contains(signed, "x-amz-security-token")) {
+		return errors.New("session token missing or unsigned")
+	}
+	when, err := time.Parse("20060102T150405Z", r.Header.Get("X-Amz-Date"))
+	if err != nil || when.Format("20060102") != m[2] {
+		return errors.New("bad X-Amz-Date " + r.Header.Get("X-Amz-Date"))
+	}
+	again, err := http.NewRequest(r.Method, "http://"+r.Host+r.URL.RequestURI(), nil)
+	if err != nil {
+		return err
+	}
+	for _, h := range signed {
+		switch h {
+		case "host", "x-amz-date", "x-amz-security-token":
+		default:
+			again.Header[http.CanonicalHeaderKey(h)] = r.Header.Values(h)
+		}
+	}
+	if err := signV4(context.Background(), again, body, *f.creds, "bedrock", f.region, when); err != nil {
+		return err
+	}
+	if got := again.Header.Get("Authorization"); got != authz {
+		return errors.New("signature mismatch:\n got  " + authz + "\n want " + got)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func serveError(w http.ResponseWriter, status int, errType, msg string) {
+	b, _ := json.Marshal(map[string]string{"message": msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("x-amzn-ErrorType", errType)
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// serveStream writes an event stream in small pieces, flushing each, so
+// the provider reads frames split across reads.
+func serveStream(w http.ResponseWriter, data []byte) {
+	w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
+	w.Header().Set("x-amzn-RequestId", "0b1f7e6c-93a2-4d5e-8a1b-2c3d4e5f6a7b")
+	w.WriteHeader(http.StatusOK)
+	for len(data) > 0 {
+		n := min(len(data), 97)
+		w.Write(data[:n])
+		w.(http.Flusher).Flush()
+		data = data[n:]
+	}
+}
+
+// serveRecorded replays a raw HTTP response file (testdata/errors).
+func serveRecorded(t *testing.T, w http.ResponseWriter, path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	resp, err := http.ReadResponse(bufio.NewReader(f), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, resp.Body)
+}
+
+// newFake starts a fake checking SigV4 with testCreds in us-west-2 and a
+// provider set up with those access keys.
+func newFake(t *testing.T, respond func(n int, w http.ResponseWriter, r *http.Request, body []byte)) (*fakeBedrock, providers.Provider) {
+	t.Helper()
+	f := &fakeBedrock{t: t, region: DefaultRegion, creds: &testCreds, respond: respond}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	p, err := New(providers.Settings{BaseURL: srv.URL, HTTP: srv.Client(), Extra: map[string]string{
+		"access_key_id": testCreds.AccessKeyID, "secret_access_key": testCreds.SecretAccessKey, "session_token": testCreds.SessionToken,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, p
+}
+
+// newBearerFake starts a fake checking the bearer key and a provider with
+// that key as its APIKey.
+func newBearerFake(t *testing.T, respond func(n int, w http.ResponseWriter, r *http.Request, body []byte)) (*fakeBedrock, providers.Provider) {
+	t.Helper()
+	f := &fakeBedrock{t: t, region: DefaultRegion, bearer: "bedrock-api-key-ABSKQmVkcm9jaw==", respond: respond}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	p, err := New(providers.Settings{APIKey: f.bearer, BaseURL: srv.URL, HTTP: srv.Client(),
+		Extra: map[string]string{"access_key_id": "ignored", "secret_access_key": "ignored"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, p
+}
+
+func streamOf(name string) func(int, http.ResponseWriter, *http.Request, []byte) {
+	return func(_ int, w http.ResponseWriter, r *http.Request, _ []byte) {
+		data, err := os.ReadFile(filepath.Join("testdata/streams", name+".eventstream"))
+		if err != nil {
+			panic(err)
+		}
+		serveStream(w, data)
+	}
+}
+
+var echoTool = core.ToolSpec{Name: "echo", Description: "Echo the text back.", Schema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)}
+var addTool = core.ToolSpec{Name: "calc.add", Description: "Add two numbers.", Schema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}}}`)}
+
+func userRequest(text string, tools ...core.ToolSpec) core.ModelRequest {
+	return core.ModelRequest{Messages: []*core.Message{{Role: core.RoleUser, Text: text}}, Tools: tools}
+}
+
+func errKind(t *testing.T, err error) *providers.Error {
+	t.Helper()
+	var pe *providers.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("error %v (%T) is not a *providers.Error", err, err)
+	}
+	return pe
+}
+
+func TestTurnStreamsText(t *testing.T) {
+	f, p := newFake(t, streamOf("text"))
+	var deltas []string
+	resp, err := p.Turn(context.Background(), testModel, userRequest("Say hello"), func(s string) { deltas = append(deltas, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(deltas, "|") != "Hello| from| Bedrock." || resp.Text != "Hello from Bedrock." {
+		t.Errorf("deltas %q, text %q", deltas, resp.Text)
+	}
+	if resp.Usage != (core.Usage{InputTokens: 42, OutputTokens: 7}) || len(resp.ToolCalls) != 0 {
+		t.Errorf("usage %+v, calls %v", resp.Usage, resp.ToolCalls)
+	}
+	req := f.requests()[0]
+	if req.method != http.MethodPost || req.path != "/model/"+testModel+"/converse-stream" {
+		t.Errorf("%s %s", req.method, req.path)
+	}
+	// The model ID is a URI label: its ':' is escaped on the wire (and
+	// signed escaped twice, which the fake's check confirms).
+	if req.rawPath != "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream" {
+		t.Errorf("raw path %q", req.rawPath)
+	}
+	if req.header.Get("Content-Type") != "application/json" || req.header.Get("Accept") != "application/vnd.amazon.eventstream" {
+		t.Errorf("headers %v", req.header)
+	}
+	if got := string(req.body); got != `{"messages":[{"role":"user","content":[{"text":"Say hello"}]}]}` {
+		t.Errorf("body %s", got)
+	}
+}
+
+func TestTurnToolCallSplitAcrossDeltas(t *testing.T) {
+	f, p := newBearerFake(t, streamOf("tool"))
+	var streamed strings.Builder
+	resp, err := p.Turn(context.Background(), testModel, userRequest("Echo hi", echoTool, addTool), func(s string) { streamed.WriteString(s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Text != "I will echo it." || streamed.String() != resp.Text {
+		t.Errorf("text %q, streamed %q", resp.Text, streamed.String())
+	}
+	if len(resp.ToolCalls) != 1 {
+		t.Fatalf("calls %+v", resp.ToolCalls)
+	}
+	c := resp.ToolCalls[0]
+	if c.ID != "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q" || c.Name != "echo" || string(c.Args) != `{"text": "hi"}` {
+		t.Errorf("call %+v (args %s)", c, c.Args)
+	}
+	if resp.Usage != (core.Usage{InputTokens: 397, OutputTokens: 71}) {
+		t.Errorf("usage %+v", resp.Usage)
+	}
+	var body struct {
+		ToolConfig struct {
+			Tools []struct {
+				ToolSpec struct {
+					Name, Description string
+					InputSchema       struct{ JSON json.RawMessage }
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(f.requests()[0].body, &body); err != nil {
+		t.Fatal(err)
+	}
+	tools := body.ToolConfig.Tools
+	if len(tools) != 2 || tools[0].ToolSpec.Name != "echo" || tools[1].ToolSpec.Name != "calc__add" ||
+		tools[0].ToolSpec.Description != echoTool.Description || string(tools[0].ToolSpec.InputSchema.JSON) != string(echoTool.Schema) {
+		t.Errorf("toolConfig %s", f.requests()[0].body)
+	}
+}
+
+func TestTurnTwoToolUses(t *testing.T) {
+	_, p := newFake(t, streamOf("two_tools"))
+	resp, err := p.Turn(context.Background(), testModel, userRequest("Add 2 and 3, then echo", echoTool, addTool), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []core.ToolCall{
+		{ID: "tooluse_3gQ1lN0fS2yWQdFhQ1o9xA", Name: "calc.add", Args: json.RawMessage(`{"a": 2, "b": 3}`)},
+		{ID: "tooluse_Yd8b2r1BTA2xJjvH0l6t6w", Name: "echo", Args: json.RawMessage(`{"text": "sum"}`)},
+	}
+	if len(resp.ToolCalls) != 2 {
+		t.Fatalf("calls %+v", resp.ToolCalls)
+	}
+	for i, c := range resp.ToolCalls {
+		if c.ID != want[i].ID || c.Name != want[i].Name || string(c.Args) != string(want[i].Args) {
+			t.Errorf("call %d: %+v (args %s)", i, c, c.Args)
+		}
+	}
+	if resp.Text != "" || resp.Usage != (core.Usage{InputTokens: 512, OutputTokens: 118}) {
+		t.Errorf("text %q usage %+v", resp.Text, resp.Usage)
+	}
+}
+
+// Tool results go back as a user turn of toolResult blocks (status
+// "error" for a failed tool); consecutive user-side messages merge, since
+// Bedrock wants the roles to alternate.
+func TestTurnSendsToolResults(t *testing.T) {
+	f, p := newFake(t, streamOf("text"))
+	req := core.ModelRequest{Tools: []core.ToolSpec{echoTool, addTool}, Messages: []*core.Message{
+		{Role: core.RoleUser, Text: "Add and echo"},
+		{Role: core.RoleAssistant, Text: "On it.", ToolCalls: []core.ToolCall{
+			{ID: "tooluse_1", Name: "calc.add", Args: json.RawMessage(`{"a":2,"b":3}`)},
+			{ID: "tooluse_2", Name: "echo", Args: nil},
+		}},
+		{Role: core.RoleTool, ToolCallID: "tooluse_1", Name: "calc.add", Text: "5"},
+		{Role: core.RoleTool, ToolCallID: "tooluse_2", Name: "echo", Text: "missing text", IsError: true},
+		{Role: core.RoleUser, Text: "And now?"},
+	}}
+	if _, err := p.Turn(context.Background(), testModel, req, nil); err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Messages json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(f.requests()[0].body, &body); err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"role":"user","content":[{"text":"Add and echo"}]},` +
+		`{"role":"assistant","content":[{"text":"On it."},{"toolUse":{"toolUseId":"tooluse_1","name":"calc__add","input":{"a":2,"b":3}}},{"toolUse":{"toolUseId":"tooluse_2","name":"echo","input":{}}}]},` +
+		`{"role":"user","content":[{"toolResult":{"toolUseId":"tooluse_1","content":[{"text":"5"}]}},{"toolResult":{"toolUseId":"tooluse_2","content":[{"text":"missing text"}],"status":"error"}},{"text":"And now?"}]}]`
+	if string(body.Messages) != want {
+		t.Errorf("messages\n got  %s\n want %s", body.Messages, want)
+	}
+}
+
+func TestStreamThrottlingException(t *testing.T) {
+	_, p := newFake(t, streamOf("throttling"))
+	var streamed string
+	_, err := p.Turn(context.Background(), testModel, userRequest("hi"), func(s string) { streamed += s })
+	pe := errKind(t, err)
+	if pe.Kind != providers.KindRateLimit || !pe.Retryable() || pe.Message != "throttlingException: Too many tokens, please wait before trying again." {
+		t.Errorf("%+v", pe)
+	}
+	if streamed != "Partial" {
+		t.Errorf("streamed %q before the exception", streamed)
+	}
+}
+
+// Every exception the ConverseStream output declares, and an error
+// message, classified.
+func TestStreamExceptions(t *testing.T) {
+	start := event("messageStart", `{"p":"abc","role":"assistant"}`)
+	for _, c := range []struct {
+		frame frameSpec
+		kind  providers.Kind
+		msg   string
+	}{
+		{exception("throttlingException", `{"message":"Too many requests, please wait before trying again."}`), providers.KindRateLimit, "throttlingException: Too many requests, please wait before trying again."},
+		{exception("serviceUnavailableException", `{"message":"Bedrock is unable to process your request."}`), providers.KindUnavailable, "serviceUnavailableException: Bedrock is unable to process your request."},
+		{exception("internalServerException", `{"message":"The system encountered an unexpected error during processing. Try your request again."}`), providers.KindUnavailable, ""},
+		{exception("validationException", `{"message":"Input is too long for requested model."}`), providers.KindContextLength, "validationException: Input is too long for requested model."},
+		{exception("validationException", `{"message":"messages.1.content: blank text"}`), providers.KindBadRequest, ""},
+		{exception("modelStreamErrorException", `{"message":"Received error from model","originalStatusCode":429,"originalMessage":"Too many requests"}`), providers.KindRateLimit, "modelStreamErrorException: Received error from model Too many requests"},
+		{exception("modelStreamErrorException", `{"message":"An error occurred while streaming the response. Retry your request."}`), providers.KindUnavailable, ""},
+		{exception("someNewException", `{"message":"new"}`), providers.KindUnavailable, "someNewException: new"},
+		{frameSpec{Headers: [][2]string{{":message-type", "error"}, {":error-code", "ThrottlingException"}, {":error-message", "Rate exceeded"}}, Payload: json.RawMessage(`{}`)}, providers.KindRateLimit, "ThrottlingException: Rate exceeded"},
+	} {
+		stream := encodeFrames(t, []frameSpec{start, c.frame})
+		_, err := readStream(strings.NewReader(string(stream)), providers.NewToolNames(nil, nil), nil)
+		pe := errKind(t, err)
+		if pe.Kind != c.kind || (c.msg != "" && pe.Message != c.msg) || pe.Provider != ID {
+			t.Errorf("%s: %+v, want kind %s msg %q", c.frame.Headers[0][1], pe, c.kind, c.msg)
+		}
+	}
+}
+
+// Bedrock streams blocks one after another, but the assembly is by block
+// index, so interleaved tool inputs still come out whole and in order.
+func TestStreamInterleavedToolInputs(t *testing.T) {
+	toolStart := func(i, id, name string) frameSpec {
+		return event("contentBlockStart", `{"contentBlockIndex":`+i+`,"start":{"toolUse":{"name":"`+name+`","toolUseId":"`+id+`"}}}`)
+	}
+	input := func(i, s string) frameSpec {
+		b, _ := json.Marshal(s)
+		return event("contentBlockDelta", `{"contentBlockIndex":`+i+`,"delta":{"toolUse":{"input":`+string(b)+`}}}`)
+	}
+	stream := encodeFrames(t, []frameSpec{
+		event("messageStart", `{"role":"assistant"}`),
+		toolStart("2", "b", "calc__add"), toolStart("1", "a", "echo"), toolStart("3", "c", "echo"),
+		input("2", `{"a":`), input("1", `{"text":`), input("2", `1,"b":2}`), input("1", `"x"}`),
+		event("messageStop", `{"stopReason":"tool_use"}`),
+	})
+	names := providers.NewToolNames([]core.ToolSpec{echoTool, addTool}, nil)
+	resp, err := readStream(strings.NewReader(string(stream)), names, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range resp.ToolCalls {
+		got = append(got, c.ID+" "+c.Name+" "+string(c.Args))
+	}
+	if want := []string{`a echo {"text":"x"}`, `b calc.add {"a":1,"b":2}`, `c echo {}`}; strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("calls\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// A tool input cut off by max_tokens is not valid JSON: an error, not a
+// call with broken arguments.
+func TestStreamTruncatedToolInput(t *testing.T) {
+	stream := encodeFrames(t, []frameSpec{
+		event("contentBlockStart", `{"contentBlockIndex":0,"start":{"toolUse":{"name":"echo","toolUseId":"t1"}}}`),
+		event("contentBlockDelta", `{"contentBlockIndex":0,"delta":{"toolUse":{"input":"{\"text\": \"ab"}}}`),
+		event("messageStop", `{"stopReason":"max_tokens"}`),
+	})
+	_, err := readStream(strings.NewReader(string(stream)), providers.NewToolNames(nil, nil), nil)
+	if pe := errKind(t, err); pe.Kind != providers.KindBadRequest || !strings.Contains(pe.Message, "max_tokens") {
+		t.Errorf("%+v", pe)
+	}
+}
+
+func TestHTTPErrors(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		kind providers.Kind
+		msg  string
+	}{
+		{"403-unrecognized-client", providers.KindAuth, "UnrecognizedClientException: The security token included in the request is invalid."},
+		{"403-invalid-signature", providers.KindAuth, ""},
+		{"403-access-denied", providers.KindAuth, "AccessDeniedException: You don't have access to the model with the specified model ID."},
+		{"429-throttling", providers.KindRateLimit, "ThrottlingException: Too many requests, please wait before trying again."},
+		{"400-service-quota", providers.KindRateLimit, ""},
+		{"400-context-length", providers.KindContextLength, "ValidationException: Input is too long for requested model."},
+		{"400-bad-model", providers.KindBadRequest, "ValidationException: The provided model identifier is invalid."},
+		{"408-model-timeout", providers.KindTimeout, ""},
+		{"500-internal", providers.KindUnavailable, ""},
+		{"503-unavailable", providers.KindUnavailable, "ServiceUnavailableException: Bedrock is unable to process your request."},
+	} {
+		path := filepath.Join("testdata/errors", c.file+".http")
+		f, p := newFake(t, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) { serveRecorded(t, w, path) })
+		_, err := p.Turn(context.Background(), testModel, userRequest("hi"), nil)
+		pe := errKind(t, err)
+		if pe.Kind != c.kind || pe.Status == 0 || pe.Status != mustAtoi(c.file[:3]) || (c.msg != "" && pe.Message != c.msg) || pe.RetryAfter != 0 {
+			t.Errorf("%s: %+v", c.file, pe)
+		}
+		if n := len(f.requests()); n != 1 {
+			t.Errorf("%s: %d requests", c.file, n)
+		}
+	}
+}
+
+func mustAtoi(s string) int {
+	n := 0
+	for _, c := range s {
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// AWS sends no Retry-After with a ThrottlingException; one that a proxy
+// (or a future Bedrock) adds is honoured.
+func TestHTTPErrorRetryAfter(t *testing.T) {
+	_, p := newFake(t, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) {
+		w.Header().Set("Retry-After", "3")
+		serveError(w, 429, "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/", "Too many requests, please wait before trying again.")
+	})
+	_, err := p.Turn(context.Background(), testModel, userRequest("hi"), nil)
+	if pe := errKind(t, err); pe.Kind != providers.KindRateLimit || pe.RetryAfter != 3*time.Second {
+		t.Errorf("%+v", pe)
+	}
+}
+
+func TestStreamCutBeforeMessageStop(t *testing.T) {
+	text := streamFixture(t, "text")
+	// The first four frames (messageStart and three deltas) whole.
+	end := 0
+	for i := 0; i < 4; i++ {
+		end += int(uint32(text[end])<<24 | uint32(text[end+1])<<16 | uint32(text[end+2])<<8 | uint32(text[end+3]))
+	}
+	for name, cut := range map[string][]byte{"at a frame boundary": text[:end], "inside a frame": text[:end+20], "empty": nil} {
+		_, p := newFake(t, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) { serveStream(w, cut) })
+		_, err := p.Turn(context.Background(), testModel, userRequest("hi"), nil)
+		if pe := errKind(t, err); pe.Kind != providers.KindUnavailable {
+			t.Errorf("%s: %+v", name, pe)
+		} else {
+			t.Logf("%s: %v", name, pe)
+		}
+	}
+}
+
+func TestStreamCorruptCRC(t *testing.T) {
+	// The committed fixture: the second message's CRC flipped. The first
+	// message's text must not be taken for the answer.
+	_, p := newFake(t, streamOf("corrupt-crc"))
+	_, err := p.Turn(context.Background(), testModel, userRequest("hi"), nil)
+	pe := errKind(t, err)
+	if pe.Kind != providers.KindUnavailable || pe.Message != "corrupt event stream frame: CRC32 checksum mismatch" {
+		t.Errorf("%+v", pe)
+	}
+	if !strings.Contains(err.Error(), "checksum") {
+		t.Errorf("error text %q", err)
+	}
+	// The prelude CRC (bytes 8-11) is checked too.
+	bad := []byte(string(streamFixture(t, "text")))
+	bad[9] ^= 0x10
+	_, err = readStream(strings.NewReader(string(bad)), providers.NewToolNames(nil, nil), nil)
+	if pe := errKind(t, err); pe.Message != "corrupt event stream frame: CRC32 checksum mismatch" {
+		t.Errorf("prelude: %+v", pe)
+	}
+	// A prelude whose lengths cannot be right is refused before reading on.
+	huge := []byte{0x7f, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0}
+	_, err = readStream(strings.NewReader(string(huge)), providers.NewToolNames(nil, nil), nil)
+	if pe := errKind(t, err); !strings.Contains(pe.Message, "frame lengths out of range") {
+		t.Errorf("lengths: %+v", pe)
+	}
+}
+
+func TestTurnCancelledMidStream(t *testing.T) {
+	text := streamFixture(t, "text")
+	first := int(uint32(text[0])<<24|uint32(text[1])<<16|uint32(text[2])<<8|uint32(text[3])) + 160 // messageStart and part of a delta
+	released := make(chan struct{})
+	_, p := newFake(t, func(_ int, w http.ResponseWriter, r *http.Request, _ []byte) {
+		w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
+		w.Write(text[:first])
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		close(released)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Turn(ctx, testModel, userRequest("hi"), nil)
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Turn did not end after cancel")
+	}
+	select {
+	case <-released:
+	case <-time.After(5 * time.Second):
+		t.Error("the server's request was not ended")
+	}
+}
+
+func TestModels(t *testing.T) {
+	f, p := newFake(t, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) {
+		data, err := os.ReadFile("testdata/foundation-models.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(data)
+	})
+	models, err := p.Models(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range models {
+		got = append(got, m.ID+" ("+m.Name+")")
+	}
+	want := []string{
+		"amazon.nova-pro-v1:0 (Amazon Nova Pro)",
+		"anthropic.claude-3-5-sonnet-20240620-v1:0 (Anthropic Claude 3.5 Sonnet)",
+		"anthropic.claude-sonnet-4-20250514-v1:0 (Anthropic Claude Sonnet 4)",
+		"meta.llama3-1-70b-instruct-v1:0 (Meta Llama 3.1 70B Instruct)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("models:\n%s", strings.Join(got, "\n"))
+	}
+	req := f.requests()[0]
+	if req.method != http.MethodGet || req.path != "/foundation-models" || req.query != "byOutputModality=TEXT" || len(req.body) != 0 {
+		t.Errorf("%s %s?%s body %q", req.method, req.path, req.query, req.body)
+	}
+}
+
+func TestModelsError(t *testing.T) {
+	_, p := newFake(t, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) {
+		serveRecorded(t, w, "testdata/errors/403-access-denied.http")
+	})
+	_, err := p.Models(context.Background())
+	if pe := errKind(t, err); pe.Kind != providers.KindAuth {
+		t.Errorf("%+v", pe)
+	}
+}
+
+// A model that refuses to stream with tools is asked through /converse.
+func TestTurnFallsBackToConverse(t *testing.T) {
+	f, p := newBearerFake(t, func(n int, w http.ResponseWriter, r *http.Request, _ []byte) {
+		if n == 0 {
+			serveRecorded(t, w, "testdata/errors/400-streaming-unsupported.http")
+			return
+		}
+		data, err := os.ReadFile("testdata/converse-tool.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(data)
+	})
+	var streamed string
+	resp, err := p.Turn(context.Background(), "meta.llama4-scout-17b-instruct-v1:0", userRequest("Echo hi", echoTool), func(s string) { streamed += s })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Text != "I'll echo that." || streamed != resp.Text || len(resp.ToolCalls) != 1 ||
+		resp.ToolCalls[0].ID != "tooluse_q8Rb3gVnT0W0mXlK3d2p4A" || resp.ToolCalls[0].Name != "echo" || string(resp.ToolCalls[0].Args) != `{"text":"hi"}` ||
+		resp.Usage != (core.Usage{InputTokens: 301, OutputTokens: 58}) {
+		t.Errorf("%+v", resp)
+	}
+	reqs := f.requests()
+	if len(reqs) != 2 || reqs[0].rawPath != "/model/meta.llama4-scout-17b-instruct-v1%3A0/converse-stream" ||
+		reqs[1].rawPath != "/model/meta.llama4-scout-17b-instruct-v1%3A0/converse" || string(reqs[0].body) != string(reqs[1].body) {
+		t.Errorf("requests %+v", reqs)
+	}
+}
+
+// A profile from the shared files the settings name signs the requests;
+// the AWS_* variables of the environment do not take over.
+func TestProfileCredentials(t *testing.T) {
+	dir := t.TempDir()
+	configFile, credsFile := filepath.Join(dir, "config"), filepath.Join(dir, "credentials")
+	write := func(path, text string) {
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(configFile, "[default]\nregion = us-east-1\n\n[profile work]\nregion = eu-west-1\n")
+	write(credsFile, "[default]\naws_access_key_id = AKIDDEFAULT\naws_secret_access_key = default-secret\n\n[work]\naws_access_key_id = AKIDWORKPROFILE\naws_secret_access_key = work/secret\naws_session_token = work-token\n")
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDFROMENV")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "env-secret")
+	t.Setenv("AWS_PROFILE", "default")
+	t.Setenv("AWS_REGION", "ap-south-1")
+
+	creds := aws.Credentials{AccessKeyID: "AKIDWORKPROFILE", SecretAccessKey: "work/secret", SessionToken: "work-token"}
+	f := &fakeBedrock{t: t, region: "eu-central-1", creds: &creds, respond: streamOf("text")}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	p, err := New(providers.Settings{BaseURL: srv.URL, HTTP: srv.Client(), Extra: map[string]string{
+		"profile": "work", "region": "eu-central-1", "config_file": configFile, "credentials_file": credsFile,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := p.Turn(context.Background(), testModel, userRequest("hi"), nil)
+	if err != nil || resp.Text != "Hello from Bedrock." {
+		t.Fatalf("%v %+v", err, resp)
+	}
+
+	// No profile named: the files' default profile.
+	f.creds = &aws.Credentials{AccessKeyID: "AKIDDEFAULT", SecretAccessKey: "default-secret"}
+	p, err = New(providers.Settings{BaseURL: srv.URL, HTTP: srv.Client(), Extra: map[string]string{
+		"region": "eu-central-1", "config_file": configFile, "credentials_file": credsFile,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Turn(context.Background(), testModel, userRequest("hi"), nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// A profile the files lack is an auth error, and nothing is sent.
+	sent := len(f.requests())
+	p, err = New(providers.Settings{BaseURL: srv.URL, HTTP: srv.Client(), Extra: map[string]string{
+		"profile": "nope", "config_file": configFile, "credentials_file": credsFile,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Turn(context.Background(), testModel, userRequest("hi"), nil)
+	if pe := errKind(t, err); pe.Kind != providers.KindAuth || !strings.Contains(pe.Message, `"nope"`) {
+		t.Errorf("%+v", pe)
+	}
+	if len(f.requests()) != sent {
+		t.Error("a request was sent without credentials")
+	}
+}
+
+func TestNewSettings(t *testing.T) {
+	for _, s := range []providers.Settings{
+		{Extra: map[string]string{"region": "us-east-1/evil"}},
+		{BaseURL: "::not a url"},
+		{BaseURL: "/relative"},
+	} {
+		if _, err := New(s); err == nil {
+			t.Errorf("New(%+v) accepted", s)
+		}
+	}
+	p, err := newProvider(providers.Settings{Extra: map[string]string{"region": "eu-west-3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.runtime.String() != "https://bedrock-runtime.eu-west-3.amazonaws.com" || p.control.String() != "https://bedrock.eu-west-3.amazonaws.com" {
+		t.Errorf("endpoints %s %s", p.runtime, p.control)
+	}
+	p, err = newProvider(providers.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.runtime.Host != "bedrock-runtime.us-west-2.amazonaws.com" || p.auth.profile != "default" {
+		t.Errorf("defaults: %s, profile %q", p.runtime.Host, p.auth.profile)
+	}
+	// Only one of the two access keys is an auth error at the first turn.
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	q, _ := New(providers.Settings{BaseURL: srv.URL, Extra: map[string]string{"access_key_id": "AKID"}})
+	if _, err := q.Turn(context.Background(), testModel, userRequest("hi"), nil); errKind(t, err).Kind != providers.KindAuth {
+		t.Errorf("half keys: %v", err)
+	}
+}
+
+// Model IDs and ARNs are URI labels: escaped whole, '/' included, under a
+// base URL's own path.
+func TestEndpointEscaping(t *testing.T) {
+	p, err := newProvider(providers.Settings{BaseURL: "https://proxy.example/bedrock/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := endpoint(p.runtime, nil, "model", "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-3-5-haiku-20241022-v1:0", "converse-stream")
+	if want := "https://proxy.example/bedrock/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Ainference-profile%2Fus.anthropic.claude-3-5-haiku-20241022-v1%3A0/converse-stream"; u.String() != want {
+		t.Errorf("got  %s\nwant %s", u, want)
+	}
+}
