@@ -1,0 +1,165 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins/providers"
+)
+
+var echoSpec = core.ToolSpec{Name: "echo", Description: "Returns its arguments.", Schema: json.RawMessage(`{"type":"object","additionalProperties":true}`)}
+var addSpec = core.ToolSpec{Name: "calc.add", Description: "Adds two numbers.", Schema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}`)}
+
+func userTurn(text string, tools ...core.ToolSpec) core.ModelRequest {
+	return core.ModelRequest{Messages: []*core.Message{{Role: core.RoleUser, Text: text}}, Tools: tools}
+}
+
+func TestChatText(t *testing.T) {
+	api := newFake(t, "chat/text.http")
+	var deltas []string
+	resp, err := newProvider(t, "chat", api.URL).Turn(context.Background(), "gpt-4.1", userTurn("say hi", echoSpec), func(s string) { deltas = append(deltas, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Text != "Echo said hi." || strings.Join(deltas, "|") != "Echo| said| hi|." {
+		t.Errorf("text %q, deltas %q", resp.Text, deltas)
+	}
+	if resp.Usage != (core.Usage{InputTokens: 131, OutputTokens: 5}) || len(resp.ToolCalls) != 0 {
+		t.Errorf("response %+v", resp)
+	}
+	req := api.requests()[0]
+	if req.Method != "POST" || req.Path != "/v1/chat/completions" || req.Header.Get("Authorization") != "Bearer sk-test" ||
+		req.Header.Get("Content-Type") != "application/json" || req.Header.Get("Accept") != "text/event-stream" {
+		t.Errorf("request %s %s %v", req.Method, req.Path, req.Header)
+	}
+	b := req.Body
+	if b["model"] != "gpt-4.1" || b["stream"] != true || jsonOf(b["stream_options"]) != `{"include_usage":true}` {
+		t.Errorf("body %v", b)
+	}
+	if got := jsonOf(b["messages"]); got != `[{"content":"say hi","role":"user"}]` {
+		t.Errorf("messages %s", got)
+	}
+	if got := jsonOf(b["tools"]); got != `[{"function":{"description":"Returns its arguments.","name":"echo","parameters":{"additionalProperties":true,"type":"object"}},"type":"function"}]` {
+		t.Errorf("tools %s", got)
+	}
+}
+
+func TestChatToolCall(t *testing.T) {
+	api := newFake(t, "chat/tool_call.http")
+	resp, err := newProvider(t, "chat", api.URL).Turn(context.Background(), "gpt-4.1", userTurn("echo hi", echoSpec), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []core.ToolCall{{ID: "call_Qm2f7HkT9xWc4LpZr1NbVs8E", Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)}}
+	if jsonOf(resp.ToolCalls) != jsonOf(want) || resp.Text != "" || resp.Usage != (core.Usage{InputTokens: 118, OutputTokens: 15}) {
+		t.Errorf("response %+v", resp)
+	}
+}
+
+func TestChatParallelToolCalls(t *testing.T) {
+	api := newFake(t, "chat/parallel_tool_calls.http")
+	resp, err := newProvider(t, "chat", api.URL).Turn(context.Background(), "gpt-4.1", userTurn("add and echo", addSpec, echoSpec), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []core.ToolCall{
+		{ID: "call_h7TqW2mZ9cLx4RbN1sKv8PdY", Name: "calc.add", Args: json.RawMessage(`{"a": 3, "b": 5}`)},
+		{ID: "call_Zx8nR4kP1vQw7LmT3cBy6HsJ", Name: "echo", Args: json.RawMessage(`{"text": "hi"}`)},
+	}
+	if jsonOf(resp.ToolCalls) != jsonOf(want) || resp.Usage != (core.Usage{InputTokens: 160, OutputTokens: 52}) {
+		t.Errorf("response %+v", resp)
+	}
+	if got := jsonOf(api.requests()[0].Body["tools"]); !strings.Contains(got, `"name":"calc__add"`) {
+		t.Errorf("tools %s", got)
+	}
+}
+
+// chunk is a Chat Completions chunk with one choice.
+func chunk(delta string) string {
+	return `data: {"id":"chatcmpl-x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}]}` + "\n\n"
+}
+
+// Tool calls interleaved by index, a call with no index (continuing the
+// last one), a call with no id, and arguments that never became JSON.
+func TestChatInterleavedToolCalls(t *testing.T) {
+	body := chunk(`{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"echo","arguments":""}}]}`) +
+		chunk(`{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"calc__add","arguments":"{\"a\":"}}]}`) +
+		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"text\":"}}]}`) +
+		chunk(`{"tool_calls":[{"index":1,"function":{"arguments":"1,\"b\":2}"}}]}`) +
+		chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"\"hi\"}"}}]}`) +
+		chunk(`{"tool_calls":[{"index":2,"type":"function","function":{"name":"echo","arguments":""}}]}`) +
+		chunk(`{"tool_calls":[{"id":"call_d","type":"function","function":{"name":"echo","arguments":"{\"cut"}}]}`) +
+		chunk(`{"tool_calls":[{"function":{"arguments":"\":"}}]}`) +
+		"data: [DONE]\n\n"
+	names := providers.NewToolNames([]core.ToolSpec{echoSpec, addSpec}, nil)
+	c := &client{id: ID}
+	resp, err := c.readChat(context.Background(), strings.NewReader(body), names, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []core.ToolCall{
+		{ID: "call_a", Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)},
+		{ID: "call_b", Name: "calc.add", Args: json.RawMessage(`{"a":1,"b":2}`)},
+		{ID: "call_2", Name: "echo", Args: json.RawMessage(`{}`)},
+		{ID: "call_d", Name: "echo", Args: json.RawMessage(`"{\"cut\":"`)},
+	}
+	if jsonOf(resp.ToolCalls) != jsonOf(want) {
+		t.Errorf("calls\n%s\nwant\n%s", jsonOf(resp.ToolCalls), jsonOf(want))
+	}
+}
+
+func TestChatStreamError(t *testing.T) {
+	api := newFake(t, "chat/stream_error.http")
+	var got string
+	_, err := newProvider(t, "chat", api.URL).Turn(context.Background(), "gpt-4.1", userTurn("hi"), func(s string) { got += s })
+	var pe *providers.Error
+	if !errors.As(err, &pe) || pe.Kind != providers.KindUnavailable || pe.Provider != "openai" || !strings.Contains(pe.Message, "The server had an error") {
+		t.Fatalf("error %#v", err)
+	}
+	if got != "The echo tool" {
+		t.Errorf("streamed %q before the error", got)
+	}
+}
+
+// The follow-up request carries the assistant's tool calls (with the API's
+// names and ids) and the tool results.
+func TestChatConversation(t *testing.T) {
+	api := newFake(t, "chat/text.http")
+	req := core.ModelRequest{Tools: []core.ToolSpec{addSpec, {Name: "noschema"}}, Messages: []*core.Message{
+		{Role: core.RoleUser, Text: "add, echo and fail"},
+		{Role: core.RoleAssistant, Text: "Calling.", ToolCalls: []core.ToolCall{
+			{ID: "call_1", Name: "calc.add", Args: json.RawMessage(`{"a":1,"b":2}`)},
+			{ID: "call_2", Name: "echo"},
+			{ID: "call_3", Name: "gone.tool", Args: json.RawMessage(`{}`)},
+		}},
+		{Role: core.RoleTool, ToolCallID: "call_1", Name: "calc.add", Text: "3"},
+		{Role: core.RoleTool, ToolCallID: "call_2", Name: "echo", Text: "{}"},
+		{Role: core.RoleTool, ToolCallID: "call_3", Name: "gone.tool", Text: `unknown tool "gone.tool"`, IsError: true},
+		{Role: core.RoleAssistant, ToolCalls: []core.ToolCall{{ID: "call_4", Name: "echo", Args: json.RawMessage(`{}`)}}},
+		{Role: core.RoleTool, ToolCallID: "call_4", Name: "echo", Text: "{}"},
+	}}
+	if _, err := newProvider(t, "chat", api.URL).Turn(context.Background(), "gpt-4.1", req, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := api.requests()[0].Body
+	want := `[{"content":"add, echo and fail","role":"user"},` +
+		`{"content":"Calling.","role":"assistant","tool_calls":[` +
+		`{"function":{"arguments":"{\"a\":1,\"b\":2}","name":"calc__add"},"id":"call_1","type":"function"},` +
+		`{"function":{"arguments":"{}","name":"echo"},"id":"call_2","type":"function"},` +
+		`{"function":{"arguments":"{}","name":"gone__tool"},"id":"call_3","type":"function"}]},` +
+		`{"content":"3","role":"tool","tool_call_id":"call_1"},` +
+		`{"content":"{}","role":"tool","tool_call_id":"call_2"},` +
+		`{"content":"Error: unknown tool \"gone.tool\"","role":"tool","tool_call_id":"call_3"},` +
+		`{"content":null,"role":"assistant","tool_calls":[{"function":{"arguments":"{}","name":"echo"},"id":"call_4","type":"function"}]},` +
+		`{"content":"{}","role":"tool","tool_call_id":"call_4"}]`
+	if got := jsonOf(b["messages"]); got != want {
+		t.Errorf("messages\n%s\nwant\n%s", got, want)
+	}
+	if got := jsonOf(b["tools"]); !strings.Contains(got, `"name":"calc__add"`) || !strings.Contains(got, `{"name":"noschema","parameters":{"properties":{},"type":"object"}}`) {
+		t.Errorf("tools %s", got)
+	}
+}

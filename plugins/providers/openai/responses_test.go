@@ -1,0 +1,152 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins/providers"
+)
+
+func TestResponsesText(t *testing.T) {
+	api := newFake(t, "responses/text.http")
+	var deltas []string
+	resp, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", userTurn("say hi", echoSpec), func(s string) { deltas = append(deltas, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Text != "Echo said hi." || strings.Join(deltas, "|") != "Echo| said| hi|." || len(resp.ToolCalls) != 0 {
+		t.Errorf("response %+v, deltas %q", resp, deltas)
+	}
+	if resp.Usage != (core.Usage{InputTokens: 142, OutputTokens: 5}) {
+		t.Errorf("usage %+v", resp.Usage)
+	}
+	req := api.requests()[0]
+	if req.Method != "POST" || req.Path != "/v1/responses" || req.Header.Get("Authorization") != "Bearer sk-test" {
+		t.Errorf("request %s %s %v", req.Method, req.Path, req.Header)
+	}
+	b := req.Body
+	if b["model"] != "gpt-4.1" || b["stream"] != true || b["store"] != false {
+		t.Errorf("body %v", b)
+	}
+	if got := jsonOf(b["input"]); got != `[{"content":"say hi","role":"user","type":"message"}]` {
+		t.Errorf("input %s", got)
+	}
+	if got := jsonOf(b["tools"]); got != `[{"description":"Returns its arguments.","name":"echo","parameters":{"additionalProperties":true,"type":"object"},"strict":false,"type":"function"}]` {
+		t.Errorf("tools %s", got)
+	}
+}
+
+func TestResponsesToolCall(t *testing.T) {
+	api := newFake(t, "responses/tool_call.http")
+	resp, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", userTurn("echo hi", echoSpec), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []core.ToolCall{{ID: "call_7VaiUXZYuuWwQviCrckx2q6T", Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)}}
+	if jsonOf(resp.ToolCalls) != jsonOf(want) || resp.Text != "" || resp.Usage != (core.Usage{InputTokens: 128, OutputTokens: 16}) {
+		t.Errorf("response %+v", resp)
+	}
+}
+
+func TestResponsesParallelToolCalls(t *testing.T) {
+	api := newFake(t, "responses/parallel_tool_calls.http")
+	resp, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", userTurn("add and echo", addSpec, echoSpec), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []core.ToolCall{
+		{ID: "call_h7TqW2mZ9cLx4RbN1sKv8PdY", Name: "calc.add", Args: json.RawMessage(`{"a":3,"b":5}`)},
+		{ID: "call_Zx8nR4kP1vQw7LmT3cBy6HsJ", Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)},
+	}
+	if jsonOf(resp.ToolCalls) != jsonOf(want) || resp.Usage != (core.Usage{InputTokens: 171, OutputTokens: 49}) {
+		t.Errorf("response %+v", resp)
+	}
+}
+
+// Argument deltas of two calls interleaved; the done event's arguments
+// are the final word; events of other output are skipped, whatever their
+// shape.
+func TestResponsesInterleavedToolCalls(t *testing.T) {
+	ev := func(data string) string {
+		var e struct{ Type string }
+		json.Unmarshal([]byte(data), &e)
+		return "event: " + e.Type + "\ndata: " + data + "\n\n"
+	}
+	body := ev(`{"type":"response.output_item.added","item":{"id":"fc_1","type":"function_call","status":"in_progress","arguments":"","call_id":"call_1","name":"echo"},"output_index":0,"sequence_number":1}`) +
+		ev(`{"type":"response.output_item.added","item":{"id":"fc_2","type":"function_call","status":"in_progress","arguments":"","call_id":"call_2","name":"calc__add"},"output_index":1,"sequence_number":2}`) +
+		ev(`{"type":"response.function_call_arguments.delta","delta":"{\"a\":1,","item_id":"fc_2","output_index":1,"sequence_number":3}`) +
+		ev(`{"type":"response.function_call_arguments.delta","delta":"{\"text\"","item_id":"fc_1","output_index":0,"sequence_number":4}`) +
+		ev(`{"type":"response.reasoning_summary_text.delta","delta":"Thinking","item_id":"rs_1","output_index":2,"summary_index":0,"sequence_number":5}`) +
+		ev(`{"type":"response.custom_tool_call_input.delta","delta":{"unexpected":"shape"},"item_id":"ct_1","output_index":3,"sequence_number":5}`) +
+		ev(`{"type":"response.function_call_arguments.delta","delta":"\"b\":2}","item_id":"fc_2","output_index":1,"sequence_number":5}`) +
+		ev(`{"type":"response.function_call_arguments.delta","delta":":\"h","item_id":"fc_1","output_index":0,"sequence_number":6}`) +
+		ev(`{"type":"response.function_call_arguments.done","arguments":"{\"text\":\"hi\"}","item_id":"fc_1","output_index":0,"sequence_number":7}`) +
+		ev(`{"type":"response.completed","response":{"id":"resp_1","status":"completed","usage":{"input_tokens":7,"output_tokens":9}},"sequence_number":8}`)
+	names := providers.NewToolNames([]core.ToolSpec{echoSpec, addSpec}, nil)
+	resp, err := (&client{id: ID}).readResponses(context.Background(), strings.NewReader(body), names, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []core.ToolCall{
+		{ID: "call_1", Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)},
+		{ID: "call_2", Name: "calc.add", Args: json.RawMessage(`{"a":1,"b":2}`)},
+	}
+	if jsonOf(resp.ToolCalls) != jsonOf(want) || resp.Usage != (core.Usage{InputTokens: 7, OutputTokens: 9}) {
+		t.Errorf("response %s %+v", jsonOf(resp.ToolCalls), resp.Usage)
+	}
+}
+
+func TestResponsesFailed(t *testing.T) {
+	api := newFake(t, "responses/failed.http")
+	var got string
+	_, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", userTurn("hi"), func(s string) { got += s })
+	var pe *providers.Error
+	if !errors.As(err, &pe) || pe.Kind != providers.KindUnavailable || pe.Message != "The model failed to generate a response." || !pe.Retryable() {
+		t.Fatalf("error %#v", err)
+	}
+	if got != "Echo" {
+		t.Errorf("streamed %q", got)
+	}
+}
+
+func TestResponsesErrorEvent(t *testing.T) {
+	api := newFake(t, "responses/error_event.http")
+	_, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", userTurn("hi"), nil)
+	var pe *providers.Error
+	if !errors.As(err, &pe) || pe.Kind != providers.KindContextLength || !strings.Contains(pe.Message, "exceeds the context window") {
+		t.Fatalf("error %#v", err)
+	}
+}
+
+func TestResponsesConversation(t *testing.T) {
+	api := newFake(t, "responses/text.http")
+	req := core.ModelRequest{Tools: []core.ToolSpec{addSpec}, Messages: []*core.Message{
+		{Role: core.RoleUser, Text: "add and fail"},
+		{Role: core.RoleAssistant, Text: "Calling.", ToolCalls: []core.ToolCall{
+			{ID: "call_1", Name: "calc.add", Args: json.RawMessage(`{"a":1,"b":2}`)},
+			{ID: "call_2", Name: "gone.tool"},
+		}},
+		{Role: core.RoleTool, ToolCallID: "call_1", Name: "calc.add", Text: "3"},
+		{Role: core.RoleTool, ToolCallID: "call_2", Name: "gone.tool", Text: "no such tool", IsError: true},
+		{Role: core.RoleAssistant, Text: "Done."},
+		{Role: core.RoleUser, Text: "thanks"},
+	}}
+	if _, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", req, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"content":"add and fail","role":"user","type":"message"},` +
+		`{"content":"Calling.","role":"assistant","type":"message"},` +
+		`{"arguments":"{\"a\":1,\"b\":2}","call_id":"call_1","name":"calc__add","type":"function_call"},` +
+		`{"arguments":"{}","call_id":"call_2","name":"gone__tool","type":"function_call"},` +
+		`{"call_id":"call_1","output":"3","type":"function_call_output"},` +
+		`{"call_id":"call_2","output":"Error: no such tool","type":"function_call_output"},` +
+		`{"content":"Done.","role":"assistant","type":"message"},` +
+		`{"content":"thanks","role":"user","type":"message"}]`
+	if got := jsonOf(api.requests()[0].Body["input"]); got != want {
+		t.Errorf("input\n%s\nwant\n%s", got, want)
+	}
+}
