@@ -7,12 +7,24 @@
 // wasi_snapshot_preview1, and WASI is instantiated with nothing granted —
 // no preopened folders, no environment, no arguments, empty stdin; stdout
 // and stderr go to the plugin's logger. The guest reaches the world only
-// through the kiln host functions (log, http_request, fs_read, fs_write,
-// kv_get, kv_put, kv_delete, kv_list, clock_now, random, emit); http and
-// fs check the manifest's Permissions before acting, and kv reaches only
-// the plugin's own key/value namespace (LoadOptions.KV), which needs no
-// permission. WASI's clocks and random source are the real ones: time and
-// randomness are not permissions.
+// through the kiln host functions (log, http_request, http_open,
+// http_read, http_close, fs_read, fs_write, kv_get, kv_put, kv_delete,
+// kv_list, clock_now, random, emit); http and fs check the manifest's
+// Permissions before acting, and kv reaches only the plugin's own
+// key/value namespace (LoadOptions.KV), which needs no permission. WASI's
+// clocks and random source are the real ones: time and randomness are not
+// permissions.
+//
+// HTTP comes two ways. http_request returns the whole response (a body of
+// at most MaxHTTPResponseBody). http_open sends the same request, with the
+// same checks (before dialing, in the dialer, at every redirect), and
+// returns a handle once the headers arrive; http_read then copies the body
+// into the guest's buffer as it arrives, at most MaxHTTPReadChunk a read
+// and MaxHTTPStreamBody in all, and http_close frees the handle. An
+// instance has at most MaxHTTPStreams open. Streams belong to the call
+// that opened them: the host closes them all when the call returns or the
+// instance is thrown away, and a read waiting on the network ends with
+// the call's deadline.
 //
 // Limits: memory_mib caps the guest's linear memory. wazero applies a
 // memory limit per Runtime, so a Host keeps one Runtime per distinct

@@ -38,6 +38,9 @@ func instantiateKiln(ctx context.Context, r wazero.Runtime) error {
 	}
 	fn("log", hostLog, []api.ValueType{i32, i32, i32}, nil, "level", "ptr", "len")
 	fn("http_request", jsonCall((*instance).httpRequest), []api.ValueType{i32, i32}, []api.ValueType{i64}, "ptr", "len")
+	fn("http_open", jsonCall((*instance).httpOpen), []api.ValueType{i32, i32}, []api.ValueType{i64}, "ptr", "len")
+	fn("http_read", hostHTTPRead, []api.ValueType{i64, i32, i32}, []api.ValueType{i64}, "handle", "ptr", "len")
+	fn("http_close", jsonCall((*instance).httpClose), []api.ValueType{i32, i32}, []api.ValueType{i64}, "ptr", "len")
 	fn("fs_read", jsonCall((*instance).fsRead), []api.ValueType{i32, i32}, []api.ValueType{i64}, "ptr", "len")
 	fn("fs_write", jsonCall((*instance).fsWrite), []api.ValueType{i32, i32}, []api.ValueType{i64}, "ptr", "len")
 	fn("kv_get", jsonCall((*instance).kvGet), []api.ValueType{i32, i32}, []api.ValueType{i64}, "ptr", "len")

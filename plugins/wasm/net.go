@@ -17,13 +17,13 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 )
 
-// Limits of http_request.
+// Limits of http_request (http_open's are in stream.go).
 const (
 	MaxHTTPResponseBody = 4 << 20 // a longer response body is an error
 	maxRedirects        = 10
 )
 
-// httpRequest is the guest's http_request JSON.
+// httpRequest is the guest's http_request (and http_open) JSON.
 type httpRequest struct {
 	Method  string              `json:"method"`
 	URL     string              `json:"url"`
@@ -41,12 +41,12 @@ type httpResponse struct {
 // errNetworkDenied is wrapped by every refusal of a network permission.
 var errNetworkDenied = errors.New("not permitted by permissions.network")
 
-// newHTTPClient returns the client behind http_request: its own transport
-// (never the default one, never an environment proxy) whose dialer checks
-// the host against perms, resolves it, checks every address with
-// AllowsResolvedAddr and dials only the addresses allowed — so DNS cannot
-// point a permitted name at the local network — and which checks every
-// redirect hop before following it.
+// newHTTPClient returns the client behind http_request and http_open: its
+// own transport (never the default one, never an environment proxy) whose
+// dialer checks the host against perms, resolves it, checks every address
+// with AllowsResolvedAddr and dials only the addresses allowed — so DNS
+// cannot point a permitted name at the local network — and which checks
+// every redirect hop before following it.
 func newHTTPClient(perms plugins.Permissions) *http.Client {
 	d := &guardedDialer{perms: perms, resolver: net.DefaultResolver}
 	tr := &http.Transport{
@@ -149,49 +149,62 @@ func (d *guardedDialer) DialContext(ctx context.Context, network, addr string) (
 
 // httpRequest serves the http_request host function.
 func (in *instance) httpRequest(ctx context.Context, data []byte) (any, error) {
+	resp, what, err := in.sendHTTP(ctx, "http_request", data)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxHTTPResponseBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("http_request %s: read body: %w", what, err)
+	}
+	if len(body) > MaxHTTPResponseBody {
+		return nil, fmt.Errorf("http_request %s: response body is over the %d MiB limit", what, MaxHTTPResponseBody>>20)
+	}
+	return httpResponse{Status: resp.StatusCode, Headers: resp.Header, Body: body}, nil
+}
+
+// sendHTTP decodes a JSON request of the host function fn (http_request,
+// http_open), checks it against the permissions and sends it with the
+// toolset's client within ctx; the response's body lives as long as ctx.
+// what names the request for error messages ("GET <redacted url>").
+func (in *instance) sendHTTP(ctx context.Context, fn string, data []byte) (resp *http.Response, what string, err error) {
 	var req httpRequest
 	if err := decodeStrict(data, &req); err != nil {
-		return nil, fmt.Errorf("http_request: %w", err)
+		return nil, "", fmt.Errorf("%s: %w", fn, err)
 	}
 	if req.Method == "" {
 		req.Method = http.MethodGet
 	}
 	u, err := url.Parse(req.URL)
 	if err != nil {
-		return nil, fmt.Errorf("http_request: bad url: %w", err)
+		return nil, "", fmt.Errorf("%s: bad url: %w", fn, err)
 	}
 	if u.User != nil {
-		return nil, errors.New("http_request: credentials in the URL are not supported; send an Authorization header")
+		return nil, "", fmt.Errorf("%s: credentials in the URL are not supported; send an Authorization header", fn)
 	}
 	// Checked here before anything is resolved or dialed, and again in the
 	// dialer and at every redirect.
 	if err := checkURL(in.ts.perms, u); err != nil {
-		return nil, fmt.Errorf("http_request %s: %w", u.Redacted(), err)
+		return nil, "", fmt.Errorf("%s %s: %w", fn, u.Redacted(), err)
 	}
 	hr, err := http.NewRequestWithContext(ctx, req.Method, u.String(), bytes.NewReader(req.Body))
 	if err != nil {
-		return nil, fmt.Errorf("http_request: %w", err)
+		return nil, "", fmt.Errorf("%s: %w", fn, err)
 	}
 	for k, vs := range req.Headers {
 		for _, v := range vs {
 			hr.Header.Add(k, v)
 		}
 	}
-	resp, err := in.ts.client.Do(hr)
+	what = req.Method + " " + u.Redacted()
+	resp, err = in.ts.client.Do(hr)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("http_request %s %s: %w", req.Method, u.Redacted(), err)
+		return nil, "", fmt.Errorf("%s %s: %w", fn, what, err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxHTTPResponseBody+1))
-	if err != nil {
-		return nil, fmt.Errorf("http_request %s %s: read body: %w", req.Method, u.Redacted(), err)
-	}
-	if len(body) > MaxHTTPResponseBody {
-		return nil, fmt.Errorf("http_request %s %s: response body is over the %d MiB limit", req.Method, u.Redacted(), MaxHTTPResponseBody>>20)
-	}
-	return httpResponse{Status: resp.StatusCode, Headers: resp.Header, Body: body}, nil
+	return resp, what, nil
 }

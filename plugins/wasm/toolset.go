@@ -57,6 +57,7 @@ type instance struct {
 	call    api.Function
 	pending []byte // a host function's result, until result_take
 	stderr  tail
+	streams httpStreams // open http_open streams, closed when a call returns
 
 	interrupt     chan struct{} // closed when a call's context ends
 	interruptOnce sync.Once
@@ -227,6 +228,7 @@ func (t *toolset) invoke(parent context.Context, fn func(context.Context, *insta
 	stopWatch := context.AfterFunc(ctx, in.stop)
 	packed, err := fn(ctx, in)
 	interrupted := !stopWatch()
+	in.closeStreams() // streams never outlive the call
 	if err == nil && interrupted {
 		err = ctx.Err() // the deadline passed as the call returned: distrust the instance
 	}
@@ -280,6 +282,7 @@ func (t *toolset) instantiate(ctx context.Context, in *instance) error {
 // discard throws an instance away.
 func (t *toolset) discard(in *instance) {
 	in.stop()
+	in.closeStreams()
 	if in.mod != nil {
 		in.mod.Close(context.Background())
 	}
