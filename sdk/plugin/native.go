@@ -53,8 +53,47 @@ var httpClient = &http.Client{}
 // In a native build the manifest's permissions.network is not enforced:
 // the process plugin reaches whatever the machine reaches.
 func HTTP(ctx context.Context, req HTTPRequest) (*HTTPResponse, error) {
-	if err := ctx.Err(); err != nil {
+	resp, what, err := sendHTTP(ctx, req)
+	if err != nil {
 		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxHTTPResponseBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: read body: %w", what, err)
+	}
+	if len(body) > MaxHTTPResponseBody {
+		return nil, fmt.Errorf("%s: response body is over the %d MiB limit", what, MaxHTTPResponseBody>>20)
+	}
+	return &HTTPResponse{Status: resp.StatusCode, Headers: resp.Header, Body: body}, nil
+}
+
+// HTTPStream sends req as HTTP does and returns as soon as the response's
+// headers arrive; the body yields bytes as they arrive. Close the body when
+// done. The request, body included, ends with ctx (in a process plugin the
+// call's context, which ends when the tool call returns). A body over
+// MaxHTTPStreamBody is an error, and a Read returns at most
+// MaxHTTPReadChunk bytes, as in a WASM build; open streams are not
+// counted (MaxHTTPStreams applies to WASM plugins).
+//
+// In a native build the manifest's permissions.network is not enforced.
+func HTTPStream(ctx context.Context, req HTTPRequest) (*HTTPStreamResponse, error) {
+	resp, what, err := sendHTTP(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &HTTPStreamResponse{
+		Status:  resp.StatusCode,
+		Headers: resp.Header,
+		Body:    &cappedBody{body: resp.Body, what: what, left: MaxHTTPStreamBody},
+	}, nil
+}
+
+// sendHTTP checks and sends req within ctx. what names the request for
+// error messages ("http GET <url>").
+func sendHTTP(ctx context.Context, req HTTPRequest) (resp *http.Response, what string, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
 	}
 	method := req.Method
 	if method == "" {
@@ -62,41 +101,65 @@ func HTTP(ctx context.Context, req HTTPRequest) (*HTTPResponse, error) {
 	}
 	u, err := url.Parse(req.URL)
 	if err != nil {
-		return nil, fmt.Errorf("http: bad url: %w", err)
+		return nil, "", fmt.Errorf("http: bad url: %w", err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("http %s: scheme %q: only http and https are supported", u.Redacted(), u.Scheme)
+		return nil, "", fmt.Errorf("http %s: scheme %q: only http and https are supported", u.Redacted(), u.Scheme)
 	}
 	if u.User != nil {
-		return nil, errors.New("http: credentials in the URL are not supported; send an Authorization header")
+		return nil, "", errors.New("http: credentials in the URL are not supported; send an Authorization header")
 	}
 	hr, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(req.Body))
 	if err != nil {
-		return nil, fmt.Errorf("http: %w", err)
+		return nil, "", fmt.Errorf("http: %w", err)
 	}
 	for k, vs := range req.Headers {
 		for _, v := range vs {
 			hr.Header.Add(k, v)
 		}
 	}
-	resp, err := httpClient.Do(hr)
+	what = fmt.Sprintf("http %s %s", method, u.Redacted())
+	resp, err = httpClient.Do(hr)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("http %s %s: %w", method, u.Redacted(), err)
+		return nil, "", fmt.Errorf("%s: %w", what, err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxHTTPResponseBody+1))
-	if err != nil {
-		return nil, fmt.Errorf("http %s %s: read body: %w", method, u.Redacted(), err)
-	}
-	if len(body) > MaxHTTPResponseBody {
-		return nil, fmt.Errorf("http %s %s: response body is over the %d MiB limit", method, u.Redacted(), MaxHTTPResponseBody>>20)
-	}
-	return &HTTPResponse{Status: resp.StatusCode, Headers: resp.Header, Body: body}, nil
+	return resp, what, nil
 }
+
+// cappedBody is an HTTPStream body in a native build: reads of at most
+// MaxHTTPReadChunk, failing past MaxHTTPStreamBody bytes in all.
+type cappedBody struct {
+	body io.ReadCloser
+	what string
+	left int64 // bytes still allowed
+	err  error // sticky: over the cap
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	// One byte past the cap, to tell a body of exactly the cap from a
+	// longer one.
+	p = p[:min(int64(len(p)), MaxHTTPReadChunk, b.left+1)]
+	n, err := b.body.Read(p)
+	if int64(n) > b.left {
+		b.err = fmt.Errorf("%s: response body is over the %d MiB limit of a stream", b.what, MaxHTTPStreamBody>>20)
+		b.body.Close()
+		return 0, b.err
+	}
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.body.Close() }
 
 // resolve maps a permission path to the data folder, opened as an
 // os.Root so that neither ".." nor a symlink can leave it, and the path

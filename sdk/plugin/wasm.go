@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime"
 	"unsafe"
@@ -215,6 +216,15 @@ func hostLog(level int32, ptr unsafe.Pointer, n uint32)
 //go:wasmimport kiln http_request
 func hostHTTPRequest(ptr unsafe.Pointer, n uint32) int64
 
+//go:wasmimport kiln http_open
+func hostHTTPOpen(ptr unsafe.Pointer, n uint32) int64
+
+//go:wasmimport kiln http_read
+func hostHTTPRead(handle int64, ptr unsafe.Pointer, n uint32) int64
+
+//go:wasmimport kiln http_close
+func hostHTTPClose(ptr unsafe.Pointer, n uint32) int64
+
 //go:wasmimport kiln fs_read
 func hostFSRead(ptr unsafe.Pointer, n uint32) int64
 
@@ -262,6 +272,12 @@ func hostCall(fn func(unsafe.Pointer, uint32) int64, req, out any) error {
 	if got := hostResultTake(unsafe.Pointer(unsafe.SliceData(buf)), uint32(n)); int64(got) != n {
 		return fmt.Errorf("kiln host result: got %d of %d bytes", got, n)
 	}
+	return decodeResult(buf, out)
+}
+
+// decodeResult decodes a host function's JSON result into out (which may
+// be nil); a {"error": ...} result is returned as an error.
+func decodeResult(buf []byte, out any) error {
 	var e struct {
 		Error *string `json:"error"`
 	}
@@ -290,6 +306,99 @@ func HTTP(ctx context.Context, req HTTPRequest) (*HTTPResponse, error) {
 		return nil, err
 	}
 	return &resp, nil
+}
+
+// HTTPStream sends req through the host, as HTTP does with the same
+// checks (permissions.network before connecting and at every redirect),
+// and returns as soon as the response's headers arrive; the body is read
+// from the host as it arrives, a chunk per Read. Close the body when done:
+// at most MaxHTTPStreams may be open at once. Every stream is closed by
+// the host when the tool call returns, and the call's deadline ends a
+// Read that waits for bytes. A body over MaxHTTPStreamBody is an error.
+// ctx is checked before the request and before every Read; the host
+// enforces the call's deadline.
+//
+// The host functions behind it (http_open, http_read, http_close) were
+// added to ABI v1 after its first version: a plugin that calls HTTPStream
+// needs a WASM host that provides them, and an older one refuses the
+// plugin at load, naming the missing import. A plugin that does not call
+// HTTPStream does not import them.
+func HTTPStream(ctx context.Context, req HTTPRequest) (*HTTPStreamResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out struct {
+		Handle  int64               `json:"handle"`
+		Status  int                 `json:"status"`
+		Headers map[string][]string `json:"headers"`
+	}
+	if err := hostCall(hostHTTPOpen, req, &out); err != nil {
+		return nil, err
+	}
+	return &HTTPStreamResponse{
+		Status:  out.Status,
+		Headers: out.Headers,
+		Body:    &hostBody{ctx: ctx, handle: out.Handle},
+	}, nil
+}
+
+// errBodyClosed is returned by a Read after Close.
+var errBodyClosed = errors.New("http: read on closed response body")
+
+// hostBody reads a host stream with http_read.
+type hostBody struct {
+	ctx    context.Context
+	handle int64
+	eof    bool
+	err    error // sticky
+	closed bool
+}
+
+func (b *hostBody) Read(p []byte) (int, error) {
+	switch {
+	case b.closed:
+		return 0, errBodyClosed
+	case b.err != nil:
+		return 0, b.err
+	case b.eof:
+		return 0, io.EOF
+	case len(p) == 0:
+		return 0, nil
+	}
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n := hostHTTPRead(b.handle, unsafe.Pointer(unsafe.SliceData(p)), uint32(min(len(p), MaxHTTPReadChunk)))
+	runtime.KeepAlive(p)
+	switch {
+	case n > 0:
+		return int(n), nil
+	case n == 0:
+		b.eof = true
+		return 0, io.EOF
+	}
+	// -n is the length of the {"error": ...} result the host holds.
+	buf := make([]byte, -n)
+	if got := hostResultTake(unsafe.Pointer(unsafe.SliceData(buf)), uint32(-n)); int64(got) != -n {
+		b.err = fmt.Errorf("kiln host result: got %d of %d bytes", got, -n)
+	} else if err := decodeResult(buf, nil); err != nil {
+		b.err = err
+	} else {
+		b.err = errors.New("http_read failed")
+	}
+	return 0, b.err
+}
+
+// Close closes the stream in the host and frees its handle. A second
+// Close does nothing.
+func (b *hostBody) Close() error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	return hostCall(hostHTTPClose, struct {
+		Handle int64 `json:"handle"`
+	}{b.handle}, nil)
 }
 
 // ReadFile reads a file by its permission path ("data:/notes.txt",
