@@ -92,10 +92,9 @@ func kindOf(typ, msg string) (providers.Kind, bool) {
 	return "", false
 }
 
-// streamException classifies an exception (or error) message inside the
-// event stream: the HTTP status was 200, so only the type tells.
-// modelStreamErrorException carries the model's own status, used when
-// present.
+// streamException classifies an exception message inside the event
+// stream from its type and JSON payload. modelStreamErrorException carries
+// the model's own status and message, used when present.
 func streamException(typ string, payload []byte) *providers.Error {
 	var b struct {
 		Message            string `json:"message"`
@@ -107,14 +106,21 @@ func streamException(typ string, payload []byte) *providers.Error {
 	if b.OriginalMessage != "" && b.OriginalMessage != msg {
 		msg = strings.TrimSpace(msg + " " + b.OriginalMessage)
 	}
+	return streamError(typ, msg, b.OriginalStatusCode)
+}
+
+// streamError classifies a failure the stream reported after its HTTP 200:
+// by its type, else by status (the model's, or 0), else as the API being
+// unavailable.
+func streamError(typ, msg string, status int) *providers.Error {
 	e := &providers.Error{Provider: ID, Kind: providers.KindUnavailable, Message: typ}
 	if msg != "" {
 		e.Message = typ + ": " + msg
 	}
 	if k, ok := kindOf(typ, msg); ok {
 		e.Kind = k
-	} else if s := b.OriginalStatusCode; s != 0 {
-		resp := &http.Response{StatusCode: s, Header: http.Header{}, Body: http.NoBody}
+	} else if status != 0 {
+		resp := &http.Response{StatusCode: status, Header: http.Header{}, Body: http.NoBody}
 		e.Kind = providers.HTTPError(ID, resp, func([]byte) string { return msg }).Kind
 	}
 	return e

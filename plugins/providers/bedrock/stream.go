@@ -11,20 +11,10 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream/eventstreamapi"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins/providers"
-)
-
-// Event-stream headers (aws/protocol/eventstream/eventstreamapi names them
-// too; they are spelled out here to keep that package's import to these
-// strings).
-const (
-	hdrMessageType   = ":message-type"   // "event", "exception" or "error"
-	hdrEventType     = ":event-type"     // for events: messageStart, contentBlockDelta, ...
-	hdrExceptionType = ":exception-type" // for exceptions: throttlingException, ...
-	hdrErrorCode     = ":error-code"     // for errors
-	hdrErrorMessage  = ":error-message"  // for errors
 )
 
 // maxFrame bounds one event-stream message: AWS's framing allows 16 MiB
@@ -135,24 +125,20 @@ func readStream(body io.Reader, names *providers.ToolNames, delta func(string)) 
 		if err != nil {
 			return core.ModelResponse{}, frameError(err)
 		}
-		switch mt := header(m, hdrMessageType); mt {
-		case "exception":
-			return core.ModelResponse{}, streamException(header(m, hdrExceptionType), m.Payload)
-		case "error":
-			e := streamException(header(m, hdrErrorCode), nil)
-			if msg := header(m, hdrErrorMessage); msg != "" {
-				e.Message = header(m, hdrErrorCode) + ": " + msg
-			}
-			return core.ModelResponse{}, e
-		case "event":
+		switch mt := header(m, eventstreamapi.MessageTypeHeader); mt {
+		case eventstreamapi.ExceptionMessageType:
+			return core.ModelResponse{}, streamException(header(m, eventstreamapi.ExceptionTypeHeader), m.Payload)
+		case eventstreamapi.ErrorMessageType:
+			return core.ModelResponse{}, streamError(header(m, eventstreamapi.ErrorCodeHeader), header(m, eventstreamapi.ErrorMessageHeader), 0)
+		case eventstreamapi.EventMessageType:
 		default:
 			return core.ModelResponse{}, &providers.Error{Provider: ID, Kind: providers.KindUnavailable, Message: fmt.Sprintf("event stream: unknown message type %q", mt)}
 		}
 		var ev streamEvent
 		if err := json.Unmarshal(m.Payload, &ev); err != nil {
-			return core.ModelResponse{}, &providers.Error{Provider: ID, Kind: providers.KindUnavailable, Message: fmt.Sprintf("event stream: bad %s payload: %v", header(m, hdrEventType), err)}
+			return core.ModelResponse{}, &providers.Error{Provider: ID, Kind: providers.KindUnavailable, Message: fmt.Sprintf("event stream: bad %s payload: %v", header(m, eventstreamapi.EventTypeHeader), err)}
 		}
-		switch header(m, hdrEventType) {
+		switch header(m, eventstreamapi.EventTypeHeader) {
 		case "contentBlockStart":
 			if tu := ev.Start.ToolUse; tu != nil {
 				calls[ev.ContentBlockIndex] = &pendingCall{index: ev.ContentBlockIndex, id: tu.ToolUseID, name: tu.Name}
