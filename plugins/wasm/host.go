@@ -21,6 +21,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/netguard"
 )
 
 // ABIVersion is the Kiln WASM ABI version this host speaks
@@ -228,7 +229,7 @@ func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts L
 		kv:       opts.KV,
 		now:      h.cfg.Now,
 	}
-	ts.client = newHTTPClient(m.Permissions)
+	ts.client = netguard.NewClient(m.Permissions)
 	if err := ts.openRoots(opts); err != nil {
 		ts.Close()
 		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)

@@ -6,21 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
-	"strconv"
-	"strings"
-	"time"
 
-	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/netguard"
 )
 
 // Limits of http_request (http_open's are in stream.go).
 const (
 	MaxHTTPResponseBody = 4 << 20 // a longer response body is an error
-	maxRedirects        = 10
 )
 
 // httpRequest is the guest's http_request (and http_open) JSON.
@@ -36,115 +30,6 @@ type httpResponse struct {
 	Status  int                 `json:"status"`
 	Headers map[string][]string `json:"headers,omitempty"`
 	Body    []byte              `json:"body"`
-}
-
-// errNetworkDenied is wrapped by every refusal of a network permission.
-var errNetworkDenied = errors.New("not permitted by permissions.network")
-
-// newHTTPClient returns the client behind http_request and http_open: its
-// own transport (never the default one, never an environment proxy) whose
-// dialer checks the host against perms, resolves it, checks every address
-// with AllowsResolvedAddr and dials only the addresses allowed — so DNS
-// cannot point a permitted name at the local network — and which checks
-// every redirect hop before following it.
-func newHTTPClient(perms plugins.Permissions) *http.Client {
-	d := &guardedDialer{perms: perms, resolver: net.DefaultResolver}
-	tr := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           d.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          8,
-		IdleConnTimeout:       30 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-	}
-	return &http.Client{
-		Transport: tr,
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= maxRedirects {
-				return fmt.Errorf("stopped after %d redirects", maxRedirects)
-			}
-			if err := checkURL(perms, req.URL); err != nil {
-				return fmt.Errorf("redirect to %s refused: %w", req.URL.Redacted(), err)
-			}
-			return nil
-		},
-	}
-}
-
-// checkURL checks a URL's scheme and host:port against the permissions.
-func checkURL(perms plugins.Permissions, u *url.URL) error {
-	var port int
-	switch u.Scheme {
-	case "http":
-		port = 80
-	case "https":
-		port = 443
-	default:
-		return fmt.Errorf("scheme %q: only http and https are supported", u.Scheme)
-	}
-	if p := u.Port(); p != "" {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 1 || n > 65535 {
-			return fmt.Errorf("bad port %q", p)
-		}
-		port = n
-	}
-	host := u.Hostname()
-	if !perms.AllowsHost(host, port) {
-		return fmt.Errorf("%s: %w", net.JoinHostPort(host, strconv.Itoa(port)), errNetworkDenied)
-	}
-	return nil
-}
-
-// guardedDialer dials only what the permissions allow.
-type guardedDialer struct {
-	perms    plugins.Permissions
-	resolver *net.Resolver
-	dialer   net.Dialer
-}
-
-func (d *guardedDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	host, portStr, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return nil, fmt.Errorf("bad port %q", portStr)
-	}
-	if !d.perms.AllowsHost(host, port) {
-		return nil, fmt.Errorf("%s: %w", addr, errNetworkDenied)
-	}
-	var addrs []netip.Addr
-	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
-		addrs = []netip.Addr{ip}
-	} else {
-		addrs, err = d.resolver.LookupNetIP(ctx, "ip", host)
-		if err != nil {
-			return nil, err
-		}
-	}
-	var allowed, refused []netip.Addr
-	for _, a := range addrs {
-		if d.perms.AllowsResolvedAddr(a, port) {
-			allowed = append(allowed, a.Unmap())
-		} else {
-			refused = append(refused, a)
-		}
-	}
-	if len(allowed) == 0 {
-		return nil, fmt.Errorf("%s resolves to %v: %w (a loopback, private or other non-public address must be listed itself)", addr, refused, errNetworkDenied)
-	}
-	var errs []error
-	for _, a := range allowed {
-		c, err := d.dialer.DialContext(ctx, network, netip.AddrPortFrom(a, uint16(port)).String())
-		if err == nil {
-			return c, nil
-		}
-		errs = append(errs, err)
-	}
-	return nil, errors.Join(errs...)
 }
 
 // httpRequest serves the http_request host function.
@@ -185,7 +70,7 @@ func (in *instance) sendHTTP(ctx context.Context, fn string, data []byte) (resp 
 	}
 	// Checked here before anything is resolved or dialed, and again in the
 	// dialer and at every redirect.
-	if err := checkURL(in.ts.perms, u); err != nil {
+	if err := netguard.CheckURL(in.ts.perms, u); err != nil {
 		return nil, "", fmt.Errorf("%s %s: %w", fn, u.Redacted(), err)
 	}
 	hr, err := http.NewRequestWithContext(ctx, req.Method, u.String(), bytes.NewReader(req.Body))

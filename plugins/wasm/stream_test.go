@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/netguard"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 )
 
@@ -267,7 +268,7 @@ func (m *fakeMemory) Write(off uint32, v []byte) bool {
 func TestHTTPStreamFunctions(t *testing.T) {
 	srv := newStreamServer(t)
 	perms := plugins.Permissions{Network: []string{srv.host()}}
-	in := &instance{ts: &toolset{perms: perms, client: newHTTPClient(perms)}}
+	in := &instance{ts: &toolset{perms: perms, client: netguard.NewClient(perms)}}
 	ctx := context.Background()
 	mem := &fakeMemory{b: make([]byte, 4<<20)}
 	call := func(f func(*instance, context.Context, []byte) (any, error), req, want string) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -207,16 +206,6 @@ func TestFetchBodyCap(t *testing.T) {
 	}
 }
 
-func TestDialerRefusesNonPublicName(t *testing.T) {
-	// A permitted name that resolves to loopback is refused unless the
-	// address is listed itself (DNS rebinding guard), in the dialer.
-	d := &guardedDialer{perms: plugins.Permissions{Network: []string{"localhost:8080"}}, resolver: net.DefaultResolver}
-	_, err := d.DialContext(context.Background(), "tcp", "localhost:8080")
-	if err == nil || !strings.Contains(err.Error(), "non-public address must be listed") {
-		t.Fatalf("dial localhost: %v", err)
-	}
-}
-
 func TestReadFile(t *testing.T) {
 	base := t.TempDir()
 	data := filepath.Join(base, "data")
@@ -305,15 +294,17 @@ func TestMemoryCapBelowModuleMinimum(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
-	ts := load(t, newHost(t, ""), `{"timeout_ms":200}`, LoadOptions{})
+	// 1 s rather than less: loading (instantiate, describe) runs under
+	// the same deadline and takes a few hundred ms on a loaded machine.
+	ts := load(t, newHost(t, ""), `{"timeout_ms":1000}`, LoadOptions{})
 	start := time.Now()
 	_, err := call(t, ts, "spin", `{}`)
 	elapsed := time.Since(start)
-	if err == nil || !errors.Is(err, plugins.ErrTransport) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timeout_ms (200 ms)") {
+	if err == nil || !errors.Is(err, plugins.ErrTransport) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timeout_ms (1000 ms)") {
 		t.Fatalf("spin: %v", err)
 	}
-	if elapsed > 2*time.Second {
-		t.Errorf("spin stopped after %v; want about 200ms", elapsed)
+	if elapsed > 3*time.Second {
+		t.Errorf("spin stopped after %v; want about 1s", elapsed)
 	}
 	t.Logf("spin stopped after %v: %v", elapsed, err)
 	mustAdd(t, ts)

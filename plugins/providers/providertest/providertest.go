@@ -106,4 +106,3 @@ func RunAgent(t testing.TB, providerID string, p providers.Provider, model, prom
 	}
 	return Result{Run: run, Messages: msgs}
 }
-
