@@ -203,6 +203,9 @@ func (a *app) renderThread(w io.Writer, t *core.Thread, folder *core.Folder, msg
 	if t.Model != "" {
 		info = append(info, "model "+t.Model)
 	}
+	if n := t.Usage.InputTokens + t.Usage.OutputTokens; n > 0 {
+		info = append(info, fmt.Sprintf("%d tokens (%d in, %d out)", n, t.Usage.InputTokens, t.Usage.OutputTokens))
+	}
 	info = append(info, "created "+ago(t.CreatedAt, now), "updated "+ago(t.UpdatedAt, now))
 	fmt.Fprintln(w, st.dim(strings.Join(info, " · ")))
 	if t.ActiveRunID != "" {
