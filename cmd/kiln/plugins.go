@@ -386,6 +386,9 @@ start the command fails, and the plugin stays installed, listed as failed.`,
 
 // toolsSentence says which tools an enabled plugin made callable.
 func toolsSentence(p *client.PluginInfo) string {
+	if slices.Contains(p.Provides, "model-provider") {
+		return "Its models are available as " + p.ID + ":<model> (kiln models)."
+	}
 	if len(p.Tools) == 0 {
 		return "It provides no tools."
 	}
@@ -423,7 +426,11 @@ func newPluginEnableCmd(a *app, enable bool) *cobra.Command {
 			if enable {
 				fmt.Fprintf(w, "Enabled %s %s. %s\n", p.ID, p.Version, toolsSentence(p))
 			} else {
-				fmt.Fprintf(w, "Disabled %s %s; its tools are not callable until it is enabled again.\n", p.ID, p.Version)
+				what := "its tools are"
+				if slices.Contains(p.Provides, "model-provider") {
+					what = "its models are"
+				}
+				fmt.Fprintf(w, "Disabled %s %s; %s not available until it is enabled again.\n", p.ID, p.Version, what)
 			}
 			return nil
 		},

@@ -155,7 +155,7 @@ func TestPluginInstallAndManage(t *testing.T) {
 	// Disabling withdraws the tools from the engine; enabling brings them
 	// back, without a restart.
 	r = kiln(t, "plugin", "disable", "calc")
-	if r.code != 0 || r.stdout != "Disabled calc 1.0.0; its tools are not callable until it is enabled again.\n" {
+	if r.code != 0 || r.stdout != "Disabled calc 1.0.0; its tools are not available until it is enabled again.\n" {
 		t.Fatalf("disable: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	mustContain(t, "ls after disable", kiln(t, "plugin", "ls").stdout, "calc  1.0.0    wasm     disabled  0")
