@@ -4,12 +4,14 @@ export interface Thread {
   id: string; title: string; folder_id?: string; pinned: boolean; source?: string; model?: string;
   status: "idle" | "running" | "interrupted" | "failed" | string;
   active_run_id?: string; unread_run_id?: string; unread: boolean; open_actions: number;
-  last_message?: string; created_at: string; updated_at: string;
+  last_message?: string; usage?: Usage; created_at: string; updated_at: string;
 }
+/** Model tokens, of a run or summed over a thread's runs. */
+export interface Usage { input_tokens: number; output_tokens: number }
 export type RunStatus = "queued" | "running" | "interrupted" | "succeeded" | "failed" | "cancelled";
 export interface Run {
   id: string; thread_id: string; status: RunStatus; model: string; error?: string;
-  steps?: number; tool_calls?: number; cancel_requested?: boolean; created_at?: string;
+  steps?: number; tool_calls?: number; cancel_requested?: boolean; usage?: Usage; created_at?: string;
 }
 export interface ToolCall { id: string; name: string; args: unknown }
 export interface Message {

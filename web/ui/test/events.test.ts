@@ -87,3 +87,14 @@ test("events of other threads are ignored; activity groups by namespace", () => 
   const g = groupActivity(s.activity);
   assert.deepEqual(g.map((x) => [x.namespace, x.items.length]), [["", 2], ["sub/a", 1]]);
 });
+
+test("run.finished carries the run's token usage into the run and the activity", () => {
+  const s = fold(initThread(T), [
+    ev(1, "run.started", { model: "scripted" }),
+    ev(2, "run.finished", { status: "succeeded", steps: 2, usage: { input_tokens: 1234, output_tokens: 56 } }),
+  ]);
+  assert.deepEqual(currentRun(s)?.usage, { input_tokens: 1234, output_tokens: 56 });
+  assert.equal(s.activity.at(-1)?.summary, "Run succeeded · 1,234 in · 56 out tokens");
+  const none = fold(initThread(T), [ev(1, "run.started", {}), ev(2, "run.finished", { status: "cancelled", usage: { input_tokens: 0, output_tokens: 0 } })]);
+  assert.equal(none.activity.at(-1)?.summary, "Run cancelled", "no tokens, no token text");
+});

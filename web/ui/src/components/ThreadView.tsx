@@ -2,6 +2,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { cancelRun, markRead, patchThread, showError, startRun, store } from "../state/app";
 import { currentRun, groupActivity, openInterrupts, TERMINAL, type ThreadState } from "../state/events";
 import { useStore } from "../state/store";
+import { tokens } from "../format";
 import { relTime } from "../time";
 import type { Message, ToolCall } from "../types";
 import { ApprovalCard, pretty } from "./ApprovalCard";
@@ -103,6 +104,7 @@ export function ThreadView() {
               onBlur={saveTitle} onKeyDown={(e) => { if (e.key === "Escape") { e.stopPropagation(); setRenaming(false); } }} />
           </form>
         ) : <h1 class="grow">{th?.title ?? "…"}</h1>}
+        {tokens(th?.usage) && <span class="muted small nowrap" data-testid="thread-usage">Total: {tokens(th?.usage)}</span>}
         {th?.unread && <button type="button" class="sm" onClick={() => markRead(th.id).catch(showError)}>Mark read</button>}
         {th && <ThreadMenu thread={th} onRename={() => { setTitle(th.title); setRenaming(true); }} />}
       </header>
@@ -110,7 +112,7 @@ export function ThreadView() {
         {run ? (
           <>
             <span class={`badge b-${run.status}`}>{run.status === "running" && <span class="dot" aria-hidden="true" />}{run.status}</span>
-            <span class="muted small">run on <code>{run.model}</code>{run.steps ? ` · ${run.steps} step${run.steps === 1 ? "" : "s"}` : ""}{run.cancel_requested ? " · cancelling…" : ""}</span>
+            <span class="muted small">run on <code>{run.model}</code>{run.steps ? ` · ${run.steps} step${run.steps === 1 ? "" : "s"}` : ""}{tokens(run.usage) && <> · <span data-testid="run-usage">{tokens(run.usage)}</span></>}{run.cancel_requested ? " · cancelling…" : ""}</span>
             {active && <button type="button" class="sm danger" data-testid="run-cancel" onClick={() => cancelRun(run.id).catch(showError)}>Cancel run</button>}
           </>
         ) : <span class="muted small">No run yet — write below to start one.</span>}

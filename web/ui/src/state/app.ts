@@ -193,8 +193,10 @@ export async function openThread(id: string) {
       setThread((t) => applyEvent(t, e), id);
       // A run that finishes on the thread the user is looking at does not
       // land in Unread: it is read already (replays of older events aside).
-      if (e.type === "run.finished" && gen === threadGen && before?.id === id && e.seq > before.lastSeq && document.visibilityState === "visible") {
-        markRead(id).catch(showError);
+      // Either way the thread comes again (markRead answers with it): its token usage grew.
+      if (e.type === "run.finished" && gen === threadGen && before?.id === id && e.seq > before.lastSeq) {
+        if (document.visibilityState === "visible") markRead(id).catch(showError);
+        else refreshThreadSoon(id);
       }
     },
     onEphemeral: (m) => { try { const e = JSON.parse(m.data) as KEvent; setThread((t) => applyEvent(t, e), id); } catch { /* bad frame */ } },
@@ -223,6 +225,17 @@ export async function openThread(id: string) {
     if (e instanceof ApiError && e.status === 404 && gen === threadGen) store.set({ threadMissing: true });
     else showError(e);
   }
+}
+
+/** Re-reads the open thread (coalescing bursts, such as a replay of many finished runs). */
+let refreshTimer: ReturnType<typeof setTimeout> | undefined;
+function refreshThreadSoon(id: string) {
+  clearTimeout(refreshTimer);
+  refreshTimer = setTimeout(async () => {
+    if (S().thread?.id !== id) return;
+    try { const t = await api<Thread>("GET", `/threads/${encodeURIComponent(id)}`); setThread((s) => ({ ...s, thread: t }), id); }
+    catch { /* the next snapshot catches up */ }
+  }, 150);
 }
 
 export function closeThread() {

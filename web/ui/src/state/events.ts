@@ -1,5 +1,6 @@
 // The thread reducer: folds API snapshots and stream events into one
 // immutable ThreadState. Pure functions, no DOM, unit tested.
+import { tokens } from "../format";
 import type { Interrupt, KEvent, Message, Run, RunStatus, Thread } from "../types";
 
 export interface Activity { seq: number; type: string; namespace?: string; run_id?: string; summary: string; time: string }
@@ -80,7 +81,10 @@ export function summarize(e: KEvent): string {
     case "run.started": return `Run started on ${p.model ?? "?"}`;
     case "run.resumed": return `Run resumed${p.reason ? ` (${p.reason})` : ""}`;
     case "run.interrupted": return `Waiting for ${p.interrupts ?? 1} decision${p.interrupts === 1 ? "" : "s"}`;
-    case "run.finished": return `Run ${p.status}${p.error ? `: ${p.error}` : ""}`;
+    case "run.finished": {
+      const u = tokens(p.usage);
+      return `Run ${p.status}${p.error ? `: ${p.error}` : ""}${u ? ` · ${u}` : ""}`;
+    }
     case "message":
       if (p.role === "assistant" && p.tool_calls?.length) return `Model calls ${p.tool_calls.map((c: any) => c.name).join(", ")}`;
       if (p.role === "tool") return `${p.name ?? "tool"} ${p.is_error ? "failed" : "returned"} ${short(p.text, 60)}`;
@@ -136,7 +140,10 @@ export function applyEvent(s: ThreadState, e: KEvent): ThreadState {
     case "run.resumed": n = touchRun(n, e.run_id, { status: "running" }); break;
     case "run.interrupted": n = touchRun(n, e.run_id, { status: "interrupted" }); break;
     case "run.finished": {
-      n = touchRun(n, e.run_id, { status: p.status as RunStatus, error: p.error || undefined, steps: p.steps, tool_calls: p.tool_calls });
+      n = touchRun(n, e.run_id, {
+        status: p.status as RunStatus, error: p.error || undefined, steps: p.steps, tool_calls: p.tool_calls,
+        ...(p.usage ? { usage: p.usage } : {}),
+      });
       // Finishing closes the run's open interrupts.
       const ints = { ...n.interrupts };
       for (const it of Object.values(ints)) if (it.run_id === e.run_id && it.status === "open") ints[it.id] = { ...it, status: "cancelled" };
