@@ -35,6 +35,18 @@ func (r Result) Tool(name string) []*core.Message {
 	return out
 }
 
+// Call returns the tool call of the run with the given ID.
+func (r Result) Call(id string) (core.ToolCall, bool) {
+	for _, m := range r.Messages {
+		for _, c := range m.ToolCalls {
+			if c.ID == id {
+				return c, true
+			}
+		}
+	}
+	return core.ToolCall{}, false
+}
+
 // Final returns the text of the last assistant message.
 func (r Result) Final() string {
 	for i := len(r.Messages) - 1; i >= 0; i-- {
