@@ -1,19 +1,13 @@
 package anthropic
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,100 +16,10 @@ import (
 	"github.com/kilnhq/kiln/plugins/providers/providertest"
 )
 
-// fixture is a recorded response in testdata: status line, headers, body.
-type fixture struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func loadFixture(t testing.TB, name string) fixture {
-	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	resp, err := http.ReadResponse(bufio.NewReader(f), nil)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	return fixture{resp.StatusCode, resp.Header, body}
-}
-
-// write sends the fixture, an event at a time for a stream.
-func (f fixture) write(w http.ResponseWriter) {
-	for k, v := range f.header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(f.status)
-	for _, chunk := range bytes.SplitAfter(f.body, []byte("\n\n")) {
-		w.Write(chunk)
-		w.(http.Flusher).Flush()
-	}
-}
-
-// recorded is a request the fake server received.
-type recorded struct {
-	method, path string
-	query        map[string][]string
-	header       http.Header
-	body         []byte
-}
-
-// json decodes the recorded body.
-func (r recorded) json(t testing.TB) map[string]any {
-	t.Helper()
-	var v map[string]any
-	if err := json.Unmarshal(r.body, &v); err != nil {
-		t.Fatalf("request body %s: %v", r.body, err)
-	}
-	return v
-}
-
-// fakeAPI serves answer(n, request) for the n-th request (from 0) and
-// records every request.
-type fakeAPI struct {
-	*httptest.Server
-	mu   sync.Mutex
-	reqs []recorded
-}
-
-func newFakeAPI(t *testing.T, answer func(n int, r *http.Request, w http.ResponseWriter)) *fakeAPI {
-	t.Helper()
-	f := &fakeAPI{}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		f.mu.Lock()
-		n := len(f.reqs)
-		f.reqs = append(f.reqs, recorded{r.Method, r.URL.Path, r.URL.Query(), r.Header.Clone(), body})
-		f.mu.Unlock()
-		answer(n, r, w)
-	}))
-	t.Cleanup(f.Close)
-	return f
-}
-
 // serving answers every request with the named fixtures in turn (the
-// last one again once they run out).
-func serving(t *testing.T, names ...string) *fakeAPI {
-	fs := make([]fixture, len(names))
-	for i, n := range names {
-		fs[i] = loadFixture(t, n)
-	}
-	return newFakeAPI(t, func(n int, _ *http.Request, w http.ResponseWriter) {
-		fs[min(n, len(fs)-1)].write(w)
-	})
-}
-
-func (f *fakeAPI) requests() []recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]recorded(nil), f.reqs...)
+// last one again once they run out), an event at a time.
+func serving(t *testing.T, names ...string) *providertest.Server {
+	return providertest.ServeFixtures(t, providertest.Options{Pieces: providertest.Events}, names...)
 }
 
 func newProvider(t testing.TB, base string, extra map[string]string) providers.Provider {
@@ -127,27 +31,23 @@ func newProvider(t testing.TB, base string, extra map[string]string) providers.P
 	return p
 }
 
-func userTurn(text string) core.ModelRequest {
-	return core.ModelRequest{Messages: []*core.Message{{Role: core.RoleUser, Text: text}}}
-}
-
 // checkMessagesRequest checks what every Turn sends.
-func checkMessagesRequest(t *testing.T, r recorded) {
+func checkMessagesRequest(t *testing.T, r providertest.Request) {
 	t.Helper()
-	if r.method != http.MethodPost || r.path != "/v1/messages" {
-		t.Errorf("request %s %s, want POST /v1/messages", r.method, r.path)
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/messages" {
+		t.Errorf("request %s %s, want POST /v1/messages", r.Method, r.URL.Path)
 	}
 	for k, want := range map[string]string{"x-api-key": "sk-ant-test", "anthropic-version": "2023-06-01", "content-type": "application/json", "authorization": ""} {
-		if got := r.header.Get(k); got != want {
+		if got := r.Header.Get(k); got != want {
 			t.Errorf("header %s = %q, want %q", k, got, want)
 		}
 	}
-	body := r.json(t)
+	body := r.JSON(t)
 	if body["stream"] != true {
 		t.Errorf("stream = %v", body["stream"])
 	}
 	if _, ok := body["max_tokens"].(float64); !ok {
-		t.Errorf("max_tokens missing: %s", r.body)
+		t.Errorf("max_tokens missing: %s", r.Body)
 	}
 }
 
@@ -155,7 +55,7 @@ func TestText(t *testing.T) {
 	api := serving(t, "text.http")
 	p := newProvider(t, api.URL, nil)
 	var deltas []string
-	req := userTurn("Hi")
+	req := providertest.UserTurn("Hi")
 	req.Messages = append([]*core.Message{{Role: roleSystem, Text: "Be brief."}}, req.Messages...)
 	resp, err := p.Turn(context.Background(), "claude-sonnet-4-5-20250929", req, func(s string) { deltas = append(deltas, s) })
 	if err != nil {
@@ -170,24 +70,21 @@ func TestText(t *testing.T) {
 	if resp.Usage != (core.Usage{InputTokens: 24, OutputTokens: 12}) {
 		t.Errorf("usage %+v", resp.Usage)
 	}
-	reqs := api.requests()
-	if len(reqs) != 1 {
-		t.Fatalf("%d requests", len(reqs))
-	}
+	reqs := api.WantRequests(t, 1)
 	checkMessagesRequest(t, reqs[0])
-	body := reqs[0].json(t)
+	body := reqs[0].JSON(t)
 	if body["model"] != "claude-sonnet-4-5-20250929" || body["max_tokens"] != float64(8192) || body["system"] != "Be brief." {
-		t.Errorf("body %s", reqs[0].body)
+		t.Errorf("body %s", reqs[0].Body)
 	}
 	if _, ok := body["tools"]; ok {
-		t.Errorf("tools sent without tools: %s", reqs[0].body)
+		t.Errorf("tools sent without tools: %s", reqs[0].Body)
 	}
 }
 
 func TestToolCallSplitArguments(t *testing.T) {
 	api := serving(t, "tool_call.http")
 	p := newProvider(t, api.URL, nil)
-	req := userTurn("What is 17 + 25?")
+	req := providertest.UserTurn("What is 17 + 25?")
 	req.Tools = []core.ToolSpec{{Name: "calc.add", Description: "Adds two numbers.", Schema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}`)}}
 	var streamed strings.Builder
 	resp, err := p.Turn(context.Background(), "claude-sonnet-4-5-20250929", req, func(s string) { streamed.WriteString(s) })
@@ -207,7 +104,7 @@ func TestToolCallSplitArguments(t *testing.T) {
 	if resp.Usage != (core.Usage{InputTokens: 612, OutputTokens: 71}) {
 		t.Errorf("usage %+v", resp.Usage)
 	}
-	body := api.requests()[0].json(t)
+	body := api.Requests()[0].JSON(t)
 	wantTools := []any{map[string]any{"name": "calc__add", "description": "Adds two numbers.", "input_schema": map[string]any{
 		"type": "object", "properties": map[string]any{"a": map[string]any{"type": "number"}, "b": map[string]any{"type": "number"}}, "required": []any{"a", "b"}}}}
 	if !reflect.DeepEqual(body["tools"], wantTools) {
@@ -218,7 +115,7 @@ func TestToolCallSplitArguments(t *testing.T) {
 func TestParallelToolCalls(t *testing.T) {
 	api := serving(t, "parallel_tools.http")
 	p := newProvider(t, api.URL, nil)
-	req := userTurn("Weather in Paris and London?")
+	req := providertest.UserTurn("Weather in Paris and London?")
 	req.Tools = []core.ToolSpec{{Name: "get_weather", Description: "Current weather."}}
 	resp, err := p.Turn(context.Background(), "claude-sonnet-4-5-20250929", req, nil)
 	if err != nil {
@@ -235,7 +132,7 @@ func TestParallelToolCalls(t *testing.T) {
 		t.Errorf("usage %+v", resp.Usage)
 	}
 	// A tool without a schema is declared with an empty object schema.
-	tools := api.requests()[0].json(t)["tools"].([]any)
+	tools := api.Requests()[0].JSON(t)["tools"].([]any)
 	if s := tools[0].(map[string]any)["input_schema"]; !reflect.DeepEqual(s, map[string]any{"type": "object", "properties": map[string]any{}}) {
 		t.Errorf("input_schema %v", s)
 	}
@@ -266,7 +163,7 @@ func TestConversation(t *testing.T) {
 	if _, err := p.Turn(context.Background(), "m", req, nil); err != nil {
 		t.Fatal(err)
 	}
-	got := api.requests()[0].json(t)
+	got := api.Requests()[0].JSON(t)
 	var want map[string]any
 	json.Unmarshal([]byte(`{
 		"model": "m", "max_tokens": 1024, "stream": true, "system": "You add numbers.",
@@ -300,12 +197,12 @@ func TestUnknownRole(t *testing.T) {
 func TestBearerAuthAndBaseURL(t *testing.T) {
 	api := serving(t, "text.http")
 	p := newProvider(t, api.URL+"/", map[string]string{"auth": "bearer"})
-	if _, err := p.Turn(context.Background(), "m", userTurn("Hi"), nil); err != nil {
+	if _, err := p.Turn(context.Background(), "m", providertest.UserTurn("Hi"), nil); err != nil {
 		t.Fatal(err)
 	}
-	r := api.requests()[0]
-	if r.path != "/v1/messages" || r.header.Get("Authorization") != "Bearer sk-ant-test" || r.header.Get("x-api-key") != "" || r.header.Get("anthropic-version") != apiVersion {
-		t.Errorf("request %s %v", r.path, r.header)
+	r := api.Requests()[0]
+	if r.URL.Path != "/v1/messages" || r.Header.Get("Authorization") != "Bearer sk-ant-test" || r.Header.Get("x-api-key") != "" || r.Header.Get("anthropic-version") != apiVersion {
+		t.Errorf("request %s %v", r.URL.Path, r.Header)
 	}
 }
 
@@ -325,31 +222,18 @@ func TestNewSettings(t *testing.T) {
 }
 
 func TestHTTPErrors(t *testing.T) {
-	for _, c := range []struct {
-		fixture string
-		kind    providers.Kind
-		status  int
-		after   time.Duration
-		message string
-	}{
-		{"error_401.http", providers.KindAuth, 401, 0, "authentication_error: invalid x-api-key"},
-		{"error_429.http", providers.KindRateLimit, 429, 17 * time.Second, "rate_limit_error: This request would exceed the rate limit"},
-		{"error_context.http", providers.KindContextLength, 400, 0, "invalid_request_error: prompt is too long: 215035 tokens > 200000 maximum"},
-		{"error_529.http", providers.KindUnavailable, 529, 0, "overloaded_error: Overloaded"},
-		{"error_500.http", providers.KindUnavailable, 500, 0, "api_error: Internal server error"},
+	for _, c := range []providertest.ErrorCase{
+		{Fixture: "error_401.http", Kind: providers.KindAuth, Status: 401, Message: providertest.Prefix("authentication_error: invalid x-api-key")},
+		{Fixture: "error_429.http", Kind: providers.KindRateLimit, Status: 429, RetryAfter: 17 * time.Second, Message: providertest.Prefix("rate_limit_error: This request would exceed the rate limit")},
+		{Fixture: "error_context.http", Kind: providers.KindContextLength, Status: 400, Message: providertest.Prefix("invalid_request_error: prompt is too long: 215035 tokens > 200000 maximum")},
+		{Fixture: "error_529.http", Kind: providers.KindUnavailable, Status: 529, Message: providertest.Prefix("overloaded_error: Overloaded")},
+		{Fixture: "error_500.http", Kind: providers.KindUnavailable, Status: 500, Message: providertest.Prefix("api_error: Internal server error")},
 	} {
-		t.Run(c.fixture, func(t *testing.T) {
-			api := serving(t, c.fixture)
-			p := newProvider(t, api.URL, nil)
-			_, err := p.Turn(context.Background(), "m", userTurn("Hi"), nil)
-			var e *providers.Error
-			if !errors.As(err, &e) {
-				t.Fatalf("err %v", err)
-			}
-			if e.Provider != ID || e.Kind != c.kind || e.Status != c.status || e.RetryAfter != c.after || !strings.HasPrefix(e.Message, c.message) {
-				t.Errorf("error %+v", e)
-			}
-			if want := c.kind == providers.KindRateLimit || c.kind == providers.KindUnavailable; e.Retryable() != want {
+		t.Run(c.Fixture, func(t *testing.T) {
+			api := serving(t, c.Fixture)
+			_, err := newProvider(t, api.URL, nil).Turn(context.Background(), "m", providertest.UserTurn("Hi"), nil)
+			e := providertest.CheckError(t, err, ID, c)
+			if want := c.Kind == providers.KindRateLimit || c.Kind == providers.KindUnavailable; e.Retryable() != want {
 				t.Errorf("retryable %v", e.Retryable())
 			}
 		})
@@ -357,14 +241,13 @@ func TestHTTPErrors(t *testing.T) {
 }
 
 func TestPromptPlusMaxTokensIsContextLength(t *testing.T) {
-	api := newFakeAPI(t, func(_ int, _ *http.Request, w http.ResponseWriter) {
+	api := providertest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
 		io.WriteString(w, `{"type":"error","error":{"type":"invalid_request_error","message":"input length and `+"`max_tokens`"+` exceed context limit: 197000 + 8192 > 200000, decrease input length or `+"`max_tokens`"+` and try again"},"request_id":"req_1"}`)
 	})
-	_, err := newProvider(t, api.URL, nil).Turn(context.Background(), "m", userTurn("Hi"), nil)
-	var e *providers.Error
-	if !errors.As(err, &e) || e.Kind != providers.KindContextLength {
+	_, err := newProvider(t, api.URL, nil).Turn(context.Background(), "m", providertest.UserTurn("Hi"), nil)
+	if e := providertest.AsError(t, err); e.Kind != providers.KindContextLength {
 		t.Errorf("err %v", err)
 	}
 }
@@ -372,9 +255,8 @@ func TestPromptPlusMaxTokensIsContextLength(t *testing.T) {
 func TestStreamErrorEvent(t *testing.T) {
 	api := serving(t, "stream_error.http")
 	var streamed string
-	_, err := newProvider(t, api.URL, nil).Turn(context.Background(), "m", userTurn("Hi"), func(s string) { streamed += s })
-	var e *providers.Error
-	if !errors.As(err, &e) || e.Kind != providers.KindUnavailable || e.Message != "overloaded_error: Overloaded" || !e.Retryable() {
+	_, err := newProvider(t, api.URL, nil).Turn(context.Background(), "m", providertest.UserTurn("Hi"), func(s string) { streamed += s })
+	if e := providertest.AsError(t, err); e.Kind != providers.KindUnavailable || e.Message != "overloaded_error: Overloaded" || !e.Retryable() {
 		t.Fatalf("err %v", err)
 	}
 	if streamed != "Hello" {
@@ -405,48 +287,32 @@ func TestStreamErrorTypes(t *testing.T) {
 }
 
 func TestStreamCutBeforeMessageStop(t *testing.T) {
-	f := loadFixture(t, "text.http")
-	f.body = f.body[:bytes.Index(f.body, []byte("event: message_stop"))]
-	api := newFakeAPI(t, func(_ int, _ *http.Request, w http.ResponseWriter) { f.write(w) })
-	_, err := newProvider(t, api.URL, nil).Turn(context.Background(), "m", userTurn("Hi"), nil)
-	var e *providers.Error
-	if !errors.As(err, &e) || e.Kind != providers.KindUnavailable || !strings.Contains(e.Message, "message_stop") {
+	f := providertest.ReadFixture(t, "text.http")
+	f.Body = f.Body[:bytes.Index(f.Body, []byte("event: message_stop"))]
+	api := providertest.Serve(t, providertest.Options{Pieces: providertest.Events}, f)
+	_, err := newProvider(t, api.URL, nil).Turn(context.Background(), "m", providertest.UserTurn("Hi"), nil)
+	if e := providertest.AsError(t, err); e.Kind != providers.KindUnavailable || !strings.Contains(e.Message, "message_stop") {
 		t.Errorf("err %v", err)
 	}
 }
 
 func TestCancelMidStream(t *testing.T) {
-	f := loadFixture(t, "text.http")
-	first := bytes.Index(f.body, []byte("text_delta"))
-	head := f.body[:first+bytes.Index(f.body[first:], []byte("\n\n"))+2] // through the first text delta
-	api := newFakeAPI(t, func(_ int, r *http.Request, w http.ResponseWriter) {
-		fixture{f.status, f.header, head}.write(w)
-		<-r.Context().Done()
+	f := providertest.ReadFixture(t, "text.http")
+	first := bytes.Index(f.Body, []byte("text_delta"))
+	f.Body = f.Body[:first+bytes.Index(f.Body[first:], []byte("\n\n"))+2] // through the first text delta
+	api := providertest.NewServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		f.Write(w, providertest.Events)
+		providertest.Hold(t, r)
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := newProvider(t, api.URL, nil).Turn(ctx, "m", userTurn("Hi"), func(string) { cancel() })
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("err %v, want context.Canceled", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Turn did not end when ctx was cancelled")
-	}
+	providertest.CheckCancelled(t, 10*time.Second, func(ctx context.Context, cancel context.CancelFunc) error {
+		_, err := newProvider(t, api.URL, nil).Turn(ctx, "m", providertest.UserTurn("Hi"), func(string) { cancel() })
+		return err
+	})
 }
 
 func TestTransportError(t *testing.T) {
-	srv := httptest.NewServer(http.NotFoundHandler())
-	base := srv.URL
-	srv.Close()
-	_, err := newProvider(t, base, nil).Turn(context.Background(), "m", userTurn("Hi"), nil)
-	var e *providers.Error
-	if !errors.As(err, &e) || e.Kind != providers.KindUnavailable || e.Status != 0 {
+	_, err := newProvider(t, providertest.ClosedURL(), nil).Turn(context.Background(), "m", providertest.UserTurn("Hi"), nil)
+	if e := providertest.AsError(t, err); e.Kind != providers.KindUnavailable || e.Status != 0 {
 		t.Errorf("err %v", err)
 	}
 }
@@ -459,8 +325,7 @@ func TestMaxTokensInToolCall(t *testing.T) {
 		`{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"output_tokens":16}}`,
 		`{"type":"message_stop"}`)
 	_, err := readStream(context.Background(), strings.NewReader(stream), providers.NewToolNames(nil, nil), nil)
-	var e *providers.Error
-	if !errors.As(err, &e) || e.Kind != providers.KindBadRequest || !strings.Contains(e.Message, "max_tokens") {
+	if e := providertest.AsError(t, err); e.Kind != providers.KindBadRequest || !strings.Contains(e.Message, "max_tokens") {
 		t.Errorf("err %v", err)
 	}
 }
@@ -496,8 +361,7 @@ func sse(data ...string) string {
 }
 
 func TestModels(t *testing.T) {
-	pages := []fixture{loadFixture(t, "models_page1.http"), loadFixture(t, "models_page2.http")}
-	api := newFakeAPI(t, func(n int, _ *http.Request, w http.ResponseWriter) { pages[min(n, 1)].write(w) })
+	api := serving(t, "models_page1.http", "models_page2.http")
 	got, err := newProvider(t, api.URL, nil).Models(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -511,42 +375,37 @@ func TestModels(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("models %+v", got)
 	}
-	reqs := api.requests()
-	if len(reqs) != 2 {
-		t.Fatalf("%d requests", len(reqs))
-	}
+	reqs := api.WantRequests(t, 2)
 	for i, r := range reqs {
-		if r.method != http.MethodGet || r.path != "/v1/models" || r.header.Get("x-api-key") != "sk-ant-test" || r.header.Get("anthropic-version") != apiVersion {
-			t.Errorf("request %d: %s %s %v", i, r.method, r.path, r.header)
+		if r.Method != http.MethodGet || r.URL.Path != "/v1/models" || r.Header.Get("x-api-key") != "sk-ant-test" || r.Header.Get("anthropic-version") != apiVersion {
+			t.Errorf("request %d: %s %s %v", i, r.Method, r.URL.Path, r.Header)
 		}
-		if r.query["limit"][0] != "1000" {
-			t.Errorf("request %d: query %v", i, r.query)
+		if r.URL.Query()["limit"][0] != "1000" {
+			t.Errorf("request %d: query %v", i, r.URL.Query())
 		}
 	}
-	if _, ok := reqs[0].query["after_id"]; ok || reqs[1].query["after_id"][0] != "claude-opus-4-1-20250805" {
-		t.Errorf("after_id: %v then %v", reqs[0].query, reqs[1].query)
+	if _, ok := reqs[0].URL.Query()["after_id"]; ok || reqs[1].URL.Query()["after_id"][0] != "claude-opus-4-1-20250805" {
+		t.Errorf("after_id: %v then %v", reqs[0].URL.Query(), reqs[1].URL.Query())
 	}
 }
 
 func TestModelsStopsAtPageLimit(t *testing.T) {
-	page := loadFixture(t, "models_page1.http")
-	n := 0
-	api := newFakeAPI(t, func(_ int, _ *http.Request, w http.ResponseWriter) {
-		n++
+	page := providertest.ReadFixture(t, "models_page1.http")
+	api := providertest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, n int) {
 		// Every page names a new last model and has more after it.
-		fixture{page.status, page.header, bytes.ReplaceAll(page.body, []byte("claude-opus-4-1-20250805"), []byte("claude-opus-"+strings.Repeat("x", n)))}.write(w)
+		body := bytes.ReplaceAll(page.Body, []byte("claude-opus-4-1-20250805"), []byte("claude-opus-"+strings.Repeat("x", n+1)))
+		providertest.Fixture{Status: page.Status, Header: page.Header, Body: body}.Write(w, providertest.Events)
 	})
 	got, err := newProvider(t, api.URL, nil).Models(context.Background())
-	if err != nil || len(api.requests()) != maxModelPages || len(got) != 2*maxModelPages {
-		t.Errorf("%d requests, %d models, err %v", len(api.requests()), len(got), err)
+	if err != nil || len(api.Requests()) != maxModelPages || len(got) != 2*maxModelPages {
+		t.Errorf("%d requests, %d models, err %v", len(api.Requests()), len(got), err)
 	}
 }
 
 func TestModelsError(t *testing.T) {
 	api := serving(t, "error_401.http")
 	_, err := newProvider(t, api.URL, nil).Models(context.Background())
-	var e *providers.Error
-	if !errors.As(err, &e) || e.Kind != providers.KindAuth {
+	if e := providertest.AsError(t, err); e.Kind != providers.KindAuth {
 		t.Errorf("err %v", err)
 	}
 }
@@ -554,26 +413,12 @@ func TestModelsError(t *testing.T) {
 func TestAgentRun(t *testing.T) {
 	api := serving(t, "agent_echo.http", "agent_final.http")
 	res := providertest.RunAgent(t, ID, newProvider(t, api.URL, nil), "claude-haiku-4-5-20251001", "Echo hi, please.")
-	if res.Run.Status != core.RunSucceeded {
-		t.Fatalf("run %s: %s", res.Run.Status, res.Run.Error)
-	}
-	if echo := res.Tool("echo"); len(echo) != 1 || echo[0].Text != `{"text":"hi"}` || echo[0].IsError {
-		t.Errorf("echo results %+v", echo)
-	}
-	if got := res.Final(); got != `The echo tool returned "hi".` {
-		t.Errorf("final %q", got)
-	}
-	if res.Run.Usage != (core.Usage{InputTokens: 702 + 781, OutputTokens: 53 + 9}) {
-		t.Errorf("usage %+v", res.Run.Usage)
-	}
-	reqs := api.requests()
-	if len(reqs) != 2 {
-		t.Fatalf("%d requests", len(reqs))
-	}
+	providertest.CheckAgentRun(t, res, `The echo tool returned "hi".`, core.Usage{InputTokens: 702 + 781, OutputTokens: 53 + 9})
+	reqs := api.WantRequests(t, 2)
 	for _, r := range reqs {
 		checkMessagesRequest(t, r)
 	}
-	msgs := reqs[1].json(t)["messages"].([]any)
+	msgs := reqs[1].JSON(t)["messages"].([]any)
 	want := []any{
 		map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "Echo hi, please."}}},
 		map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "tool_use", "id": "toolu_01Ew7nHc3QpZx5LtK9yVdRbM", "name": "echo", "input": map[string]any{"text": "hi"}}}},

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kilnhq/kiln/plugins/providers"
+	"github.com/kilnhq/kiln/plugins/providers/providertest"
 )
 
 // FuzzReadStream feeds the stream parser arbitrary bodies, seeded with the
@@ -19,9 +20,9 @@ func FuzzReadStream(f *testing.F) {
 		f.Fatal("no fixtures")
 	}
 	for _, p := range paths {
-		fx := loadFixture(f, filepath.Base(p))
-		if strings.HasPrefix(fx.header.Get("Content-Type"), "text/event-stream") {
-			f.Add(fx.body)
+		fx := providertest.ReadFixture(f, filepath.Base(p))
+		if strings.HasPrefix(fx.Header.Get("Content-Type"), "text/event-stream") {
+			f.Add(fx.Body)
 		}
 	}
 	names := providers.NewToolNames(nil, nil)

@@ -183,7 +183,9 @@ func TestCheckAgentRun(t *testing.T) {
 		t.Errorf("failures %q", got)
 	}
 	res = RunAgent(t, "fake", twoTurns{}, "m1", "hi") // echo {"x":1}
-	if got := failures(t, func(t testing.TB) { CheckAgentRun(t, res, `m1 says {"x":1}`, core.Usage{InputTokens: 8, OutputTokens: 6}) }); len(got) != 1 || !strings.HasPrefix(got[0], "echo results") {
+	if got := failures(t, func(t testing.TB) {
+		CheckAgentRun(t, res, `m1 says {"x":1}`, core.Usage{InputTokens: 8, OutputTokens: 6})
+	}); len(got) != 1 || !strings.HasPrefix(got[0], "echo results") {
 		t.Errorf("failures %q", got)
 	}
 }
@@ -221,7 +223,9 @@ func TestCheckError(t *testing.T) {
 			t.Errorf("%+v: %q", want, got)
 		}
 	}
-	if got := failures(t, func(t testing.TB) { CheckError(t, err, "q", ErrorCase{Kind: providers.KindRateLimit, Status: 429, RetryAfter: time.Second}) }); len(got) != 1 {
+	if got := failures(t, func(t testing.TB) {
+		CheckError(t, err, "q", ErrorCase{Kind: providers.KindRateLimit, Status: 429, RetryAfter: time.Second})
+	}); len(got) != 1 {
 		t.Errorf("other provider: %q", got)
 	}
 	if got := failures(t, func(t testing.TB) { AsError(t, errors.New("plain")); t.Errorf("went on") }); len(got) != 1 || !strings.Contains(got[0], "is not a *providers.Error") {
