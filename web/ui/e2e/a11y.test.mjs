@@ -1,6 +1,6 @@
 // Accessibility: axe-core audits the main views, in light and dark themes,
-// with an approval card on screen; serious and critical violations fail
-// (missing labels, contrast, landmarks, ARIA misuse). Keyboard focus order
+// with an approval card on screen and the Settings panels open; serious
+// and critical violations fail (missing labels, contrast, landmarks, ARIA misuse). Keyboard focus order
 // is checked by tabbing through the sidebar.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -29,6 +29,19 @@ for (const dark of [false, true]) {
       await util.waitFor();
       for (const d of ["plugin-tools", "plugin-permissions"]) await util.locator(`${tid(d)} summary`).click();
       await audit(p, "settings");
+      // The Providers panel with OpenAI's form open on a pasted key (on a
+      // server without providers, the panel says so; audited either way).
+      await p.waitForSelector(`${tid("providers")}:not([data-state="loading"])`);
+      const openai = p.locator(`${tid("provider")}[data-provider-id="openai"]`);
+      if (await openai.count()) {
+        await openai.locator(tid("provider-edit")).click();
+        await openai.locator(tid("secret-mode-paste")).check();
+        await openai.locator(tid("secret-paste")).waitFor();
+        await audit(p, "settings with a provider's form");
+        await openai.locator(tid("provider-reset")).click();
+        await openai.locator(tid("provider-confirm")).waitFor();
+      }
+      await audit(p, "settings with the providers panel");
     } finally {
       await s.close();
     }

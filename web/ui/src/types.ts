@@ -44,3 +44,13 @@ export interface Plugin {
   tools: string[] | null; interrupt_on?: unknown; permissions: string[] | null; sha256: string; dir?: string;
   installed_at?: string; restarts?: number; pid?: number;
 }
+/** One resolved provider setting (plugins/providers/hub/types.go): a secret's value is only "set" or "not set". */
+export interface ProviderSetting { name: string; secret: boolean; value: string; source?: string }
+/** A model provider as GET /providers lists it; its secrets are redacted by the server. */
+export interface Provider {
+  id: string; name: string; state: "ready" | "not_configured" | "disabled" | "error" | string; error?: string;
+  settings: ProviderSetting[] | null; env: string[] | null;
+}
+/** A model a provider offers (GET /models). */
+export interface ModelInfo { ref: string; provider: string; id: string; name?: string; context_size?: number }
+export interface ModelList { models: ModelInfo[] | null; providers: Provider[] | null; default: string }

@@ -2,9 +2,9 @@ import { loadStatus, setNotifications, showError, store } from "../state/app";
 import { useStore } from "../state/store";
 import { duration } from "../time";
 import { PluginsPanel } from "./Plugins";
+import { ProvidersPanel } from "./Providers";
 
 const LATER: [string, string][] = [
-  ["Providers", "Connect model providers (API keys, local models)."],
   ["Skills", "Reusable instructions and tools for agents."],
   ["Triggers", "Start runs on a schedule or from events."],
   ["Sandboxes", "Where tools run and what they may touch."],
@@ -42,6 +42,7 @@ export function Settings() {
           <button type="button" class="primary" data-testid="notify-enable" onClick={() => setNotifications(true).catch(showError)}>Enable notifications</button>
         )}
       </section>
+      <ProvidersPanel />
       <PluginsPanel />
       {LATER.map(([name, what]) => (
         <section key={name} class="panel later" aria-labelledby={`l-${name}`}>

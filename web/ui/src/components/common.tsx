@@ -1,21 +1,20 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { store, patchThread, deleteThread, markRead, showError } from "../state/app";
 import { useStore } from "../state/store";
+import { modelGroups, type ModelOption } from "../format";
 import type { Thread } from "../types";
 
-export function models(def?: string): string[] {
-  return [...new Set([def, "demo", "scripted"].filter(Boolean) as string[])];
-}
-
+/** The model choice: GET /models grouped by provider when the server has it, else the default, demo and scripted. */
 export function ModelPicker({ value, onChange, id }: { value: string; onChange: (v: string) => void; id: string }) {
   const s = useStore(store);
-  const list = models(s.status?.default_model);
-  if (value && !list.includes(value)) list.unshift(value);
+  const def = s.models?.default || s.status?.default_model;
+  const groups = modelGroups(s.models, def, value);
+  const opt = (o: ModelOption) => <option key={o.value} value={o.value}>{o.label}</option>;
   return (
     <>
       <label class="sr-only" for={id}>Model</label>
       <select id={id} data-testid="composer-model" value={value} onChange={(e) => onChange((e.target as HTMLSelectElement).value)}>
-        {list.map((m) => <option key={m} value={m}>{m}{m === s.status?.default_model ? " (default)" : ""}</option>)}
+        {groups.map((g) => (g.label ? <optgroup key={g.label} label={g.label}>{g.options.map(opt)}</optgroup> : g.options.map(opt)))}
       </select>
     </>
   );

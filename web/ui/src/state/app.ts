@@ -3,7 +3,7 @@
 import { api, ApiError, authHeaders, API, setToken, setUnauthorizedHandler } from "../api";
 import { EventStream, type SSEMessage, type StreamState } from "../sse";
 import { parseRoute, type Route } from "../route";
-import type { Counts, Folder, InboxItem, Interrupt, KEvent, Message, Run, Status, Thread } from "../types";
+import type { Counts, Folder, InboxItem, Interrupt, KEvent, Message, ModelList, Run, Status, Thread } from "../types";
 import { applyEvent, initThread, withInterrupts, withMessages, withRuns, type ThreadState } from "./events";
 import { createStore } from "./store";
 
@@ -26,6 +26,8 @@ export interface AppState {
   actionsLoaded: boolean;
   foldersLoaded: boolean;
   status?: Status;
+  /** GET /models: undefined until it answers, null when the server has no model list (an older server). */
+  models?: ModelList | null;
   thread?: ThreadState;
   threadMissing?: boolean;
   globalState: StreamState;
@@ -110,6 +112,15 @@ export async function loadFolders() {
 
 export async function loadStatus() {
   try { store.set({ status: await api<Status>("GET", "/status") }); } catch (e) { showError(e); }
+}
+
+/** Reads the model list for the composers; an older server without GET /models leaves them as they were. */
+export async function loadModels() {
+  try { store.set({ models: await api<ModelList>("GET", "/models") }); }
+  catch (e) {
+    if (e instanceof ApiError && e.status === 401) return;
+    store.set({ models: null }); // 404 on an older server, or unavailable: the built-in choice stays
+  }
 }
 
 function notifyAction(it: InboxItem) {
@@ -358,6 +369,7 @@ export function boot() {
   loadFolders();
   loadInbox();
   loadStatus();
+  loadModels();
   const r = S().route;
   store.set({ thread: undefined });
   onRoute();
