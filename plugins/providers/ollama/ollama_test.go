@@ -1,19 +1,15 @@
 package ollama
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,103 +18,22 @@ import (
 	"github.com/kilnhq/kiln/plugins/providers/providertest"
 )
 
-// A fixture is a recorded HTTP response (status line, headers, body) in
-// testdata/<name>.http.
-type fixture struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func loadFixture(t testing.TB, name string) fixture {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", name+".http"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(raw)), nil)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	return fixture{status: resp.StatusCode, header: resp.Header, body: body}
-}
-
-// recorded is a request the fake server received.
-type recorded struct {
-	method, path string
-	header       http.Header
-	body         []byte
-}
-
-// decode returns the recorded JSON body as generic values.
-func (r recorded) decode(t *testing.T) map[string]any {
-	t.Helper()
-	var v map[string]any
-	if err := json.Unmarshal(r.body, &v); err != nil {
-		t.Fatalf("request body %s: %v", r.body, err)
-	}
-	return v
-}
-
 // fake is an Ollama server that answers each request with the next
-// fixture, streaming NDJSON bodies line by line.
-type fake struct {
-	t        *testing.T
-	srv      *httptest.Server
-	mu       sync.Mutex
-	fixtures []fixture
-	requests []recorded
+// fixture (testdata/<name>.http), streaming NDJSON bodies line by line; a
+// request past the last fixture fails the test.
+type fake struct{ *providertest.Server }
+
+func newFake(t *testing.T, names ...string) fake {
+	paths := make([]string, len(names))
+	for i, n := range names {
+		paths[i] = n + ".http"
+	}
+	return fake{providertest.ServeFixtures(t, providertest.Options{Pieces: providertest.Lines, Strict: true}, paths...)}
 }
 
-func newFake(t *testing.T, names ...string) *fake {
-	f := &fake{t: t}
-	for _, n := range names {
-		f.fixtures = append(f.fixtures, loadFixture(t, n))
-	}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	f.mu.Lock()
-	n := len(f.requests)
-	f.requests = append(f.requests, recorded{r.Method, r.URL.Path, r.Header.Clone(), body})
-	f.mu.Unlock()
-	if n >= len(f.fixtures) {
-		f.t.Errorf("unexpected request %d: %s %s", n+1, r.Method, r.URL.Path)
-		http.Error(w, `{"error":"no more fixtures"}`, http.StatusInternalServerError)
-		return
-	}
-	fx := f.fixtures[n]
-	for k, v := range fx.header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(fx.status)
-	for line := range bytes.Lines(fx.body) {
-		w.Write(line)
-		w.(http.Flusher).Flush()
-	}
-}
-
-func (f *fake) request(i int) recorded {
-	f.t.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if i >= len(f.requests) {
-		f.t.Fatalf("only %d requests, want request %d", len(f.requests), i+1)
-	}
-	return f.requests[i]
-}
-
-func (f *fake) provider(t *testing.T, s providers.Settings) providers.Provider {
+func (f fake) provider(t *testing.T, s providers.Settings) providers.Provider {
 	t.Helper()
-	s.BaseURL = f.srv.URL
+	s.BaseURL = f.URL
 	p, err := New(s)
 	if err != nil {
 		t.Fatal(err)
@@ -180,27 +95,27 @@ func TestTurnText(t *testing.T) {
 		t.Errorf("usage %+v", resp.Usage)
 	}
 
-	r := f.request(0)
-	if r.method != http.MethodPost || r.path != "/api/chat" {
-		t.Errorf("request %s %s", r.method, r.path)
+	r := f.Request(t, 0)
+	if r.Method != http.MethodPost || r.URL.Path != "/api/chat" {
+		t.Errorf("request %s %s", r.Method, r.URL.Path)
 	}
-	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q", ct)
 	}
-	if a := r.header.Get("Accept"); a != "application/x-ndjson" {
+	if a := r.Header.Get("Accept"); a != "application/x-ndjson" {
 		t.Errorf("Accept %q", a)
 	}
-	if a := r.header.Get("Authorization"); a != "" {
+	if a := r.Header.Get("Authorization"); a != "" {
 		t.Errorf("Authorization %q sent without an API key", a)
 	}
-	body := r.decode(t)
+	body := r.JSON(t)
 	wantBody := map[string]any{
 		"model":    "llama3.2",
 		"stream":   true,
 		"messages": []any{map[string]any{"role": "user", "content": "Why is the sky blue?"}},
 	}
 	if !reflect.DeepEqual(body, wantBody) {
-		t.Errorf("request body\n%s\nwant %v", r.body, wantBody)
+		t.Errorf("request body\n%s\nwant %v", r.Body, wantBody)
 	}
 }
 
@@ -225,8 +140,8 @@ func TestTurnToolCall(t *testing.T) {
 		t.Errorf("usage %+v", resp.Usage)
 	}
 
-	r := f.request(0)
-	if a := r.header.Get("Authorization"); a != "Bearer proxy-token" {
+	r := f.Request(t, 0)
+	if a := r.Header.Get("Authorization"); a != "Bearer proxy-token" {
 		t.Errorf("Authorization %q", a)
 	}
 	var body struct {
@@ -240,11 +155,11 @@ func TestTurnToolCall(t *testing.T) {
 			} `json:"function"`
 		} `json:"tools"`
 	}
-	if err := json.Unmarshal(r.body, &body); err != nil {
+	if err := json.Unmarshal(r.Body, &body); err != nil {
 		t.Fatal(err)
 	}
 	if !body.Stream || len(body.Tools) != 2 {
-		t.Fatalf("request %s", r.body)
+		t.Fatalf("request %s", r.Body)
 	}
 	w := body.Tools[0]
 	if w.Type != "function" || w.Function.Name != "weather__get" || w.Function.Description != weatherTool.Description || string(w.Function.Parameters) != string(weatherTool.Schema) {
@@ -327,7 +242,7 @@ func TestTurnToolResultsRequest(t *testing.T) {
 	if _, err := p.Turn(context.Background(), "llama3.2", req, nil); err != nil {
 		t.Fatal(err)
 	}
-	got := f.request(0).decode(t)["messages"]
+	got := f.Request(t, 0).JSON(t)["messages"]
 	want := []any{
 		map[string]any{"role": "user", "content": "Weather in Tokyo and Paris?"},
 		map[string]any{"role": "assistant", "content": "Checking.", "tool_calls": []any{
@@ -344,37 +259,26 @@ func TestTurnToolResultsRequest(t *testing.T) {
 }
 
 func TestTurnErrors(t *testing.T) {
-	for _, c := range []struct {
-		fixture string
-		kind    providers.Kind
-		status  int
-		after   time.Duration
-		message string
-		deltas  string
-	}{
-		{"error_401", providers.KindAuth, 401, 0, "unauthorized", ""},
-		{"error_404", providers.KindBadRequest, 404, 0, `model "llama9" not found, try pulling it first`, ""},
-		{"error_429", providers.KindRateLimit, 429, 30 * time.Second, "you (kiln-test) have reached your session usage limit, please wait or upgrade to continue", ""},
-		{"error_context", providers.KindContextLength, 400, 0, "the prompt is longer than the context length", ""},
-		{"error_500", providers.KindUnavailable, 500, 0, "llama runner process has terminated: exit status 2", ""},
-		{"error_503", providers.KindUnavailable, 503, 0, "server busy, please try again.  maximum pending requests exceeded", ""},
-		{"stream_error", providers.KindUnavailable, 0, 0, "an error was encountered while running the model", " Yes."},
-		{"truncated", providers.KindUnavailable, 0, 0, "the stream ended before its final message", "The sky"},
+	// What a failing stream delivered before its error.
+	deltas := map[string]string{"stream_error": " Yes.", "truncated": "The sky"}
+	for _, c := range []providertest.ErrorCase{
+		{Fixture: "error_401", Kind: providers.KindAuth, Status: 401, Message: providertest.Prefix("unauthorized")},
+		{Fixture: "error_404", Kind: providers.KindBadRequest, Status: 404, Message: providertest.Prefix(`model "llama9" not found, try pulling it first`)},
+		{Fixture: "error_429", Kind: providers.KindRateLimit, Status: 429, RetryAfter: 30 * time.Second, Message: providertest.Prefix("you (kiln-test) have reached your session usage limit, please wait or upgrade to continue")},
+		{Fixture: "error_context", Kind: providers.KindContextLength, Status: 400, Message: providertest.Prefix("the prompt is longer than the context length")},
+		{Fixture: "error_500", Kind: providers.KindUnavailable, Status: 500, Message: providertest.Prefix("llama runner process has terminated: exit status 2")},
+		{Fixture: "error_503", Kind: providers.KindUnavailable, Status: 503, Message: providertest.Prefix("server busy, please try again.  maximum pending requests exceeded")},
+		{Fixture: "stream_error", Kind: providers.KindUnavailable, Message: providertest.Prefix("an error was encountered while running the model")},
+		{Fixture: "truncated", Kind: providers.KindUnavailable, Message: providertest.Prefix("the stream ended before its final message")},
 	} {
-		t.Run(c.fixture, func(t *testing.T) {
-			f := newFake(t, c.fixture)
+		t.Run(c.Fixture, func(t *testing.T) {
+			f := newFake(t, c.Fixture)
 			p := f.provider(t, providers.Settings{})
-			var deltas strings.Builder
-			resp, err := p.Turn(context.Background(), "llama3.2", userTurn("hi"), func(s string) { deltas.WriteString(s) })
-			var pe *providers.Error
-			if !errors.As(err, &pe) {
-				t.Fatalf("error %v (%T), response %+v", err, err, resp)
-			}
-			if pe.Provider != ID || pe.Kind != c.kind || pe.Status != c.status || pe.RetryAfter != c.after || !strings.HasPrefix(pe.Message, c.message) {
-				t.Errorf("error %+v", pe)
-			}
-			if deltas.String() != c.deltas {
-				t.Errorf("deltas %q, want %q", deltas.String(), c.deltas)
+			var got strings.Builder
+			_, err := p.Turn(context.Background(), "llama3.2", userTurn("hi"), func(s string) { got.WriteString(s) })
+			providertest.CheckError(t, err, ID, c)
+			if got.String() != deltas[c.Fixture] {
+				t.Errorf("deltas %q, want %q", got.String(), deltas[c.Fixture])
 			}
 		})
 	}
@@ -398,71 +302,48 @@ func TestStreamErrorClassification(t *testing.T) {
 // An error line may come from a proxy in OpenAI's shape.
 func TestStreamErrorObject(t *testing.T) {
 	_, err := readStream(context.Background(), strings.NewReader(`{"error":{"message":"upstream timed out","type":"server_error"}}`+"\n"), providers.NewToolNames(nil, nil), nil, nil)
-	var pe *providers.Error
-	if !errors.As(err, &pe) || pe.Kind != providers.KindUnavailable || pe.Message != "upstream timed out" {
+	if pe := providertest.AsError(t, err); pe.Kind != providers.KindUnavailable || pe.Message != "upstream timed out" {
 		t.Errorf("error %v", err)
 	}
 }
 
 func TestTurnUnreadableLine(t *testing.T) {
 	_, err := readStream(context.Background(), strings.NewReader("<html>bad gateway</html>\n"), providers.NewToolNames(nil, nil), nil, nil)
-	var pe *providers.Error
-	if !errors.As(err, &pe) || pe.Kind != providers.KindUnavailable || !strings.Contains(pe.Message, "unreadable stream line") {
+	if pe := providertest.AsError(t, err); pe.Kind != providers.KindUnavailable || !strings.Contains(pe.Message, "unreadable stream line") {
 		t.Errorf("error %v", err)
 	}
 }
 
 func TestTurnTransportError(t *testing.T) {
-	srv := httptest.NewServer(http.NotFoundHandler())
-	url := srv.URL
-	srv.Close()
-	p, err := New(providers.Settings{BaseURL: url})
+	p, err := New(providers.Settings{BaseURL: providertest.ClosedURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = p.Turn(context.Background(), "llama3.2", userTurn("hi"), nil)
-	var pe *providers.Error
-	if !errors.As(err, &pe) || pe.Kind != providers.KindUnavailable || !pe.Retryable() {
+	if pe := providertest.AsError(t, err); pe.Kind != providers.KindUnavailable || !pe.Retryable() {
 		t.Errorf("error %v", err)
 	}
-	if _, err := p.Models(context.Background()); !errors.As(err, &pe) || pe.Kind != providers.KindUnavailable {
+	if _, err := p.Models(context.Background()); providertest.AsError(t, err).Kind != providers.KindUnavailable {
 		t.Errorf("Models error %v", err)
 	}
 }
 
 // Cancelling ctx ends a stream that the server keeps open.
 func TestTurnCancelMidStream(t *testing.T) {
-	release := make(chan struct{})
-	defer close(release)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := providertest.NewServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		io.WriteString(w, `{"model":"llama3.2","created_at":"2025-10-26T17:15:24.097767Z","message":{"role":"assistant","content":"The"},"done":false}`+"\n")
 		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	defer srv.Close()
+		providertest.Hold(t, r)
+	})
 	p, err := New(providers.Settings{BaseURL: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
+	providertest.CheckCancelled(t, 10*time.Second, func(ctx context.Context, cancel context.CancelFunc) error {
 		_, err := p.Turn(ctx, "llama3.2", userTurn("hi"), func(string) { cancel() })
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("error %v, want context.Canceled", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Turn did not return after ctx was cancelled")
-	}
+		return err
+	})
 }
 
 func TestModels(t *testing.T) {
@@ -479,15 +360,14 @@ func TestModels(t *testing.T) {
 	if !reflect.DeepEqual(models, want) {
 		t.Errorf("models %+v\nwant %+v", models, want)
 	}
-	r := f.request(0)
-	if r.method != http.MethodGet || r.path != "/api/tags" || r.header.Get("Authorization") != "Bearer k" {
-		t.Errorf("request %s %s %v", r.method, r.path, r.header)
+	r := f.Request(t, 0)
+	if r.Method != http.MethodGet || r.URL.Path != "/api/tags" || r.Header.Get("Authorization") != "Bearer k" {
+		t.Errorf("request %s %s %v", r.Method, r.URL.Path, r.Header)
 	}
 
 	f = newFake(t, "error_401")
 	_, err = f.provider(t, providers.Settings{}).Models(context.Background())
-	var pe *providers.Error
-	if !errors.As(err, &pe) || pe.Kind != providers.KindAuth || !strings.HasPrefix(pe.Message, "unauthorized (sign in to ollama.com: run `ollama signin` or open https://ollama.com/connect?name=kiln-host&key=") {
+	if pe := providertest.AsError(t, err); pe.Kind != providers.KindAuth || !strings.HasPrefix(pe.Message, "unauthorized (sign in to ollama.com: run `ollama signin` or open https://ollama.com/connect?name=kiln-host&key=") {
 		t.Errorf("error %v", err)
 	}
 }
@@ -497,18 +377,9 @@ func TestAgentRun(t *testing.T) {
 	f := newFake(t, "agent_echo", "agent_final")
 	p := f.provider(t, providers.Settings{})
 	res := providertest.RunAgent(t, ID, p, "qwen3", "Say hi through echo.")
-	if res.Run.Status != core.RunSucceeded {
-		t.Fatalf("run %s: %s", res.Run.Status, res.Run.Error)
-	}
-	echo := res.Tool("echo")
-	if len(echo) != 1 || echo[0].IsError || echo[0].Text != `{"text":"hi"}` || echo[0].ToolCallID != "call_e4h1o0ab" {
-		t.Fatalf("echo results %+v", echo)
-	}
-	if got := res.Final(); got != "The echo tool said hi." {
-		t.Errorf("final text %q", got)
-	}
-	if res.Run.Usage != (core.Usage{InputTokens: 152 + 191, OutputTokens: 21 + 6}) {
-		t.Errorf("usage %+v", res.Run.Usage)
+	echo := providertest.CheckAgentRun(t, res, "The echo tool said hi.", core.Usage{InputTokens: 152 + 191, OutputTokens: 21 + 6})
+	if echo.ToolCallID != "call_e4h1o0ab" {
+		t.Fatalf("echo result %+v", echo)
 	}
 
 	// The second request carries the call and its result.
@@ -517,7 +388,7 @@ func TestAgentRun(t *testing.T) {
 		Messages []message `json:"messages"`
 		Tools    []tool    `json:"tools"`
 	}
-	if err := json.Unmarshal(f.request(1).body, &second); err != nil {
+	if err := json.Unmarshal(f.Request(t, 1).Body, &second); err != nil {
 		t.Fatal(err)
 	}
 	var call *toolCall
@@ -531,13 +402,13 @@ func TestAgentRun(t *testing.T) {
 		}
 	}
 	if call == nil || call.ID != "call_e4h1o0ab" || call.Function.Name != "echo" || string(call.Function.Arguments) != `{"text":"hi"}` {
-		t.Errorf("assistant call in the follow-up: %s", f.request(1).body)
+		t.Errorf("assistant call in the follow-up: %s", f.Request(t, 1).Body)
 	}
 	if result == nil || result.ToolName != "echo" || result.ToolCallID != "call_e4h1o0ab" || result.Content != `{"text":"hi"}` {
-		t.Errorf("tool result in the follow-up: %s", f.request(1).body)
+		t.Errorf("tool result in the follow-up: %s", f.Request(t, 1).Body)
 	}
 	if second.Model != "qwen3" || len(second.Tools) == 0 {
-		t.Errorf("follow-up request %s", f.request(1).body)
+		t.Errorf("follow-up request %s", f.Request(t, 1).Body)
 	}
 }
 
@@ -549,8 +420,8 @@ func FuzzReadStream(f *testing.F) {
 		f.Fatal(err)
 	}
 	for _, e := range entries {
-		if name, ok := strings.CutSuffix(e.Name(), ".http"); ok {
-			f.Add(loadFixture(f, name).body)
+		if strings.HasSuffix(e.Name(), ".http") {
+			f.Add(providertest.ReadFixture(f, e.Name()).Body)
 		}
 	}
 	f.Add([]byte(`{"message":{"tool_calls":[{"function":{"name":"a","arguments":"{\"x\":1}"}},{"id":"d","function":{"name":"b","arguments":null}},{"id":"d","function":{"name":"c"}}]},"done":true}`))
