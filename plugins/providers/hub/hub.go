@@ -328,6 +328,9 @@ func checkValue(d *Def, sd *SettingDef, v string) error {
 	case strings.ContainsAny(v, "\r\n\x00"):
 		return core.Errorf(core.EINVALID, "%s.%s: must be one line", d.ID, sd.Name)
 	case strings.HasPrefix(v, "${") && !reEnvRef.MatchString(v):
+		if sd.Secret { // never echo what may be a secret
+			return core.Errorf(core.EINVALID, "%s.%s: the value starts with ${ but is not an environment reference like ${NAME}", d.ID, sd.Name)
+		}
 		return core.Errorf(core.EINVALID, "%s.%s: %q is not an environment reference like ${NAME}", d.ID, sd.Name, v)
 	case reEnvRef.MatchString(v):
 		return nil

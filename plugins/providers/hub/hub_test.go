@@ -182,6 +182,7 @@ func TestConfigure(t *testing.T) {
 		{"openai", map[string]string{"api": "completions"}, core.EINVALID, "not one of chat, responses"},
 		{"openai", map[string]string{"base_url": "ftp://x"}, core.EINVALID, "not an http(s) URL"},
 		{"openai", map[string]string{"api_key": "${BAD-NAME}"}, core.EINVALID, "not an environment reference"},
+		{"openai", map[string]string{"base_url": "${BAD-NAME}"}, core.EINVALID, `"${BAD-NAME}" is not an environment reference`},
 		{"openai", map[string]string{"api_key": "a\nb"}, core.EINVALID, "one line"},
 		{"openai", nil, core.EINVALID, "no settings"},
 		{"nope", map[string]string{"api_key": "x"}, core.ENOTFOUND, "unknown provider"},
@@ -190,6 +191,9 @@ func TestConfigure(t *testing.T) {
 		if core.ErrorCode(err) != c.code || !strings.Contains(err.Error(), c.text) {
 			t.Errorf("configure %s %v: %v, want %s mentioning %q", c.id, c.in, err, c.code, c.text)
 		}
+	}
+	if _, err := h.Configure(ctx, "openai", ConfigInput{Settings: map[string]string{"api_key": "${sk-secret-value"}}); err == nil || strings.Contains(err.Error(), "sk-secret-value") {
+		t.Errorf("a malformed secret is echoed: %v", err)
 	}
 	if after, _ := os.ReadFile(e.path); string(after) != string(before) {
 		t.Error("a refused configuration changed the file")
