@@ -3,15 +3,12 @@ package gemini
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,71 +31,19 @@ func fixture(t testing.TB, name string) []byte {
 	return b
 }
 
-// answer is one canned HTTP response.
-type answer struct {
-	status int
-	header http.Header
-	body   []byte
+// sse and jsonAnswer are canned answers: an event stream, a JSON body.
+func sse(body []byte) providertest.Fixture {
+	return providertest.Fixture{Status: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: body}
 }
 
-func sse(body []byte) answer {
-	return answer{status: 200, header: http.Header{"Content-Type": {"text/event-stream"}}, body: body}
+func jsonAnswer(status int, body []byte) providertest.Fixture {
+	return providertest.Fixture{Status: status, Header: http.Header{"Content-Type": {"application/json; charset=UTF-8"}}, Body: body}
 }
 
-func jsonAnswer(status int, body []byte) answer {
-	return answer{status: status, header: http.Header{"Content-Type": {"application/json; charset=UTF-8"}}, body: body}
-}
-
-// received is a request the fake API got.
-type received struct {
-	method, path string
-	query        map[string][]string
-	header       http.Header
-	body         map[string]any
-}
-
-// fakeAPI answers requests in turn with its answers (the last one
-// repeats), writing bodies in small flushed pieces as a stream arrives.
-type fakeAPI struct {
-	*httptest.Server
-	mu      sync.Mutex
-	answers []answer
-	got     []received
-}
-
-func newFake(t *testing.T, answers ...answer) *fakeAPI {
-	f := &fakeAPI{answers: answers}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw, _ := io.ReadAll(r.Body)
-		rec := received{method: r.Method, path: r.URL.Path, query: r.URL.Query(), header: r.Header.Clone()}
-		if len(raw) > 0 {
-			if err := json.Unmarshal(raw, &rec.body); err != nil {
-				t.Errorf("request body is not JSON: %v: %s", err, raw)
-			}
-		}
-		f.mu.Lock()
-		a := f.answers[min(len(f.got), len(f.answers)-1)]
-		f.got = append(f.got, rec)
-		f.mu.Unlock()
-		for k, v := range a.header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(a.status)
-		for b := a.body; len(b) > 0; {
-			n := min(len(b), 23)
-			w.Write(b[:n])
-			w.(http.Flusher).Flush()
-			b = b[n:]
-		}
-	}))
-	t.Cleanup(f.Close)
-	return f
-}
-
-func (f *fakeAPI) requests() []received {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]received(nil), f.got...)
+// newFake answers requests in turn with answers (the last one repeats),
+// writing bodies in small flushed pieces as a stream arrives.
+func newFake(t *testing.T, answers ...providertest.Fixture) *providertest.Server {
+	return providertest.Serve(t, providertest.Options{Pieces: providertest.Chunks(23)}, answers...)
 }
 
 func newProvider(t testing.TB, base string) providers.Provider {
@@ -158,15 +103,6 @@ func path(t *testing.T, v any, steps ...any) any {
 	return v
 }
 
-func asJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 func TestStreamedText(t *testing.T) {
 	body := fixture(t, "stream_text.sse")
 	for name, b := range map[string][]byte{"crlf": body, "lf": []byte(strings.ReplaceAll(string(body), "\r\n", "\n"))} {
@@ -186,14 +122,14 @@ func TestStreamedText(t *testing.T) {
 			if resp.Usage != (core.Usage{InputTokens: 9, OutputTokens: 7 + 21}) {
 				t.Errorf("usage %+v", resp.Usage)
 			}
-			req := api.requests()[0]
-			if req.method != http.MethodPost || req.path != "/v1beta/models/gemini-2.5-flash:streamGenerateContent" || req.query["alt"][0] != "sse" {
-				t.Errorf("request %s %s %v", req.method, req.path, req.query)
+			req := api.Requests()[0]
+			if req.Method != http.MethodPost || req.URL.Path != "/v1beta/models/gemini-2.5-flash:streamGenerateContent" || req.URL.Query()["alt"][0] != "sse" {
+				t.Errorf("request %s %s %v", req.Method, req.URL.Path, req.URL.Query())
 			}
-			if req.header.Get("x-goog-api-key") != testKey || req.header.Get("Content-Type") != "application/json" || req.header.Get("Authorization") != "" {
-				t.Errorf("headers %v", req.header)
+			if req.Header.Get("x-goog-api-key") != testKey || req.Header.Get("Content-Type") != "application/json" || req.Header.Get("Authorization") != "" {
+				t.Errorf("headers %v", req.Header)
 			}
-			if got := asJSON(t, req.body["contents"]); got != `[{"parts":[{"text":"What is the capital of France?"}],"role":"user"}]` {
+			if got := providertest.JSON(req.JSON(t)["contents"]); got != `[{"parts":[{"text":"What is the capital of France?"}],"role":"user"}]` {
 				t.Errorf("contents %s", got)
 			}
 		})
@@ -208,7 +144,7 @@ func TestToolDeclarations(t *testing.T) {
 	want := `[{"functionDeclarations":[` +
 		`{"description":"Current weather for a place.","name":"weather__current","parameters":{"properties":{"location":{"description":"City name","type":"STRING"},"unit":{"enum":["celsius","fahrenheit"],"type":"STRING"}},"required":["location"],"type":"OBJECT"}},` +
 		`{"description":"Echo the arguments.","name":"echo","parameters":{"properties":{"text":{"type":"STRING"}},"type":"OBJECT"}}]}]`
-	if got := asJSON(t, api.requests()[0].body["tools"]); got != want {
+	if got := providertest.JSON(api.Requests()[0].JSON(t)["tools"]); got != want {
 		t.Errorf("tools\n got %s\nwant %s", got, want)
 	}
 }
@@ -240,7 +176,7 @@ func TestToolCallAndFollowUp(t *testing.T) {
 	if _, _, err := runTurn(t, p, msgs); err != nil {
 		t.Fatal(err)
 	}
-	got := asJSON(t, api.requests()[1].body["contents"])
+	got := providertest.JSON(api.Requests()[1].JSON(t)["contents"])
 	wantContents := `[{"parts":[{"text":"Weather in Tokyo?"}],"role":"user"},` +
 		`{"parts":[{"text":"Let me look that up."},{"functionCall":{"args":{"location":"Tokyo","unit":"celsius"},"name":"weather__current"},"thoughtSignature":"` + sig + `"}],"role":"model"},` +
 		`{"parts":[{"functionResponse":{"name":"weather__current","response":{"output":"18°C, clear"}}}],"role":"user"}]`
@@ -284,14 +220,14 @@ func TestParallelToolCalls(t *testing.T) {
 	if _, _, err := runTurn(t, p, msgs); err != nil {
 		t.Fatal(err)
 	}
-	contents := api.requests()[1].body["contents"]
-	if got := asJSON(t, path(t, contents, 3)); got != `{"parts":[`+
+	contents := api.Requests()[1].JSON(t)["contents"]
+	if got := providertest.JSON(path(t, contents, 3)); got != `{"parts":[`+
 		`{"functionCall":{"args":{"location":"Paris"},"name":"weather__current"},"thoughtSignature":"`+sig+`"},`+
 		`{"functionCall":{"args":{"location":"London"},"name":"weather__current"}},`+
 		`{"functionCall":{"args":{"text":"hi"},"name":"echo"}}],"role":"model"}` {
 		t.Errorf("model content %s", got)
 	}
-	if got := asJSON(t, path(t, contents, 4)); got != `{"parts":[`+
+	if got := providertest.JSON(path(t, contents, 4)); got != `{"parts":[`+
 		`{"functionResponse":{"name":"weather__current","response":{"output":"21°C"}}},`+
 		`{"functionResponse":{"name":"weather__current","response":{"error":"no station"}}},`+
 		`{"functionResponse":{"name":"echo","response":{"output":"{\"text\":\"hi\"}"}}},`+
@@ -320,7 +256,7 @@ func TestToolCallIDsFromTheAPI(t *testing.T) {
 	if _, _, err := runTurn(t, p, msgs); err != nil {
 		t.Fatal(err)
 	}
-	contents := api.requests()[1].body["contents"]
+	contents := api.Requests()[1].JSON(t)["contents"]
 	for i, id := range []string{"g5n1kq8v", "p2c7zt4m"} {
 		if got := path(t, contents, 1, "parts", i, "functionCall", "id"); got != id {
 			t.Errorf("call %d id %v", i, got)
@@ -348,15 +284,6 @@ func TestGenerateContentResponseShape(t *testing.T) {
 	}
 }
 
-func asProviderError(t *testing.T, err error) *providers.Error {
-	t.Helper()
-	var pe *providers.Error
-	if !errors.As(err, &pe) {
-		t.Fatalf("error %v (%T) is not a *providers.Error", err, err)
-	}
-	return pe
-}
-
 func TestHTTPErrors(t *testing.T) {
 	for _, c := range []struct {
 		fixture string
@@ -379,14 +306,11 @@ func TestHTTPErrors(t *testing.T) {
 		t.Run(c.fixture, func(t *testing.T) {
 			a := jsonAnswer(c.status, fixture(t, c.fixture))
 			for k, v := range c.header {
-				a.header[k] = v
+				a.Header[k] = v
 			}
 			api := newFake(t, a)
 			_, deltas, err := runTurn(t, newProvider(t, api.URL), userAsks("hi"))
-			pe := asProviderError(t, err)
-			if pe.Kind != c.kind || pe.Status != c.status || pe.RetryAfter != c.after || !strings.Contains(pe.Message, c.msg) || pe.Provider != ID {
-				t.Errorf("error %+v", pe)
-			}
+			pe := providertest.CheckError(t, err, ID, providertest.ErrorCase{Fixture: c.fixture, Kind: c.kind, Status: c.status, RetryAfter: c.after, Message: providertest.Contains(c.msg)})
 			if strings.Contains(pe.Message, `"error"`) {
 				t.Errorf("message is the raw body: %q", pe.Message)
 			}
@@ -396,9 +320,9 @@ func TestHTTPErrors(t *testing.T) {
 		})
 	}
 	// A body that is not the API's JSON (a proxy's page) is kept as it is.
-	api := newFake(t, answer{status: 502, header: http.Header{"Content-Type": {"text/html"}}, body: []byte("<html>Bad Gateway</html>")})
+	api := newFake(t, providertest.Fixture{Status: 502, Header: http.Header{"Content-Type": {"text/html"}}, Body: []byte("<html>Bad Gateway</html>")})
 	_, _, err := runTurn(t, newProvider(t, api.URL), userAsks("hi"))
-	if pe := asProviderError(t, err); pe.Kind != providers.KindUnavailable || pe.Message != "<html>Bad Gateway</html>" {
+	if pe := providertest.AsError(t, err); pe.Kind != providers.KindUnavailable || pe.Message != "<html>Bad Gateway</html>" {
 		t.Errorf("502: %+v", pe)
 	}
 }
@@ -406,7 +330,7 @@ func TestHTTPErrors(t *testing.T) {
 func TestErrorInsideTheStream(t *testing.T) {
 	api := newFake(t, sse(fixture(t, "stream_error.sse")))
 	_, deltas, err := runTurn(t, newProvider(t, api.URL), userAsks("hi"))
-	pe := asProviderError(t, err)
+	pe := providertest.AsError(t, err)
 	if pe.Kind != providers.KindUnavailable || pe.Status != 500 || !strings.Contains(pe.Message, "An internal error has occurred") {
 		t.Errorf("error %+v", pe)
 	}
@@ -418,7 +342,7 @@ func TestErrorInsideTheStream(t *testing.T) {
 	quota := strings.Join(strings.Fields(string(fixture(t, "error_429_quota.json"))), " ")
 	api = newFake(t, sse([]byte("data: "+quota+"\r\n\r\n")))
 	_, _, err = runTurn(t, newProvider(t, api.URL), userAsks("hi"))
-	if pe := asProviderError(t, err); pe.Kind != providers.KindRateLimit || pe.Status != 429 || pe.RetryAfter != 7*time.Second {
+	if pe := providertest.AsError(t, err); pe.Kind != providers.KindRateLimit || pe.Status != 429 || pe.RetryAfter != 7*time.Second {
 		t.Errorf("error event %+v", pe)
 	}
 }
@@ -433,7 +357,7 @@ func TestStreamCutShort(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			api := newFake(t, sse(body))
 			_, _, err := runTurn(t, newProvider(t, api.URL), userAsks("count"))
-			if pe := asProviderError(t, err); pe.Kind != providers.KindUnavailable || !pe.Retryable() {
+			if pe := providertest.AsError(t, err); pe.Kind != providers.KindUnavailable || !pe.Retryable() {
 				t.Errorf("error %+v", pe)
 			}
 		})
@@ -447,7 +371,7 @@ func TestRefusals(t *testing.T) {
 	} {
 		api := newFake(t, sse(fixture(t, fixtureName)))
 		_, _, err := runTurn(t, newProvider(t, api.URL), userAsks("hi"))
-		if pe := asProviderError(t, err); pe.Kind != providers.KindBadRequest || !strings.Contains(pe.Message, want) {
+		if pe := providertest.AsError(t, err); pe.Kind != providers.KindBadRequest || !strings.Contains(pe.Message, want) {
 			t.Errorf("%s: %+v", fixtureName, pe)
 		}
 	}
@@ -455,40 +379,21 @@ func TestRefusals(t *testing.T) {
 
 func TestCancelMidStream(t *testing.T) {
 	first := strings.SplitAfter(string(fixture(t, "stream_text.sse")), "\r\n\r\n")[0]
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := providertest.NewServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, first)
 		w.(http.Flusher).Flush()
-		select { // the rest never comes
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	defer srv.Close()
-	defer close(release)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
+		providertest.Hold(t, r) // the rest never comes
+	})
+	providertest.CheckCancelled(t, 10*time.Second, func(ctx context.Context, cancel context.CancelFunc) error {
 		_, err := newProvider(t, srv.URL).Turn(ctx, "gemini-2.5-flash", core.ModelRequest{Messages: userAsks("hi")}, func(string) { cancel() })
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("error %v, want context.Canceled", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Turn did not return after its context was cancelled")
-	}
+		return err
+	})
 }
 
 func TestTransportError(t *testing.T) {
-	srv := httptest.NewServer(http.NotFoundHandler())
-	srv.Close()
-	_, _, err := runTurn(t, newProvider(t, srv.URL), userAsks("hi"))
-	if pe := asProviderError(t, err); pe.Kind != providers.KindUnavailable {
+	_, _, err := runTurn(t, newProvider(t, providertest.ClosedURL()), userAsks("hi"))
+	if pe := providertest.AsError(t, err); pe.Kind != providers.KindUnavailable {
 		t.Errorf("error %+v", pe)
 	}
 }
@@ -507,25 +412,22 @@ func TestModels(t *testing.T) {
 	if !reflect.DeepEqual(models, want) {
 		t.Errorf("models %+v", models)
 	}
-	reqs := api.requests()
-	if len(reqs) != 2 {
-		t.Fatalf("%d requests, want 2", len(reqs))
-	}
+	reqs := api.WantRequests(t, 2)
 	for i, r := range reqs {
-		if r.method != http.MethodGet || r.path != "/v1beta/models" || r.header.Get("x-goog-api-key") != testKey || r.query["pageSize"][0] != "1000" {
-			t.Errorf("request %d: %s %s %v %v", i, r.method, r.path, r.query, r.header)
+		if r.Method != http.MethodGet || r.URL.Path != "/v1beta/models" || r.Header.Get("x-goog-api-key") != testKey || r.URL.Query()["pageSize"][0] != "1000" {
+			t.Errorf("request %d: %s %s %v %v", i, r.Method, r.URL.Path, r.URL.Query(), r.Header)
 		}
 	}
-	if _, ok := reqs[0].query["pageToken"]; ok {
-		t.Errorf("first page asked with a token: %v", reqs[0].query)
+	if _, ok := reqs[0].URL.Query()["pageToken"]; ok {
+		t.Errorf("first page asked with a token: %v", reqs[0].URL.Query())
 	}
-	if got := reqs[1].query["pageToken"]; len(got) != 1 || got[0] != "Ch5tb2RlbHMvZ2VtaW5pLTIuNS1mbGFzaC1saXRl" {
+	if got := reqs[1].URL.Query()["pageToken"]; len(got) != 1 || got[0] != "Ch5tb2RlbHMvZ2VtaW5pLTIuNS1mbGFzaC1saXRl" {
 		t.Errorf("second page token %v", got)
 	}
 
 	api = newFake(t, jsonAnswer(400, fixture(t, "error_400_api_key_invalid.json")))
 	_, err = newProvider(t, api.URL).Models(context.Background())
-	if pe := asProviderError(t, err); pe.Kind != providers.KindAuth {
+	if pe := providertest.AsError(t, err); pe.Kind != providers.KindAuth {
 		t.Errorf("error %+v", pe)
 	}
 }
@@ -541,12 +443,12 @@ func TestSettings(t *testing.T) {
 	if _, err := p.Turn(context.Background(), "models/gemini-2.5-pro", core.ModelRequest{Messages: userAsks("hi")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	r := api.requests()[0]
-	if r.path != "/v1beta/models/gemini-2.5-pro:streamGenerateContent" || r.header.Get("x-goog-api-key") != "" {
-		t.Errorf("request %s %v", r.path, r.header)
+	r := api.Requests()[0]
+	if r.URL.Path != "/v1beta/models/gemini-2.5-pro:streamGenerateContent" || r.Header.Get("x-goog-api-key") != "" {
+		t.Errorf("request %s %v", r.URL.Path, r.Header)
 	}
-	if _, ok := r.body["tools"]; ok {
-		t.Errorf("tools sent without tools: %v", r.body)
+	if _, ok := r.JSON(t)["tools"]; ok {
+		t.Errorf("tools sent without tools: %s", r.Body)
 	}
 	for _, bad := range []string{"generativelanguage.googleapis.com", "ftp://x", "http://"} {
 		if _, err := New(providers.Settings{BaseURL: bad}); err == nil {
@@ -564,28 +466,12 @@ func TestAgentRun(t *testing.T) {
 		"data: " + `{"candidates": [{"content": {"parts": [{"text": " hi."}],"role": "model"},"finishReason": "STOP","index": 0}],"usageMetadata": {"promptTokenCount": 80,"candidatesTokenCount": 4,"totalTokenCount": 84,"promptTokensDetails": [{"modality": "TEXT","tokenCount": 80}]},"modelVersion": "gemini-2.5-flash","responseId": "r5c2aY3oF4e2vr0PiPqj4Ac"}` + "\r\n\r\n"
 	api := newFake(t, sse([]byte(toolCall)), sse([]byte(final)))
 	res := providertest.RunAgent(t, ID, newProvider(t, api.URL), "gemini-2.5-flash", "echo hi please")
-	if res.Run.Status != core.RunSucceeded {
-		t.Fatalf("run %s: %s", res.Run.Status, res.Run.Error)
-	}
-	echo := res.Tool("echo")
-	if len(echo) != 1 || echo[0].Text != `{"text":"hi"}` || echo[0].IsError {
-		t.Errorf("echo results %+v", echo)
-	}
-	if got := res.Final(); got != "Echo said hi." {
-		t.Errorf("final %q", got)
-	}
-	if res.Run.Usage != (core.Usage{InputTokens: 140, OutputTokens: 9}) {
-		t.Errorf("usage %+v", res.Run.Usage)
-	}
-	reqs := api.requests()
-	if len(reqs) != 2 {
-		t.Fatalf("%d requests, want 2", len(reqs))
-	}
-	contents := reqs[1].body["contents"]
-	if got := asJSON(t, path(t, contents, 1, "parts", 0)); got != `{"functionCall":{"args":{"text":"hi"},"name":"echo"},"thoughtSignature":"`+sig+`"}` {
+	providertest.CheckAgentRun(t, res, "Echo said hi.", core.Usage{InputTokens: 140, OutputTokens: 9})
+	contents := api.WantRequests(t, 2)[1].JSON(t)["contents"]
+	if got := providertest.JSON(path(t, contents, 1, "parts", 0)); got != `{"functionCall":{"args":{"text":"hi"},"name":"echo"},"thoughtSignature":"`+sig+`"}` {
 		t.Errorf("call sent back %s", got)
 	}
-	if got := asJSON(t, path(t, contents, 2)); got != `{"parts":[{"functionResponse":{"name":"echo","response":{"output":"{\"text\":\"hi\"}"}}}],"role":"user"}` {
+	if got := providertest.JSON(path(t, contents, 2)); got != `{"parts":[{"functionResponse":{"name":"echo","response":{"output":"{\"text\":\"hi\"}"}}}],"role":"user"}` {
 		t.Errorf("echo result sent %s", got)
 	}
 }
