@@ -3,25 +3,21 @@ package openai
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins/providers"
+	"github.com/kilnhq/kiln/plugins/providers/providertest"
 )
 
 var echoSpec = core.ToolSpec{Name: "echo", Description: "Returns its arguments.", Schema: json.RawMessage(`{"type":"object","additionalProperties":true}`)}
 var addSpec = core.ToolSpec{Name: "calc.add", Description: "Adds two numbers.", Schema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}`)}
 
-func userTurn(text string, tools ...core.ToolSpec) core.ModelRequest {
-	return core.ModelRequest{Messages: []*core.Message{{Role: core.RoleUser, Text: text}}, Tools: tools}
-}
-
 func TestChatText(t *testing.T) {
 	api := newFake(t, "chat/text.http")
 	var deltas []string
-	resp, err := newProvider(t, "chat", api.URL).Turn(context.Background(), "gpt-4.1", userTurn("say hi", echoSpec), func(s string) { deltas = append(deltas, s) })
+	resp, err := newProvider(t, "chat", api.URL).Turn(context.Background(), "gpt-4.1", providertest.UserTurn("say hi", echoSpec), func(s string) { deltas = append(deltas, s) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,38 +27,38 @@ func TestChatText(t *testing.T) {
 	if resp.Usage != (core.Usage{InputTokens: 131, OutputTokens: 5}) || len(resp.ToolCalls) != 0 {
 		t.Errorf("response %+v", resp)
 	}
-	req := api.requests()[0]
-	if req.Method != "POST" || req.Path != "/v1/chat/completions" || req.Header.Get("Authorization") != "Bearer sk-test" ||
+	req := api.Requests()[0]
+	if req.Method != "POST" || req.URL.Path != "/v1/chat/completions" || req.Header.Get("Authorization") != "Bearer sk-test" ||
 		req.Header.Get("Content-Type") != "application/json" || req.Header.Get("Accept") != "text/event-stream" {
-		t.Errorf("request %s %s %v", req.Method, req.Path, req.Header)
+		t.Errorf("request %s %s %v", req.Method, req.URL.Path, req.Header)
 	}
-	b := req.Body
-	if b["model"] != "gpt-4.1" || b["stream"] != true || jsonOf(b["stream_options"]) != `{"include_usage":true}` {
+	b := req.JSON(t)
+	if b["model"] != "gpt-4.1" || b["stream"] != true || providertest.JSON(b["stream_options"]) != `{"include_usage":true}` {
 		t.Errorf("body %v", b)
 	}
-	if got := jsonOf(b["messages"]); got != `[{"content":"say hi","role":"user"}]` {
+	if got := providertest.JSON(b["messages"]); got != `[{"content":"say hi","role":"user"}]` {
 		t.Errorf("messages %s", got)
 	}
-	if got := jsonOf(b["tools"]); got != `[{"function":{"description":"Returns its arguments.","name":"echo","parameters":{"additionalProperties":true,"type":"object"}},"type":"function"}]` {
+	if got := providertest.JSON(b["tools"]); got != `[{"function":{"description":"Returns its arguments.","name":"echo","parameters":{"additionalProperties":true,"type":"object"}},"type":"function"}]` {
 		t.Errorf("tools %s", got)
 	}
 }
 
 func TestChatToolCall(t *testing.T) {
 	api := newFake(t, "chat/tool_call.http")
-	resp, err := newProvider(t, "chat", api.URL).Turn(context.Background(), "gpt-4.1", userTurn("echo hi", echoSpec), nil)
+	resp, err := newProvider(t, "chat", api.URL).Turn(context.Background(), "gpt-4.1", providertest.UserTurn("echo hi", echoSpec), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []core.ToolCall{{ID: "call_Qm2f7HkT9xWc4LpZr1NbVs8E", Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)}}
-	if jsonOf(resp.ToolCalls) != jsonOf(want) || resp.Text != "" || resp.Usage != (core.Usage{InputTokens: 118, OutputTokens: 15}) {
+	if providertest.JSON(resp.ToolCalls) != providertest.JSON(want) || resp.Text != "" || resp.Usage != (core.Usage{InputTokens: 118, OutputTokens: 15}) {
 		t.Errorf("response %+v", resp)
 	}
 }
 
 func TestChatParallelToolCalls(t *testing.T) {
 	api := newFake(t, "chat/parallel_tool_calls.http")
-	resp, err := newProvider(t, "chat", api.URL).Turn(context.Background(), "gpt-4.1", userTurn("add and echo", addSpec, echoSpec), nil)
+	resp, err := newProvider(t, "chat", api.URL).Turn(context.Background(), "gpt-4.1", providertest.UserTurn("add and echo", addSpec, echoSpec), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,10 +66,10 @@ func TestChatParallelToolCalls(t *testing.T) {
 		{ID: "call_h7TqW2mZ9cLx4RbN1sKv8PdY", Name: "calc.add", Args: json.RawMessage(`{"a": 3, "b": 5}`)},
 		{ID: "call_Zx8nR4kP1vQw7LmT3cBy6HsJ", Name: "echo", Args: json.RawMessage(`{"text": "hi"}`)},
 	}
-	if jsonOf(resp.ToolCalls) != jsonOf(want) || resp.Usage != (core.Usage{InputTokens: 160, OutputTokens: 52}) {
+	if providertest.JSON(resp.ToolCalls) != providertest.JSON(want) || resp.Usage != (core.Usage{InputTokens: 160, OutputTokens: 52}) {
 		t.Errorf("response %+v", resp)
 	}
-	if got := jsonOf(api.requests()[0].Body["tools"]); !strings.Contains(got, `"name":"calc__add"`) {
+	if got := providertest.JSON(api.Requests()[0].JSON(t)["tools"]); !strings.Contains(got, `"name":"calc__add"`) {
 		t.Errorf("tools %s", got)
 	}
 }
@@ -107,17 +103,16 @@ func TestChatInterleavedToolCalls(t *testing.T) {
 		{ID: "call_2", Name: "echo", Args: json.RawMessage(`{}`)},
 		{ID: "call_d", Name: "echo", Args: json.RawMessage(`"{\"cut\":"`)},
 	}
-	if jsonOf(resp.ToolCalls) != jsonOf(want) {
-		t.Errorf("calls\n%s\nwant\n%s", jsonOf(resp.ToolCalls), jsonOf(want))
+	if providertest.JSON(resp.ToolCalls) != providertest.JSON(want) {
+		t.Errorf("calls\n%s\nwant\n%s", providertest.JSON(resp.ToolCalls), providertest.JSON(want))
 	}
 }
 
 func TestChatStreamError(t *testing.T) {
 	api := newFake(t, "chat/stream_error.http")
 	var got string
-	_, err := newProvider(t, "chat", api.URL).Turn(context.Background(), "gpt-4.1", userTurn("hi"), func(s string) { got += s })
-	var pe *providers.Error
-	if !errors.As(err, &pe) || pe.Kind != providers.KindUnavailable || pe.Provider != "openai" || !strings.Contains(pe.Message, "The server had an error") {
+	_, err := newProvider(t, "chat", api.URL).Turn(context.Background(), "gpt-4.1", providertest.UserTurn("hi"), func(s string) { got += s })
+	if pe := providertest.AsError(t, err); pe.Kind != providers.KindUnavailable || pe.Provider != "openai" || !strings.Contains(pe.Message, "The server had an error") {
 		t.Fatalf("error %#v", err)
 	}
 	if got != "The echo tool" {
@@ -145,7 +140,7 @@ func TestChatConversation(t *testing.T) {
 	if _, err := newProvider(t, "chat", api.URL).Turn(context.Background(), "gpt-4.1", req, nil); err != nil {
 		t.Fatal(err)
 	}
-	b := api.requests()[0].Body
+	b := api.Requests()[0].JSON(t)
 	want := `[{"content":"add, echo and fail","role":"user"},` +
 		`{"content":"Calling.","role":"assistant","tool_calls":[` +
 		`{"function":{"arguments":"{\"a\":1,\"b\":2}","name":"calc__add"},"id":"call_1","type":"function"},` +
@@ -156,10 +151,10 @@ func TestChatConversation(t *testing.T) {
 		`{"content":"Error: unknown tool \"gone.tool\"","role":"tool","tool_call_id":"call_3"},` +
 		`{"content":null,"role":"assistant","tool_calls":[{"function":{"arguments":"{}","name":"echo"},"id":"call_4","type":"function"}]},` +
 		`{"content":"{}","role":"tool","tool_call_id":"call_4"}]`
-	if got := jsonOf(b["messages"]); got != want {
+	if got := providertest.JSON(b["messages"]); got != want {
 		t.Errorf("messages\n%s\nwant\n%s", got, want)
 	}
-	if got := jsonOf(b["tools"]); !strings.Contains(got, `"name":"calc__add"`) || !strings.Contains(got, `{"name":"noschema","parameters":{"properties":{},"type":"object"}}`) {
+	if got := providertest.JSON(b["tools"]); !strings.Contains(got, `"name":"calc__add"`) || !strings.Contains(got, `{"name":"noschema","parameters":{"properties":{},"type":"object"}}`) {
 		t.Errorf("tools %s", got)
 	}
 }

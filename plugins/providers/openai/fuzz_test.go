@@ -8,6 +8,7 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins/providers"
+	"github.com/kilnhq/kiln/plugins/providers/providertest"
 )
 
 // fuzzStream feeds arbitrary bytes to a stream reader: it must return a
@@ -15,8 +16,7 @@ import (
 // have valid JSON arguments.
 func fuzzStream(f *testing.F, fixtures []string, read func(*client, []byte, *providers.ToolNames) (core.ModelResponse, error)) {
 	for _, name := range fixtures {
-		_, body := fixture(f, name)
-		f.Add(body)
+		f.Add(providertest.ReadFixture(f, name).Body)
 	}
 	f.Add([]byte("data: [DONE]\n\n"))
 	f.Add([]byte(": comment\n\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"function\":{\"arguments\":\"{\"}}]}}]}\n\n"))

@@ -1,12 +1,11 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -42,11 +41,11 @@ func TestNoKeyNoAuthorization(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Turn(context.Background(), "llama3", userTurn("hi"), nil); err != nil {
+	if _, err := p.Turn(context.Background(), "llama3", providertest.UserTurn("hi"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if req := api.requests()[0]; req.Path != "/chat/completions" || req.Header.Get("Authorization") != "" {
-		t.Errorf("request %s with Authorization %q", req.Path, req.Header.Get("Authorization"))
+	if req := api.Requests()[0]; req.URL.Path != "/chat/completions" || req.Header.Get("Authorization") != "" {
+		t.Errorf("request %s with Authorization %q", req.URL.Path, req.Header.Get("Authorization"))
 	}
 }
 
@@ -63,43 +62,35 @@ func TestModels(t *testing.T) {
 	if got := strings.Join(ids, " "); got != "gpt-4.1-2025-04-14 gpt-4.1 gpt-4o-mini o4-mini text-embedding-3-small ft:gpt-4o-mini-2024-07-18:kiln::B4xQ2pLm" {
 		t.Errorf("models %s", got)
 	}
-	req := api.requests()[0]
-	if req.Method != "GET" || req.Path != "/v1/models" || req.Header.Get("Authorization") != "Bearer sk-test" {
-		t.Errorf("request %s %s %v", req.Method, req.Path, req.Header)
+	req := api.Requests()[0]
+	if req.Method != "GET" || req.URL.Path != "/v1/models" || req.Header.Get("Authorization") != "Bearer sk-test" {
+		t.Errorf("request %s %s %v", req.Method, req.URL.Path, req.Header)
 	}
 	api = newFake(t, "errors/401.http")
-	var pe *providers.Error
-	if _, err := newProvider(t, "chat", api.URL).Models(context.Background()); !errors.As(err, &pe) || pe.Kind != providers.KindAuth {
+	if _, err := newProvider(t, "chat", api.URL).Models(context.Background()); providertest.AsError(t, err).Kind != providers.KindAuth {
 		t.Errorf("models with a bad key: %v", err)
 	}
 }
 
 func TestErrors(t *testing.T) {
-	for _, c := range []struct {
-		fixture string
-		kind    providers.Kind
-		status  int
-		after   time.Duration
-		message string
-	}{
-		{"errors/401.http", providers.KindAuth, 401, 0, "Incorrect API key provided"},
-		{"errors/429.http", providers.KindRateLimit, 429, 2 * time.Second, "Rate limit reached for gpt-4.1"},
-		{"errors/429_quota.http", providers.KindBadRequest, 429, 0, "You exceeded your current quota"},
-		{"errors/400_context_length.http", providers.KindContextLength, 400, 0, "maximum context length is 128000 tokens"},
-		{"errors/500.http", providers.KindUnavailable, 500, 0, "The server had an error"},
-		{"errors/503.http", providers.KindUnavailable, 503, 0, "currently overloaded"},
+	for _, c := range []providertest.ErrorCase{
+		{Fixture: "errors/401.http", Kind: providers.KindAuth, Status: 401, Message: providertest.Contains("Incorrect API key provided")},
+		{Fixture: "errors/429.http", Kind: providers.KindRateLimit, Status: 429, RetryAfter: 2 * time.Second, Message: providertest.Contains("Rate limit reached for gpt-4.1")},
+		{Fixture: "errors/429_quota.http", Kind: providers.KindBadRequest, Status: 429, Message: providertest.Contains("You exceeded your current quota")},
+		{Fixture: "errors/400_context_length.http", Kind: providers.KindContextLength, Status: 400, Message: providertest.Contains("maximum context length is 128000 tokens")},
+		{Fixture: "errors/500.http", Kind: providers.KindUnavailable, Status: 500, Message: providertest.Contains("The server had an error")},
+		{Fixture: "errors/503.http", Kind: providers.KindUnavailable, Status: 503, Message: providertest.Contains("currently overloaded")},
 	} {
 		for _, api := range []string{"chat", "responses"} {
-			fake := newFake(t, c.fixture)
-			var streamed bool
-			_, err := newProvider(t, api, fake.URL).Turn(context.Background(), "gpt-4.1", userTurn("hi"), func(string) { streamed = true })
-			var pe *providers.Error
-			if !errors.As(err, &pe) {
-				t.Fatalf("%s %s: %v", api, c.fixture, err)
-			}
-			if pe.Kind != c.kind || pe.Status != c.status || pe.RetryAfter != c.after || !strings.Contains(pe.Message, c.message) || pe.Provider != "openai" || streamed {
-				t.Errorf("%s %s: %+v", api, c.fixture, pe)
-			}
+			t.Run(api+" "+c.Fixture, func(t *testing.T) {
+				fake := newFake(t, c.Fixture)
+				var streamed bool
+				_, err := newProvider(t, api, fake.URL).Turn(context.Background(), "gpt-4.1", providertest.UserTurn("hi"), func(string) { streamed = true })
+				providertest.CheckError(t, err, "openai", c)
+				if streamed {
+					t.Error("text streamed before the error")
+				}
+			})
 		}
 	}
 }
@@ -138,14 +129,12 @@ func TestStreamErrorClassification(t *testing.T) {
 
 // A 200 answer in JSON instead of events carries its error in the body.
 func TestJSONInsteadOfStream(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := providertest.NewServer(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"error":{"code":402,"message":"Insufficient credits","metadata":{"error_type":"payment_required"}}}`)
-	}))
-	defer srv.Close()
-	_, err := newProvider(t, "chat", srv.URL).Turn(context.Background(), "m", userTurn("hi"), nil)
-	var pe *providers.Error
-	if !errors.As(err, &pe) || pe.Kind != providers.KindBadRequest || pe.Message != "Insufficient credits" {
+	})
+	_, err := newProvider(t, "chat", srv.URL).Turn(context.Background(), "m", providertest.UserTurn("hi"), nil)
+	if pe := providertest.AsError(t, err); pe.Kind != providers.KindBadRequest || pe.Message != "Insufficient credits" {
 		t.Errorf("error %#v", err)
 	}
 }
@@ -157,9 +146,8 @@ func TestCutOffStream(t *testing.T) {
 	} {
 		api := newFake(t, c.fixture)
 		var got string
-		_, err := newProvider(t, c.api, api.URL).Turn(context.Background(), "gpt-4.1", userTurn("hi"), func(s string) { got += s })
-		var pe *providers.Error
-		if !errors.As(err, &pe) || pe.Kind != providers.KindUnavailable || !strings.Contains(pe.Message, c.want) {
+		_, err := newProvider(t, c.api, api.URL).Turn(context.Background(), "gpt-4.1", providertest.UserTurn("hi"), func(s string) { got += s })
+		if pe := providertest.AsError(t, err); pe.Kind != providers.KindUnavailable || !strings.Contains(pe.Message, c.want) {
 			t.Errorf("%s: %#v", c.api, err)
 		}
 		if got != "Echo said" {
@@ -171,31 +159,22 @@ func TestCutOffStream(t *testing.T) {
 // A turn ends as soon as its context does, mid-stream.
 func TestCancelMidStream(t *testing.T) {
 	for _, c := range []struct{ api, fixture string }{{"chat", "chat/text.http"}, {"responses", "responses/text.http"}} {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			resp, body := fixture(t, c.fixture)
-			w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		t.Run(c.api, func(t *testing.T) {
+			f := providertest.ReadFixture(t, c.fixture)
 			// Everything up to the second text delta, then silence.
-			cut := strings.Index(string(body), `" said"`)
-			w.Write(body[:strings.LastIndex(string(body[:cut]), "\n\n")+2])
-			w.(http.Flusher).Flush()
-			<-r.Context().Done()
-		}))
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			_, err := newProvider(t, c.api, srv.URL).Turn(ctx, "gpt-4.1", userTurn("hi"), func(string) { cancel() })
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("%s: %v", c.api, err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: the turn did not end with its context", c.api)
-		}
-		cancel()
-		srv.Close()
+			cut := bytes.Index(f.Body, []byte(`" said"`))
+			head := f.Body[:bytes.LastIndex(f.Body[:cut], []byte("\n\n"))+2]
+			srv := providertest.NewServer(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+				w.Header().Set("Content-Type", f.Header.Get("Content-Type"))
+				w.Write(head)
+				w.(http.Flusher).Flush()
+				providertest.Hold(t, r)
+			})
+			providertest.CheckCancelled(t, 10*time.Second, func(ctx context.Context, cancel context.CancelFunc) error {
+				_, err := newProvider(t, c.api, srv.URL).Turn(ctx, "gpt-4.1", providertest.UserTurn("hi"), func(string) { cancel() })
+				return err
+			})
+		})
 	}
 }
 
@@ -233,25 +212,9 @@ func TestAgentRun(t *testing.T) {
 		t.Run(api, func(t *testing.T) {
 			fake := newFake(t, api+"/tool_call.http", api+"/text.http")
 			res := providertest.RunAgent(t, "openai", newProvider(t, api, fake.URL), "gpt-4.1", "echo hi, then tell me what it said")
-			if res.Run.Status != core.RunSucceeded {
-				t.Fatalf("run %+v", res.Run)
-			}
-			echo := res.Tool("echo")
-			if len(echo) != 1 || echo[0].Text != `{"text":"hi"}` || echo[0].IsError {
-				t.Errorf("echo results %+v", echo)
-			}
-			if res.Final() != "Echo said hi." {
-				t.Errorf("final %q", res.Final())
-			}
-			want := map[string]core.Usage{"chat": {InputTokens: 118 + 131, OutputTokens: 15 + 5}, "responses": {InputTokens: 128 + 142, OutputTokens: 16 + 5}}[api]
-			if res.Run.Usage != want {
-				t.Errorf("usage %+v, want %+v", res.Run.Usage, want)
-			}
-			reqs := fake.requests()
-			if len(reqs) != 2 {
-				t.Fatalf("%d requests", len(reqs))
-			}
-			second := jsonOf(reqs[1].Body)
+			usage := map[string]core.Usage{"chat": {InputTokens: 118 + 131, OutputTokens: 15 + 5}, "responses": {InputTokens: 128 + 142, OutputTokens: 16 + 5}}[api]
+			providertest.CheckAgentRun(t, res, "Echo said hi.", usage)
+			second := providertest.JSON(fake.WantRequests(t, 2)[1].JSON(t))
 			for _, s := range map[string][]string{
 				"chat":      {`{"content":"{\"text\":\"hi\"}","role":"tool","tool_call_id":"call_Qm2f7HkT9xWc4LpZr1NbVs8E"}`, `"name":"echo"`},
 				"responses": {`{"call_id":"call_7VaiUXZYuuWwQviCrckx2q6T","output":"{\"text\":\"hi\"}","type":"function_call_output"}`, `"name":"echo"`},

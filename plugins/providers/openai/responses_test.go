@@ -3,18 +3,18 @@ package openai
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins/providers"
+	"github.com/kilnhq/kiln/plugins/providers/providertest"
 )
 
 func TestResponsesText(t *testing.T) {
 	api := newFake(t, "responses/text.http")
 	var deltas []string
-	resp, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", userTurn("say hi", echoSpec), func(s string) { deltas = append(deltas, s) })
+	resp, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", providertest.UserTurn("say hi", echoSpec), func(s string) { deltas = append(deltas, s) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,37 +24,37 @@ func TestResponsesText(t *testing.T) {
 	if resp.Usage != (core.Usage{InputTokens: 142, OutputTokens: 5}) {
 		t.Errorf("usage %+v", resp.Usage)
 	}
-	req := api.requests()[0]
-	if req.Method != "POST" || req.Path != "/v1/responses" || req.Header.Get("Authorization") != "Bearer sk-test" {
-		t.Errorf("request %s %s %v", req.Method, req.Path, req.Header)
+	req := api.Requests()[0]
+	if req.Method != "POST" || req.URL.Path != "/v1/responses" || req.Header.Get("Authorization") != "Bearer sk-test" {
+		t.Errorf("request %s %s %v", req.Method, req.URL.Path, req.Header)
 	}
-	b := req.Body
+	b := req.JSON(t)
 	if b["model"] != "gpt-4.1" || b["stream"] != true || b["store"] != false {
 		t.Errorf("body %v", b)
 	}
-	if got := jsonOf(b["input"]); got != `[{"content":"say hi","role":"user","type":"message"}]` {
+	if got := providertest.JSON(b["input"]); got != `[{"content":"say hi","role":"user","type":"message"}]` {
 		t.Errorf("input %s", got)
 	}
-	if got := jsonOf(b["tools"]); got != `[{"description":"Returns its arguments.","name":"echo","parameters":{"additionalProperties":true,"type":"object"},"strict":false,"type":"function"}]` {
+	if got := providertest.JSON(b["tools"]); got != `[{"description":"Returns its arguments.","name":"echo","parameters":{"additionalProperties":true,"type":"object"},"strict":false,"type":"function"}]` {
 		t.Errorf("tools %s", got)
 	}
 }
 
 func TestResponsesToolCall(t *testing.T) {
 	api := newFake(t, "responses/tool_call.http")
-	resp, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", userTurn("echo hi", echoSpec), nil)
+	resp, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", providertest.UserTurn("echo hi", echoSpec), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []core.ToolCall{{ID: "call_7VaiUXZYuuWwQviCrckx2q6T", Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)}}
-	if jsonOf(resp.ToolCalls) != jsonOf(want) || resp.Text != "" || resp.Usage != (core.Usage{InputTokens: 128, OutputTokens: 16}) {
+	if providertest.JSON(resp.ToolCalls) != providertest.JSON(want) || resp.Text != "" || resp.Usage != (core.Usage{InputTokens: 128, OutputTokens: 16}) {
 		t.Errorf("response %+v", resp)
 	}
 }
 
 func TestResponsesParallelToolCalls(t *testing.T) {
 	api := newFake(t, "responses/parallel_tool_calls.http")
-	resp, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", userTurn("add and echo", addSpec, echoSpec), nil)
+	resp, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", providertest.UserTurn("add and echo", addSpec, echoSpec), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestResponsesParallelToolCalls(t *testing.T) {
 		{ID: "call_h7TqW2mZ9cLx4RbN1sKv8PdY", Name: "calc.add", Args: json.RawMessage(`{"a":3,"b":5}`)},
 		{ID: "call_Zx8nR4kP1vQw7LmT3cBy6HsJ", Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)},
 	}
-	if jsonOf(resp.ToolCalls) != jsonOf(want) || resp.Usage != (core.Usage{InputTokens: 171, OutputTokens: 49}) {
+	if providertest.JSON(resp.ToolCalls) != providertest.JSON(want) || resp.Usage != (core.Usage{InputTokens: 171, OutputTokens: 49}) {
 		t.Errorf("response %+v", resp)
 	}
 }
@@ -95,17 +95,16 @@ func TestResponsesInterleavedToolCalls(t *testing.T) {
 		{ID: "call_1", Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)},
 		{ID: "call_2", Name: "calc.add", Args: json.RawMessage(`{"a":1,"b":2}`)},
 	}
-	if jsonOf(resp.ToolCalls) != jsonOf(want) || resp.Usage != (core.Usage{InputTokens: 7, OutputTokens: 9}) {
-		t.Errorf("response %s %+v", jsonOf(resp.ToolCalls), resp.Usage)
+	if providertest.JSON(resp.ToolCalls) != providertest.JSON(want) || resp.Usage != (core.Usage{InputTokens: 7, OutputTokens: 9}) {
+		t.Errorf("response %s %+v", providertest.JSON(resp.ToolCalls), resp.Usage)
 	}
 }
 
 func TestResponsesFailed(t *testing.T) {
 	api := newFake(t, "responses/failed.http")
 	var got string
-	_, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", userTurn("hi"), func(s string) { got += s })
-	var pe *providers.Error
-	if !errors.As(err, &pe) || pe.Kind != providers.KindUnavailable || pe.Message != "The model failed to generate a response." || !pe.Retryable() {
+	_, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", providertest.UserTurn("hi"), func(s string) { got += s })
+	if pe := providertest.AsError(t, err); pe.Kind != providers.KindUnavailable || pe.Message != "The model failed to generate a response." || !pe.Retryable() {
 		t.Fatalf("error %#v", err)
 	}
 	if got != "Echo" {
@@ -115,9 +114,8 @@ func TestResponsesFailed(t *testing.T) {
 
 func TestResponsesErrorEvent(t *testing.T) {
 	api := newFake(t, "responses/error_event.http")
-	_, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", userTurn("hi"), nil)
-	var pe *providers.Error
-	if !errors.As(err, &pe) || pe.Kind != providers.KindContextLength || !strings.Contains(pe.Message, "exceeds the context window") {
+	_, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", providertest.UserTurn("hi"), nil)
+	if pe := providertest.AsError(t, err); pe.Kind != providers.KindContextLength || !strings.Contains(pe.Message, "exceeds the context window") {
 		t.Fatalf("error %#v", err)
 	}
 }
@@ -146,7 +144,7 @@ func TestResponsesConversation(t *testing.T) {
 		`{"call_id":"call_2","output":"Error: no such tool","type":"function_call_output"},` +
 		`{"content":"Done.","role":"assistant","type":"message"},` +
 		`{"content":"thanks","role":"user","type":"message"}]`
-	if got := jsonOf(api.requests()[0].Body["input"]); got != want {
+	if got := providertest.JSON(api.Requests()[0].JSON(t)["input"]); got != want {
 		t.Errorf("input\n%s\nwant\n%s", got, want)
 	}
 }
