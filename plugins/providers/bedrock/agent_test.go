@@ -53,34 +53,8 @@ func TestAgentRun(t *testing.T) {
 		}
 	})
 	res := providertest.RunAgent(t, ID, p, testModel, "Echo hi, then say hello.")
-	if res.Run.Status != core.RunSucceeded {
-		t.Fatalf("run %s: %s", res.Run.Status, res.Run.Error)
-	}
-	echoes := res.Tool("echo")
-	if len(echoes) != 1 {
-		t.Fatalf("echo ran %d times", len(echoes))
-	}
-	var call core.ToolCall
-	for _, m := range res.Messages {
-		for _, c := range m.ToolCalls {
-			if c.ID == echoes[0].ToolCallID {
-				call = c
-			}
-		}
-	}
-	var args map[string]any
-	if err := json.Unmarshal(call.Args, &args); err != nil || call.Name != "echo" || args["text"] != "hi" || len(args) != 1 {
-		t.Errorf("echo call %+v", call)
-	}
-	if res.Final() != "Hello from Bedrock." {
-		t.Errorf("final %q", res.Final())
-	}
-	if res.Run.Usage != (core.Usage{InputTokens: 397 + 42, OutputTokens: 71 + 7}) {
-		t.Errorf("usage %+v", res.Run.Usage)
-	}
-	if n := len(f.requests()); n != 2 {
-		t.Errorf("%d requests", n)
-	}
+	providertest.CheckAgentRun(t, res, "Hello from Bedrock.", core.Usage{InputTokens: 397 + 42, OutputTokens: 71 + 7})
+	f.WantRequests(t, 2)
 }
 
 // The fake's signature check is a real check: a wrong secret, a body
@@ -115,8 +89,8 @@ func TestFakeRejectsBadSignatures(t *testing.T) {
 	f2, p := newFake(t, streamOf("text"))
 	f2.badAuth = true
 	p.(*Provider).auth.static.SecretAccessKey = "other"
-	_, err := p.Turn(context.Background(), testModel, userRequest("hi"), nil)
-	if pe := errKind(t, err); pe.Kind != providers.KindAuth || pe.Status != 403 || !strings.HasPrefix(pe.Message, "InvalidSignatureException: signature mismatch") {
+	_, err := p.Turn(context.Background(), testModel, providertest.UserTurn("hi"), nil)
+	if pe := providertest.AsError(t, err); pe.Kind != providers.KindAuth || pe.Status != 403 || !strings.HasPrefix(pe.Message, "InvalidSignatureException: signature mismatch") {
 		t.Errorf("%+v", pe)
 	}
 }

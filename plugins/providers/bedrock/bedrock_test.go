@@ -1,7 +1,6 @@
 package bedrock
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins/providers"
+	"github.com/kilnhq/kiln/plugins/providers/providertest"
 )
 
 // TestMain keeps the machine's AWS setup out of the tests: every AWS_*
@@ -46,18 +45,13 @@ const testModel = "anthropic.claude-3-5-sonnet-20240620-v1:0"
 
 var testCreds = aws.Credentials{AccessKeyID: "AKIDTESTKEY1", SecretAccessKey: "test/secret+key", SessionToken: "test-session-token"}
 
-// recorded is a request the fake server received.
-type recorded struct {
-	method, path, rawPath, query string
-	header                       http.Header
-	body                         []byte
-}
-
 // fakeBedrock is a local Bedrock: it checks each request's authorisation
 // — a SigV4 signature recomputed from the request it received with creds,
 // or the bearer key — answering 403 as AWS does when it is wrong, then
-// lets respond answer the n-th request (from 0).
+// lets respond answer the n-th request (from 0). start serves it on the
+// recording Server.
 type fakeBedrock struct {
+	*providertest.Server
 	t       *testing.T
 	region  string
 	creds   *aws.Credentials
@@ -65,35 +59,24 @@ type fakeBedrock struct {
 	respond func(n int, w http.ResponseWriter, r *http.Request, body []byte)
 	// badAuth: refused authorisation is what the test expects.
 	badAuth bool
-
-	mu   sync.Mutex
-	reqs []recorded
 }
 
-func (f *fakeBedrock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		f.t.Errorf("read request body: %v", err)
-		return
-	}
-	f.mu.Lock()
-	n := len(f.reqs)
-	f.reqs = append(f.reqs, recorded{r.Method, r.URL.Path, r.URL.RawPath, r.URL.RawQuery, r.Header.Clone(), body})
-	f.mu.Unlock()
-	if err := f.checkAuth(r, body); err != nil {
-		if !f.badAuth {
-			f.t.Errorf("request %d: %v", n, err)
+func (f *fakeBedrock) start() {
+	f.Server = providertest.NewServer(f.t, func(w http.ResponseWriter, r *http.Request, n int) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			f.t.Errorf("read request body: %v", err)
+			return
 		}
-		serveError(w, 403, "InvalidSignatureException:http://internal.amazon.com/coral/com.amazon.coral.service/", err.Error())
-		return
-	}
-	f.respond(n, w, r, body)
-}
-
-func (f *fakeBedrock) requests() []recorded {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]recorded(nil), f.reqs...)
+		if err := f.checkAuth(r, body); err != nil {
+			if !f.badAuth {
+				f.t.Errorf("request %d: %v", n, err)
+			}
+			serveError(w, 403, "InvalidSignatureException:http://internal.amazon.com/coral/com.amazon.coral.service/", err.Error())
+			return
+		}
+		f.respond(n, w, r, body)
+	})
 }
 
 var authzRE = regexp.MustCompile(`^AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request, SignedHeaders=([a-z0-9;-]+), Signature=[0-9a-f]{64}$`)
@@ -176,34 +159,16 @@ func serveError(w http.ResponseWriter, status int, errType, msg string) {
 // serveStream writes an event stream in small pieces, flushing each, so
 // the provider reads frames split across reads.
 func serveStream(w http.ResponseWriter, data []byte) {
-	w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
-	w.Header().Set("x-amzn-RequestId", "0b1f7e6c-93a2-4d5e-8a1b-2c3d4e5f6a7b")
-	w.WriteHeader(http.StatusOK)
-	for len(data) > 0 {
-		n := min(len(data), 97)
-		w.Write(data[:n])
-		w.(http.Flusher).Flush()
-		data = data[n:]
-	}
+	h := http.Header{}
+	h.Set("Content-Type", "application/vnd.amazon.eventstream")
+	h.Set("x-amzn-RequestId", "0b1f7e6c-93a2-4d5e-8a1b-2c3d4e5f6a7b")
+	providertest.Fixture{Status: http.StatusOK, Header: h, Body: data}.Write(w, providertest.Chunks(97))
 }
 
-// serveRecorded replays a raw HTTP response file (testdata/errors).
-func serveRecorded(t *testing.T, w http.ResponseWriter, path string) {
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	resp, err := http.ReadResponse(bufio.NewReader(f), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	for k, v := range resp.Header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(resp.StatusCode)
-	io.Copy(w, resp.Body)
+// serveRecorded answers with a recorded raw-HTTP response
+// (testdata/errors).
+func serveRecorded(f providertest.Fixture) func(int, http.ResponseWriter, *http.Request, []byte) {
+	return func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) { f.Write(w, nil) }
 }
 
 // newFake starts a fake checking SigV4 with testCreds in us-west-2 and a
@@ -211,9 +176,8 @@ func serveRecorded(t *testing.T, w http.ResponseWriter, path string) {
 func newFake(t *testing.T, respond func(n int, w http.ResponseWriter, r *http.Request, body []byte)) (*fakeBedrock, providers.Provider) {
 	t.Helper()
 	f := &fakeBedrock{t: t, region: DefaultRegion, creds: &testCreds, respond: respond}
-	srv := httptest.NewServer(f)
-	t.Cleanup(srv.Close)
-	p, err := New(providers.Settings{BaseURL: srv.URL, HTTP: srv.Client(), Extra: map[string]string{
+	f.start()
+	p, err := New(providers.Settings{BaseURL: f.URL, HTTP: f.Client(), Extra: map[string]string{
 		"access_key_id": testCreds.AccessKeyID, "secret_access_key": testCreds.SecretAccessKey, "session_token": testCreds.SessionToken,
 	}})
 	if err != nil {
@@ -227,9 +191,8 @@ func newFake(t *testing.T, respond func(n int, w http.ResponseWriter, r *http.Re
 func newBearerFake(t *testing.T, respond func(n int, w http.ResponseWriter, r *http.Request, body []byte)) (*fakeBedrock, providers.Provider) {
 	t.Helper()
 	f := &fakeBedrock{t: t, region: DefaultRegion, bearer: "bedrock-api-key-ABSKQmVkcm9jaw==", respond: respond}
-	srv := httptest.NewServer(f)
-	t.Cleanup(srv.Close)
-	p, err := New(providers.Settings{APIKey: f.bearer, BaseURL: srv.URL, HTTP: srv.Client(),
+	f.start()
+	p, err := New(providers.Settings{APIKey: f.bearer, BaseURL: f.URL, HTTP: f.Client(),
 		Extra: map[string]string{"access_key_id": "ignored", "secret_access_key": "ignored"}})
 	if err != nil {
 		t.Fatal(err)
@@ -250,23 +213,10 @@ func streamOf(name string) func(int, http.ResponseWriter, *http.Request, []byte)
 var echoTool = core.ToolSpec{Name: "echo", Description: "Echo the text back.", Schema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)}
 var addTool = core.ToolSpec{Name: "calc.add", Description: "Add two numbers.", Schema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}}}`)}
 
-func userRequest(text string, tools ...core.ToolSpec) core.ModelRequest {
-	return core.ModelRequest{Messages: []*core.Message{{Role: core.RoleUser, Text: text}}, Tools: tools}
-}
-
-func errKind(t *testing.T, err error) *providers.Error {
-	t.Helper()
-	var pe *providers.Error
-	if !errors.As(err, &pe) {
-		t.Fatalf("error %v (%T) is not a *providers.Error", err, err)
-	}
-	return pe
-}
-
 func TestTurnStreamsText(t *testing.T) {
 	f, p := newFake(t, streamOf("text"))
 	var deltas []string
-	resp, err := p.Turn(context.Background(), testModel, userRequest("Say hello"), func(s string) { deltas = append(deltas, s) })
+	resp, err := p.Turn(context.Background(), testModel, providertest.UserTurn("Say hello"), func(s string) { deltas = append(deltas, s) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,19 +226,19 @@ func TestTurnStreamsText(t *testing.T) {
 	if resp.Usage != (core.Usage{InputTokens: 42, OutputTokens: 7}) || len(resp.ToolCalls) != 0 {
 		t.Errorf("usage %+v, calls %v", resp.Usage, resp.ToolCalls)
 	}
-	req := f.requests()[0]
-	if req.method != http.MethodPost || req.path != "/model/"+testModel+"/converse-stream" {
-		t.Errorf("%s %s", req.method, req.path)
+	req := f.Requests()[0]
+	if req.Method != http.MethodPost || req.URL.Path != "/model/"+testModel+"/converse-stream" {
+		t.Errorf("%s %s", req.Method, req.URL.Path)
 	}
 	// The model ID is a URI label: its ':' is escaped on the wire (and
 	// signed escaped twice, which the fake's check confirms).
-	if req.rawPath != "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream" {
-		t.Errorf("raw path %q", req.rawPath)
+	if req.URL.RawPath != "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream" {
+		t.Errorf("raw path %q", req.URL.RawPath)
 	}
-	if req.header.Get("Content-Type") != "application/json" || req.header.Get("Accept") != "application/vnd.amazon.eventstream" {
-		t.Errorf("headers %v", req.header)
+	if req.Header.Get("Content-Type") != "application/json" || req.Header.Get("Accept") != "application/vnd.amazon.eventstream" {
+		t.Errorf("headers %v", req.Header)
 	}
-	if got := string(req.body); got != `{"messages":[{"role":"user","content":[{"text":"Say hello"}]}]}` {
+	if got := string(req.Body); got != `{"messages":[{"role":"user","content":[{"text":"Say hello"}]}]}` {
 		t.Errorf("body %s", got)
 	}
 }
@@ -296,7 +246,7 @@ func TestTurnStreamsText(t *testing.T) {
 func TestTurnToolCallSplitAcrossDeltas(t *testing.T) {
 	f, p := newBearerFake(t, streamOf("tool"))
 	var streamed strings.Builder
-	resp, err := p.Turn(context.Background(), testModel, userRequest("Echo hi", echoTool, addTool), func(s string) { streamed.WriteString(s) })
+	resp, err := p.Turn(context.Background(), testModel, providertest.UserTurn("Echo hi", echoTool, addTool), func(s string) { streamed.WriteString(s) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,19 +273,19 @@ func TestTurnToolCallSplitAcrossDeltas(t *testing.T) {
 			}
 		}
 	}
-	if err := json.Unmarshal(f.requests()[0].body, &body); err != nil {
+	if err := json.Unmarshal(f.Requests()[0].Body, &body); err != nil {
 		t.Fatal(err)
 	}
 	tools := body.ToolConfig.Tools
 	if len(tools) != 2 || tools[0].ToolSpec.Name != "echo" || tools[1].ToolSpec.Name != "calc__add" ||
 		tools[0].ToolSpec.Description != echoTool.Description || string(tools[0].ToolSpec.InputSchema.JSON) != string(echoTool.Schema) {
-		t.Errorf("toolConfig %s", f.requests()[0].body)
+		t.Errorf("toolConfig %s", f.Requests()[0].Body)
 	}
 }
 
 func TestTurnTwoToolUses(t *testing.T) {
 	_, p := newFake(t, streamOf("two_tools"))
-	resp, err := p.Turn(context.Background(), testModel, userRequest("Add 2 and 3, then echo", echoTool, addTool), nil)
+	resp, err := p.Turn(context.Background(), testModel, providertest.UserTurn("Add 2 and 3, then echo", echoTool, addTool), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +327,7 @@ func TestTurnSendsToolResults(t *testing.T) {
 	var body struct {
 		Messages json.RawMessage `json:"messages"`
 	}
-	if err := json.Unmarshal(f.requests()[0].body, &body); err != nil {
+	if err := json.Unmarshal(f.Requests()[0].Body, &body); err != nil {
 		t.Fatal(err)
 	}
 	want := `[{"role":"user","content":[{"text":"Add and echo"}]},` +
@@ -391,8 +341,8 @@ func TestTurnSendsToolResults(t *testing.T) {
 func TestStreamThrottlingException(t *testing.T) {
 	_, p := newFake(t, streamOf("throttling"))
 	var streamed string
-	_, err := p.Turn(context.Background(), testModel, userRequest("hi"), func(s string) { streamed += s })
-	pe := errKind(t, err)
+	_, err := p.Turn(context.Background(), testModel, providertest.UserTurn("hi"), func(s string) { streamed += s })
+	pe := providertest.AsError(t, err)
 	if pe.Kind != providers.KindRateLimit || !pe.Retryable() || pe.Message != "throttlingException: Too many tokens, please wait before trying again." {
 		t.Errorf("%+v", pe)
 	}
@@ -422,7 +372,7 @@ func TestStreamExceptions(t *testing.T) {
 	} {
 		stream := encodeFrames(t, []frameSpec{start, c.frame})
 		_, err := readStream(strings.NewReader(string(stream)), providers.NewToolNames(nil, nil), nil)
-		pe := errKind(t, err)
+		pe := providertest.AsError(t, err)
 		if pe.Kind != c.kind || (c.msg != "" && pe.Message != c.msg) || pe.Provider != ID {
 			t.Errorf("%s: %+v, want kind %s msg %q", c.frame.Headers[0][1], pe, c.kind, c.msg)
 		}
@@ -468,47 +418,31 @@ func TestStreamTruncatedToolInput(t *testing.T) {
 		event("messageStop", `{"stopReason":"max_tokens"}`),
 	})
 	_, err := readStream(strings.NewReader(string(stream)), providers.NewToolNames(nil, nil), nil)
-	if pe := errKind(t, err); pe.Kind != providers.KindBadRequest || !strings.Contains(pe.Message, "max_tokens") {
+	if pe := providertest.AsError(t, err); pe.Kind != providers.KindBadRequest || !strings.Contains(pe.Message, "max_tokens") {
 		t.Errorf("%+v", pe)
 	}
 }
 
 func TestHTTPErrors(t *testing.T) {
-	for _, c := range []struct {
-		file string
-		kind providers.Kind
-		msg  string
-	}{
-		{"403-unrecognized-client", providers.KindAuth, "UnrecognizedClientException: The security token included in the request is invalid."},
-		{"403-invalid-signature", providers.KindAuth, ""},
-		{"403-access-denied", providers.KindAuth, "AccessDeniedException: You don't have access to the model with the specified model ID."},
-		{"429-throttling", providers.KindRateLimit, "ThrottlingException: Too many requests, please wait before trying again."},
-		{"400-service-quota", providers.KindRateLimit, ""},
-		{"400-context-length", providers.KindContextLength, "ValidationException: Input is too long for requested model."},
-		{"400-bad-model", providers.KindBadRequest, "ValidationException: The provided model identifier is invalid."},
-		{"408-model-timeout", providers.KindTimeout, ""},
-		{"500-internal", providers.KindUnavailable, ""},
-		{"503-unavailable", providers.KindUnavailable, "ServiceUnavailableException: Bedrock is unable to process your request."},
+	for _, c := range []providertest.ErrorCase{
+		{Fixture: "errors/403-unrecognized-client.http", Kind: providers.KindAuth, Status: 403, Message: providertest.Equal("UnrecognizedClientException: The security token included in the request is invalid.")},
+		{Fixture: "errors/403-invalid-signature.http", Kind: providers.KindAuth, Status: 403},
+		{Fixture: "errors/403-access-denied.http", Kind: providers.KindAuth, Status: 403, Message: providertest.Equal("AccessDeniedException: You don't have access to the model with the specified model ID.")},
+		{Fixture: "errors/429-throttling.http", Kind: providers.KindRateLimit, Status: 429, Message: providertest.Equal("ThrottlingException: Too many requests, please wait before trying again.")},
+		{Fixture: "errors/400-service-quota.http", Kind: providers.KindRateLimit, Status: 400},
+		{Fixture: "errors/400-context-length.http", Kind: providers.KindContextLength, Status: 400, Message: providertest.Equal("ValidationException: Input is too long for requested model.")},
+		{Fixture: "errors/400-bad-model.http", Kind: providers.KindBadRequest, Status: 400, Message: providertest.Equal("ValidationException: The provided model identifier is invalid.")},
+		{Fixture: "errors/408-model-timeout.http", Kind: providers.KindTimeout, Status: 408},
+		{Fixture: "errors/500-internal.http", Kind: providers.KindUnavailable, Status: 500},
+		{Fixture: "errors/503-unavailable.http", Kind: providers.KindUnavailable, Status: 503, Message: providertest.Equal("ServiceUnavailableException: Bedrock is unable to process your request.")},
 	} {
-		path := filepath.Join("testdata/errors", c.file+".http")
-		f, p := newFake(t, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) { serveRecorded(t, w, path) })
-		_, err := p.Turn(context.Background(), testModel, userRequest("hi"), nil)
-		pe := errKind(t, err)
-		if pe.Kind != c.kind || pe.Status == 0 || pe.Status != mustAtoi(c.file[:3]) || (c.msg != "" && pe.Message != c.msg) || pe.RetryAfter != 0 {
-			t.Errorf("%s: %+v", c.file, pe)
-		}
-		if n := len(f.requests()); n != 1 {
-			t.Errorf("%s: %d requests", c.file, n)
+		f, p := newFake(t, serveRecorded(providertest.ReadFixture(t, c.Fixture)))
+		_, err := p.Turn(context.Background(), testModel, providertest.UserTurn("hi"), nil)
+		providertest.CheckError(t, err, ID, c)
+		if n := len(f.Requests()); n != 1 {
+			t.Errorf("%s: %d requests", c.Fixture, n)
 		}
 	}
-}
-
-func mustAtoi(s string) int {
-	n := 0
-	for _, c := range s {
-		n = n*10 + int(c-'0')
-	}
-	return n
 }
 
 // AWS sends no Retry-After with a ThrottlingException; one that a proxy
@@ -518,8 +452,8 @@ func TestHTTPErrorRetryAfter(t *testing.T) {
 		w.Header().Set("Retry-After", "3")
 		serveError(w, 429, "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/", "Too many requests, please wait before trying again.")
 	})
-	_, err := p.Turn(context.Background(), testModel, userRequest("hi"), nil)
-	if pe := errKind(t, err); pe.Kind != providers.KindRateLimit || pe.RetryAfter != 3*time.Second {
+	_, err := p.Turn(context.Background(), testModel, providertest.UserTurn("hi"), nil)
+	if pe := providertest.AsError(t, err); pe.Kind != providers.KindRateLimit || pe.RetryAfter != 3*time.Second {
 		t.Errorf("%+v", pe)
 	}
 }
@@ -533,8 +467,8 @@ func TestStreamCutBeforeMessageStop(t *testing.T) {
 	}
 	for name, cut := range map[string][]byte{"at a frame boundary": text[:end], "inside a frame": text[:end+20], "empty": nil} {
 		_, p := newFake(t, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) { serveStream(w, cut) })
-		_, err := p.Turn(context.Background(), testModel, userRequest("hi"), nil)
-		if pe := errKind(t, err); pe.Kind != providers.KindUnavailable {
+		_, err := p.Turn(context.Background(), testModel, providertest.UserTurn("hi"), nil)
+		if pe := providertest.AsError(t, err); pe.Kind != providers.KindUnavailable {
 			t.Errorf("%s: %+v", name, pe)
 		} else {
 			t.Logf("%s: %v", name, pe)
@@ -546,8 +480,8 @@ func TestStreamCorruptCRC(t *testing.T) {
 	// The committed fixture: the second message's CRC flipped. The first
 	// message's text must not be taken for the answer.
 	_, p := newFake(t, streamOf("corrupt-crc"))
-	_, err := p.Turn(context.Background(), testModel, userRequest("hi"), nil)
-	pe := errKind(t, err)
+	_, err := p.Turn(context.Background(), testModel, providertest.UserTurn("hi"), nil)
+	pe := providertest.AsError(t, err)
 	if pe.Kind != providers.KindUnavailable || pe.Message != "corrupt event stream frame: CRC32 checksum mismatch" {
 		t.Errorf("%+v", pe)
 	}
@@ -558,13 +492,13 @@ func TestStreamCorruptCRC(t *testing.T) {
 	bad := []byte(string(streamFixture(t, "text")))
 	bad[9] ^= 0x10
 	_, err = readStream(strings.NewReader(string(bad)), providers.NewToolNames(nil, nil), nil)
-	if pe := errKind(t, err); pe.Message != "corrupt event stream frame: CRC32 checksum mismatch" {
+	if pe := providertest.AsError(t, err); pe.Message != "corrupt event stream frame: CRC32 checksum mismatch" {
 		t.Errorf("prelude: %+v", pe)
 	}
 	// A prelude whose lengths cannot be right is refused before reading on.
 	huge := []byte{0x7f, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0}
 	_, err = readStream(strings.NewReader(string(huge)), providers.NewToolNames(nil, nil), nil)
-	if pe := errKind(t, err); !strings.Contains(pe.Message, "frame lengths out of range") {
+	if pe := providertest.AsError(t, err); !strings.Contains(pe.Message, "frame lengths out of range") {
 		t.Errorf("lengths: %+v", pe)
 	}
 }
@@ -577,25 +511,15 @@ func TestTurnCancelledMidStream(t *testing.T) {
 		w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
 		w.Write(text[:first])
 		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-		close(released)
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := p.Turn(ctx, testModel, userRequest("hi"), nil)
-		done <- err
-	}()
-	time.Sleep(50 * time.Millisecond)
-	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("err %v, want context.Canceled", err)
+		if providertest.Hold(t, r) {
+			close(released)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Turn did not end after cancel")
-	}
+	})
+	providertest.CheckCancelled(t, 5*time.Second, func(ctx context.Context, cancel context.CancelFunc) error {
+		time.AfterFunc(50*time.Millisecond, cancel)
+		_, err := p.Turn(ctx, testModel, providertest.UserTurn("hi"), nil)
+		return err
+	})
 	select {
 	case <-released:
 	case <-time.After(5 * time.Second):
@@ -629,27 +553,26 @@ func TestModels(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("models:\n%s", strings.Join(got, "\n"))
 	}
-	req := f.requests()[0]
-	if req.method != http.MethodGet || req.path != "/foundation-models" || req.query != "byOutputModality=TEXT" || len(req.body) != 0 {
-		t.Errorf("%s %s?%s body %q", req.method, req.path, req.query, req.body)
+	req := f.Requests()[0]
+	if req.Method != http.MethodGet || req.URL.Path != "/foundation-models" || req.URL.RawQuery != "byOutputModality=TEXT" || len(req.Body) != 0 {
+		t.Errorf("%s %s?%s body %q", req.Method, req.URL.Path, req.URL.RawQuery, req.Body)
 	}
 }
 
 func TestModelsError(t *testing.T) {
-	_, p := newFake(t, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) {
-		serveRecorded(t, w, "testdata/errors/403-access-denied.http")
-	})
+	_, p := newFake(t, serveRecorded(providertest.ReadFixture(t, "errors/403-access-denied.http")))
 	_, err := p.Models(context.Background())
-	if pe := errKind(t, err); pe.Kind != providers.KindAuth {
+	if pe := providertest.AsError(t, err); pe.Kind != providers.KindAuth {
 		t.Errorf("%+v", pe)
 	}
 }
 
 // A model that refuses to stream with tools is asked through /converse.
 func TestTurnFallsBackToConverse(t *testing.T) {
+	unsupported := providertest.ReadFixture(t, "errors/400-streaming-unsupported.http")
 	f, p := newBearerFake(t, func(n int, w http.ResponseWriter, r *http.Request, _ []byte) {
 		if n == 0 {
-			serveRecorded(t, w, "testdata/errors/400-streaming-unsupported.http")
+			unsupported.Write(w, nil)
 			return
 		}
 		data, err := os.ReadFile("testdata/converse-tool.json")
@@ -660,7 +583,7 @@ func TestTurnFallsBackToConverse(t *testing.T) {
 		w.Write(data)
 	})
 	var streamed string
-	resp, err := p.Turn(context.Background(), "meta.llama4-scout-17b-instruct-v1:0", userRequest("Echo hi", echoTool), func(s string) { streamed += s })
+	resp, err := p.Turn(context.Background(), "meta.llama4-scout-17b-instruct-v1:0", providertest.UserTurn("Echo hi", echoTool), func(s string) { streamed += s })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -669,9 +592,9 @@ func TestTurnFallsBackToConverse(t *testing.T) {
 		resp.Usage != (core.Usage{InputTokens: 301, OutputTokens: 58}) {
 		t.Errorf("%+v", resp)
 	}
-	reqs := f.requests()
-	if len(reqs) != 2 || reqs[0].rawPath != "/model/meta.llama4-scout-17b-instruct-v1%3A0/converse-stream" ||
-		reqs[1].rawPath != "/model/meta.llama4-scout-17b-instruct-v1%3A0/converse" || string(reqs[0].body) != string(reqs[1].body) {
+	reqs := f.Requests()
+	if len(reqs) != 2 || reqs[0].URL.RawPath != "/model/meta.llama4-scout-17b-instruct-v1%3A0/converse-stream" ||
+		reqs[1].URL.RawPath != "/model/meta.llama4-scout-17b-instruct-v1%3A0/converse" || string(reqs[0].Body) != string(reqs[1].Body) {
 		t.Errorf("requests %+v", reqs)
 	}
 }
@@ -695,44 +618,43 @@ func TestProfileCredentials(t *testing.T) {
 
 	creds := aws.Credentials{AccessKeyID: "AKIDWORKPROFILE", SecretAccessKey: "work/secret", SessionToken: "work-token"}
 	f := &fakeBedrock{t: t, region: "eu-central-1", creds: &creds, respond: streamOf("text")}
-	srv := httptest.NewServer(f)
-	defer srv.Close()
-	p, err := New(providers.Settings{BaseURL: srv.URL, HTTP: srv.Client(), Extra: map[string]string{
+	f.start()
+	p, err := New(providers.Settings{BaseURL: f.URL, HTTP: f.Client(), Extra: map[string]string{
 		"profile": "work", "region": "eu-central-1", "config_file": configFile, "credentials_file": credsFile,
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := p.Turn(context.Background(), testModel, userRequest("hi"), nil)
+	resp, err := p.Turn(context.Background(), testModel, providertest.UserTurn("hi"), nil)
 	if err != nil || resp.Text != "Hello from Bedrock." {
 		t.Fatalf("%v %+v", err, resp)
 	}
 
 	// No profile named: the files' default profile.
 	f.creds = &aws.Credentials{AccessKeyID: "AKIDDEFAULT", SecretAccessKey: "default-secret"}
-	p, err = New(providers.Settings{BaseURL: srv.URL, HTTP: srv.Client(), Extra: map[string]string{
+	p, err = New(providers.Settings{BaseURL: f.URL, HTTP: f.Client(), Extra: map[string]string{
 		"region": "eu-central-1", "config_file": configFile, "credentials_file": credsFile,
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Turn(context.Background(), testModel, userRequest("hi"), nil); err != nil {
+	if _, err := p.Turn(context.Background(), testModel, providertest.UserTurn("hi"), nil); err != nil {
 		t.Fatal(err)
 	}
 
 	// A profile the files lack is an auth error, and nothing is sent.
-	sent := len(f.requests())
-	p, err = New(providers.Settings{BaseURL: srv.URL, HTTP: srv.Client(), Extra: map[string]string{
+	sent := len(f.Requests())
+	p, err = New(providers.Settings{BaseURL: f.URL, HTTP: f.Client(), Extra: map[string]string{
 		"profile": "nope", "config_file": configFile, "credentials_file": credsFile,
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.Turn(context.Background(), testModel, userRequest("hi"), nil)
-	if pe := errKind(t, err); pe.Kind != providers.KindAuth || !strings.Contains(pe.Message, `"nope"`) {
+	_, err = p.Turn(context.Background(), testModel, providertest.UserTurn("hi"), nil)
+	if pe := providertest.AsError(t, err); pe.Kind != providers.KindAuth || !strings.Contains(pe.Message, `"nope"`) {
 		t.Errorf("%+v", pe)
 	}
-	if len(f.requests()) != sent {
+	if len(f.Requests()) != sent {
 		t.Error("a request was sent without credentials")
 	}
 }
@@ -765,7 +687,7 @@ func TestNewSettings(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	defer srv.Close()
 	q, _ := New(providers.Settings{BaseURL: srv.URL, Extra: map[string]string{"access_key_id": "AKID"}})
-	if _, err := q.Turn(context.Background(), testModel, userRequest("hi"), nil); errKind(t, err).Kind != providers.KindAuth {
+	if _, err := q.Turn(context.Background(), testModel, providertest.UserTurn("hi"), nil); providertest.AsError(t, err).Kind != providers.KindAuth {
 		t.Errorf("half keys: %v", err)
 	}
 }
