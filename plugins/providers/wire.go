@@ -1,0 +1,99 @@
+package providers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+)
+
+// The helpers below are the logic several providers' wire formats share;
+// the wire types themselves stay in each provider's package.
+
+// Turn is one turn of a conversation as an API takes it: a role and its
+// parts (content blocks).
+type Turn[P any] struct {
+	Role  string
+	Parts []P
+}
+
+// AppendTurn adds parts under role to turns, for the APIs that want the
+// roles to alternate (Anthropic's Messages, Bedrock's Converse, Gemini's
+// contents): the parts join the last turn when it has the same role (so
+// the results of parallel tool calls travel together) and start a new turn
+// otherwise. No parts add nothing: these APIs refuse an empty turn.
+func AppendTurn[P any](turns []Turn[P], role string, parts ...P) []Turn[P] {
+	if len(parts) == 0 {
+		return turns
+	}
+	if n := len(turns); n > 0 && turns[n-1].Role == role {
+		turns[n-1].Parts = append(turns[n-1].Parts, parts...)
+		return turns
+	}
+	return append(turns, Turn[P]{Role: role, Parts: parts})
+}
+
+// ObjectArgs returns a tool call's arguments when they are a JSON object,
+// else {} (missing, null or invalid arguments): the APIs that take a
+// call's arguments as a document take only an object.
+func ObjectArgs(args json.RawMessage) json.RawMessage {
+	if a := bytes.TrimSpace(args); len(a) > 0 && a[0] == '{' && json.Valid(a) {
+		return a
+	}
+	return json.RawMessage(`{}`)
+}
+
+// ToolSchema returns a tool's JSON Schema, or an empty object schema when
+// the tool declares none (no schema, or null): the APIs require an object
+// schema.
+func ToolSchema(schema json.RawMessage) json.RawMessage {
+	if s := bytes.TrimSpace(schema); len(s) == 0 || string(s) == "null" {
+		return json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	return schema
+}
+
+// ToolResultText is a tool's result as the model reads it from an API
+// without an error flag on tool results: a failed call says so.
+func ToolResultText(text string, isError bool) string {
+	if isError {
+		return "Error: " + text
+	}
+	return text
+}
+
+// DecodeJSON decodes the JSON answer in body into v. When it cannot, the
+// error is ctx's if ctx has ended (the read was cut short), else a
+// KindUnavailable *Error of provider whose message is what, ": " and the
+// decoding error.
+func DecodeJSON(ctx context.Context, provider string, body io.Reader, v any, what string) error {
+	if err := json.NewDecoder(body).Decode(v); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &Error{Provider: provider, Kind: KindUnavailable, Message: what + ": " + err.Error()}
+	}
+	return nil
+}
+
+// Pages gathers a list an API serves in pages: page(token) fetches the
+// page after token ("" for the first) and returns its items and the next
+// page's token ("" after the last). It follows at most maxPages pages and
+// stops early when a page hands back the token it was fetched with. An
+// error of any page is the result.
+func Pages[T any](maxPages int, page func(token string) ([]T, string, error)) ([]T, error) {
+	var out []T
+	token := ""
+	for range maxPages {
+		items, next, err := page(token)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+		if next == "" || next == token {
+			break
+		}
+		token = next
+	}
+	return out, nil
+}

@@ -1,0 +1,111 @@
+package providers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestAppendTurn(t *testing.T) {
+	var turns []Turn[string]
+	turns = AppendTurn(turns, "user", "a")
+	turns = AppendTurn(turns, "user", "b", "c") // same role: merged
+	turns = AppendTurn(turns, "assistant")      // no parts: nothing
+	turns = AppendTurn(turns, "assistant", "d")
+	turns = AppendTurn(turns, "user", "e")
+	if got := fmt.Sprint(turns); got != "[{user [a b c]} {assistant [d]} {user [e]}]" {
+		t.Errorf("turns %s", got)
+	}
+	if turns := AppendTurn[string](nil, "user"); turns != nil {
+		t.Errorf("empty turn added: %v", turns)
+	}
+}
+
+func TestObjectArgs(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a":1}`:   `{"a":1}`,
+		` {"a":1} `: `{"a":1}`,
+		`{}`:        `{}`,
+		``:          `{}`,
+		`null`:      `{}`,
+		`[1]`:       `{}`,
+		`"x"`:       `{}`,
+		`{"a":`:     `{}`,
+		`{"a":1}{`:  `{}`,
+	} {
+		if got := string(ObjectArgs(json.RawMessage(in))); got != want {
+			t.Errorf("ObjectArgs(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestToolSchema(t *testing.T) {
+	empty := `{"type":"object","properties":{}}`
+	for in, want := range map[string]string{"": empty, "  ": empty, "null": empty, " null\n": empty, `{"type":"object"}`: `{"type":"object"}`} {
+		if got := string(ToolSchema(json.RawMessage(in))); got != want {
+			t.Errorf("ToolSchema(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestToolResultText(t *testing.T) {
+	if got := ToolResultText("3", false); got != "3" {
+		t.Errorf("result %q", got)
+	}
+	if got := ToolResultText("no such tool", true); got != "Error: no such tool" {
+		t.Errorf("failed result %q", got)
+	}
+}
+
+func TestDecodeJSON(t *testing.T) {
+	var v struct{ A int }
+	if err := DecodeJSON(context.Background(), "p", strings.NewReader(`{"a":2}`), &v, "the list"); err != nil || v.A != 2 {
+		t.Errorf("%+v, %v", v, err)
+	}
+	err := DecodeJSON(context.Background(), "p", strings.NewReader(`<html>`), &v, "the list")
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Provider != "p" || pe.Kind != KindUnavailable || !strings.HasPrefix(pe.Message, "the list: invalid character") {
+		t.Errorf("not JSON: %#v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := DecodeJSON(ctx, "p", strings.NewReader(`{"a":`), &v, "the list"); !errors.Is(err, context.Canceled) {
+		t.Errorf("cut short by ctx: %v", err)
+	}
+}
+
+func TestPages(t *testing.T) {
+	// Pages "", "1", "2" and the end.
+	var asked []string
+	got, err := Pages(10, func(token string) ([]string, string, error) {
+		asked = append(asked, token)
+		next := map[string]string{"": "1", "1": "2"}[token]
+		return []string{"item" + token}, next, nil
+	})
+	if err != nil || strings.Join(got, ",") != "item,item1,item2" || strings.Join(asked, ",") != ",1,2" {
+		t.Errorf("%q after asking %q, %v", got, asked, err)
+	}
+	// A page limit, and a token that does not move.
+	n := 0
+	if got, _ := Pages(3, func(string) ([]int, string, error) { n++; return []int{n}, fmt.Sprint(n), nil }); len(got) != 3 {
+		t.Errorf("past the page limit: %v", got)
+	}
+	if got, _ := Pages(10, func(string) ([]int, string, error) { return []int{1}, "same", nil }); len(got) != 2 {
+		t.Errorf("a token that does not move: %v", got)
+	}
+	boom := errors.New("boom")
+	if got, err := Pages(10, func(token string) ([]int, string, error) {
+		if token != "" {
+			return nil, "", boom
+		}
+		return []int{1}, "next", nil
+	}); got != nil || err != boom {
+		t.Errorf("an error: %v, %v", got, err)
+	}
+	if got, err := Pages(10, func(string) ([]int, string, error) { return nil, "", nil }); got != nil || err != nil {
+		t.Errorf("no items: %v, %v", got, err)
+	}
+}
