@@ -177,10 +177,6 @@ type (
 	}
 )
 
-// emptySchema is the input schema of a tool that declares none: the API
-// requires an object schema.
-var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
-
 // buildRequest converts a Kiln request into the API's. System messages
 // become the top-level system prompt; tool results become user-role
 // tool_result blocks; consecutive messages of one role are merged, since
@@ -191,6 +187,7 @@ var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 func (p *provider) buildRequest(model string, req core.ModelRequest, names *providers.ToolNames) (request, error) {
 	out := request{Model: model, MaxTokens: p.maxTokens, Stream: true, Messages: []message{}}
 	var system []string
+	var turns []providers.Turn[block]
 	for i, m := range req.Messages {
 		var role string
 		var blocks []block
@@ -211,7 +208,7 @@ func (p *provider) buildRequest(model string, req core.ModelRequest, names *prov
 				blocks = append(blocks, block{Type: "text", Text: m.Text})
 			}
 			for _, c := range m.ToolCalls {
-				blocks = append(blocks, block{Type: "tool_use", ID: toolUseID(c.ID), Name: names.API(c.Name), Input: toolInput(c.Args)})
+				blocks = append(blocks, block{Type: "tool_use", ID: toolUseID(c.ID), Name: names.API(c.Name), Input: providers.ObjectArgs(c.Args)})
 			}
 		case core.RoleTool:
 			role = "user"
@@ -219,33 +216,16 @@ func (p *provider) buildRequest(model string, req core.ModelRequest, names *prov
 		default:
 			return request{}, fmt.Errorf("anthropic: message %d has unknown role %q", i, m.Role)
 		}
-		if len(blocks) == 0 {
-			continue
-		}
-		if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == role {
-			out.Messages[n-1].Content = append(out.Messages[n-1].Content, blocks...)
-			continue
-		}
-		out.Messages = append(out.Messages, message{Role: role, Content: blocks})
+		turns = providers.AppendTurn(turns, role, blocks...)
+	}
+	for _, t := range turns {
+		out.Messages = append(out.Messages, message{Role: t.Role, Content: t.Parts})
 	}
 	out.System = strings.Join(system, "\n\n")
 	for _, t := range req.Tools {
-		schema := t.Schema
-		if len(bytes.TrimSpace(schema)) == 0 || string(schema) == "null" {
-			schema = emptySchema
-		}
-		out.Tools = append(out.Tools, tool{Name: names.API(t.Name), Description: t.Description, InputSchema: schema})
+		out.Tools = append(out.Tools, tool{Name: names.API(t.Name), Description: t.Description, InputSchema: providers.ToolSchema(t.Schema)})
 	}
 	return out, nil
-}
-
-// toolInput is a call's arguments as the object tool_use.input must be:
-// missing or invalid arguments are sent as {}.
-func toolInput(args json.RawMessage) json.RawMessage {
-	if a := bytes.TrimSpace(args); len(a) > 0 && a[0] == '{' && json.Valid(a) {
-		return a
-	}
-	return json.RawMessage(`{}`)
 }
 
 // toolUseID makes a call id acceptable to the API (^[a-zA-Z0-9_-]+$),
@@ -298,37 +278,31 @@ type modelList struct {
 // Models lists the models the key may use, following the list's pages
 // (at most maxModelPages of them).
 func (p *provider) Models(ctx context.Context) ([]providers.ModelInfo, error) {
-	var out []providers.ModelInfo
-	after := ""
-	for range maxModelPages {
+	return providers.Pages(maxModelPages, func(after string) ([]providers.ModelInfo, string, error) {
 		q := url.Values{"limit": {strconv.Itoa(modelPageSize)}}
 		if after != "" {
 			q.Set("after_id", after)
 		}
 		req, err := p.newRequest(ctx, http.MethodGet, "/v1/models?"+q.Encode(), nil)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		resp, err := p.do(ctx, req)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
+		defer resp.Body.Close()
 		var page modelList
-		err = json.NewDecoder(resp.Body).Decode(&page)
-		resp.Body.Close()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, &providers.Error{Provider: ID, Kind: providers.KindUnavailable, Message: "unreadable model list: " + err.Error()}
+		if err := providers.DecodeJSON(ctx, ID, resp.Body, &page, "unreadable model list"); err != nil {
+			return nil, "", err
 		}
+		var out []providers.ModelInfo
 		for _, m := range page.Data {
 			out = append(out, providers.ModelInfo{ID: m.ID, Name: m.DisplayName, ContextSize: m.MaxInputTokens})
 		}
-		if !page.HasMore || page.LastID == "" || page.LastID == after {
-			break
+		if !page.HasMore {
+			return out, "", nil
 		}
-		after = page.LastID
-	}
-	return out, nil
+		return out, page.LastID, nil
+	})
 }
