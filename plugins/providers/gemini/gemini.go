@@ -150,40 +150,30 @@ type modelList struct {
 // Models lists the models that support generateContent, following every
 // page of the list.
 func (p *provider) Models(ctx context.Context) ([]providers.ModelInfo, error) {
-	var out []providers.ModelInfo
-	token := ""
-	for range maxModelPages {
+	return providers.Pages(maxModelPages, func(token string) ([]providers.ModelInfo, string, error) {
 		q := url.Values{"pageSize": {"1000"}}
 		if token != "" {
 			q.Set("pageToken", token)
 		}
 		req, err := p.newRequest(ctx, http.MethodGet, apiVersion+"/models", q, nil)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		resp, err := p.do(ctx, req)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
+		defer resp.Body.Close()
 		var page modelList
-		err = json.NewDecoder(resp.Body).Decode(&page)
-		resp.Body.Close()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, &providers.Error{Provider: ID, Kind: providers.KindUnavailable, Message: "the model list is not valid JSON: " + err.Error()}
+		if err := providers.DecodeJSON(ctx, ID, resp.Body, &page, "the model list is not valid JSON"); err != nil {
+			return nil, "", err
 		}
+		var out []providers.ModelInfo
 		for _, m := range page.Models {
-			if !slices.Contains(m.SupportedGenerationMethods, "generateContent") {
-				continue
+			if slices.Contains(m.SupportedGenerationMethods, "generateContent") {
+				out = append(out, providers.ModelInfo{ID: strings.TrimPrefix(m.Name, "models/"), Name: m.DisplayName, ContextSize: m.InputTokenLimit})
 			}
-			out = append(out, providers.ModelInfo{ID: strings.TrimPrefix(m.Name, "models/"), Name: m.DisplayName, ContextSize: m.InputTokenLimit})
 		}
-		if page.NextPageToken == "" || page.NextPageToken == token {
-			return out, nil
-		}
-		token = page.NextPageToken
-	}
-	return out, nil
+		return out, page.NextPageToken, nil
+	})
 }

@@ -106,6 +106,7 @@ func syntheticIDPrefix(req core.ModelRequest) string {
 // calls have no id.
 func buildRequest(req core.ModelRequest, names *providers.ToolNames) request {
 	var r request
+	var turns []providers.Turn[part]
 	var calls []core.ToolCall // of the latest assistant message
 	msgs := req.Messages
 	for i := 0; i < len(msgs); i++ {
@@ -113,19 +114,22 @@ func buildRequest(req core.ModelRequest, names *providers.ToolNames) request {
 		switch m.Role {
 		case core.RoleAssistant:
 			calls = m.ToolCalls
-			r.add("model", modelParts(m, names)...)
+			turns = providers.AppendTurn(turns, "model", modelParts(m, names)...)
 		case core.RoleTool:
 			j := i + 1
 			for j < len(msgs) && msgs[j].Role == core.RoleTool {
 				j++
 			}
-			r.add("user", responseParts(msgs[i:j], calls, names)...)
+			turns = providers.AppendTurn(turns, "user", responseParts(msgs[i:j], calls, names)...)
 			i = j - 1
 		default:
 			if m.Text != "" {
-				r.add("user", part{Text: m.Text})
+				turns = providers.AppendTurn(turns, "user", part{Text: m.Text})
 			}
 		}
+	}
+	for _, t := range turns {
+		r.Contents = append(r.Contents, content{Role: t.Role, Parts: t.Parts})
 	}
 	if len(req.Tools) > 0 {
 		decls := make([]functionDeclaration, 0, len(req.Tools))
@@ -137,20 +141,6 @@ func buildRequest(req core.ModelRequest, names *providers.ToolNames) request {
 	return r
 }
 
-// add appends parts to the conversation, to the last content when it has
-// the same role. Empty additions are dropped: the API refuses a content
-// without parts.
-func (r *request) add(role string, parts ...part) {
-	if len(parts) == 0 {
-		return
-	}
-	if n := len(r.Contents); n > 0 && r.Contents[n-1].Role == role {
-		r.Contents[n-1].Parts = append(r.Contents[n-1].Parts, parts...)
-		return
-	}
-	r.Contents = append(r.Contents, content{Role: role, Parts: parts})
-}
-
 func modelParts(m *core.Message, names *providers.ToolNames) []part {
 	var parts []part
 	if m.Text != "" {
@@ -158,19 +148,9 @@ func modelParts(m *core.Message, names *providers.ToolNames) []part {
 	}
 	for _, c := range m.ToolCalls {
 		id, sig := splitCallID(c.ID)
-		parts = append(parts, part{ThoughtSignature: sig, FunctionCall: &functionCall{ID: id, Name: names.API(c.Name), Args: objectArgs(c.Args)}})
+		parts = append(parts, part{ThoughtSignature: sig, FunctionCall: &functionCall{ID: id, Name: names.API(c.Name), Args: providers.ObjectArgs(c.Args)}})
 	}
 	return parts
-}
-
-// objectArgs returns args when they are a JSON object, else {}: the API
-// takes only an object.
-func objectArgs(args json.RawMessage) json.RawMessage {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(args, &obj) != nil || obj == nil {
-		return json.RawMessage("{}")
-	}
-	return args
 }
 
 // responseParts turns a run of tool results into function responses in the

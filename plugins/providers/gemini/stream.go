@@ -218,7 +218,7 @@ func (t *turn) part(p part) {
 		if id == "" {
 			id = t.idPrefix + strconv.Itoa(len(t.calls))
 		}
-		args := objectArgs(p.FunctionCall.Args)
+		args := providers.ObjectArgs(p.FunctionCall.Args)
 		var buf bytes.Buffer
 		if json.Compact(&buf, args) == nil {
 			args = buf.Bytes()
