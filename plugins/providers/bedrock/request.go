@@ -60,8 +60,7 @@ type inputSchema struct {
 	JSON json.RawMessage `json:"json"`
 }
 
-// emptyObject is the input of a call without arguments and the schema of a
-// tool without one.
+// emptyObject is the input of a call without arguments.
 var emptyObject = json.RawMessage(`{}`)
 
 // emptyResult stands in for a tool's empty output: Bedrock refuses blank
@@ -74,6 +73,7 @@ const emptyResult = "(no output)"
 // turn; blank text is left out, since Bedrock refuses blank text blocks.
 func buildRequest(req core.ModelRequest, names *providers.ToolNames) converseRequest {
 	var out converseRequest
+	var turns []providers.Turn[contentBlock]
 	for _, m := range req.Messages {
 		role, blocks := "user", []contentBlock(nil)
 		switch m.Role {
@@ -100,23 +100,15 @@ func buildRequest(req core.ModelRequest, names *providers.ToolNames) converseReq
 			}
 			blocks = append(blocks, contentBlock{ToolResult: r})
 		}
-		if len(blocks) == 0 {
-			continue
-		}
-		if n := len(out.Messages); n > 0 && out.Messages[n-1].Role == role {
-			out.Messages[n-1].Content = append(out.Messages[n-1].Content, blocks...)
-			continue
-		}
-		out.Messages = append(out.Messages, message{Role: role, Content: blocks})
+		turns = providers.AppendTurn(turns, role, blocks...)
+	}
+	for _, t := range turns {
+		out.Messages = append(out.Messages, message{Role: t.Role, Content: t.Parts})
 	}
 	if len(req.Tools) > 0 {
 		out.ToolConfig = &toolConfig{}
 		for _, t := range req.Tools {
-			schema := t.Schema
-			if len(bytes.TrimSpace(schema)) == 0 || bytes.Equal(bytes.TrimSpace(schema), []byte("null")) {
-				schema = json.RawMessage(`{"type":"object","properties":{}}`)
-			}
-			out.ToolConfig.Tools = append(out.ToolConfig.Tools, tool{ToolSpec: toolSpec{Name: names.API(t.Name), Description: t.Description, InputSchema: inputSchema{JSON: schema}}})
+			out.ToolConfig.Tools = append(out.ToolConfig.Tools, tool{ToolSpec: toolSpec{Name: names.API(t.Name), Description: t.Description, InputSchema: inputSchema{JSON: providers.ToolSchema(t.Schema)}}})
 		}
 	}
 	return out
