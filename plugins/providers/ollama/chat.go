@@ -69,9 +69,6 @@ type chunk struct {
 	Error           json.RawMessage `json:"error"`
 }
 
-// emptySchema is the parameters of a tool that declares none.
-var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
-
 // Turn sends the conversation to POST /api/chat with stream: true and
 // reads the NDJSON answer: message.content pieces go to delta as they
 // arrive, tool calls are collected in order, and the final line (done:
@@ -117,41 +114,24 @@ func chatMessages(msgs []*core.Message, names *providers.ToolNames) []message {
 				tc.ID = c.ID
 				tc.Function.Index = i
 				tc.Function.Name = names.API(c.Name)
-				tc.Function.Arguments = argsObject(c.Args)
+				tc.Function.Arguments = providers.ObjectArgs(c.Args)
 				w.ToolCalls = append(w.ToolCalls, tc)
 			}
 		case core.RoleTool:
 			w.ToolName = names.API(m.Name)
 			w.ToolCallID = m.ToolCallID
-			if m.IsError {
-				// Ollama has no error flag on tool results: say it.
-				w.Content = "Error: " + m.Text
-			}
+			w.Content = providers.ToolResultText(m.Text, m.IsError) // Ollama has no error flag
 		}
 		out = append(out, w)
 	}
 	return out
 }
 
-// argsObject returns args if they are a JSON object, else {} (Ollama
-// only accepts an object as a call's arguments).
-func argsObject(args json.RawMessage) json.RawMessage {
-	var o map[string]json.RawMessage
-	if json.Unmarshal(args, &o) != nil || o == nil {
-		return json.RawMessage(`{}`)
-	}
-	return args
-}
-
 // chatTools declares the request's tools as Ollama functions.
 func chatTools(specs []core.ToolSpec, names *providers.ToolNames) []tool {
 	var out []tool
 	for _, s := range specs {
-		params := s.Schema
-		if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
-			params = emptySchema
-		}
-		out = append(out, tool{Type: "function", Function: toolFunction{Name: names.API(s.Name), Description: s.Description, Parameters: params}})
+		out = append(out, tool{Type: "function", Function: toolFunction{Name: names.API(s.Name), Description: s.Description, Parameters: providers.ToolSchema(s.Schema)}})
 	}
 	return out
 }

@@ -165,7 +165,7 @@ func TestTurnToolCall(t *testing.T) {
 	if w.Type != "function" || w.Function.Name != "weather__get" || w.Function.Description != weatherTool.Description || string(w.Function.Parameters) != string(weatherTool.Schema) {
 		t.Errorf("tool %+v", w)
 	}
-	if n := body.Tools[1].Function; n.Name != "noargs" || string(n.Parameters) != string(emptySchema) {
+	if n := body.Tools[1].Function; n.Name != "noargs" || string(n.Parameters) != `{"type":"object","properties":{}}` {
 		t.Errorf("tool without a schema %+v (%s)", n, n.Parameters)
 	}
 }
