@@ -57,14 +57,14 @@ func chatRequestOf(model string, req core.ModelRequest, names *providers.ToolNam
 	for _, t := range req.Tools {
 		var ct chatTool
 		ct.Type = "function"
-		ct.Function.Name, ct.Function.Description, ct.Function.Parameters = names.API(t.Name), t.Description, parameters(t.Schema)
+		ct.Function.Name, ct.Function.Description, ct.Function.Parameters = names.API(t.Name), t.Description, providers.ToolSchema(t.Schema)
 		r.Tools = append(r.Tools, ct)
 	}
 	for _, m := range req.Messages {
 		text := m.Text
 		switch m.Role {
 		case core.RoleTool:
-			text = toolResult(m.Text, m.IsError)
+			text = providers.ToolResultText(m.Text, m.IsError)
 			r.Messages = append(r.Messages, chatMessage{Role: "tool", Content: &text, ToolCallID: m.ToolCallID})
 		case core.RoleAssistant:
 			cm := chatMessage{Role: "assistant"}

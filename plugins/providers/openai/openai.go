@@ -158,11 +158,8 @@ func (c *client) Models(ctx context.Context) ([]providers.ModelInfo, error) {
 			ContextLength int    `json:"context_length"`
 		} `json:"data"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, &providers.Error{Provider: c.id, Kind: providers.KindUnavailable, Message: "unreadable model list: " + err.Error()}
+	if err := providers.DecodeJSON(ctx, c.id, resp.Body, &list, "unreadable model list"); err != nil {
+		return nil, err
 	}
 	models := make([]providers.ModelInfo, 0, len(list.Data))
 	for _, m := range list.Data {
@@ -213,22 +210,4 @@ func argsText(args json.RawMessage) string {
 		return "{}"
 	}
 	return string(args)
-}
-
-// toolResult is a tool's result as the model reads it; the APIs have no
-// error flag, so a failed call says so.
-func toolResult(text string, isError bool) string {
-	if isError {
-		return "Error: " + text
-	}
-	return text
-}
-
-// parameters is a tool's JSON Schema, an empty object schema when the tool
-// declares none.
-func parameters(schema json.RawMessage) json.RawMessage {
-	if len(bytes.TrimSpace(schema)) == 0 || bytes.Equal(bytes.TrimSpace(schema), []byte("null")) {
-		return json.RawMessage(`{"type":"object","properties":{}}`)
-	}
-	return schema
 }

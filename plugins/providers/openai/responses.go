@@ -55,12 +55,12 @@ type respRequest struct {
 func respRequestOf(model string, req core.ModelRequest, names *providers.ToolNames) respRequest {
 	r := respRequest{Model: model, Stream: true, Input: make([]any, 0, len(req.Messages))}
 	for _, t := range req.Tools {
-		r.Tools = append(r.Tools, respTool{Type: "function", Name: names.API(t.Name), Description: t.Description, Parameters: parameters(t.Schema)})
+		r.Tools = append(r.Tools, respTool{Type: "function", Name: names.API(t.Name), Description: t.Description, Parameters: providers.ToolSchema(t.Schema)})
 	}
 	for _, m := range req.Messages {
 		switch m.Role {
 		case core.RoleTool:
-			r.Input = append(r.Input, respFunctionOutput{Type: "function_call_output", CallID: m.ToolCallID, Output: toolResult(m.Text, m.IsError)})
+			r.Input = append(r.Input, respFunctionOutput{Type: "function_call_output", CallID: m.ToolCallID, Output: providers.ToolResultText(m.Text, m.IsError)})
 		case core.RoleAssistant:
 			if m.Text != "" || len(m.ToolCalls) == 0 {
 				r.Input = append(r.Input, respMessage{Type: "message", Role: "assistant", Content: m.Text})
