@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -27,6 +28,52 @@ func JSON(v any) string {
 		return "!" + err.Error()
 	}
 	return string(b)
+}
+
+// Stream runs one turn of model on p, recording the text it streams, and
+// returns the response and the text deltas; an error fails the test now.
+func Stream(t testing.TB, p providers.Provider, model string, req core.ModelRequest) (core.ModelResponse, []string) {
+	t.Helper()
+	var deltas []string
+	resp, err := p.Turn(context.Background(), model, req, func(s string) { deltas = append(deltas, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, deltas
+}
+
+// CheckResponse checks that a turn answered want: the same text, the same
+// tool calls (IDs, names and the very bytes of the arguments; none and an
+// empty list alike) and the same usage.
+func CheckResponse(t testing.TB, got, want core.ModelResponse) {
+	t.Helper()
+	if got.Text != want.Text {
+		t.Errorf("text %q, want %q", got.Text, want.Text)
+	}
+	same := len(got.ToolCalls) == len(want.ToolCalls)
+	for i := 0; same && i < len(got.ToolCalls); i++ {
+		g, w := got.ToolCalls[i], want.ToolCalls[i]
+		same = g.ID == w.ID && g.Name == w.Name && string(g.Args) == string(w.Args)
+	}
+	if !same {
+		t.Errorf("tool calls %s, want %s", calls(got.ToolCalls), calls(want.ToolCalls))
+	}
+	if got.Usage != want.Usage {
+		t.Errorf("usage %+v, want %+v", got.Usage, want.Usage)
+	}
+}
+
+func calls(cs []core.ToolCall) string {
+	var b strings.Builder
+	b.WriteString("[")
+	for i, c := range cs {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "{%s %s %s}", c.ID, c.Name, c.Args)
+	}
+	b.WriteString("]")
+	return b.String()
 }
 
 // CheckAgentRun checks what an agent run of RunAgent leaves when the fake

@@ -63,6 +63,13 @@ func (r *tb) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
+func (r *tb) Error(args ...any) { r.failures = append(r.failures, fmt.Sprint(args...)) }
+
+func (r *tb) Fatal(args ...any) {
+	r.Error(args...)
+	runtime.Goexit()
+}
+
 // failures runs check with a recording tb and returns what it reported.
 func failures(t *testing.T, check func(testing.TB)) []string {
 	r := &tb{T: t}
@@ -264,4 +271,45 @@ func TestCheckCancelled(t *testing.T) {
 	if _, err := http.Get(ClosedURL()); err == nil {
 		t.Error("ClosedURL answered")
 	}
+}
+
+func TestStreamAndCheckResponse(t *testing.T) {
+	want := core.ModelResponse{Text: "m says hi", Usage: core.Usage{InputTokens: 5, OutputTokens: 4}}
+	req := core.ModelRequest{Messages: []*core.Message{{Role: core.RoleTool, Text: "hi"}}}
+	resp, deltas := Stream(t, twoTurns{}, "m", req)
+	if len(deltas) != 1 || deltas[0] != "m says hi" {
+		t.Errorf("deltas %q", deltas)
+	}
+	CheckResponse(t, resp, want)
+	call := core.ToolCall{ID: "c1", Name: "echo", Args: json.RawMessage(`{"x":1}`)}
+	CheckResponse(t, core.ModelResponse{ToolCalls: []core.ToolCall{call}}, core.ModelResponse{ToolCalls: []core.ToolCall{call}})
+	CheckResponse(t, core.ModelResponse{ToolCalls: []core.ToolCall{}}, core.ModelResponse{})
+	for _, other := range []core.ModelResponse{
+		{Text: "m says ho", Usage: want.Usage},
+		{Text: want.Text},
+		{Text: want.Text, Usage: want.Usage, ToolCalls: []core.ToolCall{call}},
+	} {
+		if got := failures(t, func(t testing.TB) { CheckResponse(t, other, want) }); len(got) != 1 {
+			t.Errorf("%+v: %q", other, got)
+		}
+	}
+	for _, c := range []core.ToolCall{{ID: "c2", Name: "echo", Args: call.Args}, {ID: "c1", Name: "other", Args: call.Args}, {ID: "c1", Name: "echo", Args: json.RawMessage(`{"x": 1}`)}} {
+		if got := failures(t, func(t testing.TB) {
+			CheckResponse(t, core.ModelResponse{ToolCalls: []core.ToolCall{c}}, core.ModelResponse{ToolCalls: []core.ToolCall{call}})
+		}); len(got) != 1 {
+			t.Errorf("%+v: %q", c, got)
+		}
+	}
+	if got := failures(t, func(t testing.TB) { Stream(t, flaky{}, "m", req); t.Errorf("went on") }); len(got) != 1 {
+		t.Errorf("a failing turn: %q", got)
+	}
+}
+
+// flaky fails every turn.
+type flaky struct{}
+
+func (flaky) Models(context.Context) ([]providers.ModelInfo, error) { return nil, nil }
+
+func (flaky) Turn(context.Context, string, core.ModelRequest, func(string)) (core.ModelResponse, error) {
+	return core.ModelResponse{}, errors.New("down")
 }
