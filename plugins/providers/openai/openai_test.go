@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,41 @@ func TestNoKeyNoAuthorization(t *testing.T) {
 	}
 	if req := api.Requests()[0]; req.URL.Path != "/chat/completions" || req.Header.Get("Authorization") != "" {
 		t.Errorf("request %s with Authorization %q", req.URL.Path, req.Header.Get("Authorization"))
+	}
+}
+
+// One tool call and parallel ones, in both APIs, with the tools' names
+// encoded in the request.
+func TestToolCalls(t *testing.T) {
+	for _, c := range []struct {
+		fixture, prompt string
+		tools           []core.ToolSpec
+		want            core.ModelResponse
+	}{
+		{"chat/tool_call.http", "echo hi", []core.ToolSpec{echoSpec}, core.ModelResponse{Usage: core.Usage{InputTokens: 118, OutputTokens: 15}, ToolCalls: []core.ToolCall{
+			{ID: "call_Qm2f7HkT9xWc4LpZr1NbVs8E", Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)}}}},
+		{"responses/tool_call.http", "echo hi", []core.ToolSpec{echoSpec}, core.ModelResponse{Usage: core.Usage{InputTokens: 128, OutputTokens: 16}, ToolCalls: []core.ToolCall{
+			{ID: "call_7VaiUXZYuuWwQviCrckx2q6T", Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)}}}},
+		{"chat/parallel_tool_calls.http", "add and echo", []core.ToolSpec{addSpec, echoSpec}, core.ModelResponse{Usage: core.Usage{InputTokens: 160, OutputTokens: 52}, ToolCalls: []core.ToolCall{
+			{ID: "call_h7TqW2mZ9cLx4RbN1sKv8PdY", Name: "calc.add", Args: json.RawMessage(`{"a": 3, "b": 5}`)},
+			{ID: "call_Zx8nR4kP1vQw7LmT3cBy6HsJ", Name: "echo", Args: json.RawMessage(`{"text": "hi"}`)}}}},
+		{"responses/parallel_tool_calls.http", "add and echo", []core.ToolSpec{addSpec, echoSpec}, core.ModelResponse{Usage: core.Usage{InputTokens: 171, OutputTokens: 49}, ToolCalls: []core.ToolCall{
+			{ID: "call_h7TqW2mZ9cLx4RbN1sKv8PdY", Name: "calc.add", Args: json.RawMessage(`{"a":3,"b":5}`)},
+			{ID: "call_Zx8nR4kP1vQw7LmT3cBy6HsJ", Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)}}}},
+	} {
+		t.Run(c.fixture, func(t *testing.T) {
+			api := newFake(t, c.fixture)
+			resp, err := newProvider(t, path.Dir(c.fixture), api.URL).Turn(context.Background(), "gpt-4.1", providertest.UserTurn(c.prompt, c.tools...), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			providertest.CheckResponse(t, resp, c.want)
+			for _, tool := range c.tools {
+				if got := providertest.JSON(api.Requests()[0].JSON(t)["tools"]); !strings.Contains(got, `"name":"`+strings.ReplaceAll(tool.Name, ".", "__")+`"`) {
+					t.Errorf("tools %s", got)
+				}
+			}
+		})
 	}
 }
 

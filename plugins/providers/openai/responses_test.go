@@ -13,16 +13,10 @@ import (
 
 func TestResponsesText(t *testing.T) {
 	api := newFake(t, "responses/text.http")
-	var deltas []string
-	resp, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", providertest.UserTurn("say hi", echoSpec), func(s string) { deltas = append(deltas, s) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.Text != "Echo said hi." || strings.Join(deltas, "|") != "Echo| said| hi|." || len(resp.ToolCalls) != 0 {
-		t.Errorf("response %+v, deltas %q", resp, deltas)
-	}
-	if resp.Usage != (core.Usage{InputTokens: 142, OutputTokens: 5}) {
-		t.Errorf("usage %+v", resp.Usage)
+	resp, deltas := providertest.Stream(t, newProvider(t, "responses", api.URL), "gpt-4.1", providertest.UserTurn("say hi", echoSpec))
+	providertest.CheckResponse(t, resp, core.ModelResponse{Text: "Echo said hi.", Usage: core.Usage{InputTokens: 142, OutputTokens: 5}})
+	if strings.Join(deltas, "|") != "Echo| said| hi|." {
+		t.Errorf("deltas %q", deltas)
 	}
 	req := api.Requests()[0]
 	if req.Method != "POST" || req.URL.Path != "/v1/responses" || req.Header.Get("Authorization") != "Bearer sk-test" {
@@ -37,33 +31,6 @@ func TestResponsesText(t *testing.T) {
 	}
 	if got := providertest.JSON(b["tools"]); got != `[{"description":"Returns its arguments.","name":"echo","parameters":{"additionalProperties":true,"type":"object"},"strict":false,"type":"function"}]` {
 		t.Errorf("tools %s", got)
-	}
-}
-
-func TestResponsesToolCall(t *testing.T) {
-	api := newFake(t, "responses/tool_call.http")
-	resp, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", providertest.UserTurn("echo hi", echoSpec), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []core.ToolCall{{ID: "call_7VaiUXZYuuWwQviCrckx2q6T", Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)}}
-	if providertest.JSON(resp.ToolCalls) != providertest.JSON(want) || resp.Text != "" || resp.Usage != (core.Usage{InputTokens: 128, OutputTokens: 16}) {
-		t.Errorf("response %+v", resp)
-	}
-}
-
-func TestResponsesParallelToolCalls(t *testing.T) {
-	api := newFake(t, "responses/parallel_tool_calls.http")
-	resp, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", providertest.UserTurn("add and echo", addSpec, echoSpec), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []core.ToolCall{
-		{ID: "call_h7TqW2mZ9cLx4RbN1sKv8PdY", Name: "calc.add", Args: json.RawMessage(`{"a":3,"b":5}`)},
-		{ID: "call_Zx8nR4kP1vQw7LmT3cBy6HsJ", Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)},
-	}
-	if providertest.JSON(resp.ToolCalls) != providertest.JSON(want) || resp.Usage != (core.Usage{InputTokens: 171, OutputTokens: 49}) {
-		t.Errorf("response %+v", resp)
 	}
 }
 
