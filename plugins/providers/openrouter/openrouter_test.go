@@ -47,16 +47,10 @@ func TestDefaults(t *testing.T) {
 // key and the attribution headers.
 func TestText(t *testing.T) {
 	api := newFake(t, "text.http")
-	var deltas []string
-	resp, err := newProvider(t, api.URL, nil).Turn(context.Background(), "openai/gpt-4.1", providertest.UserTurn("say hi", echoSpec), func(s string) { deltas = append(deltas, s) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.Text != "Echo said hi." || strings.Join(deltas, "|") != "Echo| said| hi|." || len(resp.ToolCalls) != 0 {
-		t.Errorf("response %+v, deltas %q", resp, deltas)
-	}
-	if resp.Usage != (core.Usage{InputTokens: 139, OutputTokens: 5}) {
-		t.Errorf("usage %+v", resp.Usage)
+	resp, deltas := providertest.Stream(t, newProvider(t, api.URL, nil), "openai/gpt-4.1", providertest.UserTurn("say hi", echoSpec))
+	providertest.CheckResponse(t, resp, core.ModelResponse{Text: "Echo said hi.", Usage: core.Usage{InputTokens: 139, OutputTokens: 5}})
+	if strings.Join(deltas, "|") != "Echo| said| hi|." {
+		t.Errorf("deltas %q", deltas)
 	}
 	req := api.Requests()[0]
 	h := req.Header
@@ -86,10 +80,8 @@ func TestToolCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []core.ToolCall{{ID: "call_Vn4kR8tW2qLx7PzB1mYc9HsD", Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)}}
-	if providertest.JSON(resp.ToolCalls) != providertest.JSON(want) || resp.Usage != (core.Usage{InputTokens: 126, OutputTokens: 15}) {
-		t.Errorf("response %+v", resp)
-	}
+	providertest.CheckResponse(t, resp, core.ModelResponse{Usage: core.Usage{InputTokens: 126, OutputTokens: 15}, ToolCalls: []core.ToolCall{
+		{ID: "call_Vn4kR8tW2qLx7PzB1mYc9HsD", Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)}}})
 }
 
 func TestParallelToolCalls(t *testing.T) {
@@ -98,13 +90,10 @@ func TestParallelToolCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []core.ToolCall{
+	providertest.CheckResponse(t, resp, core.ModelResponse{Text: "I'll add the numbers and echo at once.", Usage: core.Usage{InputTokens: 512, OutputTokens: 98}, ToolCalls: []core.ToolCall{
 		{ID: "toolu_01JqN8vXw3RkT5mLp2cYb7Hd", Name: "calc.add", Args: json.RawMessage(`{"a": 3, "b": 5}`)},
 		{ID: "toolu_01Kp4mWx8vRn2TqLc7Yb3Jfz", Name: "echo", Args: json.RawMessage(`{"text": "hi"}`)},
-	}
-	if providertest.JSON(resp.ToolCalls) != providertest.JSON(want) || resp.Text != "I'll add the numbers and echo at once." || resp.Usage != (core.Usage{InputTokens: 512, OutputTokens: 98}) {
-		t.Errorf("response %+v", resp)
-	}
+	}})
 	if tools := providertest.JSON(api.Requests()[0].JSON(t)["tools"]); !strings.Contains(tools, `"name":"calc__add"`) {
 		t.Errorf("tools %s", tools)
 	}
