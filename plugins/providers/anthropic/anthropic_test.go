@@ -53,23 +53,13 @@ func checkMessagesRequest(t *testing.T, r providertest.Request) {
 
 func TestText(t *testing.T) {
 	api := serving(t, "text.http")
-	p := newProvider(t, api.URL, nil)
-	var deltas []string
 	req := providertest.UserTurn("Hi")
 	req.Messages = append([]*core.Message{{Role: roleSystem, Text: "Be brief."}}, req.Messages...)
-	resp, err := p.Turn(context.Background(), "claude-sonnet-4-5-20250929", req, func(s string) { deltas = append(deltas, s) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, deltas := providertest.Stream(t, newProvider(t, api.URL, nil), "claude-sonnet-4-5-20250929", req)
 	if want := []string{"Hello", "! How can I help", " you today?"}; !reflect.DeepEqual(deltas, want) {
 		t.Errorf("deltas %q, want %q", deltas, want)
 	}
-	if resp.Text != "Hello! How can I help you today?" || len(resp.ToolCalls) != 0 {
-		t.Errorf("response %+v", resp)
-	}
-	if resp.Usage != (core.Usage{InputTokens: 24, OutputTokens: 12}) {
-		t.Errorf("usage %+v", resp.Usage)
-	}
+	providertest.CheckResponse(t, resp, core.ModelResponse{Text: "Hello! How can I help you today?", Usage: core.Usage{InputTokens: 24, OutputTokens: 12}})
 	reqs := api.WantRequests(t, 1)
 	checkMessagesRequest(t, reqs[0])
 	body := reqs[0].JSON(t)
@@ -83,26 +73,12 @@ func TestText(t *testing.T) {
 
 func TestToolCallSplitArguments(t *testing.T) {
 	api := serving(t, "tool_call.http")
-	p := newProvider(t, api.URL, nil)
-	req := providertest.UserTurn("What is 17 + 25?")
-	req.Tools = []core.ToolSpec{{Name: "calc.add", Description: "Adds two numbers.", Schema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}`)}}
-	var streamed strings.Builder
-	resp, err := p.Turn(context.Background(), "claude-sonnet-4-5-20250929", req, func(s string) { streamed.WriteString(s) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.Text != "I'll add those numbers for you." || streamed.String() != resp.Text {
-		t.Errorf("text %q, streamed %q", resp.Text, streamed.String())
-	}
-	if len(resp.ToolCalls) != 1 {
-		t.Fatalf("tool calls %+v", resp.ToolCalls)
-	}
-	c := resp.ToolCalls[0]
-	if c.ID != "toolu_01T9dKq3VfXcM2bWn8YzLp4R" || c.Name != "calc.add" || string(c.Args) != `{"a": 17, "b": 25}` {
-		t.Errorf("tool call %s %s %s", c.ID, c.Name, c.Args)
-	}
-	if resp.Usage != (core.Usage{InputTokens: 612, OutputTokens: 71}) {
-		t.Errorf("usage %+v", resp.Usage)
+	req := providertest.UserTurn("What is 17 + 25?", core.ToolSpec{Name: "calc.add", Description: "Adds two numbers.", Schema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}`)})
+	resp, deltas := providertest.Stream(t, newProvider(t, api.URL, nil), "claude-sonnet-4-5-20250929", req)
+	providertest.CheckResponse(t, resp, core.ModelResponse{Text: "I'll add those numbers for you.", Usage: core.Usage{InputTokens: 612, OutputTokens: 71}, ToolCalls: []core.ToolCall{
+		{ID: "toolu_01T9dKq3VfXcM2bWn8YzLp4R", Name: "calc.add", Args: json.RawMessage(`{"a": 17, "b": 25}`)}}})
+	if streamed := strings.Join(deltas, ""); streamed != resp.Text {
+		t.Errorf("streamed %q", streamed)
 	}
 	body := api.Requests()[0].JSON(t)
 	wantTools := []any{map[string]any{"name": "calc__add", "description": "Adds two numbers.", "input_schema": map[string]any{
@@ -121,16 +97,10 @@ func TestParallelToolCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []core.ToolCall{
+	providertest.CheckResponse(t, resp, core.ModelResponse{Usage: core.Usage{InputTokens: 588, OutputTokens: 98}, ToolCalls: []core.ToolCall{
 		{ID: "toolu_01Abq7WmTz3XcN5dKp9YrL2e", Name: "get_weather", Args: json.RawMessage(`{"city": "Paris"}`)},
 		{ID: "toolu_01Cz4RnHv8LkQ2wXt6MbYp9F", Name: "get_weather", Args: json.RawMessage(`{"city": "London"}`)},
-	}
-	if !reflect.DeepEqual(resp.ToolCalls, want) || resp.Text != "" {
-		t.Errorf("response %+v", resp)
-	}
-	if resp.Usage != (core.Usage{InputTokens: 588, OutputTokens: 98}) {
-		t.Errorf("usage %+v", resp.Usage)
-	}
+	}})
 	// A tool without a schema is declared with an empty object schema.
 	tools := api.Requests()[0].JSON(t)["tools"].([]any)
 	if s := tools[0].(map[string]any)["input_schema"]; !reflect.DeepEqual(s, map[string]any{"type": "object", "properties": map[string]any{}}) {
