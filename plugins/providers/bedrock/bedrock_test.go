@@ -215,16 +215,10 @@ var addTool = core.ToolSpec{Name: "calc.add", Description: "Add two numbers.", S
 
 func TestTurnStreamsText(t *testing.T) {
 	f, p := newFake(t, streamOf("text"))
-	var deltas []string
-	resp, err := p.Turn(context.Background(), testModel, providertest.UserTurn("Say hello"), func(s string) { deltas = append(deltas, s) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Join(deltas, "|") != "Hello| from| Bedrock." || resp.Text != "Hello from Bedrock." {
-		t.Errorf("deltas %q, text %q", deltas, resp.Text)
-	}
-	if resp.Usage != (core.Usage{InputTokens: 42, OutputTokens: 7}) || len(resp.ToolCalls) != 0 {
-		t.Errorf("usage %+v, calls %v", resp.Usage, resp.ToolCalls)
+	resp, deltas := providertest.Stream(t, p, testModel, providertest.UserTurn("Say hello"))
+	providertest.CheckResponse(t, resp, core.ModelResponse{Text: "Hello from Bedrock.", Usage: core.Usage{InputTokens: 42, OutputTokens: 7}})
+	if strings.Join(deltas, "|") != "Hello| from| Bedrock." {
+		t.Errorf("deltas %q", deltas)
 	}
 	req := f.Requests()[0]
 	if req.Method != http.MethodPost || req.URL.Path != "/model/"+testModel+"/converse-stream" {
@@ -245,23 +239,11 @@ func TestTurnStreamsText(t *testing.T) {
 
 func TestTurnToolCallSplitAcrossDeltas(t *testing.T) {
 	f, p := newBearerFake(t, streamOf("tool"))
-	var streamed strings.Builder
-	resp, err := p.Turn(context.Background(), testModel, providertest.UserTurn("Echo hi", echoTool, addTool), func(s string) { streamed.WriteString(s) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.Text != "I will echo it." || streamed.String() != resp.Text {
-		t.Errorf("text %q, streamed %q", resp.Text, streamed.String())
-	}
-	if len(resp.ToolCalls) != 1 {
-		t.Fatalf("calls %+v", resp.ToolCalls)
-	}
-	c := resp.ToolCalls[0]
-	if c.ID != "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q" || c.Name != "echo" || string(c.Args) != `{"text": "hi"}` {
-		t.Errorf("call %+v (args %s)", c, c.Args)
-	}
-	if resp.Usage != (core.Usage{InputTokens: 397, OutputTokens: 71}) {
-		t.Errorf("usage %+v", resp.Usage)
+	resp, deltas := providertest.Stream(t, p, testModel, providertest.UserTurn("Echo hi", echoTool, addTool))
+	providertest.CheckResponse(t, resp, core.ModelResponse{Text: "I will echo it.", Usage: core.Usage{InputTokens: 397, OutputTokens: 71}, ToolCalls: []core.ToolCall{
+		{ID: "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q", Name: "echo", Args: json.RawMessage(`{"text": "hi"}`)}}})
+	if streamed := strings.Join(deltas, ""); streamed != resp.Text {
+		t.Errorf("streamed %q", streamed)
 	}
 	var body struct {
 		ToolConfig struct {
@@ -289,21 +271,10 @@ func TestTurnTwoToolUses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []core.ToolCall{
+	providertest.CheckResponse(t, resp, core.ModelResponse{Usage: core.Usage{InputTokens: 512, OutputTokens: 118}, ToolCalls: []core.ToolCall{
 		{ID: "tooluse_3gQ1lN0fS2yWQdFhQ1o9xA", Name: "calc.add", Args: json.RawMessage(`{"a": 2, "b": 3}`)},
 		{ID: "tooluse_Yd8b2r1BTA2xJjvH0l6t6w", Name: "echo", Args: json.RawMessage(`{"text": "sum"}`)},
-	}
-	if len(resp.ToolCalls) != 2 {
-		t.Fatalf("calls %+v", resp.ToolCalls)
-	}
-	for i, c := range resp.ToolCalls {
-		if c.ID != want[i].ID || c.Name != want[i].Name || string(c.Args) != string(want[i].Args) {
-			t.Errorf("call %d: %+v (args %s)", i, c, c.Args)
-		}
-	}
-	if resp.Text != "" || resp.Usage != (core.Usage{InputTokens: 512, OutputTokens: 118}) {
-		t.Errorf("text %q usage %+v", resp.Text, resp.Usage)
-	}
+	}})
 }
 
 // Tool results go back as a user turn of toolResult blocks (status
@@ -582,15 +553,11 @@ func TestTurnFallsBackToConverse(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(data)
 	})
-	var streamed string
-	resp, err := p.Turn(context.Background(), "meta.llama4-scout-17b-instruct-v1:0", providertest.UserTurn("Echo hi", echoTool), func(s string) { streamed += s })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.Text != "I'll echo that." || streamed != resp.Text || len(resp.ToolCalls) != 1 ||
-		resp.ToolCalls[0].ID != "tooluse_q8Rb3gVnT0W0mXlK3d2p4A" || resp.ToolCalls[0].Name != "echo" || string(resp.ToolCalls[0].Args) != `{"text":"hi"}` ||
-		resp.Usage != (core.Usage{InputTokens: 301, OutputTokens: 58}) {
-		t.Errorf("%+v", resp)
+	resp, deltas := providertest.Stream(t, p, "meta.llama4-scout-17b-instruct-v1:0", providertest.UserTurn("Echo hi", echoTool))
+	providertest.CheckResponse(t, resp, core.ModelResponse{Text: "I'll echo that.", Usage: core.Usage{InputTokens: 301, OutputTokens: 58}, ToolCalls: []core.ToolCall{
+		{ID: "tooluse_q8Rb3gVnT0W0mXlK3d2p4A", Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)}}})
+	if streamed := strings.Join(deltas, ""); streamed != resp.Text {
+		t.Errorf("streamed %q", streamed)
 	}
 	reqs := f.Requests()
 	if len(reqs) != 2 || reqs[0].URL.RawPath != "/model/meta.llama4-scout-17b-instruct-v1%3A0/converse-stream" ||
