@@ -78,21 +78,10 @@ func TestBaseURL(t *testing.T) {
 
 func TestTurnText(t *testing.T) {
 	f := newFake(t, "text")
-	p := f.provider(t, providers.Settings{})
-	var deltas []string
-	resp, err := p.Turn(context.Background(), "llama3.2", userTurn("Why is the sky blue?"), func(s string) { deltas = append(deltas, s) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "The sky is blue because of Rayleigh scattering."
-	if resp.Text != want || strings.Join(deltas, "") != want || len(deltas) != 6 {
-		t.Errorf("text %q, deltas %q", resp.Text, deltas)
-	}
-	if len(resp.ToolCalls) != 0 {
-		t.Errorf("tool calls %+v", resp.ToolCalls)
-	}
-	if resp.Usage != (core.Usage{InputTokens: 31, OutputTokens: 7}) {
-		t.Errorf("usage %+v", resp.Usage)
+	resp, deltas := providertest.Stream(t, f.provider(t, providers.Settings{}), "llama3.2", userTurn("Why is the sky blue?"))
+	providertest.CheckResponse(t, resp, core.ModelResponse{Text: "The sky is blue because of Rayleigh scattering.", Usage: core.Usage{InputTokens: 31, OutputTokens: 7}})
+	if strings.Join(deltas, "") != resp.Text || len(deltas) != 6 {
+		t.Errorf("deltas %q", deltas)
 	}
 
 	r := f.Request(t, 0)
@@ -124,20 +113,11 @@ func TestTurnToolCall(t *testing.T) {
 	p := f.provider(t, providers.Settings{APIKey: "proxy-token"})
 	req := userTurn("Weather in Tokyo?")
 	req.Tools = []core.ToolSpec{weatherTool, {Name: "noargs", Description: "takes nothing"}}
-	var streamed strings.Builder
-	resp, err := p.Turn(context.Background(), "qwen3", req, func(s string) { streamed.WriteString(s) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.Text != "Let me check the weather." || streamed.String() != resp.Text {
-		t.Errorf("text %q, streamed %q", resp.Text, streamed.String())
-	}
-	want := []core.ToolCall{{ID: "call_k3x9q2mf", Name: "weather.get", Args: json.RawMessage(`{"city":"Tokyo","units":"celsius"}`)}}
-	if !reflect.DeepEqual(resp.ToolCalls, want) {
-		t.Errorf("tool calls %+v\nwant %+v", resp.ToolCalls, want)
-	}
-	if resp.Usage != (core.Usage{InputTokens: 184, OutputTokens: 41}) {
-		t.Errorf("usage %+v", resp.Usage)
+	resp, deltas := providertest.Stream(t, p, "qwen3", req)
+	providertest.CheckResponse(t, resp, core.ModelResponse{Text: "Let me check the weather.", Usage: core.Usage{InputTokens: 184, OutputTokens: 41}, ToolCalls: []core.ToolCall{
+		{ID: "call_k3x9q2mf", Name: "weather.get", Args: json.RawMessage(`{"city":"Tokyo","units":"celsius"}`)}}})
+	if streamed := strings.Join(deltas, ""); streamed != resp.Text {
+		t.Errorf("streamed %q", streamed)
 	}
 
 	r := f.Request(t, 0)
