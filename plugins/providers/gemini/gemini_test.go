@@ -115,13 +115,8 @@ func TestStreamedText(t *testing.T) {
 			if want := []string{"The capital", " of France is", " Paris."}; !reflect.DeepEqual(deltas, want) {
 				t.Errorf("deltas %q, want %q", deltas, want)
 			}
-			if resp.Text != "The capital of France is Paris." || len(resp.ToolCalls) != 0 {
-				t.Errorf("response %+v", resp)
-			}
 			// The last usageMetadata counts; thinking is output.
-			if resp.Usage != (core.Usage{InputTokens: 9, OutputTokens: 7 + 21}) {
-				t.Errorf("usage %+v", resp.Usage)
-			}
+			providertest.CheckResponse(t, resp, core.ModelResponse{Text: "The capital of France is Paris.", Usage: core.Usage{InputTokens: 9, OutputTokens: 7 + 21}})
 			req := api.Requests()[0]
 			if req.Method != http.MethodPost || req.URL.Path != "/v1beta/models/gemini-2.5-flash:streamGenerateContent" || req.URL.Query()["alt"][0] != "sse" {
 				t.Errorf("request %s %s %v", req.Method, req.URL.Path, req.URL.Query())
@@ -157,15 +152,12 @@ func TestToolCallAndFollowUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Text != "Let me look that up." || !reflect.DeepEqual(deltas, []string{"Let me look that up."}) {
-		t.Errorf("text %q, deltas %q", resp.Text, deltas)
+	if !reflect.DeepEqual(deltas, []string{"Let me look that up."}) {
+		t.Errorf("deltas %q", deltas)
 	}
-	want := []core.ToolCall{{ID: "kiln-gemini-run1-1-0" + sigSep + sig, Name: "weather.current", Args: json.RawMessage(`{"location":"Tokyo","unit":"celsius"}`)}}
-	if !reflect.DeepEqual(resp.ToolCalls, want) {
-		t.Errorf("calls %+v", resp.ToolCalls)
-	}
-	if resp.Usage != (core.Usage{InputTokens: 96, OutputTokens: 27 + 88}) {
-		t.Errorf("usage %+v", resp.Usage)
+	if !providertest.CheckResponse(t, resp, core.ModelResponse{Text: "Let me look that up.", Usage: core.Usage{InputTokens: 96, OutputTokens: 27 + 88}, ToolCalls: []core.ToolCall{
+		{ID: "kiln-gemini-run1-1-0" + sigSep + sig, Name: "weather.current", Args: json.RawMessage(`{"location":"Tokyo","unit":"celsius"}`)}}}) {
+		t.FailNow()
 	}
 
 	// The follow-up sends the call back with its signature and no
@@ -204,11 +196,8 @@ func TestParallelToolCalls(t *testing.T) {
 		{ID: "kiln-gemini-run1-2-1", Name: "weather.current", Args: json.RawMessage(`{"location":"London"}`)},
 		{ID: "kiln-gemini-run1-2-2", Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)},
 	}
-	if !reflect.DeepEqual(resp.ToolCalls, want) || resp.Text != "" {
-		t.Fatalf("response %+v", resp)
-	}
-	if resp.Usage != (core.Usage{InputTokens: 112, OutputTokens: 31 + 140}) {
-		t.Errorf("usage %+v", resp.Usage)
+	if !providertest.CheckResponse(t, resp, core.ModelResponse{ToolCalls: want, Usage: core.Usage{InputTokens: 112, OutputTokens: 31 + 140}}) {
+		t.FailNow()
 	}
 
 	// Results arrive in any order, one failed: they go back in call order.
@@ -275,12 +264,10 @@ func TestGenerateContentResponseShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []core.ToolCall{{ID: "kiln-gemini-run1-1-0" + sigSep + sig, Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)}}
-	if resp.Text != "Sure." || !reflect.DeepEqual(deltas, []string{"Sure."}) || !reflect.DeepEqual(resp.ToolCalls, want) {
-		t.Errorf("response %+v, deltas %q", resp, deltas)
-	}
-	if resp.Usage != (core.Usage{InputTokens: 40, OutputTokens: 50}) {
-		t.Errorf("usage %+v", resp.Usage)
+	providertest.CheckResponse(t, resp, core.ModelResponse{Text: "Sure.", Usage: core.Usage{InputTokens: 40, OutputTokens: 50}, ToolCalls: []core.ToolCall{
+		{ID: "kiln-gemini-run1-1-0" + sigSep + sig, Name: "echo", Args: json.RawMessage(`{"text":"hi"}`)}}})
+	if !reflect.DeepEqual(deltas, []string{"Sure."}) {
+		t.Errorf("deltas %q", deltas)
 	}
 }
 

@@ -44,11 +44,13 @@ func Stream(t testing.TB, p providers.Provider, model string, req core.ModelRequ
 
 // CheckResponse checks that a turn answered want: the same text, the same
 // tool calls (IDs, names and the very bytes of the arguments; none and an
-// empty list alike) and the same usage.
-func CheckResponse(t testing.TB, got, want core.ModelResponse) {
+// empty list alike) and the same usage. It reports whether all matched.
+func CheckResponse(t testing.TB, got, want core.ModelResponse) bool {
 	t.Helper()
+	ok := true
 	if got.Text != want.Text {
 		t.Errorf("text %q, want %q", got.Text, want.Text)
+		ok = false
 	}
 	same := len(got.ToolCalls) == len(want.ToolCalls)
 	for i := 0; same && i < len(got.ToolCalls); i++ {
@@ -57,10 +59,13 @@ func CheckResponse(t testing.TB, got, want core.ModelResponse) {
 	}
 	if !same {
 		t.Errorf("tool calls %s, want %s", calls(got.ToolCalls), calls(want.ToolCalls))
+		ok = false
 	}
 	if got.Usage != want.Usage {
 		t.Errorf("usage %+v, want %+v", got.Usage, want.Usage)
+		ok = false
 	}
+	return ok
 }
 
 func calls(cs []core.ToolCall) string {

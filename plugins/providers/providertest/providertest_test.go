@@ -280,16 +280,22 @@ func TestStreamAndCheckResponse(t *testing.T) {
 	if len(deltas) != 1 || deltas[0] != "m says hi" {
 		t.Errorf("deltas %q", deltas)
 	}
-	CheckResponse(t, resp, want)
 	call := core.ToolCall{ID: "c1", Name: "echo", Args: json.RawMessage(`{"x":1}`)}
-	CheckResponse(t, core.ModelResponse{ToolCalls: []core.ToolCall{call}}, core.ModelResponse{ToolCalls: []core.ToolCall{call}})
-	CheckResponse(t, core.ModelResponse{ToolCalls: []core.ToolCall{}}, core.ModelResponse{})
+	if !CheckResponse(t, resp, want) ||
+		!CheckResponse(t, core.ModelResponse{ToolCalls: []core.ToolCall{call}}, core.ModelResponse{ToolCalls: []core.ToolCall{call}}) ||
+		!CheckResponse(t, core.ModelResponse{ToolCalls: []core.ToolCall{}}, core.ModelResponse{}) {
+		t.Error("a match reported as none")
+	}
 	for _, other := range []core.ModelResponse{
 		{Text: "m says ho", Usage: want.Usage},
 		{Text: want.Text},
 		{Text: want.Text, Usage: want.Usage, ToolCalls: []core.ToolCall{call}},
 	} {
-		if got := failures(t, func(t testing.TB) { CheckResponse(t, other, want) }); len(got) != 1 {
+		if got := failures(t, func(t testing.TB) {
+			if CheckResponse(t, other, want) {
+				t.Errorf("a mismatch reported as a match")
+			}
+		}); len(got) != 1 {
 			t.Errorf("%+v: %q", other, got)
 		}
 	}
