@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 )
 
 // The helpers below are the logic several providers' wire formats share;
@@ -76,20 +77,29 @@ func DecodeJSON(ctx context.Context, provider string, body io.Reader, v any, wha
 	return nil
 }
 
-// Pages gathers a list an API serves in pages: page(token) fetches the
-// page after token ("" for the first) and returns its items and the next
-// page's token ("" after the last). It follows at most maxPages pages and
-// stops early when a page hands back the token it was fetched with. An
-// error of any page is the result.
-func Pages[T any](maxPages int, page func(token string) ([]T, string, error)) ([]T, error) {
+// Pages gathers a list an API serves as pages of JSON. get(token) sends
+// the request for the page after token ("" for the first) and returns the
+// 2xx response; its body is decoded into a P as DecodeJSON does (what
+// names the list in the error) and closed, and items gives the page's
+// items and the next page's token ("" after the last). Pages follows at
+// most maxPages pages and stops early when a page hands back the token it
+// was fetched with. An error of any page is the result.
+func Pages[P, T any](ctx context.Context, provider string, maxPages int, what string, get func(token string) (*http.Response, error), items func(P) ([]T, string)) ([]T, error) {
 	var out []T
 	token := ""
 	for range maxPages {
-		items, next, err := page(token)
+		resp, err := get(token)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, items...)
+		var page P
+		err = DecodeJSON(ctx, provider, resp.Body, &page, what)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		more, next := items(page)
+		out = append(out, more...)
 		if next == "" || next == token {
 			break
 		}

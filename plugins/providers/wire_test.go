@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -77,35 +79,57 @@ func TestDecodeJSON(t *testing.T) {
 	}
 }
 
+// pageOf answers with a page of JSON.
+func pageOf(body string) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(body))}, nil
+}
+
+type page struct {
+	Items []string
+	Next  string
+}
+
+func items(p page) ([]string, string) { return p.Items, p.Next }
+
 func TestPages(t *testing.T) {
+	ctx := context.Background()
 	// Pages "", "1", "2" and the end.
 	var asked []string
-	got, err := Pages(10, func(token string) ([]string, string, error) {
+	got, err := Pages(ctx, "p", 10, "the list", func(token string) (*http.Response, error) {
 		asked = append(asked, token)
 		next := map[string]string{"": "1", "1": "2"}[token]
-		return []string{"item" + token}, next, nil
-	})
+		return pageOf(`{"items":["item` + token + `"],"next":"` + next + `"}`)
+	}, items)
 	if err != nil || strings.Join(got, ",") != "item,item1,item2" || strings.Join(asked, ",") != ",1,2" {
 		t.Errorf("%q after asking %q, %v", got, asked, err)
 	}
 	// A page limit, and a token that does not move.
 	n := 0
-	if got, _ := Pages(3, func(string) ([]int, string, error) { n++; return []int{n}, fmt.Sprint(n), nil }); len(got) != 3 {
+	if got, _ := Pages(ctx, "p", 3, "the list", func(string) (*http.Response, error) {
+		n++
+		return pageOf(fmt.Sprintf(`{"items":["x"],"next":"%d"}`, n))
+	}, items); len(got) != 3 {
 		t.Errorf("past the page limit: %v", got)
 	}
-	if got, _ := Pages(10, func(string) ([]int, string, error) { return []int{1}, "same", nil }); len(got) != 2 {
+	if got, _ := Pages(ctx, "p", 10, "the list", func(string) (*http.Response, error) { return pageOf(`{"items":["x"],"next":"same"}`) }, items); len(got) != 2 {
 		t.Errorf("a token that does not move: %v", got)
 	}
+	// A failed request, a page that is not JSON.
 	boom := errors.New("boom")
-	if got, err := Pages(10, func(token string) ([]int, string, error) {
+	if got, err := Pages(ctx, "p", 10, "the list", func(token string) (*http.Response, error) {
 		if token != "" {
-			return nil, "", boom
+			return nil, boom
 		}
-		return []int{1}, "next", nil
-	}); got != nil || err != boom {
-		t.Errorf("an error: %v, %v", got, err)
+		return pageOf(`{"items":["x"],"next":"more"}`)
+	}, items); got != nil || err != boom {
+		t.Errorf("a failed request: %v, %v", got, err)
 	}
-	if got, err := Pages(10, func(string) ([]int, string, error) { return nil, "", nil }); got != nil || err != nil {
+	_, err = Pages(ctx, "p", 10, "the list", func(string) (*http.Response, error) { return pageOf(`<html>`) }, items)
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Kind != KindUnavailable || !strings.HasPrefix(pe.Message, "the list: ") {
+		t.Errorf("not JSON: %v", err)
+	}
+	if got, err := Pages(ctx, "p", 10, "the list", func(string) (*http.Response, error) { return pageOf(`{}`) }, items); got != nil || err != nil {
 		t.Errorf("no items: %v, %v", got, err)
 	}
 }

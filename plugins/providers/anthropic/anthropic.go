@@ -278,31 +278,25 @@ type modelList struct {
 // Models lists the models the key may use, following the list's pages
 // (at most maxModelPages of them).
 func (p *provider) Models(ctx context.Context) ([]providers.ModelInfo, error) {
-	return providers.Pages(maxModelPages, func(after string) ([]providers.ModelInfo, string, error) {
+	get := func(after string) (*http.Response, error) {
 		q := url.Values{"limit": {strconv.Itoa(modelPageSize)}}
 		if after != "" {
 			q.Set("after_id", after)
 		}
 		req, err := p.newRequest(ctx, http.MethodGet, "/v1/models?"+q.Encode(), nil)
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
-		resp, err := p.do(ctx, req)
-		if err != nil {
-			return nil, "", err
-		}
-		defer resp.Body.Close()
-		var page modelList
-		if err := providers.DecodeJSON(ctx, ID, resp.Body, &page, "unreadable model list"); err != nil {
-			return nil, "", err
-		}
+		return p.do(ctx, req)
+	}
+	return providers.Pages(ctx, ID, maxModelPages, "unreadable model list", get, func(page modelList) ([]providers.ModelInfo, string) {
 		var out []providers.ModelInfo
 		for _, m := range page.Data {
 			out = append(out, providers.ModelInfo{ID: m.ID, Name: m.DisplayName, ContextSize: m.MaxInputTokens})
 		}
 		if !page.HasMore {
-			return out, "", nil
+			return out, ""
 		}
-		return out, page.LastID, nil
+		return out, page.LastID
 	})
 }

@@ -150,30 +150,24 @@ type modelList struct {
 // Models lists the models that support generateContent, following every
 // page of the list.
 func (p *provider) Models(ctx context.Context) ([]providers.ModelInfo, error) {
-	return providers.Pages(maxModelPages, func(token string) ([]providers.ModelInfo, string, error) {
+	get := func(token string) (*http.Response, error) {
 		q := url.Values{"pageSize": {"1000"}}
 		if token != "" {
 			q.Set("pageToken", token)
 		}
 		req, err := p.newRequest(ctx, http.MethodGet, apiVersion+"/models", q, nil)
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
-		resp, err := p.do(ctx, req)
-		if err != nil {
-			return nil, "", err
-		}
-		defer resp.Body.Close()
-		var page modelList
-		if err := providers.DecodeJSON(ctx, ID, resp.Body, &page, "the model list is not valid JSON"); err != nil {
-			return nil, "", err
-		}
+		return p.do(ctx, req)
+	}
+	return providers.Pages(ctx, ID, maxModelPages, "the model list is not valid JSON", get, func(page modelList) ([]providers.ModelInfo, string) {
 		var out []providers.ModelInfo
 		for _, m := range page.Models {
 			if slices.Contains(m.SupportedGenerationMethods, "generateContent") {
 				out = append(out, providers.ModelInfo{ID: strings.TrimPrefix(m.Name, "models/"), Name: m.DisplayName, ContextSize: m.InputTokenLimit})
 			}
 		}
-		return out, page.NextPageToken, nil
+		return out, page.NextPageToken
 	})
 }
