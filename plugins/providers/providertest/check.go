@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -79,6 +80,18 @@ func calls(cs []core.ToolCall) string {
 	}
 	b.WriteString("]")
 	return b.String()
+}
+
+// CheckModels checks that p lists exactly want, in order.
+func CheckModels(t testing.TB, p providers.Provider, want ...providers.ModelInfo) {
+	t.Helper()
+	got, err := p.Models(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("models %+v\nwant %+v", got, want)
+	}
 }
 
 // CheckAgentRun checks what an agent run of RunAgent leaves when the fake

@@ -314,8 +314,30 @@ func TestStreamAndCheckResponse(t *testing.T) {
 // flaky fails every turn.
 type flaky struct{}
 
-func (flaky) Models(context.Context) ([]providers.ModelInfo, error) { return nil, nil }
+func (flaky) Models(context.Context) ([]providers.ModelInfo, error) { return nil, errors.New("down") }
 
 func (flaky) Turn(context.Context, string, core.ModelRequest, func(string)) (core.ModelResponse, error) {
 	return core.ModelResponse{}, errors.New("down")
+}
+
+// lister lists its models.
+type lister []providers.ModelInfo
+
+func (l lister) Models(context.Context) ([]providers.ModelInfo, error) { return l, nil }
+
+func (lister) Turn(context.Context, string, core.ModelRequest, func(string)) (core.ModelResponse, error) {
+	return core.ModelResponse{}, nil
+}
+
+func TestCheckModels(t *testing.T) {
+	a, b := providers.ModelInfo{ID: "a", Name: "A", ContextSize: 8}, providers.ModelInfo{ID: "b"}
+	CheckModels(t, lister{a, b}, a, b)
+	for _, want := range [][]providers.ModelInfo{{b, a}, {a}, {a, b, b}, {{ID: "a", Name: "A"}, b}} {
+		if got := failures(t, func(t testing.TB) { CheckModels(t, lister{a, b}, want...) }); len(got) != 1 {
+			t.Errorf("%v: %q", want, got)
+		}
+	}
+	if got := failures(t, func(t testing.TB) { CheckModels(t, flaky{}, a); t.Errorf("went on") }); len(got) != 1 {
+		t.Errorf("a failing list: %q", got)
+	}
 }
