@@ -332,19 +332,11 @@ func sse(data ...string) string {
 
 func TestModels(t *testing.T) {
 	api := serving(t, "models_page1.http", "models_page2.http")
-	got, err := newProvider(t, api.URL, nil).Models(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []providers.ModelInfo{
-		{ID: "claude-sonnet-4-5-20250929", Name: "Claude Sonnet 4.5", ContextSize: 200000},
-		{ID: "claude-opus-4-1-20250805", Name: "Claude Opus 4.1", ContextSize: 200000},
-		{ID: "claude-haiku-4-5-20251001", Name: "Claude Haiku 4.5", ContextSize: 200000},
-		{ID: "claude-3-5-haiku-20241022", Name: "Claude Haiku 3.5", ContextSize: 200000},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("models %+v", got)
-	}
+	providertest.CheckModels(t, newProvider(t, api.URL, nil),
+		providers.ModelInfo{ID: "claude-sonnet-4-5-20250929", Name: "Claude Sonnet 4.5", ContextSize: 200000},
+		providers.ModelInfo{ID: "claude-opus-4-1-20250805", Name: "Claude Opus 4.1", ContextSize: 200000},
+		providers.ModelInfo{ID: "claude-haiku-4-5-20251001", Name: "Claude Haiku 4.5", ContextSize: 200000},
+		providers.ModelInfo{ID: "claude-3-5-haiku-20241022", Name: "Claude Haiku 3.5", ContextSize: 200000})
 	reqs := api.WantRequests(t, 2)
 	for i, r := range reqs {
 		if r.Method != http.MethodGet || r.URL.Path != "/v1/models" || r.Header.Get("x-api-key") != "sk-ant-test" || r.Header.Get("anthropic-version") != apiVersion {

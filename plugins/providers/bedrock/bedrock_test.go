@@ -507,23 +507,11 @@ func TestModels(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(data)
 	})
-	models, err := p.Models(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, m := range models {
-		got = append(got, m.ID+" ("+m.Name+")")
-	}
-	want := []string{
-		"amazon.nova-pro-v1:0 (Amazon Nova Pro)",
-		"anthropic.claude-3-5-sonnet-20240620-v1:0 (Anthropic Claude 3.5 Sonnet)",
-		"anthropic.claude-sonnet-4-20250514-v1:0 (Anthropic Claude Sonnet 4)",
-		"meta.llama3-1-70b-instruct-v1:0 (Meta Llama 3.1 70B Instruct)",
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("models:\n%s", strings.Join(got, "\n"))
-	}
+	providertest.CheckModels(t, p,
+		providers.ModelInfo{ID: "amazon.nova-pro-v1:0", Name: "Amazon Nova Pro"},
+		providers.ModelInfo{ID: "anthropic.claude-3-5-sonnet-20240620-v1:0", Name: "Anthropic Claude 3.5 Sonnet"},
+		providers.ModelInfo{ID: "anthropic.claude-sonnet-4-20250514-v1:0", Name: "Anthropic Claude Sonnet 4"},
+		providers.ModelInfo{ID: "meta.llama3-1-70b-instruct-v1:0", Name: "Meta Llama 3.1 70B Instruct"})
 	req := f.Requests()[0]
 	if req.Method != http.MethodGet || req.URL.Path != "/foundation-models" || req.URL.RawQuery != "byOutputModality=TEXT" || len(req.Body) != 0 {
 		t.Errorf("%s %s?%s body %q", req.Method, req.URL.Path, req.URL.RawQuery, req.Body)

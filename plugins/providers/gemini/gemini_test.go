@@ -387,18 +387,10 @@ func TestTransportError(t *testing.T) {
 
 func TestModels(t *testing.T) {
 	api := newFake(t, jsonAnswer(200, fixture(t, "models_page1.json")), jsonAnswer(200, fixture(t, "models_page2.json")))
-	models, err := newProvider(t, api.URL).Models(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []providers.ModelInfo{
-		{ID: "gemini-2.5-pro", Name: "Gemini 2.5 Pro", ContextSize: 1048576},
-		{ID: "gemini-2.5-flash", Name: "Gemini 2.5 Flash", ContextSize: 1048576},
-		{ID: "gemini-2.5-flash-lite", Name: "Gemini 2.5 Flash-Lite", ContextSize: 1048576},
-	}
-	if !reflect.DeepEqual(models, want) {
-		t.Errorf("models %+v", models)
-	}
+	providertest.CheckModels(t, newProvider(t, api.URL),
+		providers.ModelInfo{ID: "gemini-2.5-pro", Name: "Gemini 2.5 Pro", ContextSize: 1048576},
+		providers.ModelInfo{ID: "gemini-2.5-flash", Name: "Gemini 2.5 Flash", ContextSize: 1048576},
+		providers.ModelInfo{ID: "gemini-2.5-flash-lite", Name: "Gemini 2.5 Flash-Lite", ContextSize: 1048576})
 	reqs := api.WantRequests(t, 2)
 	for i, r := range reqs {
 		if r.Method != http.MethodGet || r.URL.Path != "/v1beta/models" || r.Header.Get("x-goog-api-key") != testKey || r.URL.Query()["pageSize"][0] != "1000" {
@@ -413,7 +405,7 @@ func TestModels(t *testing.T) {
 	}
 
 	api = newFake(t, jsonAnswer(400, fixture(t, "error_400_api_key_invalid.json")))
-	_, err = newProvider(t, api.URL).Models(context.Background())
+	_, err := newProvider(t, api.URL).Models(context.Background())
 	if pe := providertest.AsError(t, err); pe.Kind != providers.KindAuth {
 		t.Errorf("error %+v", pe)
 	}

@@ -328,25 +328,16 @@ func TestTurnCancelMidStream(t *testing.T) {
 
 func TestModels(t *testing.T) {
 	f := newFake(t, "tags")
-	p := f.provider(t, providers.Settings{APIKey: "k"})
-	models, err := p.Models(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []providers.ModelInfo{
-		{ID: "qwen3:latest", Name: "qwen3:latest (8.2B, Q4_K_M)", ContextSize: 40960},
-		{ID: "llama3.2:latest", Name: "llama3.2:latest (3.2B, Q4_K_M)"},
-	}
-	if !reflect.DeepEqual(models, want) {
-		t.Errorf("models %+v\nwant %+v", models, want)
-	}
+	providertest.CheckModels(t, f.provider(t, providers.Settings{APIKey: "k"}),
+		providers.ModelInfo{ID: "qwen3:latest", Name: "qwen3:latest (8.2B, Q4_K_M)", ContextSize: 40960},
+		providers.ModelInfo{ID: "llama3.2:latest", Name: "llama3.2:latest (3.2B, Q4_K_M)"})
 	r := f.Request(t, 0)
 	if r.Method != http.MethodGet || r.URL.Path != "/api/tags" || r.Header.Get("Authorization") != "Bearer k" {
 		t.Errorf("request %s %s %v", r.Method, r.URL.Path, r.Header)
 	}
 
 	f = newFake(t, "error_401")
-	_, err = f.provider(t, providers.Settings{}).Models(context.Background())
+	_, err := f.provider(t, providers.Settings{}).Models(context.Background())
 	if pe := providertest.AsError(t, err); pe.Kind != providers.KindAuth || !strings.HasPrefix(pe.Message, "unauthorized (sign in to ollama.com: run `ollama signin` or open https://ollama.com/connect?name=kiln-host&key=") {
 		t.Errorf("error %v", err)
 	}

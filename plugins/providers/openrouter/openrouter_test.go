@@ -168,18 +168,10 @@ func TestCancelMidStream(t *testing.T) {
 
 func TestModels(t *testing.T) {
 	api := newFake(t, "models.http")
-	models, err := newProvider(t, api.URL, nil).Models(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []providers.ModelInfo{
-		{ID: "anthropic/claude-sonnet-4", Name: "Anthropic: Claude Sonnet 4", ContextSize: 1000000},
-		{ID: "openai/gpt-4.1", Name: "OpenAI: GPT-4.1", ContextSize: 1047576},
-		{ID: "meta-llama/llama-3.3-70b-instruct:free", Name: "Meta: Llama 3.3 70B Instruct (free)", ContextSize: 65536},
-	}
-	if providertest.JSON(models) != providertest.JSON(want) {
-		t.Errorf("models %+v", models)
-	}
+	providertest.CheckModels(t, newProvider(t, api.URL, nil),
+		providers.ModelInfo{ID: "anthropic/claude-sonnet-4", Name: "Anthropic: Claude Sonnet 4", ContextSize: 1000000},
+		providers.ModelInfo{ID: "openai/gpt-4.1", Name: "OpenAI: GPT-4.1", ContextSize: 1047576},
+		providers.ModelInfo{ID: "meta-llama/llama-3.3-70b-instruct:free", Name: "Meta: Llama 3.3 70B Instruct (free)", ContextSize: 65536})
 	if req := api.Requests()[0]; req.Method+" "+req.URL.Path != "GET /api/v1/models" || req.Header.Get("X-Title") != DefaultTitle {
 		t.Errorf("request %s %s %v", req.Method, req.URL.Path, req.Header)
 	}
