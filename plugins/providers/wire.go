@@ -63,6 +63,21 @@ func ToolResultText(text string, isError bool) string {
 	return text
 }
 
+// Do sends req with client and returns the 2xx response. No response at
+// all is a TransportError; any other status is the error classify makes
+// of the response (HTTPError, or the provider's refinement of it; it reads
+// and closes the body).
+func Do(ctx context.Context, client *http.Client, provider string, req *http.Request, classify func(*http.Response) *Error) (*http.Response, error) {
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, TransportError(ctx, provider, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, classify(resp)
+	}
+	return resp, nil
+}
+
 // DecodeJSON decodes the JSON answer in body into v. When it cannot, the
 // error is ctx's if ctx has ended (the read was cut short), else a
 // KindUnavailable *Error of provider whose message is what, ": " and the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -131,5 +132,41 @@ func TestPages(t *testing.T) {
 	}
 	if got, err := Pages(ctx, "p", 10, "the list", func(string) (*http.Response, error) { return pageOf(`{}`) }, items); got != nil || err != nil {
 		t.Errorf("no items: %v, %v", got, err)
+	}
+}
+
+func TestDo(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/down" {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	classify := func(resp *http.Response) *Error { return HTTPError("p", resp, nil) }
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/up", nil)
+	resp, err := Do(ctx, srv.Client(), "p", req, classify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "ok" {
+		t.Errorf("body %q", body)
+	}
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/down", nil)
+	_, err = Do(ctx, srv.Client(), "p", req, classify)
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Kind != KindUnavailable || pe.Status != 503 || pe.Message != "down" {
+		t.Errorf("a 503: %#v", err)
+	}
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, closed.URL, nil)
+	_, err = Do(ctx, http.DefaultClient, "p", req, classify)
+	if !errors.As(err, &pe) || pe.Kind != KindUnavailable || pe.Status != 0 {
+		t.Errorf("no server: %#v", err)
 	}
 }
