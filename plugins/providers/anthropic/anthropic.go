@@ -100,18 +100,13 @@ func (p *provider) newRequest(ctx context.Context, method, path string, body []b
 // do sends req and classifies a failure: no response is a transport
 // error, a non-2xx response an API error.
 func (p *provider) do(ctx context.Context, req *http.Request) (*http.Response, error) {
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return nil, providers.TransportError(ctx, ID, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	return providers.Do(ctx, p.client, ID, req, func(resp *http.Response) *providers.Error {
 		e := providers.HTTPError(ID, resp, errorMessage)
 		if e.Kind == providers.KindBadRequest && exceedsContext(e.Message) {
 			e.Kind = providers.KindContextLength
 		}
-		return nil, e
-	}
-	return resp, nil
+		return e
+	})
 }
 
 // apiError is the body of an error response and the data of an in-stream

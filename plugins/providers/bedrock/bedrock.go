@@ -105,14 +105,7 @@ func (p *Provider) do(ctx context.Context, method string, u *url.URL, body []byt
 	if err := p.auth.authorize(ctx, req, body); err != nil {
 		return nil, err
 	}
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return nil, providers.TransportError(ctx, ID, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return nil, httpError(resp)
-	}
-	return resp, nil
+	return providers.Do(ctx, p.client, ID, req, httpError)
 }
 
 // Turn runs one Converse turn of model (a model ID, inference profile ID

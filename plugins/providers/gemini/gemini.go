@@ -96,14 +96,7 @@ func (p *provider) newRequest(ctx context.Context, method, path string, query ur
 // do sends req: a transport failure or a non-2xx answer becomes a
 // classified error.
 func (p *provider) do(ctx context.Context, req *http.Request) (*http.Response, error) {
-	resp, err := p.http.Do(req)
-	if err != nil {
-		return nil, providers.TransportError(ctx, ID, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, httpError(resp)
-	}
-	return resp, nil
+	return providers.Do(ctx, p.http, ID, req, httpError)
 }
 
 // Turn runs one streamed model turn.

@@ -86,12 +86,9 @@ func (p *provider) Turn(ctx context.Context, model string, req core.ModelRequest
 		return core.ModelResponse{}, err
 	}
 	hreq.Header.Set("Accept", "application/x-ndjson")
-	resp, err := p.http.Do(hreq)
+	resp, err := providers.Do(ctx, p.http, ID, hreq, httpError)
 	if err != nil {
-		return core.ModelResponse{}, providers.TransportError(ctx, ID, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return core.ModelResponse{}, providers.HTTPError(ID, resp, errorMessage)
+		return core.ModelResponse{}, err
 	}
 	defer resp.Body.Close()
 	out, err := readStream(ctx, resp.Body, names, callIDs(req), delta)

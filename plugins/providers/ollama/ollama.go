@@ -126,6 +126,11 @@ func (p *provider) newRequest(ctx context.Context, method, path string, body []b
 	return r, nil
 }
 
+// httpError classifies a non-2xx response, its message from errorMessage.
+func httpError(resp *http.Response) *providers.Error {
+	return providers.HTTPError(ID, resp, errorMessage)
+}
+
 // errorMessage extracts the message from an error body: Ollama's
 // {"error":"..."}, or the {"error":{"message":"..."}} a proxy in front of
 // it may send; "" when the body is neither. The sign-in link Ollama adds
@@ -188,12 +193,9 @@ func (p *provider) Models(ctx context.Context) ([]providers.ModelInfo, error) {
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := p.http.Do(req)
+	resp, err := providers.Do(ctx, p.http, ID, req, httpError)
 	if err != nil {
-		return nil, providers.TransportError(ctx, ID, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return nil, providers.HTTPError(ID, resp, errorMessage)
+		return nil, err
 	}
 	defer resp.Body.Close()
 	var tags tagsResponse

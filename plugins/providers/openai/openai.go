@@ -109,14 +109,7 @@ func (c *client) do(ctx context.Context, method, path string, body any) (*http.R
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "text/event-stream")
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, providers.TransportError(ctx, c.id, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, httpError(c.id, resp)
-	}
-	return resp, nil
+	return providers.Do(ctx, c.http, c.id, req, func(resp *http.Response) *providers.Error { return httpError(c.id, resp) })
 }
 
 // stream posts body to path and returns the event stream. A 200 answer
