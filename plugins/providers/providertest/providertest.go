@@ -1,8 +1,17 @@
-// Package providertest runs a full agent run through a providers.Provider:
-// a real core.Service on a SQLite store with the built-in echo tool, the
-// provider as its only model. Provider packages point the provider at a
-// local fake server that answers in the API's real wire format (first a
-// tool call, then text) and check the result.
+// Package providertest is the test kit of the provider packages.
+//
+// RunAgent runs a full agent run through a providers.Provider: a real
+// core.Service on a SQLite store with the built-in echo tool, the provider
+// as its only model. Provider packages point the provider at a local fake
+// server that answers in the API's real wire format (first a tool call,
+// then text) and check the result with CheckAgentRun.
+//
+// The fake server is a Server: it records every request and answers with
+// recorded responses, Fixtures read from raw-HTTP files in testdata
+// (ReadFixture, ServeFixtures) or made in the test (Serve), written piece
+// by piece as the API streams them (Events, Lines, Chunks). Stream,
+// CheckResponse, CheckModels, CheckError with tables of ErrorCase, and
+// CheckCancelled with Hold check what a provider makes of the answers.
 package providertest
 
 import (
