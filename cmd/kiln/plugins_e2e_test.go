@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -231,7 +232,17 @@ func TestPluginsEndToEnd(t *testing.T) {
 	}
 
 	// After a restart: calc and util still enabled, calcp reported failed.
+	// The SIGKILL takes the built-in plugin's process with it.
+	util, err := c.Plugin(ctx, "util")
+	if err != nil || util.PID == 0 {
+		t.Fatalf("util: %+v, %v", util, err)
+	}
 	srv.kill()
+	for deadline := time.Now().Add(5 * time.Second); processAlive(util.PID); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the util plugin (pid %d) outlived its killed server", util.PID)
+		}
+	}
 	srv = startProc(t, addr, data)
 	c = srv.client()
 	list, err = c.Plugins(ctx)
@@ -277,4 +288,15 @@ func TestPluginsEndToEnd(t *testing.T) {
 	if _, res = runScript(t, c, "tool calc.counter {}\ntext done", nil); res["calc.counter"].Text != "1" {
 		t.Errorf("calc.counter after rm and install: %+v", res["calc.counter"])
 	}
+}
+
+// processAlive reports whether pid runs (a zombie waiting to be reaped
+// does not count).
+func processAlive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	return !strings.HasPrefix(rest, "Z")
 }

@@ -263,6 +263,7 @@ func (p *Plugin) start(ctx context.Context) (*instance, *toolsetpb.DescribeRespo
 	cmd := exec.Command(p.entry, p.opts.Args...)
 	cmd.Dir = p.dir
 	cmd.Env = p.environ()
+	dieWithHost(cmd)
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  pluginrpc.Handshake,
 		Plugins:          goplugin.PluginSet{pluginrpc.ToolsetName: &pluginrpc.ToolsetPlugin{}},

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
 
@@ -30,11 +31,24 @@ func Serve(ts Toolset) {
 		fmt.Fprintln(os.Stderr, "plugin:", err)
 		os.Exit(1)
 	}
+	go exitWithParent(os.Getppid(), time.Second)
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: pluginrpc.Handshake,
 		Plugins:         goplugin.PluginSet{pluginrpc.ToolsetName: &pluginrpc.ToolsetPlugin{Impl: srv}},
 		GRPCServer:      goplugin.DefaultGRPCServer,
 	})
+}
+
+// exitWithParent ends the plugin once its parent, the Kiln host, is gone
+// (the process is then re-parented), so a plugin never outlives a host
+// that was killed. On Linux the host also asks the kernel for this.
+func exitWithParent(parent int, every time.Duration) {
+	for {
+		time.Sleep(every)
+		if os.Getppid() != parent {
+			os.Exit(0)
+		}
+	}
 }
 
 // processServer implements the gRPC toolset service over a Toolset.
