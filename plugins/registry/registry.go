@@ -290,9 +290,9 @@ func (r *Registry) load(ctx context.Context, e *entry) (plugins.Toolset, []strin
 		if r.cfg.WASM == nil {
 			return nil, nil, errors.New("this server has no WASM host")
 		}
-		data := filepath.Join(r.cfg.DataRoot, e.id)
-		if err := os.MkdirAll(data, 0o700); err != nil {
-			return nil, nil, fmt.Errorf("create data folder: %w", err)
+		data, derr := r.dataDir(e.id)
+		if derr != nil {
+			return nil, nil, derr
 		}
 		opts := wasm.LoadOptions{DataDir: data, Logger: r.log.With("plugin", e.id), Emit: core.ReportProgress}
 		if r.cfg.KV != nil {
@@ -301,14 +301,10 @@ func (r *Registry) load(ctx context.Context, e *entry) (plugins.Toolset, []strin
 		ts, err = r.cfg.WASM.Load(ctx, e.dir, m, opts)
 	case m.Runtime == plugins.RuntimeProcess:
 		// The process finds its data folder ("data:/" of the SDK's
-		// ReadFile and WriteFile) in KILN_PLUGIN_DATA. It runs in its
-		// plugin folder, so the path must be absolute.
-		data, aerr := filepath.Abs(filepath.Join(r.cfg.DataRoot, e.id))
-		if aerr != nil {
-			return nil, nil, fmt.Errorf("data folder: %w", aerr)
-		}
-		if err := os.MkdirAll(data, 0o700); err != nil {
-			return nil, nil, fmt.Errorf("create data folder: %w", err)
+		// ReadFile and WriteFile) in KILN_PLUGIN_DATA.
+		data, derr := r.dataDir(e.id)
+		if derr != nil {
+			return nil, nil, derr
 		}
 		opts := r.cfg.Process
 		opts.Env = append(slices.Clip(opts.Env), "KILN_PLUGIN_DATA="+data)
@@ -336,6 +332,19 @@ func (r *Registry) load(ctx context.Context, e *entry) (plugins.Toolset, []strin
 	}
 	r.log.Info("plugin enabled", "plugin", e.id, "version", m.Version, "runtime", m.Runtime, "tools", len(tools))
 	return ts, names, nil
+}
+
+// dataDir creates plugin id's data folder and returns its absolute path
+// (absolute because a process plugin runs in its own folder).
+func (r *Registry) dataDir(id string) (string, error) {
+	data, err := filepath.Abs(filepath.Join(r.cfg.DataRoot, id))
+	if err == nil {
+		err = os.MkdirAll(data, 0o700)
+	}
+	if err != nil {
+		return "", fmt.Errorf("create data folder: %w", err)
+	}
+	return data, nil
 }
 
 // stop withdraws e's tools and closes it; r.op is held.
