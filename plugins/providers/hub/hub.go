@@ -221,6 +221,12 @@ func envNames(d *Def) []string {
 
 // status describes d; h.mu is held.
 func (h *Hub) status(d *Def) Status {
+	st, _ := h.describe(d)
+	return st
+}
+
+// describe returns d's status and its resolved settings; h.mu is held.
+func (h *Hub) describe(d *Def) (Status, map[string]string) {
 	values, settings := h.resolve(d)
 	st := Status{ID: d.ID, Name: d.Name, Settings: settings, Env: envNames(d)}
 	switch {
@@ -239,7 +245,7 @@ func (h *Hub) status(d *Def) Status {
 			st.State, st.Error = StateError, ml.err
 		}
 	}
-	return st
+	return st, values
 }
 
 // List describes every provider, in catalog order.
@@ -405,7 +411,7 @@ func fingerprint(values map[string]string) string {
 // provider returns d's provider built from its current settings, or an
 // EINVALID error saying why there is none. h.mu is held.
 func (h *Hub) provider(d *Def) (providers.Provider, map[string]string, error) {
-	st := h.status(d)
+	st, values := h.describe(d)
 	switch st.State {
 	case StateDisabled:
 		return nil, nil, core.Errorf(core.EINVALID, "provider %s is disabled (kiln plugin enable %s)", d.ID, d.ID)
@@ -415,7 +421,6 @@ func (h *Hub) provider(d *Def) (providers.Provider, map[string]string, error) {
 	if d.New == nil {
 		return nil, nil, core.Errorf(core.EINVALID, "%s", st.Error)
 	}
-	values, _ := h.resolve(d)
 	key := fingerprint(values)
 	if l, ok := h.live[d.ID]; ok && l.key == key {
 		return l.p, values, nil
