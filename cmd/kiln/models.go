@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -36,13 +37,13 @@ func checkModelRef(ref string) error {
 	if ok && model != "" && slices.Contains(providerIDs(), id) {
 		return nil
 	}
-	return fmt.Errorf("unknown model %q (built in: %s; or <provider>:<model> with provider %s)",
-		ref, availableModels(), strings.Join(providerIDs(), ", "))
+	return errors.New(unknownModel(ref))
 }
 
-// availableModels lists the built-in model names, sorted.
-func availableModels() string {
-	return strings.Join(slices.Sorted(maps.Keys(builtin.Models())), ", ")
+// unknownModel says that ref names no model and what would.
+func unknownModel(ref string) string {
+	return fmt.Sprintf("unknown model %q (built in: %s; or <provider>:<model> with provider %s)",
+		ref, strings.Join(slices.Sorted(maps.Keys(builtin.Models())), ", "), strings.Join(providerIDs(), ", "))
 }
 
 // openHub opens the model providers with their settings in
@@ -78,11 +79,10 @@ func modelResolver(models map[string]core.Model, h *hub.Hub) core.ModelResolver 
 		if m, ok := models[ref]; ok {
 			return m, nil
 		}
-		if h != nil && h.Handles(ref) {
+		if h.Handles(ref) {
 			return h.Resolve(ref)
 		}
-		return nil, core.Errorf(core.EINVALID, "unknown model %q (built in: %s; or <provider>:<model> with provider %s)",
-			ref, availableModels(), strings.Join(providerIDs(), ", "))
+		return nil, core.Errorf(core.EINVALID, "%s", unknownModel(ref))
 	}
 }
 
