@@ -290,11 +290,6 @@ func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv cor
 		host.Close(context.WithoutCancel(ctx))
 		return nil, nil, fmt.Errorf("open plugins: %w", err)
 	}
-	for _, p := range reg.List(ctx) {
-		if p.Status == registry.StatusFailed {
-			log.Warn("plugin failed", "plugin", p.ID, "reason", p.Error)
-		}
-	}
 	return reg, func() error {
 		return errors.Join(reg.Close(), host.Close(context.Background()))
 	}, nil

@@ -145,6 +145,9 @@ func Open(ctx context.Context, cfg Config) (*Registry, error) {
 		}
 		e := &entry{id: id, dir: filepath.Join(cfg.Root, id, rec.Version)}
 		e.m, e.err = r.checkInstalled(id, e.dir, rec)
+		if e.err != "" {
+			r.log.Warn("plugin failed", "plugin", id, "reason", e.err)
+		}
 		r.entries[id] = e
 	}
 	var wg sync.WaitGroup
