@@ -101,6 +101,8 @@ test("an installed plugin: a failure shows why, Remove asks first", { skip: CALC
     assert.equal(await p.evaluate(() => document.activeElement?.getAttribute("data-testid")), "plugin-remove");
     await calc.locator(tid("plugin-remove")).click();
     await confirm.waitFor();
+    // Focus is on the confirmation as soon as it shows (a key pressed at once reaches it).
+    assert.equal(await p.evaluate(() => document.activeElement?.getAttribute("data-testid")), "plugin-remove-confirm");
     await p.keyboard.press("Escape");
     await confirm.waitFor({ state: "detached" });
     assert.equal((await s.kiln.api("GET", "/plugins/calc")).id, "calc", "still installed");

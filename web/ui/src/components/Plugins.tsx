@@ -1,7 +1,7 @@
 // The Plugins panel of Settings: lists the installed plugins (built-ins
 // included), enables, disables and removes them. Installing takes a folder
 // on the server's machine and the user's consent, so it stays in the CLI.
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError } from "../api";
 import type { Plugin } from "../types";
 
@@ -59,7 +59,10 @@ function PluginRow({ p, onChange, onGone, onRemoved }: {
   const tools = p.tools ?? [], perms = p.permissions ?? [];
   const hid = `plg-${p.id}`;
   const back = useRef(false); // a cancelled confirmation returns focus to Remove…
-  useEffect(() => {
+  // A layout effect moves focus in the same task that shows the confirmation
+  // (or takes it away), so there is no moment in which the focused button is
+  // gone and a key press (Escape) lands on the page instead of the row.
+  useLayoutEffect(() => {
     const f = (id: string) => ref.current?.querySelector<HTMLElement>(`[data-testid=${id}]`)?.focus();
     if (confirm) f("plugin-remove-confirm");
     else if (back.current) { back.current = false; f("plugin-remove"); }
