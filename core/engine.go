@@ -88,7 +88,7 @@ func (s *Service) StartRun(ctx context.Context, p Principal, threadID string, re
 			if err := tx.PutRun(run); err != nil {
 				return err
 			}
-			t.UpdatedAt = now
+			settle(t, threadChange{}, now)
 			if err := tx.PutThread(t); err != nil {
 				return err
 			}
@@ -122,7 +122,7 @@ func (s *Service) activate(tx Tx, run *Run, t *Thread) error {
 	if err := tx.PutCheckpoint(cp); err != nil {
 		return err
 	}
-	t.ActiveRunID, t.Status, t.UpdatedAt, t.LastMessage = run.ID, ThreadRunning, now, preview(run.Input.Text)
+	settle(t, threadChange{run: run, text: run.Input.Text}, now)
 	if err := tx.PutThread(t); err != nil {
 		return err
 	}
@@ -138,14 +138,6 @@ func emitMessage(tx Tx, run *Run, m *Message) error {
 	lean := *m
 	lean.ThreadID, lean.RunID, lean.CreatedAt = "", "", time.Time{}
 	return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventMessage, &lean)
-}
-
-func preview(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > 140 {
-		return string(r[:139]) + "…"
-	}
-	return s
 }
 
 // CancelRun cancels a run. A queued or interrupted run is cancelled at once;
@@ -228,17 +220,8 @@ func (s *Service) finish(tx Tx, run *Run, status RunStatus, msg string) (string,
 		if err := tx.PutInterrupt(in); err != nil {
 			return "", err
 		}
-		t.OpenActions--
 	}
-	t.OpenActions = max(t.OpenActions, 0)
-	t.ActiveRunID, t.Status, t.UpdatedAt = "", ThreadIdle, now
-	switch status {
-	case RunFailed:
-		t.Status = ThreadFailed
-		t.UnreadRunID, t.Unread = run.ID, true
-	case RunSucceeded:
-		t.UnreadRunID, t.Unread = run.ID, true
-	}
+	settle(t, threadChange{run: run, actions: -len(open)}, now)
 	if err := emit(tx, run.OwnerID, run.ThreadID, run.ID, EventRunFinished, finishPayload(run)); err != nil {
 		return "", err
 	}
@@ -291,8 +274,7 @@ func (s *Service) Decide(ctx context.Context, p Principal, interruptID string, d
 		if err != nil {
 			return err
 		}
-		t.OpenActions = max(t.OpenActions-1, 0)
-		t.UpdatedAt = now
+		settle(t, threadChange{actions: -1}, now)
 		open, err := tx.Interrupts(InterruptQuery{RunID: in.RunID, Status: InterruptOpen})
 		if err != nil {
 			return err
@@ -347,7 +329,7 @@ func (s *Service) resume(tx Tx, runID string, t *Thread) error {
 	if err := tx.PutRun(run); err != nil {
 		return err
 	}
-	t.Status = ThreadRunning
+	settle(t, threadChange{run: run}, now)
 	if err := tx.PutThread(t); err != nil {
 		return err
 	}
@@ -681,7 +663,7 @@ func (r *runner) modelStep(ctx context.Context) error {
 			}
 			t.Usage = t.Usage.Add(resp.Usage)
 			if resp.Text != "" {
-				t.LastMessage, t.UpdatedAt = preview(resp.Text), r.s.now()
+				settle(t, threadChange{text: resp.Text}, r.s.now())
 			}
 			if err := tx.PutThread(t); err != nil {
 				return err
@@ -799,7 +781,7 @@ func (r *runner) toolsStep(ctx context.Context, resumed bool) (pause bool, err e
 				}
 			}
 			run.Status = RunInterrupted
-			t.Status, t.OpenActions, t.UpdatedAt = ThreadInterrupted, t.OpenActions+len(held), r.s.now()
+			settle(t, threadChange{run: run, actions: len(held)}, r.s.now())
 			if err := tx.PutThread(t); err != nil {
 				return err
 			}
@@ -832,10 +814,12 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 				text, isErr, run = "The user skipped this call after the server restarted during it; it may or may not have taken effect.", true, false
 			}
 		}
+		// Every call the model asked for counts once it is resolved, whether
+		// it ran or was rejected, answered or skipped.
+		if st.ToolCalls >= r.run.Limits.MaxToolCalls {
+			return r.end(ctx, RunFailed, fmt.Sprintf("tool call limit of %d reached", r.run.Limits.MaxToolCalls))
+		}
 		if run {
-			if st.ToolCalls >= r.run.Limits.MaxToolCalls {
-				return r.end(ctx, RunFailed, fmt.Sprintf("tool call limit of %d reached", r.run.Limits.MaxToolCalls))
-			}
 			tool := tb.byName[call.Name]
 			if tool == nil {
 				text, isErr = fmt.Sprintf("unknown tool %q", call.Name), true
@@ -863,8 +847,8 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 					text, isErr = err.Error(), true
 				}
 			}
-			st.ToolCalls++
 		}
+		st.ToolCalls++
 		results = append(results, &Message{ThreadID: r.run.ThreadID, RunID: r.run.ID, Role: RoleTool, ToolCallID: call.ID, Name: call.Name, Text: text, IsError: isErr, CreatedAt: r.s.now()})
 	}
 	st.Calls, st.Phase, st.Steps = nil, PhaseModel, st.Steps+1

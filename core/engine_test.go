@@ -359,8 +359,8 @@ func TestCancel(t *testing.T) {
 		t.Errorf("second cancel: %v, want conflict", err)
 	}
 	th2, _ := svc.GetThread(ctx, owner, th.ID)
-	if th2.Unread || th2.ActiveRunID != "" {
-		t.Errorf("thread after cancels: %+v", th2)
+	if th2.Unread || th2.ActiveRunID != "" || th2.Status != core.ThreadCancelled {
+		t.Errorf("thread after cancels: %+v, want status cancelled, read, no active run", th2)
 	}
 	// Cancelling an interrupted run closes its Action item.
 	svc2rec := &recorder{}
@@ -437,7 +437,10 @@ func TestApprovalDecisions(t *testing.T) {
 	if _, err := svc.Decide(ctx, owner, byCall["4"].InterruptID, decisions["4"]); err != nil {
 		t.Fatal(err)
 	}
-	waitRun(t, svc, r.ID, core.RunSucceeded)
+	// Every call counts, also the rejected and the answered one.
+	if got := waitRun(t, svc, r.ID, core.RunSucceeded); got.ToolCalls != 5 {
+		t.Errorf("run counts %d tool calls, want 5", got.ToolCalls)
+	}
 	if got := rec.list(); !slices.Equal(got, []string{`w{"n":1}`, `w{"n":20}`, `echo{"n":5}`}) {
 		t.Errorf("executed %v", got)
 	}
@@ -499,7 +502,9 @@ func TestLimits(t *testing.T) {
 	if !strings.Contains(r.Error, "tool call limit of 4") || r.ToolCalls != 4 {
 		t.Errorf("tool limit: %q after %d calls", r.Error, r.ToolCalls)
 	}
-	if th2, _ := svc.GetThread(context.Background(), owner, th.ID); th2.Status != core.ThreadFailed || !th2.Unread {
+	// A failed thread's preview is the error, not the input.
+	if th2, _ := svc.GetThread(context.Background(), owner, th.ID); th2.Status != core.ThreadFailed || !th2.Unread ||
+		th2.LastMessage != "Failed: tool call limit of 4 reached" {
 		t.Errorf("failed run's thread: %+v", th2)
 	}
 }

@@ -60,13 +60,15 @@ type Thread struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// Thread statuses, derived from the thread's runs and kept on the row so
-// lists need no join.
+// Thread statuses, derived from the thread's runs (by settle, in
+// thread.go) and kept on the row so lists need no join: the active run's
+// state while one holds the thread, else how the last one ended.
 const (
 	ThreadIdle        = "idle"
 	ThreadRunning     = "running"
 	ThreadInterrupted = "interrupted"
 	ThreadFailed      = "failed"
+	ThreadCancelled   = "cancelled"
 )
 
 // RunStatus is the state of a run.

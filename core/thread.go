@@ -1,0 +1,75 @@
+package core
+
+import (
+	"strings"
+	"time"
+)
+
+// threadChange is what happened to a thread that its derived fields follow
+// from: a run changed state, interrupts opened or closed, a message with
+// text was added.
+type threadChange struct {
+	// run is the run whose status changed (after the change), or nil.
+	run *Run
+	// actions is the change in the number of open interrupts.
+	actions int
+	// text is the text of a message the change added, or "".
+	text string
+}
+
+// settle sets the thread's derived fields after c, at now. It is the one
+// place that decides them:
+//
+//   - ActiveRunID is the run that is running or interrupted, "" once it
+//     ended. A queued run does not hold the thread; cancelling one changes
+//     nothing but UpdatedAt.
+//   - Status is the active run's (running or interrupted); after it ends,
+//     failed or cancelled when it ended so, idle when it succeeded.
+//   - A run that succeeds or fails makes the thread unread (UnreadRunID)
+//     until MarkRead; a cancelled run does not (the user stopped it).
+//   - OpenActions counts the open interrupts; a run that ends closes its own.
+//   - LastMessage previews the newest text: a message's, or a failed run's
+//     error, which is what the user needs to see first.
+//   - UpdatedAt is now.
+func settle(t *Thread, c threadChange, now time.Time) {
+	t.UpdatedAt = now
+	t.OpenActions = max(t.OpenActions+c.actions, 0)
+	if c.text != "" {
+		t.LastMessage = preview(c.text)
+	}
+	r := c.run
+	if r == nil {
+		return
+	}
+	switch {
+	case r.Status.Active():
+		t.ActiveRunID = r.ID
+		t.Status = ThreadRunning
+		if r.Status == RunInterrupted {
+			t.Status = ThreadInterrupted
+		}
+	case r.Status.Terminal() && t.ActiveRunID == r.ID:
+		t.ActiveRunID = ""
+		switch r.Status {
+		case RunFailed:
+			t.Status = ThreadFailed
+			t.UnreadRunID = r.ID
+			t.LastMessage = preview("Failed: " + r.Error)
+		case RunCancelled:
+			t.Status = ThreadCancelled
+		default:
+			t.Status = ThreadIdle
+			t.UnreadRunID = r.ID
+		}
+	}
+	t.Unread = t.UnreadRunID != ""
+}
+
+// preview is the one-line form of a text that thread lists show.
+func preview(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 140 {
+		return string(r[:139]) + "…"
+	}
+	return s
+}
