@@ -44,6 +44,9 @@ func (s *Service) StartRun(ctx context.Context, p Principal, threadID string, re
 	if len(req.Input.Text) > MaxInputLen {
 		return nil, Errorf(EINVALID, "input.text is %d bytes; the limit is %d", len(req.Input.Text), MaxInputLen)
 	}
+	if err := CheckText("input.text", req.Input.Text, true); err != nil {
+		return nil, err
+	}
 	if err := req.InterruptOn.Validate(); err != nil {
 		return nil, err
 	}
@@ -359,6 +362,9 @@ func jsonEqual(a, b json.RawMessage) bool {
 func checkDecision(in *Interrupt, d *Decision) error {
 	if !slices.Contains(in.AllowedDecisions, d.Decision) {
 		return Errorf(EINVALID, "decision %q is not allowed here; allowed: %s", d.Decision, strings.Join(in.AllowedDecisions, ", "))
+	}
+	if err := CheckText("message", d.Message, true); err != nil {
+		return err
 	}
 	switch d.Decision {
 	case DecisionEdit:

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -189,6 +190,9 @@ const (
 	MaxInputLen      = 256 << 10
 )
 
+// cleanName trims a single-line field (a title, a name) and checks it:
+// not empty when required, at most max characters, valid UTF-8, and no
+// control characters (NUL, newlines and tabs included) or line separators.
 func cleanName(kind, s string, max int, required bool) (string, error) {
 	s = strings.TrimSpace(s)
 	if required && s == "" {
@@ -197,11 +201,31 @@ func cleanName(kind, s string, max int, required bool) (string, error) {
 	if n := utf8.RuneCountInString(s); n > max {
 		return "", Errorf(EINVALID, "%s is %d characters; the limit is %d", kind, n, max)
 	}
-	if !utf8.ValidString(s) {
-		return "", Errorf(EINVALID, "%s is not valid UTF-8", kind)
+	if err := CheckText(kind, s, false); err != nil {
+		return "", err
 	}
 	return s, nil
 }
+
+// CheckText returns EINVALID unless s is valid UTF-8 without control
+// characters. multiline allows newlines, carriage returns and tabs (a
+// message's text); a single-line field (a title, a name) allows none of
+// them, nor the Unicode line and paragraph separators.
+func CheckText(kind, s string, multiline bool) error {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				return Errorf(EINVALID, "%s is not valid UTF-8 (at byte %d)", kind, i)
+			}
+		case multiline && (r == '\n' || r == '\r' || r == '\t'):
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029':
+			return Errorf(EINVALID, "%s contains the control character %U (at byte %d)", kind, r, i)
+		}
+	}
+	return nil
+}
+
 
 // ThreadInput creates a thread.
 type ThreadInput struct {

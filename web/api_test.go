@@ -351,6 +351,71 @@ func TestDecodeErrors(t *testing.T) {
 	})
 }
 
+// TestBadText: bytes that are not UTF-8, unpaired surrogates and control
+// characters in single-line fields are refused with 400 and change
+// nothing; a run's input keeps its newlines and tabs.
+func TestBadText(t *testing.T) {
+	e := newEnv(t, Options{})
+	th := e.createThread("text")
+	var fld core.Folder
+	e.call("POST", "/api/v1/folders", `{"name":"Work"}`, http.StatusCreated, &fld)
+	runs := "/api/v1/threads/" + th.ID + "/runs"
+	bad, inv := codeInvalidJSON, core.EINVALID
+	for _, tc := range []struct{ name, method, path, body, code, message string }{
+		{"invalid UTF-8 title", "POST", "/api/v1/threads", "{\"title\":\"bad \xff\"}", bad, "not valid UTF-8 (at byte 14)"},
+		{"invalid UTF-8 key", "POST", "/api/v1/threads", "{\"ti\xc3tle\":\"x\"}", bad, "not valid UTF-8"},
+		{"lone high surrogate", "POST", "/api/v1/threads", `{"title":"\ud800"}`, bad, "unpaired UTF-16 surrogate \\ud800"},
+		{"lone low surrogate", "PATCH", "/api/v1/threads/" + th.ID, `{"title":"a\udc00b"}`, bad, "unpaired UTF-16 surrogate \\udc00"},
+		{"reversed pair", "POST", "/api/v1/folders", `{"name":"\udc00\ud800"}`, bad, "unpaired UTF-16 surrogate"},
+		{"NUL in a title", "POST", "/api/v1/threads", `{"title":"a\u0000b"}`, inv, "control character U+0000"},
+		{"newline in a title", "PATCH", "/api/v1/threads/" + th.ID, `{"title":"two\nlines"}`, inv, "control character U+000A"},
+		{"tab in a folder name", "PATCH", "/api/v1/folders/" + fld.ID, `{"name":"a\tb"}`, inv, "control character U+0009"},
+		{"escape in a folder name", "POST", "/api/v1/folders", `{"name":"\u001b[31mred"}`, inv, "control character U+001B"},
+		{"line separator", "POST", "/api/v1/threads", `{"title":"a\u2028b"}`, inv, "control character U+2028"},
+		{"NUL in a run's input", "POST", runs, `{"input":{"text":"text a\u0000b"}}`, inv, "control character U+0000"},
+		{"invalid UTF-8 input", "POST", runs, "{\"input\":{\"text\":\"text \xc0\xaf\"}}", bad, "not valid UTF-8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := e.in(t)
+			before := e.threadCount()
+			r := e.wantError(tc.method, tc.path, tc.body, nil, http.StatusBadRequest, tc.code)
+			if !strings.Contains(r.errorMessage(), tc.message) {
+				t.Fatalf("message %q does not contain %q", r.errorMessage(), tc.message)
+			}
+			if after := e.threadCount(); after != before {
+				t.Fatalf("threads %d -> %d", before, after)
+			}
+		})
+	}
+	var got core.Thread
+	e.call("GET", "/api/v1/threads/"+th.ID, "", http.StatusOK, &got)
+	if got.Title != "text" || got.ActiveRunID != "" {
+		t.Fatalf("thread changed: %+v", got)
+	}
+	var f core.Folder
+	e.call("GET", "/api/v1/folders/"+fld.ID, "", http.StatusOK, &f)
+	if f.Name != "Work" {
+		t.Fatalf("folder changed: %+v", f)
+	}
+	// Paired surrogates and other characters are fine; input keeps newlines and tabs.
+	var ok core.Thread
+	e.call("POST", "/api/v1/threads", `{"title":"\ud83d\ude00 caf\u00e9 ✓"}`, http.StatusCreated, &ok)
+	if ok.Title != "😀 café ✓" {
+		t.Fatalf("title %q", ok.Title)
+	}
+	run := e.startRun(th.ID, "text line one\n\tline two", nil)
+	var msgs struct{ Messages []core.Message }
+	e.waitRun(run.ID, core.RunSucceeded, core.RunFailed)
+	e.call("GET", "/api/v1/threads/"+th.ID+"/messages", "", http.StatusOK, &msgs)
+	if len(msgs.Messages) == 0 || msgs.Messages[0].Text != "text line one\n\tline two" {
+		t.Fatalf("input: %+v", msgs.Messages)
+	}
+	// Query parameters are text too.
+	for _, path := range []string{"/api/v1/threads?q=%ff", "/api/v1/threads?q=a%00b", "/api/v1/inbox?queue=unread&cursor=%c0"} {
+		e.wantError("GET", path, "", nil, http.StatusBadRequest, core.EINVALID)
+	}
+}
+
 // threadCount counts the owner's threads.
 func (e *env) threadCount() int {
 	e.t.Helper()

@@ -76,12 +76,16 @@ func checkMediaType(r *http.Request) error {
 const jsonSpace = " \t\r\n"
 
 // unmarshalStrict decodes b, which must hold exactly one JSON object, into
-// v. Unknown fields are rejected. Errors are *apiError with code
+// v. Unknown fields, bytes that are not UTF-8 and unpaired surrogate
+// escapes are rejected (checkJSONText). Errors are *apiError with code
 // invalid_json and a message naming the field and the problem, or the
 // *core.Error a field's UnmarshalJSON returned.
 func unmarshalStrict(b []byte, v any) error {
 	if trimmed := bytes.TrimLeft(b, jsonSpace); len(trimmed) == 0 || trimmed[0] != '{' {
 		return errorf(codeInvalidJSON, "request body must be a JSON object")
+	}
+	if err := checkJSONText(b); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

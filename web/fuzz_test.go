@@ -3,7 +3,9 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // fuzzDecoder checks the contract of a request body parser on arbitrary
@@ -111,4 +113,44 @@ func FuzzDecodeConfigInput(f *testing.F) {
 		`{"settings":{"a":"x","a":"y"}}`, `{"settings":{"":"x"}}`, `{"settings":{"a b":"x"}}`, `{"settings":{"api":1}}`,
 		`{"settings":[]}`, `{"settings":{},"api_key":"x"}`, `{"settings":{"k":"\u00e9\ud83d\ude00\ud800"}}`,
 	)
+}
+
+// FuzzCheckJSONText: a body checkJSONText accepts decodes without
+// encoding/json replacing anything by U+FFFD (a U+FFFD in the result was
+// in the input, literally or escaped), and it refuses no well-formed JSON
+// of valid UTF-8 without unpaired surrogates.
+func FuzzCheckJSONText(f *testing.F) {
+	for _, s := range []string{`{"a":"x"}`, `{"a":"\ud83d\ude00"}`, `{"a":"\ud800"}`, `{"a":"\udc00\ud800"}`, "{\"a\":\"\xff\"}",
+		`{"a":"\\ud800"}`, `{"a":"\ufffd"}`, "{\"a\":\"\xef\xbf\xbd\"}", `{"\ud800":1}`, `["\ud800x"]`, `{"a":"\ud800\u0041"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if checkJSONText(b) != nil || !json.Valid(b) {
+			return
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("valid JSON did not decode: %v", err)
+		}
+		hadFFFD := bytes.Contains(b, []byte("\ufffd")) || bytes.Contains(bytes.ToLower(b), []byte(`\ufffd`))
+		var walk func(any)
+		walk = func(x any) {
+			switch x := x.(type) {
+			case string:
+				if strings.ContainsRune(x, utf8.RuneError) && !hadFFFD {
+					t.Fatalf("%q decoded to %q: a replacement character the input did not have", b, x)
+				}
+			case []any:
+				for _, y := range x {
+					walk(y)
+				}
+			case map[string]any:
+				for k, y := range x {
+					walk(k)
+					walk(y)
+				}
+			}
+		}
+		walk(v)
+	})
 }

@@ -209,3 +209,30 @@ func (s *server) tokenMatches(token string) bool {
 func isAPIPath(path string) bool {
 	return path == "/api" || strings.HasPrefix(path, "/api/")
 }
+
+// checkURL refuses a request whose path or query parameters are not text:
+// bytes that are not UTF-8 or control characters, once percent-decoded.
+// Handlers can then take IDs and search words as they are.
+func (s *server) checkURL(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err := core.CheckText("the path", r.URL.Path, false)
+		if err == nil {
+			q, perr := url.ParseQuery(r.URL.RawQuery)
+			if perr != nil {
+				err = errorf(core.EINVALID, "the query string is malformed: %s", clip(perr.Error(), 100))
+			}
+			for k, vs := range q {
+				for _, v := range append([]string{k}, vs...) {
+					if err == nil {
+						err = core.CheckText(fmt.Sprintf("query parameter %q", clip(k, 40)), v, false)
+					}
+				}
+			}
+		}
+		if err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

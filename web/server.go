@@ -88,7 +88,7 @@ func New(svc *core.Service, opts Options) http.Handler {
 // router builds the chi router: middleware, then every route.
 func (s *server) router() chi.Router {
 	r := chi.NewRouter()
-	r.Use(securityHeaders, s.observe, s.checkHost, s.checkOrigin, s.requireToken)
+	r.Use(securityHeaders, s.observe, s.checkHost, s.checkOrigin, s.requireToken, s.checkURL)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, errorf(core.ENOTFOUND, "no route for %s %s", r.Method, clip(r.URL.Path, 200)))
 	})
