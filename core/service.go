@@ -226,7 +226,6 @@ func CheckText(kind, s string, multiline bool) error {
 	return nil
 }
 
-
 // ThreadInput creates a thread.
 type ThreadInput struct {
 	Title    string `json:"title"`
