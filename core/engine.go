@@ -261,7 +261,7 @@ func (s *Service) Decide(ctx context.Context, p Principal, interruptID string, d
 		case InterruptCancelled:
 			return Errorf(ECONFLICT, "interrupt %q was cancelled with its run", interruptID)
 		}
-		if err := checkDecision(in, &d); err != nil {
+		if err := s.checkDecision(in, &d); err != nil {
 			return err
 		}
 		now := s.now()
@@ -359,7 +359,11 @@ func jsonEqual(a, b json.RawMessage) bool {
 	return bytes.Equal(ja, jb)
 }
 
-func checkDecision(in *Interrupt, d *Decision) error {
+// checkDecision checks d against the interrupt: an allowed decision, text
+// without control characters, and for edit a JSON object that matches the
+// tool's schema (so a typo is refused while the decision can still be
+// made, rather than failing when the tool runs).
+func (s *Service) checkDecision(in *Interrupt, d *Decision) error {
 	if !slices.Contains(in.AllowedDecisions, d.Decision) {
 		return Errorf(EINVALID, "decision %q is not allowed here; allowed: %s", d.Decision, strings.Join(in.AllowedDecisions, ", "))
 	}
@@ -373,6 +377,11 @@ func checkDecision(in *Interrupt, d *Decision) error {
 			return Errorf(EINVALID, "edit needs args: a JSON object with the new arguments")
 		}
 		d.Args = compactJSON(d.Args)
+		if t := s.tb.Load().byName[in.Tool]; t != nil {
+			if err := CheckArgs(t.Spec(), d.Args); err != nil {
+				return err
+			}
+		}
 	case DecisionRespond:
 		if strings.TrimSpace(d.Message) == "" {
 			return Errorf(EINVALID, "respond needs a message: the text returned as the tool result")

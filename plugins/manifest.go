@@ -18,9 +18,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 
 	"github.com/kilnhq/kiln/core"
 )
@@ -560,45 +557,31 @@ func (p *parser) interruptOn(raw json.RawMessage) core.Policy {
 	return pol
 }
 
-// settingsLoader refuses to load anything: a settings schema may refer to
-// the standard meta-schemas (built into the compiler) and to itself, never
-// to a file or a URL.
-type settingsLoader struct{}
-
-func (settingsLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("settings schemas may not refer to %s", url)
-}
-
 // settingsSchemaURL names the settings schema while it is compiled.
 const settingsSchemaURL = "urn:kiln:plugin-settings"
 
+// settingsSchema checks a settings schema: an object with "type" or
+// "properties" that compiles, referring to the standard meta-schemas (built
+// into the compiler) and to itself, never to a file or a URL.
 func (p *parser) settingsSchema(raw json.RawMessage) json.RawMessage {
 	const f = "settingsSchema"
 	if kind(raw) != "object" {
 		p.fail(f, "must be a JSON Schema object, not %s", kind(raw))
 		return nil
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
 		p.fail(f, "%v", err)
 		return nil
 	}
-	obj := doc.(map[string]any)
 	_, hasType := obj["type"]
 	_, hasProps := obj["properties"]
 	if !hasType && !hasProps {
 		p.fail(f, `must have "type" or "properties"`)
 		return nil
 	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(settingsLoader{})
-	if err := c.AddResource(settingsSchemaURL, doc); err != nil {
-		p.fail(f, "%v", err)
-		return nil
-	}
-	if _, err := c.Compile(settingsSchemaURL); err != nil {
-		p.fail(f, "not a valid JSON Schema: %s", schemaErrorText(err))
+	if _, err := core.CompileSchema(settingsSchemaURL, raw); err != nil {
+		p.fail(f, "not a valid JSON Schema: %s", core.SchemaErrorText(err, settingsSchemaURL, "settingsSchema"))
 		return nil
 	}
 	var buf bytes.Buffer
@@ -607,33 +590,6 @@ func (p *parser) settingsSchema(raw json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return buf.Bytes()
-}
-
-// schemaErrorText flattens a jsonschema compile error to one line: for a
-// schema that breaks its meta-schema, the innermost reasons with their
-// locations ("at '/type': ...").
-func schemaErrorText(err error) string {
-	var sve *jsonschema.SchemaValidationError
-	var ve *jsonschema.ValidationError
-	if errors.As(err, &sve) && errors.As(sve.Err, &ve) {
-		var parts []string
-		pr := message.NewPrinter(language.English)
-		var leaves func(e *jsonschema.ValidationError)
-		leaves = func(e *jsonschema.ValidationError) {
-			if len(e.Causes) == 0 {
-				parts = append(parts, fmt.Sprintf("at '/%s': %s", strings.Join(e.InstanceLocation, "/"), e.ErrorKind.LocalizedString(pr)))
-			}
-			for _, c := range e.Causes {
-				leaves(c)
-			}
-		}
-		leaves(ve)
-		if len(parts) > 0 {
-			err = errors.New(strings.Join(slices.Compact(parts), "; "))
-		}
-	}
-	s := strings.ReplaceAll(err.Error(), settingsSchemaURL, "settingsSchema")
-	return strings.Join(strings.Fields(s), " ")
 }
 
 // checkID returns why id is not a valid plugin id, or "".

@@ -36,25 +36,12 @@ var (
 func manifestSchema(t testing.TB) *jsonschema.Schema {
 	t.Helper()
 	schemaOnce.Do(func() {
-		f, err := os.Open(schemaFile)
+		raw, err := os.ReadFile(schemaFile)
 		if err != nil {
 			schemaErr = err
 			return
 		}
-		defer f.Close()
-		doc, err := jsonschema.UnmarshalJSON(f)
-		if err != nil {
-			schemaErr = err
-			return
-		}
-		c := jsonschema.NewCompiler()
-		c.UseLoader(settingsLoader{})
-		const url = "https://kiln.dev/schemas/kiln-plugin.schema.json"
-		if err := c.AddResource(url, doc); err != nil {
-			schemaErr = err
-			return
-		}
-		schema, schemaErr = c.Compile(url)
+		schema, schemaErr = core.CompileSchema("https://kiln.dev/schemas/kiln-plugin.schema.json", raw)
 	})
 	if schemaErr != nil {
 		t.Fatalf("compile %s: %v", schemaFile, schemaErr)

@@ -144,6 +144,41 @@ func TestDecisionErrors(t *testing.T) {
 	}
 }
 
+// TestEditValidatedAgainstSchema: edited arguments that break the tool's
+// JSON Schema are refused with 400 and the interrupt stays open, so the
+// typo can be corrected; a corrected edit then runs.
+func TestEditValidatedAgainstSchema(t *testing.T) {
+	e := newEnv(t, Options{})
+	th := e.createThread("edit")
+	run := e.startRun(th.ID, "tool append_file {\"path\":\"e.txt\",\"line\":\"x\"}\ntext done",
+		map[string]any{"interrupt_on": map[string]any{"append_file": true}})
+	e.waitRun(run.ID, core.RunInterrupted)
+	item := e.actionItem(run.ID)
+	path := "/api/v1/interrupts/" + item.InterruptID + "/decision"
+	for _, tc := range []struct{ args, why string }{
+		{`{"path":"e.txt","line":"y","lines":2}`, "additional properties 'lines' not allowed"},
+		{`{"path":"e.txt","line":7}`, "at '/line'"},
+		{`{"path":"e.txt"}`, "missing property 'line'"},
+	} {
+		r := e.wantError("POST", path, `{"decision":"edit","args":`+tc.args+`}`, nil, http.StatusBadRequest, core.EINVALID)
+		if msg := r.errorMessage(); !strings.Contains(msg, "append_file") || !strings.Contains(msg, tc.why) {
+			t.Errorf("edit %s: message %q, want it to name the tool and say %q", tc.args, msg, tc.why)
+		}
+		if e.actionItemOrNil(run.ID) == nil {
+			t.Fatalf("edit %s: a refused edit closed the interrupt", tc.args)
+		}
+	}
+	var in core.Interrupt
+	e.call("POST", path, `{"decision":"edit","args":{"path":"e.txt","line":"fixed"}}`, http.StatusOK, &in)
+	if in.Status != core.InterruptDecided || in.Decision.Decision != core.DecisionEdit {
+		t.Fatalf("corrected edit: %+v", in)
+	}
+	e.waitRun(run.ID, core.RunSucceeded)
+	if got := e.readScratch("e.txt"); got != "fixed\n" {
+		t.Fatalf("e.txt = %q", got)
+	}
+}
+
 // actionItem returns the Action queue item of run, failing if there is none.
 func (e *env) actionItem(runID string) *core.InboxItem {
 	e.t.Helper()
