@@ -654,7 +654,7 @@ func (r *runner) modelStep(ctx context.Context) error {
 			return
 		}
 		payload, _ := json.Marshal(map[string]string{"text": text})
-		r.s.broker.Publish(Event{OwnerID: run.OwnerID, ThreadID: run.ThreadID, RunID: run.ID, Type: EventMessageDelta, Payload: payload, Time: r.s.now()})
+		r.s.publish(Event{OwnerID: run.OwnerID, ThreadID: run.ThreadID, RunID: run.ID, Type: EventMessageDelta, Payload: payload, Time: r.s.now()})
 	}
 	resp, err := r.model.Turn(ctx, ModelRequest{RunID: run.ID, Model: run.Model, Messages: r.msgs, Tools: r.s.tb.Load().specs}, delta)
 	if err != nil {
@@ -851,7 +851,7 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 					results = nil
 				} else {
 					payload, _ := json.Marshal(call)
-					r.s.broker.Publish(Event{OwnerID: r.run.OwnerID, ThreadID: r.run.ThreadID, RunID: r.run.ID, Type: EventToolStarted, Payload: payload, Time: r.s.now()})
+					r.s.publish(Event{OwnerID: r.run.OwnerID, ThreadID: r.run.ThreadID, RunID: r.run.ID, Type: EventToolStarted, Payload: payload, Time: r.s.now()})
 				}
 				out, err := tool.Call(r.withProgress(ctx, call), call.Args)
 				if ctx.Err() != nil {

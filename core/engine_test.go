@@ -846,3 +846,73 @@ func TestThreadUsage(t *testing.T) {
 		}
 	}
 }
+
+// failingModel fails every turn with err.
+type failingModel struct{ err error }
+
+func (m failingModel) Turn(context.Context, core.ModelRequest, func(string)) (core.ModelResponse, error) {
+	return core.ModelResponse{}, m.err
+}
+
+// TestRedaction: what the engine stores and publishes passes the
+// redactor (a model's error, tool arguments and results, events), while
+// the tool itself gets the arguments the model gave.
+func TestRedaction(t *testing.T) {
+	const secret = "hunter2-but-longer"
+	red := core.NewRedactor()
+	red.SetSecret("test", secret)
+	var got []string
+	var mu sync.Mutex
+	tool := fakeTool{spec: core.ToolSpec{Name: "w", Idempotent: true}, fn: func(_ context.Context, args json.RawMessage) (string, error) {
+		mu.Lock()
+		got = append(got, string(args))
+		mu.Unlock()
+		return "wrote " + secret, nil
+	}}
+	e := newEnv(t, listModel{[]core.ModelResponse{calls(call("c1", "w", `{"text":"`+secret+`"}`))}}, tool)
+	svc := e.service(func(c *core.Config) { c.Redactor = red })
+	sub := svc.Subscribe(owner, "")
+	defer sub.Close()
+	th := e.thread(svc)
+	r := waitRun(t, svc, start(t, svc, th.ID, core.RunRequest{Input: core.RunInput{Text: "use " + secret}}).ID, core.RunSucceeded)
+	mu.Lock()
+	if len(got) != 1 || !strings.Contains(got[0], secret) {
+		t.Errorf("the tool got %q, want the real arguments", got)
+	}
+	mu.Unlock()
+	for _, m := range messages(t, svc, th.ID) {
+		b, _ := json.Marshal(m)
+		if strings.Contains(string(b), secret) {
+			t.Errorf("stored message holds the secret: %s", b)
+		}
+	}
+	evs, err := svc.Events(context.Background(), owner, core.EventQuery{ThreadID: th.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if strings.Contains(string(ev.Payload), secret) {
+			t.Errorf("stored event %s holds the secret: %s", ev.Type, ev.Payload)
+		}
+	}
+	for n := 0; n < len(evs); {
+		ev := <-sub.C
+		if strings.Contains(string(ev.Payload), secret) {
+			t.Errorf("live event %s holds the secret: %s", ev.Type, ev.Payload)
+		}
+		if ev.Seq > 0 {
+			n++
+		}
+	}
+	// A model's error text.
+	e2 := newEnv(t, failingModel{fmt.Errorf("401: Incorrect API key provided: %s", secret)})
+	svc2 := e2.service(func(c *core.Config) { c.Redactor = red })
+	th2 := e2.thread(svc2)
+	r = waitRun(t, svc2, start(t, svc2, th2.ID, core.RunRequest{}).ID, core.RunFailed)
+	if r.Error != "model: 401: Incorrect API key provided: [REDACTED]" {
+		t.Errorf("run error %q", r.Error)
+	}
+	if th, _ := svc2.GetThread(context.Background(), owner, th2.ID); strings.Contains(th.LastMessage, secret) {
+		t.Errorf("thread preview %q", th.LastMessage)
+	}
+}

@@ -29,6 +29,6 @@ func (r *runner) withProgress(ctx context.Context, call ToolCall) context.Contex
 		if err != nil {
 			return
 		}
-		r.s.broker.Publish(Event{OwnerID: r.run.OwnerID, ThreadID: r.run.ThreadID, RunID: r.run.ID, Type: EventToolProgress, Payload: payload, Time: r.s.now()})
+		r.s.publish(Event{OwnerID: r.run.OwnerID, ThreadID: r.run.ThreadID, RunID: r.run.ID, Type: EventToolProgress, Payload: payload, Time: r.s.now()})
 	})
 }

@@ -33,6 +33,10 @@ type Config struct {
 	ShutdownGrace time.Duration
 	Now           Clock
 	Logger        *slog.Logger
+	// Redactor scrubs secrets from everything the Service stores and
+	// publishes (errors, messages, events); nil still removes what looks
+	// like a credential.
+	Redactor *Redactor
 }
 
 // Service is Kiln's core API: every operation a client can do, acting as a
@@ -119,19 +123,29 @@ func (s *Service) ToolSpecs() []ToolSpec { return slices.Clone(s.tb.Load().specs
 // update commits fn and publishes its events in commit order (through the
 // Store's commit hook when it has one).
 func (s *Service) update(ctx context.Context, fn func(Tx) error) error {
+	redacted := func(tx Tx) error { return fn(redactTx{Tx: tx, r: s.cfg.Redactor}) }
 	if s.hooked {
-		_, err := s.store.Update(ctx, fn)
+		_, err := s.store.Update(ctx, redacted)
 		return err
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	evs, err := s.store.Update(ctx, fn)
+	evs, err := s.store.Update(ctx, redacted)
 	if err != nil {
 		return err
 	}
 	s.broker.Publish(evs...)
 	return nil
 }
+
+// publish delivers an ephemeral event (Seq 0) live, its payload redacted.
+func (s *Service) publish(e Event) {
+	e.Payload = s.cfg.Redactor.RedactJSON(e.Payload)
+	s.broker.Publish(e)
+}
+
+// Redactor returns the Service's redactor (possibly nil).
+func (s *Service) Redactor() *Redactor { return s.cfg.Redactor }
 
 func (s *Service) view(ctx context.Context, fn func(ReadTx) error) error {
 	return s.store.View(ctx, fn)

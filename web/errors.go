@@ -1,11 +1,11 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 
 	"github.com/kilnhq/kiln/core"
@@ -103,20 +103,27 @@ func classify(err error) (code, message string) {
 
 // writeError writes err as a JSON error response. Internal errors are
 // logged with their real text, which never reaches the client.
-func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code, message := classify(err)
 	status := statusOf(code)
 	if status == http.StatusInternalServerError {
-		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	writeJSON(w, status, errorBody{Error: errorDetail{Code: code, Message: message}})
+	s.writeJSON(w, status, errorBody{Error: errorDetail{Code: code, Message: message}})
 }
 
-// writeJSON writes v as the JSON response body with the given status.
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON writes v as the JSON response body with the given status,
+// through the redactor: no secret leaves in an API answer, not even inside
+// an upstream's error text.
+func (s *server) writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+		s.log.Error("encode response", "err", err)
+		status, buf = http.StatusInternalServerError, *bytes.NewBufferString(`{"error":{"code":"internal","message":"internal error"}}`+"\n")
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	// The status line is out; an encoding or write error can only mean the
-	// client went away, and there is nobody left to tell.
-	_ = json.NewEncoder(w).Encode(v)
+	// The status line is out; a write error can only mean the client
+	// went away, and there is nobody left to tell.
+	_, _ = w.Write(s.redactor.RedactBytes(buf.Bytes()))
 }

@@ -20,11 +20,11 @@ func (s *server) api(f apiFunc) http.HandlerFunc {
 		status, body, err := f(w, r)
 		switch {
 		case err != nil:
-			writeError(w, r, s.log, err)
+			s.writeError(w, r, err)
 		case body == nil:
 			w.WriteHeader(status)
 		default:
-			writeJSON(w, status, body)
+			s.writeJSON(w, status, body)
 		}
 	}
 }
@@ -38,7 +38,7 @@ func id(r *http.Request) string { return chi.URLParam(r, "id") }
 
 // healthz reports that the process serves HTTP; it needs no token.
 func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	s.writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (s *server) listThreads(_ http.ResponseWriter, r *http.Request) (int, any, error) {

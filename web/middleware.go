@@ -73,7 +73,7 @@ func (s *server) observe(next http.Handler) http.Handler {
 					// sees a broken response rather than a complete one.
 					panic(http.ErrAbortHandler)
 				}
-				writeError(ow, r, s.log, errorf(core.EINTERNAL, "%s", internalErrorMessage))
+				s.writeError(ow, r, errorf(core.EINTERNAL, "%s", internalErrorMessage))
 			}
 			s.log.DebugContext(r.Context(), "http request", "method", r.Method, "path", r.URL.Path,
 				"status", ow.status, "bytes", ow.bytes, "duration", time.Since(start))
@@ -88,7 +88,7 @@ func (s *server) observe(next http.Handler) http.Handler {
 func (s *server) checkHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.opts.Loopback && !isLoopbackHost(r.Host) {
-			writeError(w, r, s.log, errorf(core.EFORBIDDEN, "host %q is not allowed; this server only answers to localhost, 127.0.0.1 and [::1]", clip(r.Host, 100)))
+			s.writeError(w, r, errorf(core.EFORBIDDEN, "host %q is not allowed; this server only answers to localhost, 127.0.0.1 and [::1]", clip(r.Host, 100)))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -116,7 +116,7 @@ func (s *server) checkOrigin(next http.Handler) http.Handler {
 		h := w.Header()
 		h.Add("Vary", "Origin")
 		if !s.originAllowed(origin) {
-			writeError(w, r, s.log, errorf(core.EFORBIDDEN, "origin %q is not allowed", clip(origin, 100)))
+			s.writeError(w, r, errorf(core.EFORBIDDEN, "origin %q is not allowed", clip(origin, 100)))
 			return
 		}
 		h.Set("Access-Control-Allow-Origin", origin)
@@ -195,7 +195,7 @@ func (s *server) requireToken(next http.Handler) http.Handler {
 			return
 		}
 		w.Header().Set("WWW-Authenticate", "Bearer")
-		writeError(w, r, s.log, errorf(codeUnauthorized, "%s", msg))
+		s.writeError(w, r, errorf(codeUnauthorized, "%s", msg))
 	})
 }
 
@@ -230,7 +230,7 @@ func (s *server) checkURL(next http.Handler) http.Handler {
 			}
 		}
 		if err != nil {
-			writeError(w, r, s.log, err)
+			s.writeError(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)

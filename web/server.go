@@ -53,6 +53,7 @@ const defaultHeartbeat = 15 * time.Second
 // server holds what the handlers share.
 type server struct {
 	svc       *core.Service
+	redactor  *core.Redactor // the Service's: every answer passes it
 	opts      Options
 	log       *slog.Logger
 	tokenHash [sha256.Size]byte
@@ -73,6 +74,9 @@ func New(svc *core.Service, opts Options) http.Handler {
 		opts.StartedAt = time.Now()
 	}
 	s := &server{svc: svc, opts: opts, log: opts.Logger, origins: map[string]bool{}}
+	if svc != nil {
+		s.redactor = svc.Redactor()
+	}
 	if opts.Token != "" {
 		s.tokenHash = sha256.Sum256([]byte(opts.Token))
 	}
@@ -90,7 +94,7 @@ func (s *server) router() chi.Router {
 	r := chi.NewRouter()
 	r.Use(securityHeaders, s.observe, s.checkHost, s.checkOrigin, s.requireToken, s.checkURL)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, s.log, errorf(core.ENOTFOUND, "no route for %s %s", r.Method, clip(r.URL.Path, 200)))
+		s.writeError(w, r, errorf(core.ENOTFOUND, "no route for %s %s", r.Method, clip(r.URL.Path, 200)))
 	})
 	r.MethodNotAllowed(s.methodNotAllowed(r))
 	r.Get("/healthz", s.healthz)
@@ -156,6 +160,6 @@ func (s *server) methodNotAllowed(routes chi.Routes) http.HandlerFunc {
 			}
 		}
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
-		writeError(w, r, s.log, errorf(codeMethodNotAllowed, "method %s is not allowed here; allowed: %s", r.Method, strings.Join(allowed, ", ")))
+		s.writeError(w, r, errorf(codeMethodNotAllowed, "method %s is not allowed here; allowed: %s", r.Method, strings.Join(allowed, ", ")))
 	}
 }

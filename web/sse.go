@@ -28,7 +28,7 @@ const (
 // before the stream starts.
 func (s *server) threadEvents(w http.ResponseWriter, r *http.Request) {
 	if err := s.svc.CheckThread(r.Context(), principal(r), id(r)); err != nil {
-		writeError(w, r, s.log, err)
+		s.writeError(w, r, err)
 		return
 	}
 	s.streamEvents(w, r, id(r))
@@ -62,7 +62,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request, threadID s
 	ctx := r.Context()
 	after, given, err := resumePoint(r)
 	if err != nil {
-		writeError(w, r, s.log, err)
+		s.writeError(w, r, err)
 		return
 	}
 	st := &eventStream{svc: s.svc, p: principal(r), thread: threadID, w: w, rc: http.NewResponseController(w), log: s.log}
@@ -70,7 +70,7 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request, threadID s
 	defer func() { st.sub.Close() }()
 	if !given && threadID == "" {
 		if after, err = s.lastSeq(ctx); err != nil {
-			writeError(w, r, s.log, err)
+			s.writeError(w, r, err)
 			return
 		}
 	}

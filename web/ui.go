@@ -144,7 +144,7 @@ func (s *server) serveUI(w http.ResponseWriter, r *http.Request) {
 	}
 	a := uiAssets()[name]
 	if a == nil {
-		writeError(w, r, s.log, errorf(core.ENOTFOUND, "no route for %s %s", r.Method, clip(r.URL.Path, 200)))
+		s.writeError(w, r, errorf(core.ENOTFOUND, "no route for %s %s", r.Method, clip(r.URL.Path, 200)))
 		return
 	}
 	h := w.Header()

@@ -48,17 +48,18 @@ func unknownModel(ref string) string {
 
 // openHub opens the model providers with their settings in
 // <data>/providers.json.
-func openHub(cfg serveConfig, log *slog.Logger) (*hub.Hub, error) {
+func openHub(cfg serveConfig, log *slog.Logger, red *core.Redactor) (*hub.Hub, error) {
 	var builtins []hub.Model
 	for _, id := range slices.Sorted(maps.Keys(builtin.Models())) {
 		builtins = append(builtins, hub.Model{Ref: id, Provider: "builtin", ID: id})
 	}
 	h, err := hub.Open(hub.Config{
-		Path:    filepath.Join(cfg.DataRoot, "providers.json"),
-		Defs:    hub.Catalog(providerFactories),
-		Builtin: builtins,
-		Default: cfg.Model,
-		Logger:  log,
+		Path:     filepath.Join(cfg.DataRoot, "providers.json"),
+		Defs:     hub.Catalog(providerFactories),
+		Builtin:  builtins,
+		Default:  cfg.Model,
+		Logger:   log,
+		Redactor: red,
 	})
 	if err != nil {
 		return nil, err

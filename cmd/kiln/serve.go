@@ -30,6 +30,7 @@ import (
 	"github.com/kilnhq/kiln/plugins/registry"
 	"github.com/kilnhq/kiln/plugins/wasm"
 	"github.com/kilnhq/kiln/web"
+	"github.com/kilnhq/kiln/web/logs"
 )
 
 // Defaults of kiln serve.
@@ -201,6 +202,12 @@ func isLoopbackAddr(addr string) (bool, error) {
 // stop accepting, end event streams, let in-flight requests finish, stop
 // the engine (runs resume on the next start) and close the store.
 func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version string) (err error) {
+	// One redactor for every output: the log, the database, events and
+	// API answers. It knows the API token now and each provider's secrets
+	// as the hub resolves them.
+	red := core.NewRedactor()
+	red.SetSecret("KILN_API_TOKEN", cfg.Token)
+	log = slog.New(logs.Redacting(log.Handler(), red))
 	scratch := filepath.Join(cfg.DataRoot, "scratch")
 	if err := os.MkdirAll(scratch, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
@@ -219,7 +226,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return err
 	}
-	models, err := openHub(cfg, log)
+	models, err := openHub(cfg, log, red)
 	if err != nil {
 		return err
 	}
@@ -230,6 +237,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 		DefaultModel:  cfg.Model,
 		DefaultPolicy: core.Policy{"append_file": {Interrupt: true}},
 		Logger:        log,
+		Redactor:      red,
 	})
 	if err != nil {
 		return fmt.Errorf("create service: %w", err)

@@ -56,6 +56,11 @@ type Config struct {
 	Builtin []Model
 	Default string
 	Logger  *slog.Logger
+	// Redactor learns every secret setting's value as soon as it is
+	// resolved (from the environment or the credentials file), before any
+	// provider uses it, so an upstream that echoes a key in its error text
+	// cannot leak it; nil means none.
+	Redactor *core.Redactor
 }
 
 // Hub is the server's set of model providers. It is safe for concurrent
@@ -106,33 +111,48 @@ func Open(cfg Config) (*Hub, error) {
 	for i := range cfg.Defs {
 		h.defs[cfg.Defs[i].ID] = &cfg.Defs[i]
 	}
+	if err := h.read(); err != nil {
+		return nil, err
+	}
+	// Resolving every provider now registers its secrets with the redactor.
+	h.mu.Lock()
+	for _, d := range h.defs {
+		h.resolve(d)
+	}
+	h.mu.Unlock()
+	return h, nil
+}
+
+// read loads the configuration file, if there is one.
+func (h *Hub) read() error {
+	cfg := h.cfg
 	fi, err := os.Stat(cfg.Path)
 	if errors.Is(err, os.ErrNotExist) {
-		return h, nil
+		return nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("providers: %w", err)
+		return fmt.Errorf("providers: %w", err)
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		if err := os.Chmod(cfg.Path, 0o600); err != nil {
-			return nil, fmt.Errorf("providers: %s is readable by others and cannot be made private: %w", cfg.Path, err)
+			return fmt.Errorf("providers: %s is readable by others and cannot be made private: %w", cfg.Path, err)
 		}
 		h.log.Warn("made the provider credentials file private (0600)", "path", cfg.Path)
 	}
 	data, err := os.ReadFile(cfg.Path)
 	if err != nil {
-		return nil, fmt.Errorf("providers: %w", err)
+		return fmt.Errorf("providers: %w", err)
 	}
 	var f file
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("providers: read %s: %w (fix or remove the file)", cfg.Path, err)
+		return fmt.Errorf("providers: read %s: %w (fix or remove the file)", cfg.Path, err)
 	}
 	for id, s := range f.Providers {
 		if _, ok := h.defs[id]; ok && s != nil {
 			h.stored[id] = s
 		}
 	}
-	return h, nil
+	return nil
 }
 
 // save writes the configuration atomically, mode 0600; h.mu is held.
@@ -198,6 +218,7 @@ func (h *Hub) resolve(d *Def) (map[string]string, []Setting) {
 		}
 		shown := v
 		if sd.Secret {
+			h.cfg.Redactor.SetSecret("provider "+d.ID+" "+sd.Name, v)
 			shown = "not set"
 			if v != "" {
 				shown = "set"

@@ -1,0 +1,141 @@
+package core
+
+import (
+	"encoding/json"
+	"slices"
+)
+
+// redactTx is the Tx every Service update writes through: what it stores
+// and emits has passed the Service's Redactor, so no secret reaches the
+// database or an event. The objects callers pass keep their own values
+// (the run goes on with the real arguments of a tool call); only the
+// stored copies are redacted, and a copy is made only when something
+// changes.
+type redactTx struct {
+	Tx
+	r *Redactor
+}
+
+func (x redactTx) PutThread(t *Thread) error {
+	title, last := x.r.Redact(t.Title), x.r.Redact(t.LastMessage)
+	if title == t.Title && last == t.LastMessage {
+		return x.Tx.PutThread(t)
+	}
+	c := *t
+	c.Title, c.LastMessage = title, last
+	return x.Tx.PutThread(&c)
+}
+
+func (x redactTx) PutFolder(f *Folder) error {
+	name := x.r.Redact(f.Name)
+	if name == f.Name {
+		return x.Tx.PutFolder(f)
+	}
+	c := *f
+	c.Name = name
+	return x.Tx.PutFolder(&c)
+}
+
+func (x redactTx) PutRun(r *Run) error {
+	errText, input := x.r.Redact(r.Error), x.r.Redact(r.Input.Text)
+	if errText == r.Error && input == r.Input.Text {
+		return x.Tx.PutRun(r)
+	}
+	c := *r
+	c.Error, c.Input.Text = errText, input
+	return x.Tx.PutRun(&c)
+}
+
+func (x redactTx) AppendMessages(msgs ...*Message) error {
+	stored := msgs
+	for i, m := range msgs {
+		c := x.redactMessage(m)
+		if c == m {
+			continue
+		}
+		if &stored[0] == &msgs[0] {
+			stored = slices.Clone(msgs)
+		}
+		stored[i] = c
+	}
+	if err := x.Tx.AppendMessages(stored...); err != nil {
+		return err
+	}
+	for i := range msgs {
+		msgs[i].Index = stored[i].Index
+	}
+	return nil
+}
+
+// redactMessage returns m, or a redacted copy when m holds a secret.
+func (x redactTx) redactMessage(m *Message) *Message {
+	text := x.r.Redact(m.Text)
+	calls := m.ToolCalls
+	for i, tc := range m.ToolCalls {
+		if args := x.r.RedactJSON(tc.Args); !sameBytes(args, tc.Args) {
+			if &calls[0] == &m.ToolCalls[0] {
+				calls = slices.Clone(m.ToolCalls)
+			}
+			calls[i].Args = args
+		}
+	}
+	if text == m.Text && (len(calls) == 0 || &calls[0] == &m.ToolCalls[0]) {
+		return m
+	}
+	c := *m
+	c.Text, c.ToolCalls = text, calls
+	return &c
+}
+
+func (x redactTx) PutCheckpoint(cp *Checkpoint) error {
+	calls := cp.State.Calls
+	for i, cs := range cp.State.Calls {
+		if d := x.redactDecision(cs.Decision); d != cs.Decision {
+			if &calls[0] == &cp.State.Calls[0] {
+				calls = slices.Clone(cp.State.Calls)
+			}
+			calls[i].Decision = d
+		}
+	}
+	if len(calls) == 0 || &calls[0] == &cp.State.Calls[0] {
+		return x.Tx.PutCheckpoint(cp)
+	}
+	c := *cp
+	c.State.Calls = calls
+	return x.Tx.PutCheckpoint(&c)
+}
+
+func (x redactTx) PutInterrupt(in *Interrupt) error {
+	args, reason, d := x.r.RedactJSON(in.Args), x.r.Redact(in.Reason), x.redactDecision(in.Decision)
+	if sameBytes(args, in.Args) && reason == in.Reason && d == in.Decision {
+		return x.Tx.PutInterrupt(in)
+	}
+	c := *in
+	c.Args, c.Reason, c.Decision = args, reason, d
+	return x.Tx.PutInterrupt(&c)
+}
+
+// redactDecision returns d, or a redacted copy when it holds a secret.
+func (x redactTx) redactDecision(d *Decision) *Decision {
+	if d == nil {
+		return nil
+	}
+	args, msg := x.r.RedactJSON(d.Args), x.r.Redact(d.Message)
+	if sameBytes(args, d.Args) && msg == d.Message {
+		return d
+	}
+	c := *d
+	c.Args, c.Message = args, msg
+	return &c
+}
+
+func (x redactTx) Emit(e Event) error {
+	e.Payload = x.r.RedactJSON(e.Payload)
+	return x.Tx.Emit(e)
+}
+
+// sameBytes reports whether a and b are the same slice (RedactBytes returns
+// its argument when nothing changed).
+func sameBytes(a, b json.RawMessage) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
