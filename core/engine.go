@@ -429,7 +429,10 @@ func (s *Service) Start(ctx context.Context) error {
 // the next Start.
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	s.stopping = true
+	if !s.stopping {
+		s.stopping = true
+		close(s.stopped)
+	}
 	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()

@@ -29,7 +29,7 @@ const minSecretLen = 8
 // looks like a credential; it only knows no registered values.
 type Redactor struct {
 	mu    sync.Mutex
-	named map[string]string        // name -> registered value
+	named map[string]string         // name -> registered value
 	set   atomic.Pointer[secretSet] // what Redact uses; replaced on change
 }
 
@@ -98,39 +98,57 @@ func secretForms(v string) []string {
 // credentialPatterns match what looks like a credential in any text. A
 // match keeps its group 1 (a label such as "Bearer " or "api_key=") and
 // group 3 (a delimiter), and its group 2, the credential, is replaced
-// unless keep says it is not one.
+// unless keep says it is not one. A pattern runs only on text that has
+// one of its hints (lower-case; case is ignored), which most text has not.
 var credentialPatterns = []struct {
-	re   *regexp.Regexp
-	keep func(secret string) bool
+	re    *regexp.Regexp
+	hints []string
+	keep  func(secret string) bool
 }{
 	// Authorization schemes: "Bearer eyJ...", "Basic dXNlcjpwYXNz"; the
 	// token must have a digit, so "Bearer authentication" stays.
-	{re: regexp.MustCompile(`(?i)(\b(?:bearer|basic)\s+)([A-Za-z0-9._~+/-]{12,}=*)()`), keep: noDigit},
+	{re: regexp.MustCompile(`(?i)(\b(?:bearer|basic)\s+)([A-Za-z0-9._~+/-]{12,}=*)()`), hints: []string{"bearer", "basic"}, keep: noDigit},
 	// Vendor key formats: OpenAI and Anthropic (sk-, sk-proj-, sk-ant-),
 	// OpenRouter (sk-or-), AWS access key IDs, Google API keys, GitHub and
 	// Slack tokens.
-	{re: regexp.MustCompile(`()(\bsk-[A-Za-z0-9_-]{16,})()`)},
-	{re: regexp.MustCompile(`()(\b(?:AKIA|ASIA)[0-9A-Z]{16})\b()`)},
-	{re: regexp.MustCompile(`()(\bAIza[0-9A-Za-z_-]{35})()`)},
-	{re: regexp.MustCompile(`()(\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}))()`)},
-	{re: regexp.MustCompile(`()(\bxox[abposr]-[A-Za-z0-9-]{10,})()`)},
+	{re: regexp.MustCompile(`()(\bsk-[A-Za-z0-9_-]{16,})()`), hints: []string{"sk-"}},
+	{re: regexp.MustCompile(`()(\b(?:AKIA|ASIA)[0-9A-Z]{16})\b()`), hints: []string{"akia", "asia"}},
+	{re: regexp.MustCompile(`()(\bAIza[0-9A-Za-z_-]{35})()`), hints: []string{"aiza"}},
+	{re: regexp.MustCompile(`()(\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}))()`), hints: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"}},
+	{re: regexp.MustCompile(`()(\bxox[abposr]-[A-Za-z0-9-]{10,})()`), hints: []string{"xox"}},
 	// key=value and "key": "value" for key-like names, in text, headers,
 	// JSON (escaped or not) and query strings (Gemini takes ?key=). An
 	// environment reference ("${OPENAI_API_KEY}") is not a secret.
-	{re: regexp.MustCompile(`(?i)(\b(?:api[_-]?key|x-api-key|access[_-]?token|auth[_-]?token|refresh[_-]?token|secret[_-]?access[_-]?key|session[_-]?token|client[_-]?secret|password|passwd)\\?["']?\s*[:=]\s*\\?["']?)([^\s"'\\&,;]{6,})()`), keep: envReference},
-	{re: regexp.MustCompile(`([?&](?:key|api_key|apikey|token|access_token|sig|signature)=)([^&\s"'\\]{6,})()`), keep: envReference},
+	{re: regexp.MustCompile(`(?i)(\b(?:api[_-]?key|x-api-key|access[_-]?token|auth[_-]?token|refresh[_-]?token|secret[_-]?access[_-]?key|session[_-]?token|client[_-]?secret|password|passwd)\\?["']?\s*[:=]\s*\\?["']?)([^\s"'\\&,;]{6,})()`),
+		hints: keyHints("api?key", "access?token", "auth?token", "refresh?token", "secret?access?key", "session?token", "client?secret", "password", "passwd"), keep: envReference},
+	{re: regexp.MustCompile(`([?&](?:key|api_key|apikey|token|access_token|sig|signature)=)([^&\s"'\\]{6,})()`), hints: []string{"key=", "token=", "sig=", "signature="}, keep: envReference},
 	// A password in a URL: scheme://user:password@host.
-	{re: regexp.MustCompile(`(://[^/\s:@"']+:)([^@\s/"']+)(@)`)},
+	{re: regexp.MustCompile(`(://[^/\s:@"']+:)([^@\s/"']+)(@)`), hints: []string{"://"}},
+}
+
+// keyHints spells each name with each "?" as nothing, "_" and "-".
+func keyHints(names ...string) []string {
+	var out []string
+	for _, n := range names {
+		parts := strings.Split(n, "?")
+		forms := []string{parts[0]}
+		for _, part := range parts[1:] {
+			var next []string
+			for _, f := range forms {
+				for _, sep := range []string{"", "_", "-"} {
+					next = append(next, f+sep+part)
+				}
+			}
+			forms = next
+		}
+		out = append(out, forms...)
+	}
+	return out
 }
 
 func noDigit(s string) bool { return !strings.ContainsAny(s, "0123456789") }
 
 func envReference(s string) bool { return strings.HasPrefix(s, "${") || s == Redacted }
-
-// credentialHints are lower-case strings one of which occurs in any match
-// of credentialPatterns: text without any of them is left alone without
-// running the expressions.
-var credentialHints = []string{"bearer", "basic", "sk-", "akia", "asia", "aiza", "gh", "xox", "key", "token", "secret", "passw", "sig", "://"}
 
 // Redact returns s with every secret replaced by [REDACTED].
 func (r *Redactor) Redact(s string) string {
@@ -146,10 +164,14 @@ func (r *Redactor) Redact(s string) string {
 			}
 		}
 	}
-	if !hinted(s) {
+	hinted := hints(s)
+	if hinted == 0 {
 		return s
 	}
-	for _, p := range credentialPatterns {
+	for i, p := range credentialPatterns {
+		if hinted&(1<<i) == 0 {
+			continue
+		}
 		s = p.re.ReplaceAllStringFunc(s, func(m string) string {
 			g := p.re.FindStringSubmatch(m)
 			if p.keep != nil && p.keep(g[2]) {
@@ -178,7 +200,7 @@ func (r *Redactor) RedactBytes(b []byte) []byte {
 			}
 		}
 	}
-	if !found && !hinted(b) {
+	if !found && hints(b) == 0 {
 		return b
 	}
 	out := r.Redact(string(b))
@@ -194,30 +216,56 @@ func (r *Redactor) RedactJSON(b json.RawMessage) json.RawMessage {
 	return r.RedactBytes(b)
 }
 
-// hintsByFirst indexes credentialHints by their first byte, in both ASCII
-// cases, so hinted looks at each byte of a text once.
-var hintsByFirst = func() (t [256][]string) {
-	for _, h := range credentialHints {
-		c := h[0]
-		t[c] = append(t[c], h)
-		if c >= 'a' && c <= 'z' {
-			t[c-'a'+'A'] = append(t[c-'a'+'A'], h)
+// hint is a lower-case string and the patterns it points to.
+type hint struct {
+	text     string
+	patterns uint32 // bit i: credentialPatterns[i]
+}
+
+// hintGroups are the hints by their first two bytes: hintIndex maps the
+// two bytes, lowered, to 1 + the index of their group (0: none), so hints
+// looks at each byte of a text once and at a hint only where its first
+// two bytes are.
+var hintGroups, hintIndex = func() ([][]hint, *[1 << 16]uint8) {
+	var groups [][]hint
+	var index [1 << 16]uint8
+	for i, p := range credentialPatterns {
+		for _, h := range p.hints {
+			k := uint16(h[0])<<8 | uint16(h[1])
+			if index[k] == 0 {
+				groups = append(groups, nil)
+				index[k] = uint8(len(groups))
+			}
+			g := index[k] - 1
+			groups[g] = append(groups[g], hint{h, 1 << i})
 		}
 	}
-	return t
+	return groups, &index
 }()
 
-// hinted reports whether text contains a credential hint, ignoring ASCII
-// case, without allocating.
-func hinted[T string | []byte](text T) bool {
-	for i := 0; i < len(text); i++ {
-		for _, h := range hintsByFirst[text[i]] {
-			if hasPrefixFold(text[i+1:], h[1:]) {
-				return true
+// hints returns the set of credentialPatterns whose hints text contains,
+// ignoring ASCII case, without allocating.
+func hints[T string | []byte](text T) (set uint32) {
+	for i := 0; i+1 < len(text); i++ {
+		g := hintIndex[uint16(lower(text[i]))<<8|uint16(lower(text[i+1]))]
+		if g == 0 {
+			continue
+		}
+		for _, h := range hintGroups[g-1] {
+			if set&h.patterns == 0 && hasPrefixFold(text[i+2:], h.text[2:]) {
+				set |= h.patterns
 			}
 		}
 	}
-	return false
+	return set
+}
+
+// lower lowers an ASCII letter.
+func lower(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // hasPrefixFold reports whether text starts with the lower-case ASCII

@@ -61,6 +61,7 @@ type Service struct {
 	mu       sync.Mutex
 	active   map[string]*driver // run id -> its driver
 	stopping bool
+	stopped  chan struct{} // closed when Shutdown begins
 	wg       sync.WaitGroup
 	base     context.Context
 	hardStop context.CancelFunc
@@ -91,7 +92,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{
 		store: cfg.Store, models: cfg.Models, cfg: cfg, now: cfg.Now, log: cfg.Logger,
-		broker: NewBroker(), active: map[string]*driver{},
+		broker: NewBroker(), active: map[string]*driver{}, stopped: make(chan struct{}),
 	}
 	tb := &toolbox{byName: map[string]Tool{}, sources: map[string][]string{}, defaults: map[string]Rule{}}
 	for _, t := range cfg.Tools {
@@ -110,6 +111,10 @@ func New(cfg Config) (*Service, error) {
 	s.base, s.hardStop = context.WithCancel(context.Background())
 	return s, nil
 }
+
+// Stopping returns a channel that is closed when Shutdown begins: live
+// streams of events end then.
+func (s *Service) Stopping() <-chan struct{} { return s.stopped }
 
 // Broker returns the live event broker.
 func (s *Service) Broker() *Broker { return s.broker }

@@ -31,6 +31,7 @@ type env struct {
 	scratch string
 	store   *sqlite.Store
 	svc     *core.Service
+	server  *server // behind srv
 	srv     *httptest.Server
 	token   string // sent as the bearer token by do
 	logs    *syncBuffer
@@ -76,7 +77,8 @@ func startEnv(t *testing.T, dir string, opts Options) *env {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	e.srv = httptest.NewServer(New(e.svc, opts))
+	e.server = newServer(e.svc, opts)
+	e.srv = httptest.NewServer(e.server.router())
 	t.Cleanup(func() {
 		e.close()
 		if t.Failed() {

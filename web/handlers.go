@@ -202,10 +202,12 @@ type statusBody struct {
 	StartedAt     time.Time `json:"started_at"`
 	UptimeSeconds int64     `json:"uptime_seconds"`
 	ActiveRuns    int       `json:"active_runs"`
-	Subscribers   int       `json:"subscribers"`
+	// Subscribers counts the open event streams.
+	Subscribers int `json:"subscribers"`
 }
 
 func (s *server) status(_ http.ResponseWriter, _ *http.Request) (int, any, error) {
+	streams, _ := s.fanout.stats()
 	return http.StatusOK, statusBody{
 		Version:       s.opts.Version,
 		DataRoot:      s.opts.DataRoot,
@@ -213,6 +215,6 @@ func (s *server) status(_ http.ResponseWriter, _ *http.Request) (int, any, error
 		StartedAt:     s.opts.StartedAt.UTC(),
 		UptimeSeconds: int64(time.Since(s.opts.StartedAt).Seconds()),
 		ActiveRuns:    s.svc.ActiveRuns(),
-		Subscribers:   s.svc.Broker().Subscribers(),
+		Subscribers:   streams,
 	}, nil
 }

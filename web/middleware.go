@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
@@ -53,6 +54,16 @@ func (o *observedWriter) Write(b []byte) (int, error) {
 
 // Unwrap returns the underlying ResponseWriter.
 func (o *observedWriter) Unwrap() http.ResponseWriter { return o.ResponseWriter }
+
+// Hijack takes the connection over (an event stream does, to write its
+// own 200 response): the log records it as 200.
+func (o *observedWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(o.ResponseWriter).Hijack()
+	if err == nil && o.status == 0 {
+		o.status = http.StatusOK
+	}
+	return conn, rw, err
+}
 
 // observe logs every request at debug level (method, path, status, size,
 // duration; never headers, so never the token) and turns a panic into a

@@ -29,6 +29,13 @@ type Options struct {
 	// Heartbeat is the interval of the comment lines that keep event streams
 	// alive through proxies; zero means 15 seconds.
 	Heartbeat time.Duration
+	// MaxStreams caps the event streams open at once; past it a new one is
+	// refused with 503. Zero means DefaultMaxStreams; negative, no cap.
+	MaxStreams int
+	// StreamWriteTimeout is how long a write to an event stream may block
+	// (its client stopped reading) before the stream is dropped; zero
+	// means 15 seconds.
+	StreamWriteTimeout time.Duration
 	// Logger receives request logs (debug) and internal errors; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -50,10 +57,15 @@ type Options struct {
 // defaultHeartbeat is the event stream heartbeat when Options sets none.
 const defaultHeartbeat = 15 * time.Second
 
+// DefaultMaxStreams is the cap on open event streams when Options sets
+// none: a browser tab holds two.
+const DefaultMaxStreams = 2048
+
 // server holds what the handlers share.
 type server struct {
 	svc       *core.Service
 	redactor  *core.Redactor // the Service's: every answer passes it
+	fanout    *fanout        // live events for the event streams
 	opts      Options
 	log       *slog.Logger
 	tokenHash [sha256.Size]byte
@@ -63,9 +75,21 @@ type server struct {
 // New returns the HTTP handler of the Kiln API over svc: the routes of
 // specs/openapi.yaml behind the security middleware described in the
 // package documentation. Every request acts as core.LocalOwner.
-func New(svc *core.Service, opts Options) http.Handler {
+func New(svc *core.Service, opts Options) http.Handler { return newServer(svc, opts).router() }
+
+// newServer returns the server behind New's handler.
+func newServer(svc *core.Service, opts Options) *server {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = defaultHeartbeat
+	}
+	if opts.StreamWriteTimeout <= 0 {
+		opts.StreamWriteTimeout = defaultStreamWriteTimeout
+	}
+	switch {
+	case opts.MaxStreams == 0:
+		opts.MaxStreams = DefaultMaxStreams
+	case opts.MaxStreams < 0:
+		opts.MaxStreams = 0
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -77,6 +101,8 @@ func New(svc *core.Service, opts Options) http.Handler {
 	if svc != nil {
 		s.redactor = svc.Redactor()
 	}
+	// Events passed the redactor when they were stored or published.
+	s.fanout = newFanout(svc, formatEvent)
 	if opts.Token != "" {
 		s.tokenHash = sha256.Sum256([]byte(opts.Token))
 	}
@@ -86,7 +112,7 @@ func New(svc *core.Service, opts Options) http.Handler {
 		}
 	}
 	uiAssets() // read and compress the UI now rather than on the first request
-	return s.router()
+	return s
 }
 
 // router builds the chi router: middleware, then every route.

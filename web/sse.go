@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
+
 	"math"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -18,8 +18,9 @@ import (
 
 // SSE framing constants.
 const (
-	// replayPage is how many stored events one Events call returns.
-	replayPage = 500
+	// replayPage is how many stored events one Events call returns (and
+	// a replaying stream holds at once).
+	replayPage = 200
 	// retryMillis is the reconnection delay suggested to EventSource clients.
 	retryMillis = 2000
 )
@@ -48,16 +49,19 @@ func (s *server) allEvents(w http.ResponseWriter, r *http.Request) {
 // after that point exactly once, in Seq order, with its Seq as the SSE id;
 // ephemeral events (Seq 0) are delivered live without an id. To do so it
 //
-//  1. subscribes to live events first, so nothing committed from then on
-//     can be missed,
+//  1. joins the fanout first, so nothing committed from then on can be missed,
 //  2. replays stored events after the resume point, page by page,
-//  3. forwards live events, dropping durable ones with a Seq it already
-//     wrote (those committed during the replay arrive twice),
+//  3. forwards the fanout's frames, dropping durable ones with a Seq it
+//     already wrote (those committed during the replay arrive twice).
 //
-// and when the broker drops the subscription because this client fell
-// behind, it subscribes again and replays from the last Seq it wrote. The
-// stream ends when the request context does: the client went away or the
-// server is shutting down.
+// A stream that falls so far behind that its next frame has left the
+// fanout's ring, or whose client stops reading for Options.StreamWriteTimeout, is
+// ended: its client resumes with Last-Event-ID and, the log being
+// durable, loses nothing. The stream also ends when the request context
+// does (the client went away or the server is shutting down) and when the
+// Service shuts down (connections taken over from net/http are not closed
+// by http.Server.Shutdown). Past
+// Options.MaxStreams open streams a new one is refused with 503.
 func (s *server) streamEvents(w http.ResponseWriter, r *http.Request, threadID string) {
 	ctx := r.Context()
 	after, given, err := resumePoint(r)
@@ -65,18 +69,35 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request, threadID s
 		s.writeError(w, r, err)
 		return
 	}
-	st := &eventStream{svc: s.svc, p: principal(r), thread: threadID, w: w, rc: http.NewResponseController(w), log: s.log}
-	st.sub = s.svc.Subscribe(st.p, threadID)
-	defer func() { st.sub.Close() }()
+	pos, ok := s.fanout.join(s.opts.MaxStreams)
+	if !ok {
+		w.Header().Set("Retry-After", "5")
+		s.writeError(w, r, errorf(core.EUNAVAIL, "this server has %d event streams open, its limit (KILN_MAX_STREAMS); close some or raise the limit", s.opts.MaxStreams))
+		return
+	}
+	defer s.fanout.leave()
 	if !given && threadID == "" {
 		if after, err = s.lastSeq(ctx); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 	}
-	st.last = after
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no") // tell reverse proxies not to buffer
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out, closeOut := newStreamOut(w, cancel, s.opts.StreamWriteTimeout)
+	defer closeOut()
+	st := &eventStream{svc: s.svc, fanout: s.fanout, p: principal(r), thread: threadID, pos: pos, out: out, last: after}
 	err = st.run(ctx, s.opts.Heartbeat)
 	switch {
+	case errors.Is(err, errLagged):
+		s.fanout.lagged()
+		s.log.InfoContext(ctx, "event stream dropped: it fell behind; its client resumes from the log", "thread", threadID, "last_seq", st.last, "err", err)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		s.fanout.lagged()
+		s.log.InfoContext(ctx, "event stream dropped: its client stopped reading", "thread", threadID, "last_seq", st.last, "blocked", s.opts.StreamWriteTimeout, "err", err)
 	case err == nil || ctx.Err() != nil:
 	case errors.Is(err, errClientGone):
 		s.log.DebugContext(ctx, "event stream client went away", "thread", threadID, "last_seq", st.last, "err", err)
@@ -115,21 +136,35 @@ func (s *server) lastSeq(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+// Stream limits.
+const (
+	// defaultStreamWriteTimeout is how long a write to a stream may block
+	// (the client stopped reading and the connection's buffers are full)
+	// before the stream is dropped, unless Options say otherwise.
+	defaultStreamWriteTimeout = 15 * time.Second
+	// streamBatch is the most frames one wake-up writes before flushing.
+	streamBatch = 512
+)
+
+// errLagged ends a stream that fell behind the fanout.
+var errLagged = errors.New("event stream fell behind")
+
 // eventStream is one client's event stream. last is the highest Seq
-// written (or the resume point before any).
+// written (or the resume point before any); pos is its position in the
+// fanout.
 type eventStream struct {
 	svc    *core.Service
+	fanout *fanout
 	p      core.Principal
 	thread string
-	sub    *core.Subscription
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	log    *slog.Logger
+	pos    uint64
+	out    streamOut
 	last   int64
+	chunks [][]byte // reused by write
 }
 
 // run writes the stream preamble, the replay and then live events until
-// ctx ends or a write fails.
+// ctx ends, a write fails or the stream falls behind.
 func (st *eventStream) run(ctx context.Context, heartbeat time.Duration) error {
 	if err := st.open(); err != nil {
 		return err
@@ -139,62 +174,95 @@ func (st *eventStream) run(ctx context.Context, heartbeat time.Duration) error {
 	}
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
+	pace := time.NewTimer(0)
+	defer pace.Stop()
+	<-pace.C
+	filter := core.Filter{OwnerID: st.p.ID, ThreadID: st.thread}
+	stopping := st.svc.Stopping()
+	buf := make([]*frame, 0, streamBatch)
 	for {
+		frames, pos, wake, lagged := st.fanout.read(st.pos, filter, buf[:0], streamBatch)
+		if lagged {
+			return fmt.Errorf("%w: it missed events the fanout no longer holds", errLagged)
+		}
+		st.pos = pos
+		if err := st.write(frames); err != nil {
+			return err
+		}
+		clear(frames) // let the ring's frames go
+		if wake == nil {
+			continue // more to read
+		}
+		// Read at most once a pace, whether this read found anything for
+		// this stream or not (a thread's stream wakes for every event).
+		if d := st.fanout.pace(); d > 0 {
+			pace.Reset(d)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-stopping:
+				return nil
+			case <-pace.C:
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-stopping:
+			return nil
 		case <-tick.C:
-			if err := st.send(": ping\n\n"); err != nil {
+			if err := st.out.send([][]byte{[]byte(": ping\n\n")}); err != nil {
 				return err
 			}
-		case e, ok := <-st.sub.C:
-			if !ok {
-				if err := st.resubscribe(ctx); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := st.forward(e); err != nil {
-				return err
-			}
+		case <-wake:
 		}
 	}
 }
 
-// open sends the headers, the retry delay and the ready event, whose
-// last_seq is the resume point.
-func (st *eventStream) open() error {
-	h := st.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("X-Accel-Buffering", "no") // tell reverse proxies not to buffer
-	// A stream outlives any server write timeout; not every
-	// ResponseWriter supports deadlines, which is fine.
-	_ = st.rc.SetWriteDeadline(time.Time{})
-	return st.send(fmt.Sprintf("retry: %d\n\nevent: ready\ndata: {\"last_seq\":%d}\n\n", retryMillis, st.last))
-}
-
-// resubscribe replaces a subscription the broker closed because the client
-// lagged, then replays what the dropped one missed.
-func (st *eventStream) resubscribe(ctx context.Context) error {
-	if !st.sub.Lagged() {
-		return errors.New("event subscription closed")
+// write sends frames, skipping durable ones already written, in one send.
+func (st *eventStream) write(frames []*frame) error {
+	chunks := st.chunks[:0]
+	for _, f := range frames {
+		if f.seq != 0 && f.seq <= st.last {
+			continue
+		}
+		chunks = append(chunks, f.data)
+		if f.seq != 0 {
+			st.last = f.seq
+		}
 	}
-	st.log.DebugContext(ctx, "event stream lagged; replaying from the store", "thread", st.thread, "last_seq", st.last)
-	st.sub = st.svc.Subscribe(st.p, st.thread)
-	return st.replay(ctx)
+	if len(chunks) == 0 {
+		return nil
+	}
+	err := st.out.send(chunks)
+	clear(chunks)
+	st.chunks = chunks[:0]
+	return err
 }
 
-// replay writes the stored events after st.last, page by page.
+// open sends the response head, the retry delay and the ready event,
+// whose last_seq is the resume point.
+func (st *eventStream) open() error {
+	if err := st.out.start(); err != nil {
+		return err
+	}
+	return st.out.send([][]byte{fmt.Appendf(nil, "retry: %d\n\nevent: ready\ndata: {\"last_seq\":%d}\n\n", retryMillis, st.last)})
+}
+
+// replay writes the stored events after st.last, page by page, flushing
+// once a page.
 func (st *eventStream) replay(ctx context.Context) error {
 	for {
 		evs, err := st.svc.Events(ctx, st.p, core.EventQuery{After: st.last, ThreadID: st.thread, Limit: replayPage})
 		if err != nil {
 			return fmt.Errorf("replay events after seq %d: %w", st.last, err)
 		}
-		for _, e := range evs {
-			if err := st.forward(e); err != nil {
-				return err
-			}
+		frames := make([]*frame, len(evs))
+		for i, e := range evs {
+			frames[i] = &frame{seq: e.Seq, data: formatEvent(e)}
+		}
+		if err := st.write(frames); err != nil {
+			return err
 		}
 		if len(evs) < replayPage {
 			return nil
@@ -202,51 +270,24 @@ func (st *eventStream) replay(ctx context.Context) error {
 	}
 }
 
-// forward writes e unless it is a durable event already written.
-func (st *eventStream) forward(e core.Event) error {
-	if e.Seq != 0 && e.Seq <= st.last {
-		return nil
-	}
-	chunk, err := formatEvent(e)
-	if err != nil {
-		return err
-	}
-	if err := st.send(chunk); err != nil {
-		return err
-	}
-	if e.Seq != 0 {
-		st.last = e.Seq
-	}
-	return nil
-}
-
 // formatEvent frames e as an SSE message: an id line for durable events,
-// the type as the event name and the event's JSON as data. It fails only
-// for an event whose payload is not valid JSON.
-func formatEvent(e core.Event) (string, error) {
+// the type as the event name and the event's JSON as data.
+func formatEvent(e core.Event) []byte {
 	data, err := json.Marshal(e)
 	if err != nil {
-		return "", fmt.Errorf("encode event %d (%s): %w", e.Seq, e.Type, err)
+		// Only a payload that is not JSON fails; say so rather than
+		// sending a broken frame.
+		data, _ = json.Marshal(core.Event{Seq: e.Seq, ThreadID: e.ThreadID, RunID: e.RunID, Type: e.Type, Time: e.Time,
+			Payload: json.RawMessage(`{"error":"this event's payload could not be encoded"}`)})
 	}
-	var b strings.Builder
+	var b []byte
 	if e.Seq != 0 {
-		fmt.Fprintf(&b, "id: %d\n", e.Seq)
+		b = fmt.Appendf(b, "id: %d\n", e.Seq)
 	}
 	typ := strings.NewReplacer("\r", " ", "\n", " ").Replace(e.Type)
-	fmt.Fprintf(&b, "event: %s\ndata: %s\n\n", typ, data)
-	return b.String(), nil
+	b = fmt.Appendf(b, "event: %s\ndata: %s\n\n", typ, data)
+	return b
 }
 
 // errClientGone marks a failed write to the client of a stream.
 var errClientGone = errors.New("event stream client went away")
-
-// send writes one chunk of the stream and flushes it to the client.
-func (st *eventStream) send(chunk string) error {
-	if _, err := io.WriteString(st.w, chunk); err != nil {
-		return fmt.Errorf("%w: write: %w", errClientGone, err)
-	}
-	if err := st.rc.Flush(); err != nil {
-		return fmt.Errorf("%w: flush: %w", errClientGone, err)
-	}
-	return nil
-}

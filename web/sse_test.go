@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -342,20 +346,22 @@ func TestSSEEndsWithClient(t *testing.T) {
 	c := e.stream("/api/v1/events", nil)
 	c.preamble()
 	if n := e.svc.Broker().Subscribers(); n != 1 {
-		t.Fatalf("%d subscribers with one stream open", n)
+		t.Fatalf("%d broker subscriptions with one stream open", n)
 	}
 	c.close()
+	e.waitStreams(0)
 	deadline := time.Now().Add(10 * time.Second)
 	for e.svc.Broker().Subscribers() != 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("the stream's subscription outlived its client")
+			t.Fatal("the fanout's subscription outlived the last stream")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
-// TestSSELag makes the broker drop a stream's subscription and checks that
-// the stream recovers from the store without a gap.
+// TestSSELag floods a stream whose client reads nothing with more events
+// than the fanout keeps: the server drops the stream, and the client,
+// resuming with Last-Event-ID, gets every durable event once.
 func TestSSELag(t *testing.T) {
 	e := newEnv(t, Options{})
 	th := e.createThread("lag")
@@ -365,17 +371,215 @@ func TestSSELag(t *testing.T) {
 	c.durableUntil(created[len(created)-1].Seq)
 
 	// While the client reads nothing, flood the stream with more ephemeral
-	// events than its subscription buffers, then commit a durable one.
+	// events than the fanout's ring holds, then commit a durable one.
 	delta := json.RawMessage(`{"text":"` + strings.Repeat("x", 200) + `"}`)
-	for range 60000 {
+	for range 2 * ringFrames {
 		e.svc.Broker().Publish(core.Event{OwnerID: core.LocalOwner.ID, ThreadID: th.ID, Type: core.EventMessageDelta, Payload: delta})
 	}
 	e.call("PATCH", "/api/v1/threads/"+th.ID, `{"title":"after the flood"}`, http.StatusOK, nil)
-
 	all := e.storedEvents(th.ID)
-	got, _ := c.durableUntil(all[len(all)-1].Seq)
-	requireSeqs(t, "after lag", got, after(all, created[len(created)-1].Seq))
-	if !strings.Contains(e.logs.String(), "event stream lagged") {
-		t.Fatal("the subscription never lagged; the test proves nothing")
+
+	// The stream ends; what it delivered and the resumed stream together
+	// are every durable event, once.
+	got := c.untilEnd()
+	last := created[len(created)-1].Seq
+	if len(got) > 0 {
+		last = got[len(got)-1].Seq
+	}
+	if last == all[len(all)-1].Seq {
+		t.Fatal("the stream was not dropped; the test proves nothing")
+	}
+	if _, dropped := e.fanout().stats(); dropped == 0 {
+		t.Error("the fanout counts no dropped stream")
+	}
+	r := e.stream("/api/v1/threads/"+th.ID+"/events", map[string]string{"Last-Event-ID": fmt.Sprint(last)})
+	r.preamble()
+	rest, _ := r.durableUntil(all[len(all)-1].Seq)
+	requireSeqs(t, "delivered before and after the drop", append(got, rest...), after(all, created[len(created)-1].Seq))
+	if !strings.Contains(e.logs.String(), "event stream dropped") {
+		t.Error("the drop was not logged")
+	}
+}
+
+// TestSSEStalledClientDropped: a client that stops reading is dropped once
+// a write to it has blocked for StreamWriteTimeout, and its stream's
+// resources are released.
+func TestSSEStalledClientDropped(t *testing.T) {
+	e := newEnv(t, Options{StreamWriteTimeout: 200 * time.Millisecond})
+	th := e.createThread("stall")
+	conn, err := net.Dial("tcp", e.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(conn, "GET /api/v1/threads/%s/events HTTP/1.1\r\nHost: %s\r\n\r\n", th.ID, e.srv.Listener.Addr())
+	e.waitStreams(1)
+	// Enough to fill the connection's buffers several times over; the
+	// client reads none of it.
+	delta := json.RawMessage(`{"text":"` + strings.Repeat("y", 4000) + `"}`)
+	for i := 0; ; i++ {
+		e.svc.Broker().Publish(core.Event{OwnerID: core.LocalOwner.ID, ThreadID: th.ID, Type: core.EventMessageDelta, Payload: delta})
+		if streams, _ := e.fanout().stats(); streams == 0 {
+			break
+		}
+		if i > 1_000_000 {
+			t.Fatal("the stalled stream was never dropped")
+		}
+		if i%100 == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if !strings.Contains(e.logs.String(), "i/o timeout") {
+		t.Errorf("the drop should be a write timeout:\n%s", e.logs)
+	}
+}
+
+// TestSSEMaxStreams: past Options.MaxStreams a new stream is refused with
+// 503 and a reason; closing one makes room.
+func TestSSEMaxStreams(t *testing.T) {
+	e := newEnv(t, Options{MaxStreams: 2})
+	a := e.stream("/api/v1/events", nil)
+	a.preamble()
+	b := e.stream("/api/v1/events", nil)
+	b.preamble()
+	r := e.wantError("GET", "/api/v1/events", "", nil, http.StatusServiceUnavailable, core.EUNAVAIL)
+	if !strings.Contains(r.errorMessage(), "2 event streams open") || r.header.Get("Retry-After") == "" {
+		t.Fatalf("refusal: %s %v", r.body, r.header)
+	}
+	a.close()
+	e.waitStreams(1)
+	c := e.stream("/api/v1/events", nil)
+	c.preamble()
+}
+
+// TestFanoutEncodesOnce: however many streams follow, each event is
+// encoded once.
+func TestFanoutEncodesOnce(t *testing.T) {
+	e := newEnv(t, Options{})
+	var n atomic.Int64
+	f := e.fanout()
+	enc := f.encode
+	f.encode = func(ev core.Event) []byte { n.Add(1); return enc(ev) }
+	var streams []*sseClient
+	for range 20 {
+		c := e.stream("/api/v1/events", nil)
+		c.preamble()
+		streams = append(streams, c)
+	}
+	th := e.createThread("once")
+	evs := e.storedEvents(th.ID)
+	for _, c := range streams {
+		c.durableUntil(evs[len(evs)-1].Seq)
+	}
+	if got := n.Load(); got != int64(len(evs)) {
+		t.Fatalf("%d events encoded %d times for %d streams", len(evs), got, len(streams))
+	}
+}
+
+// fanout returns the server's fanout.
+func (e *env) fanout() *fanout { return e.server.fanout }
+
+// waitStreams waits until the server has n event streams open.
+func (e *env) waitStreams(n int) {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if got, _ := e.fanout().stats(); got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			got, _ := e.fanout().stats()
+			e.t.Fatalf("%d event streams open, want %d", got, n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// untilEnd reads the stream until the server ends it and returns the
+// durable events it read.
+func (c *sseClient) untilEnd() []core.Event {
+	c.t.Helper()
+	var out []core.Event
+	for {
+		select {
+		case m, ok := <-c.msgs:
+			if !ok {
+				return out
+			}
+			if !m.HasID {
+				continue
+			}
+			var ev core.Event
+			if err := json.Unmarshal([]byte(m.Data), &ev); err != nil {
+				c.t.Fatalf("data of %+v: %v", m, err)
+			}
+			out = append(out, ev)
+		case <-time.After(30 * time.Second):
+			c.t.Fatal("the stream did not end")
+		}
+	}
+}
+
+// lockedRecorder is a ResponseWriter that cannot be hijacked, whose body
+// the test reads while the handler writes.
+type lockedRecorder struct {
+	mu     sync.Mutex
+	header http.Header
+	code   int
+	body   strings.Builder
+}
+
+func (l *lockedRecorder) Header() http.Header { return l.header }
+func (l *lockedRecorder) WriteHeader(code int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.code == 0 {
+		l.code = code
+	}
+}
+func (l *lockedRecorder) Write(b []byte) (int, error) {
+	l.WriteHeader(http.StatusOK)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.body.Write(b)
+}
+func (l *lockedRecorder) Flush() {}
+func (l *lockedRecorder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.body.String()
+}
+
+// TestSSEWithoutHijack: where the connection cannot be taken over (HTTP/2,
+// a recorder) the stream writes through the ResponseWriter.
+func TestSSEWithoutHijack(t *testing.T) {
+	e := newEnv(t, Options{})
+	th := e.createThread("recorded")
+	ctx, cancel := context.WithCancel(context.Background())
+	req := httptest.NewRequestWithContext(ctx, "GET", "/api/v1/threads/"+th.ID+"/events", nil)
+	rec := &lockedRecorder{header: http.Header{}}
+	done := make(chan struct{})
+	go func() { e.server.router().ServeHTTP(rec, req); close(done) }()
+	e.waitStreams(1)
+	e.call("PATCH", "/api/v1/threads/"+th.ID, `{"title":"seen live"}`, http.StatusOK, nil)
+	all := e.storedEvents(th.ID)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(rec.String(), fmt.Sprintf("id: %d\n", all[len(all)-1].Seq)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the recorded stream lacks the live event:\n%s", rec.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	body := rec.String()
+	if rec.code != http.StatusOK || rec.header.Get("Content-Type") != "text/event-stream" || !strings.HasPrefix(body, "retry: 2000\n\nevent: ready\n") {
+		t.Fatalf("recorded stream: %d %v\n%s", rec.code, rec.header, body)
+	}
+	for _, ev := range all {
+		if !strings.Contains(body, fmt.Sprintf("id: %d\nevent: %s\n", ev.Seq, ev.Type)) {
+			t.Errorf("event %d (%s) missing", ev.Seq, ev.Type)
+		}
 	}
 }

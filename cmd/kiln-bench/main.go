@@ -164,9 +164,9 @@ func langGraph(dir string) (map[string]map[string]float64, error) {
 }
 
 // startServer starts the built server on a free loopback port with a
-// temporary data directory and waits until it answers. stop kills it and
-// removes the directory.
-func startServer(bin string) (addr string, pid int, stop func(), err error) {
+// temporary data directory and the given extra environment, and waits
+// until it answers. stop kills it and removes the directory.
+func startServer(bin string, env ...string) (addr string, pid int, stop func(), err error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", 0, nil, err
@@ -178,7 +178,7 @@ func startServer(bin string) (addr string, pid int, stop func(), err error) {
 		return "", 0, nil, err
 	}
 	cmd := exec.Command(bin, "serve", "--addr", addr, "--data", data)
-	cmd.Env = append(os.Environ(), "KILN_API_TOKEN=", "KILN_ALLOWED_ORIGINS=")
+	cmd.Env = append(append(os.Environ(), "KILN_API_TOKEN=", "KILN_ALLOWED_ORIGINS="), env...)
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(data)
 		return "", 0, nil, err
@@ -336,7 +336,26 @@ func main() {
 	chromium := flag.String("chromium", envOr("CHROMIUM", "/usr/bin/chromium"), "Chromium for the first-paint figure")
 	paintRuns := flag.Int("paint-runs", 10, "page loads for the first-paint figure; the table shows the median")
 	noPaint := flag.Bool("no-paint", false, "skip the first-paint figure")
+	only := flag.String("only", "", "measure only this group of figures: fanout")
+	settle := flag.Duration("settle", time.Minute, "how long after the SSE clients left the server's memory is read again")
 	flag.Parse()
+
+	if *only != "" {
+		var rows []row
+		add := func(figure string, v float64, unit, target string, ok bool) {
+			rows = append(rows, row{figure, fmt.Sprintf("%.4g %s", v, unit), target, verdict(target, ok)})
+		}
+		note := func(figure, why string) { rows = append(rows, row{figure, "n/a", "", "not measured: " + why}) }
+		switch *only {
+		case "fanout":
+			fanoutRows(*bin, *count, *settle, add, note)
+		default:
+			fmt.Fprintf(os.Stderr, "-only %q: want fanout\n", *only)
+			os.Exit(2)
+		}
+		printRows(rows, *count)
+		return
+	}
 
 	m := metrics{}
 	for _, b := range benches {
@@ -363,18 +382,11 @@ func main() {
 
 	var rows []row
 	add := func(figure string, v float64, unit, target string, ok bool) {
-		verdict := "ok"
-		switch {
-		case target == "" || target == "peer":
-			verdict = ""
-		case !ok:
-			verdict = "MISSED"
-		}
 		if v < 0 {
 			rows = append(rows, row{figure, "n/a", target, "not measured"})
 			return
 		}
-		rows = append(rows, row{figure, fmt.Sprintf("%.4g %s", v, unit), target, verdict})
+		rows = append(rows, row{figure, fmt.Sprintf("%.4g %s", v, unit), target, verdict(target, ok)})
 	}
 	seq := get("BenchmarkEngine/sequential steps/s")
 	conc := get("BenchmarkEngine/concurrent-8 steps/s")
@@ -448,6 +460,22 @@ func main() {
 		rows = append(rows, row{"web UI first contentful paint, loopback", "n/a", "< 300 ms", "not measured: " + paintErr.Error()})
 	}
 
+	printRows(rows, *count)
+}
+
+// verdict is "ok" or "MISSED" for a figure with a target, "" without one.
+func verdict(target string, ok bool) string {
+	switch {
+	case target == "" || target == "peer":
+		return ""
+	case !ok:
+		return "MISSED"
+	}
+	return "ok"
+}
+
+// printRows prints the table and how many targets were missed.
+func printRows(rows []row, count int) {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "FIGURE\tVALUE\tTARGET\t")
 	missed := 0
@@ -458,7 +486,7 @@ func main() {
 		}
 	}
 	w.Flush()
-	fmt.Printf("\nmedians of %d runs; machine: %d CPUs, %s\n", *count, numCPU(), time.Now().Format("2006-01-02"))
+	fmt.Printf("\nmedians of %d runs; machine: %d CPUs, %s\n", count, numCPU(), time.Now().Format("2006-01-02"))
 	if missed > 0 {
 		fmt.Printf("%d target(s) missed\n", missed)
 	}
