@@ -29,11 +29,17 @@
 // Limits: memory_mib caps the guest's linear memory. wazero applies a
 // memory limit per Runtime, so a Host keeps one Runtime per distinct
 // memory_mib (created on first use, shared by the plugins with that
-// limit). Every call runs with a deadline of timeout_ms; the runtimes are
-// built WithCloseOnContextDone, so a guest in an endless loop is stopped.
-// An instance that traps, exits, runs out of memory or passes its deadline
+// limit). Every call runs with a deadline of timeout_ms, which covers
+// waiting for a free instance too; the runtimes are built
+// WithCloseOnContextDone, so a guest in an endless loop is stopped. An
+// instance that traps, exits, runs out of memory or passes its deadline
 // is thrown away and the next call gets a fresh one. Calls on one Toolset
 // are serialized (one instance per loaded plugin).
+//
+// Close does not wait for the calls in flight: it cancels them — a guest
+// in a loop is stopped, a host function waiting on the network returns —
+// and they fail with plugins.ErrTransport; a call after Close fails at
+// once.
 //
 // Compiled code is cached on disk (Config.CacheDir), so a restart does not
 // compile a plugin again.

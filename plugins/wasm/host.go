@@ -228,7 +228,10 @@ func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts L
 		emit:     opts.Emit,
 		kv:       opts.KV,
 		now:      h.cfg.Now,
+		max:      1,
+		wake:     make(chan struct{}),
 	}
+	ts.life, ts.end = context.WithCancel(context.Background())
 	ts.client = netguard.NewClient(m.Permissions)
 	if err := ts.openRoots(opts); err != nil {
 		ts.Close()

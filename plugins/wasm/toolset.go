@@ -42,9 +42,15 @@ type toolset struct {
 	client   *http.Client
 	data     *os.Root            // "data:/", or nil
 	grants   map[string]*os.Root // "grant:<name>"
+	max      int                 // most instances at once
 
-	mu     sync.Mutex // serializes calls; guards the fields below
-	inst   *instance  // nil: instantiate on the next call
+	life context.Context // ends at Close, and with it every call in flight
+	end  context.CancelFunc
+
+	mu     sync.Mutex  // guards the fields below; never held during a call
+	idle   []*instance // instances between calls, the most recently used last
+	count  int         // instances idle, in a call or starting
+	wake   chan struct{}
 	tools  []core.ToolSpec
 	closed bool
 }
@@ -119,8 +125,6 @@ func (t *toolset) Call(ctx context.Context, tool string, args json.RawMessage) (
 	}
 	b.WriteByte('}')
 	req := b.Bytes()
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	out, err := t.invoke(ctx, func(ctx context.Context, in *instance) (uint64, error) {
 		res, err := in.alloc.Call(ctx, uint64(len(req)))
 		if err != nil {
@@ -154,8 +158,6 @@ func (t *toolset) Call(ctx context.Context, tool string, args json.RawMessage) (
 
 // describe checks the ABI version and reads the tool specs; Load calls it.
 func (t *toolset) describe(ctx context.Context) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	out, err := t.invoke(ctx, func(ctx context.Context, in *instance) (uint64, error) {
 		res, err := in.mod.ExportedFunction("kiln_abi_version").Call(ctx)
 		if err != nil {
@@ -193,24 +195,30 @@ func (t *toolset) describe(ctx context.Context) error {
 			return fmt.Errorf("describe: tool %q: schema is not valid JSON", s.Name)
 		}
 	}
+	t.mu.Lock()
 	t.tools = specs
+	t.mu.Unlock()
 	return nil
 }
 
-// invoke runs fn on the instance (instantiating one if needed) under the
-// call deadline, and returns a copy of the packed ptr<<32|len response it
-// points at. Any failure throws the instance away and wraps ErrTransport.
-// t.mu must be held.
+// invoke runs fn on an instance (acquire) under the call deadline, and
+// returns a copy of the packed ptr<<32|len response it points at. The
+// deadline covers waiting for an instance too. Any failure throws the
+// instance away and wraps ErrTransport; so does Close, which ends the
+// call at once.
 func (t *toolset) invoke(parent context.Context, fn func(context.Context, *instance) (uint64, error)) ([]byte, error) {
-	if t.closed {
-		return nil, fmt.Errorf("%w: %w", plugins.ErrTransport, errClosed)
-	}
 	ctx, cancel := context.WithTimeout(parent, t.timeout)
 	defer cancel()
-	in := t.inst
-	if in == nil {
-		in = &instance{ts: t, interrupt: make(chan struct{})}
-		ctx = context.WithValue(ctx, instanceKey{}, in)
+	defer context.AfterFunc(t.life, cancel)()
+	in, err := t.acquire(ctx)
+	if errors.Is(err, errClosed) {
+		return nil, fmt.Errorf("%w: %w", plugins.ErrTransport, errClosed)
+	}
+	if err != nil {
+		return nil, t.failure(parent, ctx, nil, "wait for a free instance", err)
+	}
+	ctx = context.WithValue(ctx, instanceKey{}, in)
+	if in.mod == nil {
 		stopWatch := context.AfterFunc(ctx, in.stop)
 		err := t.instantiate(ctx, in)
 		if !stopWatch() && err == nil {
@@ -220,10 +228,8 @@ func (t *toolset) invoke(parent context.Context, fn func(context.Context, *insta
 			t.discard(in)
 			return nil, t.failure(parent, ctx, in, "instantiate", err)
 		}
-		t.inst = in
 	} else {
 		in.stderr.reset()
-		ctx = context.WithValue(ctx, instanceKey{}, in)
 	}
 	stopWatch := context.AfterFunc(ctx, in.stop)
 	packed, err := fn(ctx, in)
@@ -241,7 +247,69 @@ func (t *toolset) invoke(parent context.Context, fn func(context.Context, *insta
 		return nil, t.failure(parent, ctx, in, "call", err)
 	}
 	in.pending = nil
+	t.release(in)
 	return out, nil
+}
+
+// acquire returns an idle instance, or a new one (in.mod nil: the caller
+// instantiates it) while fewer than t.max exist, or waits for one to be
+// free. It fails with errClosed after Close, or with ctx's error.
+func (t *toolset) acquire(ctx context.Context) (*instance, error) {
+	for {
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			return nil, errClosed
+		}
+		if n := len(t.idle); n > 0 {
+			in := t.idle[n-1]
+			t.idle[n-1] = nil
+			t.idle = t.idle[:n-1]
+			t.mu.Unlock()
+			return in, nil
+		}
+		if t.count < t.max {
+			t.count++
+			t.mu.Unlock()
+			return &instance{ts: t, interrupt: make(chan struct{})}, nil
+		}
+		wake := t.wake
+		t.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// release gives back an instance after a call that succeeded.
+func (t *toolset) release(in *instance) {
+	t.mu.Lock()
+	if t.closed {
+		t.count--
+		t.mu.Unlock()
+		in.close()
+		return
+	}
+	t.idle = append(t.idle, in)
+	t.wakeLocked()
+	t.mu.Unlock()
+}
+
+// discard throws an instance away.
+func (t *toolset) discard(in *instance) {
+	in.close()
+	t.mu.Lock()
+	t.count--
+	t.wakeLocked()
+	t.mu.Unlock()
+}
+
+// wakeLocked wakes the calls waiting in acquire; t.mu is held.
+func (t *toolset) wakeLocked() {
+	close(t.wake)
+	t.wake = make(chan struct{})
 }
 
 // read copies the packed ptr<<32|len region out of guest memory.
@@ -279,15 +347,12 @@ func (t *toolset) instantiate(ctx context.Context, in *instance) error {
 	return nil
 }
 
-// discard throws an instance away.
-func (t *toolset) discard(in *instance) {
+// close ends the instance and what it holds.
+func (in *instance) close() {
 	in.stop()
 	in.closeStreams()
 	if in.mod != nil {
 		in.mod.Close(context.Background())
-	}
-	if t.inst == in {
-		t.inst = nil
 	}
 }
 
@@ -297,6 +362,8 @@ func (t *toolset) failure(parent, ctx context.Context, in *instance, step string
 	switch {
 	case parent.Err() != nil:
 		return fmt.Errorf("%w: %s: %w", plugins.ErrTransport, step, parent.Err())
+	case t.life.Err() != nil:
+		return fmt.Errorf("%w: %s: %w", plugins.ErrTransport, step, errClosed)
 	case ctx.Err() != nil:
 		return fmt.Errorf("%w: %s: exceeded timeout_ms (%d ms): %w", plugins.ErrTransport, step, t.timeout.Milliseconds(), context.DeadlineExceeded)
 	}
@@ -305,25 +372,37 @@ func (t *toolset) failure(parent, ctx context.Context, in *instance, step string
 	if errors.As(err, &exit) {
 		msg = fmt.Sprintf("module exited with code %d", exit.ExitCode())
 	}
-	if s := in.stderr.lastLines(2); s != "" {
-		msg += " (stderr: " + s + ")"
+	if in != nil {
+		if s := in.stderr.lastLines(2); s != "" {
+			msg += " (stderr: " + s + ")"
+		}
 	}
 	return fmt.Errorf("%w: %s: %s", plugins.ErrTransport, step, msg)
 }
 
-// Close implements plugins.Toolset.
+// Close implements plugins.Toolset. It does not wait for the calls in
+// flight: it ends them (they return errors wrapping plugins.ErrTransport
+// and throw their instances away as they return), closes the idle
+// instances and releases the compiled module; later calls fail at once.
 func (t *toolset) Close() error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.closed {
+		t.mu.Unlock()
 		return nil
 	}
 	t.closed = true
-	if t.inst != nil {
-		t.discard(t.inst)
+	idle := t.idle
+	t.idle = nil
+	t.count -= len(idle)
+	t.wakeLocked()
+	t.mu.Unlock()
+	t.end()
+	for _, in := range idle {
+		in.close()
 	}
-	ctx := context.Background()
-	err := t.host.release(ctx, t.key, t.compiled)
+	// wazero allows closing a compiled module while calls into its
+	// instances are still unwinding.
+	err := t.host.release(context.Background(), t.key, t.compiled)
 	if t.client != nil {
 		t.client.CloseIdleConnections()
 	}

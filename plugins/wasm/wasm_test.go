@@ -572,3 +572,52 @@ func TestSmallGuest(t *testing.T) {
 		t.Errorf("ping with a request larger than the guest's first page = %q, %v", out, err)
 	}
 }
+
+// busy reports whether every instance of ts is in a call (or starting).
+func busy(ts plugins.Toolset, n int) bool {
+	t := ts.(*toolset)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.count == n && len(t.idle) == 0
+}
+
+// waitBusy waits until n instances of ts are in calls.
+func waitBusy(t *testing.T, ts plugins.Toolset, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !busy(ts, n) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls did not start within 20s", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestCloseStopsSpinningCall(t *testing.T) {
+	// The longest deadline: without cancellation Close would wait ten
+	// minutes for spin.
+	ts := load(t, newHost(t, ""), `{"timeout_ms":600000}`, LoadOptions{})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := call(t, ts, "spin", `{}`)
+		errc <- err
+	}()
+	waitBusy(t, ts, 1)
+	start := time.Now()
+	if err := ts.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closed := time.Since(start)
+	select {
+	case err := <-errc:
+		if !errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), "closed") {
+			t.Errorf("spin cut off by Close: %v; want a transport error saying the toolset closed", err)
+		}
+		t.Logf("Close returned after %v; spin ended %v after Close: %v", closed, time.Since(start), err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("spin did not end within 20s of Close")
+	}
+	if _, err := call(t, ts, "add", `{"a":1,"b":2}`); !errors.Is(err, plugins.ErrTransport) {
+		t.Errorf("call after Close: %v", err)
+	}
+}
