@@ -72,14 +72,15 @@ func loadProcess(tb testing.TB, perms string) plugins.Toolset {
 
 // transports are the three ways to serve a toolset, with the number of
 // calls each runs at once: in-process and process plugins have no limit
-// (the suite checks 4), a WASM plugin one.
+// (the suite checks 4), a WASM plugin wasm.MaxInstances (calc's 3.3 MiB
+// instances fit four times in the default memory_mib of 64).
 var transports = []struct {
 	name        string
 	load        func(testing.TB, string) plugins.Toolset
 	concurrency int
 }{
 	{"builtin", loadBuiltin, 4},
-	{"wasm", loadWASM, 1},
+	{"wasm", loadWASM, wasm.MaxInstances},
 	{"process", loadProcess, 4},
 }
 

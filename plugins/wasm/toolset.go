@@ -10,12 +10,14 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/kilnhq/kiln/core"
@@ -42,7 +44,8 @@ type toolset struct {
 	client   *http.Client
 	data     *os.Root            // "data:/", or nil
 	grants   map[string]*os.Root // "grant:<name>"
-	max      int                 // most instances at once
+	max      int                 // most instances at once (MaxInstances)
+	mem      *budget             // memory_mib, shared by the instances
 
 	life context.Context // ends at Close, and with it every call in flight
 	end  context.CancelFunc
@@ -50,6 +53,7 @@ type toolset struct {
 	mu     sync.Mutex  // guards the fields below; never held during a call
 	idle   []*instance // instances between calls, the most recently used last
 	count  int         // instances idle, in a call or starting
+	need   uint64      // memory of an instance just started (the largest seen), reserved for the next
 	wake   chan struct{}
 	tools  []core.ToolSpec
 	closed bool
@@ -57,13 +61,15 @@ type toolset struct {
 
 // instance is one instantiation of the module.
 type instance struct {
-	ts      *toolset
-	mod     api.Module
-	alloc   api.Function
-	call    api.Function
-	pending []byte // a host function's result, until result_take
-	stderr  tail
-	streams httpStreams // open http_open streams, closed when a call returns
+	ts       *toolset
+	mod      api.Module
+	mem      *linearMemory // nil until instantiation allocates it
+	reserved uint64        // budget reserved by acquire, until mem takes it
+	alloc    api.Function
+	call     api.Function
+	pending  []byte // a host function's result, until result_take
+	stderr   tail
+	streams  httpStreams // open http_open streams, closed when a call returns
 
 	interrupt     chan struct{} // closed when a call's context ends
 	interruptOnce sync.Once
@@ -228,6 +234,12 @@ func (t *toolset) invoke(parent context.Context, fn func(context.Context, *insta
 			t.discard(in)
 			return nil, t.failure(parent, ctx, in, "instantiate", err)
 		}
+		if in.mem != nil { // checkModule made sure there is a memory
+			size := in.mem.settle()
+			t.mu.Lock()
+			t.need = max(t.need, size)
+			t.mu.Unlock()
+		}
 	} else {
 		in.stderr.reset()
 	}
@@ -251,9 +263,12 @@ func (t *toolset) invoke(parent context.Context, fn func(context.Context, *insta
 	return out, nil
 }
 
-// acquire returns an idle instance, or a new one (in.mod nil: the caller
-// instantiates it) while fewer than t.max exist, or waits for one to be
-// free. It fails with errClosed after Close, or with ctx's error.
+// acquire returns an idle instance (the most recently used), or a new one
+// (in.mod nil: the caller instantiates it) while fewer than t.max exist
+// and the budget has room for one more at its start size (t.need, which
+// is reserved for it; the first instance always starts), or waits for
+// one to be free. It fails with errClosed after Close, or with ctx's
+// error.
 func (t *toolset) acquire(ctx context.Context) (*instance, error) {
 	for {
 		t.mu.Lock()
@@ -268,10 +283,11 @@ func (t *toolset) acquire(ctx context.Context) (*instance, error) {
 			t.mu.Unlock()
 			return in, nil
 		}
-		if t.count < t.max {
+		if t.count < t.max && t.mem.reserve(t.need, t.count == 0) {
 			t.count++
+			need := t.need
 			t.mu.Unlock()
-			return &instance{ts: t, interrupt: make(chan struct{})}, nil
+			return &instance{ts: t, reserved: need, interrupt: make(chan struct{})}, nil
 		}
 		wake := t.wake
 		t.mu.Unlock()
@@ -306,6 +322,23 @@ func (t *toolset) discard(in *instance) {
 	t.mu.Unlock()
 }
 
+// evictIdle closes the least recently used idle instance, to give its
+// memory to a growing one; false when none is idle.
+func (t *toolset) evictIdle() bool {
+	t.mu.Lock()
+	if len(t.idle) == 0 {
+		t.mu.Unlock()
+		return false
+	}
+	in := t.idle[0]
+	t.idle = slices.Delete(t.idle, 0, 1)
+	t.count--
+	t.wakeLocked()
+	t.mu.Unlock()
+	in.close()
+	return true
+}
+
 // wakeLocked wakes the calls waiting in acquire; t.mu is held.
 func (t *toolset) wakeLocked() {
 	close(t.wake)
@@ -325,9 +358,15 @@ func (in *instance) read(packed uint64) ([]byte, error) {
 	return append([]byte(nil), b...), nil
 }
 
-// instantiate creates the module instance: WASI with nothing granted, and
+// instantiate creates the module instance: WASI with nothing granted, its
+// memory in the plugin's budget (with the credit acquire reserved), and
 // the Go runtime initialized by _initialize.
 func (t *toolset) instantiate(ctx context.Context, in *instance) error {
+	ctx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(func(_, _ uint64) experimental.LinearMemory {
+		in.mem = &linearMemory{b: t.mem, credit: in.reserved}
+		in.reserved = 0
+		return in.mem
+	}))
 	cfg := wazero.NewModuleConfig().
 		WithName(fmt.Sprintf("%s#%d", t.id, t.host.seq.Add(1))).
 		WithStartFunctions("_initialize").
@@ -347,13 +386,18 @@ func (t *toolset) instantiate(ctx context.Context, in *instance) error {
 	return nil
 }
 
-// close ends the instance and what it holds.
+// close ends the instance and gives its memory back to the budget.
 func (in *instance) close() {
 	in.stop()
 	in.closeStreams()
 	if in.mod != nil {
 		in.mod.Close(context.Background())
 	}
+	if in.mem != nil {
+		in.mem.Free()
+	}
+	in.ts.mem.release(in.reserved)
+	in.reserved = 0
 }
 
 // failure describes why a call into the instance failed, wrapping
