@@ -6,7 +6,9 @@
 // Deny by default: a guest may import only the "kiln" host module and
 // wasi_snapshot_preview1, and WASI is instantiated with nothing granted —
 // no preopened folders, no environment, no arguments, empty stdin; stdout
-// and stderr go to the plugin's logger. The guest reaches the world only
+// and stderr go to the plugin's logger, a record per line (at most 4 KiB,
+// a longer line is cut), a burst of 200 lines and then 10 a second per
+// plugin (the count of lines dropped is logged once). The guest reaches the world only
 // through the kiln host functions (log, http_request, http_open,
 // http_read, http_close, fs_read, fs_write, kv_get, kv_put, kv_delete,
 // kv_list, clock_now, random, emit); http and fs check the manifest's

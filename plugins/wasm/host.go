@@ -232,6 +232,7 @@ func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts L
 		now:      h.cfg.Now,
 		max:      MaxInstances,
 		mem:      &budget{total: uint64(mib) << 20},
+		output:   newLogLimit(time.Now),
 		need:     minMemory(compiled),
 		wake:     make(chan struct{}),
 	}

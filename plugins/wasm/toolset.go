@@ -46,6 +46,7 @@ type toolset struct {
 	grants   map[string]*os.Root // "grant:<name>"
 	max      int                 // most instances at once (MaxInstances)
 	mem      *budget             // memory_mib, shared by the instances
+	output   *logLimit           // stdout and stderr lines, shared by the instances
 
 	life context.Context // ends at Close, and with it every call in flight
 	end  context.CancelFunc
@@ -67,9 +68,10 @@ type instance struct {
 	reserved uint64        // budget reserved by acquire, until mem takes it
 	alloc    api.Function
 	call     api.Function
-	pending  []byte // a host function's result, until result_take
-	stderr   tail
-	streams  httpStreams // open http_open streams, closed when a call returns
+	pending  []byte        // a host function's result, until result_take
+	stderr   tail          // the start of stderr in the current call, for errors
+	logs     [2]*logWriter // stdout, stderr; nil until instantiated
+	streams  httpStreams   // open http_open streams, closed when a call returns
 
 	interrupt     chan struct{} // closed when a call's context ends
 	interruptOnce sync.Once
@@ -247,6 +249,7 @@ func (t *toolset) invoke(parent context.Context, fn func(context.Context, *insta
 	packed, err := fn(ctx, in)
 	interrupted := !stopWatch()
 	in.closeStreams() // streams never outlive the call
+	in.flushLogs()    // nor do partial lines of output
 	if err == nil && interrupted {
 		err = ctx.Err() // the deadline passed as the call returned: distrust the instance
 	}
@@ -367,11 +370,15 @@ func (t *toolset) instantiate(ctx context.Context, in *instance) error {
 		in.reserved = 0
 		return in.mem
 	}))
+	in.logs = [2]*logWriter{
+		{logger: t.logger, level: slog.LevelInfo, stream: "stdout", limit: t.output},
+		{logger: t.logger, level: slog.LevelWarn, stream: "stderr", limit: t.output, tail: &in.stderr},
+	}
 	cfg := wazero.NewModuleConfig().
 		WithName(fmt.Sprintf("%s#%d", t.id, t.host.seq.Add(1))).
 		WithStartFunctions("_initialize").
-		WithStdout(&logWriter{logger: t.logger, level: slog.LevelInfo, stream: "stdout"}).
-		WithStderr(&logWriter{logger: t.logger, level: slog.LevelWarn, stream: "stderr", tail: &in.stderr}).
+		WithStdout(in.logs[0]).
+		WithStderr(in.logs[1]).
 		WithSysWalltime().
 		WithSysNanotime().
 		WithNanosleep(in.sleep).
@@ -386,6 +393,15 @@ func (t *toolset) instantiate(ctx context.Context, in *instance) error {
 	return nil
 }
 
+// flushLogs logs the partial lines of the instance's output.
+func (in *instance) flushLogs() {
+	for _, w := range in.logs {
+		if w != nil {
+			w.flush()
+		}
+	}
+}
+
 // close ends the instance and gives its memory back to the budget.
 func (in *instance) close() {
 	in.stop()
@@ -396,6 +412,7 @@ func (in *instance) close() {
 	if in.mem != nil {
 		in.mem.Free()
 	}
+	in.flushLogs()
 	in.ts.mem.release(in.reserved)
 	in.reserved = 0
 }
@@ -457,73 +474,6 @@ func (t *toolset) Close() error {
 		r.Close()
 	}
 	return err
-}
-
-// logWriter sends a guest's stdout or stderr to the logger, one record
-// per write, and keeps the tail of stderr for error messages.
-type logWriter struct {
-	logger *slog.Logger
-	level  slog.Level
-	stream string
-	tail   *tail
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	if w.tail != nil {
-		w.tail.write(p)
-	}
-	msg := strings.TrimRight(string(p), "\n")
-	if len(msg) > maxLogMessage {
-		msg = msg[:maxLogMessage] + "…"
-	}
-	if msg != "" {
-		w.logger.Log(context.Background(), w.level, msg, "stream", w.stream)
-	}
-	return len(p), nil
-}
-
-// tail keeps the first bytes written to it since the last reset: the
-// start of a Go runtime crash report names the failure ("fatal error: out
-// of memory"), the goroutine dump after it does not.
-type tail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-const tailSize = 1024
-
-func (t *tail) write(p []byte) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if n := tailSize - len(t.buf); n > 0 {
-		t.buf = append(t.buf, p[:min(n, len(p))]...)
-	}
-}
-
-func (t *tail) reset() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = t.buf[:0]
-}
-
-// lastLines returns up to n of the last non-empty lines, joined by "; ".
-func (t *tail) lastLines(n int) string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var lines []string
-	for _, l := range strings.Split(string(t.buf), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) > n {
-		lines = lines[:n]
-	}
-	s := strings.Join(lines, "; ")
-	if len(s) > 300 {
-		s = s[:300] + "…"
-	}
-	return s
 }
 
 // Interface guard.
