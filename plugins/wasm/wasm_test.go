@@ -730,3 +730,32 @@ func TestIdleInstancesMakeRoom(t *testing.T) {
 	}
 	mustAdd(t, ts)
 }
+
+func TestConcurrentSpinsMeetTheirOwnDeadlines(t *testing.T) {
+	// Four calls that loop forever, at once: each runs on its own
+	// instance and is stopped by its own deadline, none waits for an
+	// instance ("wait for a free instance: exceeded timeout_ms").
+	ts := load(t, newHost(t, ""), `{"timeout_ms":1000}`, LoadOptions{})
+	type result struct {
+		took time.Duration
+		err  error
+	}
+	results := make(chan result, MaxInstances)
+	for range MaxInstances {
+		go func() {
+			start := time.Now()
+			_, err := call(t, ts, "spin", `{}`)
+			results <- result{time.Since(start), err}
+		}()
+	}
+	var took []string
+	for range MaxInstances {
+		r := <-results
+		if !errors.Is(r.err, context.DeadlineExceeded) || !strings.Contains(r.err.Error(), "call: exceeded timeout_ms (1000 ms)") {
+			t.Errorf("spin: %v; want its own call's deadline", r.err)
+		}
+		took = append(took, r.took.Round(time.Millisecond).String())
+	}
+	t.Logf("%d concurrent spins under timeout_ms 1000 took %s", MaxInstances, strings.Join(took, ", "))
+	mustAdd(t, ts)
+}
