@@ -78,6 +78,8 @@
 //	            Check with AllowsEnv.
 //	exec        may run other programs; runtime "process" only.
 //	memory_mib  linear memory cap, 1..4096, default 64; runtime "wasm" only.
+//	            It holds for the plugin as a whole: all its instances
+//	            together (plugins/wasm runs up to 4).
 //	timeout_ms  deadline of each call into the plugin, 1..600000, default
 //	            30000.
 //

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
-	"sync/atomic"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
@@ -22,17 +21,20 @@ import (
 // New runs a plugin author's toolset (sdk/plugin) inside the host
 // process, behind the same Toolset as the WASM and process hosts: a
 // handler's error, an unknown tool and a panic in a handler are tool
-// errors; only a call after Close wraps plugins.ErrTransport. Each call runs the
-// handler with the caller's context on its own goroutine; when that
-// context ends first, Call returns its error at once, and the handler runs
-// on until it returns (nothing can stop Go code in-process: code that may
-// not honour its context belongs in a WASM module). No manifest applies:
-// no timeout_ms, no permissions, no memory cap.
+// errors; a call after Close, and a call in flight when Close is called,
+// wrap plugins.ErrTransport. Each call runs the handler on its own
+// goroutine with a context that ends with the caller's and at Close; when
+// that context ends first, Call returns at once (the caller's error, or
+// the transport error after Close), and the handler runs on until it
+// returns (nothing can stop Go code in-process: code that may not honour
+// its context belongs in a WASM module). No manifest applies: no
+// timeout_ms, no permissions, no memory cap.
 //
 // New panics if ts has a tool without a name or a handler, or two
 // tools of the same name: the programming errors plugin.Serve refuses.
 func New(ts sdkplugin.Toolset) plugins.Toolset {
 	p := &inProcess{tools: make(map[string]sdkplugin.Tool, len(ts.Tools))}
+	p.life, p.end = context.WithCancel(context.Background())
 	for i, t := range ts.Tools {
 		switch {
 		case t.Name == "":
@@ -56,16 +58,20 @@ func New(ts sdkplugin.Toolset) plugins.Toolset {
 // inProcess is the Toolset New returns; it is safe for concurrent
 // use.
 type inProcess struct {
-	tools  map[string]sdkplugin.Tool // read-only after New
-	specs  []core.ToolSpec           // read-only after New
-	closed atomic.Bool
+	tools map[string]sdkplugin.Tool // read-only after New
+	specs []core.ToolSpec           // read-only after New
+	life  context.Context           // ends at Close
+	end   context.CancelFunc
 }
 
-var errInProcessClosed = fmt.Errorf("%w: toolset is closed", plugins.ErrTransport)
+var (
+	errInProcessClosed = fmt.Errorf("%w: toolset is closed", plugins.ErrTransport)
+	errClosedInCall    = fmt.Errorf("%w: toolset was closed during the call", plugins.ErrTransport)
+)
 
 // Tools returns copies of the specs, so a caller cannot change them.
 func (p *inProcess) Tools(context.Context) ([]core.ToolSpec, error) {
-	if p.closed.Load() {
+	if p.life.Err() != nil {
 		return nil, errInProcessClosed
 	}
 	out := slices.Clone(p.specs)
@@ -82,7 +88,7 @@ type callResult struct {
 }
 
 func (p *inProcess) Call(ctx context.Context, tool string, args json.RawMessage) (string, error) {
-	if p.closed.Load() {
+	if p.life.Err() != nil {
 		return "", fmt.Errorf("call %s: %w", tool, errInProcessClosed)
 	}
 	if err := ctx.Err(); err != nil {
@@ -92,12 +98,23 @@ func (p *inProcess) Call(ctx context.Context, tool string, args json.RawMessage)
 	if !ok {
 		return "", fmt.Errorf("unknown tool %q", tool)
 	}
+	hctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(p.life, func() { cancel(errClosedInCall) })
+	defer stop()
 	done := make(chan callResult, 1) // buffered: an abandoned handler does not block
-	go func() { done <- runInProcess(ctx, &t, slices.Clone(args)) }()
+	go func() { done <- runInProcess(hctx, &t, slices.Clone(args)) }()
 	select {
 	case r := <-done:
+		if r.err != nil && context.Cause(hctx) == errClosedInCall {
+			// The handler may have failed because Close cancelled it.
+			return "", fmt.Errorf("call %s: %w", tool, errClosedInCall)
+		}
 		return r.out, r.err
-	case <-ctx.Done():
+	case <-hctx.Done():
+		if context.Cause(hctx) == errClosedInCall {
+			return "", fmt.Errorf("call %s: %w", tool, errClosedInCall)
+		}
 		return "", fmt.Errorf("call %s: %w", tool, ctx.Err())
 	}
 }
@@ -122,10 +139,12 @@ func runInProcess(ctx context.Context, t *sdkplugin.Tool, args json.RawMessage) 
 	return callResult{out: out}
 }
 
-// Close makes later calls fail with plugins.ErrTransport. Calls already running
-// are not waited for. Close is idempotent and returns nil.
+// Close makes later calls fail with plugins.ErrTransport and ends the
+// calls in flight at once: their handlers' contexts are cancelled and the
+// calls return errors wrapping plugins.ErrTransport. It does not wait for
+// the handlers to return. Close is idempotent and returns nil.
 func (p *inProcess) Close() error {
-	p.closed.Store(true)
+	p.end()
 	return nil
 }
 

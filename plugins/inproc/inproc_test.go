@@ -58,3 +58,58 @@ func TestNewRejectsBadToolsets(t *testing.T) {
 		}()
 	}
 }
+
+func TestCloseEndsCallsInFlight(t *testing.T) {
+	started := make(chan string, 2)
+	cancelled := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	ts := inproc.New(sdkplugin.Toolset{Tools: []sdkplugin.Tool{
+		{Name: "polite", Handler: func(ctx context.Context, _ json.RawMessage) (string, error) {
+			started <- "polite"
+			<-ctx.Done()
+			close(cancelled)
+			return "", ctx.Err() // a tool error, as a handler would return it
+		}},
+		{Name: "stuck", Handler: func(context.Context, json.RawMessage) (string, error) {
+			started <- "stuck"
+			<-release
+			return "late", nil
+		}},
+	}})
+	errs := make(chan error, 2)
+	for _, tool := range []string{"polite", "stuck"} {
+		go func() {
+			out, err := ts.Call(context.Background(), tool, nil)
+			if err == nil {
+				err = errors.New("succeeded with " + out)
+			}
+			errs <- err
+		}()
+	}
+	<-started
+	<-started
+	if err := ts.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		// Without the fix the calls wait for release, which comes only
+		// when the test returns.
+		select {
+		case err := <-errs:
+			if !errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), "closed") {
+				t.Errorf("call in flight at Close: %v; want a transport error saying the toolset closed", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a call in flight did not end when the toolset closed")
+		}
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Error("Close did not cancel the context of the handler in flight")
+	}
+	if _, err := ts.Call(context.Background(), "polite", nil); !errors.Is(err, plugins.ErrTransport) {
+		t.Errorf("call after Close: %v", err)
+	}
+}

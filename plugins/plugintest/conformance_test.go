@@ -34,16 +34,16 @@ func TestMain(m *testing.M) {
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// loadBuiltin runs calc's tools in-process.
-func loadBuiltin(testing.TB) plugins.Toolset {
+// loadBuiltin runs calc's tools in-process (there are no permissions).
+func loadBuiltin(testing.TB, string) plugins.Toolset {
 	return inproc.New(calctools.Toolset())
 }
 
-// loadWASM loads the wasip1 build of calc into a new WASM host, closed
-// when tb ends.
-func loadWASM(tb testing.TB) plugins.Toolset {
+// loadWASM loads the wasip1 build of calc with perms into a new WASM
+// host, closed when tb ends.
+func loadWASM(tb testing.TB, perms string) plugins.Toolset {
 	tb.Helper()
-	dir, m := CalcPlugin(tb, "calc", plugins.RuntimeWASM, "")
+	dir, m := CalcPlugin(tb, "calc", plugins.RuntimeWASM, perms)
 	h, err := wasm.New(wasm.Config{CacheDir: cacheDir, Logger: quiet})
 	if err != nil {
 		tb.Fatal(err)
@@ -57,11 +57,11 @@ func loadWASM(tb testing.TB) plugins.Toolset {
 	return ts
 }
 
-// loadProcess starts the native build of calc under the process host,
-// closed when tb ends.
-func loadProcess(tb testing.TB) plugins.Toolset {
+// loadProcess starts the native build of calc with perms under the
+// process host, closed when tb ends.
+func loadProcess(tb testing.TB, perms string) plugins.Toolset {
 	tb.Helper()
-	dir, m := CalcPlugin(tb, "calc", plugins.RuntimeProcess, "")
+	dir, m := CalcPlugin(tb, "calc", plugins.RuntimeProcess, perms)
 	ts, err := process.Load(context.Background(), dir, m, process.Options{Logger: quiet})
 	if err != nil {
 		tb.Fatal(err)
@@ -70,19 +70,27 @@ func loadProcess(tb testing.TB) plugins.Toolset {
 	return ts
 }
 
+// transports are the three ways to serve a toolset, with the number of
+// calls each runs at once: in-process and process plugins have no limit
+// (the suite checks 4), a WASM plugin wasm.MaxInstances (calc's 3.3 MiB
+// instances fit four times in the default memory_mib of 64).
 var transports = []struct {
-	name string
-	load func(testing.TB) plugins.Toolset
+	name        string
+	load        func(testing.TB, string) plugins.Toolset
+	concurrency int
 }{
-	{"builtin", loadBuiltin},
-	{"wasm", loadWASM},
-	{"process", loadProcess},
+	{"builtin", loadBuiltin, 4},
+	{"wasm", loadWASM, wasm.MaxInstances},
+	{"process", loadProcess, 4},
 }
 
 func TestToolsetConformance(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			RunToolset(t, func(t *testing.T) plugins.Toolset { return tr.load(t) })
+			RunToolset(t, Transport{
+				Load:        func(t *testing.T, perms string) plugins.Toolset { return tr.load(t, perms) },
+				Concurrency: tr.concurrency,
+			})
 		})
 	}
 }
@@ -93,7 +101,7 @@ func BenchmarkToolsetCall(b *testing.B) {
 	args := json.RawMessage(echoPayload)
 	for _, tr := range transports {
 		b.Run(tr.name, func(b *testing.B) {
-			ts := tr.load(b)
+			ts := tr.load(b, "")
 			ctx := context.Background()
 			if out, err := ts.Call(ctx, "echo", args); err != nil || !sameJSON([]byte(out), args) {
 				b.Fatalf("echo = %.40q, %v", out, err)

@@ -5,10 +5,12 @@
 // tools (sdk/plugin/examples/calc/calctools) behaves as the interface
 // says.
 //
-// The suite uses only the tools that behave the same on every transport,
-// add and echo. What depends on the transport (call deadlines, memory
-// caps, filesystem and network permissions, restarts) is tested by each
-// transport's own package.
+// The suite uses only the tools that behave the same on every transport:
+// add, echo, and fetch of a HoldServer as a call that blocks until the
+// test releases it (Close must cancel such calls, and calls must run
+// concurrently as far as the transport promises). What depends on the
+// transport (call deadlines, memory caps, filesystem and network
+// permissions, restarts) is tested by each transport's own package.
 package plugintest
 
 import (
@@ -22,36 +24,67 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/sdk/plugin/examples/calc/calctools"
 )
 
-// RunToolset runs the conformance suite as subtests of t. load must
-// return a fresh, working toolset serving calctools.Toolset(), and is
-// called once per subtest with that subtest's t (so it may use t.TempDir,
-// t.Cleanup and t.Fatal); the suite closes each toolset itself, and may
-// close it twice.
-func RunToolset(t *testing.T, load func(t *testing.T) plugins.Toolset) {
+// Transport is the toolset under test, for RunToolset.
+type Transport struct {
+	// Load returns a fresh, working toolset serving calctools.Toolset(),
+	// with the permissions perms (a manifest "permissions" object as raw
+	// JSON, "" for none) where the transport has permissions. The suite
+	// calls it once per subtest with that subtest's t (so it may use
+	// t.TempDir, t.Cleanup and t.Fatal), closes each toolset itself, and
+	// may close it twice.
+	Load func(t *testing.T, perms string) plugins.Toolset
+	// Concurrency is how many calls the transport promises to run at
+	// once: the suite checks that that many calls that block are all in
+	// flight together. 0 means 1 (calls may run one at a time).
+	Concurrency int
+}
+
+// RunToolset runs the conformance suite as subtests of t.
+func RunToolset(t *testing.T, tr Transport) {
 	t.Helper()
-	open := func(t *testing.T) plugins.Toolset {
+	open := func(t *testing.T, perms string) plugins.Toolset {
 		t.Helper()
-		ts := load(t)
+		ts := tr.Load(t, perms)
 		if ts == nil {
-			t.Fatal("load returned a nil toolset")
+			t.Fatal("Load returned a nil toolset")
 		}
 		t.Cleanup(func() { ts.Close() })
 		return ts
 	}
-	t.Run("Tools", func(t *testing.T) { testTools(t, open(t)) })
-	t.Run("Add", func(t *testing.T) { testAdd(t, open(t)) })
-	t.Run("Echo", func(t *testing.T) { testEcho(t, open(t)) })
-	t.Run("UnknownTool", func(t *testing.T) { testUnknownTool(t, open(t)) })
-	t.Run("MalformedArgs", func(t *testing.T) { testMalformedArgs(t, open(t)) })
-	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open(t)) })
-	t.Run("Cancelled", func(t *testing.T) { testCancelled(t, open(t)) })
-	t.Run("Close", func(t *testing.T) { testClose(t, open(t)) })
+	held := func(t *testing.T) (plugins.Toolset, *HoldServer) {
+		h := NewHoldServer(t)
+		return open(t, heldPerms(h)), h
+	}
+	n := max(tr.Concurrency, 1)
+	t.Run("Tools", func(t *testing.T) { testTools(t, open(t, "")) })
+	t.Run("Add", func(t *testing.T) { testAdd(t, open(t, "")) })
+	t.Run("Echo", func(t *testing.T) { testEcho(t, open(t, "")) })
+	t.Run("UnknownTool", func(t *testing.T) { testUnknownTool(t, open(t, "")) })
+	t.Run("MalformedArgs", func(t *testing.T) { testMalformedArgs(t, open(t, "")) })
+	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open(t, "")) })
+	t.Run("ConcurrentBlocking", func(t *testing.T) { ts, h := held(t); testConcurrentBlocking(t, ts, h, n) })
+	t.Run("Cancelled", func(t *testing.T) { testCancelled(t, open(t, "")) })
+	t.Run("Close", func(t *testing.T) { testClose(t, open(t, "")) })
+	t.Run("CloseCancelsCalls", func(t *testing.T) { ts, h := held(t); testCloseCancelsCalls(t, ts, h, n) })
+}
+
+// patience is how long the suite waits for what should happen at once
+// (calls reaching the HoldServer, Close returning): generous, for a
+// loaded machine, and far below the ten minutes a held call lasts when
+// nothing stops it (heldPerms).
+const patience = 20 * time.Second
+
+// heldPerms lets the toolset fetch from h, with the longest call deadline
+// (timeout_ms 600000): a held call that nothing stops lasts ten minutes.
+func heldPerms(h *HoldServer) string {
+	return fmt.Sprintf(`{"network":[%q],"timeout_ms":600000}`, h.Host)
 }
 
 // suiteTools are the tools the suite relies on.
@@ -251,6 +284,96 @@ func testClose(t *testing.T, ts plugins.Toolset) {
 	}
 	if err := ts.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// result is a call's outcome.
+type result struct {
+	out string
+	err error
+}
+
+// fetchHeld starts n calls of fetch on h and returns their outcomes.
+func fetchHeld(ts plugins.Toolset, h *HoldServer, n int) <-chan result {
+	c := make(chan result, n)
+	for range n {
+		go func() {
+			out, err := call(ts, "fetch", h.FetchArgs())
+			c <- result{out, err}
+		}()
+	}
+	return c
+}
+
+// testConcurrentBlocking checks that n calls that block are all in flight
+// together: none waits for another to end.
+func testConcurrentBlocking(t *testing.T, ts plugins.Toolset, h *HoldServer, n int) {
+	mustAdd(t, ts)
+	results := fetchHeld(ts, h, n)
+	if !h.WaitArrived(n, patience) {
+		h.Release()
+		t.Fatalf("%d calls of a tool that blocks were not all in flight within %v (the transport promises %d at once): calls wait for each other", n, patience, n)
+	}
+	h.Release()
+	for range n {
+		select {
+		case r := <-results:
+			if r.err != nil || r.out != FetchResult {
+				t.Errorf("released fetch = %q, %v; want %s", r.out, r.err, FetchResult)
+			}
+		case <-time.After(patience):
+			t.Fatalf("a released call did not return within %v", patience)
+		}
+	}
+	mustAdd(t, ts)
+}
+
+// testCloseCancelsCalls checks that Close does not wait for the calls in
+// flight: it returns at once, and they end, as transport failures, and
+// stop what they were doing. It holds n calls, plus one waiting for them
+// when n is all the transport runs at once.
+func testCloseCancelsCalls(t *testing.T, ts plugins.Toolset, h *HoldServer, n int) {
+	mustAdd(t, ts)
+	calls := n + 1
+	results := fetchHeld(ts, h, calls)
+	if !h.WaitArrived(n, patience) {
+		h.Release()
+		t.Fatalf("%d held calls were not in flight within %v", n, patience)
+	}
+	start := time.Now()
+	closed := make(chan error, 1)
+	go func() { closed <- ts.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		t.Logf("Close returned after %v with %d calls in flight", time.Since(start), calls)
+	case <-time.After(patience):
+		h.Release() // let the calls end, and Close with them
+		t.Fatalf("Close did not return within %v with calls in flight: it must cancel them, not wait for them", patience)
+	}
+	for range calls {
+		select {
+		case r := <-results:
+			switch {
+			case r.err == nil:
+				t.Errorf("a call in flight at Close succeeded with %q", r.out)
+			case !errors.Is(r.err, plugins.ErrTransport):
+				t.Errorf("a call in flight at Close: %v does not wrap plugins.ErrTransport", r.err)
+			}
+		case <-time.After(patience):
+			h.Release()
+			t.Fatalf("a call in flight at Close did not end within %v", patience)
+		}
+	}
+	// The server saw each request it held go away: the calls were
+	// stopped, not abandoned to run on.
+	if !h.WaitGone(n, patience) {
+		t.Errorf("the server still held requests %v after Close: the calls in flight run on", patience)
+	}
+	if out, err := call(ts, "add", `{"a":1,"b":2}`); !errors.Is(err, plugins.ErrTransport) {
+		t.Errorf("add after Close = %q, %v; want an error wrapping plugins.ErrTransport", out, err)
 	}
 }
 

@@ -341,6 +341,13 @@ func (p *Plugin) setLocked(inst *instance, state State) {
 // closedLocked reports whether Close was called; p.mu is held.
 func (p *Plugin) closedLocked() bool { return p.state == StateClosed }
 
+// closed reports whether Close was called.
+func (p *Plugin) closed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closedLocked()
+}
+
 // watch waits for inst's process to exit, then calls died.
 func (p *Plugin) watch(inst *instance) {
 	defer p.wg.Done()
@@ -497,8 +504,9 @@ const exitGrace = 500 * time.Millisecond
 // failure is returned as an error with its message. A call that did not
 // finish in time returns an error wrapping context.DeadlineExceeded; one
 // whose ctx ended, ctx's error. Any other failure is the channel's and
-// wraps plugins.ErrTransport: a failed or closed plugin, or a process
-// that died during the call. An idempotent tool's call that the death of
+// wraps plugins.ErrTransport: a failed or closed plugin, a process that
+// died during the call, or Close ending the process under the call (Close
+// does not wait for calls in flight). An idempotent tool's call that the death of
 // the process cut off is retried once on the restarted process.
 func (p *Plugin) Call(ctx context.Context, tool string, args json.RawMessage) (string, error) {
 	parent := ctx
@@ -529,6 +537,9 @@ func (p *Plugin) Call(ctx context.Context, tool string, args json.RawMessage) (s
 			return "", fmt.Errorf("call %s.%s: no answer within %v: %w", p.id, tool, p.timeout, context.DeadlineExceeded)
 		case inst == nil: // not ready: failed or closed
 			return "", fmt.Errorf("call %s.%s: %w", p.id, tool, err)
+		case p.closed():
+			// Close ended the process under the call.
+			return "", fmt.Errorf("call %s.%s: %w: the plugin was closed during the call", p.id, tool, plugins.ErrTransport)
 		}
 		if !p.exited(inst) {
 			return "", fmt.Errorf("call %s.%s: %w: %w", p.id, tool, plugins.ErrTransport, err)

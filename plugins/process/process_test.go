@@ -483,3 +483,34 @@ func BenchmarkProcessStart(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+func TestCloseEndsCallInFlight(t *testing.T) {
+	h := plugintest.NewHoldServer(t)
+	dir, m := plugintest.CalcPlugin(t, "calc", plugins.RuntimeProcess, `{"timeout_ms":600000}`)
+	ts, err := process.Load(context.Background(), dir, m, process.Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ts.Close() })
+	errc := make(chan error, 1)
+	go func() {
+		_, err := ts.Call(context.Background(), "fetch", json.RawMessage(h.FetchArgs()))
+		errc <- err
+	}()
+	if !h.WaitArrived(1, 20*time.Second) {
+		t.Fatal("the fetch did not reach the server within 20s")
+	}
+	start := time.Now()
+	if err := ts.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Close returned after %v", time.Since(start))
+	select {
+	case err := <-errc:
+		if !errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), "closed during the call") {
+			t.Errorf("call in flight at Close: %v; want a transport error saying the plugin was closed", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call in flight did not end within 20s of Close")
+	}
+}

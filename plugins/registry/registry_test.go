@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -478,5 +479,63 @@ func TestActivatedBuiltin(t *testing.T) {
 	}
 	if in, err = r.Enable(ctx, "openai"); err != nil || in.Status != registry.StatusEnabled || !on {
 		t.Errorf("enable: %+v, %v (on %v)", in, err, on)
+	}
+}
+
+// TestStopWithCallInFlight disables and removes a plugin while one of its
+// tools is in a call that would last ten minutes (a fetch of a server that
+// does not answer, under timeout_ms 600000): both return at once, and the
+// call ends as a transport failure.
+func TestStopWithCallInFlight(t *testing.T) {
+	const patience = 20 * time.Second
+	for _, rt := range []plugins.Runtime{plugins.RuntimeProcess, plugins.RuntimeWASM} {
+		for _, op := range []string{"disable", "rm"} {
+			t.Run(string(rt)+"/"+op, func(t *testing.T) {
+				e := newEnv(t)
+				r := e.open(t)
+				h := plugintest.NewHoldServer(t)
+				src, _ := plugintest.CalcPlugin(t, "calc", rt, fmt.Sprintf(`{"network":[%q],"timeout_ms":600000}`, h.Host))
+				install(t, r, src)
+				errc := make(chan error, 1)
+				go func() {
+					out, err := e.host.call(t, "calc", "fetch", h.FetchArgs())
+					if err == nil {
+						err = errors.New("succeeded with " + out)
+					}
+					errc <- err
+				}()
+				if !h.WaitArrived(1, patience) {
+					t.Fatalf("the fetch did not reach the server within %v", patience)
+				}
+				start := time.Now()
+				done := make(chan error, 1)
+				go func() {
+					if op == "rm" {
+						done <- r.Remove(context.Background(), "calc")
+						return
+					}
+					_, err := r.Disable(context.Background(), "calc")
+					done <- err
+				}()
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatalf("%s: %v", op, err)
+					}
+					t.Logf("%s returned after %v with a call in flight", op, time.Since(start))
+				case <-time.After(patience):
+					h.Release() // let the call end, and the registry with it
+					t.Fatalf("%s did not return within %v with a call in flight", op, patience)
+				}
+				select {
+				case err := <-errc:
+					if !errors.Is(err, plugins.ErrTransport) {
+						t.Errorf("the call in flight: %v; want an error wrapping plugins.ErrTransport", err)
+					}
+				case <-time.After(patience):
+					t.Fatalf("the call in flight did not end within %v of %s", patience, op)
+				}
+			})
+		}
 	}
 }

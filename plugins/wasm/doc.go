@@ -6,7 +6,9 @@
 // Deny by default: a guest may import only the "kiln" host module and
 // wasi_snapshot_preview1, and WASI is instantiated with nothing granted —
 // no preopened folders, no environment, no arguments, empty stdin; stdout
-// and stderr go to the plugin's logger. The guest reaches the world only
+// and stderr go to the plugin's logger, a record per line (at most 4 KiB,
+// a longer line is cut), a burst of 200 lines and then 10 a second per
+// plugin (the count of lines dropped is logged once). The guest reaches the world only
 // through the kiln host functions (log, http_request, http_open,
 // http_read, http_close, fs_read, fs_write, kv_get, kv_put, kv_delete,
 // kv_list, clock_now, random, emit); http and fs check the manifest's
@@ -26,14 +28,31 @@
 // instance is thrown away, and a read waiting on the network ends with
 // the call's deadline.
 //
-// Limits: memory_mib caps the guest's linear memory. wazero applies a
-// memory limit per Runtime, so a Host keeps one Runtime per distinct
-// memory_mib (created on first use, shared by the plugins with that
-// limit). Every call runs with a deadline of timeout_ms; the runtimes are
-// built WithCloseOnContextDone, so a guest in an endless loop is stopped.
-// An instance that traps, exits, runs out of memory or passes its deadline
-// is thrown away and the next call gets a fresh one. Calls on one Toolset
-// are serialized (one instance per loaded plugin).
+// Limits: memory_mib caps the linear memory of the plugin as a whole —
+// the consent prompt says "use up to N MiB of memory" — and each instance
+// can grow to all of it. wazero applies a memory limit per Runtime, so a
+// Host keeps one Runtime per distinct memory_mib (created on first use,
+// shared by the plugins with that limit); the instances of one plugin
+// allocate their memories from the plugin's budget (wazero's
+// experimental.MemoryAllocator), and an instance that would pass it first
+// closes idle instances to make room, then fails memory.grow. Every call runs with a deadline of timeout_ms, which covers
+// waiting for a free instance too; the runtimes are built
+// WithCloseOnContextDone, so a guest in an endless loop is stopped. An
+// instance that traps, exits, runs out of memory or passes its deadline
+// is thrown away and the next call gets a fresh one.
+//
+// Concurrency: each call runs on an instance of its own. A Toolset keeps
+// up to MaxInstances, started lazily — only when every instance is busy,
+// and only while the budget has room for one more at the size an instance
+// has just after starting (so memory_mib/start size bounds them too: a Go
+// guest of 3.3 MiB gets 4 with the default 64 MiB, 2 with 8) — and kept
+// idle for later calls until a growing instance needs their memory. A
+// call that finds no instance waits for one within its deadline.
+//
+// Close does not wait for the calls in flight: it cancels them — a guest
+// in a loop is stopped, a host function waiting on the network returns —
+// and they fail with plugins.ErrTransport; a call after Close fails at
+// once.
 //
 // Compiled code is cached on disk (Config.CacheDir), so a restart does not
 // compile a plugin again.

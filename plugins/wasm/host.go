@@ -58,13 +58,15 @@ type LoadOptions struct {
 	// "plugin" attribute added. nil means the Host's logger.
 	Logger *slog.Logger
 	// Emit receives the plugin's progress events (any JSON value). It is
-	// called synchronously, during the tool call, and must not call into
-	// the same Toolset. nil drops the events.
+	// called synchronously, during the tool call (so concurrently when
+	// calls run at once), and must not call into the same Toolset. nil
+	// drops the events.
 	Emit func(ctx context.Context, event json.RawMessage)
 	// KV is the plugin's own key/value namespace, behind the kv_* host
 	// functions (KVNamespace adapts a core.KVStore). It is called during
-	// tool calls, under their deadline. nil gives the plugin none: the
-	// kv_* calls fail with "kv is not available".
+	// tool calls, under their deadline, and concurrently when calls run
+	// at once. nil gives the plugin none: the kv_* calls fail with "kv is
+	// not available".
 	KV KV
 }
 
@@ -228,7 +230,14 @@ func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts L
 		emit:     opts.Emit,
 		kv:       opts.KV,
 		now:      h.cfg.Now,
+		max:      MaxInstances,
+		mem:      &budget{total: uint64(mib) << 20},
+		output:   newLogLimit(time.Now),
+		need:     minMemory(compiled),
+		wake:     make(chan struct{}),
 	}
+	ts.mem.evict = ts.evictIdle
+	ts.life, ts.end = context.WithCancel(context.Background())
 	ts.client = netguard.NewClient(m.Permissions)
 	if err := ts.openRoots(opts); err != nil {
 		ts.Close()
@@ -283,6 +292,15 @@ func (h *Host) release(ctx context.Context, key compiledKey, c wazero.CompiledMo
 	}
 	h.mu.Unlock()
 	return c.Close(ctx)
+}
+
+// minMemory returns the initial size of a compiled module's memory in
+// bytes (checkModule made sure it has one).
+func minMemory(c wazero.CompiledModule) uint64 {
+	for _, d := range c.ExportedMemories() {
+		return uint64(d.Min()) << 16
+	}
+	return 0
 }
 
 // readEntry reads the entry file inside dir, through no escaping symlink.

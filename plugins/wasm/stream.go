@@ -33,8 +33,9 @@ const (
 var httpStreamBodyCap int64 = MaxHTTPStreamBody
 
 // httpStreams are an instance's open streams. Only the goroutine running a
-// call into the instance touches them (calls are serialized), so they need
-// no lock.
+// call into the instance touches them (calls on an instance are
+// serialized, and an instance is closed by another goroutine only while
+// idle), so they need no lock.
 type httpStreams struct {
 	last int64 // the last handle given; handles are never reused in an instance
 	open map[int64]*httpStream

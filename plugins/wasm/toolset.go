@@ -10,12 +10,14 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/kilnhq/kiln/core"
@@ -42,22 +44,34 @@ type toolset struct {
 	client   *http.Client
 	data     *os.Root            // "data:/", or nil
 	grants   map[string]*os.Root // "grant:<name>"
+	max      int                 // most instances at once (MaxInstances)
+	mem      *budget             // memory_mib, shared by the instances
+	output   *logLimit           // stdout and stderr lines, shared by the instances
 
-	mu     sync.Mutex // serializes calls; guards the fields below
-	inst   *instance  // nil: instantiate on the next call
+	life context.Context // ends at Close, and with it every call in flight
+	end  context.CancelFunc
+
+	mu     sync.Mutex  // guards the fields below; never held during a call
+	idle   []*instance // instances between calls, the most recently used last
+	count  int         // instances idle, in a call or starting
+	need   uint64      // memory of an instance just started (the largest seen), reserved for the next
+	wake   chan struct{}
 	tools  []core.ToolSpec
 	closed bool
 }
 
 // instance is one instantiation of the module.
 type instance struct {
-	ts      *toolset
-	mod     api.Module
-	alloc   api.Function
-	call    api.Function
-	pending []byte // a host function's result, until result_take
-	stderr  tail
-	streams httpStreams // open http_open streams, closed when a call returns
+	ts       *toolset
+	mod      api.Module
+	mem      *linearMemory // nil until instantiation allocates it
+	reserved uint64        // budget reserved by acquire, until mem takes it
+	alloc    api.Function
+	call     api.Function
+	pending  []byte        // a host function's result, until result_take
+	stderr   tail          // the start of stderr in the current call, for errors
+	logs     [2]*logWriter // stdout, stderr; nil until instantiated
+	streams  httpStreams   // open http_open streams, closed when a call returns
 
 	interrupt     chan struct{} // closed when a call's context ends
 	interruptOnce sync.Once
@@ -119,8 +133,6 @@ func (t *toolset) Call(ctx context.Context, tool string, args json.RawMessage) (
 	}
 	b.WriteByte('}')
 	req := b.Bytes()
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	out, err := t.invoke(ctx, func(ctx context.Context, in *instance) (uint64, error) {
 		res, err := in.alloc.Call(ctx, uint64(len(req)))
 		if err != nil {
@@ -154,8 +166,6 @@ func (t *toolset) Call(ctx context.Context, tool string, args json.RawMessage) (
 
 // describe checks the ABI version and reads the tool specs; Load calls it.
 func (t *toolset) describe(ctx context.Context) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	out, err := t.invoke(ctx, func(ctx context.Context, in *instance) (uint64, error) {
 		res, err := in.mod.ExportedFunction("kiln_abi_version").Call(ctx)
 		if err != nil {
@@ -193,24 +203,30 @@ func (t *toolset) describe(ctx context.Context) error {
 			return fmt.Errorf("describe: tool %q: schema is not valid JSON", s.Name)
 		}
 	}
+	t.mu.Lock()
 	t.tools = specs
+	t.mu.Unlock()
 	return nil
 }
 
-// invoke runs fn on the instance (instantiating one if needed) under the
-// call deadline, and returns a copy of the packed ptr<<32|len response it
-// points at. Any failure throws the instance away and wraps ErrTransport.
-// t.mu must be held.
+// invoke runs fn on an instance (acquire) under the call deadline, and
+// returns a copy of the packed ptr<<32|len response it points at. The
+// deadline covers waiting for an instance too. Any failure throws the
+// instance away and wraps ErrTransport; so does Close, which ends the
+// call at once.
 func (t *toolset) invoke(parent context.Context, fn func(context.Context, *instance) (uint64, error)) ([]byte, error) {
-	if t.closed {
-		return nil, fmt.Errorf("%w: %w", plugins.ErrTransport, errClosed)
-	}
 	ctx, cancel := context.WithTimeout(parent, t.timeout)
 	defer cancel()
-	in := t.inst
-	if in == nil {
-		in = &instance{ts: t, interrupt: make(chan struct{})}
-		ctx = context.WithValue(ctx, instanceKey{}, in)
+	defer context.AfterFunc(t.life, cancel)()
+	in, err := t.acquire(ctx)
+	if errors.Is(err, errClosed) {
+		return nil, fmt.Errorf("%w: %w", plugins.ErrTransport, errClosed)
+	}
+	if err != nil {
+		return nil, t.failure(parent, ctx, nil, "wait for a free instance", err)
+	}
+	ctx = context.WithValue(ctx, instanceKey{}, in)
+	if in.mod == nil {
 		stopWatch := context.AfterFunc(ctx, in.stop)
 		err := t.instantiate(ctx, in)
 		if !stopWatch() && err == nil {
@@ -220,15 +236,20 @@ func (t *toolset) invoke(parent context.Context, fn func(context.Context, *insta
 			t.discard(in)
 			return nil, t.failure(parent, ctx, in, "instantiate", err)
 		}
-		t.inst = in
+		if in.mem != nil { // checkModule made sure there is a memory
+			size := in.mem.settle()
+			t.mu.Lock()
+			t.need = max(t.need, size)
+			t.mu.Unlock()
+		}
 	} else {
 		in.stderr.reset()
-		ctx = context.WithValue(ctx, instanceKey{}, in)
 	}
 	stopWatch := context.AfterFunc(ctx, in.stop)
 	packed, err := fn(ctx, in)
 	interrupted := !stopWatch()
 	in.closeStreams() // streams never outlive the call
+	in.flushLogs()    // nor do partial lines of output
 	if err == nil && interrupted {
 		err = ctx.Err() // the deadline passed as the call returned: distrust the instance
 	}
@@ -241,7 +262,90 @@ func (t *toolset) invoke(parent context.Context, fn func(context.Context, *insta
 		return nil, t.failure(parent, ctx, in, "call", err)
 	}
 	in.pending = nil
+	t.release(in)
 	return out, nil
+}
+
+// acquire returns an idle instance (the most recently used), or a new one
+// (in.mod nil: the caller instantiates it) while fewer than t.max exist
+// and the budget has room for one more at its start size (t.need, which
+// is reserved for it; the first instance always starts), or waits for
+// one to be free. It fails with errClosed after Close, or with ctx's
+// error.
+func (t *toolset) acquire(ctx context.Context) (*instance, error) {
+	for {
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			return nil, errClosed
+		}
+		if n := len(t.idle); n > 0 {
+			in := t.idle[n-1]
+			t.idle[n-1] = nil
+			t.idle = t.idle[:n-1]
+			t.mu.Unlock()
+			return in, nil
+		}
+		if t.count < t.max && t.mem.reserve(t.need, t.count == 0) {
+			t.count++
+			need := t.need
+			t.mu.Unlock()
+			return &instance{ts: t, reserved: need, interrupt: make(chan struct{})}, nil
+		}
+		wake := t.wake
+		t.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// release gives back an instance after a call that succeeded.
+func (t *toolset) release(in *instance) {
+	t.mu.Lock()
+	if t.closed {
+		t.count--
+		t.mu.Unlock()
+		in.close()
+		return
+	}
+	t.idle = append(t.idle, in)
+	t.wakeLocked()
+	t.mu.Unlock()
+}
+
+// discard throws an instance away.
+func (t *toolset) discard(in *instance) {
+	in.close()
+	t.mu.Lock()
+	t.count--
+	t.wakeLocked()
+	t.mu.Unlock()
+}
+
+// evictIdle closes the least recently used idle instance, to give its
+// memory to a growing one; false when none is idle.
+func (t *toolset) evictIdle() bool {
+	t.mu.Lock()
+	if len(t.idle) == 0 {
+		t.mu.Unlock()
+		return false
+	}
+	in := t.idle[0]
+	t.idle = slices.Delete(t.idle, 0, 1)
+	t.count--
+	t.wakeLocked()
+	t.mu.Unlock()
+	in.close()
+	return true
+}
+
+// wakeLocked wakes the calls waiting in acquire; t.mu is held.
+func (t *toolset) wakeLocked() {
+	close(t.wake)
+	t.wake = make(chan struct{})
 }
 
 // read copies the packed ptr<<32|len region out of guest memory.
@@ -257,14 +361,24 @@ func (in *instance) read(packed uint64) ([]byte, error) {
 	return append([]byte(nil), b...), nil
 }
 
-// instantiate creates the module instance: WASI with nothing granted, and
+// instantiate creates the module instance: WASI with nothing granted, its
+// memory in the plugin's budget (with the credit acquire reserved), and
 // the Go runtime initialized by _initialize.
 func (t *toolset) instantiate(ctx context.Context, in *instance) error {
+	ctx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(func(_, _ uint64) experimental.LinearMemory {
+		in.mem = &linearMemory{b: t.mem, credit: in.reserved}
+		in.reserved = 0
+		return in.mem
+	}))
+	in.logs = [2]*logWriter{
+		{logger: t.logger, level: slog.LevelInfo, stream: "stdout", limit: t.output},
+		{logger: t.logger, level: slog.LevelWarn, stream: "stderr", limit: t.output, tail: &in.stderr},
+	}
 	cfg := wazero.NewModuleConfig().
 		WithName(fmt.Sprintf("%s#%d", t.id, t.host.seq.Add(1))).
 		WithStartFunctions("_initialize").
-		WithStdout(&logWriter{logger: t.logger, level: slog.LevelInfo, stream: "stdout"}).
-		WithStderr(&logWriter{logger: t.logger, level: slog.LevelWarn, stream: "stderr", tail: &in.stderr}).
+		WithStdout(in.logs[0]).
+		WithStderr(in.logs[1]).
 		WithSysWalltime().
 		WithSysNanotime().
 		WithNanosleep(in.sleep).
@@ -279,16 +393,28 @@ func (t *toolset) instantiate(ctx context.Context, in *instance) error {
 	return nil
 }
 
-// discard throws an instance away.
-func (t *toolset) discard(in *instance) {
+// flushLogs logs the partial lines of the instance's output.
+func (in *instance) flushLogs() {
+	for _, w := range in.logs {
+		if w != nil {
+			w.flush()
+		}
+	}
+}
+
+// close ends the instance and gives its memory back to the budget.
+func (in *instance) close() {
 	in.stop()
 	in.closeStreams()
 	if in.mod != nil {
 		in.mod.Close(context.Background())
 	}
-	if t.inst == in {
-		t.inst = nil
+	if in.mem != nil {
+		in.mem.Free()
 	}
+	in.flushLogs()
+	in.ts.mem.release(in.reserved)
+	in.reserved = 0
 }
 
 // failure describes why a call into the instance failed, wrapping
@@ -297,6 +423,8 @@ func (t *toolset) failure(parent, ctx context.Context, in *instance, step string
 	switch {
 	case parent.Err() != nil:
 		return fmt.Errorf("%w: %s: %w", plugins.ErrTransport, step, parent.Err())
+	case t.life.Err() != nil:
+		return fmt.Errorf("%w: %s: %w", plugins.ErrTransport, step, errClosed)
 	case ctx.Err() != nil:
 		return fmt.Errorf("%w: %s: exceeded timeout_ms (%d ms): %w", plugins.ErrTransport, step, t.timeout.Milliseconds(), context.DeadlineExceeded)
 	}
@@ -305,25 +433,37 @@ func (t *toolset) failure(parent, ctx context.Context, in *instance, step string
 	if errors.As(err, &exit) {
 		msg = fmt.Sprintf("module exited with code %d", exit.ExitCode())
 	}
-	if s := in.stderr.lastLines(2); s != "" {
-		msg += " (stderr: " + s + ")"
+	if in != nil {
+		if s := in.stderr.lastLines(2); s != "" {
+			msg += " (stderr: " + s + ")"
+		}
 	}
 	return fmt.Errorf("%w: %s: %s", plugins.ErrTransport, step, msg)
 }
 
-// Close implements plugins.Toolset.
+// Close implements plugins.Toolset. It does not wait for the calls in
+// flight: it ends them (they return errors wrapping plugins.ErrTransport
+// and throw their instances away as they return), closes the idle
+// instances and releases the compiled module; later calls fail at once.
 func (t *toolset) Close() error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.closed {
+		t.mu.Unlock()
 		return nil
 	}
 	t.closed = true
-	if t.inst != nil {
-		t.discard(t.inst)
+	idle := t.idle
+	t.idle = nil
+	t.count -= len(idle)
+	t.wakeLocked()
+	t.mu.Unlock()
+	t.end()
+	for _, in := range idle {
+		in.close()
 	}
-	ctx := context.Background()
-	err := t.host.release(ctx, t.key, t.compiled)
+	// wazero allows closing a compiled module while calls into its
+	// instances are still unwinding.
+	err := t.host.release(context.Background(), t.key, t.compiled)
 	if t.client != nil {
 		t.client.CloseIdleConnections()
 	}
@@ -334,73 +474,6 @@ func (t *toolset) Close() error {
 		r.Close()
 	}
 	return err
-}
-
-// logWriter sends a guest's stdout or stderr to the logger, one record
-// per write, and keeps the tail of stderr for error messages.
-type logWriter struct {
-	logger *slog.Logger
-	level  slog.Level
-	stream string
-	tail   *tail
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	if w.tail != nil {
-		w.tail.write(p)
-	}
-	msg := strings.TrimRight(string(p), "\n")
-	if len(msg) > maxLogMessage {
-		msg = msg[:maxLogMessage] + "…"
-	}
-	if msg != "" {
-		w.logger.Log(context.Background(), w.level, msg, "stream", w.stream)
-	}
-	return len(p), nil
-}
-
-// tail keeps the first bytes written to it since the last reset: the
-// start of a Go runtime crash report names the failure ("fatal error: out
-// of memory"), the goroutine dump after it does not.
-type tail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-const tailSize = 1024
-
-func (t *tail) write(p []byte) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if n := tailSize - len(t.buf); n > 0 {
-		t.buf = append(t.buf, p[:min(n, len(p))]...)
-	}
-}
-
-func (t *tail) reset() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = t.buf[:0]
-}
-
-// lastLines returns up to n of the last non-empty lines, joined by "; ".
-func (t *tail) lastLines(n int) string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var lines []string
-	for _, l := range strings.Split(string(t.buf), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) > n {
-		lines = lines[:n]
-	}
-	s := strings.Join(lines, "; ")
-	if len(s) > 300 {
-		s = s[:300] + "…"
-	}
-	return s
 }
 
 // Interface guard.

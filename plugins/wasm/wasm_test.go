@@ -572,3 +572,190 @@ func TestSmallGuest(t *testing.T) {
 		t.Errorf("ping with a request larger than the guest's first page = %q, %v", out, err)
 	}
 }
+
+// busy reports whether every instance of ts is in a call (or starting).
+func busy(ts plugins.Toolset, n int) bool {
+	t := ts.(*toolset)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.count == n && len(t.idle) == 0
+}
+
+// waitBusy waits until n instances of ts are in calls.
+func waitBusy(t *testing.T, ts plugins.Toolset, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !busy(ts, n) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls did not start within 20s", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestCloseStopsSpinningCall(t *testing.T) {
+	// The longest deadline: without cancellation Close would wait ten
+	// minutes for spin.
+	ts := load(t, newHost(t, ""), `{"timeout_ms":600000}`, LoadOptions{})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := call(t, ts, "spin", `{}`)
+		errc <- err
+	}()
+	waitBusy(t, ts, 1)
+	start := time.Now()
+	if err := ts.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closed := time.Since(start)
+	select {
+	case err := <-errc:
+		if !errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), "closed") {
+			t.Errorf("spin cut off by Close: %v; want a transport error saying the toolset closed", err)
+		}
+		t.Logf("Close returned after %v; spin ended %v after Close: %v", closed, time.Since(start), err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("spin did not end within 20s of Close")
+	}
+	if _, err := call(t, ts, "add", `{"a":1,"b":2}`); !errors.Is(err, plugins.ErrTransport) {
+		t.Errorf("call after Close: %v", err)
+	}
+}
+
+// held counts the memory the idle instances of ts hold, and what its
+// budget says is in use.
+func held(ts plugins.Toolset) (idle, inUse uint64) {
+	t := ts.(*toolset)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, in := range t.idle {
+		idle += uint64(in.mod.Memory().Size())
+	}
+	return idle, t.mem.inUse()
+}
+
+// spinAll starts n spin calls and returns their errors.
+func spinAll(t *testing.T, ts plugins.Toolset, n int) <-chan error {
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := call(t, ts, "spin", `{}`)
+			errs <- err
+		}()
+	}
+	return errs
+}
+
+// closeAndWait closes ts and checks that the n calls behind errs end with
+// transport errors.
+func closeAndWait(t *testing.T, ts plugins.Toolset, errs <-chan error, n int) {
+	t.Helper()
+	ts.Close()
+	for range n {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, plugins.ErrTransport) {
+				t.Errorf("call cut off by Close: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("a call did not end within 20s of Close")
+		}
+	}
+}
+
+func TestConcurrentCallsRunOnSeparateInstances(t *testing.T) {
+	ts := load(t, newHost(t, ""), `{"timeout_ms":600000}`, LoadOptions{})
+	// Four calls that never end on their own are all running at once.
+	errs := spinAll(t, ts, MaxInstances)
+	waitBusy(t, ts, MaxInstances)
+	closeAndWait(t, ts, errs, MaxInstances)
+	if _, inUse := held(ts); inUse != 0 {
+		t.Errorf("the budget holds %d bytes after Close", inUse)
+	}
+}
+
+func TestInstancesBoundedByMemory(t *testing.T) {
+	// calc's instances take about 3.3 MiB when started: two fit in 8 MiB,
+	// three do not. The third call waits for one of the two.
+	ts := load(t, newHost(t, ""), `{"memory_mib":8,"timeout_ms":600000}`, LoadOptions{})
+	errs := spinAll(t, ts, 3)
+	waitBusy(t, ts, 2)
+	tt := ts.(*toolset)
+	tt.mu.Lock()
+	count, need := tt.count, tt.need
+	tt.mu.Unlock()
+	if inUse := tt.mem.inUse(); count != 2 || inUse > 8<<20 {
+		t.Errorf("%d instances holding %d bytes under memory_mib 8 (%d bytes each at start)", count, inUse, need)
+	}
+	t.Logf("an instance needs %d bytes to start; 2 run under memory_mib 8", need)
+	closeAndWait(t, ts, errs, 3)
+}
+
+func TestIdleInstancesMakeRoom(t *testing.T) {
+	// After four calls ran at once, four idle instances hold about 13 MiB
+	// of a 32 MiB budget; one call that needs 20 MiB gets it by closing
+	// idle instances, as it would have before there were several.
+	hold := plugintest.NewHoldServer(t)
+	ts := load(t, newHost(t, ""), fmt.Sprintf(`{"memory_mib":32,"network":[%q]}`, hold.Host), LoadOptions{})
+	errs := make(chan error, MaxInstances)
+	for range MaxInstances {
+		go func() {
+			_, err := call(t, ts, "fetch", hold.FetchArgs())
+			errs <- err
+		}()
+	}
+	if !hold.WaitArrived(MaxInstances, 20*time.Second) {
+		t.Fatal("the fetches were not in flight together within 20s")
+	}
+	hold.Release()
+	for range MaxInstances {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	idle, inUse := held(ts)
+	if idle != inUse || inUse > 32<<20 {
+		t.Errorf("idle instances hold %d bytes, the budget counts %d", idle, inUse)
+	}
+	t.Logf("%d idle instances hold %d bytes", ts.(*toolset).count, idle)
+	if got, err := call(t, ts, "hog", `{"mib":20}`); err != nil {
+		t.Fatalf("hog 20 MiB with idle instances holding %d bytes of 32 MiB: %q, %v", idle, got, err)
+	}
+	if _, err := call(t, ts, "hog", `{"mib":64}`); !errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), "out of memory") {
+		t.Fatalf("hog 64 MiB under 32: %v", err)
+	}
+	// The crashed instance's memory went back to the budget.
+	if idle, inUse := held(ts); idle != inUse {
+		t.Errorf("after an out-of-memory crash idle instances hold %d bytes, the budget counts %d", idle, inUse)
+	}
+	mustAdd(t, ts)
+}
+
+func TestConcurrentSpinsMeetTheirOwnDeadlines(t *testing.T) {
+	// Four calls that loop forever, at once: each runs on its own
+	// instance and is stopped by its own deadline, none waits for an
+	// instance ("wait for a free instance: exceeded timeout_ms").
+	ts := load(t, newHost(t, ""), `{"timeout_ms":1000}`, LoadOptions{})
+	type result struct {
+		took time.Duration
+		err  error
+	}
+	results := make(chan result, MaxInstances)
+	for range MaxInstances {
+		go func() {
+			start := time.Now()
+			_, err := call(t, ts, "spin", `{}`)
+			results <- result{time.Since(start), err}
+		}()
+	}
+	var took []string
+	for range MaxInstances {
+		r := <-results
+		if !errors.Is(r.err, context.DeadlineExceeded) || !strings.Contains(r.err.Error(), "call: exceeded timeout_ms (1000 ms)") {
+			t.Errorf("spin: %v; want its own call's deadline", r.err)
+		}
+		took = append(took, r.took.Round(time.Millisecond).String())
+	}
+	t.Logf("%d concurrent spins under timeout_ms 1000 took %s", MaxInstances, strings.Join(took, ", "))
+	mustAdd(t, ts)
+}
