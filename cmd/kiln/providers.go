@@ -433,17 +433,42 @@ func readSecret(cmd *cobra.Command) (string, error) {
 }
 
 func newProvidersResetCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var yes bool
+	cmd := &cobra.Command{
 		Use:   "reset ID",
 		Short: "Forget what was set for a provider; its environment settings still apply",
 		Long: `Forget the configuration stored for a provider by 'kiln providers set',
-its API key in the server's credentials file included. Settings from the
-server's environment (such as OPENAI_API_KEY) still apply. The provider's
-status after the reset is printed.`,
+its API key in the server's credentials file included; a pasted key cannot
+be recovered. Settings from the server's environment (such as
+OPENAI_API_KEY) still apply. You are asked to confirm when something is
+stored, unless --yes is given, which is needed when standard input is not
+a terminal. The provider's status after the reset is printed.`,
 		Args:              needArgs("ID"),
 		ValidArgsFunction: firstArg(a.completeProviders),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			err = confirmDestructive(cmd, yes, destructive{
+				action: "resetting provider " + args[0] + " (forgetting its stored settings)",
+				question: func() (string, error) {
+					p, err := c.Provider(cmd.Context(), args[0])
+					if err != nil {
+						return "", err
+					}
+					stored, pasted := storedSettings(p)
+					if len(stored) == 0 {
+						return "", nil // nothing to forget
+					}
+					q := fmt.Sprintf("Forget the settings stored for %s (%s)?", p.ID, strings.Join(stored, ", "))
+					if len(pasted) > 0 {
+						q += fmt.Sprintf(" The pasted %s cannot be recovered.", strings.Join(pasted, " and "))
+					}
+					return q, nil
+				},
+				declined: "Not reset.",
+			})
 			if err != nil {
 				return err
 			}
@@ -457,6 +482,22 @@ status after the reset is printed.`,
 			return a.printProviderOrJSON(cmd, p)
 		},
 	}
+	addYesFlag(cmd, &yes)
+	return cmd
+}
+
+// storedSettings lists the settings of p that 'kiln providers set'
+// stored, and which of them are secrets kept in the credentials file.
+func storedSettings(p *client.ProviderStatus) (stored, pasted []string) {
+	for _, s := range p.Settings {
+		switch {
+		case s.Source == "credentials file":
+			stored, pasted = append(stored, s.Name), append(pasted, s.Name)
+		case strings.HasPrefix(s.Source, "config"):
+			stored = append(stored, s.Name)
+		}
+	}
+	return stored, pasted
 }
 
 func newModelsCmd(a *app) *cobra.Command {

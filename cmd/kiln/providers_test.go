@@ -189,6 +189,13 @@ func (f *fakeProviderHub) lastInput(t *testing.T) map[string]string {
 	return f.inputs[len(f.inputs)-1].Settings
 }
 
+// resetIDs returns the providers reset so far.
+func (f *fakeProviderHub) resetIDs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.resets)
+}
+
 func (f *fakeProviderHub) configured() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -390,17 +397,17 @@ func TestProvidersReset(t *testing.T) {
 	fake := newFakeProviderHub()
 	startProvidersServer(t, fake)
 	kilnOK(t, "", "providers", "set", "anthropic", "--api-key-env", "K")
-	r := kilnOK(t, "", "providers", "reset", "anthropic")
+	r := kilnOK(t, "", "providers", "reset", "anthropic", "--yes")
 	mustContain(t, "reset", r.stdout, "Forgot the stored configuration of anthropic.", "State:", "not_configured", "secret, not set")
-	r = kilnOK(t, "", "providers", "reset", "openai", "-o", "json")
+	r = kilnOK(t, "", "providers", "reset", "openai", "-o", "json", "--yes")
 	var st hub.Status
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.ID != "openai" || st.State != "ready" {
 		t.Fatalf("reset -o json: %v %q", err, r.stdout)
 	}
-	if !slices.Equal(fake.resets, []string{"anthropic", "openai"}) {
-		t.Fatalf("resets %v", fake.resets)
+	if got := fake.resetIDs(); !slices.Equal(got, []string{"anthropic", "openai"}) {
+		t.Fatalf("resets %v", got)
 	}
-	kilnFails(t, "", []string{"providers", "reset", "nope"}, `error: no provider "nope"`)
+	kilnFails(t, "", []string{"providers", "reset", "nope", "-y"}, `error: no provider "nope"`)
 }
 
 func TestModels(t *testing.T) {
@@ -445,7 +452,7 @@ func TestContextSize(t *testing.T) {
 
 func TestProvidersWithoutHub(t *testing.T) {
 	startProvidersServer(t, nil)
-	for _, args := range [][]string{{"providers", "ls"}, {"providers", "show", "openai"}, {"providers", "reset", "openai"},
+	for _, args := range [][]string{{"providers", "ls"}, {"providers", "show", "openai"}, {"providers", "reset", "openai", "--yes"},
 		{"providers", "set", "openai", "--base-url", "http://x"}, {"models"}} {
 		kilnFails(t, "", args, "error: providers are not available on this server")
 	}
