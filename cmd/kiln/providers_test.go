@@ -6,7 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -248,7 +251,11 @@ func TestProvidersList(t *testing.T) {
 	if strings.Contains(r.stdout, "sk-from-env") {
 		t.Errorf("ls shows a secret:\n%s", r.stdout)
 	}
-	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 5 || !strings.HasPrefix(lines[1], "anthropic") {
+	// Why a provider is in error is said in full below the table.
+	tbl, reasons, _ := strings.Cut(r.stdout, "\n\n")
+	if lines := strings.Split(tbl, "\n"); len(lines) != 5 || !strings.HasPrefix(lines[1], "anthropic") ||
+		!strings.Contains(lines[3], " error ") || strings.Contains(lines[3], "connection refused") ||
+		reasons != "ollama: error: list models: connection refused\n" {
 		t.Errorf("ls:\n%s", r.stdout)
 	}
 
@@ -482,5 +489,51 @@ func TestKeyEnv(t *testing.T) {
 		if got := keyEnv(&tt.p); got != tt.want {
 			t.Errorf("keyEnv(%+v) = %q, want %q", tt.p, got, tt.want)
 		}
+	}
+}
+
+// TestProvidersMissingEnvRef: with the server's own hub, a stored
+// environment reference whose variable the server does not have is shown
+// as such by providers show, ls and models and in the API, never as "not
+// set".
+func TestProvidersMissingEnvRef(t *testing.T) {
+	env := map[string]string{"OPENAI_API_KEY": "sk-vendor-secret", "OLLAMA_HOST": "127.0.0.1:1"}
+	h, err := hub.Open(hub.Config{Path: filepath.Join(t.TempDir(), "providers.json"), Defs: hub.Catalog(providerFactories),
+		Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startProvidersServer(t, h)
+	const why = "${MY_OPENAI_KEY} stored, but MY_OPENAI_KEY is not set in the server's environment"
+
+	r := kilnOK(t, "", "providers", "set", "openai", "--api-key-env", "MY_OPENAI_KEY")
+	mustContain(t, "set", r.stdout, "State:        error: api_key: "+why+"\n")
+	r = kilnOK(t, "", "providers", "show", "openai")
+	mustContain(t, "show", r.stdout,
+		"State:        error: api_key: "+why+"\n",
+		"api_key   secret, missing: MY_OPENAI_KEY is not set in the server's environment  config (env ref ${MY_OPENAI_KEY})\n",
+		"set MY_OPENAI_KEY where the server runs, and restart it   # api_key refers to it\n")
+	r = kilnOK(t, "", "providers", "ls")
+	mustContain(t, "ls", r.stdout, "api_key ${MY_OPENAI_KEY} (MY_OPENAI_KEY unset)", "\nopenai: error: api_key: "+why+"\n")
+	r = kilnOK(t, "", "models")
+	mustContain(t, "models", r.stdout, "openai: error: api_key: "+why+"\n")
+	if r := kilnOK(t, "", "providers", "show", "openai"); strings.Contains(r.stdout, "secret, not set") {
+		t.Errorf("show says the key is not set:\n%s", r.stdout)
+	}
+
+	// The API: the setting says it too; no secret is shown.
+	resp, err := http.Get(os.Getenv(envServer) + "/api/v1/providers/openai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var st hub.Status
+	if err := json.Unmarshal(raw, &st); err != nil || st.State != "error" || st.Error != "api_key: "+why ||
+		st.Settings[0] != (hub.Setting{Name: "api_key", Secret: true, Value: "not set", Source: "config (env ref ${MY_OPENAI_KEY})", Error: why}) {
+		t.Errorf("GET /providers/openai: %v %s", err, raw)
+	}
+	if strings.Contains(string(raw), "sk-vendor-secret") {
+		t.Errorf("the API shows a secret: %s", raw)
 	}
 }

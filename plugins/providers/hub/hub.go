@@ -165,15 +165,20 @@ var reEnvRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
 
 // resolve returns a provider's settings: stored value (an environment
 // reference expanded), else the first environment variable set, else the
-// default; with each setting's source. h.mu is held.
+// default; with each setting's source. A stored reference whose variable
+// is not set resolves to nothing, and its Setting says so in Error. h.mu
+// is held.
 func (h *Hub) resolve(d *Def) (map[string]string, []Setting) {
 	values := map[string]string{}
 	var out []Setting
 	for _, sd := range d.Settings {
-		v, src := "", ""
+		v, src, problem := "", "", ""
 		if stored, ok := h.stored[d.ID][sd.Name]; ok {
 			if m := reEnvRef.FindStringSubmatch(stored); m != nil {
 				v, src = h.cfg.Getenv(m[1]), "config (env ref "+stored+")"
+				if v == "" {
+					problem = missingRef(stored, m[1])
+				}
 			} else if sd.Secret {
 				v, src = stored, "credentials file"
 			} else {
@@ -203,12 +208,31 @@ func (h *Hub) resolve(d *Def) (map[string]string, []Setting) {
 				shown = "set"
 			}
 		}
-		if v == "" {
+		if v == "" && problem == "" {
 			src = ""
 		}
-		out = append(out, Setting{Name: sd.Name, Secret: sd.Secret, Value: shown, Source: src})
+		out = append(out, Setting{Name: sd.Name, Secret: sd.Secret, Value: shown, Source: src, Error: problem})
 	}
 	return values, out
+}
+
+// missingRef says that the environment reference ref, to variable name,
+// is stored but the variable is not set. A reference names a variable: it
+// is no secret, and may be shown.
+func missingRef(ref, name string) string {
+	return ref + " stored, but " + name + " is not set in the server's environment"
+}
+
+// settingErrors joins the errors of settings as "api_key: ${MY_KEY}
+// stored, but ...", or returns "" when none has one.
+func settingErrors(settings []Setting) string {
+	var out []string
+	for _, s := range settings {
+		if s.Error != "" {
+			out = append(out, s.Name+": "+s.Error)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func envNames(d *Def) []string {
@@ -229,9 +253,14 @@ func (h *Hub) status(d *Def) Status {
 func (h *Hub) describe(d *Def) (Status, map[string]string) {
 	values, settings := h.resolve(d)
 	st := Status{ID: d.ID, Name: d.Name, Settings: settings, Env: envNames(d)}
+	problems := settingErrors(settings)
 	switch {
 	case h.disabled[d.ID]:
 		st.State = StateDisabled
+	case problems != "":
+		// Configured, but not as the configuration says: an error, not
+		// "not configured", and why.
+		st.State, st.Error = StateError, problems
 	case !d.configured(values):
 		st.State = StateNotConfigured
 		if len(st.Env) > 0 {
@@ -417,6 +446,9 @@ func (h *Hub) provider(d *Def) (providers.Provider, map[string]string, error) {
 		return nil, nil, core.Errorf(core.EINVALID, "provider %s is disabled (kiln plugin enable %s)", d.ID, d.ID)
 	case StateNotConfigured:
 		return nil, nil, core.Errorf(core.EINVALID, "provider %s is not configured: %s", d.ID, st.Error)
+	}
+	if problems := settingErrors(st.Settings); problems != "" {
+		return nil, nil, core.Errorf(core.EINVALID, "provider %s cannot be used: %s (set it where the server runs and restart the server, or change the setting: kiln providers set %s)", d.ID, problems, d.ID)
 	}
 	if d.New == nil {
 		return nil, nil, core.Errorf(core.EINVALID, "%s", st.Error)

@@ -338,3 +338,57 @@ func permsFor(h *Hub, id string) plugins.Permissions {
 	values, _ := h.resolve(h.defs[id])
 	return plugins.Permissions{Network: h.defs[id].hosts(values)}
 }
+
+// TestMissingEnvRef: a stored environment reference whose variable is
+// not set is reported as such, on the setting and as the provider's
+// error, not as "not set"; the reference is shown, it is no secret.
+func TestMissingEnvRef(t *testing.T) {
+	e := newEnv(t)
+	e.vars["OPENAI_API_KEY"] = "sk-env-secret" // the vendor's variable does not stand in for the reference
+	h := e.open(t)
+	ctx := context.Background()
+	const why = "${MY_OPENAI_KEY} stored, but MY_OPENAI_KEY is not set in the server's environment"
+
+	st, err := h.Configure(ctx, "openai", ConfigInput{Settings: map[string]string{"api_key": "${MY_OPENAI_KEY}"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, st := range map[string]Status{"Configure": st, "Get": mustGet(t, h, "openai"), "List": h.List(ctx)[0], "Models": h.Models(ctx).Providers[0]} {
+		if st.ID != "openai" || st.State != StateError || st.Error != "api_key: "+why {
+			t.Errorf("%s: state %q, error %q", what, st.State, st.Error)
+		}
+		want := Setting{Name: "api_key", Secret: true, Value: "not set", Source: "config (env ref ${MY_OPENAI_KEY})", Error: why}
+		if got := setting(st, "api_key"); got != want {
+			t.Errorf("%s: api_key %+v, want %+v", what, got, want)
+		}
+	}
+	if out, _ := json.Marshal(h.List(ctx)); strings.Contains(string(out), "sk-env-secret") {
+		t.Errorf("a secret is in the status: %s", out)
+	}
+	_, err = h.Resolve("openai:gpt-4o")
+	if core.ErrorCode(err) != core.EINVALID || !strings.Contains(err.Error(), "api_key: "+why) || !strings.Contains(err.Error(), "kiln providers set openai") {
+		t.Errorf("Resolve with a missing reference: %v", err)
+	}
+	for _, m := range h.Models(ctx).Models {
+		if m.Provider == "openai" {
+			t.Errorf("models of a provider that cannot be used: %+v", m)
+		}
+	}
+
+	// A setting that is not secret: the same, its value empty.
+	st, err = h.Configure(ctx, "ollama", ConfigInput{Settings: map[string]string{"base_url": "${GPU_BOX}"}})
+	if err != nil || st.State != StateError || st.Error != "base_url: ${GPU_BOX} stored, but GPU_BOX is not set in the server's environment" ||
+		setting(st, "base_url") != (Setting{Name: "base_url", Source: "config (env ref ${GPU_BOX})", Error: "${GPU_BOX} stored, but GPU_BOX is not set in the server's environment"}) {
+		t.Errorf("ollama with a missing reference: %+v, %v", st, err)
+	}
+
+	// Once the variable is there, the provider is ready.
+	e.vars["MY_OPENAI_KEY"] = "sk-ref-secret"
+	st = mustGet(t, h, "openai")
+	if st.State != StateReady || st.Error != "" || setting(st, "api_key") != (Setting{Name: "api_key", Secret: true, Value: "set", Source: "config (env ref ${MY_OPENAI_KEY})"}) {
+		t.Errorf("with the variable set: %+v", st)
+	}
+	if _, err := h.Resolve("openai:gpt-4o"); err != nil {
+		t.Errorf("Resolve with the variable set: %v", err)
+	}
+}
