@@ -6,14 +6,17 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
@@ -536,4 +539,50 @@ func TestProvidersMissingEnvRef(t *testing.T) {
 	if strings.Contains(string(raw), "sk-vendor-secret") {
 		t.Errorf("the API shows a secret: %s", raw)
 	}
+}
+
+// TestProvidersOllamaReachable: with the server's own hub, Ollama is in
+// state error while nothing answers at its host, with why, and ready
+// once it does; listing stays fast.
+func TestProvidersOllamaReachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	running := httptest.NewServer(&fakeOllama{})
+	defer running.Close()
+	open := func(host string) {
+		h, err := hub.Open(hub.Config{Path: filepath.Join(t.TempDir(), "providers.json"), Defs: hub.Catalog(providerFactories),
+			Getenv: func(k string) string { return map[string]string{"OLLAMA_HOST": host}[k] }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		startProvidersServer(t, h)
+	}
+
+	open(closed)
+	why := "cannot reach Ollama at http://" + closed + ": connection refused (is it running? 'ollama serve' starts it)"
+	start := time.Now()
+	r := kilnOK(t, "", "providers", "ls")
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("providers ls took %s", d)
+	}
+	mustContain(t, "ls", r.stdout, "\nollama: error: "+why+"\n")
+	if !regexp.MustCompile(`\nollama +Ollama +error +base_url=http://` + regexp.QuoteMeta(closed) + `\n`).MatchString(r.stdout) {
+		t.Errorf("ls does not show ollama in error:\n%s", r.stdout)
+	}
+	mustContain(t, "show", kilnOK(t, "", "providers", "show", "ollama").stdout, "State:        error: "+why+"\n")
+	mustContain(t, "models", kilnOK(t, "", "models").stdout, "ollama: error: "+why+"\n")
+	var st hub.Status
+	if err := json.Unmarshal([]byte(kilnOK(t, "", "providers", "show", "ollama", "-o", "json").stdout), &st); err != nil || st.State != "error" || st.Error != why {
+		t.Errorf("show -o json: %+v %v", st, err)
+	}
+
+	open(strings.TrimPrefix(running.URL, "http://"))
+	if r := kilnOK(t, "", "providers", "show", "ollama"); !strings.Contains(r.stdout, "State:        ready\n") {
+		t.Errorf("show with Ollama running:\n%s", r.stdout)
+	}
+	mustContain(t, "models", kilnOK(t, "", "models", "--provider", "ollama").stdout, "ollama:llama3.2:3b")
 }
