@@ -297,17 +297,17 @@ func TestThreadsAndFolders(t *testing.T) {
 		t.Errorf("unpin -o json: %v %s", err, r.stdout)
 	}
 
-	r = kiln(t, "folders", "rm", "home")
+	r = kiln(t, "folders", "rm", "home", "--yes")
 	mustContain(t, "folders rm", r.stdout, "Deleted folder Home ("+personal.ID+")")
 	if th, err := sdk(t, s).GetThread(ctx, thread); err != nil || th.FolderID != "" {
 		t.Errorf("thread after folder rm: %+v %v", th, err)
 	}
-	r = kiln(t, "folders", "rm", "Home")
+	r = kiln(t, "folders", "rm", "Home", "--yes")
 	if r.code != exitFailure || r.stderr != "error: folder \"Home\" not found\n" {
 		t.Errorf("folders rm again: %d %q", r.code, r.stderr)
 	}
 
-	r = kiln(t, "threads", "rm", thread)
+	r = kiln(t, "threads", "rm", thread, "--yes")
 	if r.stdout != "Deleted thread "+thread+".\n" {
 		t.Errorf("threads rm: %q %q", r.stdout, r.stderr)
 	}
@@ -315,7 +315,7 @@ func TestThreadsAndFolders(t *testing.T) {
 	if r.code != exitFailure || r.stderr != "error: thread \""+thread+"\" not found\n" {
 		t.Errorf("show deleted: %d %q", r.code, r.stderr)
 	}
-	r = kiln(t, "threads", "rm", "thr_a", "thr_b")
+	r = kiln(t, "threads", "rm", "thr_a", "thr_b", "--yes")
 	if r.code != exitFailure || strings.Count(r.stderr, "not found") != 2 {
 		t.Errorf("threads rm of two missing: %d %q", r.code, r.stderr)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,7 +42,7 @@ deltas (message.delta) that the table output leaves out.`,
 				return err
 			}
 			errw, w := cmd.ErrOrStderr(), cmd.OutOrStdout()
-			st := styleFor(w)
+			lines := newEventLines(w, styleFor(w))
 			s := c.Stream(ctx, client.StreamOptions{
 				ThreadID: threadID,
 				Since:    since,
@@ -58,7 +59,7 @@ deltas (message.delta) that the table output leaves out.`,
 					continue
 				}
 				if e.Type != core.EventMessageDelta {
-					writeEventLine(w, st, e)
+					lines.write(e)
 				}
 			}
 			return s.Err() // the context's error after Ctrl-C
@@ -70,18 +71,87 @@ deltas (message.delta) that the table output leaves out.`,
 	return cmd
 }
 
-// writeEventLine writes one event as a line: sequence number, local time,
-// type, the thread or run it concerns and a summary.
-func writeEventLine(w io.Writer, st style, e core.Event) {
+// eventTypes are the types of Kiln's own events, the widest of which sets
+// the least width of the TYPE column.
+var eventTypes = []string{
+	core.EventThreadCreated, core.EventThreadUpdated, core.EventThreadDeleted, core.EventThreadRead,
+	core.EventFolderCreated, core.EventFolderUpdated, core.EventFolderDeleted,
+	core.EventRunQueued, core.EventRunStarted, core.EventRunResumed, core.EventRunInterrupted, core.EventRunFinished,
+	core.EventMessage, core.EventToolStarted, core.EventToolProgress, core.EventInterruptCreated, core.EventInterruptDecided,
+}
+
+// eventLines writes events one a line, in columns: sequence number ("-"
+// for an ephemeral event), local time, type (with its namespace, if any),
+// subject (the run, else the thread, else the folder the event is about)
+// and a summary. A stream is shown as it comes, so the widths cannot be
+// computed from all its rows: they start wide enough for Kiln's own event
+// types and IDs and a sequence number of six digits, and a wider value (a
+// plugin's event type, a namespace) widens its column from that row on;
+// columns never narrow.
+type eventLines struct {
+	w                  io.Writer
+	st                 style
+	seqW, typeW, subjW int
+}
+
+func newEventLines(w io.Writer, st style) *eventLines {
+	l := &eventLines{w: w, st: st, seqW: 6, subjW: len(core.NewID("run", time.Now()))}
+	for _, t := range eventTypes {
+		l.typeW = max(l.typeW, len(t))
+	}
+	return l
+}
+
+// write writes e's line.
+func (l *eventLines) write(e core.Event) {
+	st := l.st
 	seq := "-"
 	if e.Seq > 0 {
 		seq = strconv.FormatInt(e.Seq, 10)
 	}
-	subject := e.ThreadID
-	if e.RunID != "" {
-		subject = e.RunID
+	typ := st.cyan(e.Type)
+	if e.Namespace != "" {
+		typ += " " + st.dim("("+e.Namespace+")")
 	}
-	fmt.Fprintf(w, "%s  %s  %-17s  %s  %s\n", st.dim(fmt.Sprintf("%6s", seq)), st.dim(e.Time.Local().Format("15:04:05")), st.cyan(e.Type), subject, eventSummary(st, e))
+	subject := eventSubject(e)
+	l.seqW, l.typeW, l.subjW = max(l.seqW, width(seq)), max(l.typeW, width(typ)), max(l.subjW, width(subject))
+	line := st.dim(pad(seq, l.seqW, true)) + "  " + st.dim(e.Time.Local().Format("15:04:05")) + "  " +
+		pad(typ, l.typeW, false) + "  " + pad(subject, l.subjW, false) + "  " + eventSummary(st, e)
+	fmt.Fprintln(l.w, strings.TrimRight(line, " "))
+}
+
+// pad pads s with spaces to n columns, on the left when right is set.
+func pad(s string, n int, right bool) string {
+	fill := strings.Repeat(" ", max(0, n-width(s)))
+	if right {
+		return fill + s
+	}
+	return s + fill
+}
+
+// eventSubject is the ID of what e is about: its run, else its thread,
+// else for a folder's event the folder; "-" when none.
+func eventSubject(e core.Event) string {
+	switch {
+	case e.RunID != "":
+		return e.RunID
+	case e.ThreadID != "":
+		return e.ThreadID
+	case strings.HasPrefix(e.Type, "folder."):
+		if id := payloadID(e); id != "" {
+			return id
+		}
+	}
+	return "-"
+}
+
+// payloadID is the "id" of e's payload, or "".
+func payloadID(e core.Event) string {
+	var p struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(e.Payload, &p)
+	return p.ID
 }
 
 // eventSummary describes an event's payload in a few words.
@@ -94,13 +164,12 @@ func eventSummary(st style, e core.Event) string {
 	case core.EventFolderCreated, core.EventFolderUpdated:
 		var f core.Folder
 		_ = json.Unmarshal(e.Payload, &f)
-		return fmt.Sprintf("%s %q", f.ID, f.Name)
+		return fmt.Sprintf("%q", f.Name) // its ID is the subject
 	case core.EventThreadDeleted, core.EventThreadRead, core.EventFolderDeleted:
-		var p struct {
-			ID string `json:"id"`
+		if id := payloadID(e); id != eventSubject(e) {
+			return id
 		}
-		_ = json.Unmarshal(e.Payload, &p)
-		return p.ID
+		return ""
 	case core.EventRunQueued, core.EventRunStarted:
 		var r core.Run
 		_ = json.Unmarshal(e.Payload, &r)

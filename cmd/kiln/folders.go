@@ -140,10 +140,14 @@ func newFoldersMoveCmd(a *app) *cobra.Command {
 }
 
 func newFoldersRemoveCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:               "rm FOLDER",
-		Aliases:           []string{"delete"},
-		Short:             "Delete a folder; its threads move to no folder",
+	var yes bool
+	cmd := &cobra.Command{
+		Use:     "rm FOLDER",
+		Aliases: []string{"delete"},
+		Short:   "Delete a folder; its threads move to no folder",
+		Long: `Delete a folder. Its threads are kept and move to no folder. You are asked
+to confirm unless --yes is given, which is needed when standard input is
+not a terminal.`,
 		Args:              needArgs("FOLDER"),
 		ValidArgsFunction: firstArg(a.completeFolders),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -152,6 +156,16 @@ func newFoldersRemoveCmd(a *app) *cobra.Command {
 				return err
 			}
 			f, _, err := resolveFolder(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			err = confirmDestructive(cmd, yes, destructive{
+				action: fmt.Sprintf("deleting folder %s (%s)", f.Name, f.ID),
+				question: func() (string, error) {
+					return fmt.Sprintf("Delete folder %s (%s)? Its threads are kept, in no folder.", f.Name, f.ID), nil
+				},
+				declined: "Not deleted.",
+			})
 			if err != nil {
 				return err
 			}
@@ -164,6 +178,8 @@ func newFoldersRemoveCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
+	addYesFlag(cmd, &yes)
+	return cmd
 }
 
 // changeFolder runs a call that returns a folder and prints it as JSON or

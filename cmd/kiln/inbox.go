@@ -83,7 +83,9 @@ func (a *app) renderQueue(w io.Writer, page *core.InboxPage) {
 			t.add(it.InterruptID, tool, st.dim(truncate(compactJSON(it.Args), 40)), truncate(it.ThreadTitle, 30), ago(it.Time, now))
 		}
 		t.render(w)
-		fmt.Fprintln(w, st.dim("Decide with: kiln approve|reject|edit|respond INTERRUPT (kiln runs show RUN shows the details)"))
+		// The footer names columns of the table above; the ARGS are cut
+		// short, and the JSON has them whole with the run and thread IDs.
+		fmt.Fprintln(w, st.dim("Decide with: kiln approve|reject|edit|respond INTERRUPT (full ARGS: kiln inbox action -o json)"))
 	} else {
 		fmt.Fprintln(w, st.bold(fmt.Sprintf("Unread (%d)", page.Counts.Unread)))
 		if len(page.Items) == 0 {

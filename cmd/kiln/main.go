@@ -176,6 +176,17 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
+// localError is a failure of the command's own work, such as kiln serve
+// not being able to listen, as opposed to one of reaching a server: report
+// prints it as it is, with its hint, and never as a connection problem.
+type localError struct {
+	err  error
+	hint string // what to do, on a line of its own; may be empty
+}
+
+func (e localError) Error() string { return e.err.Error() }
+func (e localError) Unwrap() error { return e.err }
+
 // exitError ends the process with a status. With a nil err the command has
 // already said why.
 type exitError struct {
@@ -223,6 +234,10 @@ func (a *app) report(cmd *cobra.Command, err error, stderr io.Writer) int {
 
 // describe turns err into a message and an optional hint for the user.
 func (a *app) describe(err error) (msg, hint string) {
+	var le localError
+	if errors.As(err, &le) {
+		return le.Error(), le.hint
+	}
 	server := a.serverURL()
 	var opErr *net.OpError
 	var dnsErr *net.DNSError

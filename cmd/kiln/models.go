@@ -93,14 +93,17 @@ func modelResolver(models map[string]core.Model, h *hub.Hub) core.ModelResolver 
 // unavailable.
 func providerBuiltins(h *hub.Hub) []registry.Builtin {
 	var out []registry.Builtin
-	for _, st := range h.List(context.Background()) {
+	// The catalog openHub gives h, rather than h.List: describing asks a
+	// provider such as Ollama whether it answers, which need not hold up
+	// the start.
+	for _, d := range hub.Catalog(nil) {
 		m := &plugins.Manifest{
-			APIVersion: plugins.APIVersion, ID: st.ID, Version: "1.0.0", Runtime: "builtin",
-			Description: st.Name + " models, as " + st.ID + ":<model>",
+			APIVersion: plugins.APIVersion, ID: d.ID, Version: "1.0.0", Runtime: "builtin",
+			Description: d.Name + " models, as " + d.ID + ":<model>",
 			Provides:    []plugins.Capability{plugins.CapModelProvider},
-			Permissions: plugins.Permissions{Network: h.Hosts(st.ID)},
+			Permissions: plugins.Permissions{Network: h.Hosts(d.ID)},
 		}
-		id := st.ID
+		id := d.ID
 		out = append(out, registry.Builtin{
 			Manifest:   m,
 			Activate:   func(context.Context) error { h.SetEnabled(id, true); return nil },

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/kilnhq/kiln/core"
@@ -261,33 +259,6 @@ func printPreview(w io.Writer, st style, path string, pv *client.PluginPreview) 
 	}
 }
 
-// stdinIsTerminal reports whether r, the command's standard input, is a
-// terminal a question can be asked on. Tests replace it.
-var stdinIsTerminal = func(r io.Reader) bool {
-	f, ok := r.(*os.File)
-	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
-}
-
-// confirm asks question on w and reads the answer from cmd's standard
-// input: true for y or yes. When standard input is not a terminal it
-// returns an error telling to rerun with --yes.
-func confirm(cmd *cobra.Command, w io.Writer, question, refusal string) (bool, error) {
-	in := cmd.InOrStdin()
-	if !stdinIsTerminal(in) {
-		return false, errors.New(refusal)
-	}
-	fmt.Fprintf(w, "%s [y/N] ", question)
-	answer, err := bufio.NewReader(in).ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return false, err
-	}
-	switch strings.ToLower(strings.TrimSpace(answer)) {
-	case "y", "yes":
-		return true, nil
-	}
-	return false, nil
-}
-
 // pluginFailed prints the error of a plugin that is installed or enabled
 // but did not start, with what to do, and returns the exit error.
 func (a *app) pluginFailed(cmd *cobra.Command, id string, err error) error {
@@ -457,35 +428,32 @@ Built-in plugins cannot be removed, only disabled.`,
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if a.jsonOutput() {
-				w = cmd.ErrOrStderr()
-			}
-			if !yes {
-				question := fmt.Sprintf("Remove plugin %s %s?", p.ID, p.Version)
-				if len(p.Tools) > 0 {
-					question = fmt.Sprintf("Remove plugin %s %s and its %s?", p.ID, p.Version, plural(len(p.Tools), "tool"))
-				}
-				ok, err := confirm(cmd, w, question,
-					fmt.Sprintf("removing %s needs confirmation, and standard input is not a terminal to ask on: rerun with --yes", p.ID))
+			// A built-in cannot be removed: the server refuses and says why.
+			if !p.Builtin {
+				err := confirmDestructive(cmd, yes, destructive{
+					action: "removing plugin " + p.ID,
+					question: func() (string, error) {
+						if len(p.Tools) > 0 {
+							return fmt.Sprintf("Remove plugin %s %s and its %s?", p.ID, p.Version, plural(len(p.Tools), "tool")), nil
+						}
+						return fmt.Sprintf("Remove plugin %s %s?", p.ID, p.Version), nil
+					},
+					declined: "Not removed.",
+				})
 				if err != nil {
 					return err
-				}
-				if !ok {
-					fmt.Fprintln(w, "Not removed.")
-					return &exitError{code: exitFailure}
 				}
 			}
 			if err := c.RemovePlugin(cmd.Context(), p.ID); err != nil {
 				return err
 			}
 			if !a.jsonOutput() {
-				fmt.Fprintf(w, "Removed plugin %s %s.\n", p.ID, p.Version)
+				fmt.Fprintf(cmd.OutOrStdout(), "Removed plugin %s %s.\n", p.ID, p.Version)
 			}
 			return nil
 		},
 	}
-	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "remove without asking")
+	addYesFlag(cmd, &yes)
 	return cmd
 }
 

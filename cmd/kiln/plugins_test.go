@@ -181,11 +181,11 @@ func TestPluginInstallAndManage(t *testing.T) {
 	}
 	withTerminal(t)
 	r = kilnIn(t, "\n", "plugin", "rm", "calc")
-	if r.code != exitFailure || r.stdout != "Remove plugin calc 1.0.0 and its 8 tools? [y/N] Not removed.\n" {
-		t.Fatalf("rm declined: %d %q", r.code, r.stdout)
+	if r.code != exitFailure || r.stdout != "" || r.stderr != "Remove plugin calc 1.0.0 and its 8 tools? [y/N] Not removed.\n" {
+		t.Fatalf("rm declined: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	r = kilnIn(t, "y\n", "plugin", "rm", "calc")
-	if r.code != 0 || !strings.HasSuffix(r.stdout, "Removed plugin calc 1.0.0.\n") {
+	if r.code != 0 || r.stdout != "Removed plugin calc 1.0.0.\n" {
 		t.Fatalf("rm: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	notInstalled("after rm")

@@ -76,17 +76,29 @@ func newProvidersListCmd(a *app) *cobra.Command {
 			}
 			st := styleFor(w)
 			t := &table{st: st, header: []string{"ID", "NAME", "STATE", "CONFIGURED"}}
+			var reasons []string
 			for _, p := range ps {
-				t.add(p.ID, orDash(p.Name), providerState(st, p, 50), settingsHint(p, 70))
+				// Why a provider is in error is said in full below the
+				// table rather than cut short in it.
+				t.add(p.ID, orDash(p.Name), providerState(st, &client.ProviderStatus{State: p.State}, 0), settingsHint(p, 70))
+				if p.State == client.ProviderError && p.Error != "" {
+					reasons = append(reasons, p.ID+": "+providerState(st, p, 1000))
+				}
 			}
 			t.render(w)
+			if len(reasons) > 0 {
+				fmt.Fprintln(w)
+				for _, r := range reasons {
+					fmt.Fprintln(w, r)
+				}
+			}
 			return nil
 		},
 	}
 }
 
 // providerState colours a provider's state; an error shows why, cut to
-// about n characters.
+// about n characters (not at all when n is 0).
 func providerState(st style, p *client.ProviderStatus, n int) string {
 	switch p.State {
 	case client.ProviderReady:
@@ -94,7 +106,7 @@ func providerState(st style, p *client.ProviderStatus, n int) string {
 	case client.ProviderNotConfigured, client.ProviderDisabled:
 		return st.dim(p.State)
 	case client.ProviderError:
-		if p.Error == "" {
+		if p.Error == "" || n == 0 {
 			return st.red(p.State)
 		}
 		return st.red(p.State) + ": " + truncate(p.Error, n)
@@ -110,6 +122,23 @@ func settingIsSet(s client.ProviderSetting) bool {
 	return s.Value != ""
 }
 
+// reSourceRef is the source of a setting stored as an environment
+// reference, "config (env ref ${NAME})".
+var reSourceRef = regexp.MustCompile(`^config \(env ref \$\{([A-Za-z_][A-Za-z0-9_]*)\}\)$`)
+
+// missingVar returns the variable of a setting stored as an environment
+// reference when the variable is not set in the server's environment,
+// else "".
+func missingVar(s client.ProviderSetting) string {
+	if settingIsSet(s) {
+		return ""
+	}
+	if m := reSourceRef.FindStringSubmatch(s.Source); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
 // settingsHint says briefly what is set and where from, e.g.
 // "api_key set (env OPENAI_API_KEY)"; defaults only when nothing else is
 // set. It is cut to about n characters.
@@ -117,6 +146,8 @@ func settingsHint(p *client.ProviderStatus, n int) string {
 	var parts, defaults []string
 	for _, s := range p.Settings {
 		switch {
+		case missingVar(s) != "":
+			parts = append(parts, fmt.Sprintf("%s ${%s} (%s unset)", s.Name, missingVar(s), missingVar(s)))
 		case !settingIsSet(s):
 		case s.Source == "default":
 			defaults = append(defaults, s.Name+"="+s.Value)
@@ -187,6 +218,12 @@ func (a *app) printProvider(w io.Writer, st style, p *client.ProviderStatus) {
 			if s.Secret {
 				value = "secret, " + map[bool]string{true: "set", false: "not set"}[settingIsSet(s)]
 			}
+			if v := missingVar(s); v != "" {
+				value = st.red("missing: " + v + " is not set in the server's environment")
+				if s.Secret {
+					value = "secret, " + value
+				}
+			}
 			t.add(s.Name, value, orDash(s.Source))
 		}
 		var b bytes.Buffer
@@ -207,6 +244,11 @@ func (a *app) printProvider(w io.Writer, st style, p *client.ProviderStatus) {
 func (a *app) configureHints(p *client.ProviderStatus) []string {
 	set := a.kilnCmd() + " providers set " + shellQuote(p.ID)
 	var out []string
+	for _, s := range p.Settings {
+		if v := missingVar(s); v != "" {
+			out = append(out, "set "+v+" where the server runs, and restart it   # "+s.Name+" refers to it")
+		}
+	}
 	for _, s := range p.Settings {
 		switch {
 		case s.Name == settingAPIKey && s.Secret:
@@ -433,17 +475,42 @@ func readSecret(cmd *cobra.Command) (string, error) {
 }
 
 func newProvidersResetCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var yes bool
+	cmd := &cobra.Command{
 		Use:   "reset ID",
 		Short: "Forget what was set for a provider; its environment settings still apply",
 		Long: `Forget the configuration stored for a provider by 'kiln providers set',
-its API key in the server's credentials file included. Settings from the
-server's environment (such as OPENAI_API_KEY) still apply. The provider's
-status after the reset is printed.`,
+its API key in the server's credentials file included; a pasted key cannot
+be recovered. Settings from the server's environment (such as
+OPENAI_API_KEY) still apply. You are asked to confirm when something is
+stored, unless --yes is given, which is needed when standard input is not
+a terminal. The provider's status after the reset is printed.`,
 		Args:              needArgs("ID"),
 		ValidArgsFunction: firstArg(a.completeProviders),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			err = confirmDestructive(cmd, yes, destructive{
+				action: "resetting provider " + args[0] + " (forgetting its stored settings)",
+				question: func() (string, error) {
+					p, err := c.Provider(cmd.Context(), args[0])
+					if err != nil {
+						return "", err
+					}
+					stored, pasted := storedSettings(p)
+					if len(stored) == 0 {
+						return "", nil // nothing to forget
+					}
+					q := fmt.Sprintf("Forget the settings stored for %s (%s)?", p.ID, strings.Join(stored, ", "))
+					if len(pasted) > 0 {
+						q += fmt.Sprintf(" The pasted %s cannot be recovered.", strings.Join(pasted, " and "))
+					}
+					return q, nil
+				},
+				declined: "Not reset.",
+			})
 			if err != nil {
 				return err
 			}
@@ -457,6 +524,22 @@ status after the reset is printed.`,
 			return a.printProviderOrJSON(cmd, p)
 		},
 	}
+	addYesFlag(cmd, &yes)
+	return cmd
+}
+
+// storedSettings lists the settings of p that 'kiln providers set'
+// stored, and which of them are secrets kept in the credentials file.
+func storedSettings(p *client.ProviderStatus) (stored, pasted []string) {
+	for _, s := range p.Settings {
+		switch {
+		case s.Source == "credentials file":
+			stored, pasted = append(stored, s.Name), append(pasted, s.Name)
+		case strings.HasPrefix(s.Source, "config"):
+			stored = append(stored, s.Name)
+		}
+	}
+	return stored, pasted
 }
 
 func newModelsCmd(a *app) *cobra.Command {

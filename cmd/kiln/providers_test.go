@@ -6,11 +6,17 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net"
+	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
@@ -189,6 +195,13 @@ func (f *fakeProviderHub) lastInput(t *testing.T) map[string]string {
 	return f.inputs[len(f.inputs)-1].Settings
 }
 
+// resetIDs returns the providers reset so far.
+func (f *fakeProviderHub) resetIDs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.resets)
+}
+
 func (f *fakeProviderHub) configured() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -241,7 +254,11 @@ func TestProvidersList(t *testing.T) {
 	if strings.Contains(r.stdout, "sk-from-env") {
 		t.Errorf("ls shows a secret:\n%s", r.stdout)
 	}
-	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(lines) != 5 || !strings.HasPrefix(lines[1], "anthropic") {
+	// Why a provider is in error is said in full below the table.
+	tbl, reasons, _ := strings.Cut(r.stdout, "\n\n")
+	if lines := strings.Split(tbl, "\n"); len(lines) != 5 || !strings.HasPrefix(lines[1], "anthropic") ||
+		!strings.Contains(lines[3], " error ") || strings.Contains(lines[3], "connection refused") ||
+		reasons != "ollama: error: list models: connection refused\n" {
 		t.Errorf("ls:\n%s", r.stdout)
 	}
 
@@ -390,17 +407,17 @@ func TestProvidersReset(t *testing.T) {
 	fake := newFakeProviderHub()
 	startProvidersServer(t, fake)
 	kilnOK(t, "", "providers", "set", "anthropic", "--api-key-env", "K")
-	r := kilnOK(t, "", "providers", "reset", "anthropic")
+	r := kilnOK(t, "", "providers", "reset", "anthropic", "--yes")
 	mustContain(t, "reset", r.stdout, "Forgot the stored configuration of anthropic.", "State:", "not_configured", "secret, not set")
-	r = kilnOK(t, "", "providers", "reset", "openai", "-o", "json")
+	r = kilnOK(t, "", "providers", "reset", "openai", "-o", "json", "--yes")
 	var st hub.Status
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.ID != "openai" || st.State != "ready" {
 		t.Fatalf("reset -o json: %v %q", err, r.stdout)
 	}
-	if !slices.Equal(fake.resets, []string{"anthropic", "openai"}) {
-		t.Fatalf("resets %v", fake.resets)
+	if got := fake.resetIDs(); !slices.Equal(got, []string{"anthropic", "openai"}) {
+		t.Fatalf("resets %v", got)
 	}
-	kilnFails(t, "", []string{"providers", "reset", "nope"}, `error: no provider "nope"`)
+	kilnFails(t, "", []string{"providers", "reset", "nope", "-y"}, `error: no provider "nope"`)
 }
 
 func TestModels(t *testing.T) {
@@ -445,7 +462,7 @@ func TestContextSize(t *testing.T) {
 
 func TestProvidersWithoutHub(t *testing.T) {
 	startProvidersServer(t, nil)
-	for _, args := range [][]string{{"providers", "ls"}, {"providers", "show", "openai"}, {"providers", "reset", "openai"},
+	for _, args := range [][]string{{"providers", "ls"}, {"providers", "show", "openai"}, {"providers", "reset", "openai", "--yes"},
 		{"providers", "set", "openai", "--base-url", "http://x"}, {"models"}} {
 		kilnFails(t, "", args, "error: providers are not available on this server")
 	}
@@ -476,4 +493,96 @@ func TestKeyEnv(t *testing.T) {
 			t.Errorf("keyEnv(%+v) = %q, want %q", tt.p, got, tt.want)
 		}
 	}
+}
+
+// TestProvidersMissingEnvRef: with the server's own hub, a stored
+// environment reference whose variable the server does not have is shown
+// as such by providers show, ls and models and in the API, never as "not
+// set".
+func TestProvidersMissingEnvRef(t *testing.T) {
+	env := map[string]string{"OPENAI_API_KEY": "sk-vendor-secret", "OLLAMA_HOST": "127.0.0.1:1"}
+	h, err := hub.Open(hub.Config{Path: filepath.Join(t.TempDir(), "providers.json"), Defs: hub.Catalog(providerFactories),
+		Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startProvidersServer(t, h)
+	const why = "${MY_OPENAI_KEY} stored, but MY_OPENAI_KEY is not set in the server's environment"
+
+	r := kilnOK(t, "", "providers", "set", "openai", "--api-key-env", "MY_OPENAI_KEY")
+	mustContain(t, "set", r.stdout, "State:        error: api_key: "+why+"\n")
+	r = kilnOK(t, "", "providers", "show", "openai")
+	mustContain(t, "show", r.stdout,
+		"State:        error: api_key: "+why+"\n",
+		"api_key   secret, missing: MY_OPENAI_KEY is not set in the server's environment  config (env ref ${MY_OPENAI_KEY})\n",
+		"set MY_OPENAI_KEY where the server runs, and restart it   # api_key refers to it\n")
+	r = kilnOK(t, "", "providers", "ls")
+	mustContain(t, "ls", r.stdout, "api_key ${MY_OPENAI_KEY} (MY_OPENAI_KEY unset)", "\nopenai: error: api_key: "+why+"\n")
+	r = kilnOK(t, "", "models")
+	mustContain(t, "models", r.stdout, "openai: error: api_key: "+why+"\n")
+	if r := kilnOK(t, "", "providers", "show", "openai"); strings.Contains(r.stdout, "secret, not set") {
+		t.Errorf("show says the key is not set:\n%s", r.stdout)
+	}
+
+	// The API: the setting says it too; no secret is shown.
+	resp, err := http.Get(os.Getenv(envServer) + "/api/v1/providers/openai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var st hub.Status
+	if err := json.Unmarshal(raw, &st); err != nil || st.State != "error" || st.Error != "api_key: "+why ||
+		st.Settings[0] != (hub.Setting{Name: "api_key", Secret: true, Value: "not set", Source: "config (env ref ${MY_OPENAI_KEY})", Error: why}) {
+		t.Errorf("GET /providers/openai: %v %s", err, raw)
+	}
+	if strings.Contains(string(raw), "sk-vendor-secret") {
+		t.Errorf("the API shows a secret: %s", raw)
+	}
+}
+
+// TestProvidersOllamaReachable: with the server's own hub, Ollama is in
+// state error while nothing answers at its host, with why, and ready
+// once it does; listing stays fast.
+func TestProvidersOllamaReachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	running := httptest.NewServer(&fakeOllama{})
+	defer running.Close()
+	open := func(host string) {
+		h, err := hub.Open(hub.Config{Path: filepath.Join(t.TempDir(), "providers.json"), Defs: hub.Catalog(providerFactories),
+			Getenv: func(k string) string { return map[string]string{"OLLAMA_HOST": host}[k] }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		startProvidersServer(t, h)
+	}
+
+	open(closed)
+	why := "cannot reach Ollama at http://" + closed + ": connection refused (is it running? 'ollama serve' starts it)"
+	start := time.Now()
+	r := kilnOK(t, "", "providers", "ls")
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("providers ls took %s", d)
+	}
+	mustContain(t, "ls", r.stdout, "\nollama: error: "+why+"\n")
+	if !regexp.MustCompile(`\nollama +Ollama +error +base_url=http://` + regexp.QuoteMeta(closed) + `\n`).MatchString(r.stdout) {
+		t.Errorf("ls does not show ollama in error:\n%s", r.stdout)
+	}
+	mustContain(t, "show", kilnOK(t, "", "providers", "show", "ollama").stdout, "State:        error: "+why+"\n")
+	mustContain(t, "models", kilnOK(t, "", "models").stdout, "ollama: error: "+why+"\n")
+	var st hub.Status
+	if err := json.Unmarshal([]byte(kilnOK(t, "", "providers", "show", "ollama", "-o", "json").stdout), &st); err != nil || st.State != "error" || st.Error != why {
+		t.Errorf("show -o json: %+v %v", st, err)
+	}
+
+	open(strings.TrimPrefix(running.URL, "http://"))
+	if r := kilnOK(t, "", "providers", "show", "ollama"); !strings.Contains(r.stdout, "State:        ready\n") {
+		t.Errorf("show with Ollama running:\n%s", r.stdout)
+	}
+	mustContain(t, "models", kilnOK(t, "", "models", "--provider", "ollama").stdout, "ollama:llama3.2:3b")
 }

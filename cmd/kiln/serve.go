@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -92,7 +93,15 @@ at a step boundary and resume on the next start.`,
 			// After the first signal, a second one kills the process.
 			context.AfterFunc(ctx, stop)
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			return runServer(ctx, cfg, log, cmd.Root().Version)
+			if err := runServer(ctx, cfg, log, cmd.Root().Version); err != nil {
+				// The server's own failure, never one of reaching a server.
+				var le localError
+				if !errors.As(err, &le) {
+					err = localError{err: err}
+				}
+				return err
+			}
+			return nil
 		},
 	}
 	cmd.Flags().String("addr", "", "listen address (env KILN_ADDR, default "+defaultAddr+")")
@@ -201,7 +210,18 @@ func isLoopbackAddr(addr string) (bool, error) {
 // runServer serves the API until ctx ends, then shuts down gracefully:
 // stop accepting, end event streams, let in-flight requests finish, stop
 // the engine (runs resume on the next start) and close the store.
+//
+// The address is bound first, before anything is created or started: a
+// busy port fails at once (listenError) and leaves the data directory, the
+// database and the plugins untouched.
 func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version string) (err error) {
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return listenError(cfg.Addr, err)
+	}
+	// serveHTTP closes ln when it serves; this closes it on the way out
+	// before that.
+	defer ln.Close()
 	// One redactor for every output: the log, the database, events and
 	// API answers. It knows the API token now and each provider's secrets
 	// as the hub resolves them.
@@ -259,11 +279,41 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err := svc.Start(ctx); err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	return serveHTTP(ctx, ln, newHTTPServer(svc, reg, models, cfg, log, version), log, cfg)
+}
+
+// listenError explains why kiln serve cannot listen on addr, with what
+// to do: another server on the port, a privileged port, an address that
+// is not this machine's.
+func listenError(addr string, err error) error {
+	elsewhere := "with --addr (or $KILN_ADDR)"
+	if host, port, serr := net.SplitHostPort(addr); serr == nil {
+		if n, perr := strconv.Atoi(port); perr == nil && n > 0 && n < 65535 {
+			elsewhere += ", e.g. --addr " + net.JoinHostPort(host, strconv.Itoa(n+1))
+		}
+	}
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return localError{
+			err:  fmt.Errorf("listen %s: address already in use — is another kiln serve running?", addr),
+			hint: "Stop it, or listen on another address " + elsewhere + ".",
+		}
+	case errors.Is(err, syscall.EACCES):
+		return localError{
+			err:  fmt.Errorf("listen %s: permission denied (ports below 1024 need privileges)", addr),
+			hint: "Listen on a port of 1024 or above with --addr (or $KILN_ADDR), e.g. --addr " + defaultAddr + ".",
+		}
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return localError{
+			err:  fmt.Errorf("listen %s: no network interface of this machine has that address", addr),
+			hint: "Listen on one of its addresses " + elsewhere + ".",
+		}
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) {
+		err = opErr.Err // without "listen tcp <addr>:", said below
+	}
+	return localError{err: fmt.Errorf("listen %s: %w", addr, err), hint: "Listen on another address " + elsewhere + "."}
 }
 
 // openPlugins opens the plugin registry in <data>/plugins with the

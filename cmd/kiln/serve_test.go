@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -198,4 +201,36 @@ func waitServingAddr(t *testing.T, logs *lockedBuffer, done <-chan error) string
 	}
 	t.Fatalf("no serving line in the log:\n%s", logs)
 	return ""
+}
+
+// TestServeAddressInUse: kiln serve on a busy port says so, with what to
+// do, and starts nothing: no data directory, database or plugin, not a
+// line of log.
+func TestServeAddressInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	host, port, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(port)
+	data := filepath.Join(t.TempDir(), "fresh")
+
+	r := kiln(t, "serve", "--addr", addr, "--data", data)
+	want := "error: listen " + addr + ": address already in use — is another kiln serve running?\n" +
+		"Stop it, or listen on another address with --addr (or $KILN_ADDR), e.g. --addr " + net.JoinHostPort(host, strconv.Itoa(n+1)) + ".\n"
+	if r.code != exitFailure || r.stdout != "" || r.stderr != want {
+		t.Errorf("serve on a busy port: exit %d, stdout %q, stderr:\n%s\nwant:\n%s", r.code, r.stdout, r.stderr, want)
+	}
+	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+		entries, _ := os.ReadDir(data)
+		t.Errorf("serve on a busy port touched the data directory (%v): %v", err, entries)
+	}
+
+	// Other listen failures are the server's too, not "cannot reach the Kiln server".
+	r = kiln(t, "serve", "--addr", "127.0.0.1:99999", "--data", data)
+	if r.code != exitFailure || !strings.HasPrefix(r.stderr, "error: listen 127.0.0.1:99999: ") || strings.Contains(r.stderr, "Kiln server") {
+		t.Errorf("serve on a bad port: exit %d, stderr %q", r.code, r.stderr)
+	}
 }

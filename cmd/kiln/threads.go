@@ -262,14 +262,37 @@ func toolResultLine(st style, m *core.Message) string {
 }
 
 func newThreadsRemoveCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:               "rm ID...",
-		Aliases:           []string{"delete"},
-		Short:             "Delete threads with their runs and messages",
-		Long:              "Delete threads with their runs and messages. A thread with an active run must have it cancelled first (kiln runs cancel).",
+	var yes bool
+	cmd := &cobra.Command{
+		Use:     "rm ID...",
+		Aliases: []string{"delete"},
+		Short:   "Delete threads with their runs and messages",
+		Long: `Delete threads with their runs and messages; this cannot be undone. You
+are asked to confirm unless --yes is given, which is needed when standard
+input is not a terminal. A thread with an active run must have it
+cancelled first (kiln runs cancel).`,
+		Example: `  kiln threads rm thr_123
+  kiln threads ls -o json | jq -r '.threads[].id' | xargs kiln threads rm --yes`,
 		Args:              atLeastOne("ID"),
 		ValidArgsFunction: a.completeThreads,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			what := "thread " + args[0]
+			if len(args) > 1 {
+				what = fmt.Sprintf("%d threads (%s)", len(args), strings.Join(args, ", "))
+			}
+			err := confirmDestructive(cmd, yes, destructive{
+				action: "deleting " + what,
+				question: func() (string, error) {
+					if len(args) == 1 {
+						return "Delete " + what + " with its runs and messages?", nil
+					}
+					return "Delete " + what + " with their runs and messages?", nil
+				},
+				declined: "Not deleted.",
+			})
+			if err != nil {
+				return err
+			}
 			c, err := a.client()
 			if err != nil {
 				return err
@@ -294,6 +317,8 @@ func newThreadsRemoveCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
+	addYesFlag(cmd, &yes)
+	return cmd
 }
 
 func newThreadsReadCmd(a *app) *cobra.Command {

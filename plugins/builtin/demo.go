@@ -82,8 +82,11 @@ func (Demo) Turn(ctx context.Context, req core.ModelRequest, delta func(string))
 	default:
 		resp.Text = DemoLabel + "\n\n" + demoOutcome(conv, req.RunID) + "\n\n" +
 			"That is the whole demo: a run, two tool calls, a decision in the Action queue and this reply in Unread. " +
-			"To talk to a real model, configure a provider: set KILN_MODEL=provider:model " +
-			"(for example KILN_MODEL=openai:gpt-4o) with that provider's API key, and restart Kiln."
+			"To talk to a real model, configure a provider while Kiln runs, no restart needed: " +
+			"in the web UI under Settings > Providers, or with kiln providers set " +
+			"(for example kiln providers set openai --api-key-env OPENAI_API_KEY). " +
+			"Then pick one of its models for a run, in the composer's model menu or with " +
+			"kiln run --model openai:gpt-4o; to make it the default, start Kiln with KILN_MODEL=openai:gpt-4o."
 	}
 	if err := streamText(ctx, resp.Text, delta); err != nil {
 		return core.ModelResponse{}, err

@@ -56,8 +56,15 @@ func demoRun(t *testing.T, text string, decide func(call core.ToolCall) (string,
 		t.Fatalf("turn 1 text %q", turns[1].resp.Text)
 	}
 	final := turns[2].resp.Text
-	if !strings.Contains(final, "KILN_MODEL=provider:model") {
-		t.Fatalf("final text does not explain how to configure a provider: %q", final)
+	// Providers are configured on the running server: no restart.
+	for _, want := range []string{"Settings > Providers", "kiln providers set openai --api-key-env OPENAI_API_KEY",
+		"no restart needed", "kiln run --model openai:gpt-4o", "KILN_MODEL=openai:gpt-4o"} {
+		if !strings.Contains(final, want) {
+			t.Fatalf("final text does not say %q to explain how to configure a provider: %q", want, final)
+		}
+	}
+	if strings.Contains(final, "restart Kiln") {
+		t.Fatalf("final text asks for a restart that is not needed: %q", final)
 	}
 	return turns
 }

@@ -51,6 +51,12 @@ type Config struct {
 	Retry providers.RetryPolicy
 	// ModelsTTL is how long a live model list is kept; default 5 minutes.
 	ModelsTTL time.Duration
+	// CheckTTL is how long the answer of a provider's Check is kept, so
+	// that describing the providers stays fast; default 30 seconds.
+	// CheckTimeout bounds one Check; default 2 seconds.
+	CheckTTL, CheckTimeout time.Duration
+	// Now is the clock of the kept checks; nil means time.Now.
+	Now func() time.Time
 	// Builtin are the models that need no provider ("demo", "scripted"),
 	// listed first by Models; Default is the server's default model.
 	Builtin []Model
@@ -75,12 +81,34 @@ type Hub struct {
 	live     map[string]*live
 	disabled map[string]bool
 	models   map[string]modelList
+	checks   map[string]checked
+}
+
+// Checker is implemented by a provider whose API may simply not be there,
+// such as Ollama, a server on the user's machine that may not be running:
+// describing such a provider asks it, rather than calling it ready until
+// a run fails. Check reports, within ctx (CheckTimeout), whether the API
+// answers; its error, in plain words such as "cannot reach Ollama at
+// http://127.0.0.1:11434: connection refused", becomes the provider's
+// Error in state "error". The hub keeps the answer CheckTTL, and asks
+// again sooner when the settings change. Providers that do not implement
+// it are ready once configured.
+type Checker interface {
+	Check(ctx context.Context) error
 }
 
 // live is a provider built from one set of resolved settings.
 type live struct {
 	key string // the resolved settings it was built from
 	p   providers.Provider
+	raw providers.Provider // p without the retries, for optional interfaces
+}
+
+// checked is the answer of a provider's Check.
+type checked struct {
+	at  time.Time
+	key string // the resolved settings it was asked with
+	err string // "" when the API answered
 }
 
 type modelList struct {
@@ -106,8 +134,18 @@ func Open(cfg Config) (*Hub, error) {
 	if cfg.ModelsTTL <= 0 {
 		cfg.ModelsTTL = 5 * time.Minute
 	}
+	if cfg.CheckTTL <= 0 {
+		cfg.CheckTTL = 30 * time.Second
+	}
+	if cfg.CheckTimeout <= 0 {
+		cfg.CheckTimeout = 2 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	h := &Hub{cfg: cfg, defs: map[string]*Def{}, log: cmp.Or(cfg.Logger, slog.Default()),
-		stored: map[string]map[string]string{}, live: map[string]*live{}, disabled: map[string]bool{}, models: map[string]modelList{}}
+		stored: map[string]map[string]string{}, live: map[string]*live{}, disabled: map[string]bool{},
+		models: map[string]modelList{}, checks: map[string]checked{}}
 	for i := range cfg.Defs {
 		h.defs[cfg.Defs[i].ID] = &cfg.Defs[i]
 	}
@@ -185,15 +223,20 @@ var reEnvRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
 
 // resolve returns a provider's settings: stored value (an environment
 // reference expanded), else the first environment variable set, else the
-// default; with each setting's source. h.mu is held.
+// default; with each setting's source. A stored reference whose variable
+// is not set resolves to nothing, and its Setting says so in Error. h.mu
+// is held.
 func (h *Hub) resolve(d *Def) (map[string]string, []Setting) {
 	values := map[string]string{}
 	var out []Setting
 	for _, sd := range d.Settings {
-		v, src := "", ""
+		v, src, problem := "", "", ""
 		if stored, ok := h.stored[d.ID][sd.Name]; ok {
 			if m := reEnvRef.FindStringSubmatch(stored); m != nil {
 				v, src = h.cfg.Getenv(m[1]), "config (env ref "+stored+")"
+				if v == "" {
+					problem = missingRef(stored, m[1])
+				}
 			} else if sd.Secret {
 				v, src = stored, "credentials file"
 			} else {
@@ -224,12 +267,31 @@ func (h *Hub) resolve(d *Def) (map[string]string, []Setting) {
 				shown = "set"
 			}
 		}
-		if v == "" {
+		if v == "" && problem == "" {
 			src = ""
 		}
-		out = append(out, Setting{Name: sd.Name, Secret: sd.Secret, Value: shown, Source: src})
+		out = append(out, Setting{Name: sd.Name, Secret: sd.Secret, Value: shown, Source: src, Error: problem})
 	}
 	return values, out
+}
+
+// missingRef says that the environment reference ref, to variable name,
+// is stored but the variable is not set. A reference names a variable: it
+// is no secret, and may be shown.
+func missingRef(ref, name string) string {
+	return ref + " stored, but " + name + " is not set in the server's environment"
+}
+
+// settingErrors joins the errors of settings as "api_key: ${MY_KEY}
+// stored, but ...", or returns "" when none has one.
+func settingErrors(settings []Setting) string {
+	var out []string
+	for _, s := range settings {
+		if s.Error != "" {
+			out = append(out, s.Name+": "+s.Error)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func envNames(d *Def) []string {
@@ -250,9 +312,14 @@ func (h *Hub) status(d *Def) Status {
 func (h *Hub) describe(d *Def) (Status, map[string]string) {
 	values, settings := h.resolve(d)
 	st := Status{ID: d.ID, Name: d.Name, Settings: settings, Env: envNames(d)}
+	problems := settingErrors(settings)
 	switch {
 	case h.disabled[d.ID]:
 		st.State = StateDisabled
+	case problems != "":
+		// Configured, but not as the configuration says: an error, not
+		// "not configured", and why.
+		st.State, st.Error = StateError, problems
 	case !d.configured(values):
 		st.State = StateNotConfigured
 		if len(st.Env) > 0 {
@@ -262,15 +329,84 @@ func (h *Hub) describe(d *Def) (Status, map[string]string) {
 		st.State, st.Error = StateError, "this build has no "+d.Name+" provider"
 	default:
 		st.State = StateReady
-		if ml, ok := h.models[d.ID]; ok && ml.err != "" && ml.key == fingerprint(values) {
+		key := fingerprint(values)
+		if c, ok := h.checks[d.ID]; ok && c.err != "" && c.key == key {
+			st.State, st.Error = StateError, c.err
+		} else if ml, ok := h.models[d.ID]; ok && ml.err != "" && ml.key == key {
 			st.State, st.Error = StateError, ml.err
 		}
 	}
 	return st, values
 }
 
-// List describes every provider, in catalog order.
-func (h *Hub) List(context.Context) []Status {
+// all is every provider's definition, in catalog order.
+func (h *Hub) all() []*Def {
+	out := make([]*Def, len(h.cfg.Defs))
+	for i := range h.cfg.Defs {
+		out[i] = &h.cfg.Defs[i]
+	}
+	return out
+}
+
+// check asks those of defs whose provider is a Checker and would be used
+// (configured, enabled) whether their API answers, unless an answer for
+// the same settings is younger than CheckTTL: concurrently, each within
+// CheckTimeout, without holding h.mu meanwhile. An answer is kept unless
+// ctx ended first. An API that answers again also drops a failed model
+// list, so that the next Models lists it anew. It takes h.mu.
+func (h *Hub) check(ctx context.Context, defs []*Def) {
+	type job struct {
+		id, key string
+		c       Checker
+		err     string
+	}
+	h.mu.Lock()
+	now := h.cfg.Now()
+	var jobs []*job
+	for _, d := range defs {
+		_, values, err := h.provider(d)
+		if err != nil {
+			continue
+		}
+		c, ok := h.live[d.ID].raw.(Checker)
+		key := fingerprint(values)
+		if prev, done := h.checks[d.ID]; !ok || done && prev.key == key && now.Sub(prev.at) < h.cfg.CheckTTL {
+			continue
+		}
+		jobs = append(jobs, &job{id: d.ID, key: key, c: c})
+	}
+	h.mu.Unlock()
+	if len(jobs) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, j := range jobs {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, h.cfg.CheckTimeout)
+			defer cancel()
+			if err := j.c.Check(cctx); err != nil {
+				j.err = err.Error()
+			}
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return // the caller went away: the answers may be its cancellation
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, j := range jobs {
+		h.checks[j.id] = checked{at: now, key: j.key, err: j.err}
+		if ml, ok := h.models[j.id]; ok && j.err == "" && ml.err != "" {
+			delete(h.models, j.id)
+		}
+	}
+}
+
+// List describes every provider, in catalog order, first checking those
+// that are Checkers (kept CheckTTL).
+func (h *Hub) List(ctx context.Context) []Status {
+	h.check(ctx, h.all())
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := make([]Status, 0, len(h.cfg.Defs))
@@ -280,15 +416,23 @@ func (h *Hub) List(context.Context) []Status {
 	return out
 }
 
-// Get describes one provider; ENOTFOUND for an unknown ID.
-func (h *Hub) Get(_ context.Context, id string) (Status, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+// Get describes one provider, first checking it if it is a Checker;
+// ENOTFOUND for an unknown ID.
+func (h *Hub) Get(ctx context.Context, id string) (Status, error) {
 	d, ok := h.defs[id]
 	if !ok {
 		return Status{}, h.unknown(id)
 	}
-	return h.status(d), nil
+	return h.checkedStatus(ctx, d), nil
+}
+
+// checkedStatus checks d if it is a Checker and describes it. It takes
+// h.mu.
+func (h *Hub) checkedStatus(ctx context.Context, d *Def) Status {
+	h.check(ctx, []*Def{d})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.status(d)
 }
 
 func (h *Hub) unknown(id string) error {
@@ -301,16 +445,26 @@ func (h *Hub) unknown(id string) error {
 
 // Configure changes a provider's stored settings: each value is stored as
 // given (an environment reference "${NAME}" as the reference, a secret in
-// the 0600 file), "" removes it. EINVALID names the bad setting.
-func (h *Hub) Configure(_ context.Context, id string, in ConfigInput) (Status, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+// the 0600 file), "" removes it. EINVALID names the bad setting. The
+// status returned is checked anew, if the provider is a Checker.
+func (h *Hub) Configure(ctx context.Context, id string, in ConfigInput) (Status, error) {
 	d, ok := h.defs[id]
 	if !ok {
 		return Status{}, h.unknown(id)
 	}
+	if err := h.configure(d, in); err != nil {
+		return Status{}, err
+	}
+	return h.checkedStatus(ctx, d), nil
+}
+
+// configure is Configure but for the status. It takes h.mu.
+func (h *Hub) configure(d *Def, in ConfigInput) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	id := d.ID
 	if len(in.Settings) == 0 {
-		return Status{}, core.Errorf(core.EINVALID, "no settings given")
+		return core.Errorf(core.EINVALID, "no settings given")
 	}
 	next := map[string]string{}
 	for k, v := range h.stored[id] {
@@ -320,10 +474,10 @@ func (h *Hub) Configure(_ context.Context, id string, in ConfigInput) (Status, e
 		v := strings.TrimSpace(in.Settings[name])
 		sd := d.setting(name)
 		if sd == nil {
-			return Status{}, core.Errorf(core.EINVALID, "%s has no setting %q (settings: %s)", id, name, settingNames(d))
+			return core.Errorf(core.EINVALID, "%s has no setting %q (settings: %s)", id, name, settingNames(d))
 		}
 		if err := checkValue(d, sd, v); err != nil {
-			return Status{}, err
+			return err
 		}
 		if v == "" {
 			delete(next, name)
@@ -339,11 +493,11 @@ func (h *Hub) Configure(_ context.Context, id string, in ConfigInput) (Status, e
 	}
 	if err := h.save(); err != nil {
 		h.stored[id] = prev
-		return Status{}, err
+		return err
 	}
 	delete(h.models, id)
 	h.log.Info("provider configured", "provider", id, "settings", slices.Sorted(maps.Keys(in.Settings)))
-	return h.status(d), nil
+	return nil
 }
 
 func checkValue(d *Def, sd *SettingDef, v string) error {
@@ -381,23 +535,32 @@ func settingNames(d *Def) string {
 }
 
 // Reset forgets a provider's stored settings; the environment and the
-// defaults apply again.
-func (h *Hub) Reset(_ context.Context, id string) (Status, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+// defaults apply again. The status returned is checked anew, if the
+// provider is a Checker.
+func (h *Hub) Reset(ctx context.Context, id string) (Status, error) {
 	d, ok := h.defs[id]
 	if !ok {
 		return Status{}, h.unknown(id)
 	}
-	if prev, had := h.stored[id]; had {
-		delete(h.stored, id)
+	if err := h.reset(d); err != nil {
+		return Status{}, err
+	}
+	return h.checkedStatus(ctx, d), nil
+}
+
+// reset is Reset but for the status. It takes h.mu.
+func (h *Hub) reset(d *Def) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if prev, had := h.stored[d.ID]; had {
+		delete(h.stored, d.ID)
 		if err := h.save(); err != nil {
-			h.stored[id] = prev
-			return Status{}, err
+			h.stored[d.ID] = prev
+			return err
 		}
 	}
-	delete(h.models, id)
-	return h.status(d), nil
+	delete(h.models, d.ID)
+	return nil
 }
 
 // Hosts returns the host:port patterns provider id may reach with its
@@ -439,6 +602,9 @@ func (h *Hub) provider(d *Def) (providers.Provider, map[string]string, error) {
 	case StateNotConfigured:
 		return nil, nil, core.Errorf(core.EINVALID, "provider %s is not configured: %s", d.ID, st.Error)
 	}
+	if problems := settingErrors(st.Settings); problems != "" {
+		return nil, nil, core.Errorf(core.EINVALID, "provider %s cannot be used: %s (set it where the server runs and restart the server, or change the setting: kiln providers set %s)", d.ID, problems, d.ID)
+	}
 	if d.New == nil {
 		return nil, nil, core.Errorf(core.EINVALID, "%s", st.Error)
 	}
@@ -457,9 +623,8 @@ func (h *Hub) provider(d *Def) (providers.Provider, map[string]string, error) {
 	if err != nil {
 		return nil, nil, core.Errorf(core.EINVALID, "provider %s: %v", d.ID, err)
 	}
-	p = providers.Retry(p, h.cfg.Retry)
-	h.live[d.ID] = &live{key: key, p: p}
-	return p, values, nil
+	h.live[d.ID] = &live{key: key, p: providers.Retry(p, h.cfg.Retry), raw: p}
+	return h.live[d.ID].p, values, nil
 }
 
 // Resolve returns the model of a "<provider>:<model>" reference, or an
@@ -496,14 +661,20 @@ const modelsTimeout = 10 * time.Second
 // Models lists the built-in models and every ready provider's models,
 // live where the provider lists them (kept ModelsTTL), with every
 // provider's status; a provider whose list fails is in state "error" with
-// the reason, and its well-known models are listed.
+// the reason, and its well-known models are listed. Checkers are checked
+// first, as by List, and one whose API does not answer is not asked for
+// its list.
 func (h *Hub) Models(ctx context.Context) Models {
 	type job struct {
 		d      *Def
 		p      providers.Provider
 		key    string
 		cached *modelList
+		// unreachable is set when the provider's Check failed: its list
+		// is not asked for, it would only fail more slowly.
+		unreachable bool
 	}
+	h.check(ctx, h.all())
 	h.mu.Lock()
 	var jobs []job
 	for i := range h.cfg.Defs {
@@ -516,6 +687,9 @@ func (h *Hub) Models(ctx context.Context) Models {
 		if ml, ok := h.models[d.ID]; ok && ml.key == j.key && time.Since(ml.at) < h.cfg.ModelsTTL {
 			j.cached = &ml
 		}
+		if c, ok := h.checks[d.ID]; ok && c.key == j.key && c.err != "" {
+			j.unreachable = true
+		}
 		jobs = append(jobs, j)
 	}
 	h.mu.Unlock()
@@ -523,7 +697,11 @@ func (h *Hub) Models(ctx context.Context) Models {
 	lists := make([]modelList, len(jobs))
 	var wg sync.WaitGroup
 	for i, j := range jobs {
-		if j.cached != nil {
+		switch {
+		case j.unreachable:
+			lists[i] = modelList{key: j.key, err: "unreachable"}
+			continue
+		case j.cached != nil:
 			lists[i] = *j.cached
 			continue
 		}
@@ -543,7 +721,7 @@ func (h *Hub) Models(ctx context.Context) Models {
 	defer h.mu.Unlock()
 	out := Models{Models: slices.Clone(h.cfg.Builtin), Default: h.cfg.Default}
 	for i, j := range jobs {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !j.unreachable {
 			h.models[j.d.ID] = lists[i]
 		}
 		ms := lists[i].models

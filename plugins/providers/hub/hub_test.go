@@ -6,18 +6,22 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/netguard"
 	"github.com/kilnhq/kiln/plugins/providers"
+	"github.com/kilnhq/kiln/plugins/providers/ollama"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -337,4 +341,193 @@ func permsFor(h *Hub, id string) plugins.Permissions {
 	defer h.mu.Unlock()
 	values, _ := h.resolve(h.defs[id])
 	return plugins.Permissions{Network: h.defs[id].hosts(values)}
+}
+
+// TestMissingEnvRef: a stored environment reference whose variable is
+// not set is reported as such, on the setting and as the provider's
+// error, not as "not set"; the reference is shown, it is no secret.
+func TestMissingEnvRef(t *testing.T) {
+	e := newEnv(t)
+	e.vars["OPENAI_API_KEY"] = "sk-env-secret" // the vendor's variable does not stand in for the reference
+	h := e.open(t)
+	ctx := context.Background()
+	const why = "${MY_OPENAI_KEY} stored, but MY_OPENAI_KEY is not set in the server's environment"
+
+	st, err := h.Configure(ctx, "openai", ConfigInput{Settings: map[string]string{"api_key": "${MY_OPENAI_KEY}"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, st := range map[string]Status{"Configure": st, "Get": mustGet(t, h, "openai"), "List": h.List(ctx)[0], "Models": h.Models(ctx).Providers[0]} {
+		if st.ID != "openai" || st.State != StateError || st.Error != "api_key: "+why {
+			t.Errorf("%s: state %q, error %q", what, st.State, st.Error)
+		}
+		want := Setting{Name: "api_key", Secret: true, Value: "not set", Source: "config (env ref ${MY_OPENAI_KEY})", Error: why}
+		if got := setting(st, "api_key"); got != want {
+			t.Errorf("%s: api_key %+v, want %+v", what, got, want)
+		}
+	}
+	if out, _ := json.Marshal(h.List(ctx)); strings.Contains(string(out), "sk-env-secret") {
+		t.Errorf("a secret is in the status: %s", out)
+	}
+	_, err = h.Resolve("openai:gpt-4o")
+	if core.ErrorCode(err) != core.EINVALID || !strings.Contains(err.Error(), "api_key: "+why) || !strings.Contains(err.Error(), "kiln providers set openai") {
+		t.Errorf("Resolve with a missing reference: %v", err)
+	}
+	for _, m := range h.Models(ctx).Models {
+		if m.Provider == "openai" {
+			t.Errorf("models of a provider that cannot be used: %+v", m)
+		}
+	}
+
+	// A setting that is not secret: the same, its value empty.
+	st, err = h.Configure(ctx, "ollama", ConfigInput{Settings: map[string]string{"base_url": "${GPU_BOX}"}})
+	if err != nil || st.State != StateError || st.Error != "base_url: ${GPU_BOX} stored, but GPU_BOX is not set in the server's environment" ||
+		setting(st, "base_url") != (Setting{Name: "base_url", Source: "config (env ref ${GPU_BOX})", Error: "${GPU_BOX} stored, but GPU_BOX is not set in the server's environment"}) {
+		t.Errorf("ollama with a missing reference: %+v, %v", st, err)
+	}
+
+	// Once the variable is there, the provider is ready.
+	e.vars["MY_OPENAI_KEY"] = "sk-ref-secret"
+	st = mustGet(t, h, "openai")
+	if st.State != StateReady || st.Error != "" || setting(st, "api_key") != (Setting{Name: "api_key", Secret: true, Value: "set", Source: "config (env ref ${MY_OPENAI_KEY})"}) {
+		t.Errorf("with the variable set: %+v", st)
+	}
+	if _, err := h.Resolve("openai:gpt-4o"); err != nil {
+		t.Errorf("Resolve with the variable set: %v", err)
+	}
+}
+
+// checking is a fake provider that is a Checker.
+type checking struct {
+	fake
+	checks *atomic.Int32
+	answer func() error
+}
+
+func (c checking) Check(ctx context.Context) error {
+	c.checks.Add(1)
+	return c.answer()
+}
+
+// TestCheck: a provider that is a Checker is checked when it is
+// described, not called ready until a run fails; the answer is kept
+// CheckTTL for the same settings; a failed check is its error.
+func TestCheck(t *testing.T) {
+	e := newEnv(t)
+	var checks atomic.Int32
+	var mu sync.Mutex
+	answer := errors.New("cannot reach Ollama at http://127.0.0.1:11434: connection refused")
+	now := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
+	factory := func(s providers.Settings) (providers.Provider, error) { return fake{s, &e.lists}, nil }
+	factories := map[string]providers.Factory{"openai": factory, "ollama": func(s providers.Settings) (providers.Provider, error) {
+		return checking{fake{s, &e.lists}, &checks, func() error { mu.Lock(); defer mu.Unlock(); return answer }}, nil
+	}}
+	e.vars["OPENAI_API_KEY"] = "k"
+	h, err := Open(Config{Path: e.path, Defs: Catalog(factories), Getenv: func(k string) string { return e.vars[k] },
+		Logger: quiet, Retry: providers.RetryPolicy{Attempts: 1}, Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	state := func(st Status) string { return st.State + " " + st.Error }
+	byID := func(list []Status, id string) Status {
+		for _, st := range list {
+			if st.ID == id {
+				return st
+			}
+		}
+		t.Fatalf("no %s in %+v", id, list)
+		return Status{}
+	}
+
+	if got := state(byID(h.List(ctx), "ollama")); got != "error "+answer.Error() {
+		t.Errorf("List: ollama %q", got)
+	}
+	if got := state(byID(h.List(ctx), "openai")); got != "ready " {
+		t.Errorf("List: openai %q (not a Checker)", got)
+	}
+	if got := state(mustGet(t, h, "ollama")); got != "error "+answer.Error() || checks.Load() != 1 {
+		t.Errorf("Get within the TTL: %q after %d checks", got, checks.Load())
+	}
+	// A failed check spares Models the list it would fail to get.
+	lists := e.lists.Load()
+	if got := state(byID(h.Models(ctx).Providers, "ollama")); got != "error "+answer.Error() || e.lists.Load() != lists+1 || checks.Load() != 1 {
+		t.Errorf("Models: ollama %q, %d lists (openai's only), %d checks", got, e.lists.Load()-lists, checks.Load())
+	}
+
+	// After the TTL it is checked again.
+	mu.Lock()
+	answer, now = nil, now.Add(31*time.Second)
+	mu.Unlock()
+	if got := state(mustGet(t, h, "ollama")); got != "ready " || checks.Load() != 2 {
+		t.Errorf("after the TTL: %q after %d checks", got, checks.Load())
+	}
+	// New settings are checked at once, and the answer comes with Configure's status.
+	mu.Lock()
+	answer = errors.New("cannot reach Ollama at http://127.0.0.1:1: connection refused")
+	mu.Unlock()
+	st, err := h.Configure(ctx, "ollama", ConfigInput{Settings: map[string]string{"base_url": "127.0.0.1:1"}})
+	if err != nil || state(st) != "error "+answer.Error() || checks.Load() != 3 {
+		t.Errorf("Configure: %q, %v, after %d checks", state(st), err, checks.Load())
+	}
+	// A disabled provider is not checked.
+	h.SetEnabled("ollama", false)
+	mu.Lock()
+	now = now.Add(time.Hour)
+	mu.Unlock()
+	if got := mustGet(t, h, "ollama"); got.State != StateDisabled || checks.Load() != 3 {
+		t.Errorf("disabled: %q after %d checks", got.State, checks.Load())
+	}
+	// A caller that goes away leaves no answer behind.
+	h.SetEnabled("ollama", true)
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	h.List(cancelled)
+	if got := state(mustGet(t, h, "ollama")); got != "error "+answer.Error() || checks.Load() != 5 {
+		t.Errorf("after a cancelled List: %q after %d checks", got, checks.Load())
+	}
+}
+
+// TestOllamaReachable: the Ollama provider, through its confined client,
+// is in state error while nothing answers at its host, and ready once
+// Ollama does.
+func TestOllamaReachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	ollamaSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/tags" {
+			http.NotFound(w, r)
+			return
+		}
+		io.WriteString(w, `{"models":[{"name":"llama3.2:3b"}]}`)
+	}))
+	defer ollamaSrv.Close()
+
+	for _, tt := range []struct{ host, state, err string }{
+		{closed, StateError, "cannot reach Ollama at http://" + closed + ": connection refused (is it running? 'ollama serve' starts it)"},
+		{strings.TrimPrefix(ollamaSrv.URL, "http://"), StateReady, ""},
+	} {
+		e := newEnv(t)
+		e.vars["OLLAMA_HOST"] = tt.host
+		h, err := Open(Config{Path: e.path, Defs: Catalog(map[string]providers.Factory{"ollama": ollama.New}),
+			Getenv: func(k string) string { return e.vars[k] }, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		st := mustGet(t, h, "ollama")
+		if st.State != tt.state || st.Error != tt.err {
+			t.Errorf("OLLAMA_HOST=%s: %s %q, want %s %q", tt.host, st.State, st.Error, tt.state, tt.err)
+		}
+		if d := time.Since(start); d > 2500*time.Millisecond {
+			t.Errorf("OLLAMA_HOST=%s: describing took %s", tt.host, d)
+		}
+		if models := h.Models(context.Background()); tt.state == StateReady && (len(models.Models) != 1 || models.Models[0].Ref != "ollama:llama3.2:3b") {
+			t.Errorf("models %+v", models.Models)
+		}
+	}
 }

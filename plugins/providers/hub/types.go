@@ -7,7 +7,8 @@ type Status struct {
 	Name string `json:"name"` // "OpenAI"
 	// State is "ready" (configured and enabled), "not_configured" (no
 	// credentials found), "disabled" (its plugin is disabled) or "error"
-	// (Error says why, e.g. the model list failed).
+	// (Error says why: a stored environment reference whose variable is
+	// not set, the model list failed, the server cannot be reached).
 	State string `json:"state"`
 	Error string `json:"error,omitempty"`
 	// Settings are the provider's settings with secrets redacted: each
@@ -28,8 +29,15 @@ type Setting struct {
 	Value string `json:"value"`
 	// Source is where the value comes from: "env OPENAI_API_KEY",
 	// "config", "config (env ref ${OPENAI_API_KEY})", "credentials file",
-	// "default", or "" when not set.
+	// "default", or "" when not set. A stored environment reference keeps
+	// its source when its variable is not set (see Error).
 	Source string `json:"source,omitempty"`
+	// Error says why a stored value cannot be used: "${MY_OPENAI_KEY}
+	// stored, but MY_OPENAI_KEY is not set in the server's environment"
+	// (the reference names a variable, it is not a secret). Value is then
+	// "not set" for a secret, "" otherwise, and the provider is in state
+	// "error". Empty when the setting is fine.
+	Error string `json:"error,omitempty"`
 }
 
 // ConfigInput sets a provider's configuration (PUT /providers/{id},

@@ -12,13 +12,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/kilnhq/kiln/plugins/providers"
 )
@@ -229,5 +233,82 @@ func (p *provider) Models(ctx context.Context) ([]providers.ModelInfo, error) {
 	return out, nil
 }
 
-// Interface guard.
-var _ providers.Provider = (*provider)(nil)
+// maxCheckBody bounds how much of GET /api/tags Check reads.
+const maxCheckBody = 4 << 20
+
+// Check reports whether an Ollama server answers at the base URL, for the
+// host to tell a stopped Ollama from a ready one: GET /api/tags, which
+// every Ollama (and a proxy in front of one) serves, must answer 2xx with
+// a model list. The error says in plain words what is wrong, for the
+// user: "cannot reach Ollama at http://127.0.0.1:11434: connection
+// refused (is it running? 'ollama serve' starts it)", the HTTP status it
+// answered with, or that what answers is not Ollama.
+func (p *provider) Check(ctx context.Context) error {
+	var limit time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		limit = time.Until(dl)
+	}
+	req, err := p.newRequest(ctx, http.MethodGet, "/api/tags", nil)
+	if err != nil {
+		return fmt.Errorf("cannot reach Ollama at %s: %v", p.base, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach Ollama at %s: %s", p.base, reachFailure(err, limit))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		e := httpError(resp)
+		msg := fmt.Sprintf("the Ollama server at %s answered HTTP %d", p.base, resp.StatusCode)
+		if e.Kind == providers.KindAuth {
+			msg += " (check the api_key setting)"
+		}
+		if e.Message != "" {
+			msg += ": " + e.Message
+		}
+		return errors.New(msg)
+	}
+	var tags struct {
+		Models json.RawMessage `json:"models"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxCheckBody)).Decode(&tags); err != nil || len(tags.Models) == 0 || tags.Models[0] != '[' {
+		return fmt.Errorf("what answers at %s is not Ollama: GET /api/tags gave no model list (check the base_url setting)", p.base)
+	}
+	return nil
+}
+
+// reachFailure says in a few words why a request got no response at all;
+// limit is how long it was allowed (0 when unknown).
+func reachFailure(err error, limit time.Duration) string {
+	var dnsErr *net.DNSError
+	var timeout interface{ Timeout() bool }
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused (is it running? 'ollama serve' starts it)"
+	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+		return "no such host " + dnsErr.Name
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &timeout) && timeout.Timeout():
+		if limit > 0 {
+			return fmt.Sprintf("no answer within %s", limit.Round(100*time.Millisecond))
+		}
+		return "no answer in time"
+	}
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err // without the method and URL, said by the caller
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) {
+		err = opErr.Err // without "dial tcp <addr>:"
+	}
+	return err.Error()
+}
+
+// Interface guards.
+var (
+	_ providers.Provider = (*provider)(nil)
+	_ interface {
+		Check(context.Context) error
+	} = (*provider)(nil) // hub.Checker, which this package does not import
+)

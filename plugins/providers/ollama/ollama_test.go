@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -419,4 +422,77 @@ func FuzzReadStream(f *testing.F) {
 			seen[c.ID] = true
 		}
 	})
+}
+
+// checker is what the hub asks of a provider to know whether its API
+// answers (hub.Checker).
+type checker interface{ Check(context.Context) error }
+
+func checkAt(t *testing.T, base string, timeout time.Duration) error {
+	t.Helper()
+	p, err := New(providers.Settings{BaseURL: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return p.(checker).Check(ctx)
+}
+
+// TestCheck: Check tells a running Ollama from none, from one that
+// refuses and from a server that is not Ollama, in plain words.
+func TestCheck(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	if err := checkAt(t, closed, 2*time.Second); err == nil ||
+		err.Error() != "cannot reach Ollama at "+closed+": connection refused (is it running? 'ollama serve' starts it)" {
+		t.Errorf("nothing listening: %v", err)
+	}
+
+	var paths []string
+	var mu sync.Mutex
+	serve := func(h http.HandlerFunc) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			paths = append(paths, r.Method+" "+r.URL.Path)
+			mu.Unlock()
+			h(w, r)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	ok := serve(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"models":[]}`) })
+	if err := checkAt(t, ok, 2*time.Second); err != nil {
+		t.Errorf("a running Ollama with no models: %v", err)
+	}
+	if !reflect.DeepEqual(paths, []string{"GET /api/tags"}) {
+		t.Errorf("Check asked %v", paths)
+	}
+
+	for _, tt := range []struct {
+		name string
+		h    http.HandlerFunc
+		want string
+	}{
+		{"unauthorized", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, `{"error":"unauthorized"}`)
+		}, "answered HTTP 401 (check the api_key setting): unauthorized"},
+		{"failing", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "bad gateway", http.StatusBadGateway) }, "answered HTTP 502: bad gateway"},
+		{"not Ollama", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "<html>welcome</html>") }, "is not Ollama: GET /api/tags gave no model list"},
+	} {
+		base := serve(tt.h)
+		if err := checkAt(t, base, 2*time.Second); err == nil || !strings.Contains(err.Error(), base) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
+
+	slow := serve(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	if err := checkAt(t, slow, 300*time.Millisecond); err == nil || err.Error() != "cannot reach Ollama at "+slow+": no answer within 300ms" {
+		t.Errorf("no answer: %v", err)
+	}
 }
