@@ -916,3 +916,56 @@ func TestRedaction(t *testing.T) {
 		t.Errorf("thread preview %q", th.LastMessage)
 	}
 }
+
+// TestFolderOrder: folder positions stay a dense order 0..n-1 through
+// creates (last, or inserted), moves (clamped to the ends) and deletes.
+func TestFolderOrder(t *testing.T) {
+	e := newEnv(t, listModel{})
+	svc := e.service(nil)
+	ctx := context.Background()
+	order := func() string {
+		t.Helper()
+		fs, err := svc.ListFolders(ctx, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for i, f := range fs {
+			if f.Position != i {
+				t.Fatalf("folder %s at index %d has position %d", f.Name, i, f.Position)
+			}
+			out = append(out, f.Name)
+		}
+		return strings.Join(out, " ")
+	}
+	ids := map[string]string{}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		f, err := svc.CreateFolder(ctx, owner, core.FolderInput{Name: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[n] = f.ID
+	}
+	pos := func(p int) *int { return &p }
+	steps := []struct {
+		do   func() error
+		want string
+	}{
+		{func() error { return nil }, "a b c d"},
+		{func() error { _, err := svc.UpdateFolder(ctx, owner, ids["d"], core.FolderPatch{Position: pos(0)}); return err }, "d a b c"},
+		{func() error { _, err := svc.UpdateFolder(ctx, owner, ids["d"], core.FolderPatch{Position: pos(99)}); return err }, "a b c d"},
+		{func() error { _, err := svc.UpdateFolder(ctx, owner, ids["a"], core.FolderPatch{Position: pos(2)}); return err }, "b c a d"},
+		{func() error { _, err := svc.UpdateFolder(ctx, owner, ids["c"], core.FolderPatch{Position: pos(-5)}); return err }, "c b a d"},
+		{func() error { return svc.DeleteFolder(ctx, owner, ids["b"]) }, "c a d"},
+		{func() error { _, err := svc.CreateFolder(ctx, owner, core.FolderInput{Name: "e", Position: pos(1)}); return err }, "c e a d"},
+		{func() error { _, err := svc.CreateFolder(ctx, owner, core.FolderInput{Name: "f", Position: pos(-1)}); return err }, "f c e a d"},
+	}
+	for i, st := range steps {
+		if err := st.do(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if got := order(); got != st.want {
+			t.Fatalf("step %d: order %q, want %q", i, got, st.want)
+		}
+	}
+}

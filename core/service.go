@@ -414,7 +414,9 @@ type FolderInput struct {
 }
 
 // CreateFolder creates a folder; names are unique per owner,
-// case-insensitively (ECONFLICT). Without a position it goes last.
+// case-insensitively (ECONFLICT). Positions are a dense order 0..n-1:
+// without a position the folder goes last, with one it is inserted there
+// (clamped to the ends) and the folders after it move down.
 func (s *Service) CreateFolder(ctx context.Context, p Principal, in FolderInput) (*Folder, error) {
 	name, err := cleanName("folder name", in.Name, MaxFolderNameLen, true)
 	if err != nil {
@@ -431,22 +433,55 @@ func (s *Service) CreateFolder(ctx context.Context, p Principal, in FolderInput)
 			if strings.EqualFold(o.Name, name) {
 				return Errorf(ECONFLICT, "a folder named %q exists", o.Name)
 			}
-			if o.Position >= f.Position {
-				f.Position = o.Position + 1
-			}
 		}
+		pos := len(fs)
 		if in.Position != nil {
-			f.Position = *in.Position
+			pos = *in.Position
 		}
 		if err := tx.PutFolder(f); err != nil {
 			return err
 		}
-		return emit(tx, p.ID, "", "", EventFolderCreated, f)
+		if err := emit(tx, p.ID, "", "", EventFolderCreated, f); err != nil {
+			return err
+		}
+		return s.placeFolder(tx, append(fs, f), f, pos)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// placeFolder moves f (one of fs, the owner's folders in order) to index
+// pos, clamped to the ends, and renumbers the folders 0..n-1 in their new
+// order, storing and announcing (folder.updated) each one whose position
+// changed, f included.
+func (s *Service) placeFolder(tx Tx, fs []*Folder, f *Folder, pos int) error {
+	order := make([]*Folder, 0, len(fs))
+	for _, o := range fs {
+		if o.ID != f.ID {
+			order = append(order, o)
+		}
+	}
+	pos = min(max(pos, 0), len(order))
+	order = slices.Insert(order, pos, f)
+	now := s.now()
+	for i, o := range order {
+		if o.Position == i {
+			continue
+		}
+		o.Position = i
+		if o != f {
+			o.UpdatedAt = now
+		}
+		if err := tx.PutFolder(o); err != nil {
+			return err
+		}
+		if err := emit(tx, o.OwnerID, "", "", EventFolderUpdated, o); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ListFolders lists p's folders in order.
@@ -478,19 +513,20 @@ type FolderPatch struct {
 	Position *int
 }
 
-// UpdateFolder applies a patch.
+// UpdateFolder applies a patch. A new position moves the folder there in
+// the dense order (clamped to the ends) and renumbers the others.
 func (s *Service) UpdateFolder(ctx context.Context, p Principal, id string, patch FolderPatch) (*Folder, error) {
 	var f *Folder
 	err := s.update(ctx, func(tx Tx) (err error) {
 		if f, err = ownFolder(tx, p, id); err != nil {
 			return err
 		}
+		fs, err := tx.Folders(p.ID)
+		if err != nil {
+			return err
+		}
 		if patch.Name != nil {
 			name, err := cleanName("folder name", *patch.Name, MaxFolderNameLen, true)
-			if err != nil {
-				return err
-			}
-			fs, err := tx.Folders(p.ID)
 			if err != nil {
 				return err
 			}
@@ -501,19 +537,28 @@ func (s *Service) UpdateFolder(ctx context.Context, p Principal, id string, patc
 			}
 			f.Name = name
 		}
-		if patch.Position != nil {
-			f.Position = *patch.Position
-		}
 		f.UpdatedAt = s.now()
 		if err := tx.PutFolder(f); err != nil {
 			return err
 		}
-		return emit(tx, p.ID, "", "", EventFolderUpdated, f)
+		if err := emit(tx, p.ID, "", "", EventFolderUpdated, f); err != nil {
+			return err
+		}
+		if patch.Position == nil {
+			return nil
+		}
+		for i, o := range fs {
+			if o.ID == id {
+				fs[i] = f
+			}
+		}
+		return s.placeFolder(tx, fs, f, *patch.Position)
 	})
 	return f, err
 }
 
-// DeleteFolder deletes a folder; its threads move to no folder.
+// DeleteFolder deletes a folder; its threads move to no folder and the
+// folders after it move up.
 func (s *Service) DeleteFolder(ctx context.Context, p Principal, id string) error {
 	return s.update(ctx, func(tx Tx) error {
 		if _, err := ownFolder(tx, p, id); err != nil {
@@ -522,7 +567,14 @@ func (s *Service) DeleteFolder(ctx context.Context, p Principal, id string) erro
 		if err := tx.DeleteFolder(id); err != nil {
 			return err
 		}
-		return emit(tx, p.ID, "", "", EventFolderDeleted, map[string]string{"id": id})
+		if err := emit(tx, p.ID, "", "", EventFolderDeleted, map[string]string{"id": id}); err != nil {
+			return err
+		}
+		fs, err := tx.Folders(p.ID)
+		if err != nil || len(fs) == 0 {
+			return err
+		}
+		return s.placeFolder(tx, fs, fs[0], 0)
 	})
 }
 

@@ -123,8 +123,9 @@ func TestFolders(t *testing.T) {
 	if got.Name != "Alpha" {
 		t.Fatalf("GET folder: %+v", got)
 	}
+	// Positions are a dense order: 7 means last, which is 1 of two.
 	e.call("PATCH", "/api/v1/folders/"+a.ID, `{"name":"Gamma","position":7}`, http.StatusOK, &got)
-	if got.Name != "Gamma" || got.Position != 7 {
+	if got.Name != "Gamma" || got.Position != 1 {
 		t.Fatalf("patched folder: %+v", got)
 	}
 	e.wantError("PATCH", "/api/v1/folders/"+a.ID, `{"name":"beta"}`, nil, http.StatusConflict, core.ECONFLICT)

@@ -120,7 +120,7 @@ func newFoldersRenameCmd(a *app) *cobra.Command {
 func newFoldersMoveCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:               "move FOLDER POSITION",
-		Short:             "Change a folder's position",
+		Short:             "Move a folder to a position (0 is first; the others renumber)",
 		Args:              needArgs("FOLDER", "POSITION"),
 		ValidArgsFunction: firstArg(a.completeFolders),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -134,7 +134,7 @@ func newFoldersMoveCmd(a *app) *cobra.Command {
 					return nil, err
 				}
 				return c.UpdateFolder(cmd.Context(), f.ID, client.FolderUpdate{Position: &pos})
-			}, "Moved folder %s (%s).")
+			}, "Moved folder %s (%s); positions are renumbered 0, 1, 2...")
 		},
 	}
 }

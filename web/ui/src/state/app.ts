@@ -335,15 +335,14 @@ export async function deleteFolder(id: string) {
   const r = S().listRoute;
   if (r.view === "folder" && r.id === id) go("#/all");
 }
-/** Move a folder up (-1) or down (+1): renumber positions 0..n-1 in the new order. */
+/** Move a folder up (-1) or down (+1): the server renumbers the others. */
 export async function moveFolder(id: string, dir: -1 | 1) {
   const list = S().folders.slice();
   const i = list.findIndex((f) => f.id === id), j = i + dir;
   if (i < 0 || j < 0 || j >= list.length) return;
   [list[i], list[j]] = [list[j], list[i]];
   store.set({ folders: list.map((f, k) => ({ ...f, position: k })) });
-  const changed = list.map((f, k) => ({ f, k })).filter(({ f, k }) => f.position !== k);
-  await Promise.all(changed.map(({ f, k }) => api("PATCH", `/folders/${encodeURIComponent(f.id)}`, { position: k })));
+  await api("PATCH", `/folders/${encodeURIComponent(id)}`, { position: j });
   schedule({ folders: true });
 }
 
