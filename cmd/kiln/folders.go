@@ -134,7 +134,7 @@ func newFoldersMoveCmd(a *app) *cobra.Command {
 					return nil, err
 				}
 				return c.UpdateFolder(cmd.Context(), f.ID, client.FolderUpdate{Position: &pos})
-			}, "Moved folder %s (%s); positions are renumbered 0, 1, 2...")
+			}, "Moved folder %s (%s).")
 		},
 	}
 }
