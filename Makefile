@@ -5,6 +5,11 @@ BIN      := bin
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 ADDR     ?= 127.0.0.1:8420
+# Thread search is SQLite's FTS5, which go-sqlite3 compiles in with the
+# sqlite_fts5 build tag: every go command here (and the go commands the
+# tests run) gets it. By hand: go build -tags sqlite_fts5 ./cmd/kiln.
+GOTAGS   := sqlite_fts5
+export GOFLAGS := -tags=$(GOTAGS) $(GOFLAGS)
 # CHROMIUM is the browser of the UI's end-to-end tests and of the first-paint figure.
 CHROMIUM ?= /usr/bin/chromium
 export CHROMIUM

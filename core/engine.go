@@ -228,7 +228,7 @@ func (s *Service) finish(tx Tx, run *Run, status RunStatus, msg string) (string,
 	if err := emit(tx, run.OwnerID, run.ThreadID, run.ID, EventRunFinished, finishPayload(run)); err != nil {
 		return "", err
 	}
-	queued, err := tx.Runs(RunQuery{ThreadID: run.ThreadID, Statuses: []RunStatus{RunQueued}, Limit: 1})
+	queued, _, err := tx.Runs(RunQuery{ThreadID: run.ThreadID, Statuses: []RunStatus{RunQueued}, Limit: 1})
 	if err != nil {
 		return "", err
 	}
@@ -408,7 +408,7 @@ func compactJSON(b json.RawMessage) json.RawMessage {
 func (s *Service) Start(ctx context.Context) error {
 	var runs []*Run
 	err := s.view(ctx, func(tx ReadTx) (err error) {
-		runs, err = tx.Runs(RunQuery{Statuses: []RunStatus{RunRunning}})
+		runs, _, err = tx.Runs(RunQuery{Statuses: []RunStatus{RunRunning}})
 		return err
 	})
 	if err != nil {

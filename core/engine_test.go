@@ -530,8 +530,8 @@ func TestStartRunValidation(t *testing.T) {
 	if _, err := svc.StartRun(ctx, owner, "thr_nope", core.RunRequest{Input: core.RunInput{Text: "x"}}); !core.IsNotFound(err) {
 		t.Errorf("unknown thread: %v", err)
 	}
-	if runs, _ := svc.ListRuns(ctx, owner, th.ID); len(runs) != 0 {
-		t.Errorf("rejected requests left %d runs", len(runs))
+	if page, _ := svc.ListRuns(ctx, owner, core.RunQuery{ThreadID: th.ID}); len(page.Runs) != 0 {
+		t.Errorf("rejected requests left %d runs", len(page.Runs))
 	}
 	other := core.Principal{ID: "someone-else"}
 	if _, err := svc.GetThread(ctx, other, th.ID); !core.IsNotFound(err) {
@@ -952,13 +952,31 @@ func TestFolderOrder(t *testing.T) {
 		want string
 	}{
 		{func() error { return nil }, "a b c d"},
-		{func() error { _, err := svc.UpdateFolder(ctx, owner, ids["d"], core.FolderPatch{Position: pos(0)}); return err }, "d a b c"},
-		{func() error { _, err := svc.UpdateFolder(ctx, owner, ids["d"], core.FolderPatch{Position: pos(99)}); return err }, "a b c d"},
-		{func() error { _, err := svc.UpdateFolder(ctx, owner, ids["a"], core.FolderPatch{Position: pos(2)}); return err }, "b c a d"},
-		{func() error { _, err := svc.UpdateFolder(ctx, owner, ids["c"], core.FolderPatch{Position: pos(-5)}); return err }, "c b a d"},
+		{func() error {
+			_, err := svc.UpdateFolder(ctx, owner, ids["d"], core.FolderPatch{Position: pos(0)})
+			return err
+		}, "d a b c"},
+		{func() error {
+			_, err := svc.UpdateFolder(ctx, owner, ids["d"], core.FolderPatch{Position: pos(99)})
+			return err
+		}, "a b c d"},
+		{func() error {
+			_, err := svc.UpdateFolder(ctx, owner, ids["a"], core.FolderPatch{Position: pos(2)})
+			return err
+		}, "b c a d"},
+		{func() error {
+			_, err := svc.UpdateFolder(ctx, owner, ids["c"], core.FolderPatch{Position: pos(-5)})
+			return err
+		}, "c b a d"},
 		{func() error { return svc.DeleteFolder(ctx, owner, ids["b"]) }, "c a d"},
-		{func() error { _, err := svc.CreateFolder(ctx, owner, core.FolderInput{Name: "e", Position: pos(1)}); return err }, "c e a d"},
-		{func() error { _, err := svc.CreateFolder(ctx, owner, core.FolderInput{Name: "f", Position: pos(-1)}); return err }, "f c e a d"},
+		{func() error {
+			_, err := svc.CreateFolder(ctx, owner, core.FolderInput{Name: "e", Position: pos(1)})
+			return err
+		}, "c e a d"},
+		{func() error {
+			_, err := svc.CreateFolder(ctx, owner, core.FolderInput{Name: "f", Position: pos(-1)})
+			return err
+		}, "f c e a d"},
 	}
 	for i, st := range steps {
 		if err := st.do(); err != nil {

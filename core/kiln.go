@@ -58,6 +58,8 @@ type Thread struct {
 	Usage     Usage     `json:"usage"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Match is where a search matched the thread, in search results only.
+	Match *SearchMatch `json:"match,omitempty"`
 }
 
 // Thread statuses, derived from the thread's runs (by settle, in
@@ -83,6 +85,9 @@ const (
 	RunFailed      RunStatus = "failed"
 	RunCancelled   RunStatus = "cancelled"
 )
+
+// RunStatuses are all run states, in lifecycle order.
+var RunStatuses = []RunStatus{RunQueued, RunRunning, RunInterrupted, RunSucceeded, RunFailed, RunCancelled}
 
 // Terminal reports whether no further transition is possible.
 func (s RunStatus) Terminal() bool {
@@ -301,7 +306,15 @@ type InboxItem struct {
 	Args             json.RawMessage `json:"args,omitempty"`
 	AllowedDecisions []string        `json:"allowed_decisions,omitempty"`
 	Reason           string          `json:"reason,omitempty"`
-	Time             time.Time       `json:"time"`
+	// AssistantText is what the model said in the turn that made the
+	// call (Action items), for the context of the decision.
+	AssistantText string `json:"assistant_text,omitempty"`
+	Pinned        bool   `json:"pinned,omitempty"`
+	// Time is when the run finished (Unread) or the call was held (Action).
+	Time time.Time `json:"time"`
+	// Match is where a search matched the item's thread, in search
+	// results only.
+	Match *SearchMatch `json:"match,omitempty"`
 }
 
 // InboxCounts are the sizes of the two queues.

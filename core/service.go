@@ -626,20 +626,44 @@ func (s *Service) GetRun(ctx context.Context, p Principal, id string) (*Run, err
 	return r, err
 }
 
-// ListRuns lists the runs of one of p's threads, oldest first.
-func (s *Service) ListRuns(ctx context.Context, p Principal, threadID string) ([]*Run, error) {
-	var rs []*Run
-	err := s.view(ctx, func(tx ReadTx) (err error) {
-		if _, err = ownThread(tx, p, threadID); err != nil {
-			return err
+// RunPage is one page of a run list.
+type RunPage struct {
+	Runs       []*Run `json:"runs"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// ListRuns lists p's runs, of one thread when q.ThreadID is set (it must
+// be one of p's), filtered by q.Statuses, oldest first or q.Newest, paged
+// by q.Limit and q.Cursor. q.OwnerID is set from p.
+func (s *Service) ListRuns(ctx context.Context, p Principal, q RunQuery) (RunPage, error) {
+	for _, st := range q.Statuses {
+		if !slices.Contains(RunStatuses, st) {
+			return RunPage{}, Errorf(EINVALID, "unknown run status %q; want one of %s", st, joinStatuses(RunStatuses))
 		}
-		rs, err = tx.Runs(RunQuery{ThreadID: threadID})
+	}
+	q.OwnerID = p.ID
+	var page RunPage
+	err := s.view(ctx, func(tx ReadTx) (err error) {
+		if q.ThreadID != "" {
+			if _, err = ownThread(tx, p, q.ThreadID); err != nil {
+				return err
+			}
+		}
+		page.Runs, page.NextCursor, err = tx.Runs(q)
 		return err
 	})
-	if rs == nil {
-		rs = []*Run{}
+	if page.Runs == nil {
+		page.Runs = []*Run{}
 	}
-	return rs, err
+	return page, err
+}
+
+func joinStatuses(ss []RunStatus) string {
+	parts := make([]string, len(ss))
+	for i, st := range ss {
+		parts[i] = string(st)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // GetInterrupt returns one of p's interrupts.

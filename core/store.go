@@ -48,8 +48,10 @@ type ReadTx interface {
 	Folders(ownerID string) ([]*Folder, error)
 
 	Run(id string) (*Run, error)
-	// Runs lists runs matching q, oldest first.
-	Runs(q RunQuery) ([]*Run, error)
+	// Runs lists runs matching q, oldest first (newest first with
+	// q.Newest), and returns the cursor of the next page when q.Limit cut
+	// the list, or "".
+	Runs(q RunQuery) ([]*Run, string, error)
 
 	// Messages returns the thread's messages with Index >= from, in order,
 	// at most limit of them (limit <= 0 means all).
@@ -107,8 +109,15 @@ type Tx interface {
 }
 
 // ThreadQuery filters Threads. OwnerID is required. FolderID "" means any
-// folder; NoFolder lists only threads in no folder. Search matches title and
-// last message, case-insensitively. Limit <= 0 means 50; at most 500.
+// folder; NoFolder lists only threads in no folder. Limit <= 0 means 50; at
+// most 500.
+//
+// Search, when it has terms (SearchTerms), lists only the threads whose
+// title or the text of a user or assistant message has a word starting
+// with each term, ignoring case and diacritics (the rules in search.go),
+// ranked by relevance (best first; ties by ID) instead of the list order,
+// each with its Match: where the best match is and its Highlight. A
+// Search without terms matches nothing.
 type ThreadQuery struct {
 	OwnerID  string
 	FolderID string
@@ -118,12 +127,16 @@ type ThreadQuery struct {
 	Cursor   string
 }
 
-// RunQuery filters Runs. Empty fields match everything; Limit <= 0 means no limit.
+// RunQuery filters Runs. Empty fields match everything; Limit <= 0 means
+// no limit. Newest orders newest first; Cursor continues a list where the
+// page before it ended (a cursor from the same query).
 type RunQuery struct {
 	ThreadID string
 	OwnerID  string
 	Statuses []RunStatus
 	Limit    int
+	Newest   bool
+	Cursor   string
 }
 
 // InterruptQuery filters Interrupts. Empty fields match everything.
@@ -136,10 +149,13 @@ type InterruptQuery struct {
 }
 
 // InboxQuery selects a queue (QueueUnread or QueueAction) for an owner.
-// Limit <= 0 means 50; at most 500.
+// Limit <= 0 means 50; at most 500. Search keeps the items whose thread
+// matches it as ThreadQuery.Search says (and Action items whose tool name
+// starts with a term), in the queue's order, each with its Match.
 type InboxQuery struct {
 	OwnerID string
 	Queue   string
+	Search  string
 	Limit   int
 	Cursor  string
 }

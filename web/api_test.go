@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -471,5 +472,109 @@ func TestErrorStatusMapping(t *testing.T) {
 		if code, msg := classify(tc.err); code != tc.code || msg != tc.message {
 			t.Errorf("classify(%v) = %s %q, want %s %q", tc.err, code, msg, tc.code, tc.message)
 		}
+	}
+}
+
+// TestRunsAcrossThreads: GET /runs lists runs newest first across threads,
+// filtered by thread and state, in pages; GET /threads/{id}/runs pages too.
+func TestRunsAcrossThreads(t *testing.T) {
+	e := newEnv(t, Options{})
+	a, b := e.createThread("a"), e.createThread("b")
+	var ids []string
+	for i := range 3 {
+		for _, th := range []core.Thread{a, b} {
+			r := e.startRun(th.ID, fmt.Sprintf("text done %d", i), nil)
+			e.waitRun(r.ID, core.RunSucceeded)
+			ids = append(ids, r.ID)
+		}
+	}
+	held := e.startRun(a.ID, "tool append_file {\"path\":\"x\",\"line\":\"y\"}\ntext done", map[string]any{"interrupt_on": map[string]any{"append_file": true}})
+	e.waitRun(held.ID, core.RunInterrupted)
+	ids = append(ids, held.ID)
+	slices.Reverse(ids) // newest first
+	list := func(query string) (out []string) {
+		t.Helper()
+		cursor := ""
+		for {
+			var page core.RunPage
+			e.call("GET", "/api/v1/runs?limit=2"+query+cursor, "", http.StatusOK, &page)
+			for _, r := range page.Runs {
+				out = append(out, r.ID)
+			}
+			if page.NextCursor == "" {
+				return out
+			}
+			cursor = "&cursor=" + page.NextCursor
+		}
+	}
+	if got := list(""); !slices.Equal(got, ids) {
+		t.Errorf("all runs %v, want %v", got, ids)
+	}
+	var ofA []string
+	for _, id := range ids {
+		var r core.Run
+		e.call("GET", "/api/v1/runs/"+id, "", http.StatusOK, &r)
+		if r.ThreadID == a.ID {
+			ofA = append(ofA, id)
+		}
+	}
+	if got := list("&thread_id=" + a.ID); !slices.Equal(got, ofA) {
+		t.Errorf("runs of a %v, want %v", got, ofA)
+	}
+	if got := list("&status=interrupted,running"); !slices.Equal(got, []string{held.ID}) {
+		t.Errorf("active runs %v", got)
+	}
+	if got := list("&status=succeeded&thread_id=" + b.ID); len(got) != 3 {
+		t.Errorf("b's succeeded runs %v", got)
+	}
+	var page core.RunPage
+	e.call("GET", "/api/v1/threads/"+a.ID+"/runs?limit=3", "", http.StatusOK, &page)
+	if len(page.Runs) != 3 || page.NextCursor == "" || page.Runs[0].ID != ofA[len(ofA)-1] {
+		t.Errorf("thread runs, first page: %+v", page)
+	}
+	e.wantError("GET", "/api/v1/runs?status=sleeping", "", nil, http.StatusBadRequest, core.EINVALID)
+	e.wantError("GET", "/api/v1/runs?cursor=nonsense", "", nil, http.StatusBadRequest, core.EINVALID)
+	e.wantError("GET", "/api/v1/runs?thread_id=thr_nope", "", nil, http.StatusNotFound, core.ENOTFOUND)
+	e.wantError("GET", "/api/v1/runs?limit=0", "", nil, http.StatusBadRequest, core.EINVALID)
+}
+
+// TestSearchAPI: q on the thread list and on both queues, with the match.
+func TestSearchAPI(t *testing.T) {
+	e := newEnv(t, Options{})
+	inv := e.createThread("Invoice for March")
+	other := e.createThread("Holiday plans")
+	r := e.startRun(other.ID, "text The invoice is attached.", nil)
+	e.waitRun(r.ID, core.RunSucceeded)
+	var page core.ThreadPage
+	e.call("GET", "/api/v1/threads?q=INVOIC", "", http.StatusOK, &page)
+	if len(page.Threads) != 2 {
+		t.Fatalf("search: %+v", page.Threads)
+	}
+	for _, th := range page.Threads {
+		if th.Match == nil || len(th.Match.Snippet) == 0 {
+			t.Errorf("%s has no match", th.ID)
+			continue
+		}
+		var marked []string
+		for _, p := range th.Match.Snippet {
+			if p.Match {
+				marked = append(marked, p.Text)
+			}
+		}
+		if th.ID == inv.ID && (th.Match.In != core.SearchInTitle || !slices.Equal(marked, []string{"Invoice"})) {
+			t.Errorf("title match %+v", th.Match)
+		}
+		if th.ID == other.ID && (th.Match.In != core.SearchInMessage || !slices.Equal(marked, []string{"invoice"})) {
+			t.Errorf("message match %+v", th.Match)
+		}
+	}
+	var inbox core.InboxPage
+	e.call("GET", "/api/v1/inbox?queue=unread&q=attached", "", http.StatusOK, &inbox)
+	if len(inbox.Items) != 1 || inbox.Items[0].ThreadID != other.ID || inbox.Items[0].Match == nil || inbox.Counts.Unread != 1 {
+		t.Errorf("unread search: %+v", inbox)
+	}
+	e.call("GET", "/api/v1/inbox?queue=unread&q=%21%21", "", http.StatusOK, &inbox)
+	if len(inbox.Items) != 0 {
+		t.Errorf("a search without words: %+v", inbox.Items)
 	}
 }

@@ -207,8 +207,9 @@ func queryBool(r *http.Request, name string) (bool, error) {
 
 // Page size limits for list endpoints.
 const (
-	maxPageSize = 500
-	noLimit     = 0 // tells the store to use its default page size
+	maxPageSize     = 500
+	defaultPageSize = 50
+	noLimit         = 0 // tells the store to use its default page size
 )
 
 // queryLimit parses ?limit=, an integer from 1 to maxPageSize.

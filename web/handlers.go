@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -96,9 +97,45 @@ func (s *server) listMessages(_ http.ResponseWriter, r *http.Request) (int, any,
 	return http.StatusOK, map[string]any{"messages": msgs}, err
 }
 
+// listRuns lists one thread's runs, oldest first.
 func (s *server) listRuns(_ http.ResponseWriter, r *http.Request) (int, any, error) {
-	runs, err := s.svc.ListRuns(r.Context(), principal(r), id(r))
-	return http.StatusOK, map[string]any{"runs": runs}, err
+	q, err := runQuery(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	q.ThreadID = id(r)
+	page, err := s.svc.ListRuns(r.Context(), principal(r), q)
+	return http.StatusOK, page, err
+}
+
+// listAllRuns lists runs across threads, newest first, filtered by
+// thread_id and status (comma-separated).
+func (s *server) listAllRuns(_ http.ResponseWriter, r *http.Request) (int, any, error) {
+	q, err := runQuery(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	q.ThreadID, q.Newest = r.URL.Query().Get("thread_id"), true
+	page, err := s.svc.ListRuns(r.Context(), principal(r), q)
+	return http.StatusOK, page, err
+}
+
+// runQuery reads the paging and status parameters of a run list.
+func runQuery(r *http.Request) (core.RunQuery, error) {
+	limit, err := queryLimit(r)
+	if err != nil {
+		return core.RunQuery{}, err
+	}
+	q := core.RunQuery{Limit: limit, Cursor: r.URL.Query().Get("cursor")}
+	if q.Limit == noLimit {
+		q.Limit = defaultPageSize
+	}
+	if raw := r.URL.Query().Get("status"); raw != "" {
+		for _, st := range strings.Split(raw, ",") {
+			q.Statuses = append(q.Statuses, core.RunStatus(strings.TrimSpace(st)))
+		}
+	}
+	return q, nil
 }
 
 // startRun answers 202: the run proceeds in the background.
@@ -150,7 +187,7 @@ func (s *server) inbox(_ http.ResponseWriter, r *http.Request) (int, any, error)
 	if q.Get("queue") == "" {
 		return 0, nil, errorf(core.EINVALID, "query parameter \"queue\" is required: unread or action")
 	}
-	page, err := s.svc.Inbox(r.Context(), principal(r), core.InboxQuery{Queue: q.Get("queue"), Limit: limit, Cursor: q.Get("cursor")})
+	page, err := s.svc.Inbox(r.Context(), principal(r), core.InboxQuery{Queue: q.Get("queue"), Search: q.Get("q"), Limit: limit, Cursor: q.Get("cursor")})
 	return http.StatusOK, page, err
 }
 

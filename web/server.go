@@ -147,6 +147,7 @@ func (s *server) apiRoutes(r chi.Router) {
 	r.Post("/threads/{id}/runs", s.api(s.startRun))
 	r.Get("/threads/{id}/events", s.threadEvents)
 
+	r.Get("/runs", s.api(s.listAllRuns))
 	r.Get("/runs/{id}", s.api(s.getRun))
 	r.Post("/runs/{id}/cancel", s.api(s.cancelRun))
 	r.Get("/runs/{id}/interrupts", s.api(s.listInterrupts))

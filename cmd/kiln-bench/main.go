@@ -57,7 +57,7 @@ type metrics map[string][]float64
 var lineRE = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
 
 func runGoBench(b bench, count int, m metrics) error {
-	args := []string{"test", "-run", "^$", "-bench", b.pattern, "-benchtime", b.benchtime, "-count", strconv.Itoa(count), "-timeout", "30m", b.pkg}
+	args := []string{"test", "-tags", "sqlite_fts5", "-run", "^$", "-bench", b.pattern, "-benchtime", b.benchtime, "-count", strconv.Itoa(count), "-timeout", "30m", b.pkg}
 	fmt.Fprintf(os.Stderr, "go %s\n", strings.Join(args, " "))
 	cmd := exec.Command("go", args...)
 	cmd.Stderr = os.Stderr

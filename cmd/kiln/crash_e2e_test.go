@@ -20,14 +20,15 @@ import (
 	"github.com/kilnhq/kiln/sdk/client"
 )
 
-// buildKiln compiles the kiln binary once per test binary run.
+// buildKiln compiles the kiln binary once per test binary run, with the
+// build tags kiln needs (sqlite_fts5: thread search).
 var buildKiln = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "kiln-e2e-bin")
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "kiln")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-tags", "sqlite_fts5", "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}

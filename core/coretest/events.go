@@ -483,10 +483,10 @@ func testOwnerScoping(t *testing.T, s core.Store) {
 			if len(folders) != 1 || folders[0].OwnerID != owner {
 				t.Errorf("Folders(%s) = %+v", owner, folders)
 			}
-			runs, err := tx.Runs(core.RunQuery{OwnerID: owner})
+			runs, _, err := tx.Runs(core.RunQuery{OwnerID: owner})
 			mustNil(t, "Runs", err)
 			sameStrings(t, "Runs("+owner+")", runIDs(runs), []string{"run_" + owner})
-			runs, err = tx.Runs(core.RunQuery{OwnerID: owner, Statuses: []core.RunStatus{core.RunRunning}})
+			runs, _, err = tx.Runs(core.RunQuery{OwnerID: owner, Statuses: []core.RunStatus{core.RunRunning}})
 			mustNil(t, "Runs", err)
 			sameStrings(t, "Runs(running, "+owner+")", runIDs(runs), []string{"run_" + owner})
 			ints, err := tx.Interrupts(core.InterruptQuery{OwnerID: owner, Status: core.InterruptOpen})

@@ -3,6 +3,7 @@ package coretest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/kilnhq/kiln/core"
@@ -73,19 +74,51 @@ func testRuns(t *testing.T, s core.Store) {
 		{"thread and status", core.RunQuery{ThreadID: t1.ID, Statuses: []core.RunStatus{core.RunQueued, core.RunSucceeded}}, []string{"run_1", "run_3"}},
 		{"limit", core.RunQuery{Limit: 2}, []string{"run_4", "run_1"}},
 		{"thread and limit", core.RunQuery{ThreadID: t1.ID, Limit: 1}, []string{"run_1"}},
+		{"newest", core.RunQuery{OwnerID: alice, Newest: true}, []string{"run_6", "run_2", "run_3", "run_1", "run_4"}},
+		{"newest running", core.RunQuery{OwnerID: alice, Newest: true, Statuses: []core.RunStatus{core.RunRunning}}, []string{"run_2", "run_4"}},
+		{"newest terminal", core.RunQuery{OwnerID: alice, Newest: true, Statuses: []core.RunStatus{core.RunSucceeded}}, []string{"run_1"}},
+		{"newest of a thread", core.RunQuery{ThreadID: t1.ID, Newest: true}, []string{"run_2", "run_3", "run_1"}},
 	}
 	view(t, s, func(tx core.ReadTx) error {
 		for _, c := range cases {
-			list, err := tx.Runs(c.q)
+			list, _, err := tx.Runs(c.q)
 			if err != nil {
 				t.Errorf("Runs(%s): %v", c.name, err)
 				continue
 			}
 			sameStrings(t, "Runs("+c.name+")", runIDs(list), c.want)
 		}
-		list, err := tx.Runs(core.RunQuery{ThreadID: t2.ID})
+		list, _, err := tx.Runs(core.RunQuery{ThreadID: t2.ID})
 		mustNil(t, "Runs", err)
 		same(t, "Runs(thread 2) objects", list, []*core.Run{r4, r6})
+		// Pages: every run once, in order, whatever the page size.
+		for _, q := range []core.RunQuery{{OwnerID: alice, Newest: true}, {OwnerID: alice}, {ThreadID: t1.ID}, {OwnerID: alice, Newest: true, Statuses: []core.RunStatus{core.RunRunning, core.RunInterrupted}}} {
+			all, _, err := tx.Runs(q)
+			mustNil(t, "Runs", err)
+			for _, size := range []int{1, 2, 4} {
+				var got []*core.Run
+				pq := q
+				pq.Limit = size
+				for pages := 0; ; pages++ {
+					if pages > 20 {
+						t.Fatal("Runs: the cursor never ends")
+					}
+					page, next, err := tx.Runs(pq)
+					mustNil(t, "Runs", err)
+					if len(page) > size || next != "" && len(page) != size {
+						t.Errorf("Runs: a page of %d for limit %d (next %q)", len(page), size, next)
+					}
+					got = append(got, page...)
+					if next == "" {
+						break
+					}
+					pq.Cursor = next
+				}
+				sameStrings(t, fmt.Sprintf("Runs(%+v) in pages of %d", q, size), runIDs(got), runIDs(all))
+			}
+		}
+		_, _, err = tx.Runs(core.RunQuery{OwnerID: alice, Cursor: "nonsense"})
+		wantCode(t, "Runs with a malformed cursor", err, core.EINVALID)
 		return nil
 	})
 }
@@ -291,7 +324,7 @@ func testDeleteThread(t *testing.T, s core.Store) {
 		wantCode(t, "Thread after delete", err, core.ENOTFOUND)
 		_, err = tx.Run("run_thr_doomed")
 		wantCode(t, "Run after delete", err, core.ENOTFOUND)
-		runs, err := tx.Runs(core.RunQuery{ThreadID: "thr_doomed"})
+		runs, _, err := tx.Runs(core.RunQuery{ThreadID: "thr_doomed"})
 		mustNil(t, "Runs", err)
 		if len(runs) != 0 {
 			t.Errorf("Runs of deleted thread = %q", runIDs(runs))

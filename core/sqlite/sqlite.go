@@ -151,6 +151,10 @@ func Open(path string, opts Options) (*Store, error) {
 		s.w.Close()
 		return nil, err
 	}
+	if err := checkFTS5(s.w); err != nil {
+		s.w.Close()
+		return nil, err
+	}
 	if err := migrate(context.Background(), s.w, s.now); err != nil {
 		s.w.Close()
 		return nil, err
@@ -196,6 +200,23 @@ func (s *Store) checkWriter() error {
 	}
 	if fk != 1 {
 		return fmt.Errorf("sqlite: open %s: foreign keys are not enforced by this SQLite build", s.path)
+	}
+	return nil
+}
+
+// ErrNoFTS5 is wrapped by the error Open returns when SQLite was built
+// without FTS5, which thread search needs: go-sqlite3 compiles it in only
+// with the sqlite_fts5 build tag.
+var ErrNoFTS5 = errors.New("this build of kiln has no SQLite full-text search (FTS5): build it with -tags sqlite_fts5 (make build does)")
+
+// checkFTS5 fails with ErrNoFTS5 unless the SQLite linked in has FTS5.
+func checkFTS5(db *sql.DB) error {
+	var on bool
+	if err := db.QueryRow("SELECT sqlite_compileoption_used('ENABLE_FTS5')").Scan(&on); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	if !on {
+		return fmt.Errorf("sqlite: %w", ErrNoFTS5)
 	}
 	return nil
 }

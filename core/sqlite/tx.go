@@ -168,16 +168,17 @@ func (x *tx) Thread(id string) (*core.Thread, error) {
 }
 
 // Threads walks threads_owner (or threads_folder) backwards from the cursor,
-// so a page costs its own rows whatever the owner's thread count. Search is
-// a LIKE scan over the same walk: it is case-insensitive for ASCII letters
-// only, and costs up to a scan of the owner's threads when it matches few
-// (FTS5 would need the sqlite_fts5 build tag, which Kiln does not use).
+// so a page costs its own rows whatever the owner's thread count. A search
+// goes through the FTS5 index instead (searchThreads).
 func (x *tx) Threads(q core.ThreadQuery) ([]*core.Thread, string, error) {
 	if q.OwnerID == "" {
 		return nil, "", core.Errorf(core.EINVALID, "thread query needs an owner")
 	}
 	if q.NoFolder && q.FolderID != "" {
 		return nil, "", core.Errorf(core.EINVALID, "thread query cannot ask for a folder and for no folder")
+	}
+	if q.Search != "" {
+		return x.searchThreads(q)
 	}
 	limit := pageLimit(q.Limit)
 	var b strings.Builder
@@ -193,11 +194,6 @@ func (x *tx) Threads(q core.ThreadQuery) ([]*core.Thread, string, error) {
 	default:
 		b.WriteString(" INDEXED BY threads_owner WHERE owner_id = ?")
 		args = append(args, q.OwnerID)
-	}
-	if q.Search != "" {
-		b.WriteString(` AND (title LIKE ? ESCAPE '\' OR last_message LIKE ? ESCAPE '\')`)
-		p := likePattern(q.Search)
-		args = append(args, p, p)
 	}
 	if q.Cursor != "" {
 		parts, err := decCursor(q.Cursor, "t", 3)
@@ -396,10 +392,14 @@ func (x *tx) DeleteFolder(id string) error {
 
 // ---- runs
 
-const runCols = `r.id, ts.s, r.owner_id, r.status, r.model, r.input, r.interrupt_on, r.limits,
+// runCols are the columns of a run; runFrom is where they are read, with
+// %s for an INDEXED BY clause or "".
+const (
+	runCols = `r.id, ts.s, r.owner_id, r.status, r.model, r.input, r.interrupt_on, r.limits,
  r.steps, r.tool_calls, r.checkpoint, r.error, r.cancel_requested, r.usage,
- r.created_at, r.updated_at, r.started_at, r.finished_at
- FROM runs r JOIN strings ts ON ts.n = r.thread`
+ r.created_at, r.updated_at, r.started_at, r.finished_at`
+	runFrom = ` FROM runs r%s JOIN strings ts ON ts.n = r.thread`
+)
 
 func scanRun(sc scanner) (*core.Run, error) {
 	var r core.Run
@@ -431,7 +431,7 @@ func scanRun(sc scanner) (*core.Run, error) {
 }
 
 func (x *tx) Run(id string) (*core.Run, error) {
-	r, err := scanRun(x.queryRow("SELECT "+runCols+" WHERE r.n = (SELECT n FROM strings WHERE s = ?)", id))
+	r, err := scanRun(x.queryRow("SELECT "+runCols+fmt.Sprintf(runFrom, "")+" WHERE r.n = (SELECT n FROM strings WHERE s = ?)", id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, core.Errorf(core.ENOTFOUND, "run %q not found", id)
 	}
@@ -445,10 +445,22 @@ func (x *tx) Run(id string) (*core.Run, error) {
 // repeated verbatim so the planner can use it.
 const activeStatuses = "(status = 'queued' OR status = 'running' OR status = 'interrupted')"
 
-func (x *tx) Runs(q core.RunQuery) ([]*core.Run, error) {
+func (x *tx) Runs(q core.RunQuery) ([]*core.Run, string, error) {
 	var b strings.Builder
 	var args []any
-	b.WriteString("SELECT " + runCols + " WHERE 1")
+	activeOnly := len(q.Statuses) > 0
+	for _, st := range q.Statuses {
+		activeOnly = activeOnly && (st.Active() || st == core.RunQueued)
+	}
+	indexed := ""
+	switch {
+	case q.ThreadID != "":
+	case activeOnly:
+		indexed = " INDEXED BY runs_active" // few, whatever the number of runs
+	case q.OwnerID != "":
+		indexed = " INDEXED BY runs_owner" // the owner's runs by time: a page costs its rows
+	}
+	b.WriteString("SELECT " + runCols + fmt.Sprintf(runFrom, indexed) + " WHERE 1")
 	if q.ThreadID != "" {
 		b.WriteString(" AND r.thread = (SELECT n FROM strings WHERE s = ?)")
 		args = append(args, q.ThreadID)
@@ -458,7 +470,6 @@ func (x *tx) Runs(q core.RunQuery) ([]*core.Run, error) {
 		args = append(args, q.OwnerID)
 	}
 	if len(q.Statuses) > 0 {
-		active := true
 		b.WriteString(" AND r.status IN (")
 		for i, st := range q.Statuses {
 			if i > 0 {
@@ -466,36 +477,57 @@ func (x *tx) Runs(q core.RunQuery) ([]*core.Run, error) {
 			}
 			b.WriteString("?")
 			args = append(args, string(st))
-			active = active && (st.Active() || st == core.RunQueued)
 		}
 		b.WriteString(")")
-		if active && q.ThreadID == "" {
+		if activeOnly && q.ThreadID == "" {
 			// Implied by the IN list; lets the planner use runs_active.
 			b.WriteString(" AND " + activeStatuses)
 		}
 	}
-	b.WriteString(" ORDER BY r.created_at, r.id")
+	dir, cmpOp := "", ">"
+	if q.Newest {
+		dir, cmpOp = " DESC", "<"
+	}
+	if q.Cursor != "" {
+		parts, err := decCursor(q.Cursor, "r", 2)
+		if err != nil {
+			return nil, "", err
+		}
+		created, err := cursorInt(parts[0])
+		if err != nil {
+			return nil, "", err
+		}
+		b.WriteString(" AND (r.created_at, r.id) " + cmpOp + " (?, ?)")
+		args = append(args, created, parts[1])
+	}
+	b.WriteString(" ORDER BY r.created_at" + dir + ", r.id" + dir)
 	if q.Limit > 0 {
 		b.WriteString(" LIMIT ?")
-		args = append(args, q.Limit)
+		args = append(args, q.Limit+1)
 	}
 	rows, err := x.query("list runs", b.String(), args...)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer rows.Close()
 	var out []*core.Run
 	for rows.Next() {
 		r, err := scanRun(rows)
 		if err != nil {
-			return nil, fmt.Errorf("sqlite: list runs: %w", err)
+			return nil, "", fmt.Errorf("sqlite: list runs: %w", err)
 		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: list runs: %w", err)
+		return nil, "", fmt.Errorf("sqlite: list runs: %w", err)
 	}
-	return out, nil
+	next := ""
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+		last := out[q.Limit-1]
+		next = encCursor("r", strconv.FormatInt(timeKey(last.CreatedAt), 10), last.ID)
+	}
+	return out, next, nil
 }
 
 func (x *tx) PutRun(r *core.Run) error {
@@ -924,9 +956,20 @@ func (x *tx) Inbox(q core.InboxQuery) ([]*core.InboxItem, string, error) {
 	}
 	var query string
 	args := []any{q.OwnerID}
+	terms := core.SearchTerms(q.Search)
+	if q.Search != "" && len(terms) == 0 {
+		return nil, "", nil // a search without terms matches nothing
+	}
 	if kind == "u" {
-		query = `SELECT t.id, t.title, t.folder_id, t.unread_run_id, r.status, t.last_message, t.updated_at
-FROM threads t INDEXED BY threads_unread
+		// A search starts from the matched threads (with their best rows)
+		// and keeps the unread ones; otherwise the queue's index is walked.
+		from, best := "threads t INDEXED BY threads_unread", "0"
+		if len(terms) > 0 {
+			from, best = "("+matchedThreadsByTime+") m CROSS JOIN threads t ON t.n = m.tn", "m.best" // CROSS: m drives
+			args = append([]any{matchExpr(terms)}, args...)
+		}
+		query = `SELECT t.id, t.title, t.folder_id, t.unread_run_id, r.status, t.last_message, t.updated_at, t.pinned, ` + best + `
+FROM ` + from + `
  LEFT JOIN strings rs ON rs.s = t.unread_run_id LEFT JOIN runs r ON r.n = rs.n
 WHERE t.owner_id = ? AND t.unread_run_id IS NOT NULL`
 		if after != nil {
@@ -934,12 +977,27 @@ WHERE t.owner_id = ? AND t.unread_run_id IS NOT NULL`
 		}
 		query += " ORDER BY t.updated_at DESC, t.id DESC LIMIT ?"
 	} else {
+		// The assistant's text of the turn that made the call: the run's
+		// latest assistant message, as the run waits at that step.
 		query = `SELECT i.id, ts.s, t.title, t.folder_id, rs.s, r.status, i.kind, i.tool, i.args,
- i.allowed_decisions, i.reason, i.created_at
+ i.allowed_decisions, i.reason, i.created_at, t.pinned, i.thread,
+ (SELECT m.text FROM messages m WHERE m.thread = i.thread AND m.run = i.run AND m.role = 'assistant' ORDER BY m.idx DESC LIMIT 1)
 FROM interrupts i INDEXED BY interrupts_open
  LEFT JOIN strings ts ON ts.n = i.thread LEFT JOIN threads t ON t.n = i.thread
  LEFT JOIN strings rs ON rs.n = i.run LEFT JOIN runs r ON r.n = i.run
 WHERE i.owner_id = ? AND i.status = 'open'`
+		if len(terms) > 0 {
+			// Its thread matches, or every term starts a word of the tool's name.
+			query += " AND (i.thread IN (SELECT tn FROM (" + matchedThreadsByTime + "))"
+			args = append(args, matchExpr(terms))
+			words := ` (' ' || replace(replace(replace(lower(i.tool), '_', ' '), '.', ' '), '-', ' '))`
+			query += " OR (1"
+			for _, t := range terms {
+				query += " AND" + words + ` LIKE ? ESCAPE '\'`
+				args = append(args, "% "+likeEscaper.Replace(t)+"%")
+			}
+			query += "))"
+		}
 		if after != nil {
 			query += " AND (i.created_at, i.id) < (?, ?)"
 		}
@@ -953,22 +1011,24 @@ WHERE i.owner_id = ? AND i.status = 'open'`
 	}
 	defer rows.Close()
 	out := make([]*core.InboxItem, 0, min(limit, 64))
+	var best []int64 // a search's best row of each item's thread (unread), or the thread (action)
 	for rows.Next() {
 		it := &core.InboxItem{Queue: q.Queue}
 		var folder, status sql.NullString
-		var when int64
+		var when, tn int64
+		var pinned sql.NullBool
 		if kind == "u" {
-			if err := rows.Scan(&it.ThreadID, &it.ThreadTitle, &folder, &it.RunID, &status, &it.Preview, &when); err != nil {
+			if err := rows.Scan(&it.ThreadID, &it.ThreadTitle, &folder, &it.RunID, &status, &it.Preview, &when, &pinned, &tn); err != nil {
 				return nil, "", fmt.Errorf("sqlite: list inbox: %w", err)
 			}
 		} else {
-			var title, thread, run sql.NullString
+			var title, thread, run, said sql.NullString
 			var args, allowed []byte
 			if err := rows.Scan(&it.InterruptID, &thread, &title, &folder, &run, &status, &it.Kind, &it.Tool,
-				&args, &allowed, &it.Reason, &when); err != nil {
+				&args, &allowed, &it.Reason, &when, &pinned, &tn, &said); err != nil {
 				return nil, "", fmt.Errorf("sqlite: list inbox: %w", err)
 			}
-			it.ThreadID, it.ThreadTitle, it.RunID = thread.String, title.String, run.String
+			it.ThreadID, it.ThreadTitle, it.RunID, it.AssistantText = thread.String, title.String, run.String, said.String
 			if args != nil {
 				it.Args = json.RawMessage(args)
 			}
@@ -976,13 +1036,20 @@ WHERE i.owner_id = ? AND i.status = 'open'`
 				return nil, "", err
 			}
 		}
-		it.FolderID = folder.String
+		it.FolderID, it.Pinned = folder.String, pinned.Bool
 		it.RunStatus = core.RunStatus(status.String)
 		it.Time = decTime(when)
 		out = append(out, it)
+		best = append(best, tn)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, "", fmt.Errorf("sqlite: list inbox: %w", err)
+	}
+	rows.Close()
+	if len(terms) > 0 {
+		if err := x.inboxMatches(out[:min(len(out), limit)], best, kind == "a", terms); err != nil {
+			return nil, "", err
+		}
 	}
 	next := ""
 	if len(out) > limit {
@@ -996,6 +1063,31 @@ WHERE i.owner_id = ? AND i.status = 'open'`
 		next = encCursor(kind, strconv.FormatInt(timeKey(last.Time), 10), id)
 	}
 	return out, next, nil
+}
+
+// inboxMatches sets the Match of each item of a queue search: best[i] is
+// item i's search row, or (for Action items, threadNs) its thread's n.
+func (x *tx) inboxMatches(items []*core.InboxItem, best []int64, threadNs bool, terms []string) error {
+	rows := best[:len(items)]
+	if threadNs {
+		byThread, err := x.bestRows(rows, terms)
+		if err != nil {
+			return err
+		}
+		rows = make([]int64, len(items))
+		for i, tn := range best[:len(items)] {
+			rows[i] = byThread[tn] // 0 for a match on the tool's name only
+		}
+	}
+	titles := make([]string, len(items))
+	for i, it := range items {
+		titles[i] = it.ThreadTitle
+	}
+	ms, err := x.matches(titles, rows, terms)
+	for i, m := range ms {
+		items[i].Match = m
+	}
+	return err
 }
 
 func (x *tx) InboxCounts(ownerID string) (core.InboxCounts, error) {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kilnhq/kiln/core"
@@ -60,8 +61,17 @@ type FolderUpdate struct {
 // InboxOptions select a page of an inbox queue.
 type InboxOptions struct {
 	Queue  string // core.QueueUnread or core.QueueAction
+	Search string // keep the items whose thread matches (core.ThreadQuery.Search)
 	Limit  int    // 0 means the server's default page size
 	Cursor string // NextCursor of the previous page
+}
+
+// RunListOptions select a page of runs across threads, newest first.
+type RunListOptions struct {
+	ThreadID string           // only this thread's runs
+	Statuses []core.RunStatus // only runs in one of these states
+	Limit    int              // 0 means the server's default page size
+	Cursor   string           // NextCursor of the previous page
 }
 
 // ServerStatus describes a running server.
@@ -154,19 +164,46 @@ func (c *Client) Messages(ctx context.Context, threadID string) ([]*core.Message
 	return out.Messages, nil
 }
 
-// ListRuns returns a thread's runs, oldest first.
+// ListRuns returns all of a thread's runs, oldest first, following the
+// server's pages.
 func (c *Client) ListRuns(ctx context.Context, threadID string) ([]*core.Run, error) {
 	p, err := pathID("thread", threadID)
 	if err != nil {
 		return nil, err
 	}
-	var out struct {
-		Runs []*core.Run `json:"runs"`
+	var all []*core.Run
+	q := url.Values{"limit": {"500"}}
+	for {
+		var page core.RunPage
+		if err := c.do(ctx, http.MethodGet, apiPrefix+"/threads/"+p+"/runs", q, nil, &page); err != nil {
+			return nil, err
+		}
+		all = append(all, page.Runs...)
+		if page.NextCursor == "" {
+			return all, nil
+		}
+		q.Set("cursor", page.NextCursor)
 	}
-	if err := c.do(ctx, http.MethodGet, apiPrefix+"/threads/"+p+"/runs", nil, nil, &out); err != nil {
+}
+
+// Runs returns one page of runs across threads, newest first.
+func (c *Client) Runs(ctx context.Context, opts RunListOptions) (*core.RunPage, error) {
+	q := url.Values{}
+	setString(q, "thread_id", opts.ThreadID)
+	if len(opts.Statuses) > 0 {
+		parts := make([]string, len(opts.Statuses))
+		for i, st := range opts.Statuses {
+			parts[i] = string(st)
+		}
+		q.Set("status", strings.Join(parts, ","))
+	}
+	setInt(q, "limit", opts.Limit)
+	setString(q, "cursor", opts.Cursor)
+	var page core.RunPage
+	if err := c.do(ctx, http.MethodGet, apiPrefix+"/runs", q, nil, &page); err != nil {
 		return nil, err
 	}
-	return out.Runs, nil
+	return &page, nil
 }
 
 // StartRun starts a run on a thread. The run is queued behind the thread's
@@ -252,6 +289,7 @@ func (c *Client) interrupt(ctx context.Context, method, id, suffix string, in an
 func (c *Client) Inbox(ctx context.Context, opts InboxOptions) (*core.InboxPage, error) {
 	q := url.Values{}
 	setString(q, "queue", opts.Queue)
+	setString(q, "q", opts.Search)
 	setInt(q, "limit", opts.Limit)
 	setString(q, "cursor", opts.Cursor)
 	var page core.InboxPage

@@ -113,6 +113,18 @@ func TestRoutes(t *testing.T) {
 			method: "DELETE", path: "/api/v1/threads/thr_1",
 		},
 		{
+			name: "Runs", respond: `{"runs":[{"id":"run_2","status":"running"}],"next_cursor":"c2"}`,
+			call: func(c *Client) (any, error) {
+				return c.Runs(ctx, RunListOptions{ThreadID: "thr_1", Statuses: []core.RunStatus{core.RunRunning, core.RunInterrupted}, Limit: 20, Cursor: "c1"})
+			},
+			method: "GET", path: "/api/v1/runs", query: "cursor=c1&limit=20&status=running%2Cinterrupted&thread_id=thr_1",
+			check: func(t *testing.T, got any) {
+				if p := got.(*core.RunPage); len(p.Runs) != 1 || p.NextCursor != "c2" {
+					t.Errorf("page = %+v", p)
+				}
+			},
+		},
+		{
 			name: "MarkRead", respond: `{"id":"thr_1","unread":false}`,
 			call:   func(c *Client) (any, error) { return c.MarkRead(ctx, "thr_1") },
 			method: "POST", path: "/api/v1/threads/thr_1/read",
@@ -130,7 +142,7 @@ func TestRoutes(t *testing.T) {
 		{
 			name: "ListRuns", respond: `{"runs":[{"id":"run_1","status":"succeeded"}]}`,
 			call:   func(c *Client) (any, error) { return c.ListRuns(ctx, "thr_1") },
-			method: "GET", path: "/api/v1/threads/thr_1/runs",
+			method: "GET", path: "/api/v1/threads/thr_1/runs", query: "limit=500",
 			check: func(t *testing.T, got any) {
 				if rs := got.([]*core.Run); len(rs) != 1 || rs[0].Status != core.RunSucceeded {
 					t.Errorf("runs = %+v", rs)
@@ -182,8 +194,10 @@ func TestRoutes(t *testing.T) {
 		},
 		{
 			name: "Inbox", respond: `{"queue":"action","items":[{"queue":"action","interrupt_id":"int_1"}],"counts":{"unread":2,"action":1}}`,
-			call:   func(c *Client) (any, error) { return c.Inbox(ctx, InboxOptions{Queue: core.QueueAction, Limit: 5}) },
-			method: "GET", path: "/api/v1/inbox", query: "limit=5&queue=action",
+			call: func(c *Client) (any, error) {
+				return c.Inbox(ctx, InboxOptions{Queue: core.QueueAction, Search: "deploy", Limit: 5})
+			},
+			method: "GET", path: "/api/v1/inbox", query: "limit=5&q=deploy&queue=action",
 			check: func(t *testing.T, got any) {
 				if p := got.(*core.InboxPage); len(p.Items) != 1 || p.Counts.Unread != 2 || p.Counts.Action != 1 {
 					t.Errorf("inbox = %+v", p)
