@@ -455,3 +455,57 @@ func TestFollowStopsOnCtrlC(t *testing.T) {
 		t.Errorf("cancel: %q", r.stderr)
 	}
 }
+
+// TestListsAcrossThreads: kiln runs ls lists runs of every thread, newest
+// first, filtered by thread and state; threads ls and inbox search with the
+// match shown.
+func TestListsAcrossThreads(t *testing.T) {
+	s := startServer(t, t.TempDir(), "")
+	ctx := context.Background()
+	c := sdk(t, s)
+	var runs []*core.Run
+	for _, text := range []string{"text The invoice is ready.", "text Holiday plans are set.", "tool append_file {\"path\":\"a.txt\",\"line\":\"x\"}"} {
+		th, err := c.CreateThread(ctx, core.ThreadInput{Title: "T " + text[5:12]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.StartRun(ctx, th.ID, core.RunRequest{Input: core.RunInput{Text: text}})
+		if err == nil {
+			r, err = c.WaitRun(ctx, r.ID)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	r := kiln(t, "runs", "ls")
+	mustContain(t, "runs ls", r.stdout, "THREAD", runs[0].ID, runs[1].ID, runs[2].ID, "interrupted", "succeeded")
+	if strings.Index(r.stdout, runs[2].ID) > strings.Index(r.stdout, runs[0].ID) {
+		t.Errorf("runs ls is not newest first:\n%s", r.stdout)
+	}
+	r = kiln(t, "runs", "ls", "--status", "interrupted", "-o", "json")
+	var page core.RunPage
+	if err := json.Unmarshal([]byte(r.stdout), &page); err != nil || len(page.Runs) != 1 || page.Runs[0].ID != runs[2].ID {
+		t.Errorf("runs ls --status interrupted: %v %s", err, r.stdout)
+	}
+	r = kiln(t, "runs", "ls", "--thread", runs[1].ThreadID, "-n", "1")
+	mustContain(t, "runs ls --thread", r.stdout, runs[1].ID)
+	if strings.Contains(r.stdout, runs[0].ID) || strings.Contains(r.stdout, "THREAD") {
+		t.Errorf("runs ls --thread lists another thread's run or the thread column:\n%s", r.stdout)
+	}
+	r = kiln(t, "runs", "ls", "--status", "sleeping")
+	if r.code == 0 || !strings.Contains(r.stderr, "unknown run status") {
+		t.Errorf("runs ls --status sleeping: %d %q", r.code, r.stderr)
+	}
+
+	r = kiln(t, "threads", "ls", "--search", "invoic")
+	mustContain(t, "threads ls --search", r.stdout, "MATCH", runs[0].ThreadID, "The [invoice] is ready.")
+	if strings.Contains(r.stdout, runs[1].ThreadID) {
+		t.Errorf("threads ls --search lists a thread that does not match:\n%s", r.stdout)
+	}
+	r = kiln(t, "inbox", "unread", "--search", "holiday")
+	mustContain(t, "inbox --search", r.stdout, "MATCH", runs[1].ThreadID, "[Holiday]")
+	if strings.Contains(r.stdout, runs[0].ThreadID) {
+		t.Errorf("inbox --search lists a thread that does not match:\n%s", r.stdout)
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 func newInboxCmd(a *app) *cobra.Command {
 	var limit int
+	var search, cursor string
 	cmd := &cobra.Command{
 		Use:   "inbox [unread|action]",
 		Short: "Show runs that finished and tool calls waiting for you",
@@ -22,6 +23,7 @@ func newInboxCmd(a *app) *cobra.Command {
 one per call; the Unread queue holds threads whose latest run finished since
 you last read them. Without an argument both queues are shown.`,
 		Example: `  kiln inbox
+  kiln inbox unread --search invoice
   kiln inbox action -o json | jq -r '.items[].interrupt_id'`,
 		ValidArgs: []string{core.QueueUnread, core.QueueAction},
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -38,10 +40,12 @@ you last read them. Without an argument both queues are shown.`,
 			queues := []string{core.QueueAction, core.QueueUnread}
 			if len(args) == 1 {
 				queues = args
+			} else if cursor != "" {
+				return usageError{errors.New("--cursor continues one queue: name it (kiln inbox unread --cursor ...)")}
 			}
 			pages := map[string]*core.InboxPage{}
 			for _, q := range queues {
-				if pages[q], err = c.Inbox(cmd.Context(), client.InboxOptions{Queue: q, Limit: limit}); err != nil {
+				if pages[q], err = c.Inbox(cmd.Context(), client.InboxOptions{Queue: q, Search: search, Limit: limit, Cursor: cursor}); err != nil {
 					return err
 				}
 			}
@@ -56,17 +60,20 @@ you last read them. Without an argument both queues are shown.`,
 				if i > 0 {
 					fmt.Fprintln(w)
 				}
-				a.renderQueue(w, pages[q])
+				a.renderQueue(w, pages[q], search != "")
 			}
 			return nil
 		},
 	}
-	cmd.Flags().IntVarP(&limit, "limit", "n", 0, "at most this many items per queue (server default 50)")
+	f := cmd.Flags()
+	f.IntVarP(&limit, "limit", "n", 0, "at most this many items per queue (server default 50)")
+	f.StringVarP(&search, "search", "s", "", "only the items whose thread matches (full-text search, as kiln threads ls --search)")
+	f.StringVar(&cursor, "cursor", "", "continue a previous listing of one queue")
 	return cmd
 }
 
-// renderQueue writes one inbox queue as a table.
-func (a *app) renderQueue(w io.Writer, page *core.InboxPage) {
+// renderQueue writes one inbox queue as a table; searched adds the match.
+func (a *app) renderQueue(w io.Writer, page *core.InboxPage, searched bool) {
 	st, now := styleFor(w), time.Now()
 	if page.Queue == core.QueueAction {
 		fmt.Fprintln(w, st.bold(fmt.Sprintf("Action (%d)", page.Counts.Action)))
@@ -74,13 +81,17 @@ func (a *app) renderQueue(w io.Writer, page *core.InboxPage) {
 			fmt.Fprintln(w, st.dim("Nothing is waiting for a decision."))
 			return
 		}
-		t := &table{st: st, header: []string{"INTERRUPT", "TOOL", "ARGS", "THREAD", "WAITING"}}
+		t := &table{st: st, header: withMatch([]string{"INTERRUPT", "TOOL", "ARGS", "THREAD", "WAITING"}, searched)}
 		for _, it := range page.Items {
 			tool := it.Tool
 			if it.Kind == core.InterruptRecovery {
 				tool += st.yellow(" (cut off)")
 			}
-			t.add(it.InterruptID, tool, st.dim(truncate(compactJSON(it.Args), 40)), truncate(it.ThreadTitle, 30), ago(it.Time, now))
+			row := []string{it.InterruptID, tool, st.dim(truncate(compactJSON(it.Args), 40)), truncate(it.ThreadTitle, 30), ago(it.Time, now)}
+			if searched {
+				row = append(row, st.snippet(it.Match, 50))
+			}
+			t.add(row...)
 		}
 		t.render(w)
 		// The footer names columns of the table above; the ARGS are cut
@@ -92,16 +103,28 @@ func (a *app) renderQueue(w io.Writer, page *core.InboxPage) {
 			fmt.Fprintln(w, st.dim("All caught up."))
 			return
 		}
-		t := &table{st: st, header: []string{"THREAD", "TITLE", "RUN", "PREVIEW", "FINISHED"}}
+		t := &table{st: st, header: withMatch([]string{"THREAD", "TITLE", "RUN", "PREVIEW", "FINISHED"}, searched)}
 		for _, it := range page.Items {
-			t.add(it.ThreadID, truncate(it.ThreadTitle, 30), st.status(string(it.RunStatus)), truncate(it.Preview, 40), ago(it.Time, now))
+			row := []string{it.ThreadID, truncate(it.ThreadTitle, 30), st.status(string(it.RunStatus)), truncate(it.Preview, 40), ago(it.Time, now)}
+			if searched {
+				row = append(row, st.snippet(it.Match, 50))
+			}
+			t.add(row...)
 		}
 		t.render(w)
 		fmt.Fprintln(w, st.dim("Read with: kiln threads show THREAD, then kiln threads read THREAD"))
 	}
 	if page.NextCursor != "" {
-		fmt.Fprintln(w, st.dim("More items: raise --limit"))
+		fmt.Fprintln(w, st.dim(fmt.Sprintf("More items: kiln inbox %s --cursor %s", page.Queue, page.NextCursor)))
 	}
+}
+
+// withMatch adds the MATCH column to a search's header.
+func withMatch(header []string, searched bool) []string {
+	if searched {
+		return append(header, "MATCH")
+	}
+	return header
 }
 
 // newDecisionCmds returns the commands that decide interrupts.

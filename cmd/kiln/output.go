@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/fatih/color"
@@ -47,6 +48,42 @@ func (s style) red(t string) string    { return s.paint(t, color.FgRed) }
 func (s style) green(t string) string  { return s.paint(t, color.FgGreen) }
 func (s style) yellow(t string) string { return s.paint(t, color.FgYellow) }
 func (s style) cyan(t string) string   { return s.paint(t, color.FgCyan) }
+
+// snippet shows a search match's snippet on one line, at most n
+// characters: the matching words bold and yellow on a terminal, in
+// [brackets] otherwise.
+func (s style) snippet(m *core.SearchMatch, n int) string {
+	if m == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range m.Snippet {
+		text := []rune(strings.Join(strings.FieldsFunc(p.Text, unicode.IsSpace), " "))
+		if len(text) > 0 && unicode.IsSpace([]rune(p.Text)[0]) {
+			text = append([]rune{' '}, text...)
+		}
+		if r := []rune(p.Text); len(text) > 0 && unicode.IsSpace(r[len(r)-1]) {
+			text = append(text, ' ')
+		}
+		cut := len(text) > n
+		if cut {
+			text = append(text[:max(n-1, 0)], '…')
+		}
+		n -= len(text)
+		switch {
+		case !p.Match:
+			b.WriteString(string(text))
+		case s.on:
+			b.WriteString(s.paint(string(text), color.Bold, color.FgYellow))
+		default:
+			b.WriteString("[" + string(text) + "]")
+		}
+		if cut || n <= 0 {
+			break
+		}
+	}
+	return b.String()
+}
 
 // status colours a run or thread status by what it means for the user.
 func (s style) status(st string) string {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/sdk/client"
 )
 
 func newRunCmd(a *app) *cobra.Command {
@@ -253,38 +255,89 @@ a decision. The exit status is as for 'kiln run --follow': 0 succeeded,
 }
 
 func newRunsListCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:               "ls THREAD_ID",
-		Aliases:           []string{"list"},
-		Short:             "List a thread's runs, oldest first",
-		Args:              needArgs("THREAD_ID"),
+	var thread, status, cursor string
+	var limit int
+	cmd := &cobra.Command{
+		Use:     "ls [THREAD_ID]",
+		Aliases: []string{"list"},
+		Short:   "List runs across threads, newest first (filter by --thread, --status)",
+		Example: `  kiln runs ls
+  kiln runs ls --status running,interrupted
+  kiln runs ls --thread thr_... -n 10`,
+		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: firstArg(a.completeThreads),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				if thread != "" && thread != args[0] {
+					return usageError{errors.New("name the thread once: as THREAD_ID or with --thread")}
+				}
+				thread = args[0]
+			}
+			opts := client.RunListOptions{ThreadID: thread, Limit: limit, Cursor: cursor}
+			for _, st := range strings.Split(status, ",") {
+				if st = strings.TrimSpace(st); st != "" {
+					opts.Statuses = append(opts.Statuses, core.RunStatus(st))
+				}
+			}
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			runs, err := c.ListRuns(cmd.Context(), args[0])
+			page, err := c.Runs(cmd.Context(), opts)
 			if err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
 			if a.jsonOutput() {
-				return writeJSON(w, map[string]any{"runs": runs})
+				return writeJSON(w, page)
 			}
-			if len(runs) == 0 {
+			if len(page.Runs) == 0 {
 				fmt.Fprintln(w, "No runs.")
 				return nil
 			}
 			st := styleFor(w)
-			t := &table{st: st, header: []string{"ID", "STATUS", "MODEL", "STEPS", "TOOL CALLS", "CREATED", "INPUT"}}
-			for _, r := range runs {
-				t.add(r.ID, st.status(string(r.Status)), r.Model, strconv.Itoa(r.Steps), strconv.Itoa(r.ToolCalls), ago(r.CreatedAt, time.Now()), truncate(r.Input.Text, 40))
+			header := []string{"ID", "STATUS", "MODEL", "STEPS", "TOOL CALLS", "CREATED", "INPUT"}
+			if thread == "" {
+				header = slices.Insert(header, 1, "THREAD")
+			}
+			t := &table{st: st, header: header}
+			for _, r := range page.Runs {
+				row := []string{r.ID, st.status(string(r.Status)), r.Model, strconv.Itoa(r.Steps), strconv.Itoa(r.ToolCalls), ago(r.CreatedAt, time.Now()), truncate(r.Input.Text, 40)}
+				if thread == "" {
+					row = slices.Insert(row, 1, r.ThreadID)
+				}
+				t.add(row...)
 			}
 			t.render(w)
+			if page.NextCursor != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), st.dim("More runs: add --cursor "+page.NextCursor))
+			}
 			return nil
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&thread, "thread", "", "only this thread's runs")
+	f.StringVar(&status, "status", "", "only runs in these states, comma-separated: "+joinRunStatuses())
+	f.IntVarP(&limit, "limit", "n", 0, "at most this many runs (server default 50, at most 500)")
+	f.StringVar(&cursor, "cursor", "", "continue a previous listing")
+	_ = cmd.RegisterFlagCompletionFunc("thread", a.completeThreads)
+	_ = cmd.RegisterFlagCompletionFunc("status", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		out := make([]string, len(core.RunStatuses))
+		for i, st := range core.RunStatuses {
+			out[i] = string(st)
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	})
+	return cmd
+}
+
+// joinRunStatuses lists the run states for help texts.
+func joinRunStatuses() string {
+	out := make([]string, len(core.RunStatuses))
+	for i, st := range core.RunStatuses {
+		out[i] = string(st)
+	}
+	return strings.Join(out, ", ")
 }
 
 func newRunsCancelCmd(a *app) *cobra.Command {

@@ -37,7 +37,7 @@ func newThreadsListCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
-		Short:   "List threads, pinned first, then most recently updated",
+		Short:   "List threads, pinned first, then most recently updated (or search them)",
 		Example: `  kiln threads ls
   kiln threads ls --folder Work --search invoice
   kiln threads ls -o json | jq -r '.threads[].id'`,
@@ -82,7 +82,11 @@ func newThreadsListCmd(a *app) *cobra.Command {
 				names[f.ID] = f.Name
 			}
 			st := styleFor(w)
-			t := &table{st: st, header: []string{"ID", "TITLE", "STATUS", "FOLDER", "UPDATED"}}
+			header := []string{"ID", "TITLE", "STATUS", "FOLDER", "UPDATED"}
+			if search != "" {
+				header = append(header, "MATCH")
+			}
+			t := &table{st: st, header: header}
 			for _, th := range page.Threads {
 				title := truncate(th.Title, 48)
 				if th.Pinned {
@@ -91,7 +95,11 @@ func newThreadsListCmd(a *app) *cobra.Command {
 				if th.Unread {
 					title = st.bold(title)
 				}
-				t.add(th.ID, title, threadStatus(st, th), truncate(names[th.FolderID], 20), ago(th.UpdatedAt, time.Now()))
+				row := []string{th.ID, title, threadStatus(st, th), truncate(names[th.FolderID], 20), ago(th.UpdatedAt, time.Now())}
+				if search != "" {
+					row = append(row, st.snippet(th.Match, 60))
+				}
+				t.add(row...)
 			}
 			t.render(w)
 			if page.NextCursor != "" {
@@ -103,7 +111,7 @@ func newThreadsListCmd(a *app) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&folder, "folder", "", "only threads in this folder (ID or name)")
 	f.BoolVar(&noFolder, "no-folder", false, "only threads in no folder")
-	f.StringVarP(&search, "search", "s", "", "only threads whose title or last message contains this text")
+	f.StringVarP(&search, "search", "s", "", "full-text search of titles and messages: every word must start a word there (ranked, with the match)")
 	f.IntVarP(&limit, "limit", "n", 0, "at most this many threads (server default 50, at most 500)")
 	f.StringVar(&cursor, "cursor", "", "continue a previous listing")
 	_ = cmd.RegisterFlagCompletionFunc("folder", a.completeFolders)
