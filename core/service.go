@@ -391,6 +391,36 @@ func (s *Service) MarkRead(ctx context.Context, p Principal, id string) (*Thread
 	return t, err
 }
 
+// MarkAllRead clears the unread state of every one of p's unread threads
+// (a thread.read event each) and returns how many there were.
+func (s *Service) MarkAllRead(ctx context.Context, p Principal) (int, error) {
+	n := 0
+	err := s.update(ctx, func(tx Tx) error {
+		n = 0
+		for {
+			items, _, err := tx.Inbox(InboxQuery{OwnerID: p.ID, Queue: QueueUnread, Limit: 500})
+			if err != nil || len(items) == 0 {
+				return err
+			}
+			for _, it := range items {
+				t, err := ownThread(tx, p, it.ThreadID)
+				if err != nil {
+					return err
+				}
+				t.UnreadRunID, t.Unread = "", false
+				if err := tx.PutThread(t); err != nil {
+					return err
+				}
+				if err := emit(tx, p.ID, t.ID, "", EventThreadRead, map[string]string{"id": t.ID}); err != nil {
+					return err
+				}
+				n++
+			}
+		}
+	})
+	return n, err
+}
+
 // Messages returns the thread's conversation as of its latest checkpoint.
 func (s *Service) Messages(ctx context.Context, p Principal, threadID string) ([]*Message, error) {
 	var msgs []*Message

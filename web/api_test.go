@@ -578,3 +578,43 @@ func TestSearchAPI(t *testing.T) {
 		t.Errorf("a search without words: %+v", inbox.Items)
 	}
 }
+
+// TestMarkAllRead: POST /inbox/read empties Unread, a thread.read each.
+func TestMarkAllRead(t *testing.T) {
+	e := newEnv(t, Options{})
+	var threads []core.Thread
+	for i := range 3 {
+		th := e.createThread(fmt.Sprintf("t%d", i))
+		e.waitRun(e.startRun(th.ID, "text done", nil).ID, core.RunSucceeded)
+		threads = append(threads, th)
+	}
+	var page core.InboxPage
+	e.call("GET", "/api/v1/inbox?queue=unread", "", http.StatusOK, &page)
+	if page.Counts.Unread != 3 {
+		t.Fatalf("unread before: %+v", page.Counts)
+	}
+	var out struct{ Marked int }
+	e.call("POST", "/api/v1/inbox/read", "", http.StatusOK, &out)
+	if out.Marked != 3 {
+		t.Fatalf("marked %d, want 3", out.Marked)
+	}
+	e.call("GET", "/api/v1/inbox?queue=unread", "", http.StatusOK, &page)
+	if page.Counts.Unread != 0 || len(page.Items) != 0 {
+		t.Fatalf("unread after: %+v", page)
+	}
+	for _, th := range threads {
+		reads := 0
+		for _, ev := range e.storedEvents(th.ID) {
+			if ev.Type == core.EventThreadRead {
+				reads++
+			}
+		}
+		if reads != 1 {
+			t.Errorf("%s: %d thread.read events", th.ID, reads)
+		}
+	}
+	e.call("POST", "/api/v1/inbox/read", "", http.StatusOK, &out)
+	if out.Marked != 0 {
+		t.Errorf("again: marked %d", out.Marked)
+	}
+}

@@ -191,6 +191,12 @@ func (s *server) inbox(_ http.ResponseWriter, r *http.Request) (int, any, error)
 	return http.StatusOK, page, err
 }
 
+// markAllRead empties the Unread queue.
+func (s *server) markAllRead(_ http.ResponseWriter, r *http.Request) (int, any, error) {
+	n, err := s.svc.MarkAllRead(r.Context(), principal(r))
+	return http.StatusOK, map[string]int{"marked": n}, err
+}
+
 func (s *server) listFolders(_ http.ResponseWriter, r *http.Request) (int, any, error) {
 	fs, err := s.svc.ListFolders(r.Context(), principal(r))
 	return http.StatusOK, map[string]any{"folders": fs}, err

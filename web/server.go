@@ -156,6 +156,7 @@ func (s *server) apiRoutes(r chi.Router) {
 	r.Post("/interrupts/{id}/decision", s.api(s.decide))
 
 	r.Get("/inbox", s.api(s.inbox))
+	r.Post("/inbox/read", s.api(s.markAllRead))
 
 	r.Get("/folders", s.api(s.listFolders))
 	r.Post("/folders", s.api(s.createFolder))

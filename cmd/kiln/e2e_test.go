@@ -508,4 +508,11 @@ func TestListsAcrossThreads(t *testing.T) {
 	if strings.Contains(r.stdout, runs[0].ThreadID) {
 		t.Errorf("inbox --search lists a thread that does not match:\n%s", r.stdout)
 	}
+	r = kiln(t, "threads", "read", "--all")
+	if r.stdout != "Marked 2 threads as read.\n" {
+		t.Errorf("threads read --all: %q %q", r.stdout, r.stderr)
+	}
+	if page, err := c.Inbox(ctx, client.InboxOptions{Queue: core.QueueUnread}); err != nil || page.Counts.Unread != 0 {
+		t.Errorf("unread after read --all: %+v %v", page, err)
+	}
 }

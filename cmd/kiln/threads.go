@@ -330,17 +330,40 @@ cancelled first (kiln runs cancel).`,
 }
 
 func newThreadsReadCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:               "read ID",
-		Short:             "Mark a thread as read, removing it from the Unread queue",
-		Args:              needArgs("ID"),
+	var all bool
+	cmd := &cobra.Command{
+		Use:               "read ID|--all",
+		Short:             "Mark a thread (or, with --all, every thread) as read, removing it from the Unread queue",
 		ValidArgsFunction: firstArg(a.completeThreads),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if all {
+				return noArgs(cmd, args)
+			}
+			return needArgs("ID")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.updateThread(cmd, func(c *client.Client) (*core.Thread, error) {
-				return c.MarkRead(cmd.Context(), args[0])
-			}, func(t *core.Thread) string { return fmt.Sprintf("Marked %s as read.", t.ID) })
+			if !all {
+				return a.updateThread(cmd, func(c *client.Client) (*core.Thread, error) {
+					return c.MarkRead(cmd.Context(), args[0])
+				}, func(t *core.Thread) string { return fmt.Sprintf("Marked %s as read.", t.ID) })
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			n, err := c.MarkAllRead(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return writeJSON(cmd.OutOrStdout(), map[string]int{"marked": n})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Marked %s as read.\n", plural(n, "thread"))
+			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&all, "all", false, "mark every unread thread read")
+	return cmd
 }
 
 func newThreadsMoveCmd(a *app) *cobra.Command {

@@ -299,6 +299,17 @@ func (c *Client) Inbox(ctx context.Context, opts InboxOptions) (*core.InboxPage,
 	return &page, nil
 }
 
+// MarkAllRead marks every unread thread read and returns how many.
+func (c *Client) MarkAllRead(ctx context.Context) (int, error) {
+	var out struct {
+		Marked int `json:"marked"`
+	}
+	if err := c.do(ctx, http.MethodPost, apiPrefix+"/inbox/read", nil, nil, &out); err != nil {
+		return 0, err
+	}
+	return out.Marked, nil
+}
+
 // ListFolders returns all folders in order.
 func (c *Client) ListFolders(ctx context.Context) ([]*core.Folder, error) {
 	var out struct {
