@@ -38,7 +38,10 @@ test("approve from the Action view, then read it from Unread", async () => {
     await p.click(tid("nav-unread"));
     const item = p.locator(`${tid("thread-item")}[data-thread-id="${thread.id}"]`);
     await item.waitFor();
-    assert.match(await item.textContent(), /unread/);
+    // The view says unread; its rows do not repeat it, and have the pin and the menu.
+    assert.doesNotMatch(await item.textContent(), /unread/);
+    assert.equal(await item.locator(tid("pin")).count(), 1);
+    assert.equal(await item.locator(tid("thread-menu")).count(), 1);
 
     await item.locator("a").click();
     await p.waitForSelector(`${tid("thread-view")}[data-thread-id="${thread.id}"]`);

@@ -2,15 +2,18 @@
 export interface Folder { id: string; name: string; position: number; created_at?: string; updated_at?: string }
 export interface Thread {
   id: string; title: string; folder_id?: string; pinned: boolean; source?: string; model?: string;
-  status: "idle" | "running" | "interrupted" | "failed" | string;
+  status: "idle" | "running" | "interrupted" | "failed" | "cancelled" | string;
   active_run_id?: string; unread_run_id?: string; unread: boolean; open_actions: number;
-  last_message?: string; usage?: Usage; created_at: string; updated_at: string;
+  last_message?: string; usage?: Usage; created_at: string; updated_at: string; match?: SearchMatch;
 }
+/** Where a search matched (search results only); match marks the words that matched. */
+export interface SnippetPart { text: string; match?: boolean }
+export interface SearchMatch { in: "title" | "message" | string; message_index?: number; snippet: SnippetPart[] }
 /** Model tokens, of a run or summed over a thread's runs. */
 export interface Usage { input_tokens: number; output_tokens: number }
 export type RunStatus = "queued" | "running" | "interrupted" | "succeeded" | "failed" | "cancelled";
 export interface Run {
-  id: string; thread_id: string; status: RunStatus; model: string; error?: string;
+  id: string; thread_id: string; status: RunStatus; model: string; error?: string; input?: { text: string };
   steps?: number; tool_calls?: number; cancel_requested?: boolean; usage?: Usage; created_at?: string;
 }
 export interface ToolCall { id: string; name: string; args: unknown }
@@ -27,7 +30,7 @@ export interface Interrupt {
 export interface InboxItem {
   queue: "unread" | "action"; thread_id: string; thread_title: string; folder_id?: string; run_id: string;
   run_status?: RunStatus; preview?: string; interrupt_id?: string; kind?: string; tool?: string; args?: unknown;
-  allowed_decisions?: string[]; reason?: string; time: string;
+  allowed_decisions?: string[]; reason?: string; assistant_text?: string; pinned?: boolean; time: string; match?: SearchMatch;
 }
 export interface Counts { unread: number; action: number }
 export interface KEvent {

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { applyEvent, currentRun, groupActivity, initThread, openInterrupts, withMessages, type ThreadState } from "../src/state/events";
+import { applyEvent, currentRun, groupActivity, initThread, openInterrupts, queuedRuns, threadModel, withMessages, type ThreadState } from "../src/state/events";
 import type { KEvent } from "../src/types";
 
 const T = "thr_1", R = "run_1";
@@ -97,4 +97,34 @@ test("run.finished carries the run's token usage into the run and the activity",
   assert.equal(s.activity.at(-1)?.summary, "Run succeeded · 1,234 in · 56 out tokens");
   const none = fold(initThread(T), [ev(1, "run.started", {}), ev(2, "run.finished", { status: "cancelled", usage: { input_tokens: 0, output_tokens: 0 } })]);
   assert.equal(none.activity.at(-1)?.summary, "Run cancelled", "no tokens, no token text");
+});
+
+test("a replay does not undo a fresh read of the thread", () => {
+  const fresh = { id: T, title: "Renamed", model: "scripted", status: "interrupted", active_run_id: R, unread: false, open_actions: 1, pinned: true, created_at: "", updated_at: "" };
+  let s = { ...initThread(T), thread: fresh as any };
+  s = fold(s, [
+    ev(1, "thread.created", { id: T, title: "New thread", status: "idle", unread: false, open_actions: 0, pinned: false }, { run_id: undefined }),
+    ev(2, "thread.updated", { id: T, title: "Renamed", status: "idle", pinned: true, folder_id: "fld_1" }, { run_id: undefined }),
+  ]);
+  assert.equal(s.thread?.model, "scripted", "the model stays");
+  assert.equal(s.thread?.status, "interrupted", "the derived status stays");
+  assert.equal(s.thread?.active_run_id, R);
+  assert.equal(s.thread?.title, "Renamed");
+  assert.equal(s.thread?.folder_id, "fld_1", "what the user edits comes from the event");
+});
+
+test("the current run is the active one; follow-ups are queued behind it", () => {
+  const R2 = "run_2";
+  const s = fold(initThread(T), [
+    ev(1, "run.started", { status: "running", model: "scripted" }),
+    ev(2, "run.interrupted", { interrupts: 1 }),
+    ev(3, "run.queued", { status: "queued", model: "scripted" }, { run_id: R2 }),
+  ]);
+  assert.equal(currentRun(s)?.id, R, "the waiting run, not the queued one");
+  assert.equal(currentRun(s)?.status, "interrupted");
+  assert.deepEqual(queuedRuns(s).map((r) => r.id), [R2]);
+  assert.equal(threadModel(s), "scripted", "from the first run when the thread does not say");
+  const after = fold(s, [ev(4, "run.finished", { status: "succeeded" }), ev(5, "run.started", { status: "running", model: "scripted" }, { run_id: R2 })]);
+  assert.equal(currentRun(after)?.id, R2);
+  assert.deepEqual(queuedRuns(after), []);
 });

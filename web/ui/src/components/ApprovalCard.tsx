@@ -1,6 +1,8 @@
-import { useState } from "preact/hooks";
+import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { decide } from "../state/app";
-import type { Interrupt } from "../types";
+import type { Interrupt, SearchMatch } from "../types";
+import { Snippet } from "./common";
+import { Markdown } from "./Markdown";
 
 export type CardInterrupt = Pick<Interrupt, "id" | "thread_id" | "kind" | "tool" | "args" | "allowed_decisions" | "reason" | "status" | "decision">;
 
@@ -11,15 +13,52 @@ export function pretty(v: unknown): string {
 
 const LABEL: Record<string, string> = { approve: "Approve", edit: "Edit", reject: "Reject", respond: "Respond", retry: "Retry", skip: "Skip" };
 const PAST: Record<string, string> = { approve: "Approved", edit: "Edited and approved", reject: "Rejected", respond: "Answered", retry: "Retried", skip: "Skipped" };
+/** The look of a decided card's badge, by decision. */
+const TONE: Record<string, string> = { approve: "b-succeeded", edit: "b-succeeded", respond: "b-succeeded", retry: "b-succeeded", reject: "b-failed", skip: "b-cancelled" };
 
-export function ApprovalCard({ it, threadTitle, threadHref }: { it: CardInterrupt; threadTitle?: string; threadHref?: string }) {
+/** How long a call has waited: "2 min", "3 h"; "" for an unknown time. */
+export function waited(iso: string | undefined, now = Date.now()): string {
+  const t = iso ? Date.parse(iso) : NaN;
+  if (!Number.isFinite(t)) return "";
+  const s = Math.max(0, Math.round((now - t) / 1000));
+  if (s < 60) return "under a minute";
+  if (s < 3600) return `${Math.round(s / 60)} min`;
+  if (s < 86400) return `${Math.round(s / 3600)} h`;
+  return `${Math.round(s / 86400)} d`;
+}
+
+/** The model's words that led to a call, shortened for a card. */
+function contextText(t: string): string {
+  const s = t.trim();
+  return s.length > 400 ? s.slice(0, 399) + "…" : s;
+}
+
+export interface CardProps {
+  it: CardInterrupt;
+  /** The thread's title and link (the Action view). */
+  threadTitle?: string; threadHref?: string;
+  /** What the model said in the turn that made the call. */
+  context?: string;
+  /** When the call was held. */
+  since?: string;
+  /** Where a search matched the card's thread. */
+  match?: SearchMatch;
+  /** Selection for a decision on several cards (the Action view). */
+  picked?: boolean; onPick?: (on: boolean) => void;
+}
+
+export function ApprovalCard({ it, threadTitle, threadHref, context, since, match, picked, onPick }: CardProps) {
   const [mode, setMode] = useState<"" | "edit" | "reject" | "respond">("");
   const [text, setText] = useState("");
   const [err, setErr] = useState("");
   const [busy, setBusy] = useState(false);
+  const ref = useRef<HTMLElement>(null);
   const open = it.status === "open";
   const recovery = it.kind === "recovery";
   const allowed = it.allowed_decisions ?? [];
+  const decided = it.decision?.decision ?? "";
+  // The form's field takes focus as the form shows (a key pressed at once reaches it).
+  useLayoutEffect(() => { if (mode) ref.current?.querySelector<HTMLElement>(".card-input")?.focus(); }, [mode]);
 
   async function send(decision: string, extra: { args?: unknown; message?: string } = {}) {
     setErr(""); setBusy(true);
@@ -29,7 +68,6 @@ export function ApprovalCard({ it, threadTitle, threadHref }: { it: CardInterrup
   }
   function start(m: "edit" | "reject" | "respond") {
     setErr(""); setMode(m); setText(m === "edit" ? pretty(it.args) : "");
-    setTimeout(() => (document.querySelector(`[data-interrupt-id="${it.id}"] .card-input`) as HTMLElement | null)?.focus(), 0);
   }
   function submitEdit() {
     let v: unknown;
@@ -41,18 +79,33 @@ export function ApprovalCard({ it, threadTitle, threadHref }: { it: CardInterrup
     if (e.key === "Escape" && mode) { e.stopPropagation(); setMode(""); setErr(""); (e.currentTarget as HTMLElement).focus(); }
   }
   const titleId = `card-title-${it.id}`;
+  const badge = open
+    ? <span class={`badge ${recovery ? "b-failed" : "b-action"}`} data-testid="card-state">{recovery ? "Recovery" : "Needs approval"}</span>
+    : it.status === "cancelled"
+      ? <span class="badge b-cancelled" data-testid="card-state">Cancelled</span>
+      : <span class={`badge ${TONE[decided] ?? "b-succeeded"}`} data-testid="card-state">{PAST[decided] ?? "Decided"}</span>;
+  const heading = open ? (recovery ? "was cut off by a restart" : "wants to run")
+    : it.status === "cancelled" ? "was not run: the run was cancelled"
+    : decided === "reject" ? "was rejected" : decided === "respond" ? "was answered instead of run" : decided === "skip" ? "was skipped" : "ran";
   return (
-    <section class={`card ${recovery ? "recovery" : ""} ${open ? "" : "resolved"}`} data-testid="approval-card" data-interrupt-id={it.id}
-      data-status={it.status} data-nav={open ? "card" : undefined} tabIndex={open ? 0 : -1} aria-labelledby={titleId} onKeyDown={onKey as any}>
+    <section ref={ref} class={`card ${recovery ? "recovery" : ""} ${open ? "" : "resolved"}`} data-testid="approval-card" data-interrupt-id={it.id}
+      data-status={it.status} data-decision={decided || undefined} data-nav={open ? "card" : undefined} tabIndex={open ? 0 : -1} aria-labelledby={titleId} onKeyDown={onKey as any}>
       <header class="card-head">
-        <span class={`badge ${recovery ? "b-failed" : "b-action"}`}>{recovery ? "Recovery" : "Needs approval"}</span>
-        <h3 id={titleId}><code>{it.tool}</code> {recovery ? "was cut off by a restart" : "wants to run"}</h3>
-        {threadTitle && <a class="card-thread" href={threadHref}>{threadTitle}</a>}
+        {onPick && open && (
+          <input type="checkbox" class="card-pick" data-testid="select-card" checked={!!picked} aria-label={`Select ${it.tool} for a decision on several`}
+            onChange={(e) => onPick((e.target as HTMLInputElement).checked)} />
+        )}
+        {badge}
+        <h3 id={titleId}><code>{it.tool}</code> {heading}</h3>
+        {since && open && <span class="muted small" data-testid="card-waiting" title={new Date(since).toLocaleString()}>waiting {waited(since)}</span>}
+        {threadTitle && <a class="card-thread" href={threadHref} data-testid="card-thread">{threadTitle}</a>}
       </header>
+      {match && <p class="card-match small">Matched in {match.in === "title" ? "the title" : "the thread"}: <Snippet m={match} /></p>}
+      {context && <blockquote class="card-context" data-testid="card-context"><span class="muted small">The agent: </span><Markdown text={contextText(context)} /></blockquote>}
       {recovery && <p class="card-reason">{it.reason || "The call started before the server stopped; it may or may not have taken effect."} Retry runs it again; skip continues without it.</p>}
       {!recovery && it.reason && <p class="card-reason">{it.reason}</p>}
-      <pre class="args" aria-label="Arguments">{pretty(it.args)}</pre>
-      {!open && <p class="card-done" role="status">{it.status === "cancelled" ? "Cancelled with the run" : PAST[it.decision?.decision ?? ""] ?? "Decided"}{it.decision?.message ? `: ${it.decision.message}` : ""}</p>}
+      <pre class="args" aria-label="Arguments">{pretty(decided === "edit" && it.decision?.args !== undefined ? it.decision.args : it.args)}</pre>
+      {!open && it.decision?.message && <p class="card-done" role="status">{decided === "respond" ? "Answer" : "Reason"}: {it.decision.message}</p>}
       {open && !mode && (
         <div class="card-actions">
           {allowed.map((d) => {

@@ -1,22 +1,44 @@
-import { useState } from "preact/hooks";
-import { newThread, patchThread, setQuery, showError, store, type Row } from "../state/app";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { decide, loadList, markAllRead, newThread, patchThread, setQuery, showError, store, type Row } from "../state/app";
 import { useStore } from "../state/store";
 import { relTime } from "../time";
 import { ApprovalCard } from "./ApprovalCard";
-import { Badges, ModelPicker, ThreadMenu } from "./common";
+import { Badges, ModelPicker, Snippet, ThreadMenu } from "./common";
 import { DRAG_TYPE } from "./Sidebar";
 
-export function SearchBox() {
+export function SearchBox({ label }: { label: string }) {
   const s = useStore(store);
   const [v, setV] = useState(s.query);
-  let t: any;
+  const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  useEffect(() => setV(s.query), [s.query]);
   return (
-    <form role="search" class="search" onSubmit={(e) => { e.preventDefault(); setQuery(v); }}>
-      <label class="sr-only" for="search">Search threads</label>
-      <input id="search" type="search" data-testid="search" placeholder="Search threads  ( / )" value={v}
-        onInput={(e) => { const x = (e.target as HTMLInputElement).value; setV(x); clearTimeout(t); t = setTimeout(() => setQuery(x), 150); }}
+    <form role="search" class="search" onSubmit={(e) => { e.preventDefault(); clearTimeout(timer.current); setQuery(v); }}>
+      <label class="sr-only" for="search">{label}</label>
+      <input id="search" type="search" data-testid="search" placeholder="Search  /" value={v} title={`${label} (press / to search)`}
+        onInput={(e) => { const x = (e.target as HTMLInputElement).value; setV(x); clearTimeout(timer.current); timer.current = setTimeout(() => setQuery(x), 150); }}
         onKeyDown={(e) => { if (e.key === "Escape") { (e.target as HTMLInputElement).blur(); } }} />
     </form>
+  );
+}
+
+/**
+ * The end of a paged list: scrolling it into view loads the next page
+ * (and so does its button, for the keyboard).
+ */
+function More({ cursor, loading, label }: { cursor?: string; loading: boolean; label: string }) {
+  const ref = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    const el = ref.current;
+    if (!el || !cursor || typeof IntersectionObserver === "undefined") return;
+    const io = new IntersectionObserver((es) => { if (es.some((x) => x.isIntersecting)) loadList({ more: true }); }, { rootMargin: "200px" });
+    io.observe(el);
+    return () => io.disconnect();
+  }, [cursor]);
+  if (!cursor) return null;
+  return (
+    <div class="more" ref={ref}>
+      <button type="button" class="sm" data-testid="load-more" disabled={loading} onClick={() => loadList({ more: true })}>{loading ? "Loading…" : `More ${label}`}</button>
+    </div>
   );
 }
 
@@ -45,27 +67,25 @@ export function NewThreadBox() {
   );
 }
 
-function ThreadItem({ r, selected }: { r: Row; selected: boolean }) {
+function ThreadItem({ r, selected, inUnread }: { r: Row; selected: boolean; inUnread: boolean }) {
   return (
-    <li class={`row ${r.unread ? "is-unread" : ""} ${selected ? "sel" : ""}`} data-testid="thread-item" data-thread-id={r.id}
+    <li class={`row ${r.unread && !inUnread ? "is-unread" : ""} ${selected ? "sel" : ""}`} data-testid="thread-item" data-thread-id={r.id}
       draggable onDragStart={(e) => { e.dataTransfer?.setData(DRAG_TYPE, r.id); e.dataTransfer?.setData("text/plain", r.title); if (e.dataTransfer) e.dataTransfer.effectAllowed = "move"; }}>
       <a class="row-link" href={`#/thread/${encodeURIComponent(r.id)}`} data-nav="row">
         <span class="row-top">
           <span class="row-title">{r.pinned && <span class="pin-mark" aria-label="pinned">📌 </span>}{r.title || "Untitled"}</span>
+          <Badges status={r.status} unread={r.unread && !inUnread} openActions={r.openActions} runStatus={r.runStatus} />
           <time class="row-time" dateTime={r.time} title={new Date(r.time).toLocaleString()}>{relTime(r.time)}</time>
         </span>
         <span class="row-bottom">
-          <span class="row-preview">{r.preview || <span class="muted">No messages yet</span>}</span>
-          <Badges status={r.status} unread={r.unread} openActions={r.openActions} runStatus={r.runStatus} />
+          <span class="row-preview">{r.match && r.match.in === "message" ? <Snippet m={r.match} /> : r.preview || <span class="muted">No messages yet</span>}</span>
         </span>
       </a>
-      {r.thread && (
-        <span class="row-tools">
-          <button type="button" class={`icon pin ${r.pinned ? "on" : ""}`} aria-pressed={!!r.pinned} aria-label={r.pinned ? `Unpin ${r.title}` : `Pin ${r.title}`}
-            data-testid="pin" onClick={() => patchThread(r.id, { pinned: !r.pinned }).catch(showError)}>{r.pinned ? "★" : "☆"}</button>
-          <ThreadMenu thread={r.thread} />
-        </span>
-      )}
+      <span class="row-tools">
+        <button type="button" class={`icon pin ${r.pinned ? "on" : ""}`} aria-pressed={!!r.pinned} aria-label={r.pinned ? `Unpin ${r.title}` : `Pin ${r.title}`}
+          data-testid="pin" onClick={() => patchThread(r.id, { pinned: !r.pinned }).catch(showError)}>{r.pinned ? "★" : "☆"}</button>
+        <ThreadMenu thread={r.menu} />
+      </span>
     </li>
   );
 }
@@ -76,16 +96,20 @@ export function ListView() {
   const folder = r.view === "folder" ? s.folders.find((f) => f.id === r.id) : undefined;
   const title = r.view === "unread" ? "Unread" : r.view === "folder" ? folder?.name ?? "Folder" : "All threads";
   const q = s.query.trim();
+  const unread = r.view === "unread";
   let empty = "No threads yet — start one with the box above or `kiln run` in a terminal.";
-  if (q) empty = `Nothing matches “${q}”. Try fewer words, or clear the search.`;
-  else if (r.view === "unread") empty = "All caught up. Finished runs land here until you open them.";
+  if (q) empty = `Nothing matches “${q}”. Every word must start a word of a title or a message; try fewer words.`;
+  else if (unread) empty = "All caught up. Finished runs land here until you open them.";
   else if (r.view === "folder") empty = "This folder is empty. Drag a thread onto it, or use a thread's ⋯ menu → Move to.";
   const sel = s.thread?.id;
   return (
     <div class="view list-view">
       <header class="view-head">
         <h1>{title}</h1>
-        <SearchBox />
+        {unread && (s.counts?.unread ?? 0) > 0 && !q && (
+          <button type="button" class="sm" data-testid="mark-all-read" onClick={() => markAllRead().catch(showError)}>Mark all read</button>
+        )}
+        <SearchBox label={unread ? "Search unread threads" : `Search ${title.toLowerCase()}`} />
       </header>
       <NewThreadBox />
       {s.rowsLoaded && !s.rows.length ? (
@@ -93,35 +117,77 @@ export function ListView() {
       ) : !s.rowsLoaded && !s.rows.length ? (
         <p class="loading" role="status" data-testid="loading">Loading…</p>
       ) : (
-        <ul class="rows" data-testid="thread-list" aria-label={title} aria-busy={!s.rowsLoaded}>
-          {s.rows.map((row) => <ThreadItem key={row.id} r={row} selected={row.id === sel} />)}
-        </ul>
+        <>
+          <ul class="rows" data-testid="thread-list" aria-label={title} aria-busy={!s.rowsLoaded}>
+            {s.rows.map((row) => <ThreadItem key={row.id} r={row} selected={row.id === sel} inUnread={unread} />)}
+          </ul>
+          <More cursor={s.rowsCursor} loading={s.loadingMore} label="threads" />
+        </>
       )}
     </div>
   );
 }
 
+/**
+ * The Action view: every open decision, newest first, searched on the
+ * server, with the context of each and decisions on several at once.
+ */
 export function ActionView() {
   const s = useStore(store);
-  const q = s.query.trim().toLowerCase();
-  const items = s.actions.filter((a) => !q || `${a.thread_title} ${a.tool} ${JSON.stringify(a.args)}`.toLowerCase().includes(q));
+  const q = s.query.trim();
+  const items = s.actions;
+  const [picked, setPicked] = useState<Set<string>>(new Set());
+  const [bulk, setBulk] = useState<{ busy: boolean; note: string }>({ busy: false, note: "" });
+  // Only what is still listed stays picked.
+  const ids = new Set(items.map((a) => a.interrupt_id!));
+  const chosen = [...picked].filter((id) => ids.has(id));
+  const all = items.length > 0 && chosen.length === items.length;
+  const toggle = (id: string, on: boolean) => setPicked((p) => { const n = new Set(p); if (on) n.add(id); else n.delete(id); return n; });
+  async function decideAll(decision: "approve" | "reject") {
+    const targets = items.filter((a) => chosen.includes(a.interrupt_id!));
+    const ok = targets.filter((a) => (a.allowed_decisions ?? []).includes(decision));
+    setBulk({ busy: true, note: "" });
+    const failed: string[] = [];
+    for (const a of ok) {
+      try { await decide({ id: a.interrupt_id!, thread_id: a.thread_id }, decision); }
+      catch (e) { failed.push(`${a.tool}: ${(e as Error).message}`); }
+    }
+    setPicked(new Set());
+    const skipped = targets.length - ok.length;
+    const done = ok.length - failed.length;
+    const verb = decision === "approve" ? "Approved" : "Rejected";
+    setBulk({ busy: false, note: `${verb} ${done} of ${targets.length}.` + (skipped ? ` ${skipped} do not allow “${decision}”.` : "") + (failed.length ? ` Failed: ${failed.join("; ")}` : "") });
+  }
   return (
     <div class="view action-view">
       <header class="view-head">
         <h1>Action <span class="muted small">{s.counts?.action ? `${s.counts.action} waiting for you` : ""}</span></h1>
-        <SearchBox />
+        <SearchBox label="Search decisions" />
       </header>
+      {items.length > 0 && (
+        <div class="bulk-bar" role="group" aria-label="Decide several">
+          <label class="check"><input type="checkbox" data-testid="select-all" checked={all} onChange={(e) => setPicked(new Set((e.target as HTMLInputElement).checked ? ids : []))} /> Select all</label>
+          <button type="button" class="sm primary" data-testid="bulk-approve" disabled={!chosen.length || bulk.busy} onClick={() => decideAll("approve")}>Approve {chosen.length || ""}</button>
+          <button type="button" class="sm danger" data-testid="bulk-reject" disabled={!chosen.length || bulk.busy} onClick={() => decideAll("reject")}>Reject {chosen.length || ""}</button>
+        </div>
+      )}
+      <p class="muted small bulk-note" role="status" data-testid="bulk-note">{bulk.note}</p>
       {!s.actionsLoaded ? (
         <p class="loading" role="status" data-testid="loading">Loading…</p>
       ) : !items.length ? (
-        <p class="empty" data-testid="empty">{q ? `No decision matches “${s.query.trim()}”.` : "Nothing needs you. Tool calls held for approval show up here; runs wait until you decide."}</p>
+        <p class="empty" data-testid="empty">{q ? `No decision matches “${q}”.` : "Nothing needs you. Tool calls held for approval show up here; runs wait until you decide."}</p>
       ) : (
-        <div class="cards" data-testid="action-list" aria-label="Decisions waiting">
-          {items.map((a) => (
-            <ApprovalCard key={a.interrupt_id} threadTitle={a.thread_title} threadHref={`#/thread/${encodeURIComponent(a.thread_id)}`}
-              it={{ id: a.interrupt_id!, thread_id: a.thread_id, kind: a.kind ?? "approval", tool: a.tool ?? "", args: a.args, allowed_decisions: a.allowed_decisions ?? [], reason: a.reason, status: "open" }} />
-          ))}
-        </div>
+        <>
+          <div class="cards" data-testid="action-list" aria-label="Decisions waiting">
+            {items.map((a) => (
+              <ApprovalCard key={a.interrupt_id} threadTitle={a.thread_title} threadHref={`#/thread/${encodeURIComponent(a.thread_id)}`}
+                context={a.assistant_text} since={a.time} match={a.match}
+                picked={chosen.includes(a.interrupt_id!)} onPick={(on) => toggle(a.interrupt_id!, on)}
+                it={{ id: a.interrupt_id!, thread_id: a.thread_id, kind: a.kind ?? "approval", tool: a.tool ?? "", args: a.args, allowed_decisions: a.allowed_decisions ?? [], reason: a.reason, status: "open" }} />
+            ))}
+          </div>
+          <More cursor={s.actionsCursor} loading={s.loadingMore} label="decisions" />
+        </>
       )}
     </div>
   );

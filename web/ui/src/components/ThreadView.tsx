@@ -1,10 +1,11 @@
+import { Fragment } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { cancelRun, markRead, patchThread, showError, startRun, store } from "../state/app";
-import { currentRun, groupActivity, openInterrupts, TERMINAL, type ThreadState } from "../state/events";
+import { currentRun, groupActivity, openInterrupts, queuedRuns, TERMINAL, threadModel, type ThreadState } from "../state/events";
 import { useStore } from "../state/store";
 import { tokens } from "../format";
 import { relTime } from "../time";
-import type { Message, ToolCall } from "../types";
+import type { Interrupt, Message, ToolCall } from "../types";
 import { ApprovalCard, pretty } from "./ApprovalCard";
 import { ModelPicker, ThreadMenu } from "./common";
 import { Markdown } from "./Markdown";
@@ -31,11 +32,22 @@ function ToolCallView({ call, result }: { call: ToolCall; result?: Message }) {
   );
 }
 
-function Messages({ t }: { t: ThreadState }) {
+/**
+ * The conversation. A decision card stays where its call happened, right
+ * under the call (decided ones too); cards whose call is not shown (yet)
+ * follow the messages. Runs queued behind the active one show their input
+ * as queued.
+ */
+function Messages({ t, cards }: { t: ThreadState; cards: Interrupt[] }) {
   const results = new Map<string, Message>();
   for (const m of t.messages) if (m.role === "tool" && m.tool_call_id) results.set(m.tool_call_id, m);
   const calls = new Set<string>();
   for (const m of t.messages) for (const c of m.tool_calls ?? []) calls.add(c.id);
+  const byCall = new Map<string, Interrupt[]>();
+  for (const i of cards) {
+    const k = i.tool_call_id && calls.has(i.tool_call_id) ? i.tool_call_id : "";
+    byCall.set(k, [...(byCall.get(k) ?? []), i]);
+  }
   return (
     <>
       {t.messages.map((m) => {
@@ -45,7 +57,12 @@ function Messages({ t }: { t: ThreadState }) {
             <div class="msg-meta"><span class="who">{m.role === "user" ? "You" : m.role === "assistant" ? "Agent" : m.name ?? "Tool"}</span>
               {m.created_at && <time dateTime={m.created_at}>{relTime(m.created_at)}</time>}</div>
             {m.text ? (m.role === "assistant" ? <Markdown text={m.text} /> : <div class={`plain ${m.is_error ? "err" : ""}`}>{m.text}</div>) : null}
-            {m.tool_calls?.map((c) => <ToolCallView key={c.id} call={c} result={results.get(c.id)} />)}
+            {m.tool_calls?.map((c) => (
+              <Fragment key={c.id}>
+                <ToolCallView call={c} result={results.get(c.id)} />
+                {byCall.get(c.id)?.map((i) => <ApprovalCard key={i.id} it={i} />)}
+              </Fragment>
+            ))}
           </article>
         );
       })}
@@ -53,6 +70,15 @@ function Messages({ t }: { t: ThreadState }) {
         <article key={`s-${run}`} class="msg assistant streaming" data-testid="message" data-role="assistant" data-streaming="true" aria-live="polite">
           <div class="msg-meta"><span class="who">Agent</span><span class="typing">writing…</span></div>
           <Markdown text={text} />
+        </article>
+      ))}
+      {byCall.get("")?.map((i) => <ApprovalCard key={i.id} it={i} />)}
+      {queuedRuns(t).map((r) => (
+        <article key={`q-${r.id}`} class="msg user queued" data-testid="queued-message" data-run-id={r.id}>
+          <div class="msg-meta"><span class="who">You</span><span class="badge b-queued">queued</span>
+            <span class="muted small">runs after the current run{r.model ? ` on ${r.model}` : ""}</span>
+            <button type="button" class="link small" data-testid="queued-cancel" onClick={() => cancelRun(r.id).catch(showError)}>Cancel</button></div>
+          <div class="plain">{r.input?.text ?? "…"}</div>
         </article>
       ))}
     </>
@@ -63,6 +89,7 @@ export function ThreadView() {
   const s = useStore(store);
   const t = s.thread;
   const [text, setText] = useState("");
+  // The model the user picked for the next message; "" means the thread's.
   const [model, setModel] = useState("");
   const [busy, setBusy] = useState(false);
   const [err, setErr] = useState("");
@@ -70,7 +97,7 @@ export function ThreadView() {
   const [title, setTitle] = useState("");
   const scroller = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
-  const count = (t?.messages.length ?? 0) + Object.values(t?.streaming ?? {}).join("").length + Object.keys(t?.interrupts ?? {}).length;
+  const count = (t?.messages.length ?? 0) + Object.values(t?.streaming ?? {}).join("").length + Object.keys(t?.interrupts ?? {}).length + Object.keys(t?.runs ?? {}).length;
   useEffect(() => { const el = scroller.current; if (el && stick.current) el.scrollTop = el.scrollHeight; }, [count, t?.id]);
   useEffect(() => { setText(""); setModel(""); setErr(""); setRenaming(false); stick.current = true; }, [t?.id]);
 
@@ -78,15 +105,24 @@ export function ThreadView() {
   if (!t) return null;
   const th = t.thread;
   const run = currentRun(t);
+  const queued = queuedRuns(t);
   const active = run && !TERMINAL.includes(run.status);
-  const ints = Object.values(t.interrupts).filter((i) => i.status === "open" || (run && i.run_id === run.id))
-    .sort((a, b) => (a.created_at ?? "").localeCompare(b.created_at ?? ""));
-  const m = model || th?.model || s.status?.default_model || "demo";
+  // Every decision the thread has seen (the stream replays them all): a
+  // card stays with its call, decided or not, whichever run is current.
+  const cards = Object.values(t.interrupts).sort((a, b) => (a.created_at ?? "").localeCompare(b.created_at ?? ""));
+  const waiting = cards.filter((i) => i.status === "open");
+  const m = model || threadModel(t) || s.status?.default_model || "demo";
 
   async function send() {
     if (!text.trim() || !t) return;
     setBusy(true); setErr("");
-    try { await startRun(t.id, text, m); setText(""); stick.current = true; } catch (e) { setErr((e as Error).message); } finally { setBusy(false); }
+    // Without a pick, the server runs the follow-up on the thread's model.
+    try { await startRun(t.id, text, model || undefined); setText(""); stick.current = true; } catch (e) { setErr((e as Error).message); } finally { setBusy(false); }
+  }
+  function showCard() {
+    const el = document.querySelector<HTMLElement>(`[data-interrupt-id="${waiting[0]?.id}"]`);
+    el?.scrollIntoView({ block: "center" });
+    el?.focus();
   }
   async function saveTitle() {
     const v = title.trim();
@@ -113,6 +149,8 @@ export function ThreadView() {
           <>
             <span class={`badge b-${run.status}`}>{run.status === "running" && <span class="dot" aria-hidden="true" />}{run.status}</span>
             <span class="muted small">run on <code>{run.model}</code>{run.steps ? ` · ${run.steps} step${run.steps === 1 ? "" : "s"}` : ""}{tokens(run.usage) && <> · <span data-testid="run-usage">{tokens(run.usage)}</span></>}{run.cancel_requested ? " · cancelling…" : ""}</span>
+            {waiting.length > 0 && <button type="button" class="link small" data-testid="run-waiting" onClick={showCard}>waiting for your decision on <code>{waiting[0].tool}</code>{waiting.length > 1 ? ` and ${waiting.length - 1} more` : ""}</button>}
+            {queued.length > 0 && <span class="badge b-queued" data-testid="queued-count">{queued.length} queued</span>}
             {active && <button type="button" class="sm danger" data-testid="run-cancel" onClick={() => cancelRun(run.id).catch(showError)}>Cancel run</button>}
           </>
         ) : <span class="muted small">No run yet — write below to start one.</span>}
@@ -121,8 +159,7 @@ export function ThreadView() {
       {run?.status === "failed" && <div class="run-error" role="alert"><strong>The run failed.</strong> {run.error || "No reason was given."}</div>}
       <div class="convo" ref={scroller} onScroll={(e) => { const el = e.currentTarget as HTMLDivElement; stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80; }}>
         {!t.messages.length && !Object.keys(t.streaming).length && <p class="empty">No messages yet. Tell the agent what to do below.</p>}
-        <Messages t={t} />
-        {ints.map((i) => <ApprovalCard key={i.id} it={i} />)}
+        <Messages t={t} cards={cards} />
       </div>
       <form class="composer" onSubmit={(e) => { e.preventDefault(); send(); }}>
         <label class="sr-only" for="composer">Message</label>

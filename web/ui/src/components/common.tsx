@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { store, patchThread, deleteThread, markRead, showError } from "../state/app";
 import { useStore } from "../state/store";
 import { modelGroups, type ModelOption } from "../format";
-import type { Thread } from "../types";
+import type { SearchMatch, Thread } from "../types";
 
 /** The model choice: GET /models grouped by provider when the server has it, else the default, demo and scripted. */
 export function ModelPicker({ value, onChange, id }: { value: string; onChange: (v: string) => void; id: string }) {
@@ -26,6 +26,7 @@ export function Badges({ status, unread, openActions, runStatus }: { status?: st
       {status === "running" && <span class="badge b-running"><span class="dot" aria-hidden="true" />running</span>}
       {(openActions ?? 0) > 0 && <span class="badge b-action">needs action{openActions! > 1 ? ` (${openActions})` : ""}</span>}
       {(status === "failed" || runStatus === "failed") && <span class="badge b-failed">failed</span>}
+      {(status === "cancelled" || runStatus === "cancelled") && <span class="badge b-cancelled">cancelled</span>}
       {unread && <span class="badge b-unread">unread</span>}
     </span>
   );
@@ -76,5 +77,14 @@ export function ThreadMenu({ thread, onRename }: { thread: Pick<Thread, "id" | "
         </div>
       )}
     </div>
+  );
+}
+
+/** A search match's snippet: the matching words marked. */
+export function Snippet({ m }: { m: SearchMatch }) {
+  return (
+    <span class="snippet" data-testid="snippet" data-in={m.in}>
+      {m.snippet.map((p, i) => (p.match ? <mark key={i}>{p.text}</mark> : <span key={i}>{p.text}</span>))}
+    </span>
   );
 }

@@ -3,13 +3,15 @@
 import { api, ApiError, authHeaders, API, setToken, setUnauthorizedHandler } from "../api";
 import { EventStream, type SSEMessage, type StreamState } from "../sse";
 import { parseRoute, type Route } from "../route";
-import type { Counts, Folder, InboxItem, Interrupt, KEvent, Message, ModelList, Run, Status, Thread } from "../types";
+import type { Counts, Folder, InboxItem, Interrupt, KEvent, Message, ModelList, Run, SearchMatch, Status, Thread } from "../types";
 import { applyEvent, initThread, withInterrupts, withMessages, withRuns, type ThreadState } from "./events";
 import { createStore } from "./store";
 
 export interface Row {
   id: string; title: string; preview?: string; time: string; pinned?: boolean; status?: string;
-  unread: boolean; openActions: number; runStatus?: string; folderId?: string; thread?: Thread;
+  unread: boolean; openActions: number; runStatus?: string; folderId?: string; match?: SearchMatch;
+  /** What the row's menu acts on (every row has one). */
+  menu: Pick<Thread, "id" | "title" | "pinned" | "folder_id" | "unread">;
 }
 
 export interface AppState {
@@ -19,6 +21,10 @@ export interface AppState {
   rows: Row[];
   rowsLoaded: boolean;
   rowsKey: string;
+  /** The next page of the list, or undefined on its last page. */
+  rowsCursor?: string;
+  actionsCursor?: string;
+  loadingMore: boolean;
   query: string;
   /** Undefined until the first inbox answer. */
   counts?: Counts;
@@ -47,7 +53,7 @@ const initialRoute = parseRoute(location.hash);
 export const store = createStore<AppState>({
   route: initialRoute,
   listRoute: initialRoute.view === "thread" || initialRoute.view === "settings" ? { view: "all" } : initialRoute,
-  folders: [], rows: [], rowsLoaded: false, rowsKey: "", query: "",
+  folders: [], rows: [], rowsLoaded: false, rowsKey: "", query: "", loadingMore: false,
   actions: [], actionsLoaded: false, foldersLoaded: false,
   globalState: "connecting", threadState: "closed", everOpen: false,
   needToken: false,
@@ -66,44 +72,94 @@ export function showError(e: unknown) {
 
 export const threadRow = (t: Thread): Row => ({
   id: t.id, title: t.title, preview: t.last_message, time: t.updated_at, pinned: t.pinned, status: t.status,
-  unread: t.unread, openActions: t.open_actions, folderId: t.folder_id, thread: t,
+  unread: t.unread, openActions: t.open_actions, folderId: t.folder_id, match: t.match, menu: t,
 });
 const unreadRow = (i: InboxItem): Row => ({
-  id: i.thread_id, title: i.thread_title, preview: i.preview, time: i.time, unread: true, openActions: 0,
-  runStatus: i.run_status, status: i.run_status === "failed" ? "failed" : undefined, folderId: i.folder_id,
+  id: i.thread_id, title: i.thread_title, preview: i.preview, time: i.time, pinned: i.pinned, unread: true, openActions: 0,
+  runStatus: i.run_status, status: i.run_status === "failed" ? "failed" : undefined, folderId: i.folder_id, match: i.match,
+  menu: { id: i.thread_id, title: i.thread_title, pinned: !!i.pinned, folder_id: i.folder_id, unread: true },
 });
+
+/** The page size of lists; scrolling to the end loads the next page. */
+export const PAGE = 50;
 
 function listKey(r: Route, q: string) { return JSON.stringify([r, q]); }
 
-export async function loadList() {
+/** The query string of a list page: the search, the size and where it starts. */
+function pageQuery(q: string, limit: number, cursor?: string) {
+  return `limit=${limit}${q ? `&q=${encodeURIComponent(q)}` : ""}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`;
+}
+
+/**
+ * Loads the list of the current view, searched on the server. A refresh
+ * reloads as many rows as are shown (up to 500) so that scrolling back
+ * keeps its place; more loads the next page after them.
+ */
+export async function loadList({ more = false } = {}) {
   const r = S().listRoute, q = S().query.trim();
   const key = listKey(r, q);
-  const qs = q ? `&q=${encodeURIComponent(q)}` : "";
+  if (r.view === "action") return loadActions({ more });
+  if (more && (!S().rowsCursor || S().rowsKey !== key || S().loadingMore)) return;
+  const limit = more ? PAGE : Math.min(500, Math.max(PAGE, S().rowsKey === key ? S().rows.length : 0));
+  const qs = pageQuery(q, limit, more ? S().rowsCursor : undefined);
+  if (more) store.set({ loadingMore: true });
   try {
     let rows: Row[] = [];
-    if (r.view === "all") rows = (await api<{ threads: Thread[] }>("GET", `/threads?limit=200${qs}`)).threads.map(threadRow);
-    else if (r.view === "folder") rows = (await api<{ threads: Thread[] }>("GET", `/threads?limit=200&folder_id=${encodeURIComponent(r.id)}${qs}`)).threads.map(threadRow);
-    else if (r.view === "unread") {
-      const page = await api<{ items: InboxItem[]; counts: Counts }>("GET", "/inbox?queue=unread&limit=200");
-      rows = page.items.map(unreadRow).filter((x) => !q || (x.title + " " + (x.preview ?? "")).toLowerCase().includes(q.toLowerCase()));
+    let cursor: string | undefined;
+    if (r.view === "unread") {
+      const page = await api<{ items: InboxItem[]; counts: Counts; next_cursor?: string }>("GET", `/inbox?queue=unread&${qs}`);
+      cursor = page.next_cursor;
+      rows = page.items.map(unreadRow);
       store.set({ counts: page.counts });
+    } else {
+      const folder = r.view === "folder" ? `&folder_id=${encodeURIComponent(r.id)}` : "";
+      const page = await api<{ threads: Thread[]; next_cursor?: string }>("GET", `/threads?${qs}${folder}`);
+      cursor = page.next_cursor;
+      rows = page.threads.map(threadRow);
     }
     if (listKey(S().listRoute, S().query.trim()) !== key) return; // superseded
-    store.set({ rows, rowsLoaded: true, rowsKey: key });
+    if (more) {
+      const seen = new Set(S().rows.map((x) => x.id));
+      rows = [...S().rows, ...rows.filter((x) => !seen.has(x.id))];
+    }
+    store.set({ rows, rowsLoaded: true, rowsKey: key, rowsCursor: cursor });
   } catch (e) { showError(e); }
+  finally { if (more) store.set({ loadingMore: false }); }
 }
 
 let lastActionIds: Set<string> | undefined;
+/** Loads the Action queue (the first page, for the counts and notifications). */
 export async function loadInbox() {
   try {
-    const page = await api<{ items: InboxItem[]; counts: Counts }>("GET", "/inbox?queue=action&limit=200");
+    const page = await api<{ items: InboxItem[]; counts: Counts; next_cursor?: string }>("GET", `/inbox?queue=action&limit=${PAGE}`);
     const ids = new Set(page.items.map((i) => i.interrupt_id!));
     if (lastActionIds) {
       for (const it of page.items) if (!lastActionIds.has(it.interrupt_id!)) notifyAction(it);
     }
     lastActionIds = ids;
-    store.set({ actions: page.items, counts: page.counts, actionsLoaded: true });
+    store.set({ counts: page.counts });
+    if (S().listRoute.view !== "action") store.set({ actions: page.items, actionsLoaded: true, actionsCursor: page.next_cursor });
+    else loadActions();
   } catch (e) { showError(e); }
+}
+
+/** Loads the Action view's cards, searched on the server, and pages on. */
+export async function loadActions({ more = false } = {}) {
+  const q = S().query.trim();
+  if (more && (!S().actionsCursor || S().loadingMore)) return;
+  const limit = more ? PAGE : Math.min(500, Math.max(PAGE, S().actions.length));
+  if (more) store.set({ loadingMore: true });
+  try {
+    const page = await api<{ items: InboxItem[]; counts: Counts; next_cursor?: string }>("GET", `/inbox?queue=action&${pageQuery(q, limit, more ? S().actionsCursor : undefined)}`);
+    if (S().query.trim() !== q) return; // superseded
+    let items = page.items;
+    if (more) {
+      const seen = new Set(S().actions.map((a) => a.interrupt_id));
+      items = [...S().actions, ...items.filter((a) => !seen.has(a.interrupt_id))];
+    }
+    store.set({ actions: items, counts: page.counts, actionsLoaded: true, actionsCursor: page.next_cursor });
+  } catch (e) { showError(e); }
+  finally { if (more) store.set({ loadingMore: false }); }
 }
 
 export async function loadFolders() {
@@ -202,6 +258,10 @@ export async function openThread(id: string) {
       try { e = JSON.parse(m.data); } catch { return; } // bad frame
       const before = S().thread;
       setThread((t) => applyEvent(t, e), id);
+      // A run queued elsewhere (the CLI, another tab): its input shows as queued.
+      if (e.type === "run.queued" && e.run_id && !S().thread?.runs[e.run_id]?.input) {
+        api<Run>("GET", `/runs/${encodeURIComponent(e.run_id)}`).then((r) => setThread((t) => withRuns(t, [r]), id)).catch(() => { /* shown without its input */ });
+      }
       // A run that finishes on the thread the user is looking at does not
       // land in Unread: it is read already (replays of older events aside).
       // Either way the thread comes again (markRead answers with it): its token usage grew.
@@ -215,13 +275,14 @@ export async function openThread(id: string) {
   });
   threadStream = stream;
   try {
+    // The newest 100 runs (a long thread's first ones do not matter here), oldest first.
     const [thread, msgs, runs] = await Promise.all([
       api<Thread>("GET", `/threads/${encodeURIComponent(id)}`),
       api<{ messages: Message[] }>("GET", `/threads/${encodeURIComponent(id)}/messages`),
-      api<{ runs: Run[] }>("GET", `/threads/${encodeURIComponent(id)}/runs`),
+      api<{ runs: Run[] }>("GET", `/runs?thread_id=${encodeURIComponent(id)}&limit=100`),
     ]);
     if (gen !== threadGen) return;
-    setThread((t) => withRuns(withMessages({ ...t, thread }, msgs.messages), runs.runs), id);
+    setThread((t) => withRuns(withMessages({ ...t, thread }, msgs.messages), runs.runs.slice().reverse()), id);
     if (thread.active_run_id) {
       const ints = await api<{ interrupts: Interrupt[] }>("GET", `/runs/${thread.active_run_id}/interrupts`);
       if (gen === threadGen) setThread((t) => withInterrupts(t, ints.interrupts), id);
@@ -268,16 +329,18 @@ export function onRoute() {
   if (route.view === "thread") { if (S().thread?.id !== route.id) openThread(route.id); }
   else if (S().thread) closeThread();
   if (route.view === "settings") loadStatus();
-  if (route.view === "action") loadInbox();
 }
 
 export function go(hash: string) { if (location.hash !== hash) location.hash = hash; else onRoute(); }
 
 // ---- actions ----
-export async function startRun(threadId: string, text: string, model: string) {
+/** Starts a run; without a model the server uses the thread's (or its default, for a new thread). */
+export async function startRun(threadId: string, text: string, model?: string) {
   const body: any = { input: { text } };
   if (model) body.model = model;
-  return api<Run>("POST", `/threads/${encodeURIComponent(threadId)}/runs`, body);
+  const run = await api<Run>("POST", `/threads/${encodeURIComponent(threadId)}/runs`, body);
+  setThread((t) => withRuns(t, [run]), threadId);
+  return run;
 }
 
 export async function newThread(text: string, model: string) {
@@ -301,7 +364,8 @@ export async function cancelRun(runId: string) { await api("POST", `/runs/${enco
 
 export async function patchThread(id: string, patch: { title?: string; folder_id?: string | null; pinned?: boolean }) {
   const t = await api<Thread>("PATCH", `/threads/${encodeURIComponent(id)}`, patch);
-  store.set({ rows: S().rows.map((r) => (r.id === id && r.thread ? threadRow(t) : r)) });
+  const edit = { title: t.title, pinned: t.pinned, folder_id: t.folder_id };
+  store.set({ rows: S().rows.map((r) => (r.id !== id ? r : { ...r, title: t.title, pinned: t.pinned, folderId: t.folder_id, menu: { ...r.menu, ...edit } })) });
   setThread((s) => ({ ...s, thread: t }), id);
   schedule({ list: true });
   return t;
@@ -317,6 +381,14 @@ export async function deleteThread(id: string) {
 export async function markRead(id: string) {
   const t = await api<Thread>("POST", `/threads/${encodeURIComponent(id)}/read`);
   setThread((s) => ({ ...s, thread: t }), id);
+  schedule({ list: true, inbox: true });
+}
+
+/** Empties the Unread queue. */
+export async function markAllRead() {
+  await api("POST", "/inbox/read");
+  const c = S().counts;
+  store.set({ counts: c ? { ...c, unread: 0 } : c, rows: S().listRoute.view === "unread" ? [] : S().rows.map((r) => ({ ...r, unread: false })), rowsCursor: S().listRoute.view === "unread" ? undefined : S().rowsCursor });
   schedule({ list: true, inbox: true });
 }
 

@@ -156,9 +156,14 @@ export function applyEvent(s: ThreadState, e: KEvent): ThreadState {
     case "interrupt.decided":
       if (p.id) n = withInterrupts(n, [p as Interrupt]);
       break;
-    case "thread.updated":
     case "thread.created":
-      if (p.id === s.id) n = { ...n, thread: p as Thread };
+    case "thread.updated":
+      // A replay brings old snapshots of the thread: only what the user
+      // edits comes from them (its derived state comes from its runs and
+      // from fresh reads), and thread.created never overrides a fresh read.
+      if (p.id !== s.id) break;
+      if (!n.thread) n = { ...n, thread: p as Thread };
+      else if (e.type === "thread.updated") n = { ...n, thread: { ...n.thread, title: p.title, folder_id: p.folder_id, pinned: p.pinned } };
       break;
     case "thread.read":
       if (n.thread) n = { ...n, thread: { ...n.thread, unread: false } };
@@ -172,9 +177,26 @@ export function applyEvent(s: ThreadState, e: KEvent): ThreadState {
   return n;
 }
 
+/**
+ * The run the thread view is about: the active one (running or waiting for
+ * a decision), else the latest that ran. Queued runs wait behind it and
+ * are shown as queued (queuedRuns).
+ */
 export function currentRun(s: ThreadState): Run | undefined {
-  const id = s.thread?.active_run_id ?? s.runOrder[s.runOrder.length - 1];
-  return id ? s.runs[id] ?? s.runs[s.runOrder[s.runOrder.length - 1]] : undefined;
+  const runs = s.runOrder.map((id) => s.runs[id]).filter(Boolean);
+  for (let i = runs.length - 1; i >= 0; i--) if (runs[i].status === "running" || runs[i].status === "interrupted") return runs[i];
+  for (let i = runs.length - 1; i >= 0; i--) if (runs[i].status !== "queued") return runs[i];
+  return undefined;
+}
+
+/** The runs queued behind the active one, in order. */
+export function queuedRuns(s: ThreadState): Run[] {
+  return s.runOrder.map((id) => s.runs[id]).filter((r) => r?.status === "queued");
+}
+
+/** The thread's model: pinned on its first run (Thread.model), else that run's. */
+export function threadModel(s: ThreadState): string | undefined {
+  return s.thread?.model || s.runOrder.map((id) => s.runs[id]?.model).find(Boolean);
 }
 
 export function openInterrupts(s: ThreadState): Interrupt[] {
