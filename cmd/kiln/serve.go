@@ -54,6 +54,9 @@ type serveConfig struct {
 	AllowedOrigins []string
 	// Loopback is true when Addr is a loopback address.
 	Loopback bool
+	// MaxStreams caps the event streams open at once (KILN_MAX_STREAMS);
+	// 0 means web.DefaultMaxStreams.
+	MaxStreams int
 }
 
 func newServeCmd() *cobra.Command {
@@ -72,6 +75,8 @@ Configuration (flags beat environment variables):
   KILN_API_TOKEN             bearer token required by every /api request
   KILN_ALLOWED_ORIGINS       comma-separated browser origins allowed to call
                              the API, e.g. https://kiln.example.com
+  KILN_MAX_STREAMS           event streams open at once (default 2048); past
+                             it a new one is refused with 503
 
 On a loopback address (127.0.0.0/8, ::1, localhost) the token and origins are
 optional. Any other address needs KILN_API_TOKEN of at least 32 characters
@@ -130,6 +135,13 @@ func loadServeConfig(flags *pflag.FlagSet, getenv func(string) string, home func
 		return serveConfig{}, err
 	}
 	cfg.AllowedOrigins = origins
+	if raw := strings.TrimSpace(getenv("KILN_MAX_STREAMS")); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 {
+			return serveConfig{}, fmt.Errorf("KILN_MAX_STREAMS: %q is not a number of event streams (a whole number of at least 1)", raw)
+		}
+		cfg.MaxStreams = n
+	}
 	if err := checkModelRef(cfg.Model); err != nil {
 		return serveConfig{}, fmt.Errorf("KILN_MODEL: %w", err)
 	}
@@ -365,7 +377,7 @@ func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, c
 		Handler: web.New(svc, web.Options{
 			Token: cfg.Token, AllowedOrigins: cfg.AllowedOrigins, Loopback: cfg.Loopback,
 			Version: version, DataRoot: cfg.DataRoot, DefaultModel: cfg.Model, Logger: log,
-			StartedAt: time.Now(), Plugins: reg, Providers: models,
+			StartedAt: time.Now(), Plugins: reg, Providers: models, MaxStreams: cfg.MaxStreams,
 		}),
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: 10 * time.Second,

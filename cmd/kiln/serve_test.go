@@ -111,6 +111,13 @@ func TestLoadServeConfig(t *testing.T) {
 			want: serveConfig{Addr: "0.0.0.0:8420", DataRoot: "/home/u/.kiln", Model: defaultModel, Token: token,
 				AllowedOrigins: []string{"https://a.example.com", "http://b.example.com:8080"}},
 		},
+		{
+			name: "stream cap",
+			env:  map[string]string{"KILN_MAX_STREAMS": " 600 "},
+			want: serveConfig{Addr: defaultAddr, DataRoot: "/home/u/.kiln", Model: defaultModel, Loopback: true, MaxStreams: 600},
+		},
+		{name: "bad stream cap", env: map[string]string{"KILN_MAX_STREAMS": "lots"}, wantErr: "KILN_MAX_STREAMS"},
+		{name: "zero stream cap", env: map[string]string{"KILN_MAX_STREAMS": "0"}, wantErr: "at least 1"},
 		{name: "exposed without protection", env: map[string]string{"KILN_ADDR": "0.0.0.0:8420"}, wantErr: "KILN_API_TOKEN"},
 		{name: "flag exposes", args: []string{"--addr", ":8420"}, wantErr: "KILN_ALLOWED_ORIGINS"},
 		{name: "unknown model", env: map[string]string{"KILN_MODEL": "gpt-9"}, wantErr: "built in: demo, scripted; or <provider>:<model>"},
