@@ -6,7 +6,7 @@
 // and its first contentful paint on loopback, measured in headless Chromium
 // by firstpaint.mjs when Node, Chromium and the UI's node_modules are there.
 //
-//	go run ./cmd/kiln-bench [-count 3] [-langgraph DIR] [-no-langgraph] [-no-paint]
+//	go run ./cmd/kiln-bench [-count 3] [-langgraph DIR] [-no-langgraph] [-no-paint] [-no-fanout] [-only fanout]
 package main
 
 import (
@@ -337,6 +337,7 @@ func main() {
 	paintRuns := flag.Int("paint-runs", 10, "page loads for the first-paint figure; the table shows the median")
 	noPaint := flag.Bool("no-paint", false, "skip the first-paint figure")
 	only := flag.String("only", "", "measure only this group of figures: fanout")
+	noFanout := flag.Bool("no-fanout", false, "skip the SSE fan-out figures (a few minutes)")
 	settle := flag.Duration("settle", time.Minute, "how long after the SSE clients left the server's memory is read again")
 	flag.Parse()
 
@@ -418,6 +419,17 @@ func main() {
 		v := get(k.key + " p50-ms")
 		add(k.label+", p50 (HTTP)", v, "ms", "< 10 ms", v >= 0 && v < 10)
 	}
+	for _, k := range []struct{ key, label, target string }{
+		{"BenchmarkList100k/search-matching", "search, a word in ~1,700 of 100,000 threads", "< 5 ms"},
+		{"BenchmarkList100k/search-none", "search, a word in none of 100,000 threads", "< 5 ms"},
+		{"BenchmarkList100k/search-two-words", "search, two words (a handful of threads)", ""},
+		{"BenchmarkList100k/search-broad", "search, a 3-letter prefix (~1 thread in 10)", ""},
+		{"BenchmarkList100k/search-unread", "search in Unread, a word in ~1,700 threads", ""},
+		{"BenchmarkList100k/search-action", "search in Action, a word in ~1,700 threads", ""},
+	} {
+		v := get(k.key + " p50-ms")
+		add(k.label+", p50 (HTTP)", v, "ms", k.target, k.target == "" || (v >= 0 && v < 5))
+	}
 	ms := func(key string) float64 {
 		if v := get(key); v >= 0 {
 			return v / 1e6
@@ -442,6 +454,11 @@ func main() {
 	} {
 		v := ms(c.key + " ns/op")
 		add(c.label, v, "ms", c.target, c.limit == 0 || (v >= 0 && v < c.limit))
+	}
+	if *noFanout {
+		rows = append(rows, row{"SSE fan-out", "n/a", "", "not measured: -no-fanout"})
+	} else {
+		fanoutRows(*bin, *count, *settle, add, func(figure, why string) { rows = append(rows, row{figure, "n/a", "", "not measured: " + why}) })
 	}
 	if rssErr == nil {
 		add("idle server resident memory", rss, "MiB", "< 60 MiB", rss < 60)
