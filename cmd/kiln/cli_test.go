@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -94,15 +93,7 @@ func fakeRunServer(t *testing.T, frames []core.Event) *httptest.Server {
 	})
 	mux.HandleFunc("GET /api/v1/threads/thr_1/events", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "retry: 2000\n\nevent: ready\ndata: {\"last_seq\":0}\n\n: ping\n\n")
-		for _, e := range frames {
-			b, _ := json.Marshal(e)
-			if e.Seq > 0 {
-				fmt.Fprintf(w, "id: %d\n", e.Seq)
-			}
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Type, b)
-			w.(http.Flusher).Flush()
-		}
+		writeFrames(w, frames)
 		<-r.Context().Done()
 	})
 	srv := httptest.NewServer(mux)

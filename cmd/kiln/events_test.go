@@ -47,20 +47,27 @@ func fakeEventServer(t *testing.T, frames []core.Event) {
 	mux.HandleFunc("GET /api/v1/healthz", health)
 	mux.HandleFunc("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "retry: 2000\n\nevent: ready\ndata: {\"last_seq\":0}\n\n")
-		for _, e := range frames {
-			b, _ := json.Marshal(e)
-			if e.Seq > 0 {
-				fmt.Fprintf(w, "id: %d\n", e.Seq)
-			}
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Type, b)
-		}
-		w.(http.Flusher).Flush()
+		writeFrames(w, frames)
 		<-r.Context().Done()
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	useServer(t, srv.URL)
+}
+
+// writeFrames writes the ready frame, a keep-alive comment and then frames
+// the way the server does, flushing after each.
+func writeFrames(w http.ResponseWriter, frames []core.Event) {
+	io.WriteString(w, "retry: 2000\n\nevent: ready\ndata: {\"last_seq\":0}\n\n: ping\n\n")
+	w.(http.Flusher).Flush()
+	for _, e := range frames {
+		b, _ := json.Marshal(e)
+		if e.Seq > 0 {
+			fmt.Fprintf(w, "id: %d\n", e.Seq)
+		}
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Type, b)
+		w.(http.Flusher).Flush()
+	}
 }
 
 // TestEventsColumns: kiln events lines its columns up, whatever the
