@@ -302,7 +302,7 @@ func (r *Registry) load(ctx context.Context, e *entry) (plugins.Toolset, []strin
 		if derr != nil {
 			return nil, nil, derr
 		}
-		opts := wasm.LoadOptions{DataDir: data, Logger: r.log.With("plugin", e.id), Emit: core.ReportProgress}
+		opts := wasm.LoadOptions{DataDir: data, Logger: r.log, Emit: core.ReportProgress}
 		if r.cfg.KV != nil {
 			opts.KV = wasm.KVNamespace(r.cfg.KV, e.id)
 		}
