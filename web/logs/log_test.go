@@ -305,6 +305,23 @@ func TestQueryRotated(t *testing.T) {
 	}
 }
 
+// TestCursorFromASmallFile: a cursor taken while the current file is
+// small still finds it after it grew and was rotated.
+func TestCursorFromASmallFile(t *testing.T) {
+	l := openLog(t, Options{MaxSizeMB: 1, Level: slog.LevelDebug})
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	write(t, l, start, 3)
+	page, err := l.Query(Query{Limit: 1})
+	if err != nil || page.NextCursor == "" {
+		t.Fatalf("first page: %+v, %v", page, err)
+	}
+	write(t, l, start.Add(time.Hour), 6000) // rotates the small file away
+	page, err = l.Query(Query{Limit: 5, Cursor: page.NextCursor})
+	if got := indexes(t, page.Records); err != nil || fmt.Sprint(got) != "[1 0]" {
+		t.Errorf("after the rotation: %v, %v; want [1 0]", got, err)
+	}
+}
+
 // waitGzipped waits until the rotated files in dir are all compressed.
 func waitGzipped(t *testing.T, dir string) {
 	t.Helper()

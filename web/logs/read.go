@@ -29,9 +29,9 @@ const (
 	// (a record's time is taken before it is written, under a lock): a
 	// query with Since reads that much further back before it stops.
 	orderSlack = time.Second
-	// keyBytes is how much of a file's start identifies it in a cursor: its
-	// first record, whose time has nanoseconds, survives rotation and
-	// compression unchanged.
+	// keyBytes bounds how much of a file's first record identifies the
+	// file in a cursor: the record, whose time has nanoseconds, survives
+	// rotation and compression unchanged.
 	keyBytes = 4096
 	// backupTime is the time in a rotated file's name (lumberjack's).
 	backupTime = "2006-01-02T15-04-05.000"
@@ -309,8 +309,14 @@ func (sn *snapshot) key(f *os.File, path string) (string, error) {
 			return "", fmt.Errorf("read log file %s: %w", filepath.Base(path), err)
 		}
 	}
+	// The first record only: the current file may be shorter than
+	// keyBytes now and longer once it is rotated.
+	first := buf[:n]
+	if i := bytes.IndexByte(first, '\n'); i >= 0 {
+		first = first[:i]
+	}
 	h := fnv.New64a()
-	h.Write(buf[:n])
+	h.Write(first)
 	return strconv.FormatUint(h.Sum64(), 36), nil
 }
 
