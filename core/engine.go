@@ -659,7 +659,11 @@ func (r *runner) modelStep(ctx context.Context) error {
 		payload, _ := json.Marshal(map[string]string{"text": text})
 		r.s.publish(Event{OwnerID: run.OwnerID, ThreadID: run.ThreadID, RunID: run.ID, Type: EventMessageDelta, Payload: payload, Time: r.s.now()})
 	}
+	start := time.Now()
 	resp, err := r.model.Turn(ctx, ModelRequest{RunID: run.ID, Model: run.Model, Messages: r.msgs, Tools: r.s.tb.Load().specs}, delta)
+	if ctx.Err() == nil {
+		r.s.obs.ModelTurn(run.Model, time.Since(start), resp.Usage, err)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -692,10 +696,14 @@ func (r *runner) modelStep(ctx context.Context) error {
 		}
 		return err
 	})
-	if nextRun != "" && err == nil {
+	if err != nil {
+		return err
+	}
+	r.s.obs.Step(StepModel)
+	if nextRun != "" {
 		r.s.spawn(nextRun)
 	}
-	return err
+	return nil
 }
 
 // pendingCall is an unresolved tool call with its recorded state.
@@ -817,30 +825,38 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 	for i, pc := range pcs {
 		call := pc.Call
 		text, isErr, run := "", false, true
+		var outcome ToolOutcome
 		if d := pc.Decision; d != nil {
 			switch d.Decision {
 			case DecisionEdit:
 				call.Args = d.Args
 			case DecisionReject:
-				text, isErr, run = "The user rejected this tool call.", true, false
+				text, isErr, run, outcome = "The user rejected this tool call.", true, false, ToolRejected
 				if d.Message != "" {
 					text = "The user rejected this tool call: " + d.Message
 				}
 			case DecisionRespond:
-				text, run = d.Message, false
+				text, run, outcome = d.Message, false, ToolAnswered
 			case DecisionSkip:
-				text, isErr, run = "The user skipped this call after the server restarted during it; it may or may not have taken effect.", true, false
+				text, isErr, run, outcome = "The user skipped this call after the server restarted during it; it may or may not have taken effect.", true, false, ToolSkipped
 			}
+		}
+		// The Observer gets registered names only: a model must not be
+		// able to mint metric labels.
+		observed := ""
+		if tb.byName[call.Name] != nil {
+			observed = call.Name
 		}
 		// Every call the model asked for counts once it is resolved, whether
 		// it ran or was rejected, answered or skipped.
 		if st.ToolCalls >= r.run.Limits.MaxToolCalls {
 			return r.end(ctx, RunFailed, fmt.Sprintf("tool call limit of %d reached", r.run.Limits.MaxToolCalls))
 		}
+		var took time.Duration
 		if run {
 			tool := tb.byName[call.Name]
 			if tool == nil {
-				text, isErr = fmt.Sprintf("unknown tool %q", call.Name), true
+				text, isErr, outcome = fmt.Sprintf("unknown tool %q", call.Name), true, ToolUnknown
 			} else {
 				if !tool.Spec().Idempotent {
 					pcs[i].State = CallStarted
@@ -856,19 +872,27 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 					payload, _ := json.Marshal(call)
 					r.s.publish(Event{OwnerID: r.run.OwnerID, ThreadID: r.run.ThreadID, RunID: r.run.ID, Type: EventToolStarted, Payload: payload, Time: r.s.now()})
 				}
+				start := time.Now()
 				out, err := tool.Call(r.withProgress(ctx, call), call.Args)
+				took = time.Since(start)
 				if ctx.Err() != nil {
+					r.s.obs.ToolCall(observed, ToolCancelled, took)
 					return ctx.Err()
 				}
-				text = out
+				text, outcome = out, ToolOK
 				if err != nil {
-					text, isErr = err.Error(), true
+					text, isErr, outcome = err.Error(), true, ToolError
 				}
 			}
 		}
+		r.s.obs.ToolCall(observed, outcome, took)
 		st.ToolCalls++
 		results = append(results, &Message{ThreadID: r.run.ThreadID, RunID: r.run.ID, Role: RoleTool, ToolCallID: call.ID, Name: call.Name, Text: text, IsError: isErr, CreatedAt: r.s.now()})
 	}
 	st.Calls, st.Phase, st.Steps = nil, PhaseModel, st.Steps+1
-	return r.commit(ctx, results, st, nil)
+	if err := r.commit(ctx, results, st, nil); err != nil {
+		return err
+	}
+	r.s.obs.Step(StepTools)
+	return nil
 }

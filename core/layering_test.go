@@ -19,6 +19,8 @@ func TestLayering(t *testing.T) {
 		"github.com/docker/",
 		"github.com/dop251/goja",
 		"github.com/mark3labs/mcp-go",
+		"github.com/prometheus/",
+		"gopkg.in/natefinch/lumberjack",
 		"github.com/kilnhq/kiln/web",
 		"github.com/kilnhq/kiln/plugins",
 		"github.com/kilnhq/kiln/sandbox",

@@ -37,6 +37,9 @@ type Config struct {
 	// publishes (errors, messages, events); nil still removes what looks
 	// like a credential.
 	Redactor *Redactor
+	// Observer is told about runs, steps, tool calls and model turns, for
+	// metrics; nil means none.
+	Observer Observer
 }
 
 // Service is Kiln's core API: every operation a client can do, acting as a
@@ -48,6 +51,7 @@ type Service struct {
 	now    Clock
 	log    *slog.Logger
 	broker *Broker
+	obs    Observer
 
 	// tb is the current toolbox; tbMu serializes its replacement.
 	tb   atomic.Pointer[toolbox]
@@ -87,11 +91,14 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
 	if err := cfg.DefaultPolicy.Validate(); err != nil {
 		return nil, err
 	}
 	s := &Service{
-		store: cfg.Store, models: cfg.Models, cfg: cfg, now: cfg.Now, log: cfg.Logger,
+		store: cfg.Store, models: cfg.Models, cfg: cfg, now: cfg.Now, log: cfg.Logger, obs: cfg.Observer,
 		broker: NewBroker(), active: map[string]*driver{}, stopped: make(chan struct{}),
 	}
 	tb := &toolbox{byName: map[string]Tool{}, sources: map[string][]string{}, defaults: map[string]Rule{}}
@@ -126,20 +133,25 @@ func (s *Service) Store() Store { return s.store }
 func (s *Service) ToolSpecs() []ToolSpec { return slices.Clone(s.tb.Load().specs) }
 
 // update commits fn and publishes its events in commit order (through the
-// Store's commit hook when it has one).
+// Store's commit hook when it has one), then tells the Observer about the
+// runs they started and finished.
 func (s *Service) update(ctx context.Context, fn func(Tx) error) error {
 	redacted := func(tx Tx) error { return fn(redactTx{Tx: tx, r: s.cfg.Redactor}) }
+	var evs []Event
+	var err error
 	if s.hooked {
-		_, err := s.store.Update(ctx, redacted)
-		return err
+		evs, err = s.store.Update(ctx, redacted)
+	} else {
+		s.wmu.Lock()
+		if evs, err = s.store.Update(ctx, redacted); err == nil {
+			s.broker.Publish(evs...)
+		}
+		s.wmu.Unlock()
 	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	evs, err := s.store.Update(ctx, redacted)
 	if err != nil {
 		return err
 	}
-	s.broker.Publish(evs...)
+	s.observeEvents(evs)
 	return nil
 }
 

@@ -18,7 +18,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-
 	"github.com/kilnhq/kiln/core"
 )
 

@@ -186,28 +186,36 @@ func isLoopbackHost(hostport string) bool {
 }
 
 // requireToken demands the bearer token on /api requests when one is
-// configured. The comparison is constant-time on SHA-256 digests, so it
-// leaks neither the token's content nor its length.
+// configured.
 func (s *server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.opts.Token == "" || !isAPIPath(r.URL.Path) {
+		if !isAPIPath(r.URL.Path) || s.authorized(w, r) {
 			next.ServeHTTP(w, r)
-			return
 		}
-		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		var msg string
-		switch {
-		case token == "" || !strings.EqualFold(scheme, "Bearer"):
-			msg = "this API needs an Authorization: Bearer <token> header"
-		case !s.tokenMatches(strings.TrimSpace(token)):
-			msg = "the bearer token is not valid"
-		default:
-			next.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set("WWW-Authenticate", "Bearer")
-		s.writeError(w, r, errorf(codeUnauthorized, "%s", msg))
 	})
+}
+
+// authorized reports whether r carries the configured bearer token, or
+// the server has none; otherwise it answers 401 and returns false. The
+// comparison is constant-time on SHA-256 digests, so it leaks neither the
+// token's content nor its length.
+func (s *server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if s.opts.Token == "" {
+		return true
+	}
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	var msg string
+	switch {
+	case token == "" || !strings.EqualFold(scheme, "Bearer"):
+		msg = "this API needs an Authorization: Bearer <token> header"
+	case !s.tokenMatches(strings.TrimSpace(token)):
+		msg = "the bearer token is not valid"
+	default:
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", "Bearer")
+	s.writeError(w, r, errorf(codeUnauthorized, "%s", msg))
+	return false
 }
 
 // tokenMatches compares token with the configured one in constant time.

@@ -10,6 +10,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/web/logs"
+	"github.com/kilnhq/kiln/web/metrics"
 )
 
 // Options configures the HTTP API.
@@ -52,6 +54,13 @@ type Options struct {
 	// those routes exist but answer 404 "providers are not available on
 	// this server".
 	Providers Providers
+	// Metrics, when set, is served at /metrics (behind the API token when
+	// one is configured); the server has it watch its event streams and
+	// the Service's active runs. Without it /metrics answers 404.
+	Metrics *metrics.Metrics
+	// Logs, when set, is the server log behind /api/v1/logs and
+	// /api/v1/logs/stream. Without it those routes answer 404.
+	Logs *logs.Log
 }
 
 // defaultHeartbeat is the event stream heartbeat when Options sets none.
@@ -70,6 +79,7 @@ type server struct {
 	log       *slog.Logger
 	tokenHash [sha256.Size]byte
 	origins   map[string]bool // normalized AllowedOrigins
+	metrics   http.Handler    // Options.Metrics' handler, or nil
 }
 
 // New returns the HTTP handler of the Kiln API over svc: the routes of
@@ -111,6 +121,13 @@ func newServer(svc *core.Service, opts Options) *server {
 			s.origins[o] = true
 		}
 	}
+	if opts.Metrics != nil {
+		opts.Metrics.WatchStreams(s.fanout.stats)
+		if svc != nil {
+			opts.Metrics.WatchRuns(svc.RunCounts)
+		}
+		s.metrics = opts.Metrics.Handler()
+	}
 	uiAssets() // read and compress the UI now rather than on the first request
 	return s
 }
@@ -124,6 +141,7 @@ func (s *server) router() chi.Router {
 	})
 	r.MethodNotAllowed(s.methodNotAllowed(r))
 	r.Get("/healthz", s.healthz)
+	r.Get("/metrics", s.serveMetrics)
 	r.Route("/api/v1", s.apiRoutes)
 	// The web UI (web/ui/dist, embedded): one flat directory of files.
 	r.Get("/", s.serveUI)
@@ -168,7 +186,23 @@ func (s *server) apiRoutes(r chi.Router) {
 	s.pluginRoutes(r)
 	s.providerRoutes(r)
 	r.Get("/status", s.api(s.status))
+	r.Get("/logs", s.api(s.listLogs))
+	r.Get("/logs/stream", s.streamLogs)
 	r.Get("/events", s.allEvents)
+}
+
+// serveMetrics serves the Prometheus metrics. /metrics is not under /api,
+// so requireToken leaves it alone: it checks the token itself, because
+// metrics tell what the server is doing (tool names, plugin IDs, load).
+func (s *server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.metrics == nil {
+		s.writeError(w, r, errorf(core.ENOTFOUND, "metrics are not available on this server"))
+		return
+	}
+	if !s.authorized(w, r) {
+		return
+	}
+	s.metrics.ServeHTTP(w, r)
 }
 
 // probedMethods are the methods a 405 response may list in Allow.

@@ -108,7 +108,7 @@ func startServerWith(t *testing.T, dir, addr string, plugins bool) *testServer {
 	opts := web.Options{Version: "v-test", DataRoot: dir, DefaultModel: "scripted", Logger: quiet}
 	if plugins {
 		// As in kiln serve: plugins load before the engine starts.
-		s.plugins, s.closePlugins, err = openPlugins(context.Background(), serveConfig{DataRoot: dir}, svc, store, nil, quiet)
+		s.plugins, s.closePlugins, err = openPlugins(context.Background(), serveConfig{DataRoot: dir}, svc, store, nil, quiet, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

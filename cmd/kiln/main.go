@@ -4,7 +4,7 @@
 // HTTP API through the Go SDK (github.com/kilnhq/kiln/sdk/client): kiln run
 // starts and follows runs, kiln inbox shows what finished and what waits
 // for a decision, kiln approve, reject, edit and respond decide, and kiln
-// threads, runs, folders, events and status inspect and organise. Every
+// threads, runs, folders, events, logs and status inspect and organise. Every
 // command prints a readable table by default and the API's JSON with
 // -o json; see kiln --help.
 package main
@@ -130,7 +130,7 @@ when a followed run waits for a decision, 130 when interrupted.`,
 	add("runs", newRunCmd(a), newRunsCmd(a), newInboxCmd(a))
 	add("runs", newDecisionCmds(a)...)
 	add("organise", newThreadsCmd(a), newFoldersCmd(a))
-	add("server", newServeCmd(), newStatusCmd(a), newToolsCmd(a), newEventsCmd(a), newVersionCmd(a))
+	add("server", newServeCmd(), newStatusCmd(a), newToolsCmd(a), newEventsCmd(a), newLogsCmd(a), newVersionCmd(a))
 	add("server", newPluginCmd(a))
 	add("server", newProvidersCmd(a), newModelsCmd(a))
 	root.AddCommand(newBuiltinPluginCmd())

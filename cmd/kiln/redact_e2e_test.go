@@ -41,7 +41,8 @@ func randomHex(t *testing.T, n int) string {
 
 // TestSecretsNeverLeave: a provider key that the upstream echoes in its
 // error text, and the API token, reach neither the database, nor an event,
-// nor an API answer, nor a log line.
+// nor an API answer, nor a log line (on stderr, in <data>/logs or from
+// the log API).
 func TestSecretsNeverLeave(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: builds and runs kiln serve")
@@ -97,6 +98,7 @@ func TestSecretsNeverLeave(t *testing.T) {
 		"GET /models":          get("/models"),
 		"GET /providers":       get("/providers"),
 		"GET /status":          get("/status"),
+		"GET /logs":            get("/logs?limit=1000"),
 		"GET /events (replay)": readStream(t, "http://"+addr+"/api/v1/threads/"+th["id"].(string)+"/events", token, "run.finished"),
 	}
 	if !strings.Contains(answers["GET /models"], "[REDACTED]") {

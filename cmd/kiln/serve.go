@@ -32,6 +32,7 @@ import (
 	"github.com/kilnhq/kiln/plugins/wasm"
 	"github.com/kilnhq/kiln/web"
 	"github.com/kilnhq/kiln/web/logs"
+	"github.com/kilnhq/kiln/web/metrics"
 )
 
 // Defaults of kiln serve.
@@ -57,6 +58,15 @@ type serveConfig struct {
 	// MaxStreams caps the event streams open at once (KILN_MAX_STREAMS);
 	// 0 means web.DefaultMaxStreams.
 	MaxStreams int
+	// Log configures the server log in <data>/logs.
+	Log logConfig
+}
+
+// logConfig is the server log's configuration: the least level logged
+// (to the file and stderr) and the rotation and retention of the files.
+type logConfig struct {
+	Level                           slog.Level
+	MaxSizeMB, MaxAgeDays, MaxFiles int
 }
 
 func newServeCmd() *cobra.Command {
@@ -77,6 +87,16 @@ Configuration (flags beat environment variables):
                              the API, e.g. https://kiln.example.com
   KILN_MAX_STREAMS           event streams open at once (default 2048); past
                              it a new one is refused with 503
+  KILN_LOG_LEVEL             debug, info, warn or error (default info)
+  KILN_LOG_MAX_SIZE_MB       rotate the log file at this size (default ` + strconv.Itoa(logs.DefaultMaxSizeMB) + `)
+  KILN_LOG_MAX_AGE_DAYS      remove rotated log files older than this (default ` + strconv.Itoa(logs.DefaultMaxAgeDays) + `)
+  KILN_LOG_MAX_FILES         rotated log files to keep (default ` + strconv.Itoa(logs.DefaultMaxFiles) + `)
+
+The log is written as JSON lines to <data>/logs/kiln.log (rotated by size
+and daily, gzipped, kept by count and age; read it with 'kiln logs') and as
+text to stderr. Every record is redacted and names its component. Prompts,
+messages and tool arguments and results are never logged. Prometheus
+metrics are served at /metrics, behind the API token when one is set.
 
 On a loopback address (127.0.0.0/8, ::1, localhost) the token and origins are
 optional. Any other address needs KILN_API_TOKEN of at least 32 characters
@@ -97,7 +117,7 @@ at a step boundary and resume on the next start.`,
 			defer stop()
 			// After the first signal, a second one kills the process.
 			context.AfterFunc(ctx, stop)
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: cfg.Log.Level}))
 			if err := runServer(ctx, cfg, log, cmd.Root().Version); err != nil {
 				// The server's own failure, never one of reaching a server.
 				var le localError
@@ -142,6 +162,9 @@ func loadServeConfig(flags *pflag.FlagSet, getenv func(string) string, home func
 		}
 		cfg.MaxStreams = n
 	}
+	if cfg.Log, err = loadLogConfig(getenv); err != nil {
+		return serveConfig{}, err
+	}
 	if err := checkModelRef(cfg.Model); err != nil {
 		return serveConfig{}, fmt.Errorf("KILN_MODEL: %w", err)
 	}
@@ -149,6 +172,39 @@ func loadServeConfig(flags *pflag.FlagSet, getenv func(string) string, home func
 		return serveConfig{}, err
 	}
 	return cfg, nil
+}
+
+// loadLogConfig reads KILN_LOG_LEVEL and the KILN_LOG_MAX_* variables;
+// unset ones take the defaults.
+func loadLogConfig(getenv func(string) string) (logConfig, error) {
+	c := logConfig{Level: slog.LevelInfo, MaxSizeMB: logs.DefaultMaxSizeMB, MaxAgeDays: logs.DefaultMaxAgeDays, MaxFiles: logs.DefaultMaxFiles}
+	if v := strings.TrimSpace(getenv("KILN_LOG_LEVEL")); v != "" {
+		lv, err := logs.ParseLevel(v)
+		if err != nil {
+			return c, fmt.Errorf("KILN_LOG_LEVEL must be debug, info, warn or error, not %q", v)
+		}
+		c.Level = lv
+	}
+	for _, n := range []struct {
+		name string
+		v    *int
+		max  int
+	}{
+		{"KILN_LOG_MAX_SIZE_MB", &c.MaxSizeMB, 1 << 20},
+		{"KILN_LOG_MAX_AGE_DAYS", &c.MaxAgeDays, 100 * 365},
+		{"KILN_LOG_MAX_FILES", &c.MaxFiles, 10000},
+	} {
+		v := strings.TrimSpace(getenv(n.name))
+		if v == "" {
+			continue
+		}
+		i, err := strconv.Atoi(v)
+		if err != nil || i < 1 || i > n.max {
+			return c, fmt.Errorf("%s must be a whole number from 1 to %d, not %q", n.name, n.max, v)
+		}
+		*n.v = i
+	}
+	return c, nil
 }
 
 // setting returns the value of flag name if it was set, else env if not
@@ -239,13 +295,29 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	// as the hub resolves them.
 	red := core.NewRedactor()
 	red.SetSecret("KILN_API_TOKEN", cfg.Token)
-	log = slog.New(logs.Redacting(log.Handler(), red))
 	scratch := filepath.Join(cfg.DataRoot, "scratch")
 	if err := os.MkdirAll(scratch, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
+	// The log: JSON in <data>/logs and text on stderr (log's handler),
+	// both redacted. It closes last, after everything that logs.
+	serverLog, err := logs.Open(logs.Options{
+		Dir: filepath.Join(cfg.DataRoot, "logs"), Level: cfg.Log.Level,
+		MaxSizeMB: cfg.Log.MaxSizeMB, MaxAgeDays: cfg.Log.MaxAgeDays, MaxFiles: cfg.Log.MaxFiles,
+		Text: log.Handler(), Redactor: red,
+	})
+	if err != nil {
+		return err
+	}
+	defer serverLog.Close()
+	log = serverLog.Logger()
+	// Whatever logs through the default logger (a library, a stray
+	// slog.Default()) is redacted and reaches the file too.
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(log)
+	met := metrics.New(log.With("component", "metrics"))
 	dbPath := filepath.Join(cfg.DataRoot, "kiln.db")
-	store, err := sqlite.Open(dbPath, sqlite.Options{})
+	store, err := sqlite.Open(dbPath, sqlite.Options{OnCommit: met.StoreCommit})
 	if err != nil {
 		return fmt.Errorf("open database %s: %w", dbPath, err)
 	}
@@ -258,7 +330,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return err
 	}
-	models, err := openHub(cfg, log, red)
+	models, err := openHub(cfg, log.With("component", "providers"), red)
 	if err != nil {
 		return err
 	}
@@ -268,15 +340,16 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 		Tools:         tools,
 		DefaultModel:  cfg.Model,
 		DefaultPolicy: core.Policy{"append_file": {Interrupt: true}},
-		Logger:        log,
+		Logger:        log.With("component", "core"),
 		Redactor:      red,
+		Observer:      met,
 	})
 	if err != nil {
 		return fmt.Errorf("create service: %w", err)
 	}
 	// Plugins load before the engine starts, so runs resumed after a
 	// restart find their tools; they stop after it.
-	reg, closePlugins, err := openPlugins(ctx, cfg, svc, store, models, log)
+	reg, closePlugins, err := openPlugins(ctx, cfg, svc, store, models, log, met.PluginCall)
 	if err != nil {
 		return err
 	}
@@ -291,7 +364,8 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err := svc.Start(ctx); err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
-	return serveHTTP(ctx, ln, newHTTPServer(svc, reg, models, cfg, log, version), log, cfg)
+	srv := newHTTPServer(svc, reg, models, cfg, log.With("component", "web"), version, met, serverLog)
+	return serveHTTP(ctx, ln, srv, log, cfg)
 }
 
 // listenError explains why kiln serve cannot listen on addr, with what
@@ -332,17 +406,19 @@ func listenError(addr string, err error) error {
 // built-in plugins (the model providers of models among them, unless
 // nil), a WASM host whose compiled code is cached in
 // <data>/cache/wasm and the plugins' kv namespaces in the store, and loads
-// the enabled plugins. The returned function
-// stops them.
-func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv core.KVStore, models *hub.Hub, log *slog.Logger) (*registry.Registry, func() error, error) {
-	builtins, err := registryBuiltins(log)
+// the enabled plugins. onCall, when set, hears of every plugin tool call
+// (metrics). The returned function stops them. Each part logs with its
+// component: registry, wasm:<plugin>, process:<plugin>.
+func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv core.KVStore, models *hub.Hub, log *slog.Logger,
+	onCall func(plugin string, d time.Duration, err error)) (*registry.Registry, func() error, error) {
+	builtins, err := registryBuiltins(log.With("component", "process"))
 	if err != nil {
 		return nil, nil, err
 	}
 	if models != nil {
 		builtins = append(builtins, providerBuiltins(models)...)
 	}
-	host, err := wasm.New(wasm.Config{CacheDir: filepath.Join(cfg.DataRoot, "cache", "wasm"), Logger: log})
+	host, err := wasm.New(wasm.Config{CacheDir: filepath.Join(cfg.DataRoot, "cache", "wasm"), Logger: log.With("component", "wasm")})
 	if err != nil {
 		return nil, nil, fmt.Errorf("start the WASM host: %w", err)
 	}
@@ -352,9 +428,10 @@ func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv cor
 		Tools:    svc,
 		WASM:     host,
 		KV:       kv,
-		Process:  process.Options{Logger: log},
+		Process:  process.Options{Logger: log.With("component", "process")},
 		Builtins: builtins,
-		Logger:   log,
+		Logger:   log.With("component", "registry"),
+		OnCall:   onCall,
 	})
 	if err != nil {
 		host.Close(context.WithoutCancel(ctx))
@@ -368,7 +445,8 @@ func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv cor
 // newHTTPServer returns the http.Server of the API. Its BaseContext is
 // cancelled when Shutdown starts, which ends the event streams that would
 // otherwise keep Shutdown waiting.
-func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, cfg serveConfig, log *slog.Logger, version string) *http.Server {
+func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, cfg serveConfig, log *slog.Logger, version string,
+	met *metrics.Metrics, serverLog *logs.Log) *http.Server {
 	if version == "" {
 		version = "dev"
 	}
@@ -378,6 +456,7 @@ func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, c
 			Token: cfg.Token, AllowedOrigins: cfg.AllowedOrigins, Loopback: cfg.Loopback,
 			Version: version, DataRoot: cfg.DataRoot, DefaultModel: cfg.Model, Logger: log,
 			StartedAt: time.Now(), Plugins: reg, Providers: models, MaxStreams: cfg.MaxStreams,
+			Metrics: met, Logs: serverLog,
 		}),
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: 10 * time.Second,

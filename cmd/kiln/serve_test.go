@@ -241,3 +241,38 @@ func TestServeAddressInUse(t *testing.T) {
 		t.Errorf("serve on a bad port: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+func TestLoadLogConfig(t *testing.T) {
+	def := logConfig{Level: slog.LevelInfo, MaxSizeMB: 20, MaxAgeDays: 14, MaxFiles: 10}
+	for _, tc := range []struct {
+		env     map[string]string
+		want    logConfig
+		wantErr string
+	}{
+		{want: def},
+		{env: map[string]string{"KILN_LOG_LEVEL": "DEBUG", "KILN_LOG_MAX_SIZE_MB": "5", "KILN_LOG_MAX_AGE_DAYS": " 30 ", "KILN_LOG_MAX_FILES": "3"},
+			want: logConfig{Level: slog.LevelDebug, MaxSizeMB: 5, MaxAgeDays: 30, MaxFiles: 3}},
+		{env: map[string]string{"KILN_LOG_LEVEL": "warning"}, want: logConfig{Level: slog.LevelWarn, MaxSizeMB: 20, MaxAgeDays: 14, MaxFiles: 10}},
+		{env: map[string]string{"KILN_LOG_LEVEL": "verbose"}, wantErr: `KILN_LOG_LEVEL must be debug, info, warn or error, not "verbose"`},
+		{env: map[string]string{"KILN_LOG_MAX_SIZE_MB": "0"}, wantErr: `KILN_LOG_MAX_SIZE_MB must be a whole number from 1 to`},
+		{env: map[string]string{"KILN_LOG_MAX_AGE_DAYS": "2w"}, wantErr: `KILN_LOG_MAX_AGE_DAYS must be a whole number`},
+		{env: map[string]string{"KILN_LOG_MAX_FILES": "-1"}, wantErr: `KILN_LOG_MAX_FILES must be a whole number`},
+	} {
+		got, err := loadLogConfig(func(k string) string { return tc.env[k] })
+		switch {
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%v: error %v, want %q", tc.env, err, tc.wantErr)
+		case tc.wantErr == "" && (err != nil || got != tc.want):
+			t.Errorf("%v: %+v, %v; want %+v", tc.env, got, err, tc.want)
+		}
+	}
+	// kiln serve refuses to start with a bad value, saying which.
+	cmd := newServeCmd()
+	if _, err := loadServeConfig(cmd.Flags(), func(k string) string { return map[string]string{"KILN_LOG_LEVEL": "loud"}[k] },
+		func() (string, error) { return "/home/u", nil }); err == nil || !strings.Contains(err.Error(), "KILN_LOG_LEVEL") {
+		t.Errorf("loadServeConfig with a bad level: %v", err)
+	}
+	if !strings.Contains(cmd.Long, "KILN_LOG_MAX_FILES") || !strings.Contains(cmd.Long, "<data>/logs/kiln.log") {
+		t.Errorf("kiln serve --help does not document the log:\n%s", cmd.Long)
+	}
+}

@@ -13,9 +13,15 @@ import (
 
 // TestGroupCommit runs many Updates at once so they commit in groups: each
 // failing or panicking Update is rolled back alone, the others commit, and
-// the commit hook sees every committed Update's events once, in Seq order.
+// the commit hook sees every committed Update's events once, in Seq order,
+// and OnCommit hears of every transaction with its Updates.
 func TestGroupCommit(t *testing.T) {
-	s := openTest(t, Options{})
+	var commits, updates int
+	var took time.Duration
+	s := openTest(t, Options{OnCommit: func(d time.Duration, n int) {
+		// Called under the write lock: no mutex needed.
+		commits, updates, took = commits+1, updates+n, took+d
+	}})
 	var mu sync.Mutex
 	var hooked []core.Event
 	s.SetCommitHook(func(evs []core.Event) {
@@ -94,6 +100,9 @@ func TestGroupCommit(t *testing.T) {
 	}
 	if st := s.Stats(); st.Updates != int64(len(committed)) || st.Commits >= st.Updates {
 		t.Errorf("stats %+v: want %d updates in fewer commits", st, len(committed))
+	}
+	if st := s.Stats(); int64(commits) != st.Commits || int64(updates) != st.Updates || took <= 0 {
+		t.Errorf("OnCommit heard %d commits of %d updates in %v; stats %+v", commits, updates, took, st)
 	}
 	if len(hooked) != len(committed) {
 		t.Fatalf("hook saw %d events, want %d", len(hooked), len(committed))

@@ -61,6 +61,12 @@ type Options struct {
 	// Readers is the size of the read connection pool used by View. Zero
 	// means max(4, GOMAXPROCS).
 	Readers int
+	// OnCommit, when set, is called after each transaction that committed,
+	// with how long it took from BEGIN to the end of COMMIT and how many
+	// Updates it committed (more than one under group commit). It runs on
+	// the committing goroutine while the write lock is held, so it must
+	// return at once (update a metric, nothing more).
+	OnCommit func(d time.Duration, updates int)
 }
 
 // Store is a core.Store on one SQLite database file.
@@ -101,6 +107,8 @@ type Store struct {
 	qmu   sync.Mutex
 	queue []*update // Updates waiting for the next group
 	hook  func([]core.Event)
+	// onCommit is Options.OnCommit.
+	onCommit func(d time.Duration, updates int)
 
 	updates, commits atomic.Int64
 }
@@ -130,7 +138,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	s := &Store{path: abs, now: opts.Now, strings: make(map[string]int64)}
+	s := &Store{path: abs, now: opts.Now, strings: make(map[string]int64), onCommit: opts.OnCommit}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -320,6 +328,7 @@ func (s *Store) commit(group []*update) {
 			u.done = true
 		}
 	}()
+	began := time.Now()
 	ctx := group[0].ctx
 	if len(group) > 1 {
 		// One caller's cancellation must not interrupt the others' work.
@@ -362,6 +371,9 @@ func (s *Store) commit(group []*update) {
 	committed = true
 	s.commits.Add(1)
 	s.updates.Add(int64(ok))
+	if s.onCommit != nil {
+		s.onCommit(time.Since(began), ok)
+	}
 	s.mu.Lock()
 	for _, u := range group {
 		if u.err != nil || u.panic != nil {
@@ -539,4 +551,5 @@ func applyMigration(ctx context.Context, db *sql.DB, m migration, known int, now
 var (
 	_ core.Store        = (*Store)(nil)
 	_ core.CommitHooker = (*Store)(nil)
+	_ core.RunCounter   = (*tx)(nil)
 )

@@ -445,6 +445,29 @@ func (x *tx) Run(id string) (*core.Run, error) {
 // repeated verbatim so the planner can use it.
 const activeStatuses = "(status = 'queued' OR status = 'running' OR status = 'interrupted')"
 
+// CountActiveRuns counts the queued, running and interrupted runs from
+// the runs_active index alone (core.RunCounter).
+func (x *tx) CountActiveRuns() (map[core.RunStatus]int, error) {
+	rows, err := x.query("count active runs", "SELECT status, count(*) FROM runs INDEXED BY runs_active WHERE "+activeStatuses+" GROUP BY status")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	counts := map[core.RunStatus]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("sqlite: count active runs: %w", err)
+		}
+		counts[core.RunStatus(st)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: count active runs: %w", err)
+	}
+	return counts, nil
+}
+
 func (x *tx) Runs(q core.RunQuery) ([]*core.Run, string, error) {
 	var b strings.Builder
 	var args []any

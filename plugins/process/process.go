@@ -53,7 +53,8 @@ type Status struct {
 // Options tune a process host. The zero value is usable.
 type Options struct {
 	// Logger receives the host's and go-plugin's messages and the plugin's
-	// stderr; nil means slog.Default(). Every record carries plugin=<id>.
+	// stderr; nil means slog.Default(). Every record carries plugin=<id> and
+	// component=process:<id>.
 	Logger *slog.Logger
 	// LookupEnv reads the host environment for the variables the manifest
 	// declares; nil means os.LookupEnv.
@@ -196,7 +197,7 @@ func Load(ctx context.Context, dir string, m *plugins.Manifest, opts Options) (p
 		sum:     sum,
 		timeout: timeout,
 		opts:    opts,
-		log:     opts.Logger.With("plugin", m.ID),
+		log:     opts.Logger.With("component", "process:"+m.ID, "plugin", m.ID),
 		wake:    make(chan struct{}),
 		stop:    make(chan struct{}),
 	}

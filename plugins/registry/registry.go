@@ -80,6 +80,11 @@ type Config struct {
 	Builtins []Builtin
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// OnCall, when set, is called after every call of a plugin's tool with
+	// the plugin's ID, how long the call took and its error (nil on
+	// success; a transport failure wraps plugins.ErrTransport). It runs on
+	// the calling goroutine and must return at once (count, don't wait).
+	OnCall func(plugin string, d time.Duration, err error)
 }
 
 // Registry manages the plugins. It is safe for concurrent use.
@@ -297,7 +302,7 @@ func (r *Registry) load(ctx context.Context, e *entry) (plugins.Toolset, []strin
 		if derr != nil {
 			return nil, nil, derr
 		}
-		opts := wasm.LoadOptions{DataDir: data, Logger: r.log.With("plugin", e.id), Emit: core.ReportProgress}
+		opts := wasm.LoadOptions{DataDir: data, Logger: r.log, Emit: core.ReportProgress}
 		if r.cfg.KV != nil {
 			opts.KV = wasm.KVNamespace(r.cfg.KV, e.id)
 		}
@@ -326,7 +331,7 @@ func (r *Registry) load(ctx context.Context, e *entry) (plugins.Toolset, []strin
 	tools := make([]core.Tool, len(specs))
 	names := make([]string, len(specs))
 	for i, sp := range specs {
-		tools[i] = tool{ts: ts, spec: sp}
+		tools[i] = tool{ts: ts, spec: sp, plugin: e.id, onCall: r.cfg.OnCall}
 		names[i] = e.id + "." + sp.Name
 	}
 	if err := r.cfg.Tools.AddTools(e.id, tools, m.InterruptOn); err != nil {
@@ -386,14 +391,22 @@ func (a activation) Close() error {
 // tool is one plugin tool as a core.Tool; the core names it
 // "<plugin-id>.<tool>".
 type tool struct {
-	ts   plugins.Toolset
-	spec core.ToolSpec
+	ts     plugins.Toolset
+	spec   core.ToolSpec
+	plugin string
+	onCall func(plugin string, d time.Duration, err error) // Config.OnCall
 }
 
 func (t tool) Spec() core.ToolSpec { return t.spec }
 
 func (t tool) Call(ctx context.Context, args json.RawMessage) (string, error) {
-	return t.ts.Call(ctx, t.spec.Name, args)
+	if t.onCall == nil {
+		return t.ts.Call(ctx, t.spec.Name, args)
+	}
+	start := time.Now()
+	out, err := t.ts.Call(ctx, t.spec.Name, args)
+	t.onCall(t.plugin, time.Since(start), err)
+	return out, err
 }
 
 // List describes every plugin, built-ins included, sorted by ID.

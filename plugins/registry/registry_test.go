@@ -539,3 +539,36 @@ func TestStopWithCallInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestOnCall: every call of a plugin's tool is reported with the plugin's
+// ID and its error.
+func TestOnCall(t *testing.T) {
+	e := newEnv(t)
+	e.bi = []registry.Builtin{{Manifest: builtinManifest(t, "util"), Load: func(context.Context) (plugins.Toolset, error) { return inproc.New(calctools.Toolset()), nil }}}
+	var mu sync.Mutex
+	var got []string
+	r, err := registry.Open(context.Background(), registry.Config{
+		Root: filepath.Join(e.data, "plugins"), DataRoot: filepath.Join(e.data, "plugin-data"),
+		Tools: e.host, Builtins: e.bi, Logger: quiet,
+		OnCall: func(plugin string, d time.Duration, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, fmt.Sprintf("%s err=%v timed=%v", plugin, err != nil, d > 0))
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	if out, err := e.host.call(t, "util", "add", `{"a":1,"b":2}`); err != nil {
+		t.Fatalf("add: %q, %v", out, err)
+	}
+	if _, err := e.host.call(t, "util", "add", `{}`); err == nil {
+		t.Fatal("add without arguments succeeded")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"util err=false timed=true", "util err=true timed=true"}; !slices.Equal(got, want) {
+		t.Errorf("OnCall heard %q, want %q", got, want)
+	}
+}

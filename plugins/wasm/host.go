@@ -55,7 +55,8 @@ type LoadOptions struct {
 	// here fails.
 	Grants map[string]string
 	// Logger receives the plugin's logs and stdout/stderr, with a
-	// "plugin" attribute added. nil means the Host's logger.
+	// "plugin" attribute and the component "wasm:<id>" added. nil means
+	// the Host's logger.
 	Logger *slog.Logger
 	// Emit receives the plugin's progress events (any JSON value). It is
 	// called synchronously, during the tool call (so concurrently when
@@ -226,7 +227,7 @@ func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts L
 		compiled: compiled,
 		perms:    m.Permissions,
 		timeout:  time.Duration(timeout) * time.Millisecond,
-		logger:   logger.With("plugin", m.ID),
+		logger:   logger.With("component", "wasm:"+m.ID, "plugin", m.ID),
 		emit:     opts.Emit,
 		kv:       opts.KV,
 		now:      h.cfg.Now,

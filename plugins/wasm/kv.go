@@ -79,7 +79,8 @@ func (in *instance) kvFailure(ctx context.Context, fn, key string, err error) er
 	case ctx.Err() != nil:
 		return fmt.Errorf("%s %q: %w", fn, key, ctx.Err())
 	}
-	in.ts.logger.Warn("kv call failed", "fn", fn, "key", key, "error", err)
+	// The key may come from a tool's arguments: the log gets its size.
+	in.ts.logger.Warn("kv call failed", "fn", fn, "key_bytes", len(key), "error", err)
 	return fmt.Errorf("%s %q: the key/value store failed", fn, key)
 }
 
