@@ -157,8 +157,12 @@ func (h *fanout) ended(sub *core.Subscription) {
 	if h.sub != sub {
 		return // closed by leave (a later join has its own)
 	}
-	// Lagged: every stream's position is void.
-	h.dropped += uint64(h.streams)
+	// Lagged: every stream's position is void, even one that had read all
+	// the ring held, for the broker dropped events after it. Skipping a
+	// position puts every open stream behind start, so each one sees that
+	// it lagged (and counts itself dropped); streams that join later start
+	// at next.
+	h.next++
 	h.start = h.next
 	clear(h.ring)
 	h.size = 0

@@ -401,6 +401,39 @@ func TestSSELag(t *testing.T) {
 	}
 }
 
+// TestSSEPumpDropped: when the broker drops the fanout's own subscription,
+// every stream has missed events, even one that had read all the ring held:
+// each is dropped and counted once, and a new stream gets what follows.
+func TestSSEPumpDropped(t *testing.T) {
+	e := newEnv(t, Options{})
+	th := e.createThread("pump")
+	c := e.stream("/api/v1/threads/"+th.ID+"/events?since=0", nil)
+	c.preamble()
+	created := e.storedEvents(th.ID)
+	c.durableUntil(created[len(created)-1].Seq)
+
+	// What the broker does to a subscriber that falls behind: it closes
+	// the subscription.
+	f := e.fanout()
+	f.mu.RLock()
+	sub := f.sub
+	f.mu.RUnlock()
+	sub.Close()
+
+	if got := c.untilEnd(); len(got) != 0 {
+		t.Fatalf("the dropped stream delivered %v", seqs(got))
+	}
+	if _, dropped := f.stats(); dropped != 1 {
+		t.Errorf("%d streams counted dropped, want 1", dropped)
+	}
+	r := e.stream("/api/v1/threads/"+th.ID+"/events", map[string]string{"Last-Event-ID": fmt.Sprint(created[len(created)-1].Seq)})
+	r.preamble()
+	e.call("PATCH", "/api/v1/threads/"+th.ID, `{"title":"after the drop"}`, http.StatusOK, nil)
+	all := e.storedEvents(th.ID)
+	rest, _ := r.durableUntil(all[len(all)-1].Seq)
+	requireSeqs(t, "delivered after the drop", rest, after(all, created[len(created)-1].Seq))
+}
+
 // TestSSEStalledClientDropped: a client that stops reading is dropped once
 // a write to it has blocked for StreamWriteTimeout, and its stream's
 // resources are released.
@@ -501,6 +534,7 @@ func (e *env) waitStreams(n int) {
 func (c *sseClient) untilEnd() []core.Event {
 	c.t.Helper()
 	var out []core.Event
+	deadline := time.After(30 * time.Second) // heartbeats must not extend it
 	for {
 		select {
 		case m, ok := <-c.msgs:
@@ -515,7 +549,7 @@ func (c *sseClient) untilEnd() []core.Event {
 				c.t.Fatalf("data of %+v: %v", m, err)
 			}
 			out = append(out, ev)
-		case <-time.After(30 * time.Second):
+		case <-deadline:
 			c.t.Fatal("the stream did not end")
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -169,8 +170,8 @@ func (s *sink) Write(p []byte) (int, error) {
 
 func (s *sink) close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.closed = true
@@ -178,7 +179,25 @@ func (s *sink) close() error {
 		f.end()
 	}
 	clear(s.subs)
-	return s.file.Close()
+	err := s.file.Close()
+	s.mu.Unlock()
+	s.awaitCompression(10 * time.Second)
+	return err
+}
+
+// awaitCompression waits, at most d, until no rotated file is left
+// uncompressed. Lumberjack gzips rotated files in the background and has no
+// way to wait for it; a server that stops (or a test that removes the
+// directory) right after a rotation would otherwise race it. A file left
+// half compressed is compressed again at the next start.
+func (s *sink) awaitCompression(d time.Duration) {
+	dir, base := filepath.Dir(s.path), strings.TrimSuffix(filepath.Base(s.path), ".log")
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		plain, _ := filepath.Glob(filepath.Join(dir, base+"-*.log"))
+		if len(plain) == 0 {
+			return
+		}
+	}
 }
 
 // componentHandler keeps one top-level "component" attribute per logger:
