@@ -106,6 +106,9 @@ With -o json each record is one line of JSON, as the server wrote it.`,
 				}
 				opts.Cursor = page.NextCursor
 			}
+			if len(recs) == 0 && !a.jsonOutput() {
+				fmt.Fprintln(cmd.ErrOrStderr(), "No log records match.")
+			}
 			for _, r := range slices.Backward(recs) {
 				if err := p.print(r); err != nil {
 					return err

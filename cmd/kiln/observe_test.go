@@ -121,7 +121,7 @@ func TestServeObservability(t *testing.T) {
 		rec["component"] != "registry" || rec["msg"] != "plugin enabled" {
 		t.Errorf("kiln logs -o json: %d %q %s", r.code, r.stdout, r.stderr)
 	}
-	if r := kiln(t, "logs", "--grep", marker); r.code != exitOK || r.stdout != "" {
+	if r := kiln(t, "logs", "--grep", marker); r.code != exitOK || r.stdout != "" || r.stderr != "No log records match.\n" {
 		t.Errorf("the log holds the marker:\n%s%s", r.stdout, r.stderr)
 	}
 	for _, args := range [][]string{{"--level", "loud"}, {"--since", "yesterday"}, {"-n", "0"}, {"-f", "-n", "5000"}} {
