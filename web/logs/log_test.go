@@ -35,7 +35,7 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func openLog(t *testing.T, opts Options) *Log {
+func openLog(t testing.TB, opts Options) *Log {
 	t.Helper()
 	if opts.Dir == "" {
 		opts.Dir = filepath.Join(t.TempDir(), "logs")
@@ -165,7 +165,7 @@ func TestDailyRotation(t *testing.T) {
 
 // write logs n records with times from start, one a millisecond, with
 // levels and components in turn.
-func write(t *testing.T, l *Log, start time.Time, n int) {
+func write(t testing.TB, l *Log, start time.Time, n int) {
 	t.Helper()
 	h := l.Logger().Handler()
 	levels := []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError}
@@ -181,7 +181,7 @@ func write(t *testing.T, l *Log, start time.Time, n int) {
 }
 
 // indexes returns the "i" attributes of records.
-func indexes(t *testing.T, recs []json.RawMessage) []int {
+func indexes(t testing.TB, recs []json.RawMessage) []int {
 	t.Helper()
 	out := []int{}
 	for _, r := range recs {
