@@ -188,8 +188,14 @@ test("the model choice: grouped by provider from GET /models, the built-ins on a
         models: [{ ref: "openai:gpt-4o", provider: "openai", id: "gpt-4o", name: "GPT-4o" }, { ref: "ollama:llama3", provider: "ollama", id: "llama3" }],
       }),
     }));
+    // GET /status answers after GET /models: the composer takes the default from the models.
+    let answerStatus;
+    const statusHeld = new Promise((r) => { answerStatus = r; });
+    await p.route("**/api/v1/status", async (r) => { await statusHeld; await r.continue(); });
     await p.reload();
     await p.waitForSelector('#new-model optgroup[label="OpenAI"]', { state: "attached" });
+    assert.equal(await p.locator("#new-model").inputValue(), "scripted", "the default is selected before GET /status answers");
+    answerStatus();
     assert.deepEqual(await opts(), [
       ["demo", "demo", "OPTGROUP"], ["scripted", "scripted (default)", "OPTGROUP"],
       ["openai:gpt-4o", "GPT-4o (openai:gpt-4o)", "OPTGROUP"], ["ollama:llama3", "ollama:llama3", "OPTGROUP"],

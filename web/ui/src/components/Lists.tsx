@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from "preact/hooks";
-import { decide, loadList, markAllRead, newThread, patchThread, setQuery, showError, store, type Row } from "../state/app";
+import { decide, defaultModel, loadList, markAllRead, newThread, patchThread, setQuery, showError, store, type Row } from "../state/app";
 import { useStore } from "../state/store";
 import { relTime } from "../time";
 import { ApprovalCard } from "./ApprovalCard";
@@ -48,7 +48,7 @@ export function NewThreadBox() {
   const [model, setModel] = useState("");
   const [busy, setBusy] = useState(false);
   const [err, setErr] = useState("");
-  const m = model || s.status?.default_model || "demo";
+  const m = model || defaultModel(s) || "demo";
   async function go() {
     if (!text.trim()) { setErr("Write what the agent should do."); return; }
     setBusy(true); setErr("");

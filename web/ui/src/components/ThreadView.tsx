@@ -1,6 +1,6 @@
 import { Fragment } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { cancelRun, markRead, patchThread, showError, startRun, store } from "../state/app";
+import { cancelRun, defaultModel, markRead, patchThread, showError, startRun, store } from "../state/app";
 import { currentRun, groupActivity, openInterrupts, queuedRuns, TERMINAL, threadModel, type ThreadState } from "../state/events";
 import { useStore } from "../state/store";
 import { tokens } from "../format";
@@ -111,7 +111,7 @@ export function ThreadView() {
   // card stays with its call, decided or not, whichever run is current.
   const cards = Object.values(t.interrupts).sort((a, b) => (a.created_at ?? "").localeCompare(b.created_at ?? ""));
   const waiting = cards.filter((i) => i.status === "open");
-  const m = model || threadModel(t) || s.status?.default_model || "demo";
+  const m = model || threadModel(t) || defaultModel(s) || "demo";
 
   async function send() {
     if (!text.trim() || !t) return;

@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from "preact/hooks";
-import { store, patchThread, deleteThread, markRead, showError } from "../state/app";
+import { defaultModel, store, patchThread, deleteThread, markRead, showError } from "../state/app";
 import { useStore } from "../state/store";
 import { modelGroups, type ModelOption } from "../format";
 import type { SearchMatch, Thread } from "../types";
@@ -7,7 +7,7 @@ import type { SearchMatch, Thread } from "../types";
 /** The model choice: GET /models grouped by provider when the server has it, else the default, demo and scripted. */
 export function ModelPicker({ value, onChange, id }: { value: string; onChange: (v: string) => void; id: string }) {
   const s = useStore(store);
-  const def = s.models?.default || s.status?.default_model;
+  const def = defaultModel(s);
   const groups = modelGroups(s.models, def, value);
   const opt = (o: ModelOption) => <option key={o.value} value={o.value}>{o.label}</option>;
   return (

@@ -170,6 +170,11 @@ export async function loadStatus() {
   try { store.set({ status: await api<Status>("GET", "/status") }); } catch (e) { showError(e); }
 }
 
+/** The server's default model, from GET /models or GET /status, whichever has answered; undefined before either. */
+export function defaultModel(s: Pick<AppState, "models" | "status">): string | undefined {
+  return s.models?.default || s.status?.default_model;
+}
+
 /** Reads the model list for the composers; an older server without GET /models leaves them as they were. */
 export async function loadModels() {
   try { store.set({ models: await api<ModelList>("GET", "/models") }); }
