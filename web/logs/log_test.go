@@ -17,24 +17,6 @@ import (
 	"github.com/kilnhq/kiln/core"
 )
 
-// lockedBuffer is a bytes.Buffer safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func openLog(t testing.TB, opts Options) *Log {
 	t.Helper()
 	if opts.Dir == "" {
@@ -71,7 +53,7 @@ func TestLogFile(t *testing.T) {
 	const secret = "kiln-test-secret-5be1f0a2"
 	red := core.NewRedactor()
 	red.SetSecret("test", secret)
-	var text lockedBuffer
+	var text bytes.Buffer // records reach the handlers synchronously
 	l := openLog(t, Options{Redactor: red, Text: slog.NewTextHandler(&text, nil)})
 	log := l.Logger()
 	log.Info("serving", "addr", "127.0.0.1:8420")
