@@ -394,13 +394,18 @@ func (s *Service) MarkRead(ctx context.Context, p Principal, id string) (*Thread
 		if t.UnreadRunID == "" {
 			return nil
 		}
-		t.UnreadRunID, t.Unread = "", false
-		if err := tx.PutThread(t); err != nil {
-			return err
-		}
-		return emit(tx, p.ID, t.ID, "", EventThreadRead, map[string]string{"id": id})
+		return markRead(tx, p, t)
 	})
 	return t, err
+}
+
+// markRead clears t's unread state and records it (a thread.read event).
+func markRead(tx Tx, p Principal, t *Thread) error {
+	t.UnreadRunID, t.Unread = "", false
+	if err := tx.PutThread(t); err != nil {
+		return err
+	}
+	return emit(tx, p.ID, t.ID, "", EventThreadRead, map[string]string{"id": t.ID})
 }
 
 // MarkAllRead clears the unread state of every one of p's unread threads
@@ -419,11 +424,7 @@ func (s *Service) MarkAllRead(ctx context.Context, p Principal) (int, error) {
 				if err != nil {
 					return err
 				}
-				t.UnreadRunID, t.Unread = "", false
-				if err := tx.PutThread(t); err != nil {
-					return err
-				}
-				if err := emit(tx, p.ID, t.ID, "", EventThreadRead, map[string]string{"id": t.ID}); err != nil {
+				if err := markRead(tx, p, t); err != nil {
 					return err
 				}
 				n++
