@@ -789,6 +789,44 @@ func TestAddAndRemoveTools(t *testing.T) {
 	}
 }
 
+// TestAddBareTools adds Kiln's own tools under their own names, with
+// their source's default policy, and withdraws them by source.
+func TestAddBareTools(t *testing.T) {
+	rec := &recorder{}
+	e := newEnv(t, listModel{[]core.ModelResponse{calls(call("a", "save", `{}`))}})
+	svc := e.service(nil)
+	ctx := context.Background()
+	if err := svc.AddBareTools("kiln", []core.Tool{rec.tool("save", false)}, core.Policy{"save": {Interrupt: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.AddBareTools("other", []core.Tool{rec.tool("save", true)}, nil); core.ErrorCode(err) != core.ECONFLICT {
+		t.Errorf("a second tool named save: %v", err)
+	}
+	if specs := svc.ToolSpecs(); len(specs) != 1 || specs[0].Name != "save" {
+		t.Fatalf("tools %+v", specs)
+	}
+	th := e.thread(svc)
+	r := start(t, svc, th.ID, core.RunRequest{})
+	waitRun(t, svc, r.ID, core.RunInterrupted)
+	items := actionItems(t, svc)
+	if len(items) != 1 || items[0].Tool != "save" {
+		t.Fatalf("action items %+v", items)
+	}
+	if _, err := svc.Decide(ctx, owner, items[0].InterruptID, core.Decision{Decision: core.DecisionApprove}); err != nil {
+		t.Fatal(err)
+	}
+	waitRun(t, svc, r.ID, core.RunSucceeded)
+	if got := rec.list(); !slices.Equal(got, []string{`save{}`}) {
+		t.Errorf("executed %v", got)
+	}
+	if err := svc.RemoveTools("kiln"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(svc.ToolSpecs()); n != 0 {
+		t.Errorf("%d tools left", n)
+	}
+}
+
 func TestToolProgress(t *testing.T) {
 	progress := fakeTool{spec: core.ToolSpec{Name: "slow", Idempotent: true}, fn: func(ctx context.Context, _ json.RawMessage) (string, error) {
 		core.ReportProgress(ctx, json.RawMessage(`{"done":1,"of":2}`))

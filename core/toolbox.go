@@ -53,6 +53,16 @@ func (t namedTool) Spec() ToolSpec {
 // policy take precedence over it. EINVALID for a bad source or tool name or
 // policy, ECONFLICT when the source is already added.
 func (s *Service) AddTools(source string, tools []Tool, defaults Policy) error {
+	return s.addTools(source, tools, defaults, false)
+}
+
+// AddBareTools is AddTools for the tools that ship with Kiln: they keep
+// their own names ("echo"), which must not be taken by any other tool.
+func (s *Service) AddBareTools(source string, tools []Tool, defaults Policy) error {
+	return s.addTools(source, tools, defaults, true)
+}
+
+func (s *Service) addTools(source string, tools []Tool, defaults Policy, bare bool) error {
 	if !validSource(source) {
 		return Errorf(EINVALID, "tool source %q: want lowercase letters, digits, dots and dashes", source)
 	}
@@ -72,7 +82,10 @@ func (s *Service) AddTools(source string, tools []Tool, defaults Policy) error {
 		if own == "" || strings.ContainsAny(own, " \t\n") {
 			return Errorf(EINVALID, "tool source %q: bad tool name %q", source, own)
 		}
-		name := source + "." + own
+		name := own
+		if !bare {
+			name = source + "." + own
+		}
 		if _, dup := next.byName[name]; dup {
 			return Errorf(ECONFLICT, "tool %q is already registered", name)
 		}

@@ -1,7 +1,13 @@
-// Package plugins is Kiln's extension host. This file set holds its first
-// layer: the plugin manifest and the permission model. Loading and running
-// plugins (wazero, go-plugin) builds on it; bundled extensions live in
-// subpackages such as plugins/builtin.
+// Package plugins is Kiln's extension host: the plugin manifest, the
+// permission model and consent, and the contracts between the host's
+// parts (host.go): kinds (Kind, registered with RegisterKind) connect what
+// a plugin provides to the server, runtimes (a Loader per runtime,
+// registered with RegisterRuntime) run plugins and hand out one client per
+// kind. It imports no transport; the runtimes (plugins/wasm on wazero,
+// plugins/process on go-plugin) and the kinds (plugins/toolset,
+// plugins/modelprovider, plugins/skillbundle, plugins/mcpservers) live in
+// subpackages, and plugins/registry puts them together. Bundled extensions
+// live in subpackages such as plugins/builtin.
 //
 // # The manifest
 //
@@ -34,7 +40,13 @@
 //	entry           the file to load, relative to the plugin folder: clean,
 //	                forward slashes, no "." or ".." segments
 //	sha256          the entry file's SHA-256, 64 lowercase hex digits;
-//	                Manifest.VerifyEntry checks it
+//	                plugins/integrity checks it
+//
+// runtime, entry and sha256 come together. A manifest with none of them is
+// a data-only bundle: it provides only "skills" and/or "mcp-servers", its
+// folder is its content, and plugins/integrity covers the whole folder
+// with one digest. ParseBuiltinManifest reads the manifests of the plugins
+// built into kiln, whose runtime is "builtin" and which have no entry.
 //	permissions     see below; may be left out (it then grants nothing but
 //	                the default limits)
 //	interruptOn     a core.Policy for the plugin's own tools: tool name or
@@ -56,9 +68,12 @@
 // # Permissions
 //
 // Permissions are data: the manifest declares them, the user consents to
-// Permissions.Summary (Manifest.ConsentSummary) at install, and the host
+// them at install (the prompt is Consent.Lines, worded from them), the
+// registry stores the Consent itself, the permission set, and the host
 // asks the Permissions value before it does anything on a plugin's behalf.
-// The zero value grants nothing.
+// A new version asks again only for what Consent.Added finds beyond the
+// consent given; rewording the prompt changes no consent. The zero value
+// grants nothing.
 //
 //	network     host[:port] patterns. "api.example.com" is that name only;
 //	            "*.example.com" is every subdomain at any depth but not

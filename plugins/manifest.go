@@ -55,7 +55,44 @@ const (
 var (
 	runtimes     = []Runtime{RuntimeWASM, RuntimeProcess}
 	capabilities = []Capability{CapModelProvider, CapToolset, CapSandboxRuntime, CapSkills, CapMCPServers}
+	// dataCapabilities are the kinds a data-only bundle may provide.
+	dataCapabilities = []Capability{CapSkills, CapMCPServers}
 )
+
+// knownCapability reports whether c is one of the kinds Kiln defines or
+// one registered with RegisterKind.
+func knownCapability(c Capability) bool {
+	if slices.Contains(capabilities, c) {
+		return true
+	}
+	_, ok := LookupKind(c)
+	return ok
+}
+
+// knownCapabilities lists the defined and the registered kinds.
+func knownCapabilities() []Capability {
+	out := slices.Clone(capabilities)
+	for _, k := range RegisteredKinds() {
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// presentOf names which of runtime, entry and sha256 a manifest has.
+func presentOf(runtime, entry, sum bool) string {
+	var have []string
+	for _, f := range []struct {
+		name string
+		has  bool
+	}{{"runtime", runtime}, {"entry", entry}, {"sha256", sum}} {
+		if f.has {
+			have = append(have, f.name)
+		}
+	}
+	return strings.Join(have, " and ")
+}
 
 // Manifest is a plugin's kiln-plugin.json. A *Manifest returned by
 // ParseManifest or LoadManifest satisfies every rule in doc.go: its
@@ -70,9 +107,9 @@ type Manifest struct {
 	Version        string          `json:"version"`
 	Description    string          `json:"description"`
 	Provides       []Capability    `json:"provides"`
-	Runtime        Runtime         `json:"runtime"`
-	Entry          string          `json:"entry"`
-	SHA256         string          `json:"sha256"`
+	Runtime        Runtime         `json:"runtime,omitempty"`
+	Entry          string          `json:"entry,omitempty"`
+	SHA256         string          `json:"sha256,omitempty"`
 	Permissions    Permissions     `json:"permissions"`
 	InterruptOn    core.Policy     `json:"interruptOn,omitempty"`
 	SettingsSchema json.RawMessage `json:"settingsSchema,omitempty"`
@@ -211,21 +248,9 @@ func (m *Manifest) VerifyEntry(dir string) error {
 	return nil
 }
 
-// ConsentSummary returns the lines of the install consent prompt: for a
-// process plugin first a warning that its permissions cannot be enforced,
-// then Permissions.Summary, or a single line saying the plugin asks for
-// nothing.
-func (m *Manifest) ConsentSummary() []string {
-	var out []string
-	if m.Runtime == RuntimeProcess {
-		out = append(out, "run as a separate program with your user account's access: Kiln scrubs its environment but cannot enforce the permissions below inside it")
-	}
-	lines := m.Permissions.Summary()
-	if len(lines) == 0 {
-		return append(out, "no network, file, environment or program access")
-	}
-	return append(out, lines...)
-}
+// ConsentSummary returns the lines of the install consent prompt:
+// ConsentOf(m).Lines().
+func (m *Manifest) ConsentSummary() []string { return ConsentOf(m).Lines() }
 
 // More patterns shared with specs/kiln-plugin.schema.json (see permissions.go).
 const (
@@ -257,6 +282,18 @@ var (
 // manifest with defaults filled in.
 func ParseManifest(data []byte) (*Manifest, error) {
 	var p parser
+	return p.parse(data)
+}
+
+// ParseBuiltinManifest parses the manifest of a plugin built into the kiln
+// binary: the rules of ParseManifest, except that its runtime is
+// "builtin" and it has no entry or sha256 (nothing is loaded from disk).
+func ParseBuiltinManifest(data []byte) (*Manifest, error) {
+	p := parser{builtin: true}
+	return p.parse(data)
+}
+
+func (p *parser) parse(data []byte) (*Manifest, error) {
 	m := p.manifest(data)
 	if len(p.errs) > 0 {
 		return nil, &ManifestError{Errors: p.errs}
@@ -267,6 +304,8 @@ func ParseManifest(data []byte) (*Manifest, error) {
 // parser collects the problems of one manifest.
 type parser struct {
 	errs []FieldError
+	// builtin parses a built-in's manifest: runtime "builtin", no entry.
+	builtin bool
 }
 
 func (p *parser) fail(field, format string, args ...any) {
@@ -306,9 +345,35 @@ func (p *parser) manifest(data []byte) *Manifest {
 	if raw, ok := fields["$schema"]; ok {
 		m.Schema, _ = p.str("$schema", raw)
 	}
-	for _, name := range []string{"id", "version", "description", "provides", "runtime", "entry", "sha256"} {
+	for _, name := range []string{"id", "version", "description", "provides"} {
 		if _, ok := fields[name]; !ok {
 			p.fail(name, "required")
+		}
+	}
+	// A manifest without runtime, entry and sha256 is a data-only bundle;
+	// one with any of them needs all three.
+	_, hasRuntime := fields["runtime"]
+	_, hasEntry := fields["entry"]
+	_, hasSum := fields["sha256"]
+	dataOnly := !hasRuntime && !hasEntry && !hasSum
+	switch {
+	case p.builtin:
+		if raw := fields["runtime"]; string(raw) != `"builtin"` {
+			p.fail("runtime", "a built-in plugin's runtime is %q", RuntimeBuiltin)
+		}
+		for _, f := range []string{"entry", "sha256"} {
+			if _, ok := fields[f]; ok {
+				p.fail(f, "a built-in plugin has none")
+			}
+		}
+	case !dataOnly:
+		for _, f := range []struct {
+			name string
+			has  bool
+		}{{"runtime", hasRuntime}, {"entry", hasEntry}, {"sha256", hasSum}} {
+			if !f.has {
+				p.fail(f.name, "required with %s (leave out runtime, entry and sha256 together for a data-only bundle)", presentOf(hasRuntime, hasEntry, hasSum))
+			}
 		}
 	}
 	if raw, ok := fields["id"]; ok {
@@ -335,9 +400,9 @@ func (p *parser) manifest(data []byte) *Manifest {
 	runtimeOK := false
 	if raw, ok := fields["runtime"]; ok {
 		if s, ok := p.str("runtime", raw); ok {
-			if slices.Contains(runtimes, Runtime(s)) {
+			if slices.Contains(runtimes, Runtime(s)) || p.builtin && Runtime(s) == RuntimeBuiltin {
 				runtimeOK = true
-			} else {
+			} else if !p.builtin {
 				p.fail("runtime", "%q is not one of %q, %q", s, RuntimeWASM, RuntimeProcess)
 			}
 			m.Runtime = Runtime(s)
@@ -358,8 +423,16 @@ func (p *parser) manifest(data []byte) *Manifest {
 		}
 	}
 	var rt Runtime
-	if runtimeOK {
+	switch {
+	case runtimeOK:
 		rt = m.Runtime
+	case dataOnly:
+		rt = RuntimeData
+		for i, c := range m.Provides {
+			if !slices.Contains(dataCapabilities, c) && knownCapability(c) {
+				p.fail(index("provides", i), "%q needs code: a data-only bundle (no runtime, entry or sha256) provides only %s", c, quoteList(dataCapabilities))
+			}
+		}
 	}
 	if raw, ok := fields["permissions"]; ok {
 		m.Permissions = p.permissions(raw, rt)
@@ -403,8 +476,8 @@ func (p *parser) provides(raw json.RawMessage) []Capability {
 		}
 		c := Capability(s)
 		switch {
-		case !slices.Contains(capabilities, c):
-			p.fail(f, "%q is not one of %s", s, quoteList(capabilities))
+		case !knownCapability(c):
+			p.fail(f, "%q is not one of %s", s, quoteList(knownCapabilities()))
 		case slices.Contains(out, c):
 			p.fail(f, "%q is listed twice", s)
 		}
@@ -476,14 +549,14 @@ func (p *parser) permissions(raw json.RawMessage, rt Runtime) Permissions {
 	if raw, ok := fields["exec"]; ok {
 		if b, ok := p.boolean("permissions.exec", raw); ok {
 			if b && rt == RuntimeWASM {
-				p.fail("permissions.exec", "only allowed for runtime %q", RuntimeProcess)
+				p.fail("permissions.exec", "only allowed for runtime %q and data-only bundles", RuntimeProcess)
 			}
 			perms.Exec = b
 		}
 	}
 	if raw, ok := fields["memory_mib"]; ok {
 		if n, ok := p.integer("permissions.memory_mib", raw, 1, MaxMemoryMiB); ok {
-			if rt == RuntimeProcess {
+			if rt == RuntimeProcess || rt == RuntimeData {
 				p.fail("permissions.memory_mib", "applies only to runtime %q", RuntimeWASM)
 			}
 			perms.MemoryMiB = n

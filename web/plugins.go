@@ -9,13 +9,12 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/kilnhq/kiln/core"
-	"github.com/kilnhq/kiln/plugins/registry"
+	"github.com/kilnhq/kiln/plugins/pluginapi"
 )
 
 // Plugins manages the installed plugins: the plugin registry
-// (*registry.Registry) as the API sees it, an interface so that this
-// package does not depend on how plugins are loaded and tests can use a
-// fake. Errors are *core.Error values; their code picks the HTTP status.
+// (plugins/registry) as the API sees it, an interface so that this package
+// does not depend on how plugins are loaded and tests can use a fake. Errors are *core.Error values; their code picks the HTTP status.
 //
 // Install and Enable may return both an Info (with Status "failed" and
 // Error set) and an EUNAVAIL error: the plugin is installed or enabled
@@ -23,21 +22,21 @@ import (
 // plugin shows as failed in the list.
 type Plugins interface {
 	// List returns every plugin, built-ins included, sorted by id.
-	List(ctx context.Context) []registry.Info
+	List(ctx context.Context) []pluginapi.Info
 	// Get returns one plugin (ENOTFOUND when it is not installed).
-	Get(ctx context.Context, id string) (registry.Info, error)
+	Get(ctx context.Context, id string) (pluginapi.Info, error)
 	// Preview describes what installing the plugin folder at path would
 	// do (EINVALID for a bad manifest, a checksum mismatch or a path that
 	// is not a folder).
-	Preview(ctx context.Context, path string) (registry.Preview, error)
+	Preview(ctx context.Context, path string) (pluginapi.Preview, error)
 	// Install installs (and unless req.Disabled enables) the plugin
 	// folder at req.Path: EINVALID without consent, ECONFLICT when that
 	// id and version are installed already.
-	Install(ctx context.Context, req registry.InstallRequest) (registry.Info, error)
+	Install(ctx context.Context, req pluginapi.InstallRequest) (pluginapi.Info, error)
 	// Enable loads a plugin and makes its tools callable.
-	Enable(ctx context.Context, id string) (registry.Info, error)
+	Enable(ctx context.Context, id string) (pluginapi.Info, error)
 	// Disable unloads a plugin; it stays installed.
-	Disable(ctx context.Context, id string) (registry.Info, error)
+	Disable(ctx context.Context, id string) (pluginapi.Info, error)
 	// Remove disables and deletes a plugin (EINVALID for a built-in).
 	Remove(ctx context.Context, id string) error
 }
@@ -75,7 +74,7 @@ func (s *server) pluginAPI(f pluginFunc) http.HandlerFunc {
 func (s *server) listPlugins(p Plugins, _ http.ResponseWriter, r *http.Request) (int, any, error) {
 	list := p.List(r.Context())
 	if list == nil {
-		list = []registry.Info{}
+		list = []pluginapi.Info{}
 	}
 	return http.StatusOK, map[string]any{"plugins": list}, nil
 }
@@ -141,16 +140,16 @@ var reSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // parseInstallRequest parses the body of POST /plugins. Consent is the
 // registry's to check, so that its refusal reads the same everywhere.
-func parseInstallRequest(b []byte) (registry.InstallRequest, error) {
-	var req registry.InstallRequest
+func parseInstallRequest(b []byte) (pluginapi.InstallRequest, error) {
+	var req pluginapi.InstallRequest
 	if err := unmarshalStrict(b, &req); err != nil {
-		return registry.InstallRequest{}, err
+		return pluginapi.InstallRequest{}, err
 	}
 	if err := checkPluginPath(req.Path); err != nil {
-		return registry.InstallRequest{}, err
+		return pluginapi.InstallRequest{}, err
 	}
 	if req.SHA256 != "" && !reSHA256.MatchString(req.SHA256) {
-		return registry.InstallRequest{}, errorf(core.EINVALID, "field \"sha256\" must be 64 lowercase hexadecimal digits, got %q", clip(req.SHA256, 80))
+		return pluginapi.InstallRequest{}, errorf(core.EINVALID, "field \"sha256\" must be 64 lowercase hexadecimal digits, got %q", clip(req.SHA256, 80))
 	}
 	return req, nil
 }

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/kilnhq/kiln/core"
-	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/registry"
 )
 
@@ -64,8 +63,8 @@ func (f *fakePlugins) Preview(_ context.Context, path string) (registry.Preview,
 	if !ok || id == "bad" {
 		return registry.Preview{}, core.Errorf(core.EINVALID, "%s/kiln-plugin.json: invalid plugin manifest: version: is missing", path)
 	}
-	return registry.Preview{ID: id, Version: "1.0.0", Description: "Plugin " + id + ".", Runtime: plugins.RuntimeWASM,
-		Provides: []plugins.Capability{plugins.CapToolset}, SHA256: fakeSHA, Permissions: []string{"connect to api.example.com:443"},
+	return registry.Preview{ID: id, Version: "1.0.0", Description: "Plugin " + id + ".", Runtime: "wasm",
+		Provides: []string{"toolset"}, SHA256: fakeSHA, Permissions: []string{"connect to api.example.com:443"},
 		Installed: f.installed[id].Version}, nil
 }
 
@@ -154,7 +153,7 @@ func TestPluginRoutes(t *testing.T) {
 
 	var pv registry.Preview
 	e.call("POST", "/api/v1/plugins/preview", `{"path":"/plugins/weather"}`, http.StatusOK, &pv)
-	if pv.ID != "weather" || pv.SHA256 != fakeSHA || len(pv.Permissions) != 1 || pv.Runtime != plugins.RuntimeWASM {
+	if pv.ID != "weather" || pv.SHA256 != fakeSHA || len(pv.Permissions) != 1 || pv.Runtime != "wasm" {
 		t.Fatalf("preview: %+v", pv)
 	}
 

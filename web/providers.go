@@ -8,7 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/kilnhq/kiln/core"
-	"github.com/kilnhq/kiln/plugins/providers/hub"
+	"github.com/kilnhq/kiln/plugins/pluginapi"
 )
 
 // Providers manages the model providers (OpenAI, Anthropic, Ollama, ...)
@@ -22,19 +22,19 @@ import (
 // the ConfigInput they received.
 type Providers interface {
 	// List returns every provider, configured or not.
-	List(ctx context.Context) []hub.Status
+	List(ctx context.Context) []pluginapi.ProviderStatus
 	// Get returns one provider (ENOTFOUND for an unknown provider id).
-	Get(ctx context.Context, id string) (hub.Status, error)
+	Get(ctx context.Context, id string) (pluginapi.ProviderStatus, error)
 	// Configure sets some of a provider's settings and returns its new
 	// status: EINVALID for an unknown setting name or a bad value, the
 	// message saying which.
-	Configure(ctx context.Context, id string, in hub.ConfigInput) (hub.Status, error)
+	Configure(ctx context.Context, id string, in pluginapi.ProviderConfig) (pluginapi.ProviderStatus, error)
 	// Reset forgets the provider's stored configuration (environment
 	// defaults still apply) and returns its status after that.
-	Reset(ctx context.Context, id string) (hub.Status, error)
+	Reset(ctx context.Context, id string) (pluginapi.ProviderStatus, error)
 	// Models lists the configured providers' models and every provider's
 	// status.
-	Models(ctx context.Context) hub.Models
+	Models(ctx context.Context) pluginapi.Models
 }
 
 // providerRoutes registers the /providers and /models routes. Like the
@@ -68,7 +68,7 @@ func (s *server) providerAPI(f providerFunc) http.HandlerFunc {
 func (s *server) listProviders(p Providers, _ http.ResponseWriter, r *http.Request) (int, any, error) {
 	list := p.List(r.Context())
 	if list == nil {
-		list = []hub.Status{}
+		list = []pluginapi.ProviderStatus{}
 	}
 	return http.StatusOK, map[string]any{"providers": list}, nil
 }
@@ -97,10 +97,10 @@ func (s *server) resetProvider(p Providers, _ http.ResponseWriter, r *http.Reque
 func (s *server) listModels(p Providers, _ http.ResponseWriter, r *http.Request) (int, any, error) {
 	m := p.Models(r.Context())
 	if m.Models == nil {
-		m.Models = []hub.Model{}
+		m.Models = []pluginapi.Model{}
 	}
 	if m.Providers == nil {
-		m.Providers = []hub.Status{}
+		m.Providers = []pluginapi.ProviderStatus{}
 	}
 	return http.StatusOK, m, nil
 }
@@ -112,17 +112,17 @@ var reSettingName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // parseConfigInput parses the body of PUT /providers/{id}. Error messages
 // name settings but never quote a value: values may be secrets.
-func parseConfigInput(b []byte) (hub.ConfigInput, error) {
-	var in hub.ConfigInput
+func parseConfigInput(b []byte) (pluginapi.ProviderConfig, error) {
+	var in pluginapi.ProviderConfig
 	if err := unmarshalStrict(b, &in); err != nil {
-		return hub.ConfigInput{}, err
+		return pluginapi.ProviderConfig{}, err
 	}
 	if in.Settings == nil {
-		return hub.ConfigInput{}, errorf(core.EINVALID, "field \"settings\" is required: an object of setting names to values (\"\" removes a setting)")
+		return pluginapi.ProviderConfig{}, errorf(core.EINVALID, "field \"settings\" is required: an object of setting names to values (\"\" removes a setting)")
 	}
 	for name := range in.Settings {
 		if !reSettingName.MatchString(name) {
-			return hub.ConfigInput{}, errorf(core.EINVALID, "setting name %q is not valid: use letters, digits, '_', '.' or '-', at most 64", clip(name, 80))
+			return pluginapi.ProviderConfig{}, errorf(core.EINVALID, "setting name %q is not valid: use letters, digits, '_', '.' or '-', at most 64", clip(name, 80))
 		}
 	}
 	return in, nil

@@ -2,109 +2,96 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
+	"maps"
+	"slices"
 
-	"github.com/spf13/cobra"
-
+	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/builtin"
 	"github.com/kilnhq/kiln/plugins/builtin/util"
-	"github.com/kilnhq/kiln/plugins/process"
-	"github.com/kilnhq/kiln/plugins/registry"
-	sdkplugin "github.com/kilnhq/kiln/sdk/plugin"
+	"github.com/kilnhq/kiln/plugins/inproc"
+	"github.com/kilnhq/kiln/plugins/modelprovider"
+	"github.com/kilnhq/kiln/plugins/providers/hub"
+	"github.com/kilnhq/kiln/plugins/toolset"
 )
 
-// builtinPluginCmd is the hidden command under which kiln serves its
-// built-in plugins: the process host re-executes the kiln binary as
-// "kiln __plugin <id>".
-const builtinPluginCmd = "__plugin"
+// kilnPluginID is the built-in plugin of Kiln's own tools (echo,
+// append_file, sleep) and models (demo, scripted), which keep their bare
+// names.
+const kilnPluginID = "kiln"
 
-// builtinPlugin is a plugin that ships inside the kiln binary.
-type builtinPlugin struct {
-	id, version, description string
-	toolset                  func() sdkplugin.Toolset
-	// interruptOn is the plugin's default approval policy (JSON).
-	interruptOn string
-}
-
-var builtinPlugins = []builtinPlugin{
-	{id: util.ID, version: util.Version, toolset: util.Toolset, interruptOn: `{}`,
-		description: "Exact arithmetic (calc) and the current time in any time zone (now)."},
-}
-
-func newBuiltinPluginCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:    builtinPluginCmd + " ID",
-		Short:  "Serve a built-in plugin (started by kiln serve, not by hand)",
-		Hidden: true,
-		Args:   cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			for _, b := range builtinPlugins {
-				if b.id == args[0] {
-					sdkplugin.Serve(b.toolset())
-					return nil
-				}
-			}
-			return fmt.Errorf("no built-in plugin %q", args[0])
-		},
+// builtinPlugins are the plugins that ship inside the kiln binary, all
+// run in-process and all loaded by the registry like installed ones: the
+// kiln plugin (its tools in scratch, wrapped by the testing knob of
+// envToolDelay), util, and one model provider per catalog entry, whose
+// network permission is its API host under the settings h has now.
+func builtinPlugins(scratch string, tools []core.Tool, h *hub.Hub) ([]plugins.Builtin, error) {
+	var models []hub.BareModel
+	bm := builtin.Models()
+	for _, name := range slices.Sorted(maps.Keys(bm)) {
+		models = append(models, hub.BareModel{Name: name, Model: bm[name]})
 	}
-}
-
-// registryBuiltins describes the built-in plugins to the registry: each
-// runs as a process plugin whose entry is this very executable, checked
-// by its sha256 before every start like any installed plugin.
-func registryBuiltins(log *slog.Logger) ([]registry.Builtin, error) {
-	exe, err := os.Executable()
-	if err == nil {
-		exe, err = filepath.EvalSymlinks(exe)
-	}
+	kiln, err := builtinManifest(kilnPluginID, "1.0.0", "Kiln's own tools (echo, append_file, sleep) and models (demo, scripted).",
+		[]plugins.Capability{plugins.CapToolset, plugins.CapModelProvider},
+		plugins.Permissions{Filesystem: []plugins.FilesystemGrant{{Path: "data:/", Read: true, Write: true}}},
+		core.Policy{"append_file": {Interrupt: true}})
 	if err != nil {
-		return nil, fmt.Errorf("find the kiln executable for the built-in plugins: %w", err)
+		return nil, err
 	}
-	sum, err := fileSHA256(exe)
+	utilM, err := builtinManifest(util.ID, util.Version, "Exact arithmetic (calc) and the current time in any time zone (now).",
+		[]plugins.Capability{plugins.CapToolset}, plugins.Permissions{}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("built-in plugins: %w", err)
+		return nil, err
 	}
-	out := make([]registry.Builtin, 0, len(builtinPlugins))
-	for _, b := range builtinPlugins {
-		mf, err := json.Marshal(map[string]any{
-			"apiVersion": plugins.APIVersion, "id": b.id, "version": b.version, "description": b.description,
-			"provides": []string{"toolset"}, "runtime": "process", "entry": filepath.Base(exe), "sha256": sum,
-			"interruptOn": json.RawMessage(b.interruptOn),
-		})
+	out := []plugins.Builtin{
+		{Manifest: kiln, BareTools: true, DataDir: scratch, Load: clients(map[plugins.Capability]any{
+			plugins.CapToolset:       toolset.Of(tools...),
+			plugins.CapModelProvider: modelprovider.Static{Bare: models},
+		})},
+		{Manifest: utilM, Load: func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
+			ts := inproc.New(util.Toolset())
+			return plugins.Clients{ByKind: map[plugins.Capability]any{plugins.CapToolset: ts}, OnClose: ts.Close}, nil
+		}},
+	}
+	for _, d := range hub.Catalog(providerFactories) {
+		m, err := builtinManifest(d.ID, "1.0.0", d.Name+" models, as "+d.ID+":<model>",
+			[]plugins.Capability{plugins.CapModelProvider}, plugins.Permissions{Network: h.HostsOf(d)}, nil)
 		if err != nil {
 			return nil, err
 		}
-		m, err := plugins.ParseManifest(mf)
-		if err != nil {
-			return nil, fmt.Errorf("built-in plugin %s: %w", b.id, err)
-		}
-		opts := process.Options{Logger: log, Args: []string{builtinPluginCmd, b.id}}
-		out = append(out, registry.Builtin{
-			Manifest: m,
-			Load: func(ctx context.Context) (plugins.Toolset, error) {
-				return process.Load(ctx, filepath.Dir(exe), m, opts)
-			},
-		})
+		out = append(out, plugins.Builtin{Manifest: m, Load: clients(map[plugins.Capability]any{
+			plugins.CapModelProvider: modelprovider.Static{Def: &d},
+		})})
 	}
 	return out, nil
 }
 
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
+// builtinManifest describes a built-in plugin, checked by the manifest
+// parser like any other.
+func builtinManifest(id, version, description string, provides []plugins.Capability, perms plugins.Permissions, interruptOn core.Policy) (*plugins.Manifest, error) {
+	fields := map[string]any{
+		"apiVersion": plugins.APIVersion, "id": id, "version": version, "description": description,
+		"provides": provides, "runtime": plugins.RuntimeBuiltin, "permissions": perms,
+	}
+	if interruptOn != nil {
+		fields["interruptOn"] = interruptOn
+	}
+	raw, err := json.Marshal(fields)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
+	m, err := plugins.ParseBuiltinManifest(raw)
+	if err != nil {
+		return nil, fmt.Errorf("built-in plugin %s: %w", id, err)
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return m, nil
+}
+
+// clients is the Load of a built-in whose clients are ready-made values.
+func clients(byKind map[plugins.Capability]any) func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
+	return func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
+		return plugins.Clients{ByKind: byKind}, nil
+	}
 }

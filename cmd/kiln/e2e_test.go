@@ -191,7 +191,7 @@ func TestRunErrors(t *testing.T) {
 		stderr string
 	}{
 		{"failed run", []string{"run", "frobnicate", "-f"}, exitFailure, []string{"✗ failed: model: "}, ""},
-		{"unknown model", []string{"run", "text hi", "-m", "nope"}, exitFailure, nil, "error: unknown model \"nope\"\n"},
+		{"unknown model", []string{"run", "text hi", "-m", "nope"}, exitFailure, nil, "error: unknown model \"nope\" (built in: demo, scripted; "},
 		{"bad policy", []string{"run", "text hi", "--interrupt-on", `{"echo": 3}`}, exitFailure, nil,
 			"error: --interrupt-on: interrupt_on rule must be true, false or {\"allowed_decisions\": [...]}\nRun 'kiln run --help' for usage.\n"},
 		{"bad policy JSON", []string{"run", "text hi", "--interrupt-on", `{`}, exitFailure, nil, "error: --interrupt-on: invalid JSON: unexpected end of JSON input\n"},

@@ -60,10 +60,9 @@ type testServer struct {
 	svc   *core.Service
 	http  *httptest.Server
 	once  sync.Once
-	// plugins is the plugin registry, with closePlugins, when the server
-	// has one (startServerWith).
-	plugins      *registry.Registry
-	closePlugins func() error
+	// plugins is the plugin registry, served by the API when the server
+	// was started with plugins (startServerWith).
+	plugins *registry.Registry
 }
 
 // startServer starts a server on the database in dir, listening on addr
@@ -86,32 +85,29 @@ func startServerWith(t *testing.T, dir, addr string, plugins bool) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	models := builtin.Models()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := core.New(core.Config{
-		Store: store,
-		Models: func(ref string) (core.Model, error) {
-			if m, ok := models[ref]; ok {
-				return m, nil
-			}
-			return nil, core.Errorf(core.EINVALID, "unknown model %q", ref)
-		},
-		Tools:         builtin.Tools(scratch),
-		DefaultModel:  "scripted",
-		DefaultPolicy: core.Policy{"append_file": {Interrupt: true}},
-		Logger:        quiet,
-	})
+	cfg := serveConfig{DataRoot: dir, Model: "scripted"}
+	models, err := openHub(cfg, quiet, core.NewRedactor())
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := core.New(core.Config{Store: store, Models: modelResolver(models), DefaultModel: cfg.Model, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &testServer{t: t, store: store, svc: svc}
 	opts := web.Options{Version: "v-test", DataRoot: dir, DefaultModel: "scripted", Logger: quiet}
+	// As in kiln serve: the built-in tools and models come through the
+	// plugin registry, which loads before the engine starts. Only with
+	// plugins does the API serve it.
+	builtins, err := builtinPlugins(scratch, builtin.Tools(scratch), models)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.plugins, err = openPlugins(context.Background(), cfg, svc, store, models, builtins, quiet, nil); err != nil {
+		t.Fatal(err)
+	}
 	if plugins {
-		// As in kiln serve: plugins load before the engine starts.
-		s.plugins, s.closePlugins, err = openPlugins(context.Background(), serveConfig{DataRoot: dir}, svc, store, nil, quiet, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		opts.Plugins = s.plugins
 	}
 	if err := svc.Start(context.Background()); err != nil {
@@ -157,10 +153,8 @@ func (s *testServer) stop() {
 		if err := s.svc.Shutdown(ctx); err != nil {
 			s.t.Errorf("shutdown: %v", err)
 		}
-		if s.closePlugins != nil {
-			if err := s.closePlugins(); err != nil {
-				s.t.Errorf("close plugins: %v", err)
-			}
+		if err := s.plugins.Close(); err != nil {
+			s.t.Errorf("close plugins: %v", err)
 		}
 		if err := s.store.Close(); err != nil {
 			s.t.Errorf("close store: %v", err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/sdk/client"
 )
 
@@ -39,6 +40,11 @@ func TestServeObservability(t *testing.T) {
 	url := "http://" + waitServingAddr(t, stderr, done)
 	c, err := client.New(url, client.WithToken(token))
 	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A process plugin, whose process logs through the server's log.
+	if _, err := c.InstallPlugin(ctx, client.InstallPluginRequest{Path: examplePlugin(t, "calcp", plugins.RuntimeProcess), Consent: true}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -112,7 +118,7 @@ func TestServeObservability(t *testing.T) {
 	t.Setenv(envServer, url)
 	t.Setenv(envToken, token)
 	r := kiln(t, "logs", "--component", "process", "-n", "5")
-	if r.code != exitOK || !strings.Contains(r.stdout, "process:util") || !strings.Contains(r.stdout, "plugin started") {
+	if r.code != exitOK || !strings.Contains(r.stdout, "process:calcp") || !strings.Contains(r.stdout, "plugin started") {
 		t.Errorf("kiln logs --component process: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = kiln(t, "logs", "-o", "json", "--grep", "plugin enabled", "--since", "1h")
@@ -179,7 +185,7 @@ func TestServeObservability(t *testing.T) {
 		}
 		components[comp] = true
 	}
-	for _, want := range []string{"server", "web", "registry", "process:util"} {
+	for _, want := range []string{"server", "web", "registry", "process:calcp"} {
 		if !components[want] {
 			t.Errorf("no record of component %s in %v", want, components)
 		}

@@ -257,6 +257,22 @@ func printPreview(w io.Writer, st style, path string, pv *client.PluginPreview) 
 	for _, line := range pv.Permissions {
 		fmt.Fprintf(w, "  - %s\n", line)
 	}
+	if pv.Installed != "" {
+		printAdded(w, pv)
+	}
+}
+
+// printAdded says what an upgrade asks for beyond the consent given to
+// the installed version.
+func printAdded(w io.Writer, pv *client.PluginPreview) {
+	if len(pv.Added) == 0 {
+		fmt.Fprintf(w, "It asks for nothing beyond what was consented to for %s.\n", pv.Installed)
+		return
+	}
+	fmt.Fprintf(w, "Beyond what was consented to for %s, it asks to:\n", pv.Installed)
+	for _, line := range pv.Added {
+		fmt.Fprintf(w, "  + %s\n", strings.TrimPrefix(line, "adds: "))
+	}
 }
 
 // pluginFailed prints the error of a plugin that is installed or enabled
@@ -281,7 +297,9 @@ is resolved here first). The plugin's identity and the permissions it asks
 for are shown first and you are asked to consent; --yes consents without
 asking, which is needed when standard input is not a terminal. The consent
 is bound to the previewed files: if the plugin's entry changes before the
-install, the install fails.
+install, the install fails. Installing a new version of an installed
+plugin shows what it asks for beyond the consent given before, and asks
+only when it asks for more.
 
 The plugin is enabled at once unless --disabled is given. If it fails to
 start the command fails, and the plugin stays installed, listed as failed.`,
@@ -323,8 +341,13 @@ start the command fails, and the plugin stays installed, listed as failed.`,
 			for _, line := range pv.Permissions {
 				fmt.Fprintf(w, "  - %s\n", line)
 			}
-			if !yes {
-				ok, err := confirm(cmd, w, fmt.Sprintf("Install %s %s with these permissions?", pv.ID, pv.Version),
+			question := fmt.Sprintf("Install %s %s with these permissions?", pv.ID, pv.Version)
+			if pv.Installed != "" {
+				printAdded(w, pv)
+				question = fmt.Sprintf("Upgrade %s to %s with the added permissions?", pv.ID, pv.Version)
+			}
+			if !yes && pv.NeedsConsent {
+				ok, err := confirm(cmd, w, question,
 					fmt.Sprintf("installing %s needs your consent to the permissions above, and standard input is not a terminal to ask on: rerun with --yes to consent", pv.ID))
 				if err != nil {
 					return err
@@ -334,7 +357,7 @@ start the command fails, and the plugin stays installed, listed as failed.`,
 					return &exitError{code: exitFailure}
 				}
 			}
-			p, err := c.InstallPlugin(cmd.Context(), client.InstallPluginRequest{Path: path, Consent: true, SHA256: pv.SHA256, Disabled: disabled})
+			p, err := c.InstallPlugin(cmd.Context(), client.InstallPluginRequest{Path: path, Consent: pv.NeedsConsent, SHA256: pv.SHA256, Disabled: disabled})
 			if err != nil {
 				return a.pluginFailed(cmd, pv.ID, err)
 			}

@@ -92,7 +92,7 @@ func runScript(t *testing.T, c *client.Client, script string, decide func(*core.
 	return r, results
 }
 
-// TestPluginsEndToEnd drives a real kiln serve: the built-in util plugin,
+// TestPluginsEndToEnd drives a real kiln serve: the built-in plugins,
 // a WASM and a process plugin installed, called by runs (with the plugin's
 // default approval), disabled and enabled without a restart, a process
 // plugin killed with SIGKILL and a binary tampered with after install, and
@@ -118,7 +118,7 @@ func TestPluginsEndToEnd(t *testing.T) {
 		}
 		builtins[p.ID] = strings.Join(p.Provides, ",")
 	}
-	if want := map[string]string{"util": "toolset", "openai": "model-provider", "anthropic": "model-provider", "gemini": "model-provider",
+	if want := map[string]string{"kiln": "toolset,model-provider", "util": "toolset", "openai": "model-provider", "anthropic": "model-provider", "gemini": "model-provider",
 		"bedrock": "model-provider", "openrouter": "model-provider", "ollama": "model-provider"}; !maps.Equal(builtins, want) {
 		t.Fatalf("plugins of a fresh server: %v, want %v", builtins, want)
 	}
@@ -231,16 +231,20 @@ func TestPluginsEndToEnd(t *testing.T) {
 		t.Errorf("health after a refused plugin: %v", err)
 	}
 
-	// After a restart: calc and util still enabled, calcp reported failed.
-	// The SIGKILL takes the built-in plugin's process with it.
-	util, err := c.Plugin(ctx, "util")
-	if err != nil || util.PID == 0 {
-		t.Fatalf("util: %+v, %v", util, err)
+	// After a restart: calc, calcq and util still enabled, calcp
+	// reported failed. The SIGKILL takes the plugin processes with it.
+	qDir := examplePlugin(t, "calcq", plugins.RuntimeProcess)
+	if _, err := c.InstallPlugin(ctx, client.InstallPluginRequest{Path: qDir, Consent: true}); err != nil {
+		t.Fatal(err)
+	}
+	calcq, err := c.Plugin(ctx, "calcq")
+	if err != nil || calcq.PID == 0 {
+		t.Fatalf("calcq: %+v, %v", calcq, err)
 	}
 	srv.kill()
-	for deadline := time.Now().Add(5 * time.Second); processAlive(util.PID); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); processAlive(calcq.PID); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the util plugin (pid %d) outlived its killed server", util.PID)
+			t.Fatalf("the calcq plugin (pid %d) outlived its killed server", calcq.PID)
 		}
 	}
 	srv = startProc(t, addr, data)
@@ -251,7 +255,7 @@ func TestPluginsEndToEnd(t *testing.T) {
 	}
 	got := map[string]string{}
 	for _, p := range list {
-		if slices.Contains(p.Provides, "model-provider") {
+		if slices.Equal(p.Provides, []string{"model-provider"}) {
 			continue
 		}
 		got[p.ID] = string(p.Status)
@@ -259,7 +263,7 @@ func TestPluginsEndToEnd(t *testing.T) {
 			t.Errorf("%s failed for %q, want the sha256 mismatch", p.ID, p.Error)
 		}
 	}
-	if want := map[string]string{"util": "enabled", "calc": "enabled", "calcp": "failed"}; !maps.Equal(got, want) {
+	if want := map[string]string{"kiln": "enabled", "util": "enabled", "calc": "enabled", "calcp": "failed", "calcq": "enabled"}; !maps.Equal(got, want) {
 		t.Errorf("plugins after restart %v, want %v", got, want)
 	}
 	tools, err := c.Tools(ctx)

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -75,7 +74,7 @@ func TestPluginInstallAndManage(t *testing.T) {
 	}
 
 	r := kiln(t, "plugin", "ls")
-	mustContain(t, "ls", r.stdout, "ID", "VERSION", "RUNTIME", "STATUS", "TOOLS", "BUILTIN", "util", util.Version, "process", "enabled", "yes")
+	mustContain(t, "ls", r.stdout, "ID", "VERSION", "RUNTIME", "STATUS", "TOOLS", "BUILTIN", "util", util.Version, "builtin", "enabled", "yes")
 	if slices.Contains(toolNames(t), "calc.add") {
 		t.Fatal("calc.add is a tool before calc is installed")
 	}
@@ -117,10 +116,10 @@ func TestPluginInstallAndManage(t *testing.T) {
 	mustContain(t, "kiln tools", kiln(t, "tools").stdout, "\ncalc.add ", "\ncalc.counter ", "\nutil.")
 
 	r = kiln(t, "plugin", "ls")
-	mustContain(t, "ls", r.stdout, "calc  1.0.0    wasm     enabled  8", "util  "+util.Version+"    process  enabled  2      yes")
+	mustContain(t, "ls", r.stdout, "\ncalc        1.0.0    wasm     enabled  8", "\nutil        "+util.Version+"    builtin  enabled  2      yes")
 	r = kiln(t, "plugin", "ls", "-o", "json")
 	var list struct{ Plugins []registry.Info }
-	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Plugins) != 2 {
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Plugins) != 9 {
 		t.Fatalf("ls -o json: %v %q", err, r.stdout)
 	}
 
@@ -129,10 +128,7 @@ func TestPluginInstallAndManage(t *testing.T) {
 		"SHA256:       "+m.SHA256, "Tools:\n  calc.add\n  calc.echo\n", "  calc.counter\n", "Permissions:\n  - ",
 		"Interrupt on:\n  note: held for a decision\n")
 	r = kiln(t, "plugin", "inspect", "util")
-	mustContain(t, "inspect built-in", r.stdout, "Built in:     yes", "Tools:\n  util.")
-	if !regexp.MustCompile(`(?m)^Health:       pid [1-9][0-9]*, 0 restarts$`).MatchString(r.stdout) {
-		t.Errorf("inspect built-in shows no process health:\n%s", r.stdout)
-	}
+	mustContain(t, "inspect built-in", r.stdout, "Built in:     yes", "Runtime:      builtin\n", "Tools:\n  util.")
 	r = kiln(t, "plugin", "inspect", "calc", "-o", "json")
 	var info registry.Info
 	if err := json.Unmarshal([]byte(r.stdout), &info); err != nil || info.ID != "calc" || info.SHA256 != m.SHA256 {
@@ -158,7 +154,7 @@ func TestPluginInstallAndManage(t *testing.T) {
 	if r.code != 0 || r.stdout != "Disabled calc 1.0.0; its tools are not available until it is enabled again.\n" {
 		t.Fatalf("disable: %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	mustContain(t, "ls after disable", kiln(t, "plugin", "ls").stdout, "calc  1.0.0    wasm     disabled  0")
+	mustContain(t, "ls after disable", kiln(t, "plugin", "ls").stdout, "\ncalc        1.0.0    wasm     disabled  0")
 	if names := toolNames(t); slices.Contains(names, "calc.add") {
 		t.Fatalf("kiln tools after disable: %v", names)
 	}
@@ -226,7 +222,7 @@ func TestPluginInstallFailures(t *testing.T) {
 	}
 	mustContain(t, "install broken", r.stderr, "error: plugin broken failed to start: "+in.Error+"\n",
 		"The plugin is installed but not running. See 'kiln plugin inspect broken'; once it is fixed, 'kiln plugin enable broken'.\n")
-	mustContain(t, "ls", kiln(t, "plugin", "ls").stdout, "broken  1.0.0    process  failed: "+truncate(in.Error, 60)+"  0")
+	mustContain(t, "ls", kiln(t, "plugin", "ls").stdout, "\nbroken      1.0.0    process  failed: "+truncate(in.Error, 60)+"  0")
 	// The reason, go-plugin's diagnosis over several lines, is one line.
 	mustContain(t, "inspect", kiln(t, "plugin", "inspect", "broken").stdout,
 		"Status:       failed: load plugin broken: ", "Failed to read any lines from plugin's stdout", "Tools:        (none)\n")
@@ -260,7 +256,7 @@ func TestPluginInstallFailures(t *testing.T) {
 			t.Errorf("%s of a bad manifest: %d %q %q", args[0], r.code, r.stdout, r.stderr)
 		}
 	}
-	if list := s.plugins.List(ctx); len(list) != 2 {
+	if list := s.plugins.List(ctx); len(list) != 9 {
 		t.Errorf("plugins after the refusals: %+v", list)
 	}
 

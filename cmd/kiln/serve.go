@@ -25,11 +25,10 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/core/sqlite"
+	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/builtin"
-	"github.com/kilnhq/kiln/plugins/process"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
 	"github.com/kilnhq/kiln/plugins/registry"
-	"github.com/kilnhq/kiln/plugins/wasm"
 	"github.com/kilnhq/kiln/web"
 	"github.com/kilnhq/kiln/web/logs"
 	"github.com/kilnhq/kiln/web/metrics"
@@ -335,25 +334,28 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 		return err
 	}
 	svc, err := core.New(core.Config{
-		Store:         store,
-		Models:        modelResolver(builtin.Models(), models),
-		Tools:         tools,
-		DefaultModel:  cfg.Model,
-		DefaultPolicy: core.Policy{"append_file": {Interrupt: true}},
-		Logger:        log.With("component", "core"),
-		Redactor:      red,
-		Observer:      met,
+		Store:        store,
+		Models:       modelResolver(models),
+		DefaultModel: cfg.Model,
+		Logger:       log.With("component", "core"),
+		Redactor:     red,
+		Observer:     met,
 	})
 	if err != nil {
 		return fmt.Errorf("create service: %w", err)
 	}
 	// Plugins load before the engine starts, so runs resumed after a
-	// restart find their tools; they stop after it.
-	reg, closePlugins, err := openPlugins(ctx, cfg, svc, store, models, log, met.PluginCall)
+	// restart find their tools and models; they stop after it.
+	builtins, err := builtinPlugins(scratch, tools, models)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, closePlugins()) }()
+	reg, err := openPlugins(ctx, cfg, svc, store, models, builtins, log, met.PluginCall)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, reg.Close()) }()
+	checkDefaultModel(models, cfg.Model, log.With("component", "providers"))
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 		defer cancel()
@@ -403,43 +405,27 @@ func listenError(addr string, err error) error {
 }
 
 // openPlugins opens the plugin registry in <data>/plugins with the
-// built-in plugins (the model providers of models among them, unless
-// nil), a WASM host whose compiled code is cached in
-// <data>/cache/wasm and the plugins' kv namespaces in the store, and loads
-// the enabled plugins. onCall, when set, hears of every plugin tool call
-// (metrics). The returned function stops them. Each part logs with its
-// component: registry, wasm:<plugin>, process:<plugin>.
-func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv core.KVStore, models *hub.Hub, log *slog.Logger,
-	onCall func(plugin string, d time.Duration, err error)) (*registry.Registry, func() error, error) {
-	builtins, err := registryBuiltins(log.With("component", "process"))
-	if err != nil {
-		return nil, nil, err
-	}
-	if models != nil {
-		builtins = append(builtins, providerBuiltins(models)...)
-	}
-	host, err := wasm.New(wasm.Config{CacheDir: filepath.Join(cfg.DataRoot, "cache", "wasm"), Logger: log.With("component", "wasm")})
-	if err != nil {
-		return nil, nil, fmt.Errorf("start the WASM host: %w", err)
-	}
+// built-in plugins, each runtime's cache in <data>/cache (compiled WASM
+// in <data>/cache/wasm) and the plugins' kv namespaces in the store, and
+// loads the enabled plugins: their tools go to svc, their model providers
+// to models. onCall, when set, hears of every plugin call (metrics). Each
+// part logs with its component: registry, wasm:<plugin>, process:<plugin>.
+func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv core.KVStore, models *hub.Hub, builtins []plugins.Builtin,
+	log *slog.Logger, onCall func(plugin string, d time.Duration, err error)) (*registry.Registry, error) {
 	reg, err := registry.Open(ctx, registry.Config{
-		Root:     filepath.Join(cfg.DataRoot, "plugins"),
-		DataRoot: filepath.Join(cfg.DataRoot, "plugin-data"),
-		Tools:    svc,
-		WASM:     host,
-		KV:       kv,
-		Process:  process.Options{Logger: log.With("component", "process")},
-		Builtins: builtins,
-		Logger:   log.With("component", "registry"),
-		OnCall:   onCall,
+		Root:      filepath.Join(cfg.DataRoot, "plugins"),
+		DataRoot:  filepath.Join(cfg.DataRoot, "plugin-data"),
+		CacheRoot: filepath.Join(cfg.DataRoot, "cache"),
+		Hosts:     map[plugins.Capability]any{plugins.CapToolset: svc, plugins.CapModelProvider: models},
+		KV:        kv,
+		Builtins:  builtins,
+		Logger:    log,
+		OnCall:    onCall,
 	})
 	if err != nil {
-		host.Close(context.WithoutCancel(ctx))
-		return nil, nil, fmt.Errorf("open plugins: %w", err)
+		return nil, fmt.Errorf("open plugins: %w", err)
 	}
-	return reg, func() error {
-		return errors.Join(reg.Close(), host.Close(context.Background()))
-	}, nil
+	return reg, nil
 }
 
 // newHTTPServer returns the http.Server of the API. Its BaseContext is

@@ -1,5 +1,5 @@
 // Package inproc runs a plugin author's toolset (sdk/plugin) inside the
-// host process, as a plugins.Toolset: the built-in transport. It lives apart
+// host process, as a toolset.Toolset: the built-in transport. It lives apart
 // from package plugins so that reading manifests does not pull in the
 // process SDK's gRPC dependencies.
 package inproc
@@ -15,6 +15,7 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/toolset"
 	sdkplugin "github.com/kilnhq/kiln/sdk/plugin"
 )
 
@@ -32,7 +33,7 @@ import (
 //
 // New panics if ts has a tool without a name or a handler, or two
 // tools of the same name: the programming errors plugin.Serve refuses.
-func New(ts sdkplugin.Toolset) plugins.Toolset {
+func New(ts sdkplugin.Toolset) toolset.Toolset {
 	p := &inProcess{tools: make(map[string]sdkplugin.Tool, len(ts.Tools))}
 	p.life, p.end = context.WithCancel(context.Background())
 	for i, t := range ts.Tools {
@@ -149,4 +150,4 @@ func (p *inProcess) Close() error {
 }
 
 // Interface guard.
-var _ plugins.Toolset = (*inProcess)(nil)
+var _ toolset.Toolset = (*inProcess)(nil)

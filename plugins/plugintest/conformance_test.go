@@ -12,6 +12,7 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/inproc"
 	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/plugins/wasm"
 	"github.com/kilnhq/kiln/sdk/plugin/examples/calc/calctools"
 )
@@ -35,13 +36,13 @@ func TestMain(m *testing.M) {
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // loadBuiltin runs calc's tools in-process (there are no permissions).
-func loadBuiltin(testing.TB, string) plugins.Toolset {
+func loadBuiltin(testing.TB, string) toolset.Toolset {
 	return inproc.New(calctools.Toolset())
 }
 
 // loadWASM loads the wasip1 build of calc with perms into a new WASM
 // host, closed when tb ends.
-func loadWASM(tb testing.TB, perms string) plugins.Toolset {
+func loadWASM(tb testing.TB, perms string) toolset.Toolset {
 	tb.Helper()
 	dir, m := CalcPlugin(tb, "calc", plugins.RuntimeWASM, perms)
 	h, err := wasm.New(wasm.Config{CacheDir: cacheDir, Logger: quiet})
@@ -59,7 +60,7 @@ func loadWASM(tb testing.TB, perms string) plugins.Toolset {
 
 // loadProcess starts the native build of calc with perms under the
 // process host, closed when tb ends.
-func loadProcess(tb testing.TB, perms string) plugins.Toolset {
+func loadProcess(tb testing.TB, perms string) toolset.Toolset {
 	tb.Helper()
 	dir, m := CalcPlugin(tb, "calc", plugins.RuntimeProcess, perms)
 	ts, err := process.Load(context.Background(), dir, m, process.Options{Logger: quiet})
@@ -76,7 +77,7 @@ func loadProcess(tb testing.TB, perms string) plugins.Toolset {
 // instances fit four times in the default memory_mib of 64).
 var transports = []struct {
 	name        string
-	load        func(testing.TB, string) plugins.Toolset
+	load        func(testing.TB, string) toolset.Toolset
 	concurrency int
 }{
 	{"builtin", loadBuiltin, 4},
@@ -88,7 +89,7 @@ func TestToolsetConformance(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			RunToolset(t, Transport{
-				Load:        func(t *testing.T, perms string) plugins.Toolset { return tr.load(t, perms) },
+				Load:        func(t *testing.T, perms string) toolset.Toolset { return tr.load(t, perms) },
 				Concurrency: tr.concurrency,
 			})
 		})

@@ -1,6 +1,6 @@
 // Package plugintest is the conformance kit of the "toolset" extension
 // kind, in the spirit of testing/fstest: RunToolset checks that an
-// implementation of plugins.Toolset — built-in (inproc.New), WASM
+// implementation of toolset.Toolset — built-in (inproc.New), WASM
 // (plugins/wasm) or process (plugins/process) — serving the calc example's
 // tools (sdk/plugin/examples/calc/calctools) behaves as the interface
 // says.
@@ -28,6 +28,7 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/sdk/plugin/examples/calc/calctools"
 )
 
@@ -39,7 +40,7 @@ type Transport struct {
 	// calls it once per subtest with that subtest's t (so it may use
 	// t.TempDir, t.Cleanup and t.Fatal), closes each toolset itself, and
 	// may close it twice.
-	Load func(t *testing.T, perms string) plugins.Toolset
+	Load func(t *testing.T, perms string) toolset.Toolset
 	// Concurrency is how many calls the transport promises to run at
 	// once: the suite checks that that many calls that block are all in
 	// flight together. 0 means 1 (calls may run one at a time).
@@ -49,7 +50,7 @@ type Transport struct {
 // RunToolset runs the conformance suite as subtests of t.
 func RunToolset(t *testing.T, tr Transport) {
 	t.Helper()
-	open := func(t *testing.T, perms string) plugins.Toolset {
+	open := func(t *testing.T, perms string) toolset.Toolset {
 		t.Helper()
 		ts := tr.Load(t, perms)
 		if ts == nil {
@@ -58,7 +59,7 @@ func RunToolset(t *testing.T, tr Transport) {
 		t.Cleanup(func() { ts.Close() })
 		return ts
 	}
-	held := func(t *testing.T) (plugins.Toolset, *HoldServer) {
+	held := func(t *testing.T) (toolset.Toolset, *HoldServer) {
 		h := NewHoldServer(t)
 		return open(t, heldPerms(h)), h
 	}
@@ -90,7 +91,7 @@ func heldPerms(h *HoldServer) string {
 // suiteTools are the tools the suite relies on.
 var suiteTools = []string{"add", "echo"}
 
-func testTools(t *testing.T, ts plugins.Toolset) {
+func testTools(t *testing.T, ts toolset.Toolset) {
 	specs, err := ts.Tools(context.Background())
 	if err != nil {
 		t.Fatalf("Tools: %v", err)
@@ -128,7 +129,7 @@ func testTools(t *testing.T, ts plugins.Toolset) {
 	}
 }
 
-func testAdd(t *testing.T, ts plugins.Toolset) {
+func testAdd(t *testing.T, ts toolset.Toolset) {
 	for _, c := range []struct {
 		a, b, sum float64
 	}{
@@ -169,7 +170,7 @@ func payload(n int) string {
 // to echo.
 var echoPayload = payload(1024)
 
-func testEcho(t *testing.T, ts plugins.Toolset) {
+func testEcho(t *testing.T, ts toolset.Toolset) {
 	if len(echoPayload) != 1024 {
 		t.Fatalf("payload is %d bytes, want 1024", len(echoPayload))
 	}
@@ -185,7 +186,7 @@ func testEcho(t *testing.T, ts plugins.Toolset) {
 	}
 }
 
-func testUnknownTool(t *testing.T, ts plugins.Toolset) {
+func testUnknownTool(t *testing.T, ts toolset.Toolset) {
 	_, err := call(ts, "no-such-tool", `{}`)
 	switch {
 	case err == nil:
@@ -198,7 +199,7 @@ func testUnknownTool(t *testing.T, ts plugins.Toolset) {
 	mustAdd(t, ts)
 }
 
-func testMalformedArgs(t *testing.T, ts plugins.Toolset) {
+func testMalformedArgs(t *testing.T, ts toolset.Toolset) {
 	for _, args := range []string{
 		`{bad`,             // not JSON
 		`not json at all`,  // not JSON
@@ -220,7 +221,7 @@ func testMalformedArgs(t *testing.T, ts plugins.Toolset) {
 	}
 }
 
-func testConcurrent(t *testing.T, ts plugins.Toolset) {
+func testConcurrent(t *testing.T, ts toolset.Toolset) {
 	const goroutines, calls = 8, 25
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines*calls)
@@ -256,7 +257,7 @@ func testConcurrent(t *testing.T, ts plugins.Toolset) {
 	}
 }
 
-func testCancelled(t *testing.T, ts plugins.Toolset) {
+func testCancelled(t *testing.T, ts toolset.Toolset) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	out, err := ts.Call(ctx, "add", json.RawMessage(`{"a":1,"b":2}`))
@@ -269,7 +270,7 @@ func testCancelled(t *testing.T, ts plugins.Toolset) {
 	mustAdd(t, ts)
 }
 
-func testClose(t *testing.T, ts plugins.Toolset) {
+func testClose(t *testing.T, ts toolset.Toolset) {
 	mustAdd(t, ts)
 	if err := ts.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -294,7 +295,7 @@ type result struct {
 }
 
 // fetchHeld starts n calls of fetch on h and returns their outcomes.
-func fetchHeld(ts plugins.Toolset, h *HoldServer, n int) <-chan result {
+func fetchHeld(ts toolset.Toolset, h *HoldServer, n int) <-chan result {
 	c := make(chan result, n)
 	for range n {
 		go func() {
@@ -307,7 +308,7 @@ func fetchHeld(ts plugins.Toolset, h *HoldServer, n int) <-chan result {
 
 // testConcurrentBlocking checks that n calls that block are all in flight
 // together: none waits for another to end.
-func testConcurrentBlocking(t *testing.T, ts plugins.Toolset, h *HoldServer, n int) {
+func testConcurrentBlocking(t *testing.T, ts toolset.Toolset, h *HoldServer, n int) {
 	mustAdd(t, ts)
 	results := fetchHeld(ts, h, n)
 	if !h.WaitArrived(n, patience) {
@@ -332,7 +333,7 @@ func testConcurrentBlocking(t *testing.T, ts plugins.Toolset, h *HoldServer, n i
 // flight: it returns at once, and they end, as transport failures, and
 // stop what they were doing. It holds n calls, plus one waiting for them
 // when n is all the transport runs at once.
-func testCloseCancelsCalls(t *testing.T, ts plugins.Toolset, h *HoldServer, n int) {
+func testCloseCancelsCalls(t *testing.T, ts toolset.Toolset, h *HoldServer, n int) {
 	mustAdd(t, ts)
 	calls := n + 1
 	results := fetchHeld(ts, h, calls)
@@ -378,12 +379,12 @@ func testCloseCancelsCalls(t *testing.T, ts plugins.Toolset, h *HoldServer, n in
 }
 
 // call runs tool with args under a background context.
-func call(ts plugins.Toolset, tool, args string) (string, error) {
+func call(ts toolset.Toolset, tool, args string) (string, error) {
 	return ts.Call(context.Background(), tool, json.RawMessage(args))
 }
 
 // mustAdd checks that the toolset still serves calls.
-func mustAdd(t *testing.T, ts plugins.Toolset) {
+func mustAdd(t *testing.T, ts toolset.Toolset) {
 	t.Helper()
 	out, err := call(ts, "add", `{"a":2,"b":40}`)
 	if err != nil || out != "42" {

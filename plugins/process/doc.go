@@ -4,7 +4,7 @@
 // MCP server). The wire protocol is specs/proto/toolset.proto; plugin
 // authors write it with sdk/plugin and never see go-plugin.
 //
-// Load starts the plugin and returns a plugins.Toolset (a *Plugin):
+// Load starts the plugin and returns a toolset.Toolset (a *Plugin):
 //
 //   - Before every start the entry must be a regular file inside the
 //     plugin folder, and go-plugin's SecureConfig hashes it just before

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/toolsetpb"
 )
@@ -166,7 +167,7 @@ type instance struct {
 // Each Call has the deadline m.Permissions.TimeoutMS. When the process
 // dies it is started again after a backoff (Options); Health reports it.
 // Close ends the process.
-func Load(ctx context.Context, dir string, m *plugins.Manifest, opts Options) (plugins.Toolset, error) {
+func Load(ctx context.Context, dir string, m *plugins.Manifest, opts Options) (toolset.Toolset, error) {
 	if m == nil {
 		return nil, errors.New("load process plugin: nil manifest")
 	}
@@ -598,4 +599,4 @@ func (p *Plugin) Close() error {
 }
 
 // Interface guard.
-var _ plugins.Toolset = (*Plugin)(nil)
+var _ toolset.Toolset = (*Plugin)(nil)

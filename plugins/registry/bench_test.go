@@ -6,11 +6,9 @@ import (
 	"testing"
 
 	"github.com/kilnhq/kiln/plugins"
-	"github.com/kilnhq/kiln/plugins/inproc"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/registry"
 	"github.com/kilnhq/kiln/plugins/wasm"
-	"github.com/kilnhq/kiln/sdk/plugin/examples/calc/calctools"
 )
 
 // BenchmarkEnable measures what the user waits for between enabling a
@@ -36,8 +34,9 @@ func BenchmarkEnable(b *testing.B) {
 
 	b.Run("builtin", func(b *testing.B) {
 		e := newEnv(b)
-		e.bi = []registry.Builtin{{Manifest: builtinManifest(b, "calc"), Disabled: true,
-			Load: func(context.Context) (plugins.Toolset, error) { return inproc.New(calctools.Toolset()), nil }}}
+		bi := calcBuiltin(b, "calc")
+		bi.Disabled = true
+		e.bi = []plugins.Builtin{bi}
 		r := e.open(b)
 		for b.Loop() {
 			enableAndCall(b, e, r, "calc")

@@ -14,106 +14,159 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/integrity"
 )
 
 // Limits of a plugin folder being installed.
 const (
-	MaxInstallBytes = 512 << 20 // all files together
-	MaxInstallFiles = 10000
+	MaxInstallBytes = integrity.MaxBytes // all files together
+	MaxInstallFiles = integrity.MaxFiles
 )
 
 // tempPrefix names the folder an install copies into before it is
 // renamed to <id>/<version>; Open removes leftovers.
 const tempPrefix = ".install-"
 
-// inspect reads and checks the plugin folder at path: the manifest, the
-// entry's sha256 and what this Kiln can load. Problems are EINVALID with
-// the precise reason.
-func (r *Registry) inspect(path string) (*plugins.Manifest, error) {
+// inspected is a plugin folder checked for install.
+type inspected struct {
+	m   *plugins.Manifest
+	sum string // integrity.Sum
+}
+
+// inspect reads and checks the plugin folder at path: the manifest, its
+// bytes (the entry's sha256, or a bundle's digest) and whether this Kiln
+// can run it. Problems are EINVALID with the precise reason.
+func (r *Registry) inspect(path string) (inspected, error) {
 	if !filepath.IsAbs(path) {
-		return nil, core.Errorf(core.EINVALID, "plugin path %q must be absolute (a folder on the server's machine)", path)
+		return inspected{}, core.Errorf(core.EINVALID, "plugin path %q must be absolute (a folder on the server's machine)", path)
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, core.Errorf(core.EINVALID, "plugin folder: %v", err)
+		return inspected{}, core.Errorf(core.EINVALID, "plugin folder: %v", err)
 	}
 	if !fi.IsDir() {
-		return nil, core.Errorf(core.EINVALID, "plugin path %s is not a folder (it must hold %s)", path, plugins.ManifestFile)
+		return inspected{}, core.Errorf(core.EINVALID, "plugin path %s is not a folder (it must hold %s)", path, plugins.ManifestFile)
 	}
 	m, err := plugins.LoadManifest(path)
 	if err != nil {
 		var me *plugins.ManifestError
 		if errors.As(err, &me) {
-			return nil, me.Unwrap()
+			return inspected{}, me.Unwrap()
 		}
-		return nil, core.Errorf(core.EINVALID, "%v", err)
+		return inspected{}, core.Errorf(core.EINVALID, "%v", err)
 	}
-	if err := m.VerifyEntry(path); err != nil {
-		return nil, core.Errorf(core.EINVALID, "plugin %s: %v", m.ID, err)
+	sum, err := integrity.Sum(path, m)
+	if err != nil {
+		return inspected{}, core.Errorf(core.EINVALID, "plugin %s: %v", m.ID, err)
 	}
-	if !slices.Contains(m.Provides, plugins.CapToolset) {
-		return nil, core.Errorf(core.EINVALID, "plugin %s provides %s; this Kiln loads toolset plugins only", m.ID, quoteCaps(m.Provides))
+	kinds, err := kindsOf(m)
+	if err != nil {
+		return inspected{}, core.Errorf(core.EINVALID, "plugin %s %v", m.ID, err)
 	}
-	if m.Runtime == plugins.RuntimeWASM && r.cfg.WASM == nil {
-		return nil, core.Errorf(core.EINVALID, "plugin %s is a WASM plugin and this server has no WASM host", m.ID)
+	l, err := r.loader(m.EffectiveRuntime())
+	if err != nil {
+		return inspected{}, core.Errorf(core.EINVALID, "plugin %s: %v", m.ID, err)
 	}
-	return m, nil
+	if m.DataOnly() {
+		if err := validate(l, path, m, kinds); err != nil {
+			return inspected{}, core.Errorf(core.EINVALID, "plugin %s: %v", m.ID, err)
+		}
+	}
+	return inspected{m: m, sum: sum}, nil
+}
+
+// validate opens a data-only bundle (nothing runs) and lets each kind
+// that can check its content do so.
+func validate(l plugins.Loader, dir string, m *plugins.Manifest, kinds []plugins.Kind) error {
+	ctx := context.Background()
+	inst, err := l.Load(ctx, plugins.LoadRequest{ID: m.ID, Dir: dir, Manifest: m})
+	if err != nil {
+		return err
+	}
+	defer inst.Close()
+	for _, k := range kinds {
+		v, ok := k.(plugins.Validator)
+		if !ok {
+			continue
+		}
+		client, err := inst.Dispense(ctx, k.Name())
+		if err == nil {
+			err = v.Validate(ctx, plugins.Attach{ID: m.ID, Manifest: m, Client: client})
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", k.Name(), err)
+		}
+	}
+	return nil
 }
 
 // Preview checks the plugin folder at path (absolute, on the server's
 // machine) and says what installing it would ask for, without changing
-// anything.
+// anything. For an upgrade it names what the new version asks for beyond
+// the consent given to the installed one.
 func (r *Registry) Preview(_ context.Context, path string) (Preview, error) {
-	m, err := r.inspect(path)
+	in, err := r.inspect(path)
 	if err != nil {
 		return Preview{}, err
 	}
+	m := in.m
 	p := Preview{
-		ID: m.ID, Version: m.Version, Description: m.Description, Runtime: m.Runtime,
-		Provides: m.Provides, SHA256: m.SHA256, InterruptOn: m.InterruptOn,
-		Permissions: m.ConsentSummary(),
+		ID: m.ID, Version: m.Version, Description: m.Description, Runtime: string(m.EffectiveRuntime()),
+		SHA256: in.sum, InterruptOn: m.InterruptOn, Permissions: m.ConsentSummary(), NeedsConsent: true,
+	}
+	for _, c := range m.Provides {
+		p.Provides = append(p.Provides, string(c))
 	}
 	r.mu.Lock()
 	if e, ok := r.entries[m.ID]; ok && e.builtin == nil {
-		p.Installed = r.state.Plugins[m.ID].Version
+		rec := r.state.Plugins[m.ID]
+		p.Installed = rec.Version
+		if rec.Consent != nil {
+			p.Added = rec.Consent.AddedLines(plugins.ConsentOf(m))
+			p.NeedsConsent = len(p.Added) > 0
+		}
 	}
 	r.mu.Unlock()
 	return p, nil
 }
 
 // Install copies the plugin folder req.Path into Root/<id>/<version>,
-// checks the copy again, records the permissions the user accepted and,
-// unless req.Disabled, enables it. Installing another version of an
-// installed plugin replaces it. Refusals change
-// nothing: EINVALID for a bad folder or manifest, a wrong sha256 or
-// missing consent; ECONFLICT for a built-in's ID, the same version
-// already installed, or a folder that changed since it was previewed.
-// When the plugin is installed but fails to start, Install returns its
-// Info (status failed) and an EUNAVAIL error.
+// checks the copy again, records the consent and, unless req.Disabled,
+// enables it. Installing another version of an installed plugin replaces
+// it; it needs consent only when it asks for more than was consented to.
+// Refusals change nothing: EINVALID for a bad folder or manifest, a wrong
+// sha256 or missing consent; ECONFLICT for a built-in's ID, the same
+// version already installed, or a folder that changed since it was
+// previewed. When the plugin is installed but fails to start, Install
+// returns its Info (status failed) and an EUNAVAIL error.
 func (r *Registry) Install(ctx context.Context, req InstallRequest) (Info, error) {
-	m, err := r.inspect(req.Path)
+	p, err := r.Preview(ctx, req.Path)
 	if err != nil {
 		return Info{}, err
 	}
-	if req.SHA256 != "" && req.SHA256 != m.SHA256 {
-		return Info{}, core.Errorf(core.ECONFLICT, "plugin %s changed since it was previewed (sha256 %s, previewed %s); review it again", m.ID, m.SHA256, req.SHA256)
+	if req.SHA256 != "" && req.SHA256 != p.SHA256 {
+		return Info{}, core.Errorf(core.ECONFLICT, "plugin %s changed since it was previewed (sha256 %s, previewed %s); review it again", p.ID, p.SHA256, req.SHA256)
 	}
-	if !req.Consent {
-		return Info{}, core.Errorf(core.EINVALID, "installing %s %s needs consent to its permissions (%s); show them to the user (preview) and send consent: true", m.ID, m.Version, strings.Join(m.ConsentSummary(), "; "))
+	if p.NeedsConsent && !req.Consent {
+		asked := p.Permissions
+		if p.Installed != "" && len(p.Added) > 0 {
+			asked = p.Added
+		}
+		return Info{}, core.Errorf(core.EINVALID, "installing %s %s needs consent to its permissions (%s); show them to the user (preview) and send consent: true", p.ID, p.Version, strings.Join(asked, "; "))
 	}
 	r.op.Lock()
 	defer r.op.Unlock()
 	r.mu.Lock()
-	old, exists := r.entries[m.ID]
-	oldRec := r.state.Plugins[m.ID]
+	old, exists := r.entries[p.ID]
+	oldRec := r.state.Plugins[p.ID]
 	r.mu.Unlock()
 	switch {
 	case exists && old.builtin != nil:
-		return Info{}, core.Errorf(core.ECONFLICT, "plugin %q is built in; choose another id", m.ID)
-	case exists && oldRec.Version == m.Version:
-		return Info{}, core.Errorf(core.ECONFLICT, "plugin %s %s is already installed; remove it first (kiln plugin rm %s) or install another version", m.ID, m.Version, m.ID)
+		return Info{}, core.Errorf(core.ECONFLICT, "plugin %q is built in; choose another id", p.ID)
+	case exists && oldRec.Version == p.Version:
+		return Info{}, core.Errorf(core.ECONFLICT, "plugin %s %s is already installed; remove it first (kiln plugin rm %s) or install another version", p.ID, p.Version, p.ID)
 	}
-	dir, err := r.copyIn(req.Path, m)
+	m, dir, err := r.copyIn(req.Path, p)
 	if err != nil {
 		return Info{}, err
 	}
@@ -121,8 +174,9 @@ func (r *Registry) Install(ctx context.Context, req InstallRequest) (Info, error
 	if exists {
 		r.stop(old)
 	}
+	consent := plugins.ConsentOf(m)
 	e := &entry{id: m.ID, m: m, dir: dir}
-	rec := record{Version: m.Version, Enabled: enable, SHA256: m.SHA256, Permissions: m.ConsentSummary(), InstalledAt: time.Now().UTC()}
+	rec := record{Version: m.Version, Enabled: enable, SHA256: p.SHA256, Consent: &consent, InstalledAt: time.Now().UTC()}
 	r.mu.Lock()
 	r.entries[m.ID] = e
 	r.state.Plugins[m.ID] = rec
@@ -131,10 +185,11 @@ func (r *Registry) Install(ctx context.Context, req InstallRequest) (Info, error
 	if err != nil {
 		return Info{}, err
 	}
-	if exists {
+	if exists && old.dir != dir {
 		os.RemoveAll(old.dir)
+		os.Remove(r.listingPath(old.id, oldRec.Version))
 	}
-	r.log.Info("plugin installed", "plugin", m.ID, "version", m.Version, "runtime", m.Runtime, "permissions", rec.Permissions)
+	r.log.Info("plugin installed", "plugin", m.ID, "version", m.Version, "runtime", m.EffectiveRuntime(), "permissions", consent.Lines())
 	if !enable {
 		return r.Get(ctx, m.ID)
 	}
@@ -142,16 +197,17 @@ func (r *Registry) Install(ctx context.Context, req InstallRequest) (Info, error
 }
 
 // copyIn copies the plugin folder src into Root/<id>/<version> through a
-// temporary folder, and verifies the copy against m: the install is of the
-// bytes the user saw, even if src changes meanwhile.
-func (r *Registry) copyIn(src string, m *plugins.Manifest) (string, error) {
-	parent := filepath.Join(r.cfg.Root, m.ID)
+// temporary folder, and verifies the copy against the preview p: the
+// install is of the bytes the user saw, even if src changes meanwhile. A
+// data-only bundle's listing is written beside the copy.
+func (r *Registry) copyIn(src string, p Preview) (*plugins.Manifest, string, error) {
+	parent := filepath.Join(r.cfg.Root, p.ID)
 	if err := os.MkdirAll(parent, 0o700); err != nil {
-		return "", fmt.Errorf("install %s: %w", m.ID, err)
+		return nil, "", fmt.Errorf("install %s: %w", p.ID, err)
 	}
 	tmp, err := os.MkdirTemp(parent, tempPrefix)
 	if err != nil {
-		return "", fmt.Errorf("install %s: %w", m.ID, err)
+		return nil, "", fmt.Errorf("install %s: %w", p.ID, err)
 	}
 	ok := false
 	defer func() {
@@ -161,24 +217,33 @@ func (r *Registry) copyIn(src string, m *plugins.Manifest) (string, error) {
 		}
 	}()
 	if err := copyTree(src, tmp); err != nil {
-		return "", err
+		return nil, "", err
 	}
+	changed := core.Errorf(core.ECONFLICT, "plugin %s changed while it was being installed; try again", p.ID)
 	got, err := plugins.LoadManifest(tmp)
-	if err == nil {
-		err = got.VerifyEntry(tmp)
+	if err != nil || got.ID != p.ID || got.Version != p.Version || !slices.Equal(got.ConsentSummary(), p.Permissions) {
+		return nil, "", changed
 	}
-	if err != nil || got.SHA256 != m.SHA256 || !slices.Equal(got.ConsentSummary(), m.ConsentSummary()) {
-		return "", core.Errorf(core.ECONFLICT, "plugin %s changed while it was being installed; try again", m.ID)
+	if got.DataOnly() {
+		t, err := integrity.Tree(tmp)
+		if err != nil || t.Digest != p.SHA256 {
+			return nil, "", changed
+		}
+		if err := os.WriteFile(r.listingPath(p.ID, p.Version), t.Listing, 0o600); err != nil {
+			return nil, "", fmt.Errorf("install %s: %w", p.ID, err)
+		}
+	} else if sum, err := integrity.Sum(tmp, got); err != nil || sum != p.SHA256 {
+		return nil, "", changed
 	}
-	dst := filepath.Join(parent, m.Version)
+	dst := filepath.Join(parent, p.Version)
 	if err := os.RemoveAll(dst); err != nil {
-		return "", fmt.Errorf("install %s: %w", m.ID, err)
+		return nil, "", fmt.Errorf("install %s: %w", p.ID, err)
 	}
 	if err := os.Rename(tmp, dst); err != nil {
-		return "", fmt.Errorf("install %s: %w", m.ID, err)
+		return nil, "", fmt.Errorf("install %s: %w", p.ID, err)
 	}
 	ok = true
-	return dst, nil
+	return got, dst, nil
 }
 
 // copyTree copies the regular files and folders under src into dst. A

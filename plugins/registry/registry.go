@@ -1,14 +1,22 @@
 // Package registry installs, enables, disables and removes plugins, and
-// keeps their tools registered with the core while they are enabled.
+// keeps what they provide attached to the server while they are enabled.
+//
+// It knows neither the kinds nor the runtimes: a plugin's runtime
+// (plugins.LookupRuntime) loads it, and for each kind it provides the
+// kind (plugins.LookupKind) attaches the client the runtime dispensed to
+// the server's service for that kind (Config.Hosts). Built-in plugins
+// (Config.Builtins) come the same way through the "builtin" runtime; they
+// can be disabled but not removed.
 //
 // Installed plugins live in Config.Root (<data root>/plugins) as
 // <id>/<version>/, a copy of the folder the user installed from, and
 // Root/registry.json records for each the version, whether it is enabled,
-// the entry's sha256 and the permission lines the user accepted. At Open
-// and on every enable, a plugin whose manifest no longer matches that
-// record (a different sha256, different permissions) is refused and shown
-// as failed. Built-in plugins ship inside the kiln binary (Config.Builtins);
-// they can be disabled but not removed.
+// what identifies its bytes (plugins/integrity: the entry's sha256, or a
+// data-only bundle's folder digest, whose listing is kept beside it in
+// <id>/<version>.sums) and the consent the user gave, as the permission
+// set itself. At Open and on every enable a plugin whose bytes no longer
+// match, or whose manifest asks for more than was consented to, is
+// refused and shown as failed with the reason.
 //
 // A plugin that fails to load is reported (Info.Status "failed" with the
 // reason) and never stops the others or the server.
@@ -30,34 +38,16 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
-	"github.com/kilnhq/kiln/plugins/process"
-	"github.com/kilnhq/kiln/plugins/wasm"
+	"github.com/kilnhq/kiln/plugins/integrity"
 )
 
 // stateFile is the registry's record, in Config.Root.
 const stateFile = "registry.json"
 
-// ToolHost is where a plugin's tools are registered while it is enabled:
-// core.Service satisfies it.
-type ToolHost interface {
-	AddTools(source string, tools []core.Tool, defaults core.Policy) error
-	RemoveTools(source string) error
-}
-
-// Builtin is a plugin that ships inside the kiln binary.
-type Builtin struct {
-	// Manifest describes it as if it were installed; its Permissions and
-	// InterruptOn apply, and its SHA256 is what Load starts.
-	Manifest *plugins.Manifest
-	// Load starts a toolset built-in.
-	Load func(ctx context.Context) (plugins.Toolset, error)
-	// Activate and Deactivate switch on and off a built-in of another
-	// kind (a model provider), instead of Load.
-	Activate   func(ctx context.Context) error
-	Deactivate func()
-	// Disabled keeps it off until the user enables it.
-	Disabled bool
-}
+// stateVersion is the version of registry.json this registry writes.
+// Version 1 (no "version" field) stored the consent as the words of the
+// prompt; Open migrates it.
+const stateVersion = 2
 
 // Config configures a Registry.
 type Config struct {
@@ -67,72 +57,92 @@ type Config struct {
 	// DataRoot holds each plugin's own data folder, DataRoot/<id> (the
 	// "data:/" of its filesystem permissions): <data root>/plugin-data.
 	DataRoot string
-	// Tools receives the tools of enabled plugins.
-	Tools ToolHost
-	// WASM loads wasm plugins; nil refuses them.
-	WASM *wasm.Host
-	// KV holds each WASM plugin's key/value namespace, named by its ID;
-	// nil leaves the kv host functions unavailable.
+	// CacheRoot holds each runtime's cache, CacheRoot/<runtime> (compiled
+	// WASM): <data root>/cache. "" gives the runtimes none.
+	CacheRoot string
+	// Hosts are the server's services, by kind: what each kind attaches
+	// plugins to (the core's tool host for "toolset", the provider hub
+	// for "model-provider"). A kind without a host attaches what it can
+	// or fails the plugin with the reason.
+	Hosts map[plugins.Capability]any
+	// Loaders, when set, are used for their runtimes instead of loaders
+	// made from the registered factories (tests tune them).
+	Loaders map[plugins.Runtime]plugins.Loader
+	// KV holds each plugin's key/value namespace, named by its ID; nil
+	// gives plugins none.
 	KV core.KVStore
-	// Process configures the process host.
-	Process process.Options
 	// Builtins are the plugins shipped inside the binary.
-	Builtins []Builtin
-	// Logger; nil means slog.Default().
+	Builtins []plugins.Builtin
+	// Logger is the server's logger; nil means slog.Default(). The
+	// registry logs with component "registry", each runtime with its name,
+	// and a plugin's records carry its own component ("wasm:<id>").
 	Logger *slog.Logger
-	// OnCall, when set, is called after every call of a plugin's tool with
-	// the plugin's ID, how long the call took and its error (nil on
-	// success; a transport failure wraps plugins.ErrTransport). It runs on
-	// the calling goroutine and must return at once (count, don't wait).
+	// OnCall, when set, is called after every call into a plugin with the
+	// plugin's ID, how long the call took and its error (nil on success;
+	// a transport failure wraps plugins.ErrTransport). It runs on the
+	// calling goroutine and must return at once (count, don't wait).
 	OnCall func(plugin string, d time.Duration, err error)
 }
 
 // Registry manages the plugins. It is safe for concurrent use.
 type Registry struct {
-	cfg Config
-	log *slog.Logger
+	cfg  Config
+	log  *slog.Logger // component "registry"
+	base *slog.Logger // Config.Logger
 
 	op sync.Mutex // serializes install, enable, disable, remove and Close
-	mu sync.Mutex // guards entries and state
+	mu sync.Mutex // guards entries, state and loaders
 	// entries by plugin ID.
 	entries map[string]*entry
 	state   state
+	// loaders made from the registered factories, by runtime.
+	loaders map[plugins.Runtime]plugins.Loader
 }
 
 // entry is one plugin, built-in or installed.
 type entry struct {
 	id      string
-	builtin *Builtin
+	builtin *plugins.Builtin
 	m       *plugins.Manifest // nil when the manifest could not be read
 	dir     string
-	ts      plugins.Toolset // non-nil while loaded
-	tools   []string
-	err     string // why it is failed
+	run     *running // non-nil while loaded
+	err     string   // why it is failed
+}
+
+// running is a loaded plugin: its instance and what its kinds attached.
+type running struct {
+	inst     plugins.Instance
+	detach   []func()
+	provided map[plugins.Capability][]string
 }
 
 // record is what registry.json keeps about an installed plugin, or about
 // a built-in the user enabled or disabled.
 type record struct {
-	Version     string    `json:"version,omitempty"`
-	Enabled     bool      `json:"enabled"`
-	SHA256      string    `json:"sha256,omitempty"`
-	Permissions []string  `json:"permissions,omitempty"`
-	InstalledAt time.Time `json:"installed_at,omitzero"`
+	Version string `json:"version,omitempty"`
+	Enabled bool   `json:"enabled"`
+	// SHA256 identifies the plugin's bytes (integrity.Sum).
+	SHA256 string `json:"sha256,omitempty"`
+	// Consent is what the user agreed the plugin may do.
+	Consent     *plugins.Consent `json:"consent,omitempty"`
+	InstalledAt time.Time        `json:"installed_at,omitzero"`
 }
 
 type state struct {
+	Version int               `json:"version"`
 	Plugins map[string]record `json:"plugins"`
 }
 
-// Open reads the registry in cfg.Root (creating it when missing) and
-// loads the enabled plugins, concurrently; those that fail are reported
-// by List, not returned as errors. Open fails only when the record
-// itself cannot be read.
+// Open reads the registry in cfg.Root (creating it when missing, migrating
+// an older record) and loads the enabled plugins, concurrently; those that
+// fail are reported by List, not returned as errors. Open fails only when
+// the record itself cannot be read.
 func Open(ctx context.Context, cfg Config) (*Registry, error) {
-	if cfg.Root == "" || cfg.DataRoot == "" || cfg.Tools == nil {
-		return nil, errors.New("registry: Root, DataRoot and Tools are required")
+	if cfg.Root == "" || cfg.DataRoot == "" {
+		return nil, errors.New("registry: Root and DataRoot are required")
 	}
-	r := &Registry{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), entries: map[string]*entry{}}
+	base := cmp.Or(cfg.Logger, slog.Default())
+	r := &Registry{cfg: cfg, log: base.With("component", "registry"), base: base, entries: map[string]*entry{}, loaders: map[plugins.Runtime]plugins.Loader{}}
 	if err := os.MkdirAll(cfg.Root, 0o700); err != nil {
 		return nil, fmt.Errorf("create plugin folder: %w", err)
 	}
@@ -155,33 +165,67 @@ func Open(ctx context.Context, cfg Config) (*Registry, error) {
 		}
 		r.entries[id] = e
 	}
+	start := func(e *entry) {
+		if err := r.start(ctx, e); err != nil {
+			r.log.Warn("plugin failed to start", "plugin", e.id, "err", err)
+		}
+	}
+	// Built-ins start in-process, in their order (so the server lists
+	// their tools and providers in it), then the installed plugins
+	// concurrently.
+	for i := range cfg.Builtins {
+		if e := r.entries[cfg.Builtins[i].Manifest.ID]; r.enabled(e) {
+			start(e)
+		}
+	}
 	var wg sync.WaitGroup
 	for _, e := range r.entries {
-		if r.enabled(e) && e.err == "" {
-			wg.Go(func() {
-				if err := r.start(ctx, e); err != nil {
-					r.log.Warn("plugin failed to start", "plugin", e.id, "err", err)
-				}
-			})
+		if e.builtin == nil && r.enabled(e) && e.err == "" {
+			wg.Go(func() { start(e) })
 		}
 	}
 	wg.Wait()
 	return r, nil
 }
 
-// readState loads registry.json; a missing file is an empty registry.
+// readState loads registry.json; a missing file is an empty registry. A
+// version-1 file is migrated (and kept as registry.json.v1).
 func (r *Registry) readState() error {
 	path := filepath.Join(r.cfg.Root, stateFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		r.state.Plugins = map[string]record{}
+		r.state = state{Version: stateVersion, Plugins: map[string]record{}}
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("read %s: %w", path, err)
 	}
-	if err := json.Unmarshal(data, &r.state); err != nil {
+	broken := func(err error) error {
 		return fmt.Errorf("read %s: %w (fix or remove the file; the plugins in %s stay)", path, err, r.cfg.Root)
+	}
+	var head struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return broken(err)
+	}
+	switch head.Version {
+	case 0:
+		if err := r.migrateV1(data); err != nil {
+			return broken(err)
+		}
+		if err := os.WriteFile(path+".v1", data, 0o600); err != nil {
+			return fmt.Errorf("keep the old %s: %w", path, err)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.saveState()
+	case stateVersion:
+		if err := json.Unmarshal(data, &r.state); err != nil {
+			return broken(err)
+		}
+	default:
+		return fmt.Errorf("read %s: it is version %d, written by a newer Kiln; this one reads versions 1 and %d", path, head.Version, stateVersion)
 	}
 	if r.state.Plugins == nil {
 		r.state.Plugins = map[string]record{}
@@ -189,14 +233,54 @@ func (r *Registry) readState() error {
 	return nil
 }
 
+// migrateV1 reads a version-1 record, which kept the consent as the lines
+// of the prompt the user saw: where the installed manifest still words
+// exactly those lines, its permission set becomes the consent; otherwise
+// the plugin is left without one and fails until it is reinstalled.
+func (r *Registry) migrateV1(data []byte) error {
+	var v1 struct {
+		Plugins map[string]struct {
+			Version     string    `json:"version"`
+			Enabled     bool      `json:"enabled"`
+			SHA256      string    `json:"sha256"`
+			Permissions []string  `json:"permissions"`
+			InstalledAt time.Time `json:"installed_at"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal(data, &v1); err != nil {
+		return err
+	}
+	r.state = state{Version: stateVersion, Plugins: map[string]record{}}
+	for id, old := range v1.Plugins {
+		rec := record{Version: old.Version, Enabled: old.Enabled, SHA256: old.SHA256, InstalledAt: old.InstalledAt}
+		if old.Version != "" {
+			m, err := plugins.LoadManifest(filepath.Join(r.cfg.Root, id, old.Version))
+			if err == nil && slices.Equal(m.ConsentSummary(), old.Permissions) {
+				c := plugins.ConsentOf(m)
+				rec.Consent = &c
+			} else {
+				r.log.Warn("plugin consent not migrated: the manifest no longer matches what was accepted; reinstall the plugin", "plugin", id)
+			}
+		}
+		r.state.Plugins[id] = rec
+	}
+	r.log.Info("plugin registry migrated", "from", 1, "to", stateVersion, "plugins", len(r.state.Plugins))
+	return nil
+}
+
 // saveState writes registry.json atomically; r.mu is held.
 func (r *Registry) saveState() error {
-	data, err := json.MarshalIndent(r.state, "", "  ")
+	return writeAtomic(r.cfg.Root, stateFile, r.state)
+}
+
+// writeAtomic writes v as indented JSON to dir/name through a temporary
+// file, fsynced, then renamed.
+func writeAtomic(dir, name string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(r.cfg.Root, stateFile)
-	tmp, err := os.CreateTemp(r.cfg.Root, ".registry-*.json")
+	tmp, err := os.CreateTemp(dir, ".registry-*.json")
 	if err != nil {
 		return fmt.Errorf("save plugin registry: %w", err)
 	}
@@ -212,7 +296,7 @@ func (r *Registry) saveState() error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("save plugin registry: %w", err)
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
 		return fmt.Errorf("save plugin registry: %w", err)
 	}
 	return nil
@@ -234,21 +318,35 @@ func (r *Registry) cleanTemp() {
 	}
 }
 
+// listingPath is where a data-only bundle's file listing is kept, beside
+// its folder (so that it is not part of the folder's digest).
+func (r *Registry) listingPath(id, version string) string {
+	return filepath.Join(r.cfg.Root, id, version+".sums")
+}
+
 // checkInstalled reads an installed plugin's manifest and checks it
-// against the record: the same identity, entry sha256 and permissions the
-// user accepted. It returns the manifest, or why the plugin is failed.
+// against the record: the same identity and bytes, and nothing asked for
+// beyond the consent. It returns the manifest, or why the plugin is failed.
 func (r *Registry) checkInstalled(id, dir string, rec record) (*plugins.Manifest, string) {
 	m, err := plugins.LoadManifest(dir)
 	if err != nil {
 		return nil, err.Error()
 	}
-	switch {
-	case m.ID != id || m.Version != rec.Version:
+	if m.ID != id || m.Version != rec.Version {
 		return m, fmt.Sprintf("the manifest in %s says %s %s, the registry %s %s", dir, m.ID, m.Version, id, rec.Version)
-	case m.SHA256 != rec.SHA256:
-		return m, fmt.Sprintf("the manifest's sha256 changed since install (%s, installed %s); reinstall the plugin", m.SHA256, rec.SHA256)
-	case !slices.Equal(m.ConsentSummary(), rec.Permissions):
-		return m, "the manifest's permissions changed since they were accepted; reinstall the plugin to review them"
+	}
+	var listing []byte
+	if m.DataOnly() {
+		listing, _ = os.ReadFile(r.listingPath(id, rec.Version))
+	}
+	if err := integrity.Verify(dir, m, rec.SHA256, listing); err != nil {
+		return m, err.Error() + "; reinstall the plugin"
+	}
+	if rec.Consent == nil {
+		return m, "no consent to its permissions is recorded (its manifest no longer matched what was accepted when the registry was migrated); reinstall the plugin to review them"
+	}
+	if more := rec.Consent.AddedLines(plugins.ConsentOf(m)); len(more) > 0 {
+		return m, "the manifest asks for more than was consented to (" + strings.Join(more, "; ") + "); reinstall the plugin to review it"
 	}
 	return m, ""
 }
@@ -263,83 +361,130 @@ func (r *Registry) enabled(e *entry) bool {
 	return rec.Enabled
 }
 
-// start loads e and registers its tools; on failure e is failed with the
-// reason. r.op is held (or Open is running).
+// start loads e and attaches what it provides; on failure e is failed
+// with the reason. r.op is held (or Open is running).
 func (r *Registry) start(ctx context.Context, e *entry) error {
-	ts, tools, err := r.load(ctx, e)
+	run, err := r.load(ctx, e)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
 		e.err = err.Error()
 		return err
 	}
-	e.ts, e.tools, e.err = ts, tools, ""
+	e.run, e.err = run, ""
 	return nil
 }
 
-// load starts the plugin and adds its tools to the tool host.
-func (r *Registry) load(ctx context.Context, e *entry) (plugins.Toolset, []string, error) {
+// loader returns the loader of runtime rt: Config.Loaders', else one made
+// from the registered factory (once per registry).
+func (r *Registry) loader(rt plugins.Runtime) (plugins.Loader, error) {
+	if l, ok := r.cfg.Loaders[rt]; ok {
+		return l, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l, ok := r.loaders[rt]; ok {
+		return l, nil
+	}
+	f, ok := plugins.LookupRuntime(rt)
+	if !ok {
+		return nil, fmt.Errorf("this Kiln has no %q runtime", rt)
+	}
+	env := plugins.RuntimeEnv{Logger: r.base.With("component", string(rt))}
+	if r.cfg.CacheRoot != "" {
+		env.CacheDir = filepath.Join(r.cfg.CacheRoot, string(rt))
+	}
+	l, err := f(env)
+	if err != nil {
+		return nil, fmt.Errorf("start the %s runtime: %w", rt, err)
+	}
+	r.loaders[rt] = l
+	return l, nil
+}
+
+// kinds returns the registered kinds of what m provides, or why one is
+// missing.
+func kindsOf(m *plugins.Manifest) ([]plugins.Kind, error) {
+	out := make([]plugins.Kind, 0, len(m.Provides))
+	for _, c := range m.Provides {
+		k, ok := plugins.LookupKind(c)
+		if !ok {
+			return nil, fmt.Errorf("provides %q, which this Kiln cannot host", c)
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// load starts the plugin on its runtime and attaches the client of each
+// kind it provides; on any failure it takes back what was attached and
+// stops the plugin.
+func (r *Registry) load(ctx context.Context, e *entry) (*running, error) {
 	m := e.m
-	if b := e.builtin; b != nil && b.Activate != nil {
-		if err := b.Activate(ctx); err != nil {
-			return nil, nil, err
-		}
-		return activation{b.Deactivate}, nil, nil
-	}
-	if !slices.Contains(m.Provides, plugins.CapToolset) {
-		return nil, nil, fmt.Errorf("provides %s; this Kiln loads toolset plugins only", quoteCaps(m.Provides))
-	}
-	var ts plugins.Toolset
-	var err error
-	switch {
-	case e.builtin != nil:
-		ts, err = e.builtin.Load(ctx)
-	case m.Runtime == plugins.RuntimeWASM:
-		if r.cfg.WASM == nil {
-			return nil, nil, errors.New("this server has no WASM host")
-		}
-		data, derr := r.dataDir(e.id)
-		if derr != nil {
-			return nil, nil, derr
-		}
-		opts := wasm.LoadOptions{DataDir: data, Logger: r.log, Emit: core.ReportProgress}
-		if r.cfg.KV != nil {
-			opts.KV = wasm.KVNamespace(r.cfg.KV, e.id)
-		}
-		ts, err = r.cfg.WASM.Load(ctx, e.dir, m, opts)
-	case m.Runtime == plugins.RuntimeProcess:
-		// The process finds its data folder ("data:/" of the SDK's
-		// ReadFile and WriteFile) in KILN_PLUGIN_DATA.
-		data, derr := r.dataDir(e.id)
-		if derr != nil {
-			return nil, nil, derr
-		}
-		opts := r.cfg.Process
-		opts.Env = append(slices.Clip(opts.Env), "KILN_PLUGIN_DATA="+data)
-		ts, err = process.Load(ctx, e.dir, m, opts)
-	default:
-		err = fmt.Errorf("unknown runtime %q", m.Runtime)
-	}
+	kinds, err := kindsOf(m)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	specs, err := ts.Tools(ctx)
+	rt := m.EffectiveRuntime()
+	if e.builtin != nil {
+		rt = plugins.RuntimeBuiltin
+	}
+	l, err := r.loader(rt)
 	if err != nil {
-		ts.Close()
-		return nil, nil, fmt.Errorf("list tools: %w", err)
+		return nil, err
 	}
-	tools := make([]core.Tool, len(specs))
-	names := make([]string, len(specs))
-	for i, sp := range specs {
-		tools[i] = tool{ts: ts, spec: sp, plugin: e.id, onCall: r.cfg.OnCall}
-		names[i] = e.id + "." + sp.Name
+	var data string
+	if e.builtin != nil && e.builtin.DataDir != "" {
+		data = e.builtin.DataDir
+	} else if data, err = r.dataDir(e.id); err != nil {
+		return nil, err
 	}
-	if err := r.cfg.Tools.AddTools(e.id, tools, m.InterruptOn); err != nil {
-		ts.Close()
-		return nil, nil, err
+	req := plugins.LoadRequest{
+		ID: e.id, Dir: e.dir, Manifest: m, DataDir: data, Builtin: e.builtin,
+		Host: plugins.Callbacks{Logger: r.base, Emit: core.ReportProgress},
 	}
-	r.log.Info("plugin enabled", "plugin", e.id, "version", m.Version, "runtime", m.Runtime, "tools", len(tools))
-	return ts, names, nil
+	if r.cfg.KV != nil {
+		req.Host.KV = plugins.KVNamespace(r.cfg.KV, e.id)
+	}
+	inst, err := l.Load(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	run := &running{inst: inst, provided: map[plugins.Capability][]string{}}
+	for _, k := range kinds {
+		att, err := r.attach(ctx, e, inst, k)
+		if err != nil {
+			r.unload(e.id, run)
+			return nil, fmt.Errorf("%s: %w", k.Name(), err)
+		}
+		if att.Detach != nil {
+			run.detach = append(run.detach, att.Detach)
+		}
+		run.provided[k.Name()] = att.Items
+	}
+	r.log.Info("plugin enabled", "plugin", e.id, "version", m.Version, "runtime", rt, "provides", m.Provides)
+	return run, nil
+}
+
+// attach dispenses the client of kind k from inst and attaches it.
+func (r *Registry) attach(ctx context.Context, e *entry, inst plugins.Instance, k plugins.Kind) (plugins.Attached, error) {
+	client, err := inst.Dispense(ctx, k.Name())
+	if err != nil {
+		return plugins.Attached{}, err
+	}
+	return k.Attach(ctx, plugins.Attach{
+		ID: e.id, Manifest: e.m, Client: client, Host: r.cfg.Hosts[k.Name()], Builtin: e.builtin, OnCall: r.cfg.OnCall,
+	})
+}
+
+// unload takes back what run attached, in reverse, and stops it.
+func (r *Registry) unload(id string, run *running) {
+	for i := len(run.detach) - 1; i >= 0; i-- {
+		run.detach[i]()
+	}
+	if err := run.inst.Close(); err != nil {
+		r.log.Warn("close plugin", "plugin", id, "err", err)
+	}
 }
 
 // dataDir creates plugin id's data folder and returns its absolute path
@@ -355,58 +500,15 @@ func (r *Registry) dataDir(id string) (string, error) {
 	return data, nil
 }
 
-// stop withdraws e's tools and closes it; r.op is held.
+// stop detaches e and stops it; r.op is held.
 func (r *Registry) stop(e *entry) {
 	r.mu.Lock()
-	ts := e.ts
-	e.ts, e.tools, e.err = nil, nil, ""
+	run := e.run
+	e.run, e.err = nil, ""
 	r.mu.Unlock()
-	if ts == nil {
-		return
+	if run != nil {
+		r.unload(e.id, run)
 	}
-	if err := r.cfg.Tools.RemoveTools(e.id); err != nil && core.ErrorCode(err) != core.ENOTFOUND {
-		r.log.Warn("remove plugin tools", "plugin", e.id, "err", err)
-	}
-	if err := ts.Close(); err != nil {
-		r.log.Warn("close plugin", "plugin", e.id, "err", err)
-	}
-}
-
-// activation stands for an activated built-in that has no tools.
-type activation struct{ deactivate func() }
-
-func (activation) Tools(context.Context) ([]core.ToolSpec, error) { return nil, nil }
-
-func (activation) Call(_ context.Context, tool string, _ json.RawMessage) (string, error) {
-	return "", fmt.Errorf("unknown tool %q", tool)
-}
-
-func (a activation) Close() error {
-	if a.deactivate != nil {
-		a.deactivate()
-	}
-	return nil
-}
-
-// tool is one plugin tool as a core.Tool; the core names it
-// "<plugin-id>.<tool>".
-type tool struct {
-	ts     plugins.Toolset
-	spec   core.ToolSpec
-	plugin string
-	onCall func(plugin string, d time.Duration, err error) // Config.OnCall
-}
-
-func (t tool) Spec() core.ToolSpec { return t.spec }
-
-func (t tool) Call(ctx context.Context, args json.RawMessage) (string, error) {
-	if t.onCall == nil {
-		return t.ts.Call(ctx, t.spec.Name, args)
-	}
-	start := time.Now()
-	out, err := t.ts.Call(ctx, t.spec.Name, args)
-	t.onCall(t.plugin, time.Since(start), err)
-	return out, err
 }
 
 // List describes every plugin, built-ins included, sorted by ID.
@@ -441,43 +543,53 @@ func (r *Registry) info(e *entry) Info {
 	rec := r.state.Plugins[e.id]
 	in := Info{
 		ID: e.id, Version: rec.Version, Builtin: e.builtin != nil, Enabled: r.enabled(e),
-		Tools: slices.Clone(e.tools), Dir: e.dir, InstalledAt: rec.InstalledAt,
-		SHA256: rec.SHA256, Permissions: rec.Permissions,
+		Tools: []string{}, Dir: e.dir, InstalledAt: rec.InstalledAt, SHA256: rec.SHA256,
+	}
+	if rec.Consent != nil {
+		in.Permissions = rec.Consent.Lines()
 	}
 	if m := e.m; m != nil {
-		in.Version, in.Description, in.Runtime, in.Provides = m.Version, m.Description, m.Runtime, m.Provides
-		in.InterruptOn, in.SHA256 = m.InterruptOn, m.SHA256
+		in.Version, in.Description, in.InterruptOn = m.Version, m.Description, m.InterruptOn
+		in.Runtime = string(m.EffectiveRuntime())
+		for _, c := range m.Provides {
+			in.Provides = append(in.Provides, string(c))
+		}
 		if e.builtin != nil {
-			in.Permissions = m.ConsentSummary()
+			in.Permissions, in.SHA256 = m.ConsentSummary(), ""
 		}
 	}
-	if in.Tools == nil {
-		in.Tools = []string{}
+	if run := e.run; run != nil {
+		in.Provided = map[string][]string{}
+		for c, items := range run.provided {
+			in.Provided[string(c)] = slices.Clone(items)
+		}
+		in.Tools = append(in.Tools, run.provided[plugins.CapToolset]...)
 	}
 	switch {
 	case !in.Enabled:
 		in.Status = StatusDisabled
 		in.Error = e.err // a broken manifest shows even while disabled
-	case e.ts == nil:
+	case e.run == nil:
 		in.Status, in.Error = StatusFailed, cmp.Or(e.err, "not loaded")
 	default:
 		in.Status = StatusEnabled
-		if h, ok := e.ts.(interface{ Health() process.Status }); ok {
+		if h, ok := e.run.inst.(plugins.HealthReporter); ok {
 			st := h.Health()
 			in.Restarts, in.PID = st.Restarts, st.PID
-			if st.State == process.StateFailed {
-				in.Status, in.Error = StatusFailed, st.LastError
+			if st.Failed {
+				in.Status, in.Error = StatusFailed, st.Error
 			}
 		}
 	}
 	return in
 }
 
-// Enable loads a plugin and registers its tools, at once. The choice is
-// recorded first, so a plugin that fails now is retried at the next start;
-// a failure returns the plugin's Info (status failed, with the reason) and
-// an EUNAVAIL error. Enabling an enabled plugin changes nothing, unless it
-// is failed: a process plugin out of restarts is then started afresh.
+// Enable loads a plugin and attaches what it provides, at once. The
+// choice is recorded first, so a plugin that fails now is retried at the
+// next start; a failure returns the plugin's Info (status failed, with the
+// reason) and an EUNAVAIL error. Enabling an enabled plugin changes
+// nothing, unless it is failed: a process plugin out of restarts is then
+// started afresh.
 func (r *Registry) Enable(ctx context.Context, id string) (Info, error) {
 	r.op.Lock()
 	defer r.op.Unlock()
@@ -532,9 +644,9 @@ func (r *Registry) startReported(ctx context.Context, e *entry) (Info, error) {
 	return in, nil
 }
 
-// Disable withdraws a plugin's tools and stops it, at once; runs that call
-// them afterwards get an "unknown tool" result. Disabling a disabled
-// plugin changes nothing.
+// Disable takes back what a plugin provides and stops it, at once; runs
+// that call its tools afterwards get an "unknown tool" result. Disabling a
+// disabled plugin changes nothing.
 func (r *Registry) Disable(ctx context.Context, id string) (Info, error) {
 	r.op.Lock()
 	defer r.op.Unlock()
@@ -580,15 +692,16 @@ func (r *Registry) Remove(ctx context.Context, id string) error {
 	return errors.Join(errs...)
 }
 
-// Close stops every loaded plugin (their tools stay registered with the
-// tool host, which is shutting down too).
+// Close stops every loaded plugin (what they attached stays with the
+// server's services, which are shutting down too) and the runtimes the
+// registry started.
 func (r *Registry) Close() error {
 	r.op.Lock()
 	defer r.op.Unlock()
 	r.mu.Lock()
 	var loaded []*entry
 	for _, e := range r.entries {
-		if e.ts != nil {
+		if e.run != nil {
 			loaded = append(loaded, e)
 		}
 	}
@@ -596,20 +709,21 @@ func (r *Registry) Close() error {
 	var errs []error
 	for _, e := range loaded {
 		r.mu.Lock()
-		ts := e.ts
-		e.ts, e.tools = nil, nil
+		run := e.run
+		e.run = nil
 		r.mu.Unlock()
-		if err := ts.Close(); err != nil {
+		if err := run.inst.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close plugin %s: %w", e.id, err))
 		}
 	}
-	return errors.Join(errs...)
-}
-
-func quoteCaps(cs []plugins.Capability) string {
-	q := make([]string, len(cs))
-	for i, c := range cs {
-		q[i] = fmt.Sprintf("%q", c)
+	r.mu.Lock()
+	loaders := r.loaders
+	r.loaders = map[plugins.Runtime]plugins.Loader{}
+	r.mu.Unlock()
+	for rt, l := range loaders {
+		if err := l.Close(context.Background()); err != nil {
+			errs = append(errs, fmt.Errorf("close the %s runtime: %w", rt, err))
+		}
 	}
-	return strings.Join(q, ", ")
+	return errors.Join(errs...)
 }

@@ -34,6 +34,7 @@ type toolHost struct {
 	mu       sync.Mutex
 	tools    map[string][]core.Tool
 	defaults map[string]core.Policy
+	bare     []string // sources added with AddBareTools
 }
 
 func (h *toolHost) AddTools(source string, tools []core.Tool, defaults core.Policy) error {
@@ -43,6 +44,16 @@ func (h *toolHost) AddTools(source string, tools []core.Tool, defaults core.Poli
 		return core.Errorf(core.ECONFLICT, "source %q is already added", source)
 	}
 	h.tools[source], h.defaults[source] = tools, defaults
+	return nil
+}
+
+func (h *toolHost) AddBareTools(source string, tools []core.Tool, defaults core.Policy) error {
+	if err := h.AddTools(source, tools, defaults); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.bare = append(h.bare, source)
 	return nil
 }
 
@@ -85,7 +96,7 @@ type env struct {
 	data string
 	host *toolHost
 	wasm *wasm.Host
-	bi   []registry.Builtin
+	bi   []plugins.Builtin
 	proc process.Options
 }
 
@@ -101,15 +112,22 @@ func newEnv(t testing.TB) *env {
 
 func (e *env) open(t testing.TB) *registry.Registry {
 	t.Helper()
-	r, err := registry.Open(context.Background(), registry.Config{
-		Root: filepath.Join(e.data, "plugins"), DataRoot: filepath.Join(e.data, "plugin-data"),
-		Tools: e.host, WASM: e.wasm, Process: e.proc, Builtins: e.bi, Logger: quiet,
-	})
+	r, err := registry.Open(context.Background(), e.config())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
 	return r
+}
+
+// config is the registry's configuration in e.
+func (e *env) config() registry.Config {
+	return registry.Config{
+		Root: filepath.Join(e.data, "plugins"), DataRoot: filepath.Join(e.data, "plugin-data"),
+		Hosts:    map[plugins.Capability]any{plugins.CapToolset: e.host},
+		Loaders:  map[plugins.Runtime]plugins.Loader{plugins.RuntimeWASM: wasm.NewLoader(e.wasm), plugins.RuntimeProcess: process.NewLoader(e.proc)},
+		Builtins: e.bi, Logger: quiet,
+	}
 }
 
 // reopen closes r as a server shutting down would and opens the registry
@@ -172,7 +190,7 @@ func TestLifecycle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if in.Status != registry.StatusEnabled || !in.Enabled || in.Runtime != rt || in.Dir != filepath.Join(e.data, "plugins", "calc", "1.0.0") ||
+			if in.Status != registry.StatusEnabled || !in.Enabled || in.Runtime != string(rt) || in.Dir != filepath.Join(e.data, "plugins", "calc", "1.0.0") ||
 				!slices.Contains(in.Tools, "calc.add") || in.InstalledAt.IsZero() || !slices.Equal(in.Permissions, m.ConsentSummary()) {
 				t.Errorf("installed %+v", in)
 			}
@@ -221,7 +239,7 @@ func TestLifecycle(t *testing.T) {
 
 func TestInstallRefusals(t *testing.T) {
 	e := newEnv(t)
-	e.bi = []registry.Builtin{{Manifest: builtinManifest(t, "util"), Load: func(context.Context) (plugins.Toolset, error) { return inproc.New(calctools.Toolset()), nil }}}
+	e.bi = []plugins.Builtin{calcBuiltin(t, "util")}
 	r := e.open(t)
 	ctx := context.Background()
 	src, m := plugintest.CalcPlugin(t, "calc", plugins.RuntimeProcess, "")
@@ -313,7 +331,7 @@ func TestTamperedAfterInstall(t *testing.T) {
 	os.WriteFile(mf, data, 0o644)
 	r = e.reopen(t, r)
 	got, err := r.Get(ctx, "other")
-	if err != nil || got.Status != registry.StatusFailed || !strings.Contains(got.Error, "permissions changed") || e.host.has("other") {
+	if err != nil || got.Status != registry.StatusFailed || !strings.Contains(got.Error, "asks for more than was consented to (adds: read environment variable AWS_SECRET_ACCESS_KEY)") || e.host.has("other") {
 		t.Errorf("plugin with widened permissions: %+v, %v", got, err)
 	}
 }
@@ -338,7 +356,7 @@ func TestCorruptRecord(t *testing.T) {
 	e := newEnv(t)
 	os.MkdirAll(filepath.Join(e.data, "plugins"), 0o700)
 	os.WriteFile(filepath.Join(e.data, "plugins", "registry.json"), []byte("{"), 0o600)
-	_, err := registry.Open(context.Background(), registry.Config{Root: filepath.Join(e.data, "plugins"), DataRoot: e.data, Tools: e.host})
+	_, err := registry.Open(context.Background(), e.config())
 	if err == nil || !strings.Contains(err.Error(), "registry.json") {
 		t.Errorf("open with a corrupt record: %v", err)
 	}
@@ -367,21 +385,32 @@ func TestUpgrade(t *testing.T) {
 
 func builtinManifest(t testing.TB, id string) *plugins.Manifest {
 	t.Helper()
-	m, err := plugins.ParseManifest([]byte(`{"apiVersion":"kiln.dev/v1","id":"` + id + `","version":"1.0.0","description":"Built in.",
-		"provides":["toolset"],"runtime":"process","entry":"kiln","sha256":"` + strings.Repeat("a", 64) + `","interruptOn":{"echo":true}}`))
+	m, err := plugins.ParseBuiltinManifest([]byte(`{"apiVersion":"kiln.dev/v1","id":"` + id + `","version":"1.0.0","description":"Built in.",
+		"provides":["toolset"],"runtime":"builtin","interruptOn":{"echo":true}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
 }
 
+// calcBuiltin is the calc toolset as a built-in plugin.
+func calcBuiltin(t testing.TB, id string) plugins.Builtin {
+	return plugins.Builtin{Manifest: builtinManifest(t, id), Load: func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
+		return plugins.Clients{ByKind: map[plugins.Capability]any{plugins.CapToolset: inproc.New(calctools.Toolset())}}, nil
+	}}
+}
+
 func TestBuiltins(t *testing.T) {
 	e := newEnv(t)
-	load := func(context.Context) (plugins.Toolset, error) { return inproc.New(calctools.Toolset()), nil }
-	e.bi = []registry.Builtin{
-		{Manifest: builtinManifest(t, "on"), Load: load},
-		{Manifest: builtinManifest(t, "off"), Load: load, Disabled: true},
-		{Manifest: builtinManifest(t, "broken"), Load: func(context.Context) (plugins.Toolset, error) { return nil, errors.New("no such thing") }},
+	off := calcBuiltin(t, "off")
+	off.Disabled = true
+	bare := calcBuiltin(t, "bare")
+	bare.BareTools = true
+	e.bi = []plugins.Builtin{
+		calcBuiltin(t, "on"), off, bare,
+		{Manifest: builtinManifest(t, "broken"), Load: func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
+			return nil, errors.New("no such thing")
+		}},
 	}
 	r := e.open(t)
 	ctx := context.Background()
@@ -395,9 +424,15 @@ func TestBuiltins(t *testing.T) {
 		}
 		return out
 	}
-	want := map[string]registry.Status{"on": registry.StatusEnabled, "off": registry.StatusDisabled, "broken": registry.StatusFailed}
+	want := map[string]registry.Status{"on": registry.StatusEnabled, "off": registry.StatusDisabled, "bare": registry.StatusEnabled, "broken": registry.StatusFailed}
 	if got := status(); !maps.Equal(got, want) {
 		t.Errorf("built-ins %v, want %v", got, want)
+	}
+	if in, _ := r.Get(ctx, "bare"); !slices.Contains(in.Tools, "add") || !slices.Equal(e.host.bare, []string{"bare"}) {
+		t.Errorf("a built-in with bare tools lists %v (bare sources %v)", in.Tools, e.host.bare)
+	}
+	if in, _ := r.Get(ctx, "on"); !slices.Contains(in.Tools, "on.add") || in.Runtime != "builtin" {
+		t.Errorf("a built-in lists %v, runtime %q", in.Tools, in.Runtime)
 	}
 	if !e.host.has("on") || e.host.has("off") || e.host.defaults["on"]["echo"].Interrupt != true {
 		t.Errorf("registered %v with defaults %v", e.host.tools, e.host.defaults)
@@ -410,7 +445,7 @@ func TestBuiltins(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = e.reopen(t, r)
-	want = map[string]registry.Status{"on": registry.StatusDisabled, "off": registry.StatusEnabled, "broken": registry.StatusFailed}
+	want = map[string]registry.Status{"on": registry.StatusDisabled, "off": registry.StatusEnabled, "bare": registry.StatusEnabled, "broken": registry.StatusFailed}
 	if got := status(); !maps.Equal(got, want) {
 		t.Errorf("built-ins after reopen %v, want %v", got, want)
 	}
@@ -453,32 +488,6 @@ func TestEnableRestartsAFailedProcess(t *testing.T) {
 	}
 	if out, err := e.host.call(t, "calc", "add", `{"a":1,"b":2}`); err != nil || out != "3" {
 		t.Errorf("calc.add after enable = %q, %v", out, err)
-	}
-}
-
-// TestActivatedBuiltin: a built-in of another kind than toolset (a model
-// provider) is switched on and off through Activate and Deactivate.
-func TestActivatedBuiltin(t *testing.T) {
-	e := newEnv(t)
-	on := false
-	m := &plugins.Manifest{APIVersion: plugins.APIVersion, ID: "openai", Version: "1.0.0", Description: "OpenAI models.",
-		Provides: []plugins.Capability{plugins.CapModelProvider}, Runtime: "builtin",
-		Permissions: plugins.Permissions{Network: []string{"api.openai.com:443"}}}
-	e.bi = []registry.Builtin{{Manifest: m,
-		Activate:   func(context.Context) error { on = true; return nil },
-		Deactivate: func() { on = false }}}
-	r := e.open(t)
-	ctx := context.Background()
-	in, err := r.Get(ctx, "openai")
-	if err != nil || in.Status != registry.StatusEnabled || !on || in.Runtime != "builtin" || len(in.Tools) != 0 ||
-		!slices.ContainsFunc(in.Permissions, func(l string) bool { return strings.Contains(l, "api.openai.com") }) {
-		t.Fatalf("activated built-in: %+v, %v (on %v)", in, err, on)
-	}
-	if in, err = r.Disable(ctx, "openai"); err != nil || in.Status != registry.StatusDisabled || on {
-		t.Errorf("disable: %+v, %v (on %v)", in, err, on)
-	}
-	if in, err = r.Enable(ctx, "openai"); err != nil || in.Status != registry.StatusEnabled || !on {
-		t.Errorf("enable: %+v, %v (on %v)", in, err, on)
 	}
 }
 
@@ -544,18 +553,16 @@ func TestStopWithCallInFlight(t *testing.T) {
 // ID and its error.
 func TestOnCall(t *testing.T) {
 	e := newEnv(t)
-	e.bi = []registry.Builtin{{Manifest: builtinManifest(t, "util"), Load: func(context.Context) (plugins.Toolset, error) { return inproc.New(calctools.Toolset()), nil }}}
+	e.bi = []plugins.Builtin{calcBuiltin(t, "util")}
 	var mu sync.Mutex
 	var got []string
-	r, err := registry.Open(context.Background(), registry.Config{
-		Root: filepath.Join(e.data, "plugins"), DataRoot: filepath.Join(e.data, "plugin-data"),
-		Tools: e.host, Builtins: e.bi, Logger: quiet,
-		OnCall: func(plugin string, d time.Duration, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			got = append(got, fmt.Sprintf("%s err=%v timed=%v", plugin, err != nil, d > 0))
-		},
-	})
+	cfg := e.config()
+	cfg.OnCall = func(plugin string, d time.Duration, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, fmt.Sprintf("%s err=%v timed=%v", plugin, err != nil, d > 0))
+	}
+	r, err := registry.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 // Package wasm is Kiln's WASM plugin host, on wazero. It loads a toolset
 // plugin built for GOOS=wasip1 with -buildmode=c-shared (a WASI reactor
 // speaking the Kiln WASM ABI v1, specs/wasm-abi.md; sdk/plugin is the guest
-// side) and serves it as a plugins.Toolset.
+// side) and serves it as a toolsetkind.Toolset.
 //
 // Deny by default: a guest may import only the "kiln" host module and
 // wasi_snapshot_preview1, and WASI is instantiated with nothing granted —

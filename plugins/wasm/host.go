@@ -22,6 +22,7 @@ import (
 
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/netguard"
+	toolsetkind "github.com/kilnhq/kiln/plugins/toolset"
 )
 
 // ABIVersion is the Kiln WASM ABI version this host speaks
@@ -175,7 +176,7 @@ func (h *Host) runtime(ctx context.Context, pages uint32) (wazero.Runtime, error
 // memory than memory_mib, imports anything but the kiln host module and
 // WASI, lacks an ABI export, speaks another ABI version, or fails to
 // initialize or describe itself within timeout_ms.
-func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts LoadOptions) (plugins.Toolset, error) {
+func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts LoadOptions) (toolsetkind.Toolset, error) {
 	if m.Runtime != plugins.RuntimeWASM {
 		return nil, fmt.Errorf("load plugin %s: runtime is %q, not %q", m.ID, m.Runtime, plugins.RuntimeWASM)
 	}

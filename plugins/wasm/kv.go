@@ -7,51 +7,15 @@ import (
 	"strings"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins"
 )
 
 // KV is one plugin's key/value namespace, behind the kv_get, kv_put,
-// kv_delete and kv_list host functions. The caller has already chosen the
-// namespace (KVNamespace gives a plugin the one of its ID). Keys and
-// values follow core's rules (core.CheckKVKey, core.MaxKVValue); the host
-// checks them before calling, and an implementation reports its own
-// failures as *core.Error where it can: their messages are shown to the
-// plugin, other errors are logged and reported as a storage failure.
-type KV interface {
-	// Get returns the value of key, or found false (and a nil error)
-	// when there is none.
-	Get(ctx context.Context, key string) (value []byte, found bool, err error)
-	// Put sets key to value.
-	Put(ctx context.Context, key string, value []byte) error
-	// Delete removes key; a missing key is not an error.
-	Delete(ctx context.Context, key string) error
-	// List returns up to limit keys that start with prefix and sort after
-	// after, in byte order (see core.KVStore.KVList).
-	List(ctx context.Context, prefix, after string, limit int) ([]string, error)
-}
+// kv_delete and kv_list host functions: the host's plugins.KV.
+type KV = plugins.KV
 
 // KVNamespace returns the namespace ns of s as a KV.
-func KVNamespace(s core.KVStore, ns string) KV { return kvNamespace{s, ns} }
-
-type kvNamespace struct {
-	s  core.KVStore
-	ns string
-}
-
-func (k kvNamespace) Get(ctx context.Context, key string) ([]byte, bool, error) {
-	return k.s.KVGet(ctx, k.ns, key)
-}
-
-func (k kvNamespace) Put(ctx context.Context, key string, value []byte) error {
-	return k.s.KVPut(ctx, k.ns, key, value)
-}
-
-func (k kvNamespace) Delete(ctx context.Context, key string) error {
-	return k.s.KVDelete(ctx, k.ns, key)
-}
-
-func (k kvNamespace) List(ctx context.Context, prefix, after string, limit int) ([]string, error) {
-	return k.s.KVList(ctx, k.ns, prefix, after, limit)
-}
+func KVNamespace(s core.KVStore, ns string) KV { return plugins.KVNamespace(s, ns) }
 
 // errNoKV is the failure of every kv_* call of a plugin loaded without
 // LoadOptions.KV.

@@ -15,6 +15,7 @@ import (
 	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/plugintest"
+	toolsetkind "github.com/kilnhq/kiln/plugins/toolset"
 )
 
 // openKVStore opens a real SQLite Store in a temp folder.
@@ -30,7 +31,7 @@ func openKVStore(t *testing.T, path string) *sqlite.Store {
 
 // loadCalcAs loads calc under the plugin id with the namespace of that id
 // in s.
-func loadCalcAs(t *testing.T, h *Host, id string, s core.KVStore) plugins.Toolset {
+func loadCalcAs(t *testing.T, h *Host, id string, s core.KVStore) toolsetkind.Toolset {
 	t.Helper()
 	dir, m := plugintest.WritePlugin(t, id, plugins.RuntimeWASM, "calc.wasm", buildCalc(t), "")
 	ts, err := h.Load(context.Background(), dir, m, LoadOptions{KV: KVNamespace(s, m.ID)})
@@ -41,7 +42,7 @@ func loadCalcAs(t *testing.T, h *Host, id string, s core.KVStore) plugins.Toolse
 	return ts
 }
 
-func wantCall(t *testing.T, ts plugins.Toolset, tool, args, want string) {
+func wantCall(t *testing.T, ts toolsetkind.Toolset, tool, args, want string) {
 	t.Helper()
 	got, err := call(t, ts, tool, args)
 	if err != nil || got != want {
@@ -49,7 +50,7 @@ func wantCall(t *testing.T, ts plugins.Toolset, tool, args, want string) {
 	}
 }
 
-func wantCallError(t *testing.T, ts plugins.Toolset, tool, args, want string) {
+func wantCallError(t *testing.T, ts toolsetkind.Toolset, tool, args, want string) {
 	t.Helper()
 	got, err := call(t, ts, tool, args)
 	if err == nil || !strings.Contains(err.Error(), want) {

@@ -19,6 +19,7 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/netguard"
 	"github.com/kilnhq/kiln/plugins/plugintest"
+	toolsetkind "github.com/kilnhq/kiln/plugins/toolset"
 )
 
 // streamServer is an httptest server of event streams on 127.0.0.1.
@@ -108,7 +109,7 @@ func (s *streamServer) waitGone(t *testing.T, path string) {
 
 // loadStreamGuest loads testdata/streamguest with the given permissions
 // JSON and options.
-func loadStreamGuest(t *testing.T, perms string, opts LoadOptions) plugins.Toolset {
+func loadStreamGuest(t *testing.T, perms string, opts LoadOptions) toolsetkind.Toolset {
 	t.Helper()
 	code := plugintest.Build(t, "./testdata/streamguest", plugins.RuntimeWASM)
 	dir, m := plugintest.WritePlugin(t, "streamguest", plugins.RuntimeWASM, "streamguest.wasm", code, perms)

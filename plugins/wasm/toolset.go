@@ -22,6 +22,7 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
+	toolsetkind "github.com/kilnhq/kiln/plugins/toolset"
 )
 
 // maxResponse caps what a guest may return from kiln_describe or
@@ -101,7 +102,7 @@ func instanceFrom(ctx context.Context) *instance {
 
 var errClosed = errors.New("toolset is closed")
 
-// Tools implements plugins.Toolset. The specs were read at Load.
+// Tools implements toolsetkind.Toolset. The specs were read at Load.
 func (t *toolset) Tools(ctx context.Context) ([]core.ToolSpec, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -111,7 +112,7 @@ func (t *toolset) Tools(ctx context.Context) ([]core.ToolSpec, error) {
 	return append([]core.ToolSpec(nil), t.tools...), nil
 }
 
-// Call implements plugins.Toolset. A tool's own failure is returned as a
+// Call implements toolsetkind.Toolset. A tool's own failure is returned as a
 // plain error; a trap, exit, out-of-memory, deadline (timeout_ms) or
 // cancellation wraps plugins.ErrTransport, and the instance is replaced
 // on the next call.
@@ -441,7 +442,7 @@ func (t *toolset) failure(parent, ctx context.Context, in *instance, step string
 	return fmt.Errorf("%w: %s: %s", plugins.ErrTransport, step, msg)
 }
 
-// Close implements plugins.Toolset. It does not wait for the calls in
+// Close implements toolsetkind.Toolset. It does not wait for the calls in
 // flight: it ends them (they return errors wrapping plugins.ErrTransport
 // and throw their instances away as they return), closes the idle
 // instances and releases the compiled module; later calls fail at once.
@@ -477,4 +478,4 @@ func (t *toolset) Close() error {
 }
 
 // Interface guard.
-var _ plugins.Toolset = (*toolset)(nil)
+var _ toolsetkind.Toolset = (*toolset)(nil)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/plugintest"
+	toolsetkind "github.com/kilnhq/kiln/plugins/toolset"
 )
 
 func buildCalc(tb testing.TB) []byte {
@@ -61,7 +62,7 @@ func newHost(tb testing.TB, cacheDir string) *Host {
 	return h
 }
 
-func load(tb testing.TB, h *Host, perms string, opts LoadOptions) plugins.Toolset {
+func load(tb testing.TB, h *Host, perms string, opts LoadOptions) toolsetkind.Toolset {
 	tb.Helper()
 	dir, m := writePlugin(tb, perms)
 	ts, err := h.Load(context.Background(), dir, m, opts)
@@ -72,13 +73,13 @@ func load(tb testing.TB, h *Host, perms string, opts LoadOptions) plugins.Toolse
 	return ts
 }
 
-func call(t *testing.T, ts plugins.Toolset, tool, args string) (string, error) {
+func call(t *testing.T, ts toolsetkind.Toolset, tool, args string) (string, error) {
 	t.Helper()
 	return ts.Call(context.Background(), tool, json.RawMessage(args))
 }
 
 // mustAdd checks that the instance (or a fresh one) still serves calls.
-func mustAdd(t *testing.T, ts plugins.Toolset) {
+func mustAdd(t *testing.T, ts toolsetkind.Toolset) {
 	t.Helper()
 	got, err := call(t, ts, "add", `{"a":2,"b":40}`)
 	if err != nil || got != "42" {
@@ -574,7 +575,7 @@ func TestSmallGuest(t *testing.T) {
 }
 
 // busy reports whether every instance of ts is in a call (or starting).
-func busy(ts plugins.Toolset, n int) bool {
+func busy(ts toolsetkind.Toolset, n int) bool {
 	t := ts.(*toolset)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -582,7 +583,7 @@ func busy(ts plugins.Toolset, n int) bool {
 }
 
 // waitBusy waits until n instances of ts are in calls.
-func waitBusy(t *testing.T, ts plugins.Toolset, n int) {
+func waitBusy(t *testing.T, ts toolsetkind.Toolset, n int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !busy(ts, n) {
@@ -624,7 +625,7 @@ func TestCloseStopsSpinningCall(t *testing.T) {
 
 // held counts the memory the idle instances of ts hold, and what its
 // budget says is in use.
-func held(ts plugins.Toolset) (idle, inUse uint64) {
+func held(ts toolsetkind.Toolset) (idle, inUse uint64) {
 	t := ts.(*toolset)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -635,7 +636,7 @@ func held(ts plugins.Toolset) (idle, inUse uint64) {
 }
 
 // spinAll starts n spin calls and returns their errors.
-func spinAll(t *testing.T, ts plugins.Toolset, n int) <-chan error {
+func spinAll(t *testing.T, ts toolsetkind.Toolset, n int) <-chan error {
 	errs := make(chan error, n)
 	for range n {
 		go func() {
@@ -648,7 +649,7 @@ func spinAll(t *testing.T, ts plugins.Toolset, n int) <-chan error {
 
 // closeAndWait closes ts and checks that the n calls behind errs end with
 // transport errors.
-func closeAndWait(t *testing.T, ts plugins.Toolset, errs <-chan error, n int) {
+func closeAndWait(t *testing.T, ts toolsetkind.Toolset, errs <-chan error, n int) {
 	t.Helper()
 	ts.Close()
 	for range n {

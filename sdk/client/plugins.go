@@ -3,87 +3,34 @@ package client
 import (
 	"context"
 	"net/http"
-	"time"
 
-	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins/pluginapi"
 )
 
-// The plugin types mirror the server's (package plugins/registry) rather
-// than import them, so that the SDK keeps depending on core and the
-// standard library only.
+// The plugin types are the server's own (package plugins/pluginapi,
+// which depends on core and the standard library only).
 
 // PluginStatus is where an installed plugin is.
-type PluginStatus string
+type PluginStatus = pluginapi.Status
 
 // Plugin statuses.
 const (
-	PluginEnabled  PluginStatus = "enabled"  // loaded; its tools are callable
-	PluginDisabled PluginStatus = "disabled" // installed, not loaded
-	PluginFailed   PluginStatus = "failed"   // enabled but not serving; PluginInfo.Error says why
+	PluginEnabled  = pluginapi.StatusEnabled  // loaded; what it provides is in use
+	PluginDisabled = pluginapi.StatusDisabled // installed, not loaded
+	PluginFailed   = pluginapi.StatusFailed   // enabled but not serving; PluginInfo.Error says why
 )
 
-// PluginInfo describes an installed or built-in plugin.
-type PluginInfo struct {
-	ID          string   `json:"id"`
-	Version     string   `json:"version"`
-	Description string   `json:"description"`
-	Runtime     string   `json:"runtime"`  // "wasm" or "process"
-	Provides    []string `json:"provides"` // "toolset", "model-provider", ...
-	// Builtin plugins ship inside the kiln binary: they can be disabled,
-	// not removed.
-	Builtin bool `json:"builtin"`
-	// Enabled is what the user asked for; Status is what holds.
-	Enabled bool         `json:"enabled"`
-	Status  PluginStatus `json:"status"`
-	// Error is why the plugin is failed.
-	Error string `json:"error,omitempty"`
-	// Tools are the namespaced tool names ("<id>.<tool>") runs can call
-	// while the plugin is enabled.
-	Tools []string `json:"tools"`
-	// InterruptOn is the plugin's default approval policy for its tools.
-	InterruptOn core.Policy `json:"interrupt_on,omitempty"`
-	// Permissions are the lines of the consent prompt the user accepted.
-	Permissions []string `json:"permissions"`
-	SHA256      string   `json:"sha256"`
-	// Dir is the folder on the server the plugin is loaded from ("" for
-	// built-ins).
-	Dir         string    `json:"dir,omitempty"`
-	InstalledAt time.Time `json:"installed_at,omitzero"`
-	// Restarts and PID report a process plugin's health.
-	Restarts int `json:"restarts,omitempty"`
-	PID      int `json:"pid,omitempty"`
-}
-
-// PluginPreview is what installing a plugin folder would do: the
-// manifest's identity and the permissions it asks for, to show the user
-// before they consent.
-type PluginPreview struct {
-	ID          string      `json:"id"`
-	Version     string      `json:"version"`
-	Description string      `json:"description"`
-	Runtime     string      `json:"runtime"`
-	Provides    []string    `json:"provides"`
-	SHA256      string      `json:"sha256"`
-	InterruptOn core.Policy `json:"interrupt_on,omitempty"`
-	// Permissions are the lines of the consent prompt.
-	Permissions []string `json:"permissions"`
-	// Installed is the version of this plugin already installed, or "".
-	Installed string `json:"installed,omitempty"`
-}
-
-// InstallPluginRequest asks to install the plugin folder at Path, an
-// absolute path on the server's machine.
-type InstallPluginRequest struct {
-	Path string `json:"path"`
-	// Consent must be true: the user was shown the plugin's permissions
-	// (PreviewPlugin) and accepted them.
-	Consent bool `json:"consent"`
-	// SHA256, when set, must equal the entry's sha256: pass the previewed
-	// one to bind the consent to the bytes the user saw.
-	SHA256 string `json:"sha256,omitempty"`
-	// Disabled installs without enabling.
-	Disabled bool `json:"disabled,omitempty"`
-}
+type (
+	// PluginInfo describes an installed or built-in plugin.
+	PluginInfo = pluginapi.Info
+	// PluginPreview is what installing a plugin folder would do: the
+	// manifest's identity and the permissions it asks for (for an
+	// upgrade, what it adds), to show the user before they consent.
+	PluginPreview = pluginapi.Preview
+	// InstallPluginRequest asks to install the plugin folder at Path, an
+	// absolute path on the server's machine.
+	InstallPluginRequest = pluginapi.InstallRequest
+)
 
 // Plugins returns every plugin, built-ins included, sorted by id. A server
 // without plugin support answers with a not-found error.

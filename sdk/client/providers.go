@@ -3,74 +3,39 @@ package client
 import (
 	"context"
 	"net/http"
+
+	"github.com/kilnhq/kiln/plugins/pluginapi"
 )
 
-// The provider types mirror the server's (package plugins/providers/hub)
-// rather than import them, so that the SDK keeps depending on core and
-// the standard library only.
+// The provider types are the server's own (package plugins/pluginapi,
+// which depends on core and the standard library only).
 
 // Provider states.
 const (
-	ProviderReady         = "ready"          // configured and enabled
-	ProviderNotConfigured = "not_configured" // no credentials found
-	ProviderDisabled      = "disabled"       // its plugin is disabled
-	ProviderError         = "error"          // ProviderStatus.Error says why
+	ProviderReady         = pluginapi.ProviderReady
+	ProviderNotConfigured = pluginapi.ProviderNotConfigured
+	ProviderDisabled      = pluginapi.ProviderDisabled
+	ProviderError         = pluginapi.ProviderError
 )
 
-// ProviderStatus is a model provider ("openai", "anthropic", "ollama",
-// ...) as the server shows it. Secrets never appear: only whether each is
-// set and where from.
-type ProviderStatus struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-	// State is ProviderReady, ProviderNotConfigured, ProviderDisabled or
-	// ProviderError.
-	State string `json:"state"`
-	// Error is why the provider is in state ProviderError.
-	Error string `json:"error,omitempty"`
-	// Settings are the provider's resolved settings, secrets redacted.
-	Settings []ProviderSetting `json:"settings"`
-	// Env lists the environment variables the provider reads.
-	Env []string `json:"env"`
-}
-
-// ProviderSetting is one resolved setting of a provider.
-type ProviderSetting struct {
-	Name   string `json:"name"` // "api_key", "base_url", "region", ...
-	Secret bool   `json:"secret"`
-	// Value is the value, or for a secret "set" or "not set".
-	Value string `json:"value"`
-	// Source is where the value comes from ("env OPENAI_API_KEY",
-	// "config", "config (env ref ${OPENAI_API_KEY})", "credentials file",
-	// "default"), or "" when not set.
-	Source string `json:"source,omitempty"`
-}
-
-// ProviderConfig sets some of a provider's settings; the others are kept.
-// A secret value is an environment reference "${NAME}", stored as the
-// reference, or a literal, stored in the server's credentials file; ""
-// removes a setting.
-type ProviderConfig struct {
-	Settings map[string]string `json:"settings"`
-}
-
-// Model is one model a provider offers.
-type Model struct {
-	// Ref is "provider:id", what runs and KILN_MODEL take.
-	Ref         string `json:"ref"`
-	Provider    string `json:"provider"`
-	ID          string `json:"id"`
-	Name        string `json:"name,omitempty"`
-	ContextSize int    `json:"context_size,omitempty"` // in tokens, 0 when unknown
-}
-
-// Models is the configured providers' models and every provider's status.
-type Models struct {
-	Models    []Model          `json:"models"`
-	Providers []ProviderStatus `json:"providers"`
-	// Default is the server's default model.
-	Default string `json:"default"`
-}
+type (
+	// ProviderStatus is a model provider ("openai", "anthropic",
+	// "ollama", ...) as the server shows it. Secrets never appear: only
+	// whether each is set and where from.
+	ProviderStatus = pluginapi.ProviderStatus
+	// ProviderSetting is one resolved setting of a provider.
+	ProviderSetting = pluginapi.ProviderSetting
+	// ProviderConfig sets some of a provider's settings; the others are
+	// kept. A secret value is an environment reference "${NAME}", stored
+	// as the reference, or a literal, stored in the server's credentials
+	// file; "" removes a setting.
+	ProviderConfig = pluginapi.ProviderConfig
+	// Model is one model a provider offers.
+	Model = pluginapi.Model
+	// Models is the configured providers' models and every provider's
+	// status.
+	Models = pluginapi.Models
+)
 
 // Providers returns every model provider, configured or not. A server
 // without a provider hub answers with a not-found error.

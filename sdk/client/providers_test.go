@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"slices"
 	"testing"
-
-	"github.com/kilnhq/kiln/plugins/providers/hub"
 )
 
 func TestProviderRoutes(t *testing.T) {
@@ -130,18 +128,4 @@ func TestProviderErrors(t *testing.T) {
 	if len(*reqs) != 0 {
 		t.Errorf("empty ids sent %d requests", len(*reqs))
 	}
-}
-
-// TestProviderTypesMirrorHub fails when the hub's types gain, lose or
-// rename a field that the SDK's mirror types do not follow.
-func TestProviderTypesMirrorHub(t *testing.T) {
-	st := hub.Status{ID: "openai", Name: "OpenAI", State: "error", Error: "boom", Env: []string{"OPENAI_API_KEY"},
-		Settings: []hub.Setting{{Name: "api_key", Secret: true, Value: "set", Source: "env OPENAI_API_KEY"}, {Name: "api", Value: "responses", Source: "config"}}}
-	mirror[ProviderStatus](t, st)
-	mirror[ProviderStatus](t, hub.Status{ID: "ollama"})
-	mirror[ProviderSetting](t, st.Settings[0])
-	mirror[ProviderConfig](t, hub.ConfigInput{Settings: map[string]string{"api_key": "${OPENAI_API_KEY}", "base_url": ""}})
-	mirror[Model](t, hub.Model{Ref: "openai:gpt-4o", Provider: "openai", ID: "gpt-4o", Name: "GPT-4o", ContextSize: 128000})
-	mirror[Models](t, hub.Models{Models: []hub.Model{{Ref: "ollama:x", Provider: "ollama", ID: "x"}}, Providers: []hub.Status{st}, Default: "ollama:x"})
-	mirror[Models](t, hub.Models{})
 }

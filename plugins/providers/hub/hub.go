@@ -32,6 +32,9 @@ const (
 	StateError         = "error"
 )
 
+// BareProvider is the provider Models names for the bare models.
+const BareProvider = "builtin"
+
 // maxValue bounds a stored setting.
 const maxValue = 4096
 
@@ -57,9 +60,7 @@ type Config struct {
 	CheckTTL, CheckTimeout time.Duration
 	// Now is the clock of the kept checks; nil means time.Now.
 	Now func() time.Time
-	// Builtin are the models that need no provider ("demo", "scripted"),
-	// listed first by Models; Default is the server's default model.
-	Builtin []Model
+	// Default is the server's default model.
 	Default string
 	Logger  *slog.Logger
 	// Redactor learns every secret setting's value as soon as it is
@@ -77,6 +78,8 @@ type Hub struct {
 	log  *slog.Logger
 
 	mu       sync.Mutex
+	order    []string                     // provider IDs, in the order they were added
+	bare     []BareModel                  // models referenced by bare name, in the order added
 	stored   map[string]map[string]string // provider -> setting -> value or ${ENV}
 	live     map[string]*live
 	disabled map[string]bool
@@ -118,9 +121,15 @@ type modelList struct {
 	err    string
 }
 
+// file is providers.json. Version 0 (no "version") is read as version 1:
+// the two are the same.
 type file struct {
+	Version   int                          `json:"version"`
 	Providers map[string]map[string]string `json:"providers"`
 }
+
+// fileVersion is the version of providers.json the hub writes.
+const fileVersion = 1
 
 // Open reads the configuration file (a missing one is empty). A file that
 // others can read is made private (0600) and the change logged.
@@ -146,8 +155,9 @@ func Open(cfg Config) (*Hub, error) {
 	h := &Hub{cfg: cfg, defs: map[string]*Def{}, log: cmp.Or(cfg.Logger, slog.Default()),
 		stored: map[string]map[string]string{}, live: map[string]*live{}, disabled: map[string]bool{},
 		models: map[string]modelList{}, checks: map[string]checked{}}
-	for i := range cfg.Defs {
-		h.defs[cfg.Defs[i].ID] = &cfg.Defs[i]
+	for _, d := range cfg.Defs {
+		h.defs[d.ID] = &d
+		h.order = append(h.order, d.ID)
 	}
 	if err := h.read(); err != nil {
 		return nil, err
@@ -185,8 +195,13 @@ func (h *Hub) read() error {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return fmt.Errorf("providers: read %s: %w (fix or remove the file)", cfg.Path, err)
 	}
+	if f.Version > fileVersion {
+		return fmt.Errorf("providers: %s is version %d, written by a newer Kiln; this one reads up to version %d", cfg.Path, f.Version, fileVersion)
+	}
+	// Settings of a provider that is not added (yet: its plugin loads
+	// later, or is disabled) are kept.
 	for id, s := range f.Providers {
-		if _, ok := h.defs[id]; ok && s != nil {
+		if s != nil {
 			h.stored[id] = s
 		}
 	}
@@ -195,7 +210,7 @@ func (h *Hub) read() error {
 
 // save writes the configuration atomically, mode 0600; h.mu is held.
 func (h *Hub) save() error {
-	data, err := json.MarshalIndent(file{Providers: h.stored}, "", "  ")
+	data, err := json.MarshalIndent(file{Version: fileVersion, Providers: h.stored}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -339,13 +354,95 @@ func (h *Hub) describe(d *Def) (Status, map[string]string) {
 	return st, values
 }
 
-// all is every provider's definition, in catalog order.
+// all is every provider's definition, in the order they were added. It
+// takes h.mu.
 func (h *Hub) all() []*Def {
-	out := make([]*Def, len(h.cfg.Defs))
-	for i := range h.cfg.Defs {
-		out[i] = &h.cfg.Defs[i]
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.allLocked()
+}
+
+// allLocked is all with h.mu held.
+func (h *Hub) allLocked() []*Def {
+	out := make([]*Def, len(h.order))
+	for i, id := range h.order {
+		out[i] = h.defs[id]
 	}
 	return out
+}
+
+// def returns the provider id's definition. It takes h.mu.
+func (h *Hub) def(id string) (*Def, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d, ok := h.defs[id]
+	return d, ok
+}
+
+// BareModel is a model referenced by its bare name ("demo"), not as
+// "<provider>:<model>": Kiln's own models, which need no provider.
+type BareModel struct {
+	Name  string
+	Model core.Model
+	// Source is the plugin that adds it.
+	Source string
+}
+
+// Add makes a provider available (its plugin was enabled), or replaces
+// the definition of one added before. Its secrets are registered with the
+// redactor at once.
+func (h *Hub) Add(d Def) error {
+	if d.ID == "" || strings.ContainsAny(d.ID, ": ") {
+		return core.Errorf(core.EINVALID, "provider id %q: want a plugin id", d.ID)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.defs[d.ID]; !ok {
+		h.order = append(h.order, d.ID)
+	}
+	h.defs[d.ID] = &d
+	delete(h.disabled, d.ID)
+	delete(h.live, d.ID)
+	delete(h.models, d.ID)
+	h.resolve(&d)
+	return nil
+}
+
+// Remove makes provider id unavailable (its plugin was disabled): its
+// models cannot be used, and it is listed in state "disabled" with its
+// settings kept.
+func (h *Hub) Remove(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.disabled[id] = true
+	delete(h.live, id)
+}
+
+// AddModels makes models available by their bare names. A name already
+// taken is an ECONFLICT.
+func (h *Hub) AddModels(source string, models []BareModel) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range models {
+		if strings.Contains(m.Name, ":") || m.Name == "" {
+			return core.Errorf(core.EINVALID, "model name %q: a bare name has no ':'", m.Name)
+		}
+		if slices.ContainsFunc(h.bare, func(b BareModel) bool { return b.Name == m.Name }) {
+			return core.Errorf(core.ECONFLICT, "model %q is already added", m.Name)
+		}
+	}
+	for _, m := range models {
+		m.Source = source
+		h.bare = append(h.bare, m)
+	}
+	return nil
+}
+
+// RemoveModels withdraws the bare models source added.
+func (h *Hub) RemoveModels(source string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.bare = slices.DeleteFunc(h.bare, func(b BareModel) bool { return b.Source == source })
 }
 
 // check asks those of defs whose provider is a Checker and would be used
@@ -409,9 +506,9 @@ func (h *Hub) List(ctx context.Context) []Status {
 	h.check(ctx, h.all())
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make([]Status, 0, len(h.cfg.Defs))
-	for i := range h.cfg.Defs {
-		out = append(out, h.status(&h.cfg.Defs[i]))
+	out := make([]Status, 0, len(h.order))
+	for _, d := range h.allLocked() {
+		out = append(out, h.status(d))
 	}
 	return out
 }
@@ -419,7 +516,7 @@ func (h *Hub) List(ctx context.Context) []Status {
 // Get describes one provider, first checking it if it is a Checker;
 // ENOTFOUND for an unknown ID.
 func (h *Hub) Get(ctx context.Context, id string) (Status, error) {
-	d, ok := h.defs[id]
+	d, ok := h.def(id)
 	if !ok {
 		return Status{}, h.unknown(id)
 	}
@@ -436,10 +533,9 @@ func (h *Hub) checkedStatus(ctx context.Context, d *Def) Status {
 }
 
 func (h *Hub) unknown(id string) error {
-	ids := make([]string, 0, len(h.cfg.Defs))
-	for _, d := range h.cfg.Defs {
-		ids = append(ids, d.ID)
-	}
+	h.mu.Lock()
+	ids := slices.Clone(h.order)
+	h.mu.Unlock()
 	return core.Errorf(core.ENOTFOUND, "unknown provider %q (providers: %s)", id, strings.Join(ids, ", "))
 }
 
@@ -448,7 +544,7 @@ func (h *Hub) unknown(id string) error {
 // the 0600 file), "" removes it. EINVALID names the bad setting. The
 // status returned is checked anew, if the provider is a Checker.
 func (h *Hub) Configure(ctx context.Context, id string, in ConfigInput) (Status, error) {
-	d, ok := h.defs[id]
+	d, ok := h.def(id)
 	if !ok {
 		return Status{}, h.unknown(id)
 	}
@@ -538,7 +634,7 @@ func settingNames(d *Def) string {
 // defaults apply again. The status returned is checked anew, if the
 // provider is a Checker.
 func (h *Hub) Reset(ctx context.Context, id string) (Status, error) {
-	d, ok := h.defs[id]
+	d, ok := h.def(id)
 	if !ok {
 		return Status{}, h.unknown(id)
 	}
@@ -563,6 +659,16 @@ func (h *Hub) reset(d *Def) error {
 	return nil
 }
 
+// HostsOf returns the host:port patterns the provider d may reach with
+// the settings stored and in the environment now, whether or not d is
+// added: what its plugin's network permission says.
+func (h *Hub) HostsOf(d Def) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	values, _ := h.resolve(&d)
+	return d.hosts(values)
+}
+
 // Hosts returns the host:port patterns provider id may reach with its
 // current settings: its API host or the configured base URL.
 func (h *Hub) Hosts(id string) []string {
@@ -574,16 +680,6 @@ func (h *Hub) Hosts(id string) []string {
 	}
 	values, _ := h.resolve(d)
 	return d.hosts(values)
-}
-
-// SetEnabled enables or disables a provider (its built-in plugin).
-func (h *Hub) SetEnabled(id string, on bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.disabled[id] = !on
-	if !on {
-		delete(h.live, id)
-	}
 }
 
 // fingerprint identifies a set of resolved settings.
@@ -627,13 +723,19 @@ func (h *Hub) provider(d *Def) (providers.Provider, map[string]string, error) {
 	return h.live[d.ID].p, values, nil
 }
 
-// Resolve returns the model of a "<provider>:<model>" reference, or an
-// EINVALID error saying what is wrong (unknown provider, not configured,
-// disabled). Model IDs may contain ":" ("llama3:8b").
+// Resolve returns the model of a bare name (AddModels) or a
+// "<provider>:<model>" reference, or an EINVALID error saying what is
+// wrong (unknown model or provider, not configured, disabled). Model IDs
+// may contain ":" ("llama3:8b").
 func (h *Hub) Resolve(ref string) (core.Model, error) {
-	id, model, ok := strings.Cut(ref, ":")
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	for _, b := range h.bare {
+		if b.Name == ref {
+			return b.Model, nil
+		}
+	}
+	id, model, ok := strings.Cut(ref, ":")
 	d, known := h.defs[id]
 	if !ok || !known {
 		return nil, core.Errorf(core.EINVALID, "unknown model %q", ref)
@@ -648,8 +750,14 @@ func (h *Hub) Resolve(ref string) (core.Model, error) {
 	return providers.Model(p, model), nil
 }
 
-// Handles reports whether ref names one of the hub's providers.
+// Handles reports whether ref names one of the hub's bare models or
+// providers.
 func (h *Hub) Handles(ref string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if slices.ContainsFunc(h.bare, func(b BareModel) bool { return b.Name == ref }) {
+		return true
+	}
 	id, _, ok := strings.Cut(ref, ":")
 	_, known := h.defs[id]
 	return ok && known
@@ -677,8 +785,7 @@ func (h *Hub) Models(ctx context.Context) Models {
 	h.check(ctx, h.all())
 	h.mu.Lock()
 	var jobs []job
-	for i := range h.cfg.Defs {
-		d := &h.cfg.Defs[i]
+	for _, d := range h.allLocked() {
 		p, values, err := h.provider(d)
 		if err != nil {
 			continue
@@ -719,7 +826,10 @@ func (h *Hub) Models(ctx context.Context) Models {
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := Models{Models: slices.Clone(h.cfg.Builtin), Default: h.cfg.Default}
+	out := Models{Default: h.cfg.Default}
+	for _, b := range h.bare {
+		out.Models = append(out.Models, Model{Ref: b.Name, Provider: BareProvider, ID: b.Name})
+	}
 	for i, j := range jobs {
 		if ctx.Err() == nil && !j.unreachable {
 			h.models[j.d.ID] = lists[i]
@@ -734,8 +844,8 @@ func (h *Hub) Models(ctx context.Context) Models {
 			out.Models = append(out.Models, Model{Ref: j.d.ID + ":" + m.ID, Provider: j.d.ID, ID: m.ID, Name: m.Name, ContextSize: m.ContextSize})
 		}
 	}
-	for i := range h.cfg.Defs {
-		out.Providers = append(out.Providers, h.status(&h.cfg.Defs[i]))
+	for _, d := range h.allLocked() {
+		out.Providers = append(out.Providers, h.status(d))
 	}
 	if out.Models == nil {
 		out.Models = []Model{}

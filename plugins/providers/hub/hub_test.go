@@ -60,6 +60,7 @@ type env struct {
 	vars  map[string]string
 	path  string
 	lists atomic.Int32
+	defs  []Def
 }
 
 func newEnv(t *testing.T) *env {
@@ -73,13 +74,30 @@ func (e *env) open(t *testing.T) *Hub {
 	for _, id := range []string{"openai", "anthropic", "gemini", "bedrock", "openrouter", "ollama"} {
 		factories[id] = factory
 	}
-	h, err := Open(Config{Path: e.path, Defs: Catalog(factories), Getenv: func(k string) string { return e.vars[k] },
-		Logger: quiet, Builtin: []Model{{Ref: "demo", Provider: "builtin", ID: "demo"}}, Default: "demo",
-		Retry: providers.RetryPolicy{Attempts: 1}})
+	e.defs = Catalog(factories)
+	h, err := Open(Config{Path: e.path, Defs: e.defs, Getenv: func(k string) string { return e.vars[k] },
+		Logger: quiet, Default: "demo", Retry: providers.RetryPolicy{Attempts: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := h.AddModels("kiln", []BareModel{{Name: "demo", Model: providers.Model(fake{}, "demo")}}); err != nil {
+		t.Fatal(err)
+	}
 	return h
+}
+
+// enable adds provider id again, as enabling its plugin does.
+func (e *env) enable(t *testing.T, h *Hub, id string) {
+	t.Helper()
+	for _, d := range e.defs {
+		if d.ID == id {
+			if err := h.Add(d); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no provider %q", id)
 }
 
 func setting(st Status, name string) Setting {
@@ -253,14 +271,14 @@ func TestResolve(t *testing.T) {
 	if resp, _ := m.Turn(context.Background(), core.ModelRequest{}, nil); !strings.HasPrefix(resp.Text, "llama3.2:3b") {
 		t.Errorf("a model with a colon: %q", resp.Text)
 	}
-	h.SetEnabled("openai", false)
+	h.Remove("openai")
 	if _, err := h.Resolve("openai:gpt-4o"); err == nil || !strings.Contains(err.Error(), "disabled") {
 		t.Errorf("disabled provider: %v", err)
 	}
 	if st := mustGet(t, h, "openai"); st.State != StateDisabled {
 		t.Errorf("state %q", st.State)
 	}
-	if !h.Handles("openai:x") || h.Handles("demo") || h.Handles("mistral:x") {
+	if !h.Handles("openai:x") || !h.Handles("demo") || h.Handles("mistral:x") || h.Handles("demo2") {
 		t.Error("Handles")
 	}
 }
@@ -423,7 +441,8 @@ func TestCheck(t *testing.T) {
 		return checking{fake{s, &e.lists}, &checks, func() error { mu.Lock(); defer mu.Unlock(); return answer }}, nil
 	}}
 	e.vars["OPENAI_API_KEY"] = "k"
-	h, err := Open(Config{Path: e.path, Defs: Catalog(factories), Getenv: func(k string) string { return e.vars[k] },
+	e.defs = Catalog(factories)
+	h, err := Open(Config{Path: e.path, Defs: e.defs, Getenv: func(k string) string { return e.vars[k] },
 		Logger: quiet, Retry: providers.RetryPolicy{Attempts: 1}, Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
 	if err != nil {
 		t.Fatal(err)
@@ -471,7 +490,7 @@ func TestCheck(t *testing.T) {
 		t.Errorf("Configure: %q, %v, after %d checks", state(st), err, checks.Load())
 	}
 	// A disabled provider is not checked.
-	h.SetEnabled("ollama", false)
+	h.Remove("ollama")
 	mu.Lock()
 	now = now.Add(time.Hour)
 	mu.Unlock()
@@ -479,7 +498,7 @@ func TestCheck(t *testing.T) {
 		t.Errorf("disabled: %q after %d checks", got.State, checks.Load())
 	}
 	// A caller that goes away leaves no answer behind.
-	h.SetEnabled("ollama", true)
+	e.enable(t, h, "ollama")
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	h.List(cancelled)

@@ -1,0 +1,271 @@
+// Package integrity is the one place Kiln computes and checks what a
+// plugin's bytes are. Install, every load and the marketplace use it.
+//
+// A plugin that runs code is identified by its entry file's SHA-256, which
+// its manifest states (Manifest.SHA256): Entry reads and checks it.
+//
+// A data-only bundle (a manifest without an entry) is identified by the
+// digest of its whole folder: the SHA-256 of its listing, one line per
+// regular file, sorted by path in byte order,
+//
+//	<sha256 of the file, hex>  <path relative to the folder, with slashes>\n
+//
+// which is the output format of sha256sum, so the listing can be checked by
+// hand with `sha256sum -c`. Every file counts, the manifest included;
+// folders count only through their files. Tree computes the digest and
+// the listing, Diff explains a difference in the words a user needs ("skills/review/SKILL.md
+// changed", "notes.txt was added").
+//
+// Sum is what the registry records at install and compares before every
+// load: the entry's sha256 for code, the folder digest for a bundle.
+package integrity
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/kilnhq/kiln/plugins"
+)
+
+// Limits of a plugin folder.
+const (
+	MaxFiles = 10000
+	MaxBytes = 512 << 20 // all files together
+)
+
+// ErrMismatch is wrapped by every failure that means the bytes are not the
+// ones expected, as opposed to a file that cannot be read.
+var ErrMismatch = plugins.ErrChecksumMismatch
+
+// Sum returns what identifies the plugin folder dir described by m: the
+// entry's sha256, checked against the manifest, or, for a data-only
+// bundle, the digest of the whole folder.
+func Sum(dir string, m *plugins.Manifest) (string, error) {
+	if m.DataOnly() {
+		t, err := Tree(dir)
+		if err != nil {
+			return "", err
+		}
+		return t.Digest, nil
+	}
+	if _, err := Entry(dir, m, false); err != nil {
+		return "", err
+	}
+	return m.SHA256, nil
+}
+
+// Verify checks that the plugin folder dir described by m still holds the
+// bytes recorded as want (what Sum returned at install). A mismatch wraps
+// ErrMismatch.
+//
+// For a plugin that runs code it checks the manifest's sha256 against
+// want; the runtime checks the entry's bytes against the manifest as it
+// loads them (Entry with read, or go-plugin's checksum just before exec),
+// so that what runs is what was checked and the file is hashed once. For a
+// data-only bundle it hashes the whole folder; listing is the
+// Tree.Listing recorded at install (nil when unknown), which lets the
+// error name the files that changed.
+func Verify(dir string, m *plugins.Manifest, want string, listing []byte) error {
+	if !m.DataOnly() {
+		if m.SHA256 != want {
+			return fmt.Errorf("the manifest's sha256 changed since install (%s, installed %s): %w", m.SHA256, want, ErrMismatch)
+		}
+		return nil
+	}
+	t, err := Tree(dir)
+	if err != nil {
+		return err
+	}
+	if t.Digest == want {
+		return nil
+	}
+	if listing != nil {
+		if d := Diff(listing, t.Listing); d != "" {
+			return fmt.Errorf("the bundle's files changed since install: %s: %w", d, ErrMismatch)
+		}
+	}
+	return fmt.Errorf("the bundle's content digest changed since install (%s, installed %s): %w", t.Digest, want, ErrMismatch)
+}
+
+// MaxEntrySize bounds an entry file Entry reads into memory.
+const MaxEntrySize = 256 << 20
+
+// Entry checks that m.Entry names a regular file inside dir (through no
+// symlink that leaves dir) whose sha256 is m.SHA256. With read it returns
+// the bytes it hashed (at most MaxEntrySize), so that a caller loads
+// exactly what was checked; otherwise it returns nil. A mismatch wraps
+// ErrMismatch and shows both digests.
+func Entry(dir string, m *plugins.Manifest, read bool) ([]byte, error) {
+	if m.DataOnly() {
+		return nil, fmt.Errorf("plugin %s has no entry: it is a data-only bundle", m.ID)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("verify entry %q: %w", m.Entry, err)
+	}
+	defer root.Close()
+	fi, err := root.Stat(m.Entry)
+	if err != nil {
+		return nil, fmt.Errorf("verify entry %q: %w", m.Entry, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("verify entry %q: not a regular file", m.Entry)
+	}
+	f, err := root.Open(m.Entry)
+	if err != nil {
+		return nil, fmt.Errorf("verify entry %q: %w", m.Entry, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	var buf bytes.Buffer
+	var w io.Writer = h
+	if read {
+		if fi.Size() > MaxEntrySize {
+			return nil, fmt.Errorf("verify entry %q: larger than %d MiB", m.Entry, MaxEntrySize>>20)
+		}
+		buf.Grow(int(fi.Size()))
+		w = io.MultiWriter(h, &buf)
+	}
+	n, err := io.Copy(w, io.LimitReader(f, MaxEntrySize+1))
+	if err != nil {
+		return nil, fmt.Errorf("verify entry %q: %w", m.Entry, err)
+	}
+	if read && n > MaxEntrySize {
+		return nil, fmt.Errorf("verify entry %q: larger than %d MiB", m.Entry, MaxEntrySize>>20)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != m.SHA256 {
+		return nil, fmt.Errorf("verify entry %q: %w: the manifest says %s, the file has %s", m.Entry, ErrMismatch, m.SHA256, got)
+	}
+	if !read {
+		return nil, nil
+	}
+	return buf.Bytes(), nil
+}
+
+// A TreeSum is the digest of a folder and the listing it is computed over.
+type TreeSum struct {
+	// Digest is the SHA-256 of Listing, hex.
+	Digest string
+	// Listing has one "<sha256>  <path>\n" line per regular file, sorted
+	// by path.
+	Listing []byte
+	// Files and Bytes count what was hashed.
+	Files int
+	Bytes int64
+}
+
+// Tree hashes every regular file under dir. A symlink is followed when
+// it leads to a file inside dir; a symlink out of dir, a symlinked folder,
+// a device, a socket, a path with a control character, and a folder past
+// MaxFiles or MaxBytes are refused.
+func Tree(dir string) (TreeSum, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return TreeSum{}, fmt.Errorf("hash plugin folder: %w", err)
+	}
+	defer root.Close()
+	type line struct{ path, sum string }
+	var lines []line
+	var t TreeSum
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return fmt.Errorf("%q: a file name with a control character", p)
+		}
+		fi, err := root.Stat(p) // follows a symlink, inside dir only
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("%s is not a regular file or folder", p)
+		}
+		if t.Files++; t.Files > MaxFiles {
+			return fmt.Errorf("more than %d files", MaxFiles)
+		}
+		if t.Bytes += fi.Size(); t.Bytes > MaxBytes {
+			return fmt.Errorf("larger than %d MiB", MaxBytes>>20)
+		}
+		f, err := root.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		h := sha256.New()
+		if _, err := io.Copy(h, io.LimitReader(f, fi.Size()+1)); err != nil {
+			return err
+		}
+		lines = append(lines, line{p, hex.EncodeToString(h.Sum(nil))})
+		return nil
+	})
+	if err != nil {
+		return TreeSum{}, fmt.Errorf("hash plugin folder: %w", err)
+	}
+	slices.SortFunc(lines, func(a, b line) int { return strings.Compare(a.path, b.path) })
+	var b bytes.Buffer
+	for _, l := range lines {
+		b.WriteString(l.sum + "  " + l.path + "\n")
+	}
+	sum := sha256.Sum256(b.Bytes())
+	t.Digest, t.Listing = hex.EncodeToString(sum[:]), b.Bytes()
+	return t, nil
+}
+
+// Diff says how listing now differs from listing was, naming up to five
+// files ("skills/a/SKILL.md changed; x.txt was added"), or "" when they
+// list the same files with the same sums.
+func Diff(was, now []byte) string {
+	a, b := parseListing(was), parseListing(now)
+	paths := slices.Collect(maps.Keys(a))
+	for p := range b {
+		if _, ok := a[p]; !ok {
+			paths = append(paths, p)
+		}
+	}
+	slices.Sort(paths)
+	var out []string
+	for _, p := range paths {
+		switch sa, sb := a[p], b[p]; {
+		case sa == sb:
+		case sa == "":
+			out = append(out, p+" was added")
+		case sb == "":
+			out = append(out, p+" was removed")
+		default:
+			out = append(out, p+" changed")
+		}
+	}
+	if len(out) > 5 {
+		out = append(out[:5], fmt.Sprintf("and %d more", len(out)-5))
+	}
+	return strings.Join(out, "; ")
+}
+
+func parseListing(l []byte) map[string]string {
+	m := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(l))
+	for sc.Scan() {
+		if sum, p, ok := strings.Cut(sc.Text(), "  "); ok {
+			m[p] = sum
+		}
+	}
+	return m
+}
+
+// IsMismatch reports whether err means the bytes are not the expected
+// ones.
+func IsMismatch(err error) bool { return errors.Is(err, ErrMismatch) }

@@ -1,0 +1,127 @@
+// Package toolset is the "toolset" extension kind: a set of tools a model
+// can call, from one plugin. A built-in, a WASM module and a process
+// plugin all hand out a Toolset; the kind registers each of its tools with
+// the core as "<plugin-id>.<tool>" (a built-in's own tools keep their bare
+// names) under the plugin's default approval policy (its manifest's
+// interruptOn). plugins/plugintest is its conformance kit.
+package toolset
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins"
+)
+
+// Toolset is the client of the "toolset" kind.
+type Toolset interface {
+	// Tools describes the tools. It is called once after loading and may
+	// be cached by the caller.
+	Tools(ctx context.Context) ([]core.ToolSpec, error)
+	// Call runs one tool. A returned error is the tool's failure, shown to
+	// the model; a transport failure (a trapped module, a dead process) is
+	// returned wrapped with plugins.ErrTransport.
+	Call(ctx context.Context, tool string, args json.RawMessage) (string, error)
+	// Close releases the toolset; calls after Close fail.
+	Close() error
+}
+
+// Host is where the tools go while the plugin is attached: core.Service.
+type Host interface {
+	AddTools(source string, tools []core.Tool, defaults core.Policy) error
+	AddBareTools(source string, tools []core.Tool, defaults core.Policy) error
+	RemoveTools(source string) error
+}
+
+func init() { plugins.RegisterKind(Kind{}) }
+
+// Kind is the "toolset" kind.
+type Kind struct{}
+
+// Name is "toolset".
+func (Kind) Name() plugins.Capability { return plugins.CapToolset }
+
+// Attach lists the toolset's tools and adds them to the host (a Host).
+func (Kind) Attach(ctx context.Context, a plugins.Attach) (plugins.Attached, error) {
+	ts, ok := a.Client.(Toolset)
+	if !ok {
+		return plugins.Attached{}, fmt.Errorf("the runtime handed out %T for %q, not a toolset", a.Client, plugins.CapToolset)
+	}
+	host, ok := a.Host.(Host)
+	if !ok {
+		return plugins.Attached{}, errors.New("this server takes no tools")
+	}
+	specs, err := ts.Tools(ctx)
+	if err != nil {
+		return plugins.Attached{}, fmt.Errorf("list tools: %w", err)
+	}
+	bare := a.Builtin != nil && a.Builtin.BareTools
+	tools := make([]core.Tool, len(specs))
+	names := make([]string, len(specs))
+	for i, sp := range specs {
+		tools[i] = tool{ts: ts, spec: sp, plugin: a.ID, onCall: a.OnCall}
+		names[i] = a.ID + "." + sp.Name
+		if bare {
+			names[i] = sp.Name
+		}
+	}
+	add := host.AddTools
+	if bare {
+		add = host.AddBareTools
+	}
+	if err := add(a.ID, tools, a.Manifest.InterruptOn); err != nil {
+		return plugins.Attached{}, err
+	}
+	// RemoveTools fails only for a source that is not added.
+	return plugins.Attached{Items: names, Detach: func() { host.RemoveTools(a.ID) }}, nil
+}
+
+// tool is one plugin tool as a core.Tool.
+type tool struct {
+	ts     Toolset
+	spec   core.ToolSpec
+	plugin string
+	onCall func(plugin string, d time.Duration, err error) // plugins.Attach.OnCall
+}
+
+func (t tool) Spec() core.ToolSpec { return t.spec }
+
+func (t tool) Call(ctx context.Context, args json.RawMessage) (string, error) {
+	if t.onCall == nil {
+		return t.ts.Call(ctx, t.spec.Name, args)
+	}
+	start := time.Now()
+	out, err := t.ts.Call(ctx, t.spec.Name, args)
+	t.onCall(t.plugin, time.Since(start), err)
+	return out, err
+}
+
+// Of is a Toolset of tools already running in-process (a built-in's core
+// tools), in their order: Call calls them directly; a tool's error is its
+// failure.
+func Of(tools ...core.Tool) Toolset { return of(tools) }
+
+type of []core.Tool
+
+func (o of) Tools(context.Context) ([]core.ToolSpec, error) {
+	specs := make([]core.ToolSpec, len(o))
+	for i, t := range o {
+		specs[i] = t.Spec()
+	}
+	return specs, nil
+}
+
+func (o of) Call(ctx context.Context, tool string, args json.RawMessage) (string, error) {
+	for _, t := range o {
+		if t.Spec().Name == tool {
+			return t.Call(ctx, args)
+		}
+	}
+	return "", fmt.Errorf("unknown tool %q", tool)
+}
+
+func (of) Close() error { return nil }
