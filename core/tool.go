@@ -1,9 +1,74 @@
 package core
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 )
+
+// ToolSpec describes a tool to the model and to the engine.
+// Idempotent tools may be re-executed after a crash cut off a call; others
+// pause the run for a human decision instead.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Schema      json.RawMessage `json:"schema,omitempty"`
+	Idempotent  bool            `json:"idempotent"`
+}
+
+// Tool is something a model can call.
+type Tool interface {
+	Spec() ToolSpec
+	// Call runs the tool. Its result, failed or not, is shown to the
+	// model: a tool reports its own failure (bad arguments, a handler's
+	// error) as a result with IsError.
+	//
+	// A returned error is not the tool's failure but a failure to run it
+	// (a dead plugin process, a trapped WASM instance), and the model never
+	// sees it. It wraps ErrEffectUnknown when the call was cut off after it
+	// may have taken effect. The engine tries the call once more when that
+	// is safe (the error does not wrap ErrEffectUnknown, or the tool is
+	// idempotent); otherwise, or when the second try fails too, it pauses
+	// the run with a recovery interrupt (retry or skip), as after a crash
+	// during a non-idempotent call.
+	//
+	// When ctx ends during the call, the engine drops the outcome,
+	// whatever Call returns (a cancelled run ends; a stopped server
+	// resumes the run from its last checkpoint).
+	Call(ctx context.Context, args json.RawMessage) (ToolResult, error)
+}
+
+// ToolResult is what a tool call produced: content parts, and whether they
+// describe the tool's own failure, which the model reads as a failed call.
+type ToolResult struct {
+	Content []Part `json:"content"`
+	IsError bool   `json:"is_error,omitempty"`
+}
+
+// TextResult returns a result of one text part.
+func TextResult(text string) ToolResult {
+	return ToolResult{Content: []Part{TextPart(text)}}
+}
+
+// ErrorResult returns the tool's own failure: one text part saying what
+// went wrong, with IsError.
+func ErrorResult(text string) ToolResult {
+	return ToolResult{Content: []Part{TextPart(text)}, IsError: true}
+}
+
+// ResultOf adapts a tool written as a func returning (string, error) whose
+// error is the tool's own failure: TextResult(text) when err is nil, else
+// ErrorResult(err.Error()).
+func ResultOf(text string, err error) ToolResult {
+	if err != nil {
+		return ErrorResult(err.Error())
+	}
+	return TextResult(text)
+}
+
+// Text returns the result's text parts joined with newlines.
+func (r ToolResult) Text() string { return PartsText(r.Content) }
 
 // Part types.
 const (

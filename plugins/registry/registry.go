@@ -399,14 +399,20 @@ type tool struct {
 
 func (t tool) Spec() core.ToolSpec { return t.spec }
 
-func (t tool) Call(ctx context.Context, args json.RawMessage) (string, error) {
-	if t.onCall == nil {
-		return t.ts.Call(ctx, t.spec.Name, args)
-	}
+// Call returns the toolset's result as one text part. A toolset error that
+// wraps plugins.ErrTransport is a failure to run the tool and is returned
+// as it is (wrapping core.ErrEffectUnknown when the host says so); any
+// other is the tool's own failure, a result with IsError.
+func (t tool) Call(ctx context.Context, args json.RawMessage) (core.ToolResult, error) {
 	start := time.Now()
 	out, err := t.ts.Call(ctx, t.spec.Name, args)
-	t.onCall(t.plugin, time.Since(start), err)
-	return out, err
+	if t.onCall != nil {
+		t.onCall(t.plugin, time.Since(start), err)
+	}
+	if errors.Is(err, plugins.ErrTransport) {
+		return core.ToolResult{}, err
+	}
+	return core.ResultOf(out, err), nil
 }
 
 // List describes every plugin, built-ins included, sorted by ID.
