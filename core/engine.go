@@ -875,12 +875,16 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 		if run {
 			tool := tb.byName[call.Name]
 			var spec ToolSpec
+			var argsErr error
 			if tool != nil {
 				spec = tool.Spec()
+				argsErr = CheckArgs(spec, call.Args)
 			}
 			switch {
 			case tool == nil:
 				res, outcome = ErrorResult(fmt.Sprintf("unknown tool %q", call.Name)), ToolUnknown
+			case argsErr != nil:
+				res, outcome = ErrorResult(ErrorMessage(argsErr)), ToolInvalid
 			default:
 				if !spec.Idempotent {
 					pcs[i].State = CallStarted

@@ -51,6 +51,7 @@ type ToolOutcome string
 const (
 	ToolOK        ToolOutcome = "ok"        // the tool ran and returned a result
 	ToolError     ToolOutcome = "error"     // the tool ran and failed
+	ToolInvalid   ToolOutcome = "invalid"   // the arguments did not match the tool's schema; it did not run
 	ToolFailed    ToolOutcome = "failed"    // the tool could not be run; the run waits for a retry or skip
 	ToolUnknown   ToolOutcome = "unknown"   // no tool of that name is registered
 	ToolRejected  ToolOutcome = "rejected"  // the user rejected the call

@@ -18,6 +18,10 @@ type ToolSpec struct {
 }
 
 // Tool is something a model can call.
+//
+// The engine checks a call's arguments against the spec's Schema before
+// Call (see CheckArgs): arguments that do not match become a failed result
+// naming the tool and the reason, and Call is not invoked.
 type Tool interface {
 	Spec() ToolSpec
 	// Call runs the tool. Its result, failed or not, is shown to the

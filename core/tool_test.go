@@ -106,6 +106,66 @@ func (m *convoModel) Turn(ctx context.Context, req core.ModelRequest, delta func
 	return m.listModel.Turn(ctx, req, delta)
 }
 
+// TestArgsCheckedBeforeCall: arguments that do not match the tool's schema
+// become a failed result naming the tool and the reason, and the tool is
+// not called; empty arguments are checked as {}.
+func TestArgsCheckedBeforeCall(t *testing.T) {
+	var got []string
+	var mu sync.Mutex
+	tool := fakeTool{spec: core.ToolSpec{Name: "count", Schema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}`)},
+		fn: func(_ context.Context, args json.RawMessage) (core.ToolResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, string(args))
+			return core.TextResult("counted"), nil
+		}}
+	free := fakeTool{spec: core.ToolSpec{Name: "free", Idempotent: true}, fn: func(context.Context, json.RawMessage) (core.ToolResult, error) {
+		return core.TextResult("free"), nil
+	}}
+	obs := &fakeObserver{}
+	e := newEnv(t, listModel{[]core.ModelResponse{calls(
+		call("a", "count", `{"m":1}`),
+		call("b", "count", `{"n":"1"}`),
+		core.ToolCall{ID: "d", Name: "count"},
+		call("e", "count", `{"n":1}`),
+		call("f", "free", `{"anything":[1]}`),
+	)}}, tool, free)
+	svc := e.service(func(c *core.Config) { c.Observer = obs })
+	th := e.thread(svc)
+	waitRun(t, svc, start(t, svc, th.ID, core.RunRequest{}).ID, core.RunSucceeded)
+	if !slices.Equal(got, []string{`{"n":1}`}) {
+		t.Errorf("the tool was called with %q; want only the valid arguments", got)
+	}
+	res := toolResults(messages(t, svc, th.ID))
+	want := []string{
+		"ERR arguments for count do not match its schema: at '/': ",
+		"ERR arguments for count do not match its schema: at '/n': got string, want integer",
+		"ERR arguments for count do not match its schema: at '/': missing property 'n'",
+		"counted",
+		"free",
+	}
+	if len(res) != len(want) {
+		t.Fatalf("results %q", res)
+	}
+	for i := range want {
+		if !strings.HasPrefix(res[i], want[i]) {
+			t.Errorf("result %d = %q, want %q", i, res[i], want[i])
+		}
+	}
+	if !strings.Contains(res[0], "missing property 'n'") || !strings.Contains(res[0], "additional properties 'm' not allowed") {
+		t.Errorf("result 0 = %q; want both reasons", res[0])
+	}
+	var outcomes []string
+	for _, l := range obs.list() {
+		if strings.HasPrefix(l, "tool ") {
+			outcomes = append(outcomes, l)
+		}
+	}
+	if len(outcomes) != 5 || !slices.Equal(outcomes[:3], []string{`tool "count" invalid ran=false`, `tool "count" invalid ran=false`, `tool "count" invalid ran=false`}) {
+		t.Errorf("observed %q", outcomes)
+	}
+}
+
 // TestResultParts: a tool's parts are stored with the result and reach the
 // model; a malformed part makes the result the tool's failure.
 func TestResultParts(t *testing.T) {
