@@ -546,6 +546,9 @@ func TestStopWithCallInFlight(t *testing.T) {
 					if !errors.Is(err, plugins.ErrTransport) {
 						t.Errorf("the call in flight: %v; want an error wrapping plugins.ErrTransport", err)
 					}
+					if errors.Is(err, core.ErrEffectUnknown) {
+						t.Errorf("the call in flight: %v; fetch is idempotent, its effect is not in doubt", err)
+					}
 				case <-time.After(patience):
 					t.Fatalf("the call in flight did not end within %v of %s", patience, op)
 				}
