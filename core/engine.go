@@ -319,9 +319,18 @@ func (s *Service) resume(tx Tx, runID string, t *Thread) error {
 	state := cp.State
 	state.Calls = slices.Clone(state.Calls)
 	for i, cs := range state.Calls {
-		if in := byID[cs.InterruptID]; cs.State == CallInterrupted && in != nil {
-			state.Calls[i].State, state.Calls[i].Decision = CallReady, in.Decision
+		in := byID[cs.InterruptID]
+		if cs.State != CallInterrupted || in == nil {
+			continue
 		}
+		d := in.Decision
+		if prev := cs.Decision; prev != nil && len(prev.Args) > 0 && d.Decision == DecisionRetry {
+			// A retry of a call approved with edited arguments keeps them.
+			c := *d
+			c.Args = prev.Args
+			d = &c
+		}
+		state.Calls[i].State, state.Calls[i].Decision = CallReady, d
 	}
 	now := s.now()
 	next := &Checkpoint{RunID: runID, Version: cp.Version + 1, Parent: cp.Version, Messages: cp.Messages, State: state, CreatedAt: now}
@@ -712,6 +721,15 @@ type pendingCall struct {
 	CallState
 }
 
+// args returns the arguments the call runs with: an edit decision's, which
+// a later retry decision keeps (see resume), or the model's.
+func (pc pendingCall) args() json.RawMessage {
+	if d := pc.Decision; d != nil && len(d.Args) > 0 {
+		return d.Args
+	}
+	return pc.Call.Args
+}
+
 // pendingCalls returns the tool calls of the last assistant message that have
 // no result message yet, with their states from st.
 func pendingCalls(msgs []*Message, st RunState) []pendingCall {
@@ -801,7 +819,7 @@ func recovery(reason string) *Interrupt {
 // hold fills in an interrupt for pc's call and marks pc interrupted by it.
 func (r *runner) hold(pc *pendingCall, in *Interrupt) *Interrupt {
 	in.ID, in.RunID, in.ThreadID, in.OwnerID = NewID("int", r.s.now()), r.run.ID, r.run.ThreadID, r.run.OwnerID
-	in.ToolCallID, in.Tool, in.Args, in.Status, in.CreatedAt = pc.Call.ID, pc.Call.Name, pc.Call.Args, InterruptOpen, r.s.now()
+	in.ToolCallID, in.Tool, in.Args, in.Status, in.CreatedAt = pc.Call.ID, pc.Call.Name, pc.args(), InterruptOpen, r.s.now()
 	pc.State, pc.InterruptID = CallInterrupted, in.ID
 	return in
 }
@@ -842,13 +860,12 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 	var results []*Message
 	for i, pc := range pcs {
 		call := pc.Call
+		call.Args = pc.args()
 		var res ToolResult
 		run := true
 		var outcome ToolOutcome
 		if d := pc.Decision; d != nil {
 			switch d.Decision {
-			case DecisionEdit:
-				call.Args = d.Args
 			case DecisionReject:
 				res, run, outcome = ErrorResult("The user rejected this tool call."), false, ToolRejected
 				if d.Message != "" {

@@ -296,3 +296,59 @@ func TestToolCallFailurePauses(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryKeepsEditedArgs: a call approved with edited arguments that is
+// then cut off is retried with the edited arguments, which its recovery
+// item shows; after a crash as after a failure to run it.
+func TestRetryKeepsEditedArgs(t *testing.T) {
+	for _, crashed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("crash=%v", crashed), func(t *testing.T) {
+			var mu sync.Mutex
+			var got []string
+			block := make(chan struct{})
+			tool := fakeTool{spec: core.ToolSpec{Name: "w"}, fn: func(ctx context.Context, args json.RawMessage) (core.ToolResult, error) {
+				mu.Lock()
+				got = append(got, string(args))
+				n := len(got)
+				mu.Unlock()
+				if n > 1 {
+					return core.TextResult("wrote " + string(args)), nil
+				}
+				if crashed {
+					close(block)
+					<-ctx.Done()
+					return core.ToolResult{}, ctx.Err()
+				}
+				return core.ToolResult{}, core.ErrEffectUnknown
+			}}
+			e := newEnv(t, listModel{[]core.ModelResponse{calls(call("a", "w", `{"n":1}`))}}, tool)
+			svc := e.service(nil)
+			th := e.thread(svc)
+			r := start(t, svc, th.ID, core.RunRequest{InterruptOn: core.Policy{"w": {Interrupt: true}}})
+			waitRun(t, svc, r.ID, core.RunInterrupted)
+			edit := core.Decision{Decision: core.DecisionEdit, Args: json.RawMessage(`{"n":2}`)}
+			if _, err := svc.Decide(context.Background(), owner, actionItems(t, svc)[0].InterruptID, edit); err != nil {
+				t.Fatal(err)
+			}
+			if crashed {
+				<-block
+				crash(svc)
+				svc = e.service(nil)
+			}
+			waitRun(t, svc, r.ID, core.RunInterrupted)
+			items := actionItems(t, svc)
+			if len(items) != 1 || items[0].Kind != core.InterruptRecovery || string(items[0].Args) != `{"n":2}` {
+				t.Fatalf("recovery items %+v; want one with the edited arguments", items)
+			}
+			if _, err := svc.Decide(context.Background(), owner, items[0].InterruptID, core.Decision{Decision: core.DecisionRetry}); err != nil {
+				t.Fatal(err)
+			}
+			waitRun(t, svc, r.ID, core.RunSucceeded)
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(got, []string{`{"n":2}`, `{"n":2}`}) {
+				t.Errorf("the tool ran with %q; want the edited arguments twice", got)
+			}
+		})
+	}
+}
