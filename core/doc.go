@@ -7,6 +7,15 @@
 // the Model and Tool interfaces defined here and core never learns whether an
 // implementation is built in, a WASM module or a subprocess.
 //
+// A tool call's arguments are checked against the tool's JSON Schema before
+// the call; a call that does not match gets a failed result and never
+// reaches the tool. A tool answers with content parts (ToolResult) and
+// reports its own failure as a result with IsError, which the model reads.
+// An error from Tool.Call is a failure to run the tool, which the model
+// never sees: the engine retries the call once when that is safe and
+// otherwise pauses the run with the same recovery item (retry or skip) as a
+// non-idempotent call cut off by a crash. See Tool.
+//
 // Storage backends live in subpackages named after what they wrap
 // (core/sqlite); the conformance suite every backend runs is core/coretest.
 package core

@@ -319,9 +319,18 @@ func (s *Service) resume(tx Tx, runID string, t *Thread) error {
 	state := cp.State
 	state.Calls = slices.Clone(state.Calls)
 	for i, cs := range state.Calls {
-		if in := byID[cs.InterruptID]; cs.State == CallInterrupted && in != nil {
-			state.Calls[i].State, state.Calls[i].Decision = CallReady, in.Decision
+		in := byID[cs.InterruptID]
+		if cs.State != CallInterrupted || in == nil {
+			continue
 		}
+		d := in.Decision
+		if prev := cs.Decision; prev != nil && len(prev.Args) > 0 && d.Decision == DecisionRetry {
+			// A retry of a call approved with edited arguments keeps them.
+			c := *d
+			c.Args = prev.Args
+			d = &c
+		}
+		state.Calls[i].State, state.Calls[i].Decision = CallReady, d
 	}
 	now := s.now()
 	next := &Checkpoint{RunID: runID, Version: cp.Version + 1, Parent: cp.Version, Messages: cp.Messages, State: state, CreatedAt: now}
@@ -712,6 +721,15 @@ type pendingCall struct {
 	CallState
 }
 
+// args returns the arguments the call runs with: an edit decision's, which
+// a later retry decision keeps (see resume), or the model's.
+func (pc pendingCall) args() json.RawMessage {
+	if d := pc.Decision; d != nil && len(d.Args) > 0 {
+		return d.Args
+	}
+	return pc.Call.Args
+}
+
 // pendingCalls returns the tool calls of the last assistant message that have
 // no result message yet, with their states from st.
 func pendingCalls(msgs []*Message, st RunState) []pendingCall {
@@ -766,7 +784,6 @@ func (r *runner) toolsStep(ctx context.Context, resumed bool) (pause bool, err e
 	pcs := pendingCalls(r.msgs, st)
 	tb := r.s.tb.Load()
 	var held []*Interrupt
-	now := r.s.now()
 	for i, pc := range pcs {
 		var in *Interrupt
 		switch {
@@ -775,8 +792,7 @@ func (r *runner) toolsStep(ctx context.Context, resumed bool) (pause bool, err e
 				pcs[i].State = CallPending
 				continue
 			}
-			in = &Interrupt{Kind: InterruptRecovery, AllowedDecisions: slices.Clone(RecoveryDecisions),
-				Reason: fmt.Sprintf("The server stopped while %s was running and it is not idempotent: it may or may not have taken effect. Retry it or skip it.", pc.Call.Name)}
+			in = recovery(fmt.Sprintf("The server stopped while %s was running and it is not idempotent: it may or may not have taken effect. Retry it or skip it.", pc.Call.Name))
 		case pc.State == CallPending:
 			allowed, hold := tb.holds(r.run.InterruptOn, pc.Call.Name)
 			if !hold {
@@ -786,59 +802,79 @@ func (r *runner) toolsStep(ctx context.Context, resumed bool) (pause bool, err e
 		default:
 			continue
 		}
-		in.ID, in.RunID, in.ThreadID, in.OwnerID = NewID("int", now), r.run.ID, r.run.ThreadID, r.run.OwnerID
-		in.ToolCallID, in.Tool, in.Args, in.Status, in.CreatedAt = pc.Call.ID, pc.Call.Name, pc.Call.Args, InterruptOpen, now
-		pcs[i].State, pcs[i].InterruptID = CallInterrupted, in.ID
-		held = append(held, in)
+		held = append(held, r.hold(&pcs[i], in))
 	}
 	if len(held) > 0 {
-		st.Calls = callStates(pcs)
-		return true, r.commit(ctx, nil, st, func(tx Tx, run *Run) error {
-			t, err := tx.Thread(run.ThreadID)
-			if err != nil {
-				return err
-			}
-			for _, in := range held {
-				if err := tx.PutInterrupt(in); err != nil {
-					return err
-				}
-				if err := emit(tx, run.OwnerID, run.ThreadID, run.ID, EventInterruptCreated, in); err != nil {
-					return err
-				}
-			}
-			run.Status = RunInterrupted
-			settle(t, threadChange{run: run, actions: len(held)}, r.s.now())
-			if err := tx.PutThread(t); err != nil {
-				return err
-			}
-			return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventRunInterrupted, map[string]any{"interrupts": len(held)})
-		})
+		return true, r.pause(ctx, st, nil, pcs, held)
 	}
-	return false, r.execute(ctx, st, pcs, tb)
+	return r.execute(ctx, st, pcs, tb)
+}
+
+// recovery returns a recovery interrupt (retry or skip) for a call that was
+// cut off or could not be run, for the reason given.
+func recovery(reason string) *Interrupt {
+	return &Interrupt{Kind: InterruptRecovery, AllowedDecisions: slices.Clone(RecoveryDecisions), Reason: reason}
+}
+
+// hold fills in an interrupt for pc's call and marks pc interrupted by it.
+func (r *runner) hold(pc *pendingCall, in *Interrupt) *Interrupt {
+	in.ID, in.RunID, in.ThreadID, in.OwnerID = NewID("int", r.s.now()), r.run.ID, r.run.ThreadID, r.run.OwnerID
+	in.ToolCallID, in.Tool, in.Args, in.Status, in.CreatedAt = pc.Call.ID, pc.Call.Name, pc.args(), InterruptOpen, r.s.now()
+	pc.State, pc.InterruptID = CallInterrupted, in.ID
+	return in
+}
+
+// pause commits the results so far and the held interrupts, and leaves the
+// run interrupted until they are decided; pcs are the calls still
+// unresolved.
+func (r *runner) pause(ctx context.Context, st RunState, results []*Message, pcs []pendingCall, held []*Interrupt) error {
+	st.Calls = callStates(pcs)
+	return r.commit(ctx, results, st, func(tx Tx, run *Run) error {
+		t, err := tx.Thread(run.ThreadID)
+		if err != nil {
+			return err
+		}
+		for _, in := range held {
+			if err := tx.PutInterrupt(in); err != nil {
+				return err
+			}
+			if err := emit(tx, run.OwnerID, run.ThreadID, run.ID, EventInterruptCreated, in); err != nil {
+				return err
+			}
+		}
+		run.Status = RunInterrupted
+		settle(t, threadChange{run: run, actions: len(held)}, r.s.now())
+		if err := tx.PutThread(t); err != nil {
+			return err
+		}
+		return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventRunInterrupted, map[string]any{"interrupts": len(held)})
+	})
 }
 
 // execute runs the pending calls in order and commits their results as one
 // step. Before a non-idempotent tool starts, a checkpoint marks it started
-// (with the results so far), so a crash during the call is detected.
-func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb *toolbox) error {
+// (with the results so far), so a crash during the call is detected. A call
+// whose tool could not be run (Call returned an error; see Tool) pauses the
+// run with a recovery interrupt, after the results so far.
+func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb *toolbox) (pause bool, err error) {
 	var results []*Message
 	for i, pc := range pcs {
 		call := pc.Call
-		text, isErr, run := "", false, true
+		call.Args = pc.args()
+		var res ToolResult
+		run := true
 		var outcome ToolOutcome
 		if d := pc.Decision; d != nil {
 			switch d.Decision {
-			case DecisionEdit:
-				call.Args = d.Args
 			case DecisionReject:
-				text, isErr, run, outcome = "The user rejected this tool call.", true, false, ToolRejected
+				res, run, outcome = ErrorResult("The user rejected this tool call."), false, ToolRejected
 				if d.Message != "" {
-					text = "The user rejected this tool call: " + d.Message
+					res = ErrorResult("The user rejected this tool call: " + d.Message)
 				}
 			case DecisionRespond:
-				text, run, outcome = d.Message, false, ToolAnswered
+				res, run, outcome = TextResult(d.Message), false, ToolAnswered
 			case DecisionSkip:
-				text, isErr, run, outcome = "The user skipped this call after the server restarted during it; it may or may not have taken effect.", true, false, ToolSkipped
+				res, run, outcome = ErrorResult("The user skipped this call after it was cut off; it may or may not have taken effect."), false, ToolSkipped
 			}
 		}
 		// The Observer gets registered names only: a model must not be
@@ -850,22 +886,31 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 		// Every call the model asked for counts once it is resolved, whether
 		// it ran or was rejected, answered or skipped.
 		if st.ToolCalls >= r.run.Limits.MaxToolCalls {
-			return r.end(ctx, RunFailed, fmt.Sprintf("tool call limit of %d reached", r.run.Limits.MaxToolCalls))
+			return false, r.end(ctx, RunFailed, fmt.Sprintf("tool call limit of %d reached", r.run.Limits.MaxToolCalls))
 		}
 		var took time.Duration
 		if run {
 			tool := tb.byName[call.Name]
-			if tool == nil {
-				text, isErr, outcome = fmt.Sprintf("unknown tool %q", call.Name), true, ToolUnknown
-			} else {
-				if !tool.Spec().Idempotent {
+			var spec ToolSpec
+			var argsErr error
+			if tool != nil {
+				spec = tool.Spec()
+				argsErr = CheckArgs(spec, call.Args)
+			}
+			switch {
+			case tool == nil:
+				res, outcome = ErrorResult(fmt.Sprintf("unknown tool %q", call.Name)), ToolUnknown
+			case argsErr != nil:
+				res, outcome = ErrorResult(ErrorMessage(argsErr)), ToolInvalid
+			default:
+				if !spec.Idempotent {
 					pcs[i].State = CallStarted
 					st.Calls = callStates(pcs[i:])
 					err := r.commit(ctx, results, st, func(tx Tx, run *Run) error {
 						return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventToolStarted, call)
 					})
 					if err != nil {
-						return err
+						return false, err
 					}
 					results = nil
 				} else {
@@ -873,26 +918,58 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 					r.s.publish(Event{OwnerID: r.run.OwnerID, ThreadID: r.run.ThreadID, RunID: r.run.ID, Type: EventToolStarted, Payload: payload, Time: r.s.now()})
 				}
 				start := time.Now()
-				out, err := tool.Call(r.withProgress(ctx, call), call.Args)
+				var err error
+				res, err = r.call(ctx, tool, spec, call)
 				took = time.Since(start)
 				if ctx.Err() != nil {
 					r.s.obs.ToolCall(observed, ToolCancelled, took)
-					return ctx.Err()
+					return false, ctx.Err()
 				}
-				text, outcome = out, ToolOK
 				if err != nil {
-					text, isErr, outcome = err.Error(), true, ToolError
+					r.s.obs.ToolCall(observed, ToolFailed, took)
+					in := r.hold(&pcs[i], recovery(failureReason(call.Name, spec, err)))
+					return true, r.pause(ctx, st, results, pcs[i:], []*Interrupt{in})
+				}
+				outcome = ToolOK
+				if err := CheckParts(res.Content); err != nil {
+					res = ErrorResult(fmt.Sprintf("%s returned a malformed result: %s", call.Name, ErrorMessage(err)))
+				}
+				if res.IsError {
+					outcome = ToolError
 				}
 			}
 		}
 		r.s.obs.ToolCall(observed, outcome, took)
 		st.ToolCalls++
-		results = append(results, &Message{ThreadID: r.run.ThreadID, RunID: r.run.ID, Role: RoleTool, ToolCallID: call.ID, Name: call.Name, Text: text, IsError: isErr, CreatedAt: r.s.now()})
+		m := &Message{ThreadID: r.run.ThreadID, RunID: r.run.ID, Role: RoleTool, ToolCallID: call.ID, Name: call.Name, IsError: res.IsError, CreatedAt: r.s.now()}
+		m.SetContent(res.Content)
+		results = append(results, m)
 	}
 	st.Calls, st.Phase, st.Steps = nil, PhaseModel, st.Steps+1
 	if err := r.commit(ctx, results, st, nil); err != nil {
-		return err
+		return false, err
 	}
 	r.s.obs.Step(StepTools)
-	return nil
+	return false, nil
+}
+
+// call runs the tool once, and once more after an error that says the
+// first call did not take effect or from an idempotent tool (see Tool).
+func (r *runner) call(ctx context.Context, tool Tool, spec ToolSpec, call ToolCall) (ToolResult, error) {
+	pctx := r.withProgress(ctx, call)
+	res, err := tool.Call(pctx, call.Args)
+	if err == nil || ctx.Err() != nil || !spec.Idempotent && errors.Is(err, ErrEffectUnknown) {
+		return res, err
+	}
+	r.s.log.Info("retrying a tool call that could not be run", "run", r.run.ID, "tool", call.Name, "err", err)
+	return tool.Call(pctx, call.Args)
+}
+
+// failureReason is a recovery interrupt's reason for a call whose tool
+// could not be run.
+func failureReason(name string, spec ToolSpec, err error) string {
+	if !spec.Idempotent && errors.Is(err, ErrEffectUnknown) {
+		return fmt.Sprintf("%s was cut off while it ran and it is not idempotent: it may or may not have taken effect (%v). Retry it or skip it.", name, err)
+	}
+	return fmt.Sprintf("%s could not be run (tried twice): %v. Retry it or skip it.", name, err)
 }

@@ -50,11 +50,11 @@ func calls(cs ...core.ToolCall) core.ModelResponse { return core.ModelResponse{T
 
 type fakeTool struct {
 	spec core.ToolSpec
-	fn   func(ctx context.Context, args json.RawMessage) (string, error)
+	fn   func(ctx context.Context, args json.RawMessage) (core.ToolResult, error)
 }
 
 func (f fakeTool) Spec() core.ToolSpec { return f.spec }
-func (f fakeTool) Call(ctx context.Context, args json.RawMessage) (string, error) {
+func (f fakeTool) Call(ctx context.Context, args json.RawMessage) (core.ToolResult, error) {
 	return f.fn(ctx, args)
 }
 
@@ -65,11 +65,11 @@ type recorder struct {
 }
 
 func (r *recorder) tool(name string, idempotent bool) fakeTool {
-	return fakeTool{spec: core.ToolSpec{Name: name, Idempotent: idempotent}, fn: func(_ context.Context, args json.RawMessage) (string, error) {
+	return fakeTool{spec: core.ToolSpec{Name: name, Idempotent: idempotent}, fn: func(_ context.Context, args json.RawMessage) (core.ToolResult, error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.calls = append(r.calls, name+string(args))
-		return "ok " + string(args), nil
+		return core.TextResult("ok " + string(args)), nil
 	}}
 }
 
@@ -93,14 +93,14 @@ func newBlocker(name string, idempotent bool) *blocker {
 }
 
 func (b *blocker) Spec() core.ToolSpec { return core.ToolSpec{Name: b.name, Idempotent: b.idempotent} }
-func (b *blocker) Call(ctx context.Context, args json.RawMessage) (string, error) {
+func (b *blocker) Call(ctx context.Context, args json.RawMessage) (core.ToolResult, error) {
 	b.runs.Add(1)
 	b.started <- struct{}{}
 	select {
 	case <-b.release:
-		return "released", nil
+		return core.TextResult("released"), nil
 	case <-ctx.Done():
-		return "", ctx.Err()
+		return core.ToolResult{}, ctx.Err()
 	}
 }
 
@@ -828,10 +828,10 @@ func TestAddBareTools(t *testing.T) {
 }
 
 func TestToolProgress(t *testing.T) {
-	progress := fakeTool{spec: core.ToolSpec{Name: "slow", Idempotent: true}, fn: func(ctx context.Context, _ json.RawMessage) (string, error) {
+	progress := fakeTool{spec: core.ToolSpec{Name: "slow", Idempotent: true}, fn: func(ctx context.Context, _ json.RawMessage) (core.ToolResult, error) {
 		core.ReportProgress(ctx, json.RawMessage(`{"done":1,"of":2}`))
 		core.ReportProgress(ctx, json.RawMessage(`not json`))
-		return "ok", nil
+		return core.TextResult("ok"), nil
 	}}
 	e := newEnv(t, listModel{[]core.ModelResponse{calls(call("a", "slow", `{}`))}})
 	svc := e.service(func(c *core.Config) { c.Tools = append(c.Tools, progress) })
@@ -901,11 +901,11 @@ func TestRedaction(t *testing.T) {
 	red.SetSecret("test", secret)
 	var got []string
 	var mu sync.Mutex
-	tool := fakeTool{spec: core.ToolSpec{Name: "w", Idempotent: true}, fn: func(_ context.Context, args json.RawMessage) (string, error) {
+	tool := fakeTool{spec: core.ToolSpec{Name: "w", Idempotent: true}, fn: func(_ context.Context, args json.RawMessage) (core.ToolResult, error) {
 		mu.Lock()
 		got = append(got, string(args))
 		mu.Unlock()
-		return "wrote " + secret, nil
+		return core.ToolResult{Content: []core.Part{core.TextPart("wrote " + secret), {Type: core.PartFile, MIME: "text/plain", Name: secret + ".txt", URI: "file:///" + secret}}}, nil
 	}}
 	e := newEnv(t, listModel{[]core.ModelResponse{calls(call("c1", "w", `{"text":"`+secret+`"}`))}}, tool)
 	svc := e.service(func(c *core.Config) { c.Redactor = red })

@@ -16,6 +16,12 @@ const (
 	EUNAVAIL   = "unavailable" // the service is shutting down or not ready
 )
 
+// ErrEffectUnknown marks a failure to run a tool that cut the call off
+// after it may have taken effect: a plugin process that died, or a WASM
+// instance that trapped, during a call of a non-idempotent tool. A
+// transport returns an error wrapping it from Tool.Call; see Tool.
+var ErrEffectUnknown = errors.New("the call may or may not have taken effect")
+
 // Error is Kiln's coded domain error. Code is one of the E* constants;
 // Message is safe to show to the caller.
 type Error struct {

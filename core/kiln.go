@@ -151,17 +151,43 @@ const (
 // Message is one entry of a thread's conversation. Index is its position in
 // the thread, assigned by the Store when appended. In a "message" event the
 // thread, run and time are left out: the event carries them.
+//
+// Text is the message's text. Parts is set only when the content is more
+// than that (several text parts, or an image or a file part); Text is then
+// the text parts joined with newlines, for previews, search and readers of
+// text alone. Content returns the parts either way.
 type Message struct {
 	ThreadID   string     `json:"thread_id,omitempty"`
 	Index      int        `json:"index"`
 	RunID      string     `json:"run_id,omitempty"`
 	Role       string     `json:"role"`
 	Text       string     `json:"text,omitempty"`
+	Parts      []Part     `json:"parts,omitempty"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	Name       string     `json:"name,omitempty"`
 	IsError    bool       `json:"is_error,omitempty"`
 	CreatedAt  time.Time  `json:"created_at,omitzero"`
+}
+
+// Content returns the message's content: Parts, or Text as one text part
+// (none for empty Text).
+func (m *Message) Content() []Part {
+	if m.Parts != nil {
+		return m.Parts
+	}
+	if m.Text == "" {
+		return nil
+	}
+	return []Part{TextPart(m.Text)}
+}
+
+// SetContent sets Text and Parts from parts (see Message).
+func (m *Message) SetContent(parts []Part) {
+	m.Text, m.Parts = PartsText(parts), nil
+	if len(parts) > 1 || len(parts) == 1 && parts[0].Type != PartText {
+		m.Parts = parts
+	}
 }
 
 // ToolCall is a model's request to run a tool.

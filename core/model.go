@@ -1,9 +1,6 @@
 package core
 
-import (
-	"context"
-	"encoding/json"
-)
+import "context"
 
 // Model is a chat model that can call tools. Turn sends the conversation and
 // the available tools and returns the model's reply; text is streamed through
@@ -27,24 +24,6 @@ type ModelResponse struct {
 	Text      string
 	ToolCalls []ToolCall
 	Usage     Usage
-}
-
-// ToolSpec describes a tool to the model and to the engine.
-// Idempotent tools may be re-executed after a crash cut off a call; others
-// pause the run for a human decision instead.
-type ToolSpec struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Schema      json.RawMessage `json:"schema,omitempty"`
-	Idempotent  bool            `json:"idempotent"`
-}
-
-// Tool is something a model can call.
-type Tool interface {
-	Spec() ToolSpec
-	// Call runs the tool. A returned error is shown to the model as a failed
-	// result (IsError); a tool reports bad arguments the same way.
-	Call(ctx context.Context, args json.RawMessage) (string, error)
 }
 
 // ModelResolver returns the Model for a model reference such as "scripted"

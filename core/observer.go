@@ -25,8 +25,9 @@ type Observer interface {
 	// Step reports a committed step of a run: a model turn or a round of
 	// tool calls.
 	Step(kind StepKind)
-	// ToolCall reports a resolved tool call: how it ended and, for a call
-	// that ran, how long the tool took (0 otherwise).
+	// ToolCall reports a resolved tool call, or one whose tool could not
+	// be run (ToolFailed): how it ended and, for a call that ran, how long
+	// the tool took (0 otherwise).
 	ToolCall(tool string, outcome ToolOutcome, d time.Duration)
 	// ModelTurn reports a model turn of the model ref: how long it took,
 	// the tokens it used and its error (nil on success). A turn cut off
@@ -50,6 +51,8 @@ type ToolOutcome string
 const (
 	ToolOK        ToolOutcome = "ok"        // the tool ran and returned a result
 	ToolError     ToolOutcome = "error"     // the tool ran and failed
+	ToolInvalid   ToolOutcome = "invalid"   // the arguments did not match the tool's schema; it did not run
+	ToolFailed    ToolOutcome = "failed"    // the tool could not be run; the run waits for a retry or skip
 	ToolUnknown   ToolOutcome = "unknown"   // no tool of that name is registered
 	ToolRejected  ToolOutcome = "rejected"  // the user rejected the call
 	ToolAnswered  ToolOutcome = "answered"  // the user's text stood in for the result

@@ -44,9 +44,9 @@ func (o *fakeObserver) list() []string {
 
 // slowTool takes a moment, so that its measured duration is above zero.
 func slowTool(name string) fakeTool {
-	return fakeTool{spec: core.ToolSpec{Name: name, Idempotent: true}, fn: func(context.Context, json.RawMessage) (string, error) {
+	return fakeTool{spec: core.ToolSpec{Name: name, Idempotent: true}, fn: func(context.Context, json.RawMessage) (core.ToolResult, error) {
 		time.Sleep(time.Millisecond)
-		return "ok", nil
+		return core.TextResult("ok"), nil
 	}}
 }
 
@@ -60,8 +60,8 @@ func TestObserver(t *testing.T) {
 		{ToolCalls: []core.ToolCall{call("a", "echo", `{}`), call("b", "fail", `{}`), call("c", "nope-"+t.Name(), `{}`)}, Usage: usage},
 		calls(call("d", "w", `{}`), call("e", "w", `{}`)),
 	}}, slowTool("echo"), slowTool("w"),
-		fakeTool{spec: core.ToolSpec{Name: "fail", Idempotent: true}, fn: func(context.Context, json.RawMessage) (string, error) {
-			return "", errors.New("it broke")
+		fakeTool{spec: core.ToolSpec{Name: "fail", Idempotent: true}, fn: func(context.Context, json.RawMessage) (core.ToolResult, error) {
+			return core.ErrorResult("it broke"), nil
 		}})
 	svc := e.service(func(c *core.Config) { c.Observer = obs })
 	th := e.thread(svc)

@@ -79,12 +79,31 @@ func (x redactTx) redactMessage(m *Message) *Message {
 			calls[i].Args = args
 		}
 	}
-	if text == m.Text && (len(calls) == 0 || &calls[0] == &m.ToolCalls[0]) {
+	parts := m.Parts
+	for i, p := range m.Parts {
+		if q, changed := x.redactPart(p); changed {
+			if &parts[0] == &m.Parts[0] {
+				parts = slices.Clone(m.Parts)
+			}
+			parts[i] = q
+		}
+	}
+	if text == m.Text && (len(calls) == 0 || &calls[0] == &m.ToolCalls[0]) && (len(parts) == 0 || &parts[0] == &m.Parts[0]) {
 		return m
 	}
 	c := *m
-	c.Text, c.ToolCalls = text, calls
+	c.Text, c.ToolCalls, c.Parts = text, calls, parts
 	return &c
+}
+
+// redactPart returns p with its text, name and URI redacted, and whether
+// that changed anything. Inline data is stored as it is: the bytes of an
+// image or a file are not text.
+func (x redactTx) redactPart(p Part) (Part, bool) {
+	text, name, uri := x.r.Redact(p.Text), x.r.Redact(p.Name), x.r.Redact(p.URI)
+	changed := text != p.Text || name != p.Name || uri != p.URI
+	p.Text, p.Name, p.URI = text, name, uri
+	return p, changed
 }
 
 func (x redactTx) PutCheckpoint(cp *Checkpoint) error {

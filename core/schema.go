@@ -30,8 +30,9 @@ const maxCachedSchemas = 1024
 
 // CheckArgs returns EINVALID when args do not match the tool's JSON Schema,
 // with the reasons and where they are ("at '/line': missing property").
-// A tool without a schema, or with one that does not compile (a plugin's
-// mistake, not the caller's), accepts any arguments.
+// Empty args count as {}. A tool without a schema, or with one that does
+// not compile (a plugin's mistake, not the caller's), accepts any
+// arguments.
 func CheckArgs(spec ToolSpec, args json.RawMessage) error {
 	if len(bytes.TrimSpace(spec.Schema)) == 0 {
 		return nil
@@ -39,6 +40,9 @@ func CheckArgs(spec ToolSpec, args json.RawMessage) error {
 	sch := compiledSchema(spec.Schema)
 	if sch == nil {
 		return nil
+	}
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage(`{}`)
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
 	if err != nil {

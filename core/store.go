@@ -94,7 +94,8 @@ type Tx interface {
 	PutRun(r *Run) error
 
 	// AppendMessages appends messages to their thread, setting each Index to
-	// the next position in that thread.
+	// the next position in that thread. A message's Parts are kept as they
+	// are: nil stays nil (the content is the text alone).
 	AppendMessages(msgs ...*Message) error
 
 	// PutCheckpoint stores a new checkpoint. Storing a version that exists

@@ -159,7 +159,10 @@ func TestPluginsEndToEnd(t *testing.T) {
 	}
 
 	// What the WASM plugin did not declare is refused with a clear
-	// error, and the plugin and the server keep serving.
+	// error, and the plugin and the server keep serving. A call the
+	// memory cap or the deadline stops is a failure to run the tool, not
+	// the tool's answer: hog and spin are not idempotent, so each pauses
+	// the run with a recovery item saying why, which is skipped here.
 	script = strings.Join([]string{
 		`tool calc.fetch {"url": "http://127.0.0.1:1/"}`,
 		`tool calc.readfile {"path": "data:/../../kiln.db"}`,
@@ -168,10 +171,24 @@ func TestPluginsEndToEnd(t *testing.T) {
 		`tool calc.echo {"still": "serving"}`,
 		"text done",
 	}, "\n")
-	r, res = runScript(t, c, script, nil)
-	for tool, want := range map[string]string{"calc.fetch": "not permitted by permissions.network", "calc.readfile": "data:/../../kiln.db", "calc.hog": "memory", "calc.spin": "exceeded timeout_ms (4000 ms)"} {
+	reasons := map[string]string{}
+	r, res = runScript(t, c, script, func(it *core.Interrupt) core.Decision {
+		if it.Kind == core.InterruptRecovery {
+			reasons[it.Tool] = it.Reason
+		}
+		return core.Decision{Decision: core.DecisionSkip}
+	})
+	for tool, want := range map[string]string{"calc.fetch": "not permitted by permissions.network", "calc.readfile": "data:/../../kiln.db"} {
 		if m := res[tool]; m == nil || !m.IsError || !strings.Contains(m.Text, want) {
 			t.Errorf("%s: %+v; want an error mentioning %q", tool, m, want)
+		}
+	}
+	for tool, want := range map[string]string{"calc.hog": "memory", "calc.spin": "exceeded timeout_ms (4000 ms)"} {
+		if !strings.Contains(reasons[tool], want) || !strings.Contains(reasons[tool], "may or may not have taken effect") {
+			t.Errorf("%s: recovery reason %q; want it to mention %q", tool, reasons[tool], want)
+		}
+		if m := res[tool]; m == nil || !m.IsError || !strings.Contains(m.Text, "skipped") {
+			t.Errorf("%s: %+v; want the skipped call's result", tool, m)
 		}
 	}
 	if m := res["calc.echo"]; r.Status != core.RunSucceeded || m == nil || m.IsError {

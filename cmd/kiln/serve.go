@@ -517,7 +517,7 @@ type slowTool struct {
 	delay time.Duration
 }
 
-func (s slowTool) Call(ctx context.Context, args json.RawMessage) (string, error) {
+func (s slowTool) Call(ctx context.Context, args json.RawMessage) (core.ToolResult, error) {
 	out, err := s.Tool.Call(ctx, args)
 	select {
 	case <-time.After(s.delay):

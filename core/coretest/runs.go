@@ -146,8 +146,17 @@ func testMessages(t *testing.T, s core.Store) {
 			t.Errorf("AppendMessages set Index %d for %q, want %d", c.m.Index, c.m.Text, c.want)
 		}
 	}
-	m3 := textMessage(t1.ID, r.ID, core.RoleTool, "2", at(5))
-	m3.ToolCallID, m3.Name = "call_2", "echo"
+	// A result of several parts keeps them, inline bytes and all.
+	m3 := &core.Message{ThreadID: t1.ID, RunID: r.ID, Role: core.RoleTool, ToolCallID: "call_2", Name: "echo", CreatedAt: at(5)}
+	m3.SetContent([]core.Part{
+		core.TextPart("2"),
+		{Type: core.PartImage, MIME: "image/png", Data: []byte{0x89, 'P', 'N', 'G', 0}},
+		{Type: core.PartFile, MIME: "text/csv", Name: "n.csv", URI: "kiln:blob/sha256-00"},
+		core.TextPart("two"),
+	})
+	if m3.Text != "2\ntwo" || len(m3.Parts) != 4 {
+		t.Fatalf("SetContent: text %q, %d parts", m3.Text, len(m3.Parts))
+	}
 	m4 := textMessage(t1.ID, r.ID, core.RoleAssistant, "Done.", at(6))
 	update(t, s, func(tx core.Tx) error {
 		if err := tx.AppendMessages(m3); err != nil {
@@ -182,6 +191,12 @@ func testMessages(t *testing.T, s core.Store) {
 		got, err = tx.Messages(t2.ID, 0, 0)
 		mustNil(t, "Messages", err)
 		same(t, "Messages(t2)", got, []*core.Message{n0})
+		// A message of text alone has no parts, not an empty list.
+		got, err = tx.Messages(t1.ID, 2, 1)
+		mustNil(t, "Messages", err)
+		if len(got) != 1 || got[0].Parts != nil {
+			t.Errorf("Messages(t1, from 2, limit 1): a text message has parts %#v", got)
+		}
 		return nil
 	})
 }

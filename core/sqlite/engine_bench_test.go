@@ -147,10 +147,10 @@ func BenchmarkEngine(b *testing.B) {
 type hold struct{ started *atomic.Int64 }
 
 func (h hold) Spec() core.ToolSpec { return core.ToolSpec{Name: "hold", Idempotent: true} }
-func (h hold) Call(ctx context.Context, _ json.RawMessage) (string, error) {
+func (h hold) Call(ctx context.Context, _ json.RawMessage) (core.ToolResult, error) {
 	h.started.Add(1)
 	<-ctx.Done()
-	return "", ctx.Err()
+	return core.ToolResult{}, ctx.Err()
 }
 
 // BenchmarkRecovery crashes a server with 1,000 runs in flight and reports

@@ -91,6 +91,61 @@ func TestReopenKeepsData(t *testing.T) {
 	}
 }
 
+// TestMessagesFromBeforeParts: a database from before migration 0005 is
+// migrated with its messages intact, and they read as text without parts.
+func TestMessagesFromBeforeParts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kiln.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	th := &core.Thread{ID: "thr_1", Title: "old", OwnerID: "local", Source: core.SourceUser, Status: core.ThreadIdle}
+	msgs := []*core.Message{
+		{ThreadID: th.ID, Role: core.RoleUser, Text: "add 1 and 2"},
+		{ThreadID: th.ID, Role: core.RoleTool, ToolCallID: "c1", Name: "calc.add", Text: "3"},
+		{ThreadID: th.ID, Role: core.RoleTool, ToolCallID: "c2", Name: "calc.add", Text: "missing b", IsError: true},
+	}
+	if _, err := s.Update(ctx, func(tx core.Tx) error {
+		if err := tx.PutThread(th); err != nil {
+			return err
+		}
+		return tx.AppendMessages(msgs...)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Undo migration 0005, as if these rows had been written before it.
+	if _, err := s.w.Exec("ALTER TABLE messages DROP COLUMN parts; DELETE FROM schema_migrations WHERE version >= 5"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.View(ctx, func(tx core.ReadTx) error {
+		got, err := tx.Messages(th.ID, 0, 0)
+		if err != nil {
+			return err
+		}
+		if len(got) != len(msgs) {
+			t.Fatalf("%d messages after the migration, want %d", len(got), len(msgs))
+		}
+		for i, m := range got {
+			if m.Text != msgs[i].Text || m.IsError != msgs[i].IsError || m.Parts != nil || len(m.Content()) != 1 || m.Content()[0].Text != msgs[i].Text {
+				t.Errorf("message %d after the migration: %+v", i, m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestNewerSchemaRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "kiln.db")
 	s, err := Open(path, Options{})

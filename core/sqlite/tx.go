@@ -651,7 +651,7 @@ func (x *tx) Messages(threadID string, from, limit int) ([]*core.Message, error)
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := x.query("list messages", `SELECT m.idx, rs.s, m.role, m.text, m.tool_calls, m.tool_call_id,
+	rows, err := x.query("list messages", `SELECT m.idx, rs.s, m.role, m.text, m.parts, m.tool_calls, m.tool_call_id,
  m.name, m.is_error, m.created_at
 FROM messages m LEFT JOIN strings rs ON rs.n = m.run
 WHERE m.thread = (SELECT n FROM strings WHERE s = ?) AND m.idx >= ?
@@ -664,12 +664,15 @@ ORDER BY m.idx LIMIT ?`, threadID, from, limit)
 	for rows.Next() {
 		m := &core.Message{ThreadID: threadID}
 		var run sql.NullString
-		var calls []byte
+		var parts, calls []byte
 		var created int64
-		if err := rows.Scan(&m.Index, &run, &m.Role, &m.Text, &calls, &m.ToolCallID, &m.Name, &m.IsError, &created); err != nil {
+		if err := rows.Scan(&m.Index, &run, &m.Role, &m.Text, &parts, &calls, &m.ToolCallID, &m.Name, &m.IsError, &created); err != nil {
 			return nil, fmt.Errorf("sqlite: list messages: %w", err)
 		}
 		m.RunID = run.String
+		if err := decJSON(parts, &m.Parts, "message parts"); err != nil {
+			return nil, err
+		}
 		if err := decJSON(calls, &m.ToolCalls, "message tool_calls"); err != nil {
 			return nil, err
 		}
@@ -702,6 +705,10 @@ func (x *tx) AppendMessages(msgs ...*core.Message) error {
 		if err != nil {
 			return err
 		}
+		parts, err := encJSON(m.Parts, m.Parts == nil, "message parts")
+		if err != nil {
+			return err
+		}
 		run, err := x.internOpt(m.RunID)
 		if err != nil {
 			return err
@@ -727,9 +734,9 @@ func (x *tx) AppendMessages(msgs ...*core.Message) error {
 			}
 			last = m.ThreadID
 		}
-		_, err = x.tx.ExecContext(x.ctx, `INSERT INTO messages (thread, idx, run, role, text, tool_calls,
- tool_call_id, name, is_error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			p.n, p.next, run, m.Role, m.Text, calls, m.ToolCallID, m.Name, m.IsError, created)
+		_, err = x.tx.ExecContext(x.ctx, `INSERT INTO messages (thread, idx, run, role, text, parts, tool_calls,
+ tool_call_id, name, is_error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			p.n, p.next, run, m.Role, m.Text, parts, calls, m.ToolCallID, m.Name, m.IsError, created)
 		if isForeignKey(err) {
 			return core.Errorf(core.ENOTFOUND, "thread %q not found", m.ThreadID)
 		}

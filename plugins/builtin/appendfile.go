@@ -51,7 +51,12 @@ func (a *AppendFile) Spec() core.ToolSpec {
 
 // Call appends the line with a single write on a file opened with O_APPEND,
 // so concurrent appends never interleave within a line.
-func (a *AppendFile) Call(ctx context.Context, args json.RawMessage) (string, error) {
+func (a *AppendFile) Call(ctx context.Context, args json.RawMessage) (core.ToolResult, error) {
+	out, err := a.run(ctx, args)
+	return result(ctx, out, err)
+}
+
+func (a *AppendFile) run(ctx context.Context, args json.RawMessage) (string, error) {
 	const tool = "append_file"
 	fields, err := decodeArgs(tool, args, "path", "line")
 	if err != nil {

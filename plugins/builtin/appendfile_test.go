@@ -22,7 +22,7 @@ func appendCall(t *testing.T, tool *AppendFile, path, line string) (string, erro
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tool.Call(context.Background(), args)
+	return tool.run(context.Background(), args)
 }
 
 // snapshot lists every file under dir (except under skip) with its content.
@@ -119,7 +119,7 @@ func TestAppendFileBadArgs(t *testing.T) {
 		`{"path":".","line":"x"}`:                "names the scratch directory",
 		`{"path":"a.txt","line":"` + strings.Repeat("x", MaxAppendLine+1) + `"}`: "longer than",
 	} {
-		_, err := tool.Call(context.Background(), json.RawMessage(in))
+		_, err := tool.run(context.Background(), json.RawMessage(in))
 		wantCode(t, err, core.EINVALID)
 		if !strings.Contains(err.Error(), reason) {
 			t.Errorf("%.60s: error %q lacks %q", in, err, reason)
@@ -128,7 +128,7 @@ func TestAppendFileBadArgs(t *testing.T) {
 	if files := snapshot(t, scratch, ""); len(files) != 1 {
 		t.Fatalf("bad calls wrote files: %v", files)
 	}
-	if _, err := NewAppendFile("").Call(context.Background(), json.RawMessage(`{"path":"a","line":"b"}`)); err == nil {
+	if _, err := NewAppendFile("").run(context.Background(), json.RawMessage(`{"path":"a","line":"b"}`)); err == nil {
 		t.Fatal("no scratch dir: want an error")
 	}
 }
@@ -256,7 +256,7 @@ func TestAppendFileConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			args, _ := json.Marshal(map[string]string{"path": "shared/log.txt", "line": want[i]})
-			if _, err := tool.Call(context.Background(), args); err != nil {
+			if _, err := tool.run(context.Background(), args); err != nil {
 				errs <- err
 			}
 		}()
@@ -285,7 +285,7 @@ func TestAppendFileCancelled(t *testing.T) {
 	scratch := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := NewAppendFile(scratch).Call(ctx, json.RawMessage(`{"path":"a.txt","line":"x"}`)); err == nil {
+	if _, err := NewAppendFile(scratch).run(ctx, json.RawMessage(`{"path":"a.txt","line":"x"}`)); err == nil {
 		t.Fatal("cancelled: want an error")
 	}
 	if _, err := os.Stat(filepath.Join(scratch, "a.txt")); !os.IsNotExist(err) {

@@ -21,11 +21,11 @@ func demoRun(t *testing.T, text string, decide func(call core.ToolCall) (string,
 	turns, _ := simulate(t, Demo{}, run, []*core.Message{userMsg(run, text)}, func(c core.ToolCall) (string, bool) {
 		switch c.Name {
 		case "echo":
-			out, err := Echo{}.Call(context.Background(), c.Args)
+			res, err := Echo{}.Call(context.Background(), c.Args)
 			if err != nil {
-				return err.Error(), true
+				t.Fatalf("echo: %v", err)
 			}
-			return out, false
+			return res.Text(), res.IsError
 		case "append_file":
 			return decide(c)
 		}
@@ -82,11 +82,11 @@ func TestDemoApprove(t *testing.T) {
 	dir := t.TempDir()
 	tool := NewAppendFile(dir)
 	turns := demoRun(t, "Plan my <week> & more", func(c core.ToolCall) (string, bool) {
-		out, err := tool.Call(context.Background(), c.Args)
-		if err != nil {
-			t.Fatalf("approved append failed: %v", err)
+		res, err := tool.Call(context.Background(), c.Args)
+		if err != nil || res.IsError {
+			t.Fatalf("approved append failed: %q, %v", res.Text(), err)
 		}
-		return out, false
+		return res.Text(), false
 	})
 	final := turns[2].resp.Text
 	if !strings.Contains(final, "approved") || strings.Contains(final, "rejected") {

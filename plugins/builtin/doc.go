@@ -43,6 +43,8 @@
 // # Tools
 //
 // Tools returns echo, append_file (confined to a scratch directory) and
-// sleep. Bad arguments are reported as *core.Error with code EINVALID and
-// paths that would leave the scratch directory with EFORBIDDEN.
+// sleep. A tool's failure is a failed result (IsError) with the text of a
+// *core.Error: "invalid: ..." for bad arguments, "forbidden: ..." for paths
+// that would leave the scratch directory. A call cut off because its
+// context ended returns the context's error instead.
 package builtin

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -32,7 +33,12 @@ func (Echo) Spec() core.ToolSpec {
 }
 
 // Call returns args as compact JSON. Empty args count as {}.
-func (Echo) Call(ctx context.Context, args json.RawMessage) (string, error) {
+func (e Echo) Call(ctx context.Context, args json.RawMessage) (core.ToolResult, error) {
+	out, err := e.run(ctx, args)
+	return result(ctx, out, err)
+}
+
+func (Echo) run(ctx context.Context, args json.RawMessage) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -72,7 +78,12 @@ func (Sleep) Spec() core.ToolSpec {
 }
 
 // Call sleeps, returning early with a wrapped ctx.Err() when ctx is done.
-func (Sleep) Call(ctx context.Context, args json.RawMessage) (string, error) {
+func (s Sleep) Call(ctx context.Context, args json.RawMessage) (core.ToolResult, error) {
+	out, err := s.run(ctx, args)
+	return result(ctx, out, err)
+}
+
+func (Sleep) run(ctx context.Context, args json.RawMessage) (string, error) {
 	fields, err := decodeArgs("sleep", args, "ms")
 	if err != nil {
 		return "", err
@@ -107,6 +118,16 @@ func (Sleep) Call(ctx context.Context, args json.RawMessage) (string, error) {
 	case <-ctx.Done():
 		return "", fmt.Errorf("sleep: cancelled after %d of %d ms: %w", time.Since(start).Milliseconds(), ms, ctx.Err())
 	}
+}
+
+// result turns a tool's (text, error) into its core.ToolResult: an error is
+// the tool's own failure, shown to the model, unless it wraps the error of
+// ctx, which ended: that is returned as it is (the engine drops the call).
+func result(ctx context.Context, out string, err error) (core.ToolResult, error) {
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return core.ToolResult{}, err
+	}
+	return core.ResultOf(out, err), nil
 }
 
 // decodeArgs parses tool arguments as a JSON object whose keys must all be

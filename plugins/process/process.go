@@ -509,7 +509,10 @@ const exitGrace = 500 * time.Millisecond
 // wraps plugins.ErrTransport: a failed or closed plugin, a process that
 // died during the call, or Close ending the process under the call (Close
 // does not wait for calls in flight). An idempotent tool's call that the death of
-// the process cut off is retried once on the restarted process.
+// the process cut off is retried once on the restarted process; a
+// non-idempotent tool's call that failed on the channel once it was sent
+// (the process died, was closed, or the channel broke) also wraps
+// core.ErrEffectUnknown, for the plugin may have acted on it.
 func (p *Plugin) Call(ctx context.Context, tool string, args json.RawMessage) (string, error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
@@ -541,18 +544,28 @@ func (p *Plugin) Call(ctx context.Context, tool string, args json.RawMessage) (s
 			return "", fmt.Errorf("call %s.%s: %w", p.id, tool, err)
 		case p.closed():
 			// Close ended the process under the call.
-			return "", fmt.Errorf("call %s.%s: %w: the plugin was closed during the call", p.id, tool, plugins.ErrTransport)
+			return "", p.cutOff(tool, errors.New("the plugin was closed during the call"))
 		}
 		if !p.exited(inst) {
-			return "", fmt.Errorf("call %s.%s: %w: %w", p.id, tool, plugins.ErrTransport, err)
+			return "", p.cutOff(tool, err)
 		}
 		p.died(inst)
 		if !retried && p.idempotent[tool] {
 			p.log.Debug("retrying an idempotent call cut off by the process's death", "tool", tool)
 			continue
 		}
-		return "", fmt.Errorf("call %s.%s: %w: %w", p.id, tool, plugins.ErrTransport, err)
+		return "", p.cutOff(tool, err)
 	}
+}
+
+// cutOff is the error of a call that failed on the channel after it was
+// sent: it wraps plugins.ErrTransport and, for a tool that is not
+// idempotent, core.ErrEffectUnknown.
+func (p *Plugin) cutOff(tool string, err error) error {
+	if p.idempotent[tool] {
+		return fmt.Errorf("call %s.%s: %w: %w", p.id, tool, plugins.ErrTransport, err)
+	}
+	return fmt.Errorf("call %s.%s: %w: %w: %w", p.id, tool, plugins.ErrTransport, core.ErrEffectUnknown, err)
 }
 
 // expired reports whether ctx is done or its deadline has passed (its

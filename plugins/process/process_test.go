@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/process"
@@ -296,8 +297,8 @@ func TestNonIdempotentCallCutOff(t *testing.T) {
 	}
 	select {
 	case err := <-errc:
-		if !errors.Is(err, plugins.ErrTransport) {
-			t.Errorf("err = %v, want ErrTransport (sleep is not idempotent: no retry)", err)
+		if !errors.Is(err, plugins.ErrTransport) || !errors.Is(err, core.ErrEffectUnknown) {
+			t.Errorf("err = %v, want ErrTransport and ErrEffectUnknown (sleep is not idempotent: no retry)", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the call did not end when the process died")
@@ -509,6 +510,9 @@ func TestCloseEndsCallInFlight(t *testing.T) {
 	case err := <-errc:
 		if !errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), "closed during the call") {
 			t.Errorf("call in flight at Close: %v; want a transport error saying the plugin was closed", err)
+		}
+		if errors.Is(err, core.ErrEffectUnknown) {
+			t.Errorf("call in flight at Close: %v; fetch is idempotent, its effect is not in doubt", err)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the call in flight did not end within 20s of Close")

@@ -6,6 +6,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/kilnhq/kiln/core"
 )
 
 // The helpers below are the logic several providers' wire formats share;
@@ -54,13 +58,51 @@ func ToolSchema(schema json.RawMessage) json.RawMessage {
 	return schema
 }
 
-// ToolResultText is a tool's result as the model reads it from an API
-// without an error flag on tool results: a failed call says so.
-func ToolResultText(text string, isError bool) string {
-	if isError {
-		return "Error: " + text
+// ToolOutput is a tool result message's content as text, for the APIs
+// that take a tool's result as one string: its text parts joined with
+// newlines, read through Message.Content so a message stored before parts
+// existed reads the same.
+//
+// Image and file parts are not rendered yet. This is where they will be:
+// an API that takes images in tool results will get them as its own
+// blocks. Until then each stands in as a line naming what was left out, so
+// the model knows the tool returned it.
+func ToolOutput(m *core.Message) string {
+	parts := m.Content()
+	if len(parts) == 1 && parts[0].Type == core.PartText {
+		return parts[0].Text
 	}
-	return text
+	lines := make([]string, 0, len(parts))
+	for _, p := range parts {
+		switch p.Type {
+		case core.PartText:
+			lines = append(lines, p.Text)
+		default:
+			lines = append(lines, omitted(p))
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// omitted is the line that stands in for an image or a file part.
+func omitted(p core.Part) string {
+	what := p.Type
+	if p.Name != "" {
+		what += " " + strconv.Quote(p.Name)
+	}
+	if p.MIME != "" {
+		what += " (" + p.MIME + ")"
+	}
+	return "[" + what + " not shown]"
+}
+
+// ToolResultText is ToolOutput for an API without an error flag on tool
+// results: a failed call says so.
+func ToolResultText(m *core.Message) string {
+	if m.IsError {
+		return "Error: " + ToolOutput(m)
+	}
+	return ToolOutput(m)
 }
 
 // Do sends req with client and returns the 2xx response. No response at

@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/kilnhq/kiln/core"
 )
 
 func TestAppendTurn(t *testing.T) {
@@ -55,11 +57,37 @@ func TestToolSchema(t *testing.T) {
 }
 
 func TestToolResultText(t *testing.T) {
-	if got := ToolResultText("3", false); got != "3" {
+	if got := ToolResultText(&core.Message{Role: core.RoleTool, Text: "3"}); got != "3" {
 		t.Errorf("result %q", got)
 	}
-	if got := ToolResultText("no such tool", true); got != "Error: no such tool" {
+	if got := ToolResultText(&core.Message{Role: core.RoleTool, Text: "no such tool", IsError: true}); got != "Error: no such tool" {
 		t.Errorf("failed result %q", got)
+	}
+	if got := ToolResultText(&core.Message{Role: core.RoleTool}); got != "" {
+		t.Errorf("empty result %q", got)
+	}
+}
+
+// TestToolOutput: a result of several parts reads as its text parts joined,
+// each image or file part standing in as a line that names it.
+func TestToolOutput(t *testing.T) {
+	m := &core.Message{Role: core.RoleTool}
+	m.SetContent([]core.Part{
+		core.TextPart("two charts:"),
+		{Type: core.PartImage, MIME: "image/png", Data: []byte{1}},
+		{Type: core.PartFile, MIME: "text/csv", Name: "data.csv", URI: "kiln:blob/1"},
+		core.TextPart("done"),
+	})
+	want := "two charts:\n[image (image/png) not shown]\n[file \"data.csv\" (text/csv) not shown]\ndone"
+	if got := ToolOutput(m); got != want {
+		t.Errorf("ToolOutput = %q, want %q", got, want)
+	}
+	if m.Text != "two charts:\ndone" {
+		t.Errorf("the message's text is %q, want its text parts only", m.Text)
+	}
+	m.IsError = true
+	if got := ToolResultText(m); got != "Error: "+want {
+		t.Errorf("ToolResultText = %q", got)
 	}
 }
 

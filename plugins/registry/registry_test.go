@@ -67,7 +67,9 @@ func (h *toolHost) RemoveTools(source string) error {
 	return nil
 }
 
-// call runs source's tool through what the registry registered.
+// call runs source's tool through what the registry registered and returns
+// its text. The tool's own failure (a result with IsError) is returned as a
+// *toolFailure; a failure to run the tool as the error Call returned.
 func (h *toolHost) call(t testing.TB, source, tool, args string) (string, error) {
 	t.Helper()
 	h.mu.Lock()
@@ -78,12 +80,24 @@ func (h *toolHost) call(t testing.TB, source, tool, args string) (string, error)
 	}
 	for _, tl := range tools {
 		if tl.Spec().Name == tool {
-			return tl.Call(context.Background(), json.RawMessage(args))
+			res, err := tl.Call(context.Background(), json.RawMessage(args))
+			if len(res.Content) != 1 && err == nil {
+				t.Errorf("%s.%s returned %d parts, want 1", source, tool, len(res.Content))
+			}
+			if err == nil && res.IsError {
+				err = &toolFailure{res.Text()}
+			}
+			return res.Text(), err
 		}
 	}
 	t.Fatalf("%s has no tool %q", source, tool)
 	return "", nil
 }
+
+// toolFailure is a tool's own failure, a result with IsError.
+type toolFailure struct{ text string }
+
+func (f *toolFailure) Error() string { return "tool failed: " + f.text }
 
 func (h *toolHost) has(source string) bool {
 	h.mu.Lock()
@@ -541,6 +555,9 @@ func TestStopWithCallInFlight(t *testing.T) {
 					if !errors.Is(err, plugins.ErrTransport) {
 						t.Errorf("the call in flight: %v; want an error wrapping plugins.ErrTransport", err)
 					}
+					if errors.Is(err, core.ErrEffectUnknown) {
+						t.Errorf("the call in flight: %v; fetch is idempotent, its effect is not in doubt", err)
+					}
 				case <-time.After(patience):
 					t.Fatalf("the call in flight did not end within %v of %s", patience, op)
 				}
@@ -570,12 +587,81 @@ func TestOnCall(t *testing.T) {
 	if out, err := e.host.call(t, "util", "add", `{"a":1,"b":2}`); err != nil {
 		t.Fatalf("add: %q, %v", out, err)
 	}
-	if _, err := e.host.call(t, "util", "add", `{}`); err == nil {
-		t.Fatal("add without arguments succeeded")
+	var failed *toolFailure
+	if _, err := e.host.call(t, "util", "add", `{}`); !errors.As(err, &failed) {
+		t.Fatalf("add without arguments: %v; want the tool's own failure", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	if want := []string{"util err=false timed=true", "util err=true timed=true"}; !slices.Equal(got, want) {
 		t.Errorf("OnCall heard %q, want %q", got, want)
+	}
+}
+
+// scriptedToolset answers every call with the result and error its tool's
+// name maps to.
+type scriptedToolset map[string]struct {
+	out string
+	err error
+}
+
+func (s scriptedToolset) Tools(context.Context) ([]core.ToolSpec, error) {
+	var specs []core.ToolSpec
+	for name := range s {
+		specs = append(specs, core.ToolSpec{Name: name})
+	}
+	return specs, nil
+}
+
+func (s scriptedToolset) Call(_ context.Context, tool string, _ json.RawMessage) (string, error) {
+	return s[tool].out, s[tool].err
+}
+
+func (scriptedToolset) Close() error { return nil }
+
+// TestToolResults: a plugin tool's answer reaches the core as one text
+// part; a toolset error is the tool's own failure (IsError) unless it wraps
+// plugins.ErrTransport, when it is Call's error, with core.ErrEffectUnknown
+// kept for the engine.
+func TestToolResults(t *testing.T) {
+	died := fmt.Errorf("call t.side: %w: %w: EOF", plugins.ErrTransport, core.ErrEffectUnknown)
+	gone := fmt.Errorf("call t.closed: %w: closed", plugins.ErrTransport)
+	ts := scriptedToolset{
+		"ok":     {out: "3"},
+		"bad":    {err: errors.New("division by zero")},
+		"side":   {err: died},
+		"closed": {err: gone},
+	}
+	e := newEnv(t)
+	e.bi = []plugins.Builtin{{Manifest: builtinManifest(t, "t"), Load: func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
+		return plugins.Clients{ByKind: map[plugins.Capability]any{plugins.CapToolset: ts}}, nil
+	}}}
+	e.open(t)
+	tools := map[string]core.Tool{}
+	for _, tl := range e.host.tools["t"] {
+		tools[tl.Spec().Name] = tl
+	}
+	for name, want := range map[string]struct {
+		text  string
+		isErr bool
+		err   error
+	}{
+		"ok":     {text: "3"},
+		"bad":    {text: "division by zero", isErr: true},
+		"side":   {err: core.ErrEffectUnknown},
+		"closed": {err: plugins.ErrTransport},
+	} {
+		res, err := tools[name].Call(context.Background(), json.RawMessage(`{}`))
+		switch {
+		case want.err != nil:
+			if !errors.Is(err, want.err) || !errors.Is(err, plugins.ErrTransport) || len(res.Content) != 0 {
+				t.Errorf("%s = %+v, %v; want no result and an error wrapping %v", name, res, err, want.err)
+			}
+			if name == "closed" && errors.Is(err, core.ErrEffectUnknown) {
+				t.Errorf("%s: %v claims the effect is unknown", name, err)
+			}
+		case err != nil || res.IsError != want.isErr || res.Text() != want.text || len(res.Content) != 1 || res.Content[0].Type != core.PartText:
+			t.Errorf("%s = %+v, %v; want one text part %q, IsError %v", name, res, err, want.text, want.isErr)
+		}
 	}
 }

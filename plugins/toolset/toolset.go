@@ -90,14 +90,20 @@ type tool struct {
 
 func (t tool) Spec() core.ToolSpec { return t.spec }
 
-func (t tool) Call(ctx context.Context, args json.RawMessage) (string, error) {
-	if t.onCall == nil {
-		return t.ts.Call(ctx, t.spec.Name, args)
-	}
+// Call returns the toolset's result as one text part. A toolset error that
+// wraps plugins.ErrTransport is a failure to run the tool and is returned
+// as it is (wrapping core.ErrEffectUnknown when the runtime says so); any
+// other is the tool's own failure, a result with IsError.
+func (t tool) Call(ctx context.Context, args json.RawMessage) (core.ToolResult, error) {
 	start := time.Now()
 	out, err := t.ts.Call(ctx, t.spec.Name, args)
-	t.onCall(t.plugin, time.Since(start), err)
-	return out, err
+	if t.onCall != nil {
+		t.onCall(t.plugin, time.Since(start), err)
+	}
+	if errors.Is(err, plugins.ErrTransport) {
+		return core.ToolResult{}, err
+	}
+	return core.ResultOf(out, err), nil
 }
 
 // Of is a Toolset of tools already running in-process (a built-in's core
@@ -115,11 +121,21 @@ func (o of) Tools(context.Context) ([]core.ToolSpec, error) {
 	return specs, nil
 }
 
+// Call runs the tool: its IsError result becomes the tool's error, and a
+// failure to run it wraps plugins.ErrTransport.
 func (o of) Call(ctx context.Context, tool string, args json.RawMessage) (string, error) {
 	for _, t := range o {
-		if t.Spec().Name == tool {
-			return t.Call(ctx, args)
+		if t.Spec().Name != tool {
+			continue
 		}
+		res, err := t.Call(ctx, args)
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("%w: %w", plugins.ErrTransport, err)
+		case res.IsError:
+			return "", errors.New(res.Text())
+		}
+		return res.Text(), nil
 	}
 	return "", fmt.Errorf("unknown tool %q", tool)
 }

@@ -115,7 +115,9 @@ func (t *toolset) Tools(ctx context.Context) ([]core.ToolSpec, error) {
 // Call implements toolsetkind.Toolset. A tool's own failure is returned as a
 // plain error; a trap, exit, out-of-memory, deadline (timeout_ms) or
 // cancellation wraps plugins.ErrTransport, and the instance is replaced
-// on the next call.
+// on the next call. Such a failure once the guest's kiln_call has begun
+// also wraps core.ErrEffectUnknown when the tool is not idempotent (its
+// host calls may have acted), unless ctx itself ended.
 func (t *toolset) Call(ctx context.Context, tool string, args json.RawMessage) (string, error) {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
@@ -134,6 +136,7 @@ func (t *toolset) Call(ctx context.Context, tool string, args json.RawMessage) (
 	}
 	b.WriteByte('}')
 	req := b.Bytes()
+	entered := false // the guest's kiln_call began
 	out, err := t.invoke(ctx, func(ctx context.Context, in *instance) (uint64, error) {
 		res, err := in.alloc.Call(ctx, uint64(len(req)))
 		if err != nil {
@@ -143,12 +146,16 @@ func (t *toolset) Call(ctx context.Context, tool string, args json.RawMessage) (
 		if !in.mod.Memory().Write(ptr, req) {
 			return 0, fmt.Errorf("kiln_alloc returned %#x, out of memory bounds", ptr)
 		}
+		entered = true
 		res, err = in.call.Call(ctx, uint64(ptr), uint64(len(req)))
 		if err != nil {
 			return 0, err
 		}
 		return res[0], nil
 	})
+	if err != nil && entered && ctx.Err() == nil && !t.idempotent(tool) {
+		return "", fmt.Errorf("call %s.%s: %w: %w", t.id, tool, core.ErrEffectUnknown, err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("call %s.%s: %w", t.id, tool, err)
 	}
@@ -157,12 +164,27 @@ func (t *toolset) Call(ctx context.Context, tool string, args json.RawMessage) (
 		Error  *string `json:"error"`
 	}
 	if err := json.Unmarshal(out, &resp); err != nil || resp.Result == nil && resp.Error == nil {
+		if !t.idempotent(tool) {
+			return "", fmt.Errorf("call %s.%s: %w: %w: malformed response from kiln_call", t.id, tool, plugins.ErrTransport, core.ErrEffectUnknown)
+		}
 		return "", fmt.Errorf("call %s.%s: %w: malformed response from kiln_call", t.id, tool, plugins.ErrTransport)
 	}
 	if resp.Error != nil {
 		return "", errors.New(*resp.Error)
 	}
 	return *resp.Result, nil
+}
+
+// idempotent reports whether the module describes tool as idempotent.
+func (t *toolset) idempotent(tool string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.tools {
+		if s.Name == tool {
+			return s.Idempotent
+		}
+	}
+	return false
 }
 
 // describe checks the ABI version and reads the tool specs; Load calls it.

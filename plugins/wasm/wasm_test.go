@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	toolsetkind "github.com/kilnhq/kiln/plugins/toolset"
@@ -281,6 +282,9 @@ func TestMemoryCap(t *testing.T) {
 	if err == nil || !errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), "out of memory") {
 		t.Fatalf("hog 64 MiB under a 32 MiB cap: %v", err)
 	}
+	if !errors.Is(err, core.ErrEffectUnknown) {
+		t.Errorf("hog trapped during its call and is not idempotent: %v does not wrap core.ErrEffectUnknown", err)
+	}
 	t.Log(err)
 	mustAdd(t, ts)
 }
@@ -304,6 +308,9 @@ func TestTimeout(t *testing.T) {
 	if err == nil || !errors.Is(err, plugins.ErrTransport) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "timeout_ms (1000 ms)") {
 		t.Fatalf("spin: %v", err)
 	}
+	if !errors.Is(err, core.ErrEffectUnknown) {
+		t.Errorf("spin was stopped during its call and is not idempotent: %v does not wrap core.ErrEffectUnknown", err)
+	}
 	if elapsed > 3*time.Second {
 		t.Errorf("spin stopped after %v; want about 1s", elapsed)
 	}
@@ -315,6 +322,8 @@ func TestTimeout(t *testing.T) {
 	defer cancel()
 	if _, err := ts.Call(ctx, "spin", json.RawMessage(`{}`)); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, plugins.ErrTransport) {
 		t.Fatalf("spin with a caller deadline: %v", err)
+	} else if errors.Is(err, core.ErrEffectUnknown) {
+		t.Errorf("spin with a caller deadline: %v; the caller ended it, which it knows", err)
 	}
 	mustAdd(t, ts)
 }

@@ -66,7 +66,7 @@ func New(log *slog.Logger) *Metrics {
 	m.steps = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kiln_steps_total", Help: "Committed run steps, by kind (model turn or tool calls)."}, []string{"kind"})
 	m.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kiln_tool_calls_total", Help: `Resolved tool calls, by tool and outcome (ok, error, unknown, rejected, answered, skipped, cancelled); tool is "" for a tool that is not registered.`},
+		Name: "kiln_tool_calls_total", Help: `Resolved tool calls, by tool and outcome (ok, error, invalid, unknown, rejected, answered, skipped, cancelled, and failed: the tool could not be run and the run waits for retry or skip); tool is "" for a tool that is not registered.`},
 		[]string{"tool", "outcome"})
 	m.turnSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "kiln_model_turn_duration_seconds", Help: "Duration of model turns, by provider.",

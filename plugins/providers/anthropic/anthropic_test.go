@@ -113,6 +113,7 @@ func TestParallelToolCalls(t *testing.T) {
 func TestConversation(t *testing.T) {
 	api := serving(t, "text.http")
 	p := newProvider(t, api.URL, map[string]string{"max_tokens": "1024"})
+	three, threeText := providertest.WithImage(&core.Message{Role: core.RoleTool, ToolCallID: "toolu_1", Name: "calc.add", Text: "3"})
 	req := core.ModelRequest{
 		Tools: []core.ToolSpec{{Name: "calc.add", Schema: json.RawMessage(`{"type":"object"}`)}},
 		Messages: []*core.Message{
@@ -123,7 +124,7 @@ func TestConversation(t *testing.T) {
 				{ID: "toolu_1", Name: "calc.add", Args: json.RawMessage(`{"a":1,"b":2}`)},
 				{ID: "call.2", Name: "calc.add"},
 			}},
-			{Role: core.RoleTool, ToolCallID: "toolu_1", Name: "calc.add", Text: "3"},
+			three,
 			{Role: core.RoleTool, ToolCallID: "call.2", Name: "calc.add", Text: "missing a", IsError: true},
 			{Role: core.RoleUser, Text: "Go on."},
 			{Role: core.RoleAssistant, Text: ""},
@@ -145,7 +146,7 @@ func TestConversation(t *testing.T) {
 				{"type": "tool_use", "id": "toolu_1", "name": "calc__add", "input": {"a": 1, "b": 2}},
 				{"type": "tool_use", "id": "call_2", "name": "calc__add", "input": {}}]},
 			{"role": "user", "content": [
-				{"type": "tool_result", "tool_use_id": "toolu_1", "content": "3"},
+				{"type": "tool_result", "tool_use_id": "toolu_1", "content": `+providertest.JSON(threeText)+`},
 				{"type": "tool_result", "tool_use_id": "call_2", "content": "missing a", "is_error": true},
 				{"type": "text", "text": "Go on."}]},
 			{"role": "assistant", "content": [{"type": "text", "text": "Done."}]}

@@ -282,13 +282,14 @@ func TestTurnTwoToolUses(t *testing.T) {
 // Bedrock wants the roles to alternate.
 func TestTurnSendsToolResults(t *testing.T) {
 	f, p := newFake(t, streamOf("text"))
+	five, fiveText := providertest.WithImage(&core.Message{Role: core.RoleTool, ToolCallID: "tooluse_1", Name: "calc.add", Text: "5"})
 	req := core.ModelRequest{Tools: []core.ToolSpec{echoTool, addTool}, Messages: []*core.Message{
 		{Role: core.RoleUser, Text: "Add and echo"},
 		{Role: core.RoleAssistant, Text: "On it.", ToolCalls: []core.ToolCall{
 			{ID: "tooluse_1", Name: "calc.add", Args: json.RawMessage(`{"a":2,"b":3}`)},
 			{ID: "tooluse_2", Name: "echo", Args: nil},
 		}},
-		{Role: core.RoleTool, ToolCallID: "tooluse_1", Name: "calc.add", Text: "5"},
+		five,
 		{Role: core.RoleTool, ToolCallID: "tooluse_2", Name: "echo", Text: "missing text", IsError: true},
 		{Role: core.RoleUser, Text: "And now?"},
 	}}
@@ -303,7 +304,7 @@ func TestTurnSendsToolResults(t *testing.T) {
 	}
 	want := `[{"role":"user","content":[{"text":"Add and echo"}]},` +
 		`{"role":"assistant","content":[{"text":"On it."},{"toolUse":{"toolUseId":"tooluse_1","name":"calc__add","input":{"a":2,"b":3}}},{"toolUse":{"toolUseId":"tooluse_2","name":"echo","input":{}}}]},` +
-		`{"role":"user","content":[{"toolResult":{"toolUseId":"tooluse_1","content":[{"text":"5"}]}},{"toolResult":{"toolUseId":"tooluse_2","content":[{"text":"missing text"}],"status":"error"}},{"text":"And now?"}]}]`
+		`{"role":"user","content":[{"toolResult":{"toolUseId":"tooluse_1","content":[{"text":` + providertest.JSON(fiveText) + `}]}},{"toolResult":{"toolUseId":"tooluse_2","content":[{"text":"missing text"}],"status":"error"}},{"text":"And now?"}]}]`
 	if string(body.Messages) != want {
 		t.Errorf("messages\n got  %s\n want %s", body.Messages, want)
 	}

@@ -90,7 +90,9 @@ func buildRequest(req core.ModelRequest, names *providers.ToolNames) converseReq
 				blocks = append(blocks, contentBlock{ToolUse: &toolUse{ToolUseID: c.ID, Name: names.API(c.Name), Input: objectArgs(c.Args)}})
 			}
 		case core.RoleTool:
-			text := m.Text
+			// Image parts would be image blocks of Content; they are
+			// not rendered yet (see providers.ToolOutput).
+			text := providers.ToolOutput(m)
 			if text == "" {
 				text = emptyResult
 			}

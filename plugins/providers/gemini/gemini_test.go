@@ -201,10 +201,11 @@ func TestParallelToolCalls(t *testing.T) {
 	}
 
 	// Results arrive in any order, one failed: they go back in call order.
+	paris, parisText := providertest.WithImage(&core.Message{Role: core.RoleTool, ToolCallID: want[0].ID, Name: "weather.current", Text: "21°C"})
 	msgs = append(msgs, &core.Message{Role: core.RoleAssistant, ToolCalls: resp.ToolCalls},
 		&core.Message{Role: core.RoleTool, ToolCallID: want[2].ID, Name: "echo", Text: `{"text":"hi"}`},
 		&core.Message{Role: core.RoleTool, ToolCallID: want[1].ID, Name: "weather.current", Text: "no station", IsError: true},
-		&core.Message{Role: core.RoleTool, ToolCallID: want[0].ID, Name: "weather.current", Text: "21°C"},
+		paris,
 		&core.Message{Role: core.RoleUser, Text: "Thanks!"})
 	if _, _, err := runTurn(t, p, msgs); err != nil {
 		t.Fatal(err)
@@ -217,7 +218,7 @@ func TestParallelToolCalls(t *testing.T) {
 		t.Errorf("model content %s", got)
 	}
 	if got := providertest.JSON(path(t, contents, 4)); got != `{"parts":[`+
-		`{"functionResponse":{"name":"weather__current","response":{"output":"21°C"}}},`+
+		`{"functionResponse":{"name":"weather__current","response":{"output":`+providertest.JSON(parisText)+`}}},`+
 		`{"functionResponse":{"name":"weather__current","response":{"error":"no station"}}},`+
 		`{"functionResponse":{"name":"echo","response":{"output":"{\"text\":\"hi\"}"}}},`+
 		`{"text":"Thanks!"}],"role":"user"}` {

@@ -117,7 +117,7 @@ func chatMessages(msgs []*core.Message, names *providers.ToolNames) []message {
 		case core.RoleTool:
 			w.ToolName = names.API(m.Name)
 			w.ToolCallID = m.ToolCallID
-			w.Content = providers.ToolResultText(m.Text, m.IsError) // Ollama has no error flag
+			w.Content = providers.ToolResultText(m) // Ollama has no error flag
 		}
 		out = append(out, w)
 	}

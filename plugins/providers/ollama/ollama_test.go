@@ -213,13 +213,14 @@ func TestTurnParallelToolCalls(t *testing.T) {
 func TestTurnToolResultsRequest(t *testing.T) {
 	f := newFake(t, "text")
 	p := f.provider(t, providers.Settings{})
+	tokyo, tokyoText := providertest.WithImage(&core.Message{Role: core.RoleTool, ToolCallID: "call_a", Name: "weather.get", Text: "22°C"})
 	req := core.ModelRequest{RunID: "run1", Tools: []core.ToolSpec{weatherTool}, Messages: []*core.Message{
 		{Role: core.RoleUser, Text: "Weather in Tokyo and Paris?"},
 		{Role: core.RoleAssistant, Text: "Checking.", ToolCalls: []core.ToolCall{
 			{ID: "call_a", Name: "weather.get", Args: json.RawMessage(`{"city":"Tokyo"}`)},
 			{ID: "call_b", Name: "weather.get"},
 		}},
-		{Role: core.RoleTool, ToolCallID: "call_a", Name: "weather.get", Text: "22°C"},
+		tokyo,
 		{Role: core.RoleTool, ToolCallID: "call_b", Name: "weather.get", Text: "city is required", IsError: true},
 	}}
 	if _, err := p.Turn(context.Background(), "llama3.2", req, nil); err != nil {
@@ -232,7 +233,7 @@ func TestTurnToolResultsRequest(t *testing.T) {
 			map[string]any{"id": "call_a", "function": map[string]any{"index": 0.0, "name": "weather__get", "arguments": map[string]any{"city": "Tokyo"}}},
 			map[string]any{"id": "call_b", "function": map[string]any{"index": 1.0, "name": "weather__get", "arguments": map[string]any{}}},
 		}},
-		map[string]any{"role": "tool", "content": "22°C", "tool_name": "weather__get", "tool_call_id": "call_a"},
+		map[string]any{"role": "tool", "content": tokyoText, "tool_name": "weather__get", "tool_call_id": "call_a"},
 		map[string]any{"role": "tool", "content": "Error: city is required", "tool_name": "weather__get", "tool_call_id": "call_b"},
 	}
 	if !reflect.DeepEqual(got, want) {

@@ -64,7 +64,7 @@ func chatRequestOf(model string, req core.ModelRequest, names *providers.ToolNam
 		text := m.Text
 		switch m.Role {
 		case core.RoleTool:
-			text = providers.ToolResultText(m.Text, m.IsError)
+			text = providers.ToolResultText(m)
 			r.Messages = append(r.Messages, chatMessage{Role: "tool", Content: &text, ToolCallID: m.ToolCallID})
 		case core.RoleAssistant:
 			cm := chatMessage{Role: "assistant"}

@@ -88,6 +88,7 @@ func TestChatStreamError(t *testing.T) {
 // names and ids) and the tool results.
 func TestChatConversation(t *testing.T) {
 	api := newFake(t, "chat/text.http")
+	three, threeText := providertest.WithImage(&core.Message{Role: core.RoleTool, ToolCallID: "call_1", Name: "calc.add", Text: "3"})
 	req := core.ModelRequest{Tools: []core.ToolSpec{addSpec, {Name: "noschema"}}, Messages: []*core.Message{
 		{Role: core.RoleUser, Text: "add, echo and fail"},
 		{Role: core.RoleAssistant, Text: "Calling.", ToolCalls: []core.ToolCall{
@@ -95,7 +96,7 @@ func TestChatConversation(t *testing.T) {
 			{ID: "call_2", Name: "echo"},
 			{ID: "call_3", Name: "gone.tool", Args: json.RawMessage(`{}`)},
 		}},
-		{Role: core.RoleTool, ToolCallID: "call_1", Name: "calc.add", Text: "3"},
+		three,
 		{Role: core.RoleTool, ToolCallID: "call_2", Name: "echo", Text: "{}"},
 		{Role: core.RoleTool, ToolCallID: "call_3", Name: "gone.tool", Text: `unknown tool "gone.tool"`, IsError: true},
 		{Role: core.RoleAssistant, ToolCalls: []core.ToolCall{{ID: "call_4", Name: "echo", Args: json.RawMessage(`{}`)}}},
@@ -110,7 +111,7 @@ func TestChatConversation(t *testing.T) {
 		`{"function":{"arguments":"{\"a\":1,\"b\":2}","name":"calc__add"},"id":"call_1","type":"function"},` +
 		`{"function":{"arguments":"{}","name":"echo"},"id":"call_2","type":"function"},` +
 		`{"function":{"arguments":"{}","name":"gone__tool"},"id":"call_3","type":"function"}]},` +
-		`{"content":"3","role":"tool","tool_call_id":"call_1"},` +
+		`{"content":` + providertest.JSON(threeText) + `,"role":"tool","tool_call_id":"call_1"},` +
 		`{"content":"{}","role":"tool","tool_call_id":"call_2"},` +
 		`{"content":"Error: unknown tool \"gone.tool\"","role":"tool","tool_call_id":"call_3"},` +
 		`{"content":null,"role":"assistant","tool_calls":[{"function":{"arguments":"{}","name":"echo"},"id":"call_4","type":"function"}]},` +

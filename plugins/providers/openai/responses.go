@@ -60,7 +60,7 @@ func respRequestOf(model string, req core.ModelRequest, names *providers.ToolNam
 	for _, m := range req.Messages {
 		switch m.Role {
 		case core.RoleTool:
-			r.Input = append(r.Input, respFunctionOutput{Type: "function_call_output", CallID: m.ToolCallID, Output: providers.ToolResultText(m.Text, m.IsError)})
+			r.Input = append(r.Input, respFunctionOutput{Type: "function_call_output", CallID: m.ToolCallID, Output: providers.ToolResultText(m)})
 		case core.RoleAssistant:
 			if m.Text != "" || len(m.ToolCalls) == 0 {
 				r.Input = append(r.Input, respMessage{Type: "message", Role: "assistant", Content: m.Text})

@@ -89,13 +89,14 @@ func TestResponsesErrorEvent(t *testing.T) {
 
 func TestResponsesConversation(t *testing.T) {
 	api := newFake(t, "responses/text.http")
+	three, threeText := providertest.WithImage(&core.Message{Role: core.RoleTool, ToolCallID: "call_1", Name: "calc.add", Text: "3"})
 	req := core.ModelRequest{Tools: []core.ToolSpec{addSpec}, Messages: []*core.Message{
 		{Role: core.RoleUser, Text: "add and fail"},
 		{Role: core.RoleAssistant, Text: "Calling.", ToolCalls: []core.ToolCall{
 			{ID: "call_1", Name: "calc.add", Args: json.RawMessage(`{"a":1,"b":2}`)},
 			{ID: "call_2", Name: "gone.tool"},
 		}},
-		{Role: core.RoleTool, ToolCallID: "call_1", Name: "calc.add", Text: "3"},
+		three,
 		{Role: core.RoleTool, ToolCallID: "call_2", Name: "gone.tool", Text: "no such tool", IsError: true},
 		{Role: core.RoleAssistant, Text: "Done."},
 		{Role: core.RoleUser, Text: "thanks"},
@@ -107,7 +108,7 @@ func TestResponsesConversation(t *testing.T) {
 		`{"content":"Calling.","role":"assistant","type":"message"},` +
 		`{"arguments":"{\"a\":1,\"b\":2}","call_id":"call_1","name":"calc__add","type":"function_call"},` +
 		`{"arguments":"{}","call_id":"call_2","name":"gone__tool","type":"function_call"},` +
-		`{"call_id":"call_1","output":"3","type":"function_call_output"},` +
+		`{"call_id":"call_1","output":` + providertest.JSON(threeText) + `,"type":"function_call_output"},` +
 		`{"call_id":"call_2","output":"Error: no such tool","type":"function_call_output"},` +
 		`{"content":"Done.","role":"assistant","type":"message"},` +
 		`{"content":"thanks","role":"user","type":"message"}]`

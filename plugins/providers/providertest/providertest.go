@@ -127,3 +127,13 @@ func RunAgent(t testing.TB, providerID string, p providers.Provider, model, prom
 	}
 	return Result{Run: run, Messages: msgs}
 }
+
+// WithImage returns m, a tool result of text, with an image part after its
+// text, and the text every provider sends for it today (the text, then the
+// line providers.ToolOutput stands in for the image): conversation tests
+// use it to check that a provider reads a result's parts.
+func WithImage(m *core.Message) (*core.Message, string) {
+	c := *m
+	c.SetContent([]core.Part{core.TextPart(m.Text), {Type: core.PartImage, MIME: "image/png", Data: []byte("\x89PNG")}})
+	return &c, m.Text + "\n[image (image/png) not shown]"
+}
