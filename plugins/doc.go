@@ -47,6 +47,7 @@
 // folder is its content, and plugins/integrity covers the whole folder
 // with one digest. ParseBuiltinManifest reads the manifests of the plugins
 // built into kiln, whose runtime is "builtin" and which have no entry.
+//
 //	permissions     see below; may be left out (it then grants nothing but
 //	                the default limits)
 //	interruptOn     a core.Policy for the plugin's own tools: tool name or

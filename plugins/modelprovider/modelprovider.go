@@ -9,11 +9,17 @@
 package modelprovider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
+	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/providers"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
 )
 
@@ -102,3 +108,126 @@ type Static Description
 
 // Describe returns the description.
 func (s Static) Describe(context.Context) (Description, error) { return Description(s), nil }
+
+// Remote is a provider plugin as a runtime reaches it (over gRPC, through
+// a WASM module, or in-process from the plugin SDK): it describes itself
+// once, then lists models and runs turns with the settings the hub
+// resolved for it. FromRemote makes a Provider of one.
+type Remote interface {
+	Describe(ctx context.Context) (RemoteDescription, error)
+	// Models lists the models; a provider without a live list returns
+	// none and its well-known models are offered.
+	Models(ctx context.Context, settings map[string]string) ([]providers.ModelInfo, error)
+	// Turn runs one model turn, streaming text through delta.
+	Turn(ctx context.Context, settings map[string]string, model string, req core.ModelRequest, delta func(string)) (core.ModelResponse, error)
+}
+
+// RemoteDescription is what a provider plugin says about itself.
+type RemoteDescription struct {
+	// Name is shown to users ("Parrot").
+	Name string `json:"name"`
+	// Settings are what the user configures (kiln providers set).
+	Settings []RemoteSetting `json:"settings,omitempty"`
+	// Models are well-known models, offered when there is no live list.
+	Models []string `json:"models,omitempty"`
+}
+
+// RemoteSetting is one setting of a provider plugin. A setting read from
+// the server's environment (Env) must be declared in the plugin's
+// permissions.env.
+type RemoteSetting struct {
+	Name     string   `json:"name"`
+	Secret   bool     `json:"secret,omitempty"`
+	Required bool     `json:"required,omitempty"`
+	Env      []string `json:"env,omitempty"`
+	Default  string   `json:"default,omitempty"`
+	Values   []string `json:"values,omitempty"`
+	Help     string   `json:"help,omitempty"`
+}
+
+// FromRemote is the Provider of the plugin id with permissions perms
+// whose runtime reaches it as r. Its models are "<id>:<model>"; it is
+// configured once every Required setting is set; its network is the
+// plugin's own permission, enforced by its runtime (a WASM plugin's HTTP
+// host functions) or, for a process plugin, declared.
+func FromRemote(id string, perms plugins.Permissions, r Remote) Provider {
+	return remote{id: id, perms: perms, r: r}
+}
+
+type remote struct {
+	id    string
+	perms plugins.Permissions
+	r     Remote
+}
+
+func (p remote) Describe(ctx context.Context) (Description, error) {
+	d, err := p.r.Describe(ctx)
+	if err != nil {
+		return Description{}, err
+	}
+	def := &hub.Def{ID: p.id, Name: cmp.Or(d.Name, p.id), Models: d.Models}
+	var required []string
+	for _, s := range d.Settings {
+		if s.Name == "" || strings.ContainsAny(s.Name, " \t\n") {
+			return Description{}, fmt.Errorf("a setting without a valid name (%q)", s.Name)
+		}
+		for _, e := range s.Env {
+			if !p.perms.AllowsEnv(e) {
+				return Description{}, fmt.Errorf("setting %s reads environment variable %s, which the plugin does not declare in permissions.env", s.Name, e)
+			}
+		}
+		def.Settings = append(def.Settings, hub.SettingDef{Name: s.Name, Secret: s.Secret, Env: s.Env, Default: s.Default, Values: s.Values, Help: s.Help})
+		if s.Required {
+			required = append(required, s.Name)
+		}
+	}
+	def.Configured = func(values map[string]string) bool {
+		for _, name := range required {
+			if values[name] == "" {
+				return false
+			}
+		}
+		return true
+	}
+	hosts := slices.Clone(p.perms.Network)
+	def.Hosts = func(map[string]string) []string { return hosts }
+	r := p.r
+	def.New = func(s providers.Settings) (providers.Provider, error) {
+		values := maps.Clone(s.Extra)
+		if values == nil {
+			values = map[string]string{}
+		}
+		if s.APIKey != "" {
+			values["api_key"] = s.APIKey
+		}
+		if s.BaseURL != "" {
+			values["base_url"] = s.BaseURL
+		}
+		return bound{r: r, settings: values, known: d.Models}, nil
+	}
+	return Description{Def: def}, nil
+}
+
+// bound is a Remote with its settings: a providers.Provider.
+type bound struct {
+	r        Remote
+	settings map[string]string
+	known    []string // the well-known models
+}
+
+// Models lists the provider's models live, or its well-known ones when it
+// lists none.
+func (b bound) Models(ctx context.Context) ([]providers.ModelInfo, error) {
+	ms, err := b.r.Models(ctx, b.settings)
+	if err != nil || len(ms) > 0 {
+		return ms, err
+	}
+	for _, id := range b.known {
+		ms = append(ms, providers.ModelInfo{ID: id})
+	}
+	return ms, nil
+}
+
+func (b bound) Turn(ctx context.Context, model string, req core.ModelRequest, delta func(string)) (core.ModelResponse, error) {
+	return b.r.Turn(ctx, b.settings, model, req, delta)
+}

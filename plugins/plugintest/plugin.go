@@ -18,6 +18,12 @@ import (
 // and fails the test on any error.
 func WritePlugin(tb testing.TB, id string, rt plugins.Runtime, entry string, code []byte, perms string) (string, *plugins.Manifest) {
 	tb.Helper()
+	return WritePluginKinds(tb, id, rt, entry, code, perms, plugins.CapToolset)
+}
+
+// WritePluginKinds is WritePlugin for a plugin that provides kinds.
+func WritePluginKinds(tb testing.TB, id string, rt plugins.Runtime, entry string, code []byte, perms string, kinds ...plugins.Capability) (string, *plugins.Manifest) {
+	tb.Helper()
 	dir := tb.TempDir()
 	path := filepath.Join(dir, filepath.FromSlash(entry))
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -32,7 +38,7 @@ func WritePlugin(tb testing.TB, id string, rt plugins.Runtime, entry string, cod
 	sum := sha256.Sum256(code)
 	mf, err := json.Marshal(map[string]any{
 		"apiVersion": plugins.APIVersion, "id": id, "version": "1.0.0",
-		"description": "Test plugin " + id + ".", "provides": []string{"toolset"},
+		"description": "Test plugin " + id + ".", "provides": kinds,
 		"runtime": rt, "entry": entry, "sha256": hex.EncodeToString(sum[:]),
 		"permissions": json.RawMessage(perms),
 	})

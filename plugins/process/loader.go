@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/kilnhq/kiln/plugins"
-	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
+	"github.com/kilnhq/kiln/plugins/modelprovider"
 )
 
 func init() {
@@ -27,12 +27,13 @@ func (l loader) Load(ctx context.Context, req plugins.LoadRequest) (plugins.Inst
 	if req.Host.Logger != nil {
 		opts.Logger = req.Host.Logger
 	}
+	opts.KV, opts.Emit = req.Host.KV, req.Host.Emit
 	opts.Env = append(slices.Clip(opts.Env), "KILN_PLUGIN_DATA="+req.DataDir)
-	ts, err := Load(ctx, req.Dir, req.Manifest, opts)
+	p, err := Load(ctx, req.Dir, req.Manifest, opts)
 	if err != nil {
 		return nil, err
 	}
-	return running{ts.(*Plugin)}, nil
+	return running{p}, nil
 }
 
 func (loader) Close(context.Context) error { return nil }
@@ -40,11 +41,20 @@ func (loader) Close(context.Context) error { return nil }
 // running is a process plugin as a plugins.Instance.
 type running struct{ p *Plugin }
 
+// Dispense hands out the plugin itself as the toolset and its Provider
+// for the "model-provider" kind; Load made sure the process serves every
+// kind the manifest lists.
 func (i running) Dispense(_ context.Context, kind plugins.Capability) (any, error) {
-	if kind != plugins.CapToolset {
-		return nil, fmt.Errorf("a process plugin of protocol version %d provides only %q, not %q", pluginrpc.ProtocolVersion, plugins.CapToolset, kind)
+	if !slices.Contains(i.p.m.Provides, kind) {
+		return nil, fmt.Errorf("does not provide %q", kind)
 	}
-	return i.p, nil
+	switch kind {
+	case plugins.CapToolset:
+		return i.p, nil
+	case plugins.CapModelProvider:
+		return modelprovider.FromRemote(i.p.id, i.p.m.Permissions, i.p.Provider()), nil
+	}
+	return nil, fmt.Errorf("a process plugin cannot provide %q", kind)
 }
 
 func (i running) Close() error { return i.p.Close() }

@@ -1,6 +1,7 @@
 package process
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -12,8 +13,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +27,7 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
+	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/modelproviderpb"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/toolsetpb"
 )
 
@@ -78,6 +82,12 @@ type Options struct {
 	// added after the declared ones (so one of the same name wins). The
 	// registry sets KILN_PLUGIN_DATA, the plugin's data folder, here.
 	Env []string
+	// KV is the plugin's key/value namespace behind the host's callbacks
+	// (protocol 2); nil gives it none.
+	KV plugins.KV
+	// Emit receives the plugin's progress events with the context of the
+	// call that sent them (core.ReportProgress); nil drops them.
+	Emit func(ctx context.Context, event json.RawMessage)
 }
 
 func (o Options) withDefaults() Options {
@@ -131,9 +141,10 @@ type Plugin struct {
 	opts    Options
 	log     *slog.Logger
 
-	desc       *toolsetpb.DescribeResponse // from the first start; later starts must agree
+	desc       described // from the first start; later starts must agree
 	specs      []core.ToolSpec
 	idempotent map[string]bool
+	host       *hostServer // the host's callbacks, shared by the plugin's processes
 
 	mu       sync.Mutex
 	inst     *instance // the serving process, nil when there is none
@@ -148,17 +159,35 @@ type Plugin struct {
 
 // instance is one plugin process.
 type instance struct {
-	client *goplugin.Client
-	rpc    *pluginrpc.ToolsetClient
-	pid    int
+	client  *goplugin.Client
+	version int                            // the protocol version negotiated
+	rpc     *pluginrpc.ToolsetClient       // nil unless the plugin provides a toolset
+	mp      *pluginrpc.ModelProviderClient // nil unless it provides a model provider
+	done    <-chan struct{}                // closed when the process exits
+	hostID  uint32                         // the broker ID of the host's callbacks (protocol 2), or 0
+	pid     int
 }
 
-// Load starts the process plugin in dir described by m and returns its
-// toolset, a *Plugin (assert to it for Health). m must be a toolset
-// plugin with runtime "process". Before this and every later start the
-// entry's sha256 is checked against m (Manifest.VerifyEntry, and again by
-// go-plugin just before exec); a mismatch returns an error wrapping
-// plugins.ErrChecksumMismatch. The process gets an environment holding
+// described is what a process says about itself at start.
+type described struct {
+	tools    *toolsetpb.DescribeResponse // nil unless it provides a toolset
+	provider []byte                      // modelprovider.RemoteDescription JSON, or nil
+}
+
+func (d described) equal(o described) bool {
+	return proto.Equal(d.tools, o.tools) && bytes.Equal(d.provider, o.provider)
+}
+
+// kinds are the kinds a process plugin can provide.
+var kinds = []plugins.Capability{plugins.CapToolset, plugins.CapModelProvider}
+
+// Load starts the process plugin in dir described by m and returns it.
+// m must have runtime "process" and provide only kinds a process can
+// carry ("toolset", "model-provider"); the process must serve every kind m
+// provides (a plugin of protocol version 1 serves a toolset only). Before
+// this and every later start the entry is checked (a regular file inside
+// dir) and go-plugin hashes it just before exec against m's sha256; a
+// mismatch returns an error wrapping plugins.ErrChecksumMismatch. The process gets an environment holding
 // only the variables m.Permissions.Env declares (their values from the
 // host's environment; an unset one is left out), then opts.Env, plus
 // go-plugin's handshake variables; its working directory is dir. A
@@ -167,15 +196,17 @@ type instance struct {
 // Each Call has the deadline m.Permissions.TimeoutMS. When the process
 // dies it is started again after a backoff (Options); Health reports it.
 // Close ends the process.
-func Load(ctx context.Context, dir string, m *plugins.Manifest, opts Options) (toolset.Toolset, error) {
+func Load(ctx context.Context, dir string, m *plugins.Manifest, opts Options) (*Plugin, error) {
 	if m == nil {
 		return nil, errors.New("load process plugin: nil manifest")
 	}
 	if m.Runtime != plugins.RuntimeProcess {
 		return nil, fmt.Errorf("load plugin %s: runtime is %q, not %q", m.ID, m.Runtime, plugins.RuntimeProcess)
 	}
-	if !slices.Contains(m.Provides, plugins.CapToolset) {
-		return nil, fmt.Errorf("load plugin %s: it does not provide %q", m.ID, plugins.CapToolset)
+	for _, c := range m.Provides {
+		if !slices.Contains(kinds, c) {
+			return nil, fmt.Errorf("load plugin %s: a process plugin cannot provide %q (only %s)", m.ID, c, quoteKinds(kinds))
+		}
 	}
 	sum, err := hex.DecodeString(m.SHA256)
 	if err != nil || len(sum) != sha256.Size {
@@ -202,6 +233,7 @@ func Load(ctx context.Context, dir string, m *plugins.Manifest, opts Options) (t
 		wake:    make(chan struct{}),
 		stop:    make(chan struct{}),
 	}
+	p.host = newHostServer(p.log, opts.KV, opts.Emit)
 	inst, desc, err := p.start(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
@@ -213,15 +245,15 @@ func Load(ctx context.Context, dir string, m *plugins.Manifest, opts Options) (t
 	p.inst, p.state = inst, StateRunning
 	p.wg.Add(1)
 	go p.watch(inst)
-	p.log.Info("plugin started", "pid", inst.pid, "tools", len(p.specs))
+	p.log.Info("plugin started", "pid", inst.pid, "protocol", inst.version, "tools", len(p.specs))
 	return p, nil
 }
 
 // setTools checks and keeps the plugin's description.
-func (p *Plugin) setTools(desc *toolsetpb.DescribeResponse) error {
+func (p *Plugin) setTools(desc described) error {
 	p.desc = desc
 	p.idempotent = map[string]bool{}
-	for _, t := range desc.GetTools() {
+	for _, t := range desc.tools.GetTools() {
 		if t.GetName() == "" {
 			return errors.New("the plugin describes a tool without a name")
 		}
@@ -258,9 +290,9 @@ func (p *Plugin) environ() []string {
 // The entry's sha256 is checked by go-plugin (SecureConfig) just before
 // exec, once per start. Errors wrap plugins.ErrChecksumMismatch or
 // plugins.ErrTransport.
-func (p *Plugin) start(ctx context.Context) (*instance, *toolsetpb.DescribeResponse, error) {
+func (p *Plugin) start(ctx context.Context) (*instance, described, error) {
 	if err := p.checkEntry(); err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", plugins.ErrTransport, err)
+		return nil, described{}, fmt.Errorf("%w: %w", plugins.ErrTransport, err)
 	}
 	cmd := exec.Command(p.entry, p.opts.Args...)
 	cmd.Dir = p.dir
@@ -268,7 +300,7 @@ func (p *Plugin) start(ctx context.Context) (*instance, *toolsetpb.DescribeRespo
 	dieWithHost(cmd)
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  pluginrpc.Handshake,
-		Plugins:          goplugin.PluginSet{pluginrpc.ToolsetName: &pluginrpc.ToolsetPlugin{}},
+		VersionedPlugins: pluginrpc.HostPlugins(),
 		Cmd:              cmd,
 		SkipHostEnv:      true,
 		SecureConfig:     &goplugin.SecureConfig{Checksum: p.sum, Hash: sha256.New()},
@@ -281,11 +313,45 @@ func (p *Plugin) start(ctx context.Context) (*instance, *toolsetpb.DescribeRespo
 	if err != nil {
 		client.Kill()
 		if errors.Is(err, goplugin.ErrChecksumsDoNotMatch) {
-			return nil, nil, fmt.Errorf("refusing to start %q: %w (checked just before exec)", p.m.Entry, plugins.ErrChecksumMismatch)
+			return nil, described{}, fmt.Errorf("refusing to start %q: %w (checked just before exec)", p.m.Entry, plugins.ErrChecksumMismatch)
 		}
-		return nil, nil, fmt.Errorf("%w: start %q: %w", plugins.ErrTransport, p.m.Entry, err)
+		if v, ok := unknownVersion(err); ok {
+			return nil, described{}, fmt.Errorf("%w: %q speaks Kiln plugin protocol %s; this Kiln speaks %s (rebuild the plugin with a matching sdk/plugin, or upgrade Kiln)",
+				plugins.ErrTransport, p.m.Entry, v, versionList(pluginrpc.Versions))
+		}
+		return nil, described{}, fmt.Errorf("%w: start %q: %w", plugins.ErrTransport, p.m.Entry, err)
 	}
 	return inst, desc, nil
+}
+
+// reVersion finds the plugin's version in go-plugin's refusal of a
+// protocol version the host does not speak.
+var reVersion = regexp.MustCompile(`(?i)incompatible API version with plugin\. Plugin version: (\d+)`)
+
+// unknownVersion returns the version a plugin asked for when err is
+// go-plugin's refusal of it.
+func unknownVersion(err error) (string, bool) {
+	m := reVersion.FindStringSubmatch(err.Error())
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
+}
+
+func versionList(vs []int) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, " and ")
+}
+
+func quoteKinds(cs []plugins.Capability) string {
+	q := make([]string, len(cs))
+	for i, c := range cs {
+		q[i] = strconv.Quote(string(c))
+	}
+	return strings.Join(q, " and ")
 }
 
 // checkEntry makes sure the entry is a regular file inside the plugin
@@ -306,29 +372,54 @@ func (p *Plugin) checkEntry() error {
 	return nil
 }
 
-// connect completes the handshake and Describe on a new client.
-func (p *Plugin) connect(ctx context.Context, client *goplugin.Client) (*instance, *toolsetpb.DescribeResponse, error) {
+// connect completes the handshake on a new client, dispenses each kind
+// the manifest lists, starts the host's callbacks (protocol 2) and asks
+// the process to describe itself.
+func (p *Plugin) connect(ctx context.Context, client *goplugin.Client) (*instance, described, error) {
 	rpcClient, err := client.Client()
 	if err != nil {
-		return nil, nil, err
+		return nil, described{}, err
 	}
-	raw, err := rpcClient.Dispense(pluginrpc.ToolsetName)
-	if err != nil {
-		return nil, nil, err
-	}
-	tc, ok := raw.(*pluginrpc.ToolsetClient)
-	if !ok {
-		return nil, nil, fmt.Errorf("dispensed %T, want *pluginrpc.ToolsetClient", raw)
-	}
-	inst := &instance{client: client, rpc: tc}
+	inst := &instance{client: client, version: client.NegotiatedVersion()}
 	if rc := client.ReattachConfig(); rc != nil {
 		inst.pid = rc.Pid
 	}
+	var broker *goplugin.GRPCBroker
+	for _, c := range p.m.Provides {
+		if inst.version < pluginrpc.ProtocolV2 && c != plugins.CapToolset {
+			return nil, described{}, fmt.Errorf("the plugin speaks Kiln plugin protocol %d, which carries only %q; it provides %q (rebuild it with a newer sdk/plugin)", inst.version, plugins.CapToolset, c)
+		}
+		raw, err := rpcClient.Dispense(string(c))
+		if err != nil {
+			return nil, described{}, fmt.Errorf("dispense %q: %w", c, err)
+		}
+		switch v := raw.(type) {
+		case *pluginrpc.ToolsetClient:
+			inst.rpc, inst.done, broker = v, v.Done, v.Broker
+		case *pluginrpc.ModelProviderClient:
+			inst.mp, inst.done, broker = v, v.Done, v.Broker
+		default:
+			return nil, described{}, fmt.Errorf("dispensed %T for %q", raw, c)
+		}
+	}
+	if inst.version >= pluginrpc.ProtocolV2 && broker != nil {
+		inst.hostID = broker.NextId()
+		go broker.AcceptAndServe(inst.hostID, p.host.serve)
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.StartTimeout)
 	defer cancel()
-	desc, err := tc.Describe(ctx, &toolsetpb.DescribeRequest{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("describe: %w", err)
+	var desc described
+	if inst.rpc != nil {
+		if desc.tools, err = inst.rpc.Describe(ctx, &toolsetpb.DescribeRequest{}); err != nil {
+			return nil, described{}, fmt.Errorf("describe: %w", err)
+		}
+	}
+	if inst.mp != nil {
+		resp, err := inst.mp.Describe(ctx, &modelproviderpb.DescribeRequest{})
+		if err != nil {
+			return nil, described{}, fmt.Errorf("describe the model provider: %w", err)
+		}
+		desc.provider = resp.GetDescription()
 	}
 	return inst, desc, nil
 }
@@ -354,7 +445,7 @@ func (p *Plugin) closed() bool {
 func (p *Plugin) watch(inst *instance) {
 	defer p.wg.Done()
 	select {
-	case <-inst.rpc.Done:
+	case <-inst.done:
 		p.died(inst)
 	case <-p.stop:
 	}
@@ -411,7 +502,7 @@ func (p *Plugin) restart() {
 			return
 		}
 		inst, desc, err := p.start(context.Background())
-		if err == nil && !proto.Equal(desc, p.desc) {
+		if err == nil && !desc.equal(p.desc) {
 			inst.client.Kill()
 			inst, err = nil, fmt.Errorf("%w: the restarted plugin describes different tools", plugins.ErrTransport)
 		}
@@ -476,7 +567,7 @@ func (p *Plugin) ready(ctx context.Context) (*instance, error) {
 		p.mu.Unlock()
 		if inst != nil {
 			select {
-			case <-inst.rpc.Done: // exited, and the watcher has not acted yet
+			case <-inst.done: // exited, and the watcher has not acted yet
 				p.died(inst)
 				continue
 			default:
@@ -517,11 +608,19 @@ func (p *Plugin) Call(ctx context.Context, tool string, args json.RawMessage) (s
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
+	id, done := p.host.begin(ctx)
+	defer done()
 	req := &toolsetpb.CallRequest{Tool: tool, Args: args}
 	for retried := false; ; retried = true {
 		inst, err := p.ready(ctx)
+		if err == nil && inst.rpc == nil {
+			return "", fmt.Errorf("call %s.%s: %w: the plugin provides no toolset", p.id, tool, plugins.ErrTransport)
+		}
 		if err == nil {
 			var resp *toolsetpb.CallResponse
+			if inst.version >= pluginrpc.ProtocolV2 {
+				req.CallId, req.Host = id, inst.hostID
+			}
 			resp, err = inst.rpc.Call(ctx, req)
 			switch {
 			case err != nil:
@@ -583,7 +682,7 @@ func (p *Plugin) exited(inst *instance) bool {
 	t := time.NewTimer(exitGrace)
 	defer t.Stop()
 	select {
-	case <-inst.rpc.Done:
+	case <-inst.done:
 		return true
 	case <-t.C:
 		return false

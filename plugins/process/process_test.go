@@ -103,7 +103,7 @@ func load(t testing.TB, perms string, opts process.Options) (string, *process.Pl
 		t.Fatalf("Load: %v", err)
 	}
 	t.Cleanup(func() { ts.Close() })
-	return dir, ts.(*process.Plugin)
+	return dir, ts
 }
 
 // alive reports whether a process with the pid exists (a zombie counts).

@@ -271,17 +271,6 @@ var stderr io.Writer = os.Stderr
 // logMu keeps Log's lines whole.
 var logMu sync.Mutex
 
-// Log writes msg to the host's log at level. In a native build it writes
-// one JSON line to the process's stderr in the format go-plugin's host
-// parses as an hclog entry ({"@level","@message","@timestamp"}), so the
-// host logs msg at the matching level (trace, debug, info, warn or error)
-// with plugin=<id>. A message over 8 KiB is cut, as in a WASM build.
-func Log(level slog.Level, msg string) {
-	logMu.Lock()
-	defer logMu.Unlock()
-	stderr.Write(logLine(time.Now(), level, msg))
-}
-
 // logLine returns Log's JSON line for msg at level, newline included.
 func logLine(t time.Time, level slog.Level, msg string) []byte {
 	if len(msg) > maxLogMessage {
@@ -309,14 +298,6 @@ func hclogLevel(level slog.Level) string {
 		return "debug"
 	}
 	return "trace"
-}
-
-// Emit sends a progress event to the host in a WASM build. The process
-// protocol has no channel for progress events yet, so in a native build
-// Emit sends nothing and returns an error wrapping errors.ErrUnsupported;
-// check for it with errors.Is when the event is optional.
-func Emit(event any) error {
-	return fmt.Errorf("emit: progress events are available to WASM plugins only: %w", errors.ErrUnsupported)
 }
 
 // Now returns the wall clock in Unix nanoseconds, as in a WASM build.

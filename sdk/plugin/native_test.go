@@ -189,10 +189,14 @@ func TestNativeHTTP(t *testing.T) {
 	}
 }
 
-func TestNativeEmitUnsupported(t *testing.T) {
-	err := Emit(map[string]int{"done": 1})
-	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "WASM plugins only") {
-		t.Errorf("Emit: err = %v, want errors.ErrUnsupported", err)
+// TestNativeWithoutHost: before a protocol-2 host has reached the plugin,
+// the host callbacks fail with the reason rather than pretend.
+func TestNativeWithoutHost(t *testing.T) {
+	if err := Emit(context.Background(), map[string]int{"done": 1}); !errors.Is(err, errNoHost) {
+		t.Errorf("Emit: err = %v, want errNoHost", err)
+	}
+	if _, _, err := KVGet("k"); !errors.Is(err, errNoHost) {
+		t.Errorf("KVGet: err = %v, want errNoHost", err)
 	}
 }
 

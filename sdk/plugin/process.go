@@ -16,27 +16,59 @@ import (
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/toolsetpb"
 )
 
-// Serve serves ts to the Kiln process host and returns only when the host
-// ends the plugin (then the process exits). In a native build the plugin
-// is an executable speaking go-plugin's gRPC protocol with mutual TLS
-// (specs/proto/toolset.proto); run by hand, outside Kiln, it says so and
+// Serve serves the plugin's kinds — a Toolset, a Provider, or both — to
+// the Kiln process host and returns only when the host ends the plugin
+// (then the process exits). In a native build the plugin is an executable
+// speaking go-plugin's gRPC protocol with mutual TLS (specs/proto): Kiln
+// plugin protocol 2, and for a toolset alone also protocol 1, so that an
+// older host still loads it. Run by hand, outside Kiln, it says so and
 // exits with status 1.
 //
 // A toolset with a tool without a name or handler, or with two tools of
-// the same name, is a programming error: Serve prints it to stderr and
-// exits with status 1, before the host's handshake.
-func Serve(ts Toolset) {
-	srv, err := newProcessServer(ts)
+// the same name, a provider without Turn, or two of a kind, is a
+// programming error: Serve prints it to stderr and exits with status 1,
+// before the host's handshake.
+func Serve(kinds ...Kind) {
+	versions, err := processPlugins(kinds)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "plugin:", err)
 		os.Exit(1)
 	}
 	go exitWithParent(os.Getppid(), time.Second)
 	goplugin.Serve(&goplugin.ServeConfig{
-		HandshakeConfig: pluginrpc.Handshake,
-		Plugins:         goplugin.PluginSet{pluginrpc.ToolsetName: &pluginrpc.ToolsetPlugin{Impl: srv}},
-		GRPCServer:      goplugin.DefaultGRPCServer,
+		HandshakeConfig:  pluginrpc.Handshake,
+		VersionedPlugins: versions,
+		GRPCServer:       goplugin.DefaultGRPCServer,
 	})
+}
+
+// processPlugins are the go-plugin plugin sets Serve offers, by protocol
+// version.
+func processPlugins(kinds []Kind) (map[int]goplugin.PluginSet, error) {
+	s, err := collect(kinds)
+	if err != nil {
+		return nil, err
+	}
+	v2 := goplugin.PluginSet{}
+	versions := map[int]goplugin.PluginSet{pluginrpc.ProtocolV2: v2}
+	if s.toolset != nil {
+		srv, err := newProcessServer(*s.toolset)
+		if err != nil {
+			return nil, err
+		}
+		v2[pluginrpc.ToolsetName] = &pluginrpc.ToolsetPlugin{Impl: srv, OnBroker: host.setBroker}
+		if s.provider == nil {
+			versions[pluginrpc.ProtocolV1] = goplugin.PluginSet{pluginrpc.ToolsetName: &pluginrpc.ToolsetPlugin{Impl: srv}}
+		}
+	}
+	if s.provider != nil {
+		srv, err := newProviderServer(*s.provider)
+		if err != nil {
+			return nil, err
+		}
+		v2[pluginrpc.ModelProviderName] = &pluginrpc.ModelProviderPlugin{Impl: srv, OnBroker: host.setBroker}
+	}
+	return versions, nil
 }
 
 // exitWithParent ends the plugin once its parent, the Kiln host, is gone
@@ -98,7 +130,10 @@ func (s *processServer) Describe(context.Context, *toolsetpb.DescribeRequest) (*
 
 // Call runs the tool. Its failures, including an unknown tool and a panic
 // in the handler, travel in the response; the process keeps serving.
+// The handler's context names the call, for Emit.
 func (s *processServer) Call(ctx context.Context, req *toolsetpb.CallRequest) (*toolsetpb.CallResponse, error) {
+	host.use(req.GetHost())
+	ctx = context.WithValue(ctx, callKey{}, req.GetCallId())
 	t := s.ts.find(req.GetTool())
 	if t == nil {
 		return &toolsetpb.CallResponse{Error: fmt.Sprintf("unknown tool %q", req.GetTool())}, nil

@@ -28,25 +28,39 @@ const ABIVersion = 1
 func mainMain()
 
 var (
-	served  *Toolset
-	mainRan bool
-	inbox   = map[uint32][]byte{} // buffers handed out by kiln_alloc, until consumed
-	outbox  []byte                // the last response, alive until the next export call
+	served   *Toolset
+	serveErr error // why Serve's arguments cannot be served
+	mainRan  bool
+	inbox    = map[uint32][]byte{} // buffers handed out by kiln_alloc, until consumed
+	outbox   []byte                // the last response, alive until the next export call
 )
 
-// Serve registers ts as the module's toolset and returns. Call it from main
-// (and return from main); the host calls the tools through the exports
-// kiln_describe and kiln_call.
-func Serve(ts Toolset) {
-	t := ts
-	served = &t
+// Serve registers the module's kinds and returns. Call it from main (and
+// return from main); the host calls them through the exports kiln_describe
+// and kiln_call. ABI version 1 carries a toolset only: a Provider makes
+// every call fail with that reason.
+func Serve(kinds ...Kind) {
+	s, err := collect(kinds)
+	switch {
+	case err != nil:
+		serveErr = err
+	case s.provider != nil:
+		serveErr = errors.New("a model provider needs Kiln WASM ABI version 2, which this SDK does not speak yet")
+	case s.toolset == nil:
+		serveErr = errors.New("plugin.Serve got no toolset")
+	default:
+		served = s.toolset
+	}
 }
 
 // toolset returns the registered toolset, running main.main on first use.
 func toolset() (*Toolset, error) {
-	if served == nil && !mainRan {
+	if served == nil && serveErr == nil && !mainRan {
 		mainRan = true
 		mainMain()
+	}
+	if serveErr != nil {
+		return nil, serveErr
 	}
 	if served == nil {
 		return nil, errors.New("the plugin's main did not call plugin.Serve")
@@ -489,8 +503,11 @@ func Log(level slog.Level, msg string) {
 	runtime.KeepAlive(b)
 }
 
-// Emit sends a progress event (any JSON value) to the host.
-func Emit(event any) error {
+// Emit sends a progress event (any JSON value) of the call in flight to
+// the host. (A WASM instance runs one call at a time, so ctx is not
+// needed to tell which; it is taken for the same signature as a native
+// build.)
+func Emit(_ context.Context, event any) error {
 	data, err := json.Marshal(event)
 	if err != nil {
 		return err

@@ -1,11 +1,15 @@
 // Package pluginrpc is the process-plugin wire protocol shared by the host
 // (plugins/process) and the guest SDK (sdk/plugin): the go-plugin
-// handshake, the plugin kinds and their gRPC adapters. The messages and
-// the service are generated from specs/proto/toolset.proto into toolsetpb.
+// handshake, the protocol versions, one go-plugin plugin per kind and
+// their gRPC adapters. The messages and services are generated from
+// specs/proto (toolset.proto, modelprovider.proto, host.proto) into
+// toolsetpb, modelproviderpb and hostpb.
 //
 // Both sides import this package, so a host and a plugin built from the
-// same Kiln version agree by construction; across versions the handshake's
-// ProtocolVersion decides.
+// same Kiln version agree by construction; across versions go-plugin's
+// version negotiation decides (VersionedPlugins): the host offers every
+// version it speaks, the plugin picks the highest it speaks too, and a
+// plugin that speaks none of them is refused at start.
 package pluginrpc
 
 import (
@@ -15,23 +19,49 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
+	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/modelproviderpb"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/toolsetpb"
 )
 
-// ProtocolVersion is the application protocol version of process plugins.
-// It changes with every incompatible change of the services in toolsetpb.
-const ProtocolVersion = 1
+// Protocol versions.
+const (
+	// ProtocolV1 carries the "toolset" kind only, without host callbacks.
+	ProtocolV1 = 1
+	// ProtocolV2 carries one service per kind ("toolset",
+	// "model-provider") and the host's callbacks through the broker.
+	ProtocolV2 = 2
+)
 
-// ToolsetName is the go-plugin plugin name of the "toolset" kind.
-const ToolsetName = "toolset"
+// ProtocolVersion is the newest application protocol version.
+const ProtocolVersion = ProtocolV2
+
+// Versions are the protocol versions this Kiln speaks, oldest first.
+var Versions = []int{ProtocolV1, ProtocolV2}
+
+// The go-plugin plugin names, one per kind: the kinds' names.
+const (
+	ToolsetName       = "toolset"
+	ModelProviderName = "model-provider"
+)
 
 // Handshake is the go-plugin handshake of Kiln process plugins. The magic
 // cookie only tells a binary that a plugin host started it; it is not a
 // security measure (the host verifies the binary's sha256 instead).
+// ProtocolVersion is go-plugin's fallback for a peer that does not
+// negotiate; both sides here always use VersionedPlugins.
 var Handshake = goplugin.HandshakeConfig{
-	ProtocolVersion:  ProtocolVersion,
+	ProtocolVersion:  ProtocolV1,
 	MagicCookieKey:   "KILN_PLUGIN_MAGIC_COOKIE",
 	MagicCookieValue: "f2b3a4f1-kiln-toolset",
+}
+
+// HostPlugins are the kinds the host can dispense at each version, for
+// ClientConfig.VersionedPlugins.
+func HostPlugins() map[int]goplugin.PluginSet {
+	return map[int]goplugin.PluginSet{
+		ProtocolV1: {ToolsetName: &ToolsetPlugin{}},
+		ProtocolV2: {ToolsetName: &ToolsetPlugin{}, ModelProviderName: &ModelProviderPlugin{}},
+	}
 }
 
 // ToolsetPlugin is the go-plugin adapter of the "toolset" kind. The guest
@@ -40,34 +70,75 @@ var Handshake = goplugin.HandshakeConfig{
 type ToolsetPlugin struct {
 	goplugin.NetRPCUnsupportedPlugin
 	Impl toolsetpb.ToolsetServer
+	// OnBroker, on the guest, receives the plugin's broker, through which
+	// it reaches the host's callbacks.
+	OnBroker func(*goplugin.GRPCBroker)
 }
 
 // GRPCServer registers the toolset service.
-func (p *ToolsetPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
+func (p *ToolsetPlugin) GRPCServer(b *goplugin.GRPCBroker, s *grpc.Server) error {
 	if p.Impl == nil {
 		return errors.New("pluginrpc: ToolsetPlugin has no Impl")
+	}
+	if p.OnBroker != nil {
+		p.OnBroker(b)
 	}
 	toolsetpb.RegisterToolsetServer(s, p.Impl)
 	return nil
 }
 
 // GRPCClient returns a *ToolsetClient on conn.
-func (p *ToolsetPlugin) GRPCClient(ctx context.Context, _ *goplugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return &ToolsetClient{ToolsetClient: toolsetpb.NewToolsetClient(conn), Conn: conn, Done: ctx.Done()}, nil
+func (p *ToolsetPlugin) GRPCClient(ctx context.Context, b *goplugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
+	return &ToolsetClient{ToolsetClient: toolsetpb.NewToolsetClient(conn), Conn: conn, Broker: b, Done: ctx.Done()}, nil
 }
 
-// ToolsetClient is the host's end of one plugin process.
+// ToolsetClient is the host's end of one plugin process's toolset.
 type ToolsetClient struct {
 	toolsetpb.ToolsetClient
 	// Conn is the gRPC connection, reused by every call.
 	Conn *grpc.ClientConn
+	// Broker is the process's go-plugin broker.
+	Broker *goplugin.GRPCBroker
 	// Done is closed when go-plugin sees the plugin process exit (never,
 	// for an in-process test connection).
 	Done <-chan struct{}
 }
 
+// ModelProviderPlugin is the go-plugin adapter of the "model-provider"
+// kind (protocol 2).
+type ModelProviderPlugin struct {
+	goplugin.NetRPCUnsupportedPlugin
+	Impl     modelproviderpb.ModelProviderServer
+	OnBroker func(*goplugin.GRPCBroker)
+}
+
+// GRPCServer registers the model provider service.
+func (p *ModelProviderPlugin) GRPCServer(b *goplugin.GRPCBroker, s *grpc.Server) error {
+	if p.Impl == nil {
+		return errors.New("pluginrpc: ModelProviderPlugin has no Impl")
+	}
+	if p.OnBroker != nil {
+		p.OnBroker(b)
+	}
+	modelproviderpb.RegisterModelProviderServer(s, p.Impl)
+	return nil
+}
+
+// GRPCClient returns a *ModelProviderClient on conn.
+func (p *ModelProviderPlugin) GRPCClient(ctx context.Context, b *goplugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
+	return &ModelProviderClient{ModelProviderClient: modelproviderpb.NewModelProviderClient(conn), Broker: b, Done: ctx.Done()}, nil
+}
+
+// ModelProviderClient is the host's end of one plugin process's model
+// provider.
+type ModelProviderClient struct {
+	modelproviderpb.ModelProviderClient
+	Broker *goplugin.GRPCBroker
+	Done   <-chan struct{}
+}
+
 // Interface guards.
 var (
-	_ goplugin.Plugin     = (*ToolsetPlugin)(nil)
 	_ goplugin.GRPCPlugin = (*ToolsetPlugin)(nil)
+	_ goplugin.GRPCPlugin = (*ModelProviderPlugin)(nil)
 )

@@ -55,7 +55,7 @@ func stream(ctx context.Context, args json.RawMessage) (string, error) {
 				text = nil
 			}
 			if in.Emit {
-				if err := plugin.Emit(map[string]string{"chunk": string(buf[:n])}); err != nil {
+				if err := plugin.Emit(ctx, map[string]string{"chunk": string(buf[:n])}); err != nil {
 					return "", err
 				}
 			}

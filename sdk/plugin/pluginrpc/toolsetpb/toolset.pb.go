@@ -8,8 +8,18 @@
 // in the handshake line it prints on stdout, and every connection is
 // authenticated both ways. The plugin listens on a unix socket.
 //
-// Handshake. go-plugin core protocol 1; application protocol version 1
-// (PLUGIN_PROTOCOL_VERSIONS=1). The environment carries the magic cookie
+// Handshake. go-plugin core protocol 1. Application protocol versions
+// (go-plugin's VersionedPlugins; the host offers them in
+// PLUGIN_PROTOCOL_VERSIONS=1,2 and the plugin picks the highest it speaks):
+//
+//   1  the "toolset" kind only, this service without call_id and host;
+//   2  one service per kind - "toolset" (this file) and "model-provider"
+//      (modelprovider.proto) - and the host's callbacks (host.proto)
+//      through go-plugin's broker: progress events, the plugin's
+//      key/value namespace and logging.
+//
+// A plugin built for a version the host does not speak is refused at
+// start, with both versions named. The environment carries the magic cookie
 //
 //   KILN_PLUGIN_MAGIC_COOKIE=f2b3a4f1-kiln-toolset
 //
@@ -24,11 +34,11 @@
 // PLUGIN_PROTOCOL_VERSIONS, PLUGIN_CLIENT_CERT and, when set,
 // PLUGIN_UNIX_SOCKET_DIR / PLUGIN_UNIX_SOCKET_GROUP.
 //
-// Plugin kind. One go-plugin plugin named "toolset", served as the gRPC
-// service kiln.plugin.toolset.v1.Toolset below. Incompatible changes get a
+// Plugin kinds. One go-plugin plugin per kind, named as the kind
+// ("toolset", "model-provider"), each served as its own gRPC service; the
+// host dispenses the kinds the manifest lists. Incompatible changes get a
 // new package (kiln.plugin.toolset.v2) and a new application protocol
-// version; the host may then serve both through go-plugin's
-// VersionedPlugins.
+// version, served next to the old ones.
 //
 // Errors. A tool's own failure travels in CallResponse.error, so that any
 // gRPC status error means the channel failed (or the call's deadline,
@@ -48,11 +58,12 @@
 package toolsetpb
 
 import (
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
+
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 )
 
 const (
@@ -221,7 +232,13 @@ type CallRequest struct {
 	// tool is a ToolSpec.name from Describe.
 	Tool string `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
 	// args is the tool's arguments, a JSON document.
-	Args          []byte `protobuf:"bytes,2,opt,name=args,proto3" json:"args,omitempty"`
+	Args []byte `protobuf:"bytes,2,opt,name=args,proto3" json:"args,omitempty"`
+	// call_id names this call in the host's callbacks (Host.Emit), so that
+	// its progress events reach the run that made it. Protocol 2.
+	CallId uint64 `protobuf:"varint,3,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// host is the go-plugin broker ID on which the host serves
+	// kiln.plugin.host.v1.Host for this plugin. Protocol 2.
+	Host          uint32 `protobuf:"varint,4,opt,name=host,proto3" json:"host,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -268,6 +285,20 @@ func (x *CallRequest) GetArgs() []byte {
 		return x.Args
 	}
 	return nil
+}
+
+func (x *CallRequest) GetCallId() uint64 {
+	if x != nil {
+		return x.CallId
+	}
+	return 0
+}
+
+func (x *CallRequest) GetHost() uint32 {
+	if x != nil {
+		return x.Host
+	}
+	return 0
 }
 
 // CallResponse is the outcome of one tool call: a result or, when error is
@@ -340,10 +371,12 @@ const file_toolset_proto_rawDesc = "" +
 	"\x06schema\x18\x03 \x01(\fR\x06schema\x12\x1e\n" +
 	"\n" +
 	"idempotent\x18\x04 \x01(\bR\n" +
-	"idempotent\"5\n" +
+	"idempotent\"b\n" +
 	"\vCallRequest\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x12\n" +
-	"\x04args\x18\x02 \x01(\fR\x04args\"<\n" +
+	"\x04args\x18\x02 \x01(\fR\x04args\x12\x17\n" +
+	"\acall_id\x18\x03 \x01(\x04R\x06callId\x12\x12\n" +
+	"\x04host\x18\x04 \x01(\rR\x04host\"<\n" +
 	"\fCallResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\tR\x06result\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error2\xbb\x01\n" +

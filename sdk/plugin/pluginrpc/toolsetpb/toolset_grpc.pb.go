@@ -8,8 +8,18 @@
 // in the handshake line it prints on stdout, and every connection is
 // authenticated both ways. The plugin listens on a unix socket.
 //
-// Handshake. go-plugin core protocol 1; application protocol version 1
-// (PLUGIN_PROTOCOL_VERSIONS=1). The environment carries the magic cookie
+// Handshake. go-plugin core protocol 1. Application protocol versions
+// (go-plugin's VersionedPlugins; the host offers them in
+// PLUGIN_PROTOCOL_VERSIONS=1,2 and the plugin picks the highest it speaks):
+//
+//   1  the "toolset" kind only, this service without call_id and host;
+//   2  one service per kind - "toolset" (this file) and "model-provider"
+//      (modelprovider.proto) - and the host's callbacks (host.proto)
+//      through go-plugin's broker: progress events, the plugin's
+//      key/value namespace and logging.
+//
+// A plugin built for a version the host does not speak is refused at
+// start, with both versions named. The environment carries the magic cookie
 //
 //   KILN_PLUGIN_MAGIC_COOKIE=f2b3a4f1-kiln-toolset
 //
@@ -24,11 +34,11 @@
 // PLUGIN_PROTOCOL_VERSIONS, PLUGIN_CLIENT_CERT and, when set,
 // PLUGIN_UNIX_SOCKET_DIR / PLUGIN_UNIX_SOCKET_GROUP.
 //
-// Plugin kind. One go-plugin plugin named "toolset", served as the gRPC
-// service kiln.plugin.toolset.v1.Toolset below. Incompatible changes get a
+// Plugin kinds. One go-plugin plugin per kind, named as the kind
+// ("toolset", "model-provider"), each served as its own gRPC service; the
+// host dispenses the kinds the manifest lists. Incompatible changes get a
 // new package (kiln.plugin.toolset.v2) and a new application protocol
-// version; the host may then serve both through go-plugin's
-// VersionedPlugins.
+// version, served next to the old ones.
 //
 // Errors. A tool's own failure travels in CallResponse.error, so that any
 // gRPC status error means the channel failed (or the call's deadline,
@@ -49,6 +59,7 @@ package toolsetpb
 
 import (
 	context "context"
+
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"

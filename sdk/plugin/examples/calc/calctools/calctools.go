@@ -13,7 +13,6 @@ package calctools
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -125,7 +124,7 @@ func readfile(_ context.Context, args json.RawMessage) (string, error) {
 	return string(data), nil
 }
 
-func note(_ context.Context, args json.RawMessage) (string, error) {
+func note(ctx context.Context, args json.RawMessage) (string, error) {
 	var in struct{ Text string }
 	if err := json.Unmarshal(args, &in); err != nil {
 		return "", fmt.Errorf("bad arguments: %w", err)
@@ -134,8 +133,7 @@ func note(_ context.Context, args json.RawMessage) (string, error) {
 		return "", err
 	}
 	plugin.Log(slog.LevelInfo, "note written")
-	// The event is optional: a process plugin has no progress channel yet.
-	if err := plugin.Emit(map[string]int{"wrote": len(in.Text)}); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+	if err := plugin.Emit(ctx, map[string]int{"wrote": len(in.Text)}); err != nil {
 		plugin.Log(slog.LevelWarn, "progress event not sent: "+err.Error())
 	}
 	return "ok", nil

@@ -1,0 +1,50 @@
+package modelprovidertest_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/inproc"
+	"github.com/kilnhq/kiln/plugins/modelprovider"
+	"github.com/kilnhq/kiln/plugins/modelprovider/modelprovidertest"
+	"github.com/kilnhq/kiln/plugins/plugintest"
+	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/sdk/plugin/examples/parrot/parrotmodel"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// TestBuiltin: the parrot in-process, as a built-in provider would run.
+func TestBuiltin(t *testing.T) {
+	modelprovidertest.Run(t, func(*testing.T) modelprovider.Provider {
+		return modelprovider.FromRemote(modelprovidertest.ID, plugins.Permissions{}, inproc.Provider(parrotmodel.Provider()))
+	})
+}
+
+// load starts the parrot built for rt on the registered loader of rt and
+// returns its model-provider client.
+func load(t *testing.T, l plugins.Loader, rt plugins.Runtime, entry string) modelprovider.Provider {
+	t.Helper()
+	dir, m := plugintest.WritePluginKinds(t, modelprovidertest.ID, rt, entry, plugintest.Build(t, modelprovidertest.ParrotPackage, rt), `{"timeout_ms":10000}`, plugins.CapModelProvider)
+	inst, err := l.Load(context.Background(), plugins.LoadRequest{ID: m.ID, Dir: dir, Manifest: m, DataDir: t.TempDir(), Host: plugins.Callbacks{Logger: quiet}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inst.Close() })
+	c, err := inst.Dispense(context.Background(), plugins.CapModelProvider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.(modelprovider.Provider)
+}
+
+// TestProcess: the parrot as a process plugin, over protocol 2.
+func TestProcess(t *testing.T) {
+	l := process.NewLoader(process.Options{Logger: quiet})
+	modelprovidertest.Run(t, func(t *testing.T) modelprovider.Provider {
+		return load(t, l, plugins.RuntimeProcess, "parrot")
+	})
+}
