@@ -321,3 +321,108 @@ func processAlive(pid int) bool {
 	_, rest, _ := strings.Cut(string(stat), ") ")
 	return !strings.HasPrefix(rest, "Z")
 }
+
+// TestProviderAndCallbacksEndToEnd drives a real kiln serve with process
+// plugins of protocol 2: the parrot example installed as a model provider
+// runs an agent turn with a tool call; a toolset's progress events reach
+// the thread's event stream; its key/value namespace survives the process
+// being killed.
+func TestProviderAndCallbacksEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs kiln serve")
+	}
+	addr, data := procAddr(t), t.TempDir()
+	srv := startProc(t, addr, data)
+	c := srv.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	dir, _ := plugintest.WritePluginKinds(t, "parrot", plugins.RuntimeProcess, "parrot",
+		plugintest.Build(t, "github.com/kilnhq/kiln/sdk/plugin/examples/parrot", plugins.RuntimeProcess), `{"timeout_ms":10000}`, plugins.CapModelProvider)
+	in, err := c.InstallPlugin(ctx, client.InstallPluginRequest{Path: dir, Consent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(in.Provided["model-provider"], []string{"parrot:<model>"}) || in.Runtime != "process" {
+		t.Fatalf("installed parrot: %+v", in)
+	}
+	ms, err := c.Models(ctx)
+	if err != nil || !slices.ContainsFunc(ms.Models, func(m client.Model) bool { return m.Ref == "parrot:parrot-1" }) {
+		t.Fatalf("models: %+v, %v", ms, err)
+	}
+	th, err := c.CreateThread(ctx, core.ThreadInput{Title: "parrot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.StartRun(ctx, th.ID, core.RunRequest{Input: core.RunInput{Text: `use echo {"text":"hi"}`}, Model: "parrot:parrot-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err = c.WaitRun(ctx, r.ID); err != nil || r.Status != core.RunSucceeded {
+		t.Fatalf("run through parrot: %+v, %v", r, err)
+	}
+	msgs, err := c.Messages(ctx, th.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range msgs {
+		got = append(got, m.Role+": "+m.Text)
+	}
+	want := []string{`user: use echo {"text":"hi"}`, "assistant: ", `tool: {"text":"hi"}`, `assistant: Squawk! echo said: {"text":"hi"}`}
+	if !slices.Equal(got, want) {
+		t.Errorf("the conversation through parrot:\n%q\nwant\n%q", got, want)
+	}
+
+	// A toolset's progress events, on the thread's stream.
+	calcp := examplePlugin(t, "calcp", plugins.RuntimeProcess)
+	if _, err := c.InstallPlugin(ctx, client.InstallPluginRequest{Path: calcp, Consent: true}); err != nil {
+		t.Fatal(err)
+	}
+	th, err = c.CreateThread(ctx, core.ThreadInput{Title: "progress"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := c.Stream(ctx, client.StreamOptions{ThreadID: th.ID})
+	defer stream.Close()
+	r, err = c.StartRun(ctx, th.ID, core.RunRequest{Input: core.RunInput{Text: "tool calcp.note {\"text\": \"hello\"}\ntext done"}, Model: "scripted",
+		InterruptOn: core.Policy{"calcp.note": {Interrupt: false}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress json.RawMessage
+	for ev := range stream.Events() {
+		if ev.Type == core.EventToolProgress {
+			progress = ev.Payload
+		}
+		if ev.Type == core.EventRunFinished {
+			break
+		}
+	}
+	if !strings.Contains(string(progress), `"tool":"calcp.note"`) || !strings.Contains(string(progress), `"progress":{"wrote":5}`) {
+		t.Errorf("progress event %s; want calcp.note's {\"wrote\":5}", progress)
+	}
+
+	// Its key/value namespace survives a SIGKILL of its process.
+	if _, res := runScript(t, c, "tool calcp.counter {}\ntool calcp.counter {}\ntext done", nil); res["calcp.counter"] == nil || res["calcp.counter"].Text != "2" {
+		t.Fatalf("counter: %+v", res["calcp.counter"])
+	}
+	info, err := c.Plugin(ctx, "calcp")
+	if err != nil || info.PID == 0 {
+		t.Fatalf("calcp: %+v, %v", info, err)
+	}
+	if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if info, _ = c.Plugin(ctx, "calcp"); info.Restarts == 1 && info.PID != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("calcp was not restarted: %+v", info)
+		}
+	}
+	if _, res := runScript(t, c, "tool calcp.counter {}\ntext done", nil); res["calcp.counter"] == nil || res["calcp.counter"].Text != "3" {
+		t.Errorf("counter after the restart: %+v", res["calcp.counter"])
+	}
+}
