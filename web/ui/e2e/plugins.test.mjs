@@ -25,7 +25,7 @@ test("the built-in util plugin: listed, disabled and enabled, not removable", as
     await util.waitFor();
     assert.equal(await util.getAttribute("data-status"), "enabled");
     assert.equal(await util.locator(tid("plugin-status")).textContent(), "enabled");
-    assert.equal(await util.locator(tid("plugin-runtime")).textContent(), "process");
+    assert.equal(await util.locator(tid("plugin-runtime")).textContent(), "builtin");
     assert.equal(await util.locator(tid("plugin-builtin")).textContent(), "built-in");
     assert.equal(await util.locator(tid("plugin-remove")).count(), 0, "a built-in has no Remove button");
 
@@ -38,6 +38,16 @@ test("the built-in util plugin: listed, disabled and enabled, not removable", as
     const perms = util.locator(tid("plugin-permissions"));
     await perms.locator("summary").click();
     assert.ok(await perms.locator("li").count() > 0, "the permissions are listed");
+
+    // A model provider lists its models and no tools; the kiln plugin has both.
+    const openai = p.locator(row("openai"));
+    assert.equal(await openai.locator(tid("plugin-tools")).count(), 0, "a provider has no Tools list");
+    const models = openai.locator(tid("plugin-provided-model-provider"));
+    await models.locator("summary").click();
+    await models.locator("li", { hasText: "openai:<model>" }).waitFor();
+    const kiln = p.locator(row("kiln"));
+    assert.equal(await kiln.locator(`${tid("plugin-tools")} summary`).textContent(), "Tools (3)");
+    assert.equal(await kiln.locator(`${tid("plugin-provided-model-provider")} summary`).textContent(), "Models (2)");
 
     // Disable: the row says so and runs can no longer call its tools.
     const toggle = util.locator(tid("plugin-toggle"));

@@ -42,9 +42,11 @@ export interface Status {
 }
 /** A plugin as GET /plugins lists it (plugins/registry/types.go). */
 export interface Plugin {
-  id: string; version: string; description: string; runtime: "wasm" | "process" | string; provides: string[] | null;
+  id: string; version: string; description: string; runtime: "builtin" | "wasm" | "process" | "data" | string; provides: string[] | null;
   builtin: boolean; enabled: boolean; status: "enabled" | "disabled" | "failed" | string; error?: string;
   tools: string[] | null; interrupt_on?: unknown; permissions: string[] | null; sha256: string; dir?: string;
+  /** Per kind, what the enabled plugin adds: models, skills, MCP servers (and its tools). */
+  provided?: Record<string, string[]>;
   installed_at?: string; restarts?: number; pid?: number;
 }
 /** One resolved provider setting (plugins/providers/hub/types.go): a secret's value is only "set" or "not set". */

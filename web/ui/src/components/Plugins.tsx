@@ -49,6 +49,9 @@ export function PluginsPanel() {
   );
 }
 
+/** The kinds besides toolset whose items a plugin row lists, with their headings. */
+const kindLabels: [string, string][] = [["model-provider", "Models"], ["skills", "Skills"], ["mcp-servers", "MCP servers"], ["sandbox-runtime", "Sandbox runtimes"]];
+
 function PluginRow({ p, onChange, onGone, onRemoved }: {
   p: Plugin; onChange: (p: Plugin) => void; onGone: (id: string) => void; onRemoved: (p: Plugin) => void;
 }) {
@@ -56,7 +59,8 @@ function PluginRow({ p, onChange, onGone, onRemoved }: {
   const [err, setErr] = useState("");
   const [confirm, setConfirm] = useState(false);
   const ref = useRef<HTMLLIElement>(null);
-  const tools = p.tools ?? [], perms = p.permissions ?? [];
+  const tools = p.tools ?? [], perms = p.permissions ?? [], kinds = p.provides ?? [];
+  const others = kindLabels.filter(([k]) => kinds.includes(k));
   const hid = `plg-${p.id}`;
   const back = useRef(false); // a cancelled confirmation returns focus to Remove…
   // A layout effect moves focus in the same task that shows the confirmation
@@ -128,11 +132,23 @@ function PluginRow({ p, onChange, onGone, onRemoved }: {
         </div>
       )}
       {err && <p class="card-error" role="alert" data-testid="plugin-action-error">{err}</p>}
-      <details class="plugin-more" data-testid="plugin-tools">
-        <summary>Tools ({tools.length})</summary>
-        {tools.length ? <ul>{tools.map((t) => <li key={t}><code>{t}</code></li>)}</ul>
-          : <p class="muted small">{p.status === "enabled" ? "This plugin provides no tools." : "Its tools are listed while it runs."}</p>}
-      </details>
+      {(kinds.includes("toolset") || !others.length) && (
+        <details class="plugin-more" data-testid="plugin-tools">
+          <summary>Tools ({tools.length})</summary>
+          {tools.length ? <ul>{tools.map((t) => <li key={t}><code>{t}</code></li>)}</ul>
+            : <p class="muted small">{p.status === "enabled" ? "This plugin provides no tools." : "Its tools are listed while it runs."}</p>}
+        </details>
+      )}
+      {others.map(([kind, label]) => {
+        const items = p.provided?.[kind] ?? [];
+        return (
+          <details class="plugin-more" data-testid={`plugin-provided-${kind}`} key={kind}>
+            <summary>{label} ({items.length})</summary>
+            {items.length ? <ul>{items.map((x) => <li key={x}><code>{x}</code></li>)}</ul>
+              : <p class="muted small">{p.status === "enabled" ? "None." : "Listed while it runs."}</p>}
+          </details>
+        );
+      })}
       <details class="plugin-more" data-testid="plugin-permissions">
         <summary>Permissions ({perms.length})</summary>
         {perms.length ? <ul>{perms.map((x, i) => <li key={i}>{x}</li>)}</ul> : <p class="muted small">None.</p>}
