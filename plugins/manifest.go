@@ -2,8 +2,6 @@ package plugins
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -155,8 +153,9 @@ func (e *ManifestError) Unwrap() error {
 	return &core.Error{Code: core.EINVALID, Message: e.Error()}
 }
 
-// ErrChecksumMismatch is wrapped by VerifyEntry when the entry file's
-// sha256 differs from the manifest's.
+// ErrChecksumMismatch is wrapped by every check that finds a plugin's
+// bytes are not the ones its manifest or its install recorded
+// (plugins/integrity).
 var ErrChecksumMismatch = errors.New("sha256 mismatch")
 
 // LoadManifest reads and parses dir/kiln-plugin.json. The file must be a
@@ -206,46 +205,6 @@ func readContained(dir, rel string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("larger than %d KiB", limit>>10)
 	}
 	return data, nil
-}
-
-// VerifyEntry checks that m.Entry names a regular file inside dir (through
-// no symlink that leaves dir) whose sha256 is m.SHA256. A mismatch returns
-// an error wrapping ErrChecksumMismatch that shows both digests; anything
-// else (missing file, escaping symlink, I/O) an error naming the entry.
-// The check holds only while the file stays unchanged: a host must load
-// or start the bytes it verified, or verify again at start.
-func (m *Manifest) VerifyEntry(dir string) error {
-	if reason := checkEntry(m.Entry); reason != "" {
-		return fmt.Errorf("verify entry: %s", reason)
-	}
-	if !reSHA256.MatchString(m.SHA256) {
-		return fmt.Errorf("verify entry %q: manifest sha256 %q is not 64 lowercase hex digits", m.Entry, m.SHA256)
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return fmt.Errorf("verify entry %q: %w", m.Entry, err)
-	}
-	defer root.Close()
-	fi, err := root.Stat(m.Entry)
-	if err != nil {
-		return fmt.Errorf("verify entry %q: %w", m.Entry, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("verify entry %q: not a regular file", m.Entry)
-	}
-	f, err := root.Open(m.Entry)
-	if err != nil {
-		return fmt.Errorf("verify entry %q: %w", m.Entry, err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return fmt.Errorf("verify entry %q: %w", m.Entry, err)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != m.SHA256 {
-		return fmt.Errorf("verify entry %q: %w: the manifest says %s, the file has %s", m.Entry, ErrChecksumMismatch, m.SHA256, got)
-	}
-	return nil
 }
 
 // ConsentSummary returns the lines of the install consent prompt:

@@ -2,10 +2,7 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -20,6 +17,7 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/integrity"
 	"github.com/kilnhq/kiln/sdk/client"
 )
 
@@ -638,7 +636,7 @@ func (o *manifestObject) marshal() ([]byte, error) {
 
 // entryChecksum returns the sha256 of the entry file of the plugin in
 // dir, the entry's path and the sha256 the manifest states now ("" when
-// it states none). The entry is opened through an os.Root, so that
+// it states none). The entry is read through an os.Root, so that
 // neither ".." nor a symlink can take it outside dir.
 func entryChecksum(dir string) (sum, entry, current string, err error) {
 	root, err := os.OpenRoot(dir)
@@ -652,35 +650,25 @@ func entryChecksum(dir string) (sum, entry, current string, err error) {
 	}
 	entry, ok := obj.str("entry")
 	if !ok || entry == "" {
+		_, hasRuntime := obj.str("runtime")
+		_, hasSum := obj.str("sha256")
+		if slices.Contains(obj.keys, "provides") && !slices.Contains(obj.keys, "entry") && !hasRuntime && !hasSum {
+			t, err := integrity.Tree(dir)
+			if err != nil {
+				return "", "", "", err
+			}
+			return "", "", "", fmt.Errorf("%s has no entry: it is a data-only bundle, whose install records the digest of the whole folder, %s (over %d files); nothing needs to be written", dir, t.Digest, t.Files)
+		}
 		return "", "", "", fmt.Errorf("%s has no \"entry\" string naming the plugin's entry file", filepath.Join(dir, plugins.ManifestFile))
 	}
 	current, _ = obj.str("sha256")
-	f, err := openEntry(root, entry)
-	if err != nil {
-		return "", "", "", fmt.Errorf("entry %q: %w", entry, err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", "", "", fmt.Errorf("entry %q: %w", entry, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), entry, current, nil
-}
-
-// openEntry opens the regular file entry (a slash-separated path) inside root.
-func openEntry(root *os.Root, entry string) (*os.File, error) {
 	if strings.ContainsRune(entry, '\\') || filepath.IsAbs(entry) || strings.HasPrefix(entry, "/") {
-		return nil, errors.New("must be a slash-separated path relative to the plugin folder")
+		return "", "", "", fmt.Errorf("entry %q: must be a slash-separated path relative to the plugin folder", entry)
 	}
-	name := filepath.FromSlash(entry)
-	fi, err := root.Stat(name)
-	if err != nil {
-		return nil, err
+	if sum, err = integrity.FileSum(dir, entry); err != nil {
+		return "", "", "", fmt.Errorf("entry %q: %w", entry, err)
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	return root.Open(name)
+	return sum, entry, current, nil
 }
 
 // writeManifestSHA256 sets the "sha256" field of dir's manifest, keeping

@@ -15,6 +15,7 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/builtin/util"
+	"github.com/kilnhq/kiln/plugins/integrity"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/registry"
 )
@@ -300,7 +301,7 @@ func TestPluginChecksum(t *testing.T) {
 		t.Fatalf("checksum --write: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	got, err := plugins.LoadManifest(dir)
-	if err != nil || got.SHA256 != sum || got.VerifyEntry(dir) != nil {
+	if _, verr := integrity.Entry(dir, got, false); err != nil || got.SHA256 != sum || verr != nil {
 		t.Fatalf("manifest after --write: %+v %v", got, err)
 	}
 	after, _ := os.ReadFile(manifest)
@@ -351,6 +352,17 @@ func TestPluginChecksum(t *testing.T) {
 	os.WriteFile(manifest, []byte(`{"id":"x"}`), 0o644)
 	if r = kiln(t, "plugin", "checksum", dir); r.code != exitFailure || !strings.Contains(r.stderr, `has no "entry" string`) {
 		t.Errorf("no entry: %d %q", r.code, r.stderr)
+	}
+	// A data-only bundle has no entry to sum: the command says what
+	// install records instead.
+	os.WriteFile(manifest, []byte(`{"id":"x","provides":["skills"]}`), 0o644)
+	os.Remove(filepath.Join(dir, "link")) // the escaping symlink of the cases above
+	tr, err := integrity.Tree(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r = kiln(t, "plugin", "checksum", dir); r.code != exitFailure || !strings.Contains(r.stderr, "is a data-only bundle") || !strings.Contains(r.stderr, tr.Digest) {
+		t.Errorf("a data-only bundle: %d %q (digest %s)", r.code, r.stderr, tr.Digest)
 	}
 	os.WriteFile(manifest, []byte(`[1]`), 0o644)
 	if r = kiln(t, "plugin", "checksum", dir); r.code != exitFailure || !strings.Contains(r.stderr, "is not a JSON object") {

@@ -31,6 +31,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -42,6 +43,8 @@ const (
 	MaxFiles = 10000
 	MaxBytes = 512 << 20 // all files together
 )
+
+var reSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // ErrMismatch is wrapped by every failure that means the bytes are not the
 // ones expected, as opposed to a file that cannot be read.
@@ -109,6 +112,9 @@ func Entry(dir string, m *plugins.Manifest, read bool) ([]byte, error) {
 	if m.DataOnly() {
 		return nil, fmt.Errorf("plugin %s has no entry: it is a data-only bundle", m.ID)
 	}
+	if !reSHA256.MatchString(m.SHA256) {
+		return nil, fmt.Errorf("verify entry %q: manifest sha256 %q is not 64 lowercase hex digits", m.Entry, m.SHA256)
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("verify entry %q: %w", m.Entry, err)
@@ -150,6 +156,55 @@ func Entry(dir string, m *plugins.Manifest, read bool) ([]byte, error) {
 		return nil, nil
 	}
 	return buf.Bytes(), nil
+}
+
+// FileSum returns the sha256 (hex) of the regular file rel (a
+// slash-separated path) inside dir, read through no symlink that leaves
+// dir: an entry's sum before its manifest states it (kiln plugin
+// checksum). Errors do not repeat rel.
+func FileSum(dir, rel string) (string, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	fi, err := root.Stat(rel)
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", errors.New("not a regular file")
+	}
+	f, err := root.Open(rel)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// EntryFile checks that m.Entry names a regular file inside dir, through
+// no symlink that leaves it, without hashing it: for a runtime whose
+// loader hashes the file itself just before running it (go-plugin's
+// checksum before exec), so that it is hashed once.
+func EntryFile(dir string, m *plugins.Manifest) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	fi, err := root.Stat(m.Entry)
+	if err != nil {
+		return fmt.Errorf("entry: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("entry %q is not a regular file", m.Entry)
+	}
+	return nil
 }
 
 // A TreeSum is the digest of a folder and the listing it is computed over.

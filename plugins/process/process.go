@@ -25,6 +25,7 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/integrity"
 	"github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/modelproviderpb"
@@ -291,7 +292,7 @@ func (p *Plugin) environ() []string {
 // exec, once per start. Errors wrap plugins.ErrChecksumMismatch or
 // plugins.ErrTransport.
 func (p *Plugin) start(ctx context.Context) (*instance, described, error) {
-	if err := p.checkEntry(); err != nil {
+	if err := integrity.EntryFile(p.dir, p.m); err != nil {
 		return nil, described{}, fmt.Errorf("%w: %w", plugins.ErrTransport, err)
 	}
 	cmd := exec.Command(p.entry, p.opts.Args...)
@@ -352,24 +353,6 @@ func quoteKinds(cs []plugins.Capability) string {
 		q[i] = strconv.Quote(string(c))
 	}
 	return strings.Join(q, " and ")
-}
-
-// checkEntry makes sure the entry is a regular file inside the plugin
-// folder (a symlink may not lead out of it).
-func (p *Plugin) checkEntry() error {
-	root, err := os.OpenRoot(p.dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	fi, err := root.Stat(p.m.Entry)
-	if err != nil {
-		return fmt.Errorf("entry: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("entry %q is not a regular file", p.m.Entry)
-	}
-	return nil
 }
 
 // connect completes the handshake on a new client, dispenses each kind

@@ -1,16 +1,11 @@
 package wasm
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,6 +16,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/integrity"
 	"github.com/kilnhq/kiln/plugins/netguard"
 	toolsetkind "github.com/kilnhq/kiln/plugins/toolset"
 )
@@ -29,8 +25,8 @@ import (
 // (specs/wasm-abi.md). A guest whose kiln_abi_version differs is refused.
 const ABIVersion = 1
 
-// MaxEntrySize is the largest .wasm file Load reads (256 MiB).
-const MaxEntrySize = 256 << 20
+// MaxEntrySize is the largest .wasm file Load reads (integrity.MaxEntrySize).
+const MaxEntrySize = integrity.MaxEntrySize
 
 // Config configures a Host. The zero value is usable: no disk cache, the
 // default logger, the real clock.
@@ -180,20 +176,10 @@ func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts L
 	if m.Runtime != plugins.RuntimeWASM {
 		return nil, fmt.Errorf("load plugin %s: runtime is %q, not %q", m.ID, m.Runtime, plugins.RuntimeWASM)
 	}
-	// Compile exactly the bytes checked: read the entry once and hash what
-	// was read. On any problem m.VerifyEntry says what is wrong (path,
-	// file type, digests); the file is hashed once on success, which is a
-	// few milliseconds of every Load.
-	code, err := readEntry(dir, m.Entry)
-	if err == nil {
-		if sum := sha256.Sum256(code); hex.EncodeToString(sum[:]) != m.SHA256 {
-			err = fmt.Errorf("verify entry %q: %w", m.Entry, plugins.ErrChecksumMismatch)
-		}
-	}
+	// Compile exactly the bytes checked: the entry is read once and what
+	// was read is hashed.
+	code, err := integrity.Entry(dir, m, true)
 	if err != nil {
-		if verr := m.VerifyEntry(dir); verr != nil {
-			err = verr
-		}
 		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
 	}
 	mib := m.Permissions.MemoryMiB
@@ -303,36 +289,6 @@ func minMemory(c wazero.CompiledModule) uint64 {
 		return uint64(d.Min()) << 16
 	}
 	return 0
-}
-
-// readEntry reads the entry file inside dir, through no escaping symlink.
-func readEntry(dir, entry string) ([]byte, error) {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, fmt.Errorf("read entry %q: %w", entry, err)
-	}
-	defer root.Close()
-	f, err := root.Open(entry)
-	if err != nil {
-		return nil, fmt.Errorf("read entry %q: %w", entry, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("read entry %q: %w", entry, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("read entry %q: not a regular file", entry)
-	}
-	var b bytes.Buffer
-	b.Grow(int(min(fi.Size(), MaxEntrySize)) + 1)
-	if _, err := io.Copy(&b, io.LimitReader(f, MaxEntrySize+1)); err != nil {
-		return nil, fmt.Errorf("read entry %q: %w", entry, err)
-	}
-	if b.Len() > MaxEntrySize {
-		return nil, fmt.Errorf("read entry %q: larger than %d MiB", entry, MaxEntrySize>>20)
-	}
-	return b.Bytes(), nil
 }
 
 // requiredExports are the functions ABI v1 needs from a guest.
