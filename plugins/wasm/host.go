@@ -81,8 +81,16 @@ type Host struct {
 	mu       sync.Mutex
 	runtimes map[uint32]wazero.Runtime // by memory limit in pages
 	compiled map[compiledKey]*compiledEntry
+	keep     time.Duration // how long a compiled module no toolset uses is kept (keepCompiled)
 	closed   bool
 }
+
+// keepCompiled is how long a Host keeps a compiled module after the last
+// toolset using it closed, so that enabling a plugin again soon after
+// disabling it (or a restart of the plugin by the registry) neither reads
+// the disk cache nor decodes and validates the module again. A compiled
+// Go guest holds about 27 MiB (its machine code and the decoded module).
+const keepCompiled = 5 * time.Minute
 
 // compiledKey identifies a compiled module: the code's sha256 in the
 // runtime of a memory limit.
@@ -92,11 +100,14 @@ type compiledKey struct {
 }
 
 // compiledEntry is a compiled module shared by the toolsets loaded from
-// the same code, closed when the last one closes. A second Load of the
-// same plugin in a process skips decoding, validation and the disk cache.
+// the same code, closed keepCompiled after the last one closes. A second
+// Load of the same plugin in a process skips decoding, validation and the
+// disk cache.
 type compiledEntry struct {
-	module wazero.CompiledModule
-	refs   int
+	module   wazero.CompiledModule
+	refs     int
+	idle     *time.Timer // while refs is 0: closes the module when it fires
+	released int         // times refs fell to 0, to tell the timers apart
 }
 
 // New returns a Host. It fails if the cache folder cannot be created.
@@ -107,7 +118,7 @@ func New(cfg Config) (*Host, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	h := &Host{cfg: cfg, runtimes: map[uint32]wazero.Runtime{}, compiled: map[compiledKey]*compiledEntry{}}
+	h := &Host{cfg: cfg, runtimes: map[uint32]wazero.Runtime{}, compiled: map[compiledKey]*compiledEntry{}, keep: keepCompiled}
 	if cfg.CacheDir != "" {
 		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
 		if err != nil {
@@ -128,6 +139,11 @@ func (h *Host) Close(ctx context.Context) error {
 		return nil
 	}
 	h.closed = true
+	for _, e := range h.compiled {
+		if e.idle != nil {
+			e.idle.Stop()
+		}
+	}
 	var errs []error
 	for _, r := range h.runtimes {
 		errs = append(errs, r.Close(ctx))
@@ -174,7 +190,9 @@ func (h *Host) runtime(ctx context.Context, pages uint32) (wazero.Runtime, error
 // (the error wraps plugins.ErrChecksumMismatch), the module needs more
 // memory than memory_mib, imports anything but the kiln host module and
 // WASI, lacks an ABI export, speaks another ABI version, or fails to
-// initialize or describe itself within timeout_ms.
+// initialize or describe itself within timeout_ms. A compiled module
+// stays with the Host keepCompiled after the last toolset using it
+// closed, so a plugin enabled again soon after is not compiled again.
 func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts LoadOptions) (plugins.Toolset, error) {
 	if m.Runtime != plugins.RuntimeWASM {
 		return nil, fmt.Errorf("load plugin %s: runtime is %q, not %q", m.ID, m.Runtime, plugins.RuntimeWASM)
@@ -251,17 +269,34 @@ func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts L
 	return ts, nil
 }
 
-// compile returns the compiled module for key, compiling and checking
-// code unless a loaded toolset already holds it. The caller must release
-// it.
-func (h *Host) compile(ctx context.Context, rt wazero.Runtime, key compiledKey, code []byte) (wazero.CompiledModule, error) {
+// shared returns the compiled module for key if this Host holds one (in
+// use or kept), with a reference the caller must release; nil otherwise.
+func (h *Host) shared(key compiledKey) wazero.CompiledModule {
 	h.mu.Lock()
-	if e, ok := h.compiled[key]; ok {
-		e.refs++
-		h.mu.Unlock()
-		return e.module, nil
+	defer h.mu.Unlock()
+	e, ok := h.compiled[key]
+	if !ok || h.closed {
+		return nil
 	}
-	h.mu.Unlock()
+	h.useLocked(e)
+	return e.module
+}
+
+// useLocked takes a reference to e; h.mu is held.
+func (h *Host) useLocked(e *compiledEntry) {
+	e.refs++
+	if e.idle != nil {
+		e.idle.Stop() // if it fired already, expire finds the module in use
+		e.idle = nil
+	}
+}
+
+// compile returns the compiled module for key, compiling and checking
+// code unless this Host holds it already. The caller must release it.
+func (h *Host) compile(ctx context.Context, rt wazero.Runtime, key compiledKey, code []byte) (wazero.CompiledModule, error) {
+	if c := h.shared(key); c != nil {
+		return c, nil
+	}
 	// Compiled outside the lock: two Loads of new code may race, and the
 	// loser's module is used once and not shared.
 	c, err := rt.CompileModule(ctx, code)
@@ -280,7 +315,9 @@ func (h *Host) compile(ctx context.Context, rt wazero.Runtime, key compiledKey, 
 	return c, nil
 }
 
-// release gives back a module compile returned.
+// release gives back a module compile or shared returned. The last
+// reference keeps it keepCompiled longer (Host.keep), unless the Host is
+// closed.
 func (h *Host) release(ctx context.Context, key compiledKey, c wazero.CompiledModule) error {
 	h.mu.Lock()
 	e, ok := h.compiled[key]
@@ -289,10 +326,30 @@ func (h *Host) release(ctx context.Context, key compiledKey, c wazero.CompiledMo
 			h.mu.Unlock()
 			return nil
 		}
+		if !h.closed {
+			e.released++
+			n := e.released
+			e.idle = time.AfterFunc(h.keep, func() { h.expire(key, e, n) })
+			h.mu.Unlock()
+			return nil
+		}
 		delete(h.compiled, key)
 	}
 	h.mu.Unlock()
 	return c.Close(ctx)
+}
+
+// expire closes the kept module e when the timer of its released-th
+// release fires, unless a toolset took it since.
+func (h *Host) expire(key compiledKey, e *compiledEntry, released int) {
+	h.mu.Lock()
+	if h.compiled[key] != e || e.refs > 0 || e.released != released || h.closed {
+		h.mu.Unlock()
+		return
+	}
+	delete(h.compiled, key)
+	h.mu.Unlock()
+	e.module.Close(context.Background())
 }
 
 // minMemory returns the initial size of a compiled module's memory in
