@@ -78,11 +78,12 @@ type Host struct {
 	cache wazero.CompilationCache
 	seq   atomic.Uint64 // instance counter, for unique module names
 
-	mu       sync.Mutex
-	runtimes map[uint32]wazero.Runtime // by memory limit in pages
-	compiled map[compiledKey]*compiledEntry
-	keep     time.Duration // how long a compiled module no toolset uses is kept (keepCompiled)
-	closed   bool
+	mu           sync.Mutex
+	runtimes     map[uint32]wazero.Runtime // by memory limit in pages
+	compiled     map[compiledKey]*compiledEntry
+	descriptions map[compiledKey]description
+	keep         time.Duration // how long a compiled module no toolset uses is kept (keepCompiled)
+	closed       bool
 }
 
 // keepCompiled is how long a Host keeps a compiled module after the last
@@ -118,7 +119,10 @@ func New(cfg Config) (*Host, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	h := &Host{cfg: cfg, runtimes: map[uint32]wazero.Runtime{}, compiled: map[compiledKey]*compiledEntry{}, keep: keepCompiled}
+	h := &Host{
+		cfg: cfg, runtimes: map[uint32]wazero.Runtime{}, compiled: map[compiledKey]*compiledEntry{},
+		descriptions: map[compiledKey]description{}, keep: keepCompiled,
+	}
 	if cfg.CacheDir != "" {
 		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
 		if err != nil {
@@ -190,27 +194,23 @@ func (h *Host) runtime(ctx context.Context, pages uint32) (wazero.Runtime, error
 // (the error wraps plugins.ErrChecksumMismatch), the module needs more
 // memory than memory_mib, imports anything but the kiln host module and
 // WASI, lacks an ABI export, speaks another ABI version, or fails to
-// initialize or describe itself within timeout_ms. A compiled module
-// stays with the Host keepCompiled after the last toolset using it
-// closed, so a plugin enabled again soon after is not compiled again.
+// initialize or describe itself within timeout_ms.
+//
+// A module this Host, or an earlier one on the same CacheDir, has loaded
+// so before (the same sha256 and memory_mib) is not compiled or
+// instantiated by Load: its tools are those it described then, and the
+// first call reads the entry again, checks its sha256 again, then
+// compiles and instantiates it (a failure there fails that call with
+// plugins.ErrTransport, wrapping plugins.ErrChecksumMismatch for a
+// changed entry). A compiled module stays with the Host keepCompiled after
+// the last toolset using it closed, so a plugin enabled again soon
+// after is not compiled again.
 func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts LoadOptions) (plugins.Toolset, error) {
 	if m.Runtime != plugins.RuntimeWASM {
 		return nil, fmt.Errorf("load plugin %s: runtime is %q, not %q", m.ID, m.Runtime, plugins.RuntimeWASM)
 	}
-	// Compile exactly the bytes checked: read the entry once and hash what
-	// was read. On any problem m.VerifyEntry says what is wrong (path,
-	// file type, digests); the file is hashed once on success, which is a
-	// few milliseconds of every Load.
-	code, err := readEntry(dir, m.Entry)
-	if err == nil {
-		if sum := sha256.Sum256(code); hex.EncodeToString(sum[:]) != m.SHA256 {
-			err = fmt.Errorf("verify entry %q: %w", m.Entry, plugins.ErrChecksumMismatch)
-		}
-	}
+	code, err := verifiedEntry(dir, m)
 	if err != nil {
-		if verr := m.VerifyEntry(dir); verr != nil {
-			err = verr
-		}
 		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
 	}
 	mib := m.Permissions.MemoryMiB
@@ -229,31 +229,27 @@ func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts L
 		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
 	}
 	key := compiledKey{m.SHA256, uint32(mib) * 16}
-	compiled, err := h.compile(ctx, rt, key, code)
-	if err != nil {
-		return nil, fmt.Errorf("load plugin %s: compile (memory_mib %d): %w", m.ID, mib, err)
-	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = h.cfg.Logger
 	}
 	ts := &toolset{
-		id:       m.ID,
-		host:     h,
-		key:      key,
-		rt:       rt,
-		compiled: compiled,
-		perms:    m.Permissions,
-		timeout:  time.Duration(timeout) * time.Millisecond,
-		logger:   logger.With("component", "wasm:"+m.ID, "plugin", m.ID),
-		emit:     opts.Emit,
-		kv:       opts.KV,
-		now:      h.cfg.Now,
-		max:      MaxInstances,
-		mem:      &budget{total: uint64(mib) << 20},
-		output:   newLogLimit(time.Now),
-		need:     minMemory(compiled),
-		wake:     make(chan struct{}),
+		id:      m.ID,
+		host:    h,
+		dir:     dir,
+		m:       m,
+		key:     key,
+		rt:      rt,
+		perms:   m.Permissions,
+		timeout: time.Duration(timeout) * time.Millisecond,
+		logger:  logger.With("component", "wasm:"+m.ID, "plugin", m.ID),
+		emit:    opts.Emit,
+		kv:      opts.KV,
+		now:     h.cfg.Now,
+		max:     MaxInstances,
+		mem:     &budget{total: uint64(mib) << 20},
+		output:  newLogLimit(time.Now),
+		wake:    make(chan struct{}),
 	}
 	ts.mem.evict = ts.evictIdle
 	ts.life, ts.end = context.WithCancel(context.Background())
@@ -262,11 +258,44 @@ func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts L
 		ts.Close()
 		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
 	}
+	if d, ok := h.described(key); ok {
+		ts.tools, ts.need = d.Tools, d.MinMemory
+		ts.compiled = h.shared(key) // nil: the first call compiles it
+		return ts, nil
+	}
+	compiled, err := h.compile(ctx, rt, key, code)
+	if err != nil {
+		ts.Close()
+		return nil, fmt.Errorf("load plugin %s: compile (memory_mib %d): %w", m.ID, mib, err)
+	}
+	ts.compiled, ts.need = compiled, minMemory(compiled)
 	if err := ts.describe(ctx); err != nil {
 		ts.Close()
 		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
 	}
+	h.remember(key, description{ABI: ABIVersion, Tools: ts.tools, MinMemory: minMemory(compiled)})
 	return ts, nil
+}
+
+// verifiedEntry reads m's entry in dir and returns its bytes if their
+// sha256 is the manifest's. Compile exactly the bytes checked: the entry
+// is read once and what was read is hashed. On any problem m.VerifyEntry
+// says what is wrong (path, file type, digests); the file is hashed once
+// on success, which is a few milliseconds.
+func verifiedEntry(dir string, m *plugins.Manifest) ([]byte, error) {
+	code, err := readEntry(dir, m.Entry)
+	if err == nil {
+		if sum := sha256.Sum256(code); hex.EncodeToString(sum[:]) != m.SHA256 {
+			err = fmt.Errorf("verify entry %q: %w", m.Entry, plugins.ErrChecksumMismatch)
+		}
+	}
+	if err != nil {
+		if verr := m.VerifyEntry(dir); verr != nil {
+			err = verr
+		}
+		return nil, err
+	}
+	return code, nil
 }
 
 // shared returns the compiled module for key if this Host holds one (in

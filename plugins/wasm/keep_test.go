@@ -16,14 +16,14 @@ func TestKeptCompiledModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAdd(t, ts)
-	c := ts.(*toolset).compiled
+	c, _ := ts.(*toolset).current()
 	ts.Close()
 	// Enabled again within h.keep: the same compiled module, no compile.
 	ts, err = h.Load(ctx, dir, m, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again := ts.(*toolset).compiled; again != c {
+	if again, _ := ts.(*toolset).current(); again != c {
 		t.Fatal("Load after a close did not reuse the kept module")
 	}
 	mustAdd(t, ts)
