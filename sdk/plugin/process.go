@@ -4,10 +4,13 @@ package plugin
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
@@ -19,8 +22,9 @@ import (
 // Serve serves ts to the Kiln process host and returns only when the host
 // ends the plugin (then the process exits). In a native build the plugin
 // is an executable speaking go-plugin's gRPC protocol with mutual TLS
-// (specs/proto/toolset.proto); run by hand, outside Kiln, it says so and
-// exits with status 1.
+// (specs/proto/toolset.proto; the certificates are described in
+// pluginrpc); run by hand, outside Kiln, it says so and exits with
+// status 1.
 //
 // A toolset with a tool without a name or handler, or with two tools of
 // the same name, is a programming error: Serve prints it to stderr and
@@ -31,12 +35,57 @@ func Serve(ts Toolset) {
 		fmt.Fprintln(os.Stderr, "plugin:", err)
 		os.Exit(1)
 	}
+	tlsProvider, err := pipedTLS()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "plugin:", err)
+		os.Exit(1)
+	}
 	go exitWithParent(os.Getppid(), time.Second)
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: pluginrpc.Handshake,
 		Plugins:         goplugin.PluginSet{pluginrpc.ToolsetName: &pluginrpc.ToolsetPlugin{Impl: srv}},
 		GRPCServer:      goplugin.DefaultGRPCServer,
+		TLSProvider:     tlsProvider,
 	})
+}
+
+// pipedTLS returns the TLS configuration of the plugin's server when the
+// host asks for the certificate pipe (pluginrpc.CertFDEnv): a fresh P-256
+// certificate, written to the pipe when go-plugin asks for the
+// configuration (before it prints the handshake line), and only the
+// host's certificate (pluginrpc.ClientCertEnv) accepted from clients. It
+// returns nil when the host does not ask, and go-plugin's AutoMTLS runs.
+func pipedTLS() (func() (*tls.Config, error), error) {
+	v := os.Getenv(pluginrpc.CertFDEnv)
+	if v == "" {
+		return nil, nil
+	}
+	os.Unsetenv(pluginrpc.CertFDEnv) // not for the plugin's own children
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return nil, fmt.Errorf("%s=%q is not a file descriptor", pluginrpc.CertFDEnv, v)
+	}
+	host := x509.NewCertPool()
+	if !host.AppendCertsFromPEM([]byte(os.Getenv(pluginrpc.ClientCertEnv))) {
+		return nil, fmt.Errorf("%s holds no certificate", pluginrpc.ClientCertEnv)
+	}
+	pipe := os.NewFile(uintptr(fd), "kiln-cert-pipe")
+	return func() (*tls.Config, error) {
+		defer pipe.Close()
+		cert, certPEM, err := pluginrpc.NewCertificate()
+		if err != nil {
+			return nil, fmt.Errorf("generate the plugin's certificate: %w", err)
+		}
+		if _, err := pipe.Write(certPEM); err != nil {
+			return nil, fmt.Errorf("send the plugin's certificate: %w", err)
+		}
+		return &tls.Config{
+			Certificates: []tls.Certificate{cert},
+			ClientAuth:   tls.RequireAndVerifyClientCert,
+			ClientCAs:    host,
+			MinVersion:   tls.VersionTLS13,
+		}, nil
+	}, nil
 }
 
 // exitWithParent ends the plugin once its parent, the Kiln host, is gone
