@@ -11,9 +11,14 @@
 //     exec against the manifest's sha256. A changed binary is never
 //     started; a plugin whose binary changed while it ran is failed at its
 //     next restart.
-//   - go-plugin's handshake (protocol version 1, gRPC only) with AutoMTLS:
-//     a fresh certificate pair per start, so only this host can talk to the
-//     plugin's socket. The magic cookie is not a security measure.
+//   - go-plugin's handshake (protocol version 1, gRPC only) over mutual
+//     TLS with a fresh P-256 certificate on each side per start
+//     (pluginrpc.NewCertificate): the host's goes to the plugin in
+//     PLUGIN_CLIENT_CERT and the plugin's comes back on a pipe only the
+//     plugin holds, or, from a plugin built for go-plugin's AutoMTLS, in
+//     the handshake line. Each side accepts only the other, so only this
+//     host can talk to the plugin's socket and the host talks only to the
+//     process it started. The magic cookie is not a security measure.
 //   - The environment is exactly the variables permissions.env declares,
 //     with the host's values, plus go-plugin's handshake variables; no
 //     PATH, HOME or anything else unless declared. The working directory

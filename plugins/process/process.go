@@ -5,10 +5,14 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -291,13 +295,45 @@ func (p *Plugin) environ() []string {
 // The entry's sha256 is checked by go-plugin (SecureConfig) just before
 // exec, once per start. Errors wrap plugins.ErrChecksumMismatch or
 // plugins.ErrTransport.
+//
+// The channel is mutual TLS with a fresh P-256 certificate on each side
+// (pluginrpc.NewCertificate): the host's goes to the plugin in
+// PLUGIN_CLIENT_CERT, as with go-plugin's AutoMTLS, and the plugin's comes
+// back on a pipe only the plugin holds (pluginrpc.CertFDEnv), or, from a
+// plugin built before that, in go-plugin's handshake line. Until one of
+// them arrives the host trusts no server certificate at all.
 func (p *Plugin) start(ctx context.Context) (*instance, described, error) {
 	if err := integrity.EntryFile(p.dir, p.m); err != nil {
 		return nil, described{}, fmt.Errorf("%w: %w", plugins.ErrTransport, err)
 	}
+	cert, certPEM, err := pluginrpc.NewCertificate()
+	if err != nil {
+		return nil, described{}, fmt.Errorf("%w: generate the host's certificate: %w", plugins.ErrTransport, err)
+	}
+	plugin := x509.NewCertPool() // the plugin's certificate, once known
+	tlsConfig := &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		RootCAs:      plugin,
+		ServerName:   "localhost",
+		// The host serves its callbacks on the broker with this
+		// configuration too (protocol 2): there the plugin is the client,
+		// and only the plugin is accepted.
+		ClientAuth: tls.RequireAndVerifyClientCert,
+		ClientCAs:  plugin,
+		MinVersion: tls.VersionTLS12, // what AutoMTLS plugins accept
+	}
+	certR, certW, err := os.Pipe()
+	if err != nil {
+		return nil, described{}, fmt.Errorf("%w: %w", plugins.ErrTransport, err)
+	}
+	defer certR.Close()
+	defer certW.Close()
 	cmd := exec.Command(p.entry, p.opts.Args...)
 	cmd.Dir = p.dir
-	cmd.Env = p.environ()
+	cmd.Env = append(p.environ(),
+		pluginrpc.ClientCertEnv+"="+string(certPEM),
+		pluginrpc.CertFDEnv+"="+strconv.Itoa(pluginrpc.CertFD))
+	cmd.ExtraFiles = []*os.File{certW} // pluginrpc.CertFD
 	dieWithHost(cmd)
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  pluginrpc.Handshake,
@@ -305,12 +341,12 @@ func (p *Plugin) start(ctx context.Context) (*instance, described, error) {
 		Cmd:              cmd,
 		SkipHostEnv:      true,
 		SecureConfig:     &goplugin.SecureConfig{Checksum: p.sum, Hash: sha256.New()},
-		AutoMTLS:         true,
+		TLSConfig:        tlsConfig,
 		AllowedProtocols: []goplugin.Protocol{goplugin.ProtocolGRPC},
 		StartTimeout:     p.opts.StartTimeout,
 		Logger:           newHCLog(p.log, "go-plugin"),
 	})
-	inst, desc, err := p.connect(ctx, client)
+	inst, desc, err := p.connect(ctx, client, tlsConfig, certR, certW)
 	if err != nil {
 		client.Kill()
 		if errors.Is(err, goplugin.ErrChecksumsDoNotMatch) {
@@ -355,10 +391,25 @@ func quoteKinds(cs []plugins.Capability) string {
 	return strings.Join(q, " and ")
 }
 
-// connect completes the handshake on a new client, dispenses each kind
-// the manifest lists, starts the host's callbacks (protocol 2) and asks
-// the process to describe itself.
-func (p *Plugin) connect(ctx context.Context, client *goplugin.Client) (*instance, described, error) {
+// connect starts the process and learns its certificate, then completes
+// the handshake on a new client, dispenses each kind the manifest lists,
+// starts the host's callbacks (protocol 2) and asks the process to
+// describe itself.
+func (p *Plugin) connect(ctx context.Context, client *goplugin.Client, tlsConfig *tls.Config, certR, certW *os.File) (*instance, described, error) {
+	pending := tlsConfig.RootCAs
+	if _, err := client.Start(); err != nil {
+		return nil, described{}, err
+	}
+	certW.Close() // the plugin holds the only write end now
+	if tlsConfig.RootCAs == pending {
+		// No certificate in the handshake line (go-plugin would have
+		// trusted it): the plugin sent it on the pipe, before that line.
+		cert, err := readCert(certR, time.Now().Add(p.opts.StartTimeout))
+		if err != nil {
+			return nil, described{}, fmt.Errorf("the plugin's certificate: %w", err)
+		}
+		pending.AddCert(cert)
+	}
 	rpcClient, err := client.Client()
 	if err != nil {
 		return nil, described{}, err
@@ -405,6 +456,34 @@ func (p *Plugin) connect(ctx context.Context, client *goplugin.Client) (*instanc
 		desc.provider = resp.GetDescription()
 	}
 	return inst, desc, nil
+}
+
+// readCert reads the one PEM certificate a plugin writes on its
+// certificate pipe, at most pluginrpc.MaxCertPEM bytes, by deadline.
+func readCert(r *os.File, deadline time.Time) (*x509.Certificate, error) {
+	if err := r.SetReadDeadline(deadline); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, pluginrpc.MaxCertPEM)
+	n := 0
+	for {
+		m, err := r.Read(buf[n:])
+		n += m
+		if block, _ := pem.Decode(buf[:n]); block != nil {
+			if block.Type != "CERTIFICATE" {
+				return nil, fmt.Errorf("a PEM %q block, not a certificate", block.Type)
+			}
+			return x509.ParseCertificate(block.Bytes)
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil, fmt.Errorf("the plugin sent none (%d bytes)", n)
+		case err != nil:
+			return nil, err
+		case n == len(buf):
+			return nil, fmt.Errorf("no certificate in %d bytes", n)
+		}
+	}
 }
 
 // setLocked changes the state and wakes the waiters; p.mu is held.

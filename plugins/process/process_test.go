@@ -42,10 +42,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(binDir)
-	out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "echo"), "github.com/kilnhq/kiln/sdk/plugin/examples/echo").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build the echo example plugin: %v\n%s", err, out)
-		return 1
+	for name, pkg := range map[string]string{"echo": "github.com/kilnhq/kiln/sdk/plugin/examples/echo", "tlsguest": "./testdata/tlsguest"} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build the %s plugin: %v\n%s", name, err, out)
+			return 1
+		}
 	}
 	return m.Run()
 }

@@ -55,5 +55,13 @@
 // once.
 //
 // Compiled code is cached on disk (Config.CacheDir), so a restart does not
-// compile a plugin again.
+// compile a plugin again, and so is each module's description (its tool
+// list, keyed by its sha256 and memory_mib): a module loaded before is
+// not compiled or instantiated by Load, only read and checked against its
+// sha256; its first call checks the sha256 again, then compiles (from the
+// disk cache) and instantiates it. Reading a Go guest's cached code still
+// costs about 60 ms, most of it wazero decoding and validating the module
+// again, so a Host keeps compiled modules for a while after their
+// toolsets close (keepCompiled): a plugin disabled and enabled again is
+// not compiled again.
 package wasm

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/integrity"
 	toolsetkind "github.com/kilnhq/kiln/plugins/toolset"
 )
 
@@ -31,34 +32,38 @@ const maxResponse = 16 << 20
 
 // toolset is a loaded wasm plugin.
 type toolset struct {
-	id       string
-	host     *Host
-	key      compiledKey
-	rt       wazero.Runtime
-	compiled wazero.CompiledModule
-	perms    plugins.Permissions
-	timeout  time.Duration
-	logger   *slog.Logger
-	emit     func(context.Context, json.RawMessage)
-	kv       KV // or nil
-	now      func() time.Time
-	client   *http.Client
-	data     *os.Root            // "data:/", or nil
-	grants   map[string]*os.Root // "grant:<name>"
-	max      int                 // most instances at once (MaxInstances)
-	mem      *budget             // memory_mib, shared by the instances
-	output   *logLimit           // stdout and stderr lines, shared by the instances
+	id      string
+	host    *Host
+	dir     string            // the plugin folder
+	m       *plugins.Manifest // its manifest
+	key     compiledKey
+	rt      wazero.Runtime
+	perms   plugins.Permissions
+	timeout time.Duration
+	logger  *slog.Logger
+	emit    func(context.Context, json.RawMessage)
+	kv      KV // or nil
+	now     func() time.Time
+	client  *http.Client
+	data    *os.Root            // "data:/", or nil
+	grants  map[string]*os.Root // "grant:<name>"
+	max     int                 // most instances at once (MaxInstances)
+	mem     *budget             // memory_mib, shared by the instances
+	output  *logLimit           // stdout and stderr lines, shared by the instances
 
 	life context.Context // ends at Close, and with it every call in flight
 	end  context.CancelFunc
 
-	mu     sync.Mutex  // guards the fields below; never held during a call
-	idle   []*instance // instances between calls, the most recently used last
-	count  int         // instances idle, in a call or starting
-	need   uint64      // memory of an instance just started (the largest seen), reserved for the next
-	wake   chan struct{}
-	tools  []core.ToolSpec
-	closed bool
+	compiling sync.Mutex // held while the first call compiles the module
+
+	mu       sync.Mutex            // guards the fields below; never held during a call
+	compiled wazero.CompiledModule // nil until the first call when Load used a description
+	idle     []*instance           // instances between calls, the most recently used last
+	count    int                   // instances idle, in a call or starting
+	need     uint64                // memory of an instance just started (the largest seen), reserved for the next
+	wake     chan struct{}
+	tools    []core.ToolSpec
+	closed   bool
 }
 
 // instance is one instantiation of the module.
@@ -216,15 +221,8 @@ func (t *toolset) describe(ctx context.Context) error {
 	if err := json.Unmarshal(out, &specs); err != nil {
 		return fmt.Errorf("describe: malformed tool list: %w", err)
 	}
-	seen := map[string]bool{}
-	for i, s := range specs {
-		if s.Name == "" || seen[s.Name] {
-			return fmt.Errorf("describe: tool %d has an empty or duplicate name %q", i, s.Name)
-		}
-		seen[s.Name] = true
-		if len(s.Schema) > 0 && !json.Valid(s.Schema) {
-			return fmt.Errorf("describe: tool %q: schema is not valid JSON", s.Name)
-		}
+	if err := checkSpecs(specs); err != nil {
+		return fmt.Errorf("describe: %w", err)
 	}
 	t.mu.Lock()
 	t.tools = specs
@@ -250,8 +248,16 @@ func (t *toolset) invoke(parent context.Context, fn func(context.Context, *insta
 	}
 	ctx = context.WithValue(ctx, instanceKey{}, in)
 	if in.mod == nil {
+		compiled, err := t.compiledModule(ctx)
+		if err != nil {
+			t.discard(in)
+			if errors.Is(err, plugins.ErrChecksumMismatch) || errors.Is(err, errClosed) {
+				return nil, fmt.Errorf("%w: %w", plugins.ErrTransport, err)
+			}
+			return nil, t.failure(parent, ctx, nil, "compile", err)
+		}
 		stopWatch := context.AfterFunc(ctx, in.stop)
-		err := t.instantiate(ctx, in)
+		err = t.instantiate(ctx, in, compiled)
 		if !stopWatch() && err == nil {
 			err = ctx.Err()
 		}
@@ -287,6 +293,50 @@ func (t *toolset) invoke(parent context.Context, fn func(context.Context, *insta
 	in.pending = nil
 	t.release(in)
 	return out, nil
+}
+
+// compiledModule returns the toolset's compiled module. When Load did not
+// compile it (it had the module's description), the first call does: it
+// reads the entry again and checks its sha256 against the manifest again
+// (an error wrapping plugins.ErrChecksumMismatch when it changed), then
+// compiles it, or takes it from the Host. Calls wait for one compile.
+func (t *toolset) compiledModule(ctx context.Context) (wazero.CompiledModule, error) {
+	if c, err := t.current(); c != nil || err != nil {
+		return c, err
+	}
+	t.compiling.Lock()
+	defer t.compiling.Unlock()
+	if c, err := t.current(); c != nil || err != nil {
+		return c, err
+	}
+	code, err := integrity.Entry(t.dir, t.m, true)
+	if err != nil {
+		return nil, err
+	}
+	c, err := t.host.compile(ctx, t.rt, t.key, code)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		t.host.release(context.Background(), t.key, c)
+		return nil, errClosed
+	}
+	t.compiled = c
+	t.mu.Unlock()
+	return c, nil
+}
+
+// current returns the compiled module (nil before the first call compiled
+// it), or errClosed.
+func (t *toolset) current() (wazero.CompiledModule, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, errClosed
+	}
+	return t.compiled, nil
 }
 
 // acquire returns an idle instance (the most recently used), or a new one
@@ -387,7 +437,7 @@ func (in *instance) read(packed uint64) ([]byte, error) {
 // instantiate creates the module instance: WASI with nothing granted, its
 // memory in the plugin's budget (with the credit acquire reserved), and
 // the Go runtime initialized by _initialize.
-func (t *toolset) instantiate(ctx context.Context, in *instance) error {
+func (t *toolset) instantiate(ctx context.Context, in *instance, compiled wazero.CompiledModule) error {
 	ctx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(func(_, _ uint64) experimental.LinearMemory {
 		in.mem = &linearMemory{b: t.mem, credit: in.reserved}
 		in.reserved = 0
@@ -406,7 +456,7 @@ func (t *toolset) instantiate(ctx context.Context, in *instance) error {
 		WithSysNanotime().
 		WithNanosleep(in.sleep).
 		WithRandSource(rand.Reader)
-	mod, err := t.rt.InstantiateModule(ctx, t.compiled, cfg)
+	mod, err := t.rt.InstantiateModule(ctx, compiled, cfg)
 	if err != nil {
 		return err
 	}
@@ -478,6 +528,7 @@ func (t *toolset) Close() error {
 	idle := t.idle
 	t.idle = nil
 	t.count -= len(idle)
+	compiled := t.compiled
 	t.wakeLocked()
 	t.mu.Unlock()
 	t.end()
@@ -486,7 +537,10 @@ func (t *toolset) Close() error {
 	}
 	// wazero allows closing a compiled module while calls into its
 	// instances are still unwinding.
-	err := t.host.release(context.Background(), t.key, t.compiled)
+	var err error
+	if compiled != nil {
+		err = t.host.release(context.Background(), t.key, compiled)
+	}
 	if t.client != nil {
 		t.client.CloseIdleConnections()
 	}

@@ -4,10 +4,13 @@ package plugin
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
@@ -19,10 +22,10 @@ import (
 // Serve serves the plugin's kinds — a Toolset, a Provider, or both — to
 // the Kiln process host and returns only when the host ends the plugin
 // (then the process exits). In a native build the plugin is an executable
-// speaking go-plugin's gRPC protocol with mutual TLS (specs/proto): Kiln
-// plugin protocol 2, and for a toolset alone also protocol 1, so that an
-// older host still loads it. Run by hand, outside Kiln, it says so and
-// exits with status 1.
+// speaking go-plugin's gRPC protocol with mutual TLS (specs/proto; the
+// certificates are described in pluginrpc): Kiln plugin protocol 2, and
+// for a toolset alone also protocol 1, so that an older host still loads
+// it. Run by hand, outside Kiln, it says so and exits with status 1.
 //
 // A toolset with a tool without a name or handler, or with two tools of
 // the same name, a provider without Turn, or two of a kind, is a
@@ -34,11 +37,17 @@ func Serve(kinds ...Kind) {
 		fmt.Fprintln(os.Stderr, "plugin:", err)
 		os.Exit(1)
 	}
+	tlsProvider, err := pipedTLS()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "plugin:", err)
+		os.Exit(1)
+	}
 	go exitWithParent(os.Getppid(), time.Second)
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig:  pluginrpc.Handshake,
 		VersionedPlugins: versions,
 		GRPCServer:       goplugin.DefaultGRPCServer,
+		TLSProvider:      tlsProvider,
 	})
 }
 
@@ -69,6 +78,49 @@ func processPlugins(kinds []Kind) (map[int]goplugin.PluginSet, error) {
 		v2[pluginrpc.ModelProviderName] = &pluginrpc.ModelProviderPlugin{Impl: srv, OnBroker: host.setBroker}
 	}
 	return versions, nil
+}
+
+// pipedTLS returns the TLS configuration of the plugin's server when the
+// host asks for the certificate pipe (pluginrpc.CertFDEnv): a fresh P-256
+// certificate, written to the pipe when go-plugin asks for the
+// configuration (before it prints the handshake line), and only the
+// host's certificate (pluginrpc.ClientCertEnv) accepted from clients. It
+// returns nil when the host does not ask, and go-plugin's AutoMTLS runs.
+func pipedTLS() (func() (*tls.Config, error), error) {
+	v := os.Getenv(pluginrpc.CertFDEnv)
+	if v == "" {
+		return nil, nil
+	}
+	os.Unsetenv(pluginrpc.CertFDEnv) // not for the plugin's own children
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return nil, fmt.Errorf("%s=%q is not a file descriptor", pluginrpc.CertFDEnv, v)
+	}
+	hostCA := x509.NewCertPool()
+	if !hostCA.AppendCertsFromPEM([]byte(os.Getenv(pluginrpc.ClientCertEnv))) {
+		return nil, fmt.Errorf("%s holds no certificate", pluginrpc.ClientCertEnv)
+	}
+	pipe := os.NewFile(uintptr(fd), "kiln-cert-pipe")
+	return func() (*tls.Config, error) {
+		defer pipe.Close()
+		cert, certPEM, err := pluginrpc.NewCertificate()
+		if err != nil {
+			return nil, fmt.Errorf("generate the plugin's certificate: %w", err)
+		}
+		if _, err := pipe.Write(certPEM); err != nil {
+			return nil, fmt.Errorf("send the plugin's certificate: %w", err)
+		}
+		return &tls.Config{
+			Certificates: []tls.Certificate{cert},
+			ClientAuth:   tls.RequireAndVerifyClientCert,
+			ClientCAs:    hostCA,
+			// The plugin dials the host's callbacks on the broker with
+			// this configuration too: there the host is the server.
+			RootCAs:    hostCA,
+			ServerName: "localhost",
+			MinVersion: tls.VersionTLS13,
+		}, nil
+	}, nil
 }
 
 // exitWithParent ends the plugin once its parent, the Kiln host, is gone

@@ -1,0 +1,52 @@
+package wasm
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestKeptCompiledModule(t *testing.T) {
+	h := newHost(t, "")
+	h.keep = 50 * time.Millisecond
+	dir, m := writePlugin(t, "")
+	ctx := context.Background()
+	ts, err := h.Load(ctx, dir, m, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAdd(t, ts)
+	c, _ := ts.(*toolset).current()
+	ts.Close()
+	// Enabled again within h.keep: the same compiled module, no compile.
+	ts, err = h.Load(ctx, dir, m, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := ts.(*toolset).current(); again != c {
+		t.Fatal("Load after a close did not reuse the kept module")
+	}
+	mustAdd(t, ts)
+	ts.Close()
+	// Then, unused for h.keep, it is closed.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h.mu.Lock()
+		n := len(h.compiled)
+		h.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d compiled modules still kept after %v", n, h.keep)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// And a Load after that compiles again (from the disk cache).
+	ts, err = h.Load(ctx, dir, m, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	mustAdd(t, ts)
+}
