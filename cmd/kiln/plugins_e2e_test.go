@@ -322,9 +322,10 @@ func processAlive(pid int) bool {
 	return !strings.HasPrefix(rest, "Z")
 }
 
-// TestProviderAndCallbacksEndToEnd drives a real kiln serve with process
-// plugins of protocol 2: the parrot example installed as a model provider
-// runs an agent turn with a tool call; a toolset's progress events reach
+// TestProviderAndCallbacksEndToEnd drives a real kiln serve: the parrot
+// example installed as a model provider, as a process plugin (protocol 2)
+// and as a WASM module (ABI 2), runs an agent turn with a tool call; a
+// process plugin's progress events reach
 // the thread's event stream; its key/value namespace survives the process
 // being killed.
 func TestProviderAndCallbacksEndToEnd(t *testing.T) {
@@ -337,41 +338,47 @@ func TestProviderAndCallbacksEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	dir, _ := plugintest.WritePluginKinds(t, "parrot", plugins.RuntimeProcess, "parrot",
-		plugintest.Build(t, "github.com/kilnhq/kiln/sdk/plugin/examples/parrot", plugins.RuntimeProcess), `{"timeout_ms":10000}`, plugins.CapModelProvider)
-	in, err := c.InstallPlugin(ctx, client.InstallPluginRequest{Path: dir, Consent: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(in.Provided["model-provider"], []string{"parrot:<model>"}) || in.Runtime != "process" {
-		t.Fatalf("installed parrot: %+v", in)
-	}
-	ms, err := c.Models(ctx)
-	if err != nil || !slices.ContainsFunc(ms.Models, func(m client.Model) bool { return m.Ref == "parrot:parrot-1" }) {
-		t.Fatalf("models: %+v, %v", ms, err)
-	}
-	th, err := c.CreateThread(ctx, core.ThreadInput{Title: "parrot"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := c.StartRun(ctx, th.ID, core.RunRequest{Input: core.RunInput{Text: `use echo {"text":"hi"}`}, Model: "parrot:parrot-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r, err = c.WaitRun(ctx, r.ID); err != nil || r.Status != core.RunSucceeded {
-		t.Fatalf("run through parrot: %+v, %v", r, err)
-	}
-	msgs, err := c.Messages(ctx, th.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, m := range msgs {
-		got = append(got, m.Role+": "+m.Text)
-	}
-	want := []string{`user: use echo {"text":"hi"}`, "assistant: ", `tool: {"text":"hi"}`, `assistant: Squawk! echo said: {"text":"hi"}`}
-	if !slices.Equal(got, want) {
-		t.Errorf("the conversation through parrot:\n%q\nwant\n%q", got, want)
+	for _, p := range []struct {
+		id    string
+		rt    plugins.Runtime
+		entry string
+	}{{"parrot", plugins.RuntimeProcess, "parrot"}, {"parrotw", plugins.RuntimeWASM, "parrot.wasm"}} {
+		dir, _ := plugintest.WritePluginKinds(t, p.id, p.rt, p.entry,
+			plugintest.Build(t, "github.com/kilnhq/kiln/sdk/plugin/examples/parrot", p.rt), `{"timeout_ms":10000}`, plugins.CapModelProvider)
+		in, err := c.InstallPlugin(ctx, client.InstallPluginRequest{Path: dir, Consent: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(in.Provided["model-provider"], []string{p.id + ":<model>"}) || in.Runtime != string(p.rt) {
+			t.Fatalf("installed %s: %+v", p.id, in)
+		}
+		ms, err := c.Models(ctx)
+		if err != nil || !slices.ContainsFunc(ms.Models, func(m client.Model) bool { return m.Ref == p.id+":parrot-1" }) {
+			t.Fatalf("models: %+v, %v", ms, err)
+		}
+		th, err := c.CreateThread(ctx, core.ThreadInput{Title: p.id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.StartRun(ctx, th.ID, core.RunRequest{Input: core.RunInput{Text: `use echo {"text":"hi"}`}, Model: p.id + ":parrot-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err = c.WaitRun(ctx, r.ID); err != nil || r.Status != core.RunSucceeded {
+			t.Fatalf("run through %s: %+v, %v", p.id, r, err)
+		}
+		msgs, err := c.Messages(ctx, th.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range msgs {
+			got = append(got, m.Role+": "+m.Text)
+		}
+		want := []string{`user: use echo {"text":"hi"}`, "assistant: ", `tool: {"text":"hi"}`, `assistant: Squawk! echo said: {"text":"hi"}`}
+		if !slices.Equal(got, want) {
+			t.Errorf("the conversation through %s (%s):\n%q\nwant\n%q", p.id, p.rt, got, want)
+		}
 	}
 
 	// A toolset's progress events, on the thread's stream.
@@ -379,13 +386,13 @@ func TestProviderAndCallbacksEndToEnd(t *testing.T) {
 	if _, err := c.InstallPlugin(ctx, client.InstallPluginRequest{Path: calcp, Consent: true}); err != nil {
 		t.Fatal(err)
 	}
-	th, err = c.CreateThread(ctx, core.ThreadInput{Title: "progress"})
+	th, err := c.CreateThread(ctx, core.ThreadInput{Title: "progress"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stream := c.Stream(ctx, client.StreamOptions{ThreadID: th.ID})
 	defer stream.Close()
-	r, err = c.StartRun(ctx, th.ID, core.RunRequest{Input: core.RunInput{Text: "tool calcp.note {\"text\": \"hello\"}\ntext done"}, Model: "scripted",
+	_, err = c.StartRun(ctx, th.ID, core.RunRequest{Input: core.RunInput{Text: "tool calcp.note {\"text\": \"hello\"}\ntext done"}, Model: "scripted",
 		InterruptOn: core.Policy{"calcp.note": {Interrupt: false}}})
 	if err != nil {
 		t.Fatal(err)

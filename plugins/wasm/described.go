@@ -22,8 +22,11 @@ import (
 // the toolset passed to Serve. A module whose description changes from
 // one instance to the next is described by its first.
 type description struct {
-	ABI       int             `json:"abi"`
-	Tools     []core.ToolSpec `json:"tools"`
+	ABI   int             `json:"abi"` // the module's ABI version
+	Tools []core.ToolSpec `json:"tools"`
+	// Provider is the module's model-provider description (ABI 2), or
+	// nil.
+	Provider  json.RawMessage `json:"provider,omitempty"`
 	MinMemory uint64          `json:"min_memory"` // the memory of a fresh instance, in bytes
 }
 
@@ -65,7 +68,7 @@ func (h *Host) described(key compiledKey) (description, bool) {
 	if err != nil {
 		return description{}, false
 	}
-	if err := json.Unmarshal(data, &d); err != nil || d.ABI != ABIVersion || checkSpecs(d.Tools) != nil {
+	if err := json.Unmarshal(data, &d); err != nil || d.ABI < 1 || d.ABI > ABIVersion || checkSpecs(d.Tools) != nil {
 		return description{}, false
 	}
 	h.mu.Lock()

@@ -89,7 +89,7 @@ func TestUnusableDescriptionIgnored(t *testing.T) {
 	if len(files) != 1 {
 		t.Fatalf("description files %v, want one", files)
 	}
-	for _, garbage := range []string{`{`, `{"abi":2,"tools":[]}`, `{"abi":1,"tools":[{"name":""}]}`} {
+	for _, garbage := range []string{`{`, `{"abi":3,"tools":[]}`, `{"abi":1,"tools":[{"name":""}]}`} {
 		os.WriteFile(files[0], []byte(garbage), 0o600)
 		_, ts, compiled := loadIn(t, cache, dir, m)
 		if !compiled {

@@ -23,9 +23,11 @@ import (
 	toolsetkind "github.com/kilnhq/kiln/plugins/toolset"
 )
 
-// ABIVersion is the Kiln WASM ABI version this host speaks
-// (specs/wasm-abi.md). A guest whose kiln_abi_version differs is refused.
-const ABIVersion = 1
+// ABIVersion is the newest Kiln WASM ABI version this host speaks
+// (specs/wasm-abi.md). It speaks every version from 1: version 1 guests
+// serve a toolset; version 2 guests serve each kind they describe
+// ("toolset", "model-provider"). A guest of another version is refused.
+const ABIVersion = 2
 
 // MaxEntrySize is the largest .wasm file Load reads (integrity.MaxEntrySize).
 const MaxEntrySize = integrity.MaxEntrySize
@@ -258,7 +260,7 @@ func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts L
 		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
 	}
 	if d, ok := h.described(key); ok {
-		ts.tools, ts.need = d.Tools, d.MinMemory
+		ts.abi, ts.tools, ts.provider, ts.need = d.ABI, d.Tools, d.Provider, d.MinMemory
 		ts.compiled = h.shared(key) // nil: the first call compiles it
 		return ts, nil
 	}
@@ -272,7 +274,7 @@ func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts L
 		ts.Close()
 		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
 	}
-	h.remember(key, description{ABI: ABIVersion, Tools: ts.tools, MinMemory: minMemory(compiled)})
+	h.remember(key, description{ABI: ts.abi, Tools: ts.tools, Provider: ts.provider, MinMemory: minMemory(compiled)})
 	return ts, nil
 }
 
@@ -393,7 +395,7 @@ func checkModule(c wazero.CompiledModule) error {
 			if name == "_initialize" {
 				return errors.New("module has no _initialize export: build it as a WASI reactor (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared)")
 			}
-			return fmt.Errorf("module does not export %s (Kiln WASM ABI v%d, see sdk/plugin)", name, ABIVersion)
+			return fmt.Errorf("module does not export %s (Kiln WASM ABI, see sdk/plugin)", name)
 		}
 	}
 	want := map[string][2][]api.ValueType{

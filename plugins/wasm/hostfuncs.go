@@ -51,6 +51,7 @@ func instantiateKiln(ctx context.Context, r wazero.Runtime) error {
 	fn("clock_now", hostClockNow, nil, []api.ValueType{i64})
 	fn("random", hostRandom, []api.ValueType{i32, i32}, nil, "ptr", "len")
 	fn("emit", hostEmit, []api.ValueType{i32, i32}, []api.ValueType{i32}, "ptr", "len")
+	fn("delta", hostDelta, []api.ValueType{i32, i32}, []api.ValueType{i32}, "ptr", "len")
 	_, err := b.Instantiate(ctx)
 	return err
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kilnhq/kiln/plugins"
-	toolsetkind "github.com/kilnhq/kiln/plugins/toolset"
+	"github.com/kilnhq/kiln/plugins/modelprovider"
 )
 
 func init() {
@@ -24,8 +24,9 @@ func NewLoader(h *Host) plugins.Loader { return loader{h} }
 
 type loader struct{ h *Host }
 
-// Load loads the module and hands out its toolset: ABI version 1 guests
-// provide the "toolset" kind only.
+// Load loads the module and checks that it serves every kind the
+// manifest lists: an ABI 1 module a toolset only, an ABI 2 module the
+// kinds it describes.
 func (l loader) Load(ctx context.Context, req plugins.LoadRequest) (plugins.Instance, error) {
 	ts, err := l.h.Load(ctx, req.Dir, req.Manifest, LoadOptions{
 		DataDir: req.DataDir, Grants: req.Grants, Logger: req.Host.Logger, Emit: req.Host.Emit, KV: req.Host.KV,
@@ -33,19 +34,46 @@ func (l loader) Load(ctx context.Context, req plugins.LoadRequest) (plugins.Inst
 	if err != nil {
 		return nil, err
 	}
-	return instance1{ts}, nil
+	t := ts.(*toolset)
+	for _, c := range req.Manifest.Provides {
+		if err := t.serves(c); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("load plugin %s: %w", req.ID, err)
+		}
+	}
+	return loaded{t}, nil
 }
 
 func (l loader) Close(ctx context.Context) error { return l.h.Close(ctx) }
 
-// instance1 is a loaded ABI version 1 module.
-type instance1 struct{ ts toolsetkind.Toolset }
-
-func (i instance1) Dispense(_ context.Context, kind plugins.Capability) (any, error) {
-	if kind != plugins.CapToolset {
-		return nil, fmt.Errorf("a WASM module of ABI version 1 provides only %q, not %q", plugins.CapToolset, kind)
+// serves says why the module does not serve kind, or nil.
+func (t *toolset) serves(kind plugins.Capability) error {
+	switch {
+	case kind == plugins.CapToolset && (t.abi == 1 || t.tools != nil):
+		return nil
+	case kind == plugins.CapModelProvider && t.provider != nil:
+		return nil
+	case kind == plugins.CapModelProvider && t.abi == 1:
+		return fmt.Errorf("the module speaks Kiln WASM ABI v1, which carries only %q; it provides %q (rebuild it with a newer sdk/plugin)", plugins.CapToolset, kind)
+	case kind != plugins.CapToolset && kind != plugins.CapModelProvider:
+		return fmt.Errorf("a WASM module cannot provide %q", kind)
 	}
-	return i.ts, nil
+	return fmt.Errorf("the manifest says it provides %q, and the module does not describe it", kind)
 }
 
-func (i instance1) Close() error { return i.ts.Close() }
+// loaded is a loaded module as a plugins.Instance.
+type loaded struct{ t *toolset }
+
+// Dispense hands out the module itself as the toolset and its model
+// provider for "model-provider".
+func (i loaded) Dispense(_ context.Context, kind plugins.Capability) (any, error) {
+	if err := i.t.serves(kind); err != nil {
+		return nil, err
+	}
+	if kind == plugins.CapModelProvider {
+		return modelprovider.FromRemote(i.t.id, i.t.perms, remote{i.t}), nil
+	}
+	return i.t, nil
+}
+
+func (i loaded) Close() error { return i.t.Close() }

@@ -64,6 +64,12 @@ type toolset struct {
 	wake     chan struct{}
 	tools    []core.ToolSpec
 	closed   bool
+
+	// abi is the module's ABI version and provider its model-provider
+	// description (ABI 2; nil when it serves none), both from describe.
+	// Set at Load, read-only after.
+	abi      int
+	provider json.RawMessage
 }
 
 // instance is one instantiation of the module.
@@ -142,22 +148,7 @@ func (t *toolset) Call(ctx context.Context, tool string, args json.RawMessage) (
 	b.WriteByte('}')
 	req := b.Bytes()
 	entered := false // the guest's kiln_call began
-	out, err := t.invoke(ctx, func(ctx context.Context, in *instance) (uint64, error) {
-		res, err := in.alloc.Call(ctx, uint64(len(req)))
-		if err != nil {
-			return 0, err
-		}
-		ptr := uint32(res[0])
-		if !in.mod.Memory().Write(ptr, req) {
-			return 0, fmt.Errorf("kiln_alloc returned %#x, out of memory bounds", ptr)
-		}
-		entered = true
-		res, err = in.call.Call(ctx, uint64(ptr), uint64(len(req)))
-		if err != nil {
-			return 0, err
-		}
-		return res[0], nil
-	})
+	out, err := t.request(ctx, req, &entered)
 	if err != nil && entered && ctx.Err() == nil && !t.idempotent(tool) {
 		return "", fmt.Errorf("call %s.%s: %w: %w", t.id, tool, core.ErrEffectUnknown, err)
 	}
@@ -199,9 +190,11 @@ func (t *toolset) describe(ctx context.Context) error {
 		if err != nil {
 			return 0, err
 		}
-		if v := int32(res[0]); v != ABIVersion {
-			return 0, fmt.Errorf("module speaks Kiln WASM ABI v%d, this host v%d", v, ABIVersion)
+		v := int32(res[0])
+		if v < 1 || v > ABIVersion {
+			return 0, fmt.Errorf("module speaks Kiln WASM ABI v%d; this host speaks v1 to v%d", v, ABIVersion)
 		}
+		t.abi = int(v)
 		res, err = in.mod.ExportedFunction("kiln_describe").Call(ctx)
 		if err != nil {
 			return 0, err
@@ -217,10 +210,11 @@ func (t *toolset) describe(ctx context.Context) error {
 	if json.Unmarshal(out, &e) == nil && e.Error != "" {
 		return fmt.Errorf("describe: %s", e.Error)
 	}
-	var specs []core.ToolSpec
-	if err := json.Unmarshal(out, &specs); err != nil {
-		return fmt.Errorf("describe: malformed tool list: %w", err)
+	specs, provider, err := parseDescription(t.abi, out)
+	if err != nil {
+		return fmt.Errorf("describe: %w", err)
 	}
+	t.provider = provider
 	if err := checkSpecs(specs); err != nil {
 		return fmt.Errorf("describe: %w", err)
 	}
@@ -555,3 +549,55 @@ func (t *toolset) Close() error {
 
 // Interface guard.
 var _ toolsetkind.Toolset = (*toolset)(nil)
+
+// parseDescription reads kiln_describe's answer: for ABI 1 a JSON array
+// of tool specs; for ABI 2 an object with a member per kind the module
+// serves, {"toolset": [specs], "model-provider": {description}}.
+func parseDescription(abi int, out []byte) ([]core.ToolSpec, json.RawMessage, error) {
+	if abi == 1 {
+		var specs []core.ToolSpec
+		if err := json.Unmarshal(out, &specs); err != nil {
+			return nil, nil, fmt.Errorf("malformed tool list: %w", err)
+		}
+		return specs, nil, nil
+	}
+	var d struct {
+		Toolset  []core.ToolSpec `json:"toolset"`
+		Provider json.RawMessage `json:"model-provider"`
+	}
+	if err := json.Unmarshal(out, &d); err != nil {
+		return nil, nil, fmt.Errorf("malformed description: %w", err)
+	}
+	if d.Toolset == nil && d.Provider == nil {
+		return nil, nil, errors.New(`the module describes no kind (want "toolset" or "model-provider")`)
+	}
+	if d.Provider != nil && (string(d.Provider) == "null" || !json.Valid(d.Provider)) {
+		return nil, nil, errors.New("malformed model-provider description")
+	}
+	if d.Toolset == nil {
+		d.Toolset = []core.ToolSpec{}
+	}
+	return d.Toolset, d.Provider, nil
+}
+
+// request sends one request to kiln_call and returns the response;
+// entered reports whether kiln_call began (so that the request may have
+// taken effect).
+func (t *toolset) request(ctx context.Context, req []byte, entered *bool) ([]byte, error) {
+	return t.invoke(ctx, func(ctx context.Context, in *instance) (uint64, error) {
+		res, err := in.alloc.Call(ctx, uint64(len(req)))
+		if err != nil {
+			return 0, err
+		}
+		ptr := uint32(res[0])
+		if !in.mod.Memory().Write(ptr, req) {
+			return 0, fmt.Errorf("kiln_alloc returned %#x, out of memory bounds", ptr)
+		}
+		*entered = true
+		res, err = in.call.Call(ctx, uint64(ptr), uint64(len(req)))
+		if err != nil {
+			return 0, err
+		}
+		return res[0], nil
+	})
+}

@@ -14,9 +14,11 @@ import (
 	"unsafe"
 )
 
-// ABIVersion is the Kiln WASM ABI this SDK speaks (specs/wasm-abi.md). The
-// guest returns it from kiln_abi_version; the host refuses other versions.
-const ABIVersion = 1
+// ABIVersion is the Kiln WASM ABI this SDK speaks (specs/wasm-abi.md):
+// version 2, which carries every kind Serve takes (a toolset, a model
+// provider). The guest returns it from kiln_abi_version; a host that does
+// not speak it refuses the module at load.
+const ABIVersion = 2
 
 // In a WASM build the module is a WASI reactor (go build
 // -buildmode=c-shared): the host runs _initialize, which initializes the
@@ -28,44 +30,42 @@ const ABIVersion = 1
 func mainMain()
 
 var (
-	served   *Toolset
+	served   kindsServed
 	serveErr error // why Serve's arguments cannot be served
 	mainRan  bool
 	inbox    = map[uint32][]byte{} // buffers handed out by kiln_alloc, until consumed
 	outbox   []byte                // the last response, alive until the next export call
 )
 
-// Serve registers the module's kinds and returns. Call it from main (and
-// return from main); the host calls them through the exports kiln_describe
-// and kiln_call. ABI version 1 carries a toolset only: a Provider makes
-// every call fail with that reason.
+// Serve registers the module's kinds — a Toolset, a Provider, or both —
+// and returns. Call it from main (and return from main); the host calls
+// them through the exports kiln_describe and kiln_call.
 func Serve(kinds ...Kind) {
-	s, err := collect(kinds)
-	switch {
-	case err != nil:
-		serveErr = err
-	case s.provider != nil:
-		serveErr = errors.New("a model provider needs Kiln WASM ABI version 2, which this SDK does not speak yet")
-	case s.toolset == nil:
-		serveErr = errors.New("plugin.Serve got no toolset")
-	default:
-		served = s.toolset
-	}
+	served, serveErr = collect(kinds)
 }
 
-// toolset returns the registered toolset, running main.main on first use.
-func toolset() (*Toolset, error) {
-	if served == nil && serveErr == nil && !mainRan {
+// kinds returns what Serve registered, running main.main on first use.
+func kinds() (kindsServed, error) {
+	if served.toolset == nil && served.provider == nil && serveErr == nil && !mainRan {
 		mainRan = true
 		mainMain()
 	}
 	if serveErr != nil {
-		return nil, serveErr
+		return served, serveErr
 	}
-	if served == nil {
-		return nil, errors.New("the plugin's main did not call plugin.Serve")
+	if served.toolset == nil && served.provider == nil {
+		return served, errors.New("the plugin's main did not call plugin.Serve")
 	}
 	return served, nil
+}
+
+// toolset returns the registered toolset.
+func toolset() (*Toolset, error) {
+	k, err := kinds()
+	if err == nil && k.toolset == nil {
+		err = errors.New("the plugin serves no toolset")
+	}
+	return k.toolset, err
 }
 
 //go:wasmexport kiln_abi_version
@@ -82,10 +82,13 @@ func kilnAlloc(size int32) uint32 {
 	return p
 }
 
+// kiln_describe answers {"toolset": [tool specs], "model-provider":
+// {description}}, with a member for each kind served.
+//
 //go:wasmexport kiln_describe
 func kilnDescribe() uint64 {
 	outbox = nil
-	ts, err := toolset()
+	k, err := kinds()
 	if err != nil {
 		return respond(map[string]string{"error": err.Error()})
 	}
@@ -95,11 +98,18 @@ func kilnDescribe() uint64 {
 		Schema      json.RawMessage `json:"schema,omitempty"`
 		Idempotent  bool            `json:"idempotent"`
 	}
-	specs := make([]spec, 0, len(ts.Tools))
-	for _, t := range ts.Tools {
-		specs = append(specs, spec{t.Name, t.Description, t.Schema, t.Idempotent})
+	d := map[string]any{}
+	if ts := k.toolset; ts != nil {
+		specs := make([]spec, 0, len(ts.Tools))
+		for _, t := range ts.Tools {
+			specs = append(specs, spec{t.Name, t.Description, t.Schema, t.Idempotent})
+		}
+		d["toolset"] = specs
 	}
-	return respond(specs)
+	if k.provider != nil {
+		d["model-provider"] = k.provider.describe()
+	}
+	return respond(d)
 }
 
 //go:wasmexport kiln_call
@@ -110,11 +120,86 @@ func kilnCall(ptr, n uint32) uint64 {
 	if !ok && n > 0 || uint32(len(req)) < n {
 		return respondString("error", "kiln_call: request buffer was not allocated with kiln_alloc")
 	}
+	if isProviderRequest(req[:n]) {
+		return callProvider(req[:n])
+	}
 	result, err := call(req[:n])
 	if err != nil {
 		return respondString("error", err.Error())
 	}
 	return respondString("result", result)
+}
+
+// respondJSON keeps data in outbox and returns ptr<<32|len.
+func respondJSON(data []byte) uint64 {
+	outbox = data
+	return uint64(ptrOf(data))<<32 | uint64(len(data))
+}
+
+// isProviderRequest reports whether a kiln_call request is for the model
+// provider: {"kind":"model-provider",...}; a tool call starts {"tool":.
+func isProviderRequest(data []byte) bool {
+	return bytes.HasPrefix(data, []byte(`{"kind":"model-provider"`))
+}
+
+// callProvider runs a model-provider request: {"op": "models"} answers
+// {"models": [...]}, {"op": "turn"} streams text through the delta host
+// function and answers {"response": {...}}; failures (and panics) answer
+// {"error"}.
+func callProvider(data []byte) (packed uint64) {
+	var req struct {
+		Op       string      `json:"op"`
+		Settings Settings    `json:"settings"`
+		Model    string      `json:"model"`
+		Request  TurnRequest `json:"request"`
+	}
+	if err := json.Unmarshal(data, &req); err != nil {
+		return respondString("error", "kiln_call: bad request: "+err.Error())
+	}
+	k, err := kinds()
+	if err == nil && k.provider == nil {
+		err = errors.New("the plugin serves no model provider")
+	}
+	if err != nil {
+		return respondString("error", err.Error())
+	}
+	p := k.provider
+	defer func() {
+		if r := recover(); r != nil {
+			packed = respondString("error", fmt.Sprintf("%s panicked: %v", req.Op, r))
+		}
+	}()
+	ctx := context.Background()
+	switch req.Op {
+	case "models":
+		var models []ModelInfo
+		if p.ListModels != nil {
+			if models, err = p.ListModels(ctx, req.Settings); err != nil {
+				return respondString("error", err.Error())
+			}
+		}
+		if models == nil {
+			models = []ModelInfo{}
+		}
+		return respond(map[string]any{"models": models})
+	case "turn":
+		resp, err := p.Turn(ctx, req.Settings, req.Model, req.Request, sendDelta)
+		if err != nil {
+			return respondString("error", err.Error())
+		}
+		return respond(map[string]any{"response": resp})
+	}
+	return respondString("error", fmt.Sprintf("kiln_call: unknown model-provider op %q", req.Op))
+}
+
+// sendDelta streams text of the turn in flight to the host.
+func sendDelta(text string) {
+	if text == "" {
+		return
+	}
+	b := []byte(text)
+	hostDelta(unsafe.Pointer(unsafe.SliceData(b)), uint32(len(b)))
+	runtime.KeepAlive(b)
 }
 
 // respondString answers {"<key>": s} without reflection: JSON in a Go
@@ -268,6 +353,9 @@ func hostRandom(ptr unsafe.Pointer, n uint32)
 
 //go:wasmimport kiln emit
 func hostEmit(ptr unsafe.Pointer, n uint32) int32
+
+//go:wasmimport kiln delta
+func hostDelta(ptr unsafe.Pointer, n uint32) int32
 
 // hostCall sends req's JSON to a host function that answers with the
 // length of a JSON result it holds, fetches that result and decodes it

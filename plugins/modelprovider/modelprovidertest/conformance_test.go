@@ -12,6 +12,7 @@ import (
 	"github.com/kilnhq/kiln/plugins/modelprovider/modelprovidertest"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/wasm"
 	"github.com/kilnhq/kiln/sdk/plugin/examples/parrot/parrotmodel"
 )
 
@@ -46,5 +47,18 @@ func TestProcess(t *testing.T) {
 	l := process.NewLoader(process.Options{Logger: quiet})
 	modelprovidertest.Run(t, func(t *testing.T) modelprovider.Provider {
 		return load(t, l, plugins.RuntimeProcess, "parrot")
+	})
+}
+
+// TestWASM: the parrot as a WASM module, over ABI version 2.
+func TestWASM(t *testing.T) {
+	h, err := wasm.New(wasm.Config{CacheDir: t.TempDir(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	l := wasm.NewLoader(h)
+	modelprovidertest.Run(t, func(t *testing.T) modelprovider.Provider {
+		return load(t, l, plugins.RuntimeWASM, "parrot.wasm")
 	})
 }

@@ -1,0 +1,47 @@
+package wasm_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/plugintest"
+	"github.com/kilnhq/kiln/plugins/wasm"
+)
+
+// TestABIVersion1 loads a guest built for ABI version 1, before kinds
+// were dispatched: it keeps serving its toolset, and a manifest that says
+// it provides a model provider is refused with the reason.
+func TestABIVersion1(t *testing.T) {
+	code := plugintest.Build(t, "./testdata/abiv1", plugins.RuntimeWASM)
+	h, err := wasm.New(wasm.Config{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	l := wasm.NewLoader(h)
+	load := func(kinds ...plugins.Capability) (plugins.Instance, error) {
+		dir, m := plugintest.WritePluginKinds(t, "old", plugins.RuntimeWASM, "old.wasm", code, "", kinds...)
+		return l.Load(context.Background(), plugins.LoadRequest{ID: m.ID, Dir: dir, Manifest: m, DataDir: t.TempDir()})
+	}
+	inst, err := load(plugins.CapToolset)
+	if err != nil {
+		t.Fatalf("an ABI 1 toolset: %v", err)
+	}
+	defer inst.Close()
+	c, err := inst.Dispense(context.Background(), plugins.CapToolset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := c.(interface {
+		Call(context.Context, string, json.RawMessage) (string, error)
+	})
+	if out, err := ts.Call(context.Background(), "ping", json.RawMessage(`{}`)); err != nil || out != `pong {"tool":"ping","args":{}}` {
+		t.Errorf("ping = %q, %v", out, err)
+	}
+	if _, err := load(plugins.CapModelProvider); err == nil || !strings.Contains(err.Error(), `ABI v1, which carries only "toolset"`) {
+		t.Errorf("an ABI 1 module as a model provider: %v", err)
+	}
+}
