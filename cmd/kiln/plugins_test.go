@@ -20,10 +20,9 @@ import (
 	"github.com/kilnhq/kiln/plugins/registry"
 )
 
-// startPluginServer starts a test server with the plugin registry kiln
-// serve opens: the built-in util plugin, run as a process by re-executing
-// the test binary (TestMain), and a WASM host. It returns the server and
-// its data directory.
+// startPluginServer starts a test server whose API serves the plugin
+// registry kiln serve opens, with the built-in plugins. It returns the
+// server and its data directory.
 func startPluginServer(t *testing.T) (*testServer, string) {
 	t.Helper()
 	data := t.TempDir()
@@ -204,6 +203,49 @@ func TestPluginInstallAndManage(t *testing.T) {
 		t.Fatalf("install -o json: %v %q", err, r.stdout)
 	}
 	mustContain(t, "install -o json stderr", r.stderr, "It asks to:")
+}
+
+// TestPluginUpgrade: installing a new version shows what it asks for
+// beyond the consent given to the installed one and asks only for that;
+// a version asking for nothing more installs without asking.
+func TestPluginUpgrade(t *testing.T) {
+	startPluginServer(t)
+	version := func(dir, v, perms string) string {
+		mf := filepath.Join(dir, plugins.ManifestFile)
+		var raw map[string]any
+		data, _ := os.ReadFile(mf)
+		if err := json.Unmarshal(data, &raw); err != nil {
+			t.Fatal(err)
+		}
+		raw["version"] = v
+		raw["permissions"] = json.RawMessage(perms)
+		data, _ = json.Marshal(raw)
+		os.WriteFile(mf, data, 0o644)
+		return dir
+	}
+	v1 := version(examplePlugin(t, "calc", plugins.RuntimeWASM), "1.0.0", `{"network":["a.example.com"],"memory_mib":32}`)
+	if r := kiln(t, "plugin", "install", v1, "--yes"); r.code != 0 {
+		t.Fatalf("install 1.0.0: %d %q", r.code, r.stderr)
+	}
+	v2 := version(examplePlugin(t, "calc", plugins.RuntimeWASM), "1.1.0", `{"network":["a.example.com","api.example.com"],"memory_mib":32}`)
+	r := kiln(t, "plugin", "install", v2)
+	if r.code != exitFailure {
+		t.Fatalf("an upgrade asking for more, without --yes on a pipe: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "upgrade", r.stdout, "Version 1.0.0 is installed now.",
+		"Beyond what was consented to for 1.0.0, it asks to:\n  + connect to api.example.com on ports 80 and 443\n")
+	if strings.Contains(r.stdout, "+ connect to a.example.com") {
+		t.Errorf("the upgrade lists a host consented to already:\n%s", r.stdout)
+	}
+	if r = kiln(t, "plugin", "install", v2, "--yes"); r.code != 0 {
+		t.Fatalf("upgrade with --yes: %d %q", r.code, r.stderr)
+	}
+	v3 := version(examplePlugin(t, "calc", plugins.RuntimeWASM), "1.2.0", `{"network":["api.example.com"],"memory_mib":32}`)
+	r = kiln(t, "plugin", "install", v3)
+	if r.code != 0 || !strings.Contains(r.stdout, "It asks for nothing beyond what was consented to for 1.1.0.") {
+		t.Errorf("an upgrade asking for less, without --yes: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "ls", kiln(t, "plugin", "ls").stdout, "\ncalc        1.2.0    wasm     enabled")
 }
 
 func TestPluginInstallFailures(t *testing.T) {
