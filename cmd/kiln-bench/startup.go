@@ -31,8 +31,9 @@ const (
 // startupRows measures the time from starting the built server to its
 // first answer on /healthz, with no plugins and with the start-up
 // workload installed (after one start that compiled and described the
-// WASM ones, as after any restart), count starts each, plus the same
-// with registry.Open alone (BenchmarkStartup).
+// WASM ones, as after any restart), max(count, 5) starts each, plus the
+// same with registry.Open alone (BenchmarkStartup), and a WASM plugin
+// disabled and enabled again in one server (BenchmarkReenable).
 func startupRows(bin string, count int, add func(figure string, v float64, unit, target string, ok bool), note func(figure, why string)) {
 	const figure = "server start to healthy"
 	runs := max(count, 5) // a start is short; more of them steady the median
@@ -74,6 +75,12 @@ func startupRows(bin string, count int, add func(figure string, v float64, unit,
 	}
 	add("  of which registry.Open with the same 10 plugins (BenchmarkStartup, p50)", median(m["BenchmarkStartup/10-plugins p50-ms"]), "ms", "", true)
 	add("  and then one call on each of the 10 at once (the deferred compiles)", median(m["BenchmarkStartup/10-plugins first-call-ms"]), "ms", "", true)
+	if err := runGoBench(bench{"./plugins/registry", "^BenchmarkReenable$", "50x"}, count, m); err != nil {
+		note("plugin enabled again + first call, WASM, same server", err.Error())
+		return
+	}
+	v := median(m["BenchmarkReenable/wasm ns/op"]) / 1e6
+	add("plugin enabled again + first call, WASM, same server (BenchmarkReenable)", v, "ms", "< 20 ms", v < 20)
 }
 
 // spread says the range of v, in ms.
