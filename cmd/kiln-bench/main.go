@@ -6,7 +6,7 @@
 // and its first contentful paint on loopback, measured in headless Chromium
 // by firstpaint.mjs when Node, Chromium and the UI's node_modules are there.
 //
-//	go run ./cmd/kiln-bench [-count 3] [-langgraph DIR] [-no-langgraph] [-no-paint] [-no-fanout] [-only fanout]
+//	go run ./cmd/kiln-bench [-count 3] [-langgraph DIR] [-no-langgraph] [-no-paint] [-no-fanout] [-only fanout|startup]
 package main
 
 import (
@@ -336,7 +336,7 @@ func main() {
 	chromium := flag.String("chromium", envOr("CHROMIUM", "/usr/bin/chromium"), "Chromium for the first-paint figure")
 	paintRuns := flag.Int("paint-runs", 10, "page loads for the first-paint figure; the table shows the median")
 	noPaint := flag.Bool("no-paint", false, "skip the first-paint figure")
-	only := flag.String("only", "", "measure only this group of figures: fanout")
+	only := flag.String("only", "", "measure only this group of figures: fanout or startup")
 	noFanout := flag.Bool("no-fanout", false, "skip the SSE fan-out figures (a few minutes)")
 	settle := flag.Duration("settle", time.Minute, "how long after the SSE clients left the server's memory is read again")
 	flag.Parse()
@@ -350,8 +350,10 @@ func main() {
 		switch *only {
 		case "fanout":
 			fanoutRows(*bin, *count, *settle, add, note)
+		case "startup":
+			startupRows(*bin, *count, add, note)
 		default:
-			fmt.Fprintf(os.Stderr, "-only %q: want fanout\n", *only)
+			fmt.Fprintf(os.Stderr, "-only %q: want fanout or startup\n", *only)
 			os.Exit(2)
 		}
 		printRows(rows, *count)
@@ -460,6 +462,7 @@ func main() {
 	} else {
 		fanoutRows(*bin, *count, *settle, add, func(figure, why string) { rows = append(rows, row{figure, "n/a", "", "not measured: " + why}) })
 	}
+	startupRows(*bin, *count, add, func(figure, why string) { rows = append(rows, row{figure, "n/a", "", "not measured: " + why}) })
 	if rssErr == nil {
 		add("idle server resident memory", rss, "MiB", "< 60 MiB", rss < 60)
 	} else {

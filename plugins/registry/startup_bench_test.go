@@ -127,3 +127,35 @@ func distinctCode(rt plugins.Runtime, code []byte, tag string) []byte {
 	}
 	return append(out, body...)
 }
+
+// BenchmarkReenable measures enabling a plugin again in the same server
+// after disabling it, and its first call: BenchmarkEnable's case with
+// one WASM host throughout (and a warm disk cache), where the host may
+// keep what it compiled. The process case is BenchmarkEnable/process.
+func BenchmarkReenable(b *testing.B) {
+	b.Run("wasm", benchReenableWASM)
+}
+
+func benchReenableWASM(b *testing.B) {
+	ctx := context.Background()
+	e := newEnv(b)
+	e.wasm = newWASMHost(b, filepath.Join(b.TempDir(), "cache"))
+	r := e.open(b)
+	dir, _ := plugintest.CalcPlugin(b, "calc", plugins.RuntimeWASM, "")
+	if _, err := r.Install(ctx, registry.InstallRequest{Path: dir, Consent: true}); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		b.StopTimer()
+		if _, err := r.Disable(ctx, "calc"); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if _, err := r.Enable(ctx, "calc"); err != nil {
+			b.Fatal(err)
+		}
+		if out, err := e.host.call(b, "calc", "add", `{"a":1,"b":2}`); err != nil || out != "3" {
+			b.Fatalf("add = %q, %v", out, err)
+		}
+	}
+}
