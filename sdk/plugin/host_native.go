@@ -44,31 +44,35 @@ func (h *hostLink) setBroker(b *goplugin.GRPCBroker) {
 	h.broker = b
 }
 
-// use connects to the host's callbacks on broker ID id, unless connected
-// to it already; 0 (a protocol 1 host) changes nothing.
+// use records the broker ID on which the host serves its callbacks; 0 (a
+// protocol 1 host) changes nothing. The connection is made when a
+// callback is first used, so that a plugin that never calls back never
+// waits for it.
 func (h *hostLink) use(id uint32) {
 	if id == 0 {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.id == id || h.broker == nil {
+	if h.id == id {
 		return
-	}
-	conn, err := h.broker.Dial(id)
-	if err != nil {
-		return // the calls that need it say so
 	}
 	if h.conn != nil {
 		h.conn.Close()
 	}
-	h.id, h.conn, h.client = id, conn, hostpb.NewHostClient(conn)
+	h.id, h.conn, h.client = id, nil, nil
 }
 
-// get returns the host's callbacks, or nil before the first request.
+// get returns the host's callbacks, connecting on first use; nil before
+// the first request, or when the broker cannot reach the host.
 func (h *hostLink) get() hostpb.HostClient {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.client == nil && h.id != 0 && h.broker != nil {
+		if conn, err := h.broker.Dial(h.id); err == nil {
+			h.conn, h.client = conn, hostpb.NewHostClient(conn)
+		}
+	}
 	return h.client
 }
 

@@ -1,0 +1,74 @@
+package integrity
+
+import (
+	"sync"
+)
+
+// A Fingerprint identifies a file's contents without reading them: its
+// device and inode, size, and modification and change times (in
+// nanoseconds). Writing to the file, or replacing it, changes it: the
+// change time is set by the kernel on every change and cannot be set back
+// from user space. The zero Fingerprint matches nothing.
+type Fingerprint struct {
+	Dev, Ino     uint64
+	Size         int64
+	Mtime, Ctime int64
+}
+
+// Known remembers files whose sha256 was verified, by path, with their
+// fingerprint then, so that a runtime that starts the same executable
+// again (a restart, an enable after a disable) need not hash it again
+// while it is unchanged. It is safe for concurrent use.
+type Known struct {
+	mu    sync.Mutex
+	files map[string]known
+}
+
+type known struct {
+	sum string
+	fp  Fingerprint
+}
+
+// Good reports whether path was verified to have sha256 sum while its
+// fingerprint was what it is now. It is false when fingerprints are not
+// supported on this system.
+func (k *Known) Good(path, sum string) bool {
+	fp, ok := fingerprint(path)
+	if !ok {
+		return false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	f, ok := k.files[path]
+	return ok && f.sum == sum && f.fp == fp
+}
+
+// Remember records that path has sha256 sum, if its fingerprint is before
+// now as well: taken before the file was hashed and checked again after,
+// so that a file changed meanwhile is not remembered.
+func (k *Known) Remember(path, sum string, before Fingerprint) {
+	fp, ok := fingerprint(path)
+	if !ok || fp != before || fp == (Fingerprint{}) {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.files == nil {
+		k.files = map[string]known{}
+	}
+	k.files[path] = known{sum, fp}
+}
+
+// Forget drops what is known about path.
+func (k *Known) Forget(path string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.files, path)
+}
+
+// FingerprintOf returns path's fingerprint now; the zero Fingerprint when
+// the file cannot be stat'ed or fingerprints are not supported here.
+func FingerprintOf(path string) Fingerprint {
+	fp, _ := fingerprint(path)
+	return fp
+}
