@@ -1,13 +1,23 @@
 // Package plugins is Kiln's extension host: the plugin manifest, the
-// permission model and consent, and the contracts between the host's
-// parts (host.go): kinds (Kind, registered with RegisterKind) connect what
-// a plugin provides to the server, runtimes (a Loader per runtime,
-// registered with RegisterRuntime) run plugins and hand out one client per
-// kind. It imports no transport; the runtimes (plugins/wasm on wazero,
-// plugins/process on go-plugin) and the kinds (plugins/toolset,
-// plugins/modelprovider, plugins/skillbundle, plugins/mcpservers) live in
-// subpackages, and plugins/registry puts them together. Bundled extensions
-// live in subpackages such as plugins/builtin.
+// permission model and consent (consent.go), and the contracts between the
+// host's parts (host.go). Kinds (a Kind, registered with RegisterKind)
+// connect what a plugin provides to the server; runtimes (a Loader per
+// runtime, registered with RegisterRuntime) start plugins and hand out one
+// client per kind (Instance.Dispense). Both register from init and panic
+// on a duplicate name; the kiln binary links its own from
+// cmd/kiln/imports.go. What a plugin may call back into (its logger, its
+// key/value namespace, progress events) is Callbacks, the same for every
+// runtime.
+//
+// This package holds two runtimes: "builtin", which starts the plugins
+// shipped inside the kiln binary (Builtin) in-process, and "data", which
+// opens a data-only bundle's folder (Bundle) and runs nothing. It imports
+// no transport; the other runtimes (plugins/wasm on wazero, plugins/process
+// on go-plugin) and the kinds (plugins/toolset, plugins/modelprovider,
+// plugins/skillbundle, plugins/mcpservers) live in subpackages,
+// plugins/integrity checks a plugin's bytes, and plugins/registry puts
+// them together. The types the API and the SDK share are in
+// plugins/pluginapi. Kiln's own tools and models are in plugins/builtin.
 //
 // # The manifest
 //
@@ -35,7 +45,9 @@
 //	                bidirectional formatting characters (it is shown in the
 //	                consent prompt)
 //	provides        a non-empty set of "model-provider", "toolset",
-//	                "sandbox-runtime", "skills", "mcp-servers"
+//	                "sandbox-runtime", "skills", "mcp-servers" or a kind
+//	                registered with RegisterKind; installing needs a kind
+//	                this binary registers
 //	runtime         "wasm" or "process"
 //	entry           the file to load, relative to the plugin folder: clean,
 //	                forward slashes, no "." or ".." segments
@@ -92,7 +104,8 @@
 //	            folder). Never a host path. Check with FilesystemAccess.
 //	env         environment variable names ([A-Z_][A-Z0-9_]*, never KILN_*).
 //	            Check with AllowsEnv.
-//	exec        may run other programs; runtime "process" only.
+//	exec        may run other programs; runtime "process" and data-only
+//	            bundles (MCP servers that run a command) only.
 //	memory_mib  linear memory cap, 1..4096, default 64; runtime "wasm" only.
 //	            It holds for the plugin as a whole: all its instances
 //	            together (plugins/wasm runs up to 4).
@@ -108,5 +121,9 @@
 // the declared variables, each call has the deadline — but the host cannot
 // enforce network, filesystem or exec permissions inside the process. A
 // process plugin can do whatever the server's user can; the consent prompt
-// says so (ConsentSummary), and installing one is trusting its author.
+// says so on its first line (Consent.Lines), and installing one is
+// trusting its author.
+//
+// A data-only bundle runs nothing: its permissions describe what its
+// content (the MCP servers it defines) is to be given when it is used.
 package plugins

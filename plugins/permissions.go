@@ -39,7 +39,8 @@ type Permissions struct {
 	Filesystem []FilesystemGrant `json:"filesystem,omitempty"`
 	// Env lists environment variable names the plugin may read.
 	Env []string `json:"env,omitempty"`
-	// Exec allows running other programs (runtime "process" only).
+	// Exec allows running other programs (runtime "process" and data-only
+	// bundles only).
 	Exec bool `json:"exec,omitempty"`
 	// MemoryMiB caps a wasm plugin's linear memory, in MiB (wasm only).
 	MemoryMiB int `json:"memory_mib,omitempty"`

@@ -2,8 +2,8 @@
 // API, the kiln CLI and the Go SDK (sdk/client) share: what the registry
 // and the provider hub answer and what they are asked. It imports core and
 // the standard library only, never a transport (wazero, go-plugin, gRPC),
-// so that the API layer and the SDK stay free of them; a layering test in
-// web keeps it so.
+// so that the API layer and the SDK stay free of them; the allowlists of
+// core/layering_test.go, which cover web and sdk/client, keep it so.
 package pluginapi
 
 import (

@@ -1,41 +1,69 @@
-// Package process runs toolset plugins as separate programs through
-// hashicorp/go-plugin: runtime "process" in kiln-plugin.json, for
-// extensions that need the operating system (the Docker socket, a local
-// MCP server). The wire protocol is specs/proto/toolset.proto; plugin
+// Package process runs plugins as separate programs through
+// hashicorp/go-plugin: the "process" runtime (runtime "process" in
+// kiln-plugin.json), for extensions that need the operating system (the
+// Docker socket, local programs, native libraries). It registers itself
+// from init; NewLoader makes the runtime's plugins.Loader. A process
+// plugin provides the "toolset" kind, the "model-provider" kind or both;
+// it must serve every kind its manifest lists. The wire protocol is
+// specs/proto (toolset.proto, modelprovider.proto, host.proto); plugin
 // authors write it with sdk/plugin and never see go-plugin.
 //
-// Load starts the plugin and returns a toolset.Toolset (a *Plugin):
+// Load starts the plugin and returns a *Plugin: the toolset.Toolset of its
+// tools, and through Provider the modelprovider.Remote of its model
+// provider.
 //
 //   - Before every start the entry must be a regular file inside the
 //     plugin folder, and go-plugin's SecureConfig hashes it just before
-//     exec against the manifest's sha256. A changed binary is never
+//     exec against the manifest's sha256 — unless this server verified the
+//     same bytes before and the file's fingerprint (device, inode, size,
+//     mtime and ctime, which every write or replacement changes) is still
+//     the one it had then (integrity.Known). A changed binary is never
 //     started; a plugin whose binary changed while it ran is failed at its
 //     next restart.
-//   - go-plugin's handshake (protocol version 1, gRPC only) over mutual
-//     TLS with a fresh P-256 certificate on each side per start
-//     (pluginrpc.NewCertificate): the host's goes to the plugin in
-//     PLUGIN_CLIENT_CERT and the plugin's comes back on a pipe only the
-//     plugin holds, or, from a plugin built for go-plugin's AutoMTLS, in
-//     the handshake line. Each side accepts only the other, so only this
-//     host can talk to the plugin's socket and the host talks only to the
-//     process it started. The magic cookie is not a security measure.
+//   - go-plugin's handshake, gRPC only, over mutual TLS with a fresh P-256
+//     certificate on each side per start (pluginrpc.NewCertificate): the
+//     host's goes to the plugin in PLUGIN_CLIENT_CERT and the plugin's
+//     comes back on a pipe only the plugin holds, or, from a plugin built
+//     for go-plugin's AutoMTLS, in the handshake line. Each side accepts
+//     only the other, so only this host can talk to the plugin's socket,
+//     and the host talks only to the process it started. The magic cookie
+//     is not a security measure. The Kiln application protocol is
+//     negotiated with VersionedPlugins (sdk/plugin/pluginrpc): version 1
+//     carries a toolset only; version 2 has one gRPC service per kind and
+//     the host's callbacks. A plugin that speaks none of this host's
+//     versions, or speaks 1 and lists another kind, is refused at start
+//     with the reason.
+//   - The host's callbacks (protocol 2): the host serves
+//     kiln.plugin.host.v1 on go-plugin's broker, on a new broker ID per
+//     start, with the same mutual TLS, and names that ID in every request.
+//     Through it the plugin reaches what a WASM plugin reaches through its
+//     host functions: progress events of a call in flight (Options.Emit,
+//     with the call's context, so they reach the run that made it), its
+//     own key/value namespace (Options.KV) and the server's log.
 //   - The environment is exactly the variables permissions.env declares,
-//     with the host's values, plus go-plugin's handshake variables; no
-//     PATH, HOME or anything else unless declared. The working directory
-//     is the plugin folder.
-//   - Each call has the deadline permissions.timeout_ms and reuses the one
-//     gRPC connection to the process.
+//     with the host's values, plus Options.Env (the loader adds
+//     KILN_PLUGIN_DATA, the plugin's data folder) and go-plugin's
+//     handshake variables; no PATH, HOME or anything else unless
+//     declared. The working directory is the plugin folder.
+//   - The plugin describes itself once per start (its tools, its provider's
+//     settings and models); a restarted process whose description changed
+//     is refused.
+//   - Each call, each model list and each whole model turn has the
+//     deadline permissions.timeout_ms, which includes waiting for a
+//     restart, and reuses the one gRPC connection to the process.
 //   - A process that dies is started again after a backoff (100ms doubling
 //     to 10s, at most 5 restarts in any minute, then the plugin is
 //     failed). Health reports running, restarting, failed or closed, the
 //     restart count, the last error and the PID. Calls made while it
-//     restarts wait for it within their deadline.
-//   - Logs (the host's, go-plugin's and the plugin's stderr) go to a
-//     *slog.Logger with plugin=<id>.
+//     restarts wait for it within their deadline. A call of an idempotent
+//     tool, and a model turn that had streamed nothing, cut off by the
+//     process's death is tried once more on the restarted process.
+//   - Logs (the host's, go-plugin's, the plugin's stderr and its Log
+//     callbacks) go to a *slog.Logger with plugin=<id>.
 //
 // What the host cannot do: enforce the network, filesystem and exec
 // permissions inside the process. A process plugin runs with the server's
-// user account; the consent prompt says so (Manifest.ConsentSummary).
+// user account; the consent prompt says so (plugins.Consent.Lines).
 // The checksum check and exec are separate steps, so a user who can
 // write the plugin folder can race them; the plugin folder must be
 // writable only by the server's user.

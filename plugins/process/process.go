@@ -80,12 +80,13 @@ type Options struct {
 	MaxRestartsPerMinute int
 	// Now is the clock of the restart budget; nil means time.Now.
 	Now func() time.Time
-	// Args are the command-line arguments of the entry. Built-in plugins
-	// use them: the kiln binary is their entry, re-executed as a plugin.
+	// Args are the command-line arguments of the entry (tests use them;
+	// installed plugins get none).
 	Args []string
 	// Env holds extra NAME=value variables the host sets for the plugin,
 	// added after the declared ones (so one of the same name wins). The
-	// registry sets KILN_PLUGIN_DATA, the plugin's data folder, here.
+	// runtime's loader (NewLoader) sets KILN_PLUGIN_DATA, the plugin's
+	// data folder, here.
 	Env []string
 	// KV is the plugin's key/value namespace behind the host's callbacks
 	// (protocol 2); nil gives it none.

@@ -1,15 +1,20 @@
-// Package providers is the "model-provider" extension kind: a Provider
-// speaks one model API (OpenAI, Anthropic, Gemini, Bedrock, OpenRouter,
-// Ollama) and serves many models as "<provider>:<model>" references.
+// Package providers is the SDK of Kiln's built-in model providers: a
+// Provider speaks one model API (OpenAI, Anthropic, Gemini, Bedrock,
+// OpenRouter, Ollama) and serves many models as "<provider>:<model>"
+// references. The "model-provider" extension kind is plugins/modelprovider,
+// which hands every provider, built-in or a plugin's, to the provider hub
+// (plugins/providers/hub); third-party providers are written with
+// sdk/plugin instead of this package.
 //
-// Each provider lives in its own subpackage and is written against this
-// file only: it receives its Settings (credentials already resolved) and an
-// *http.Client from the host — a client that enforces the provider's
-// network permission, so a provider reaches its own API host (or the
-// configured base URL) and nothing else — and turns core.ModelRequest into
-// its API's wire format and the streamed answer back into text deltas,
-// tool calls and usage. Errors are *Error with a Kind, which the host's
-// retry (Retry) and the user-facing failure text use.
+// Each built-in provider lives in its own subpackage and is written
+// against this file only: it receives its Settings (credentials already
+// resolved) and an *http.Client from the host — a client that enforces the
+// provider's network permission, so a provider reaches its own API host
+// (or the configured base URL) and nothing else — and turns
+// core.ModelRequest into its API's wire format and the streamed answer
+// back into text deltas, tool calls and usage. Errors are *Error with a
+// Kind, which the host's retry (Retry) and the user-facing failure text
+// use.
 package providers
 
 import (

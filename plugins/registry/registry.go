@@ -10,16 +10,28 @@
 //
 // Installed plugins live in Config.Root (<data root>/plugins) as
 // <id>/<version>/, a copy of the folder the user installed from, and
-// Root/registry.json records for each the version, whether it is enabled,
-// what identifies its bytes (plugins/integrity: the entry's sha256, or a
-// data-only bundle's folder digest, whose listing is kept beside it in
-// <id>/<version>.sums) and the consent the user gave, as the permission
-// set itself. At Open and on every enable a plugin whose bytes no longer
-// match, or whose manifest asks for more than was consented to, is
-// refused and shown as failed with the reason.
+// Root/registry.json (version 2) records for each the version, whether it
+// is enabled, what identifies its bytes (plugins/integrity: the entry's
+// sha256, or a data-only bundle's folder digest, whose listing is kept
+// beside it in <id>/<version>.sums) and the consent the user gave, as the
+// permission set itself (plugins.Consent). Open migrates a version-1
+// record, which kept the consent as the prompt's lines, and keeps the old
+// file as registry.json.v1; a plugin whose installed manifest no longer
+// words those lines is left without consent and failed. At Open and on
+// every enable a plugin whose bytes no longer match, or whose manifest
+// asks for more than was consented to (plugins.Consent.Added), is refused
+// and shown as failed with the reason; asking for less is not refused.
+//
+// Install previews the folder (Preview), copies it, checks the copy again
+// and records it. Installing another version of an installed plugin is an
+// upgrade: Preview.Added names what it asks for beyond the consent given,
+// and it needs consent only when that is not empty (Preview.NeedsConsent).
+// Remove deletes the plugin with its data folder and key/value namespace.
 //
 // A plugin that fails to load is reported (Info.Status "failed" with the
-// reason) and never stops the others or the server.
+// reason) and never stops the others or the server. A plugin is enabled
+// only when every kind it provides attaches; otherwise what was attached
+// is taken back.
 package registry
 
 import (

@@ -1,7 +1,18 @@
-// Package wasm is Kiln's WASM plugin host, on wazero. It loads a toolset
-// plugin built for GOOS=wasip1 with -buildmode=c-shared (a WASI reactor
-// speaking the Kiln WASM ABI v1, specs/wasm-abi.md; sdk/plugin is the guest
-// side) and serves it as a toolsetkind.Toolset.
+// Package wasm is Kiln's WASM plugin host, on wazero: the "wasm" runtime,
+// which registers itself from init (NewLoader makes its plugins.Loader
+// from a Host). It loads a plugin built for GOOS=wasip1 with
+// -buildmode=c-shared (a WASI reactor speaking the Kiln WASM ABI,
+// specs/wasm-abi.md; sdk/plugin is the guest side) and serves it as a
+// toolsetkind.Toolset.
+//
+// Kinds: ABI version 1 carries toolsets; model providers run as process
+// plugins or built-ins. The loaded instance dispenses the "toolset" kind
+// and refuses any other.
+//
+// What the guest calls back into comes from the registry as
+// plugins.Callbacks (LoadOptions.Logger, KV and Emit): the same logger,
+// key/value namespace and progress events a process plugin reaches through
+// the host's callbacks.
 //
 // Deny by default: a guest may import only the "kiln" host module and
 // wasi_snapshot_preview1, and WASI is instantiated with nothing granted —

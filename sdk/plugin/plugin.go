@@ -1,8 +1,25 @@
-// Package plugin is the plugin-author SDK: describe a toolset and call
-// Serve. The same source builds as a WASM module (GOOS=wasip1 GOARCH=wasm,
-// loaded by Kiln's wazero host) or as a native executable (run by Kiln's
-// go-plugin process host); Serve picks the transport for the target it was
-// compiled for. Authors never see either transport.
+// Package plugin is the plugin-author SDK: describe what the plugin
+// serves, a Toolset (tools a model can call), a Provider (models) or both,
+// and pass it to Serve from main. Serve picks the transport for the target
+// it was compiled for; authors never see either transport:
+//
+//   - a native executable, run by Kiln's go-plugin process host: Kiln plugin
+//     protocol 2 (one gRPC service per kind, specs/proto), and for a
+//     Toolset alone also protocol 1, so that an older Kiln still loads it;
+//   - a WASM module (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared), loaded by
+//     Kiln's wazero host: WASM ABI version 1 carries toolsets; model
+//     providers run as process plugins or built-ins.
+//
+// The host helpers (HTTP, HTTPStream, ReadFile, WriteFile, KVGet, KVPut,
+// KVDelete, KVList, Log, Emit, Now, Random) have the same signatures in
+// both builds, so one source builds both ways without build tags. In a
+// WASM build they go through the host, which enforces the manifest's
+// permissions. In a native build HTTP and the files act directly, with
+// nothing enforced; the key/value functions, Log and Emit go through the
+// host's callbacks, which connect on the first request the host sends
+// (before it, in init or main, the key/value functions and Emit fail and
+// Log writes to stderr). Emit takes the handler's context, which names the
+// call. specs/plugins.md is the guide.
 package plugin
 
 import (

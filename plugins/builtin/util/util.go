@@ -1,7 +1,8 @@
 // Package util is the "util" plugin that ships inside the kiln binary:
-// exact arithmetic (calc) and the current time (now). kiln serves it by
-// re-executing itself as a process plugin (kiln __plugin util), so it runs
-// through the same host, checks and isolation as an installed plugin.
+// exact arithmetic (calc) and the current time (now). kiln runs it
+// in-process through the "builtin" runtime (plugins/inproc), like its
+// other built-in plugins: no process boundary, no timeout_ms deadline.
+// calc bounds its own input (maxExpression, maxExponent, maxBits).
 package util
 
 import (

@@ -10,7 +10,7 @@
 //   - anything else is repeated: "<greeting>! You said: <text>".
 //
 // Replies are streamed a word at a time. The greeting is a setting
-// (`kiln providers set parrot greeting=Ahoy`), "Squawk" by default. The
+// (`kiln providers set parrot --set greeting=Ahoy`), "Squawk" by default. The
 // same source builds as a WASM module and as a native executable, like
 // the calc example.
 package main
