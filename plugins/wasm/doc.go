@@ -5,9 +5,11 @@
 // specs/wasm-abi.md; sdk/plugin is the guest side) and serves it as a
 // toolsetkind.Toolset.
 //
-// Kinds: ABI version 1 carries toolsets; model providers run as process
-// plugins or built-ins. The loaded instance dispenses the "toolset" kind
-// and refuses any other.
+// Kinds: a module of ABI version 2 serves each kind it describes
+// ("toolset", "model-provider"; a model turn streams its text through the
+// delta host function); a module of version 1 serves a toolset only. The
+// loader refuses a module that does not serve every kind its manifest
+// lists, and the loaded instance dispenses them.
 //
 // What the guest calls back into comes from the registry as
 // plugins.Callbacks (LoadOptions.Logger, KV and Emit): the same logger,

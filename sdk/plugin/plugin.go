@@ -7,8 +7,7 @@
 //     protocol 2 (one gRPC service per kind, specs/proto), and for a
 //     Toolset alone also protocol 1, so that an older Kiln still loads it;
 //   - a WASM module (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared), loaded by
-//     Kiln's wazero host: WASM ABI version 1 carries toolsets; model
-//     providers run as process plugins or built-ins.
+//     Kiln's wazero host (WASM ABI version 2: toolsets and model providers).
 //
 // The host helpers (HTTP, HTTPStream, ReadFile, WriteFile, KVGet, KVPut,
 // KVDelete, KVList, Log, Emit, Now, Random) have the same signatures in
