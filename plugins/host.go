@@ -52,6 +52,13 @@ type Loader interface {
 	Close(ctx context.Context) error
 }
 
+// A Carrier is a Loader that says which kinds its plugins can provide, so
+// that install refuses a plugin whose runtime cannot carry a kind its
+// manifest lists, rather than install it to fail at load.
+type Carrier interface {
+	Carries(kind Capability) bool
+}
+
 // An Instance is one running plugin.
 type Instance interface {
 	// Dispense returns the client of one kind the plugin provides: the
@@ -156,6 +163,14 @@ type Kind interface {
 // Validate gets what Attach would, without a Host.
 type Validator interface {
 	Validate(ctx context.Context, a Attach) error
+}
+
+// A Forgetter is a Kind that keeps something about a plugin beyond its
+// attachment (a provider's settings and credentials): the registry calls
+// Forget when the plugin is removed, with Attach's ID, Manifest and Host
+// (no Client).
+type Forgetter interface {
+	Forget(ctx context.Context, a Attach) error
 }
 
 // Attach is one plugin's client on its way to the server.
@@ -387,6 +402,10 @@ func (dataLoader) Load(_ context.Context, req LoadRequest) (Instance, error) {
 }
 
 func (dataLoader) Close(context.Context) error { return nil }
+
+// Carries reports whether a data-only bundle can provide kind: skills and
+// MCP server definitions, which are data.
+func (dataLoader) Carries(kind Capability) bool { return slices.Contains(dataCapabilities, kind) }
 
 // bundle is a data-only bundle's folder, read through an os.Root so that
 // no symlink leads out of it.

@@ -95,8 +95,9 @@ func presentOf(runtime, entry, sum bool) string {
 // Manifest is a plugin's kiln-plugin.json. A *Manifest returned by
 // ParseManifest or LoadManifest satisfies every rule in doc.go: its
 // slices and maps are nil rather than empty, SettingsSchema is compact
-// JSON, and Permissions.TimeoutMS (and MemoryMiB for wasm) hold the
-// defaults when the file left them out.
+// JSON, and Permissions.TimeoutMS (except for a data-only bundle, which
+// runs nothing) and MemoryMiB (for wasm) hold the defaults when the file
+// left them out.
 type Manifest struct {
 	// Schema is the optional "$schema" URI editors use; Kiln ignores it.
 	Schema         string          `json:"$schema,omitempty"`
@@ -396,7 +397,9 @@ func (p *parser) manifest(data []byte) *Manifest {
 	if raw, ok := fields["permissions"]; ok {
 		m.Permissions = p.permissions(raw, rt)
 	}
-	if m.Permissions.TimeoutMS == 0 {
+	if m.Permissions.TimeoutMS == 0 && !dataOnly {
+		// A data-only bundle runs nothing; calls into what it defines
+		// (an MCP server) take their deadline from there.
 		m.Permissions.TimeoutMS = DefaultTimeoutMS
 	}
 	if rt == RuntimeWASM && m.Permissions.MemoryMiB == 0 {

@@ -196,7 +196,14 @@ func printPlugin(w io.Writer, st style, p *client.PluginInfo) {
 	if h := pluginHealth(p); h != "" {
 		detail(w, "Health", h)
 	}
-	detailList(w, "Tools", p.Tools, "")
+	if slices.Contains(p.Provides, "toolset") || len(p.Provides) == 0 {
+		detailList(w, "Tools", p.Tools, "")
+	}
+	for _, k := range providedKinds {
+		if slices.Contains(p.Provides, k.kind) {
+			detailList(w, k.label, p.Provided[k.kind], "")
+		}
+	}
 	detailList(w, "Permissions", p.Permissions, "- ")
 	detailList(w, "Interrupt on", policyLines(p.InterruptOn), "")
 }
@@ -376,15 +383,31 @@ start the command fails, and the plugin stays installed, listed as failed.`,
 	return cmd
 }
 
-// toolsSentence says which tools an enabled plugin made callable.
+// providedKinds are the kinds besides toolset whose items inspect lists.
+var providedKinds = []struct{ kind, label string }{
+	{"model-provider", "Models"}, {"skills", "Skills"}, {"mcp-servers", "MCP servers"}, {"sandbox-runtime", "Sandbox runtimes"},
+}
+
+// toolsSentence says what an enabled plugin made available: its tools,
+// its models, its skills and MCP servers.
 func toolsSentence(p *client.PluginInfo) string {
-	if slices.Contains(p.Provides, "model-provider") {
-		return "Its models are available as " + p.ID + ":<model> (kiln models)."
+	var parts []string
+	if len(p.Tools) > 0 {
+		parts = append(parts, "Its tools are now callable as "+strings.Join(p.Tools, ", ")+".")
 	}
-	if len(p.Tools) == 0 {
+	if slices.Contains(p.Provides, "model-provider") {
+		parts = append(parts, "Its models are available as "+p.ID+":<model> (kiln models).")
+	}
+	if s := p.Provided["skills"]; len(s) > 0 {
+		parts = append(parts, "Its skills: "+strings.Join(s, ", ")+".")
+	}
+	if s := p.Provided["mcp-servers"]; len(s) > 0 {
+		parts = append(parts, "Its MCP servers: "+strings.Join(s, ", ")+".")
+	}
+	if len(parts) == 0 {
 		return "It provides no tools."
 	}
-	return "Its tools are now callable as " + strings.Join(p.Tools, ", ") + "."
+	return strings.Join(parts, " ")
 }
 
 func newPluginEnableCmd(a *app, enable bool) *cobra.Command {

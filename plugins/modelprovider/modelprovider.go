@@ -102,6 +102,15 @@ func (Kind) Attach(ctx context.Context, a plugins.Attach) (plugins.Attached, err
 	}}, nil
 }
 
+// Forget drops what the hub keeps about a removed provider plugin: its
+// settings, stored credentials among them, and its listing.
+func (Kind) Forget(_ context.Context, a plugins.Attach) error {
+	if f, ok := a.Host.(interface{ Forget(id string) error }); ok {
+		return f.Forget(a.ID)
+	}
+	return nil
+}
+
 // Static is a Provider that describes itself with a fixed Description:
 // what a built-in provider hands out.
 type Static Description

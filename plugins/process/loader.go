@@ -38,6 +38,9 @@ func (l loader) Load(ctx context.Context, req plugins.LoadRequest) (plugins.Inst
 
 func (loader) Close(context.Context) error { return nil }
 
+// Carries reports whether a process plugin can provide kind.
+func (loader) Carries(kind plugins.Capability) bool { return slices.Contains(kinds, kind) }
+
 // running is a process plugin as a plugins.Instance.
 type running struct{ p *Plugin }
 

@@ -67,6 +67,13 @@ func (r *Registry) inspect(path string) (inspected, error) {
 	if err != nil {
 		return inspected{}, core.Errorf(core.EINVALID, "plugin %s: %v", m.ID, err)
 	}
+	if c, ok := l.(plugins.Carrier); ok {
+		for _, k := range m.Provides {
+			if !c.Carries(k) {
+				return inspected{}, core.Errorf(core.EINVALID, "plugin %s provides %q, which its runtime %q cannot carry", m.ID, k, m.EffectiveRuntime())
+			}
+		}
+	}
 	if m.DataOnly() {
 		if err := validate(l, path, m, kinds); err != nil {
 			return inspected{}, core.Errorf(core.EINVALID, "plugin %s: %v", m.ID, err)
@@ -177,6 +184,11 @@ func (r *Registry) Install(ctx context.Context, req InstallRequest) (Info, error
 	consent := plugins.ConsentOf(m)
 	e := &entry{id: m.ID, m: m, dir: dir}
 	rec := record{Version: m.Version, Enabled: enable, SHA256: p.SHA256, Consent: &consent, InstalledAt: time.Now().UTC()}
+	if !m.DataOnly() {
+		if rec.ManifestSHA256, err = integrity.FileSum(dir, plugins.ManifestFile); err != nil {
+			return Info{}, fmt.Errorf("install %s: %w", m.ID, err)
+		}
+	}
 	r.mu.Lock()
 	r.entries[m.ID] = e
 	r.state.Plugins[m.ID] = rec

@@ -224,6 +224,25 @@ func TestDataBundleRefusals(t *testing.T) {
 	}
 }
 
+// TestInstallKindTheRuntimeCannotCarry: a plugin whose runtime cannot
+// carry a kind its manifest lists is refused at install, not installed to
+// fail.
+func TestInstallKindTheRuntimeCannotCarry(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	r := e.open(t)
+	for _, rt := range []plugins.Runtime{plugins.RuntimeWASM, plugins.RuntimeProcess} {
+		dir, _ := plugintest.WritePluginKinds(t, "odd", rt, "odd.bin", []byte("not run"), "", plugins.CapSkills)
+		_, err := r.Install(ctx, registry.InstallRequest{Path: dir, Consent: true})
+		if core.ErrorCode(err) != core.EINVALID || !strings.Contains(err.Error(), `provides "skills", which its runtime "`+string(rt)+`" cannot carry`) {
+			t.Errorf("%s plugin providing skills: %v", rt, err)
+		}
+	}
+	if list := r.List(ctx); len(list) != 0 {
+		t.Errorf("refused installs left %+v", list)
+	}
+}
+
 // TestUpgradeAsksOnlyForWhatIsAdded: a new version that asks for one more
 // host shows exactly that and needs consent; one that asks for less
 // needs none.

@@ -135,6 +135,10 @@ type record struct {
 	Enabled bool   `json:"enabled"`
 	// SHA256 identifies the plugin's bytes (integrity.Sum).
 	SHA256 string `json:"sha256,omitempty"`
+	// ManifestSHA256 is the installed manifest's sha256, for a plugin that
+	// runs code (a bundle's digest covers its manifest): a manifest edited
+	// after install (its interruptOn lowered, say) is refused.
+	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
 	// Consent is what the user agreed the plugin may do.
 	Consent     *plugins.Consent `json:"consent,omitempty"`
 	InstalledAt time.Time        `json:"installed_at,omitzero"`
@@ -266,7 +270,9 @@ func (r *Registry) migrateV1(data []byte) error {
 	for id, old := range v1.Plugins {
 		rec := record{Version: old.Version, Enabled: old.Enabled, SHA256: old.SHA256, InstalledAt: old.InstalledAt}
 		if old.Version != "" {
-			m, err := plugins.LoadManifest(filepath.Join(r.cfg.Root, id, old.Version))
+			dir := filepath.Join(r.cfg.Root, id, old.Version)
+			rec.ManifestSHA256, _ = integrity.FileSum(dir, plugins.ManifestFile)
+			m, err := plugins.LoadManifest(dir)
 			if err == nil && slices.Equal(m.ConsentSummary(), old.Permissions) {
 				c := plugins.ConsentOf(m)
 				rec.Consent = &c
@@ -359,6 +365,11 @@ func (r *Registry) checkInstalled(id, dir string, rec record) (*plugins.Manifest
 	}
 	if more := rec.Consent.AddedLines(plugins.ConsentOf(m)); len(more) > 0 {
 		return m, "the manifest asks for more than was consented to (" + strings.Join(more, "; ") + "); reinstall the plugin to review it"
+	}
+	if rec.ManifestSHA256 != "" && !m.DataOnly() {
+		if sum, err := integrity.FileSum(dir, plugins.ManifestFile); err != nil || sum != rec.ManifestSHA256 {
+			return m, "the manifest changed since install; reinstall the plugin to review it"
+		}
 	}
 	return m, ""
 }
@@ -670,8 +681,9 @@ func (r *Registry) Disable(ctx context.Context, id string) (Info, error) {
 	return r.Get(ctx, id)
 }
 
-// Remove disables a plugin and deletes it with its data: its data folder
-// and its kv namespace. Built-ins cannot be removed (EINVALID): disable
+// Remove disables a plugin and deletes it with its data: its data folder,
+// its kv namespace, and what its kinds keep about it (Forgetter: a model
+// provider's settings and credentials). Built-ins cannot be removed (EINVALID): disable
 // them instead.
 func (r *Registry) Remove(ctx context.Context, id string) error {
 	r.op.Lock()
@@ -694,10 +706,20 @@ func (r *Registry) Remove(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	errs := []error{
+	var errs []error
+	if e.m != nil {
+		for _, c := range e.m.Provides {
+			if k, ok := plugins.LookupKind(c); ok {
+				if f, ok := k.(plugins.Forgetter); ok {
+					errs = append(errs, f.Forget(ctx, plugins.Attach{ID: id, Manifest: e.m, Host: r.cfg.Hosts[c]}))
+				}
+			}
+		}
+	}
+	errs = append(errs,
 		os.RemoveAll(filepath.Join(r.cfg.Root, id)),
 		os.RemoveAll(filepath.Join(r.cfg.DataRoot, id)),
-	}
+	)
 	if r.cfg.KV != nil {
 		errs = append(errs, r.cfg.KV.KVDropNamespace(ctx, id))
 	}

@@ -348,6 +348,22 @@ func TestTamperedAfterInstall(t *testing.T) {
 	if err != nil || got.Status != registry.StatusFailed || !strings.Contains(got.Error, "asks for more than was consented to (adds: read environment variable AWS_SECRET_ACCESS_KEY)") || e.host.has("other") {
 		t.Errorf("plugin with widened permissions: %+v, %v", got, err)
 	}
+
+	// Lowering a tool's default approval in the installed manifest (no
+	// new permission) is caught too: the manifest is not the one installed.
+	third, _ := plugintest.CalcPlugin(t, "third", plugins.RuntimeProcess, "")
+	install(t, r, third)
+	mf = filepath.Join(e.data, "plugins", "third", "1.0.0", plugins.ManifestFile)
+	data, _ = os.ReadFile(mf)
+	raw = map[string]any{}
+	json.Unmarshal(data, &raw)
+	raw["interruptOn"] = map[string]any{"note": false}
+	data, _ = json.Marshal(raw)
+	os.WriteFile(mf, data, 0o644)
+	r = e.reopen(t, r)
+	if got, err := r.Get(ctx, "third"); err != nil || got.Status != registry.StatusFailed || !strings.Contains(got.Error, "the manifest changed since install") {
+		t.Errorf("plugin with an edited manifest: %+v, %v", got, err)
+	}
 }
 
 func TestBrokenManifestAtOpen(t *testing.T) {

@@ -46,6 +46,12 @@ func (l loader) Load(ctx context.Context, req plugins.LoadRequest) (plugins.Inst
 
 func (l loader) Close(ctx context.Context) error { return l.h.Close(ctx) }
 
+// Carries reports whether a WASM module can provide kind: a toolset or a
+// model provider.
+func (loader) Carries(kind plugins.Capability) bool {
+	return kind == plugins.CapToolset || kind == plugins.CapModelProvider
+}
+
 // serves says why the module does not serve kind, or nil.
 func (t *toolset) serves(kind plugins.Capability) error {
 	switch {

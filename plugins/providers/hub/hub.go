@@ -418,6 +418,31 @@ func (h *Hub) Remove(id string) {
 	delete(h.live, id)
 }
 
+// Forget drops provider id entirely (its plugin was removed): its
+// definition, and its stored settings, credentials included, from the
+// settings file.
+func (h *Hub) Forget(id string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.defs, id)
+	h.order = slices.DeleteFunc(h.order, func(o string) bool { return o == id })
+	delete(h.disabled, id)
+	delete(h.live, id)
+	delete(h.models, id)
+	delete(h.checks, id)
+	if _, ok := h.stored[id]; !ok {
+		return nil
+	}
+	prev := h.stored[id]
+	delete(h.stored, id)
+	if err := h.save(); err != nil {
+		h.stored[id] = prev
+		return err
+	}
+	h.log.Info("provider forgotten with its plugin", "provider", id)
+	return nil
+}
+
 // AddModels makes models available by their bare names. A name already
 // taken is an ECONFLICT.
 func (h *Hub) AddModels(source string, models []BareModel) error {

@@ -550,3 +550,31 @@ func TestOllamaReachable(t *testing.T) {
 		}
 	}
 }
+
+// TestForget: a provider whose plugin was removed is gone from the list,
+// and its stored settings, secrets included, are gone from the file.
+func TestForget(t *testing.T) {
+	e := newEnv(t)
+	h := e.open(t)
+	ctx := context.Background()
+	if _, err := h.Configure(ctx, "openai", ConfigInput{Settings: map[string]string{"api_key": "sk-forget-me"}}); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(e.path); !strings.Contains(string(data), "sk-forget-me") {
+		t.Fatalf("the secret is not stored: %s", data)
+	}
+	if err := h.Forget("openai"); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(e.path); strings.Contains(string(data), "sk-forget-me") || strings.Contains(string(data), `"openai"`) {
+		t.Errorf("the file still has the provider: %s", data)
+	}
+	for _, st := range h.List(ctx) {
+		if st.ID == "openai" {
+			t.Errorf("listed after Forget: %+v", st)
+		}
+	}
+	if _, err := h.Resolve("openai:gpt-4o"); err == nil {
+		t.Error("resolved a forgotten provider")
+	}
+}
