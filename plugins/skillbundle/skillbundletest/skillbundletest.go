@@ -112,7 +112,7 @@ func write(t *testing.T, dir, p, body string) {
 }
 
 // source opens dir through the runtime under test.
-func source(t *testing.T, open Open, dir string) skillbundle.Source {
+func openSource(t *testing.T, open Open, dir string) skillbundle.Source {
 	t.Helper()
 	src := open(t, dir)
 	if src == nil {
@@ -167,7 +167,7 @@ func testKind(t *testing.T) {
 }
 
 func testList(t *testing.T, open Open) {
-	src := source(t, open, lay(t, good()))
+	src := openSource(t, open, lay(t, good()))
 	names, err := skillbundle.List(src.FS())
 	if err != nil || !slices.Equal(names, goodNames) {
 		t.Errorf("List = %q, %v; want %q", names, err, goodNames)
@@ -198,7 +198,7 @@ func testFiles(t *testing.T, open Open) {
 	files["skills/review/assets/empty.txt"] = ""
 	files["skills/review/assets/deep/er/still/deeper.md"] = "deep\n"
 	files["skills/review/assets/big.txt"] = strings.Repeat("0123456789abcdef", 1<<14) // 256 KiB
-	src := source(t, open, lay(t, files))
+	src := openSource(t, open, lay(t, files))
 	fsys := src.FS()
 	var want []string
 	for p, body := range files {
@@ -259,7 +259,7 @@ func testSymlinkOut(t *testing.T, open Open) {
 			t.Skipf("cannot make symlinks here: %v", err)
 		}
 	}
-	src := source(t, open, dir)
+	src := openSource(t, open, dir)
 	fsys := src.FS()
 	for _, p := range []string{
 		"skills/review/references/leak.md", "skills/review/references/abs.md",
@@ -330,7 +330,7 @@ func testMalformed(t *testing.T, open Open) {
 	v := k.(plugins.Validator)
 	for _, c := range malformed {
 		t.Run(c.name, func(t *testing.T) {
-			src := source(t, open, lay(t, c.files))
+			src := openSource(t, open, lay(t, c.files))
 			h := &Host{}
 			att, err := k.Attach(context.Background(), attach(t, src, h))
 			if err == nil || !strings.Contains(err.Error(), c.reason) {
@@ -354,7 +354,7 @@ func testMalformed(t *testing.T, open Open) {
 }
 
 func testHost(t *testing.T, open Open) {
-	src := source(t, open, lay(t, good()))
+	src := openSource(t, open, lay(t, good()))
 	h := &Host{}
 	att, err := kind(t).Attach(context.Background(), attach(t, src, h))
 	if err != nil {
@@ -393,7 +393,7 @@ func testHost(t *testing.T, open Open) {
 }
 
 func testHostFails(t *testing.T, open Open) {
-	src := source(t, open, lay(t, good()))
+	src := openSource(t, open, lay(t, good()))
 	h := &Host{Fail: errors.New("the skills host is full")}
 	att, err := kind(t).Attach(context.Background(), attach(t, src, h))
 	if err == nil || !strings.Contains(err.Error(), "the skills host is full") {
@@ -405,7 +405,7 @@ func testHostFails(t *testing.T, open Open) {
 }
 
 func testNoHost(t *testing.T, open Open) {
-	src := source(t, open, lay(t, good()))
+	src := openSource(t, open, lay(t, good()))
 	att, err := kind(t).Attach(context.Background(), attach(t, src, nil))
 	if err != nil || !slices.Equal(att.Items, goodNames) {
 		t.Errorf("Attach without a host = %q, %v; want the skills listed", att.Items, err)
