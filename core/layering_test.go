@@ -55,6 +55,14 @@ var layers = []struct {
 		},
 	},
 	{
+		// sandbox: the runtime seam, which every sandbox backend and the
+		// sandbox service build on: the standard library only, no HTTP.
+		// (core, web and sdk/client above may not use it.)
+		pkgs:      "github.com/kilnhq/kiln/sandbox",
+		allowed:   []string{"github.com/kilnhq/kiln/sandbox"},
+		stdDenied: []string{"net/http"},
+	},
+	{
 		// sdk/client: the Go SDK, for any program: core's types, the
 		// shared plugin types, the standard library.
 		pkgs: "github.com/kilnhq/kiln/sdk/client",

@@ -53,13 +53,6 @@
 //	                forward slashes, no "." or ".." segments
 //	sha256          the entry file's SHA-256, 64 lowercase hex digits;
 //	                plugins/integrity checks it
-//
-// runtime, entry and sha256 come together. A manifest with none of them is
-// a data-only bundle: it provides only "skills" and/or "mcp-servers", its
-// folder is its content, and plugins/integrity covers the whole folder
-// with one digest. ParseBuiltinManifest reads the manifests of the plugins
-// built into kiln, whose runtime is "builtin" and which have no entry.
-//
 //	permissions     see below; may be left out (it then grants nothing but
 //	                the default limits)
 //	interruptOn     a core.Policy for the plugin's own tools: tool name or
@@ -70,6 +63,12 @@
 //	                "type" or "properties" that compiles; it may refer to
 //	                itself and to the standard meta-schemas, never to a file
 //	                or URL
+//
+// runtime, entry and sha256 come together. A manifest with none of them is
+// a data-only bundle: it provides only "skills" and/or "mcp-servers", its
+// folder is its content, and plugins/integrity covers the whole folder
+// with one digest. ParseBuiltinManifest reads the manifests of the plugins
+// built into kiln, whose runtime is "builtin" and which have no entry.
 //
 // The JSON Schema and ParseManifest agree on every rule the schema
 // language can express (the shared regular expressions are kept equal by a

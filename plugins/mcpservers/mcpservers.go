@@ -7,9 +7,12 @@
 //	  "docs":   {"url": "https://docs.example.com/mcp"}
 //	}}
 //
-// A server runs a command (stdio) or is reached at an https URL
-// (streamable HTTP), never both. Attach parses and checks the file and
-// hands the servers to the server's MCP host; mcpserverstest is the
+// A server runs a command (stdio) or is reached at an http(s) URL
+// (streamable HTTP), never both. What a server does on the plugin's
+// behalf is what the user consented to: a command needs permissions.exec,
+// a URL's host its entry in permissions.network, and every "${NAME}" it
+// uses the variable in permissions.env. Attach parses and checks the file
+// and hands the servers to the server's MCP host; mcpserverstest is the
 // kind's conformance kit.
 package mcpservers
 
@@ -21,12 +24,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/url"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/netguard"
 )
 
 // Source is the client of the "mcp-servers" kind: a folder of files.
@@ -41,7 +47,8 @@ type Server struct {
 	// Command and Args start a stdio server.
 	Command string   `json:"command,omitempty"`
 	Args    []string `json:"args,omitempty"`
-	// Env are variables set for the command; a value "${NAME}" takes the
+	// Env are variables set for the command. A "${NAME}" in a value (or
+	// in the command, an argument, the URL or a header) takes the
 	// server's variable NAME, which the plugin must declare in
 	// permissions.env.
 	Env map[string]string `json:"env,omitempty"`
@@ -113,16 +120,19 @@ var (
 )
 
 // Read parses and checks the MCP server definitions in fsys's mcp.json,
-// sorted by name: every server named [a-z0-9][a-z0-9_-]*, with a command
-// or an http(s) URL but not both, and every "${NAME}" it uses declared in
-// perms.Env. Errors say which server and why.
+// sorted by name. Decoding is strict, as for manifests: unknown fields,
+// duplicate keys (at any depth) and trailing data are errors. Every
+// server is named [a-z0-9][a-z0-9_-]* and has a non-blank command or an
+// http(s) URL (with a host, no user info and no fragment) but not both; a
+// command needs perms.Exec, a URL's host:port perms.Network, and every
+// "${NAME}" the server uses perms.Env. Errors say which server and why.
 func Read(fsys fs.FS, perms plugins.Permissions) ([]Server, error) {
 	f, err := fsys.Open(File)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("provides mcp-servers but has no %s", File)
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("open %s: %w", File, err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
@@ -132,27 +142,47 @@ func Read(fsys fs.FS, perms plugins.Permissions) ([]Server, error) {
 	if len(data) > MaxFileSize {
 		return nil, fmt.Errorf("%s is larger than %d KiB", File, MaxFileSize>>10)
 	}
-	var doc struct {
-		Servers map[string]Server `json:"mcpServers"`
+	if err := strictJSON(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", File, err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
+	var doc struct {
+		Servers map[string]json.RawMessage `json:"mcpServers"`
+	}
+	if err := decode(data, &doc); err != nil {
 		return nil, fmt.Errorf("%s: %w", File, err)
 	}
 	if len(doc.Servers) == 0 {
 		return nil, fmt.Errorf("%s defines no servers (want {\"mcpServers\": {\"<name>\": {...}}})", File)
 	}
 	var out []Server
-	for name, s := range doc.Servers {
+	for _, name := range slices.Sorted(maps.Keys(doc.Servers)) {
+		var s Server
+		if err := decode(doc.Servers[name], &s); err != nil {
+			return nil, fmt.Errorf("%s: server %q: %w", File, name, err)
+		}
 		s.Name = name
 		if err := check(s, perms); err != nil {
 			return nil, fmt.Errorf("%s: server %q: %w", File, name, err)
 		}
 		out = append(out, s)
 	}
-	slices.SortFunc(out, func(a, b Server) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// decode decodes data into v, refusing unknown fields, and words a value
+// of the wrong type in JSON's terms.
+func decode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field == "" {
+			return fmt.Errorf("want an object, not %s", article(te.Value))
+		}
+		return fmt.Errorf("%s: want %s, not %s", te.Field, article(jsonKind(te.Type)), article(te.Value))
+	}
+	return err
 }
 
 func check(s Server, perms plugins.Permissions) error {
@@ -165,23 +195,123 @@ func check(s Server, perms plugins.Permissions) error {
 		return errors.New("has both a command and a url; it is one or the other")
 	case s.URL == "" && len(s.Headers) > 0:
 		return errors.New("headers are for a url")
-	case s.URL != "":
+	}
+	if s.URL != "" {
 		if len(s.Args) > 0 || len(s.Env) > 0 {
 			return errors.New("args and env are for a command")
 		}
+		// A fragment is never sent to a server: a URL with one is a
+		// mistake (RFC 3986, section 3.5).
 		u, err := url.Parse(s.URL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
-			return fmt.Errorf("url %q: want http(s)://host/path without user info", s.URL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || strings.Contains(s.URL, "#") {
+			return fmt.Errorf("url %q: want http(s)://host/path without user info or a fragment", s.URL)
+		}
+		if err := netguard.CheckURL(perms, u); err != nil {
+			return fmt.Errorf("url %q: %w; declare the host in permissions.network", s.URL, err)
+		}
+	} else {
+		if strings.TrimSpace(s.Command) == "" {
+			return errors.New("the command is blank")
+		}
+		if !perms.Exec {
+			return errors.New("runs a command, which the plugin does not declare (permissions.exec)")
 		}
 	}
-	for _, vals := range []map[string]string{s.Env, s.Headers} {
-		for k, v := range vals {
-			for _, m := range reRef.FindAllStringSubmatch(v, -1) {
-				if !perms.AllowsEnv(m[1]) {
-					return fmt.Errorf("%s uses ${%s}, which the plugin does not declare in permissions.env", k, m[1])
-				}
+	// Every string that may be expanded: what is not checked here could
+	// read a variable the user never agreed to.
+	refs := []struct{ where, value string }{{"command", s.Command}, {"url", s.URL}}
+	for i, a := range s.Args {
+		refs = append(refs, struct{ where, value string }{fmt.Sprintf("args[%d]", i), a})
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		refs = append(refs, struct{ where, value string }{"env " + k, s.Env[k]})
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
+		refs = append(refs, struct{ where, value string }{"header " + k, s.Headers[k]})
+	}
+	for _, r := range refs {
+		for _, m := range reRef.FindAllStringSubmatch(r.value, -1) {
+			if !perms.AllowsEnv(m[1]) {
+				return fmt.Errorf("%s uses ${%s}, which the plugin does not declare in permissions.env", r.where, m[1])
 			}
 		}
 	}
 	return nil
+}
+
+// strictJSON checks that data is one JSON value without duplicate keys at
+// any depth: encoding/json would keep the last of two, so the definition
+// a user read and consented to might not be the one used.
+func strictJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := noDuplicates(dec, ""); errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.New("the JSON ends early")
+	} else if err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+// noDuplicates reads one value from dec; at is its path, for the error.
+func noDuplicates(dec *json.Decoder, at string) error {
+	t, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch t {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			t, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := t.(string)
+			sub := strings.TrimPrefix(at+"."+key, ".")
+			if seen[key] {
+				return fmt.Errorf("%s: duplicate key", sub)
+			}
+			seen[key] = true
+			if err := noDuplicates(dec, sub); err != nil {
+				return err
+			}
+		}
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			if err := noDuplicates(dec, fmt.Sprintf("%s[%d]", at, i)); err != nil {
+				return err
+			}
+		}
+	default:
+		return nil
+	}
+	_, err = dec.Token() // the closing delimiter
+	return err
+}
+
+// jsonKind names the JSON value that decodes into t.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Map, reflect.Struct:
+		return "object"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "bool"
+	default:
+		return "number"
+	}
+}
+
+// article puts "a" or "an" before a JSON kind ("an array", "a string").
+func article(kind string) string {
+	if strings.ContainsRune("aeiou", rune(kind[0])) {
+		return "an " + kind
+	}
+	return "a " + kind
 }
