@@ -7,6 +7,7 @@ import (
 	// Kinds.
 	_ "github.com/kilnhq/kiln/plugins/mcpservers"
 	_ "github.com/kilnhq/kiln/plugins/modelprovider"
+	_ "github.com/kilnhq/kiln/plugins/sandboxruntime"
 	_ "github.com/kilnhq/kiln/plugins/skillbundle"
 	_ "github.com/kilnhq/kiln/plugins/toolset"
 
