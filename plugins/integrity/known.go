@@ -2,7 +2,11 @@ package integrity
 
 import (
 	"sync"
+	"time"
 )
+
+// quiet is how long a file must have been left alone to be remembered.
+const quiet = time.Second
 
 // A Fingerprint identifies a file's contents without reading them: its
 // device and inode, size, and modification and change times (in
@@ -45,10 +49,13 @@ func (k *Known) Good(path, sum string) bool {
 
 // Remember records that path has sha256 sum, if its fingerprint is before
 // now as well: taken before the file was hashed and checked again after,
-// so that a file changed meanwhile is not remembered.
+// so that a file changed meanwhile is not remembered. A file changed in
+// the last second is not remembered either: the kernel stamps times from a
+// coarse clock, so two writes within one tick may leave the same
+// fingerprint, and only a file at rest since before the hash is known.
 func (k *Known) Remember(path, sum string, before Fingerprint) {
 	fp, ok := fingerprint(path)
-	if !ok || fp != before || fp == (Fingerprint{}) {
+	if !ok || fp != before || fp == (Fingerprint{}) || time.Since(time.Unix(0, max(fp.Ctime, fp.Mtime))) < quiet {
 		return
 	}
 	k.mu.Lock()

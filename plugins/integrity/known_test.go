@@ -24,6 +24,14 @@ func TestKnown(t *testing.T) {
 	if k.Good(path, sum) {
 		t.Fatal("a file never verified is known good")
 	}
+	// Just written: not at rest, so not remembered.
+	k.Remember(path, sum, integrity.FingerprintOf(path))
+	if k.Good(path, sum) {
+		t.Fatal("a file changed a moment ago was remembered")
+	}
+	old := time.Now().Add(-time.Minute)
+	os.Chtimes(path, old, old) // sets the ctime to now, the mtime back
+	time.Sleep(1100 * time.Millisecond)
 	k.Remember(path, sum, integrity.FingerprintOf(path))
 	if !k.Good(path, sum) || k.Good(path, hexSum([]byte("other"))) {
 		t.Fatal("Good after Remember")

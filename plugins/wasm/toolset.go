@@ -230,6 +230,22 @@ func (t *toolset) describe(ctx context.Context) error {
 // instance away and wraps ErrTransport; so does Close, which ends the
 // call at once.
 func (t *toolset) invoke(parent context.Context, fn func(context.Context, *instance) (uint64, error)) ([]byte, error) {
+	// A module loaded from its description is compiled by the first call,
+	// before the call's deadline starts: compiling is the host's work, not
+	// the plugin's. It ends with the caller and at Close.
+	if c, err := t.current(); c == nil && err == nil {
+		cctx, cancelCompile := context.WithCancel(parent)
+		stop := context.AfterFunc(t.life, cancelCompile)
+		_, err := t.compiledModule(cctx)
+		stop()
+		cancelCompile()
+		if err != nil && (errors.Is(err, plugins.ErrChecksumMismatch) || errors.Is(err, errClosed)) {
+			return nil, fmt.Errorf("%w: %w", plugins.ErrTransport, err)
+		}
+		if err != nil {
+			return nil, t.failure(parent, parent, nil, "compile", err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(parent, t.timeout)
 	defer cancel()
 	defer context.AfterFunc(t.life, cancel)()
