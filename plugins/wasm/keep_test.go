@@ -8,7 +8,9 @@ import (
 
 func TestKeptCompiledModule(t *testing.T) {
 	h := newHost(t, "")
-	h.keep = 50 * time.Millisecond
+	// Long enough for the second Load to come within it even under the
+	// race detector, where reading and hashing the entry is slow.
+	h.keep = 2 * time.Second
 	dir, m := writePlugin(t, "")
 	ctx := context.Background()
 	ts, err := h.Load(ctx, dir, m, LoadOptions{})
@@ -29,7 +31,7 @@ func TestKeptCompiledModule(t *testing.T) {
 	mustAdd(t, ts)
 	ts.Close()
 	// Then, unused for h.keep, it is closed.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(h.keep + 10*time.Second)
 	for {
 		h.mu.Lock()
 		n := len(h.compiled)
