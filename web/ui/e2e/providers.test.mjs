@@ -177,6 +177,8 @@ test("the model choice: grouped by provider from GET /models, the built-ins on a
     await p.goto(s.front.url + "#/all");
     await p.locator("#new-model").waitFor();
     const opts = () => p.locator("#new-model option").evaluateAll((os) => os.map((o) => [o.value, o.textContent, o.parentElement.tagName]));
+    // The choice is complete once GET /status has named the default.
+    await p.locator("#new-model option", { hasText: "(default)" }).waitFor({ state: "attached" });
     assert.deepEqual(await opts(), [["scripted", "scripted (default)", "SELECT"], ["demo", "demo", "SELECT"]]);
 
     // A server with models: the built-ins, then each provider's models under its name.

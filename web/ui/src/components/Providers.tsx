@@ -7,7 +7,7 @@
 // uncontrolled input, never component state), goes out in the PUT body and
 // the field is emptied once saved; nothing logs it.
 import type { ComponentChildren } from "preact";
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError } from "../api";
 import { envFor, envRef, envRefName, settingLabel, settingValue } from "../format";
 import { loadModels } from "../state/app";
@@ -82,7 +82,10 @@ function ProviderRow({ p, onChange }: { p: Provider; onChange: (p: Provider, not
   const hid = `prv-${p.id}`, fid = `prv-form-${p.id}`;
   const settings = ordered(p.settings);
   const env = p.env ?? [];
-  useEffect(() => {
+  // A layout effect moves focus in the same task that opens or closes the
+  // confirmation or the form, so there is no moment in which the focused
+  // button is gone and focus falls to the page (as in Plugins.tsx).
+  useLayoutEffect(() => {
     const f = (id: string) => ref.current?.querySelector<HTMLElement>(`[data-testid=${id}]`)?.focus();
     if (confirm) f("provider-reset-confirm");
     else if (back.current) { f(back.current); back.current = ""; }
