@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -290,10 +291,11 @@ func (p *Plugin) start(ctx context.Context) (*instance, *toolsetpb.DescribeRespo
 	defer certW.Close()
 	cmd := exec.Command(p.entry, p.opts.Args...)
 	cmd.Dir = p.dir
-	cmd.Env = append(p.environ(),
-		pluginrpc.ClientCertEnv+"="+string(certPEM),
-		pluginrpc.CertFDEnv+"="+strconv.Itoa(pluginrpc.CertFD))
-	cmd.ExtraFiles = []*os.File{certW} // pluginrpc.CertFD
+	cmd.Env = append(p.environ(), pluginrpc.ClientCertEnv+"="+string(certPEM))
+	if runtime.GOOS != "windows" { // no inherited files there: the plugin does AutoMTLS
+		cmd.Env = append(cmd.Env, pluginrpc.CertFDEnv+"="+strconv.Itoa(pluginrpc.CertFD))
+		cmd.ExtraFiles = []*os.File{certW} // pluginrpc.CertFD
+	}
 	dieWithHost(cmd)
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  pluginrpc.Handshake,
