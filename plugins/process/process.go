@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -336,10 +337,11 @@ func (p *Plugin) start(ctx context.Context) (*instance, described, error) {
 	defer certW.Close()
 	cmd := exec.Command(p.entry, p.opts.Args...)
 	cmd.Dir = p.dir
-	cmd.Env = append(p.environ(),
-		pluginrpc.ClientCertEnv+"="+string(certPEM),
-		pluginrpc.CertFDEnv+"="+strconv.Itoa(pluginrpc.CertFD))
-	cmd.ExtraFiles = []*os.File{certW} // pluginrpc.CertFD
+	cmd.Env = append(p.environ(), pluginrpc.ClientCertEnv+"="+string(certPEM))
+	if runtime.GOOS != "windows" { // no inherited files there: the plugin does AutoMTLS
+		cmd.Env = append(cmd.Env, pluginrpc.CertFDEnv+"="+strconv.Itoa(pluginrpc.CertFD))
+		cmd.ExtraFiles = []*os.File{certW} // pluginrpc.CertFD
+	}
 	dieWithHost(cmd)
 	// go-plugin hashes the entry just before exec, unless this server
 	// verified these very bytes before (knownEntries: same inode, size and

@@ -234,11 +234,12 @@ func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts L
 	if logger == nil {
 		logger = h.cfg.Logger
 	}
+	mc := *m // what the first call checks the entry against, whatever the caller does with m
 	ts := &toolset{
 		id:      m.ID,
 		host:    h,
 		dir:     dir,
-		m:       m,
+		m:       &mc,
 		key:     key,
 		rt:      rt,
 		perms:   m.Permissions,

@@ -30,7 +30,8 @@ import (
 //
 // A plugin built with an SDK that predates CertFDEnv ignores it and uses
 // AutoMTLS, which the host accepts too; a plugin of this SDK started by an
-// older host, which does not set CertFDEnv, uses AutoMTLS.
+// older host, which does not set CertFDEnv, uses AutoMTLS, and so does
+// every plugin on Windows, where a process inherits no files.
 
 // CertFDEnv is the environment variable that tells a plugin process the
 // file descriptor to write its certificate to.
