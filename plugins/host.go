@@ -321,18 +321,6 @@ func RegisteredKinds() []Capability {
 	return out
 }
 
-// RegisteredRuntimes lists the registered runtimes, sorted.
-func RegisteredRuntimes() []Runtime {
-	hostMu.RLock()
-	defer hostMu.RUnlock()
-	out := make([]Runtime, 0, len(runtimeReg))
-	for r := range runtimeReg {
-		out = append(out, r)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // EffectiveRuntime is the runtime that loads m: its Runtime, or
 // RuntimeData for a data-only bundle.
 func (m *Manifest) EffectiveRuntime() Runtime {

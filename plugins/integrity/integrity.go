@@ -320,7 +320,3 @@ func parseListing(l []byte) map[string]string {
 	}
 	return m
 }
-
-// IsMismatch reports whether err means the bytes are not the expected
-// ones.
-func IsMismatch(err error) bool { return errors.Is(err, ErrMismatch) }

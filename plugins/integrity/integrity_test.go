@@ -51,8 +51,8 @@ func TestEntry(t *testing.T) {
 	if !errors.Is(err, integrity.ErrMismatch) || !strings.Contains(err.Error(), m.SHA256) || !strings.Contains(err.Error(), other.SHA256) {
 		t.Errorf("mismatch: %v", err)
 	}
-	if !integrity.IsMismatch(err) {
-		t.Errorf("IsMismatch(%v) = false", err)
+	if !errors.Is(err, plugins.ErrChecksumMismatch) {
+		t.Errorf("%v does not wrap plugins.ErrChecksumMismatch", err)
 	}
 
 	for _, entry := range []string{"../p.wasm", "/etc/passwd", "bin", "missing.wasm"} {

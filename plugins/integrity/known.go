@@ -34,11 +34,10 @@ type known struct {
 }
 
 // Good reports whether path was verified to have sha256 sum while its
-// fingerprint was what it is now. It is false when fingerprints are not
-// supported on this system.
-func (k *Known) Good(path, sum string) bool {
-	fp, ok := fingerprint(path)
-	if !ok {
+// fingerprint was fp (FingerprintOf, taken now). It is false for the zero
+// Fingerprint, which is all a system without fingerprints has.
+func (k *Known) Good(path, sum string, fp Fingerprint) bool {
+	if fp == (Fingerprint{}) {
 		return false
 	}
 	k.mu.Lock()
@@ -64,13 +63,6 @@ func (k *Known) Remember(path, sum string, before Fingerprint) {
 		k.files = map[string]known{}
 	}
 	k.files[path] = known{sum, fp}
-}
-
-// Forget drops what is known about path.
-func (k *Known) Forget(path string) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	delete(k.files, path)
 }
 
 // FingerprintOf returns path's fingerprint now; the zero Fingerprint when

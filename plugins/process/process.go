@@ -348,7 +348,7 @@ func (p *Plugin) start(ctx context.Context) (*instance, described, error) {
 	// change time, which every write or replacement changes).
 	var secure *goplugin.SecureConfig
 	before := integrity.FingerprintOf(p.entry)
-	if !knownEntries.Good(p.entry, p.m.SHA256) {
+	if !knownEntries.Good(p.entry, p.m.SHA256, before) {
 		secure = &goplugin.SecureConfig{Checksum: p.sum, Hash: sha256.New()}
 	}
 	client := goplugin.NewClient(&goplugin.ClientConfig{

@@ -694,19 +694,6 @@ func (h *Hub) HostsOf(d Def) []string {
 	return d.hosts(values)
 }
 
-// Hosts returns the host:port patterns provider id may reach with its
-// current settings: its API host or the configured base URL.
-func (h *Hub) Hosts(id string) []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	d, ok := h.defs[id]
-	if !ok {
-		return nil
-	}
-	values, _ := h.resolve(d)
-	return d.hosts(values)
-}
-
 // fingerprint identifies a set of resolved settings.
 func fingerprint(values map[string]string) string {
 	b, _ := json.Marshal(values)
