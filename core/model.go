@@ -10,10 +10,15 @@ type Model interface {
 	Turn(ctx context.Context, req ModelRequest, delta func(text string)) (ModelResponse, error)
 }
 
-// ModelRequest is one model turn's input.
+// ModelRequest is one model turn's input. System is the system prompt
+// (Kiln's base prompt, the user's addendum and the run's own text, see
+// SystemPrompt); a provider sends it where its API takes one. Messages'
+// image and file parts carry their bytes inline (Data): the engine reads
+// attachments before the turn, so a provider never resolves a URI.
 type ModelRequest struct {
 	RunID    string
 	Model    string
+	System   string
 	Messages []*Message
 	Tools    []ToolSpec
 }
