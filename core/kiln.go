@@ -41,19 +41,26 @@ const (
 // ActiveRunID is the run that is running or waiting for a decision;
 // UnreadRunID is the latest finished run the owner has not read yet.
 type Thread struct {
-	ID          string `json:"id"`
-	Title       string `json:"title"`
-	FolderID    string `json:"folder_id,omitempty"`
-	Pinned      bool   `json:"pinned"`
-	Source      string `json:"source"`
-	OwnerID     string `json:"owner_id"`
-	Model       string `json:"model,omitempty"`
-	Status      string `json:"status"`
-	ActiveRunID string `json:"active_run_id,omitempty"`
-	UnreadRunID string `json:"unread_run_id,omitempty"`
-	Unread      bool   `json:"unread"`
-	OpenActions int    `json:"open_actions"`
-	LastMessage string `json:"last_message,omitempty"`
+	ID       string `json:"id"`
+	Title    string `json:"title"`
+	FolderID string `json:"folder_id,omitempty"`
+	Pinned   bool   `json:"pinned"`
+	Source   string `json:"source"`
+	OwnerID  string `json:"owner_id"`
+	Model    string `json:"model,omitempty"`
+	// WorkingFolder is the grant (by ID) the thread's runs work in when
+	// their request names none, or "".
+	WorkingFolder string `json:"working_folder,omitempty"`
+	// ParentThreadID and ParentMessage say where a fork was taken: the
+	// thread and the index of the assistant message it was forked at.
+	ParentThreadID string `json:"parent_thread_id,omitempty"`
+	ParentMessage  *int   `json:"parent_message_index,omitempty"`
+	Status         string `json:"status"`
+	ActiveRunID    string `json:"active_run_id,omitempty"`
+	UnreadRunID    string `json:"unread_run_id,omitempty"`
+	Unread         bool   `json:"unread"`
+	OpenActions    int    `json:"open_actions"`
+	LastMessage    string `json:"last_message,omitempty"`
 	// Usage sums the model tokens of every run on the thread.
 	Usage     Usage     `json:"usage"`
 	CreatedAt time.Time `json:"created_at"`
@@ -97,9 +104,11 @@ func (s RunStatus) Terminal() bool {
 // Active reports whether the run holds its thread (running or waiting for a decision).
 func (s RunStatus) Active() bool { return s == RunRunning || s == RunInterrupted }
 
-// RunInput is what the user sent to start a run.
+// RunInput is what the user sent to start a run: text and the IDs of
+// attachments uploaded to go with it (at most MaxAttachments).
 type RunInput struct {
-	Text string `json:"text"`
+	Text        string   `json:"text"`
+	Attachments []string `json:"attachments,omitempty"`
 }
 
 // Limits bound a run. Zero means the engine default.
@@ -110,12 +119,16 @@ type Limits struct {
 
 // Run is one execution on a thread.
 type Run struct {
-	ID              string     `json:"id"`
-	ThreadID        string     `json:"thread_id"`
-	OwnerID         string     `json:"owner_id"`
-	Status          RunStatus  `json:"status"`
-	Model           string     `json:"model"`
-	Input           RunInput   `json:"input"`
+	ID       string    `json:"id"`
+	ThreadID string    `json:"thread_id"`
+	OwnerID  string    `json:"owner_id"`
+	Status   RunStatus `json:"status"`
+	Model    string    `json:"model"`
+	Input    RunInput  `json:"input"`
+	// System is the run's own system text, added to the system prompt.
+	System string `json:"system,omitempty"`
+	// WorkingFolder is the grant (by ID) the run works in, or "".
+	WorkingFolder   string     `json:"working_folder,omitempty"`
 	InterruptOn     Policy     `json:"interrupt_on,omitempty"`
 	Limits          Limits     `json:"limits"`
 	Steps           int        `json:"steps"`

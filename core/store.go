@@ -75,6 +75,29 @@ type ReadTx interface {
 	Events(q EventQuery) ([]Event, error)
 	// LastSeq returns the highest committed Seq, or 0.
 	LastSeq() (int64, error)
+
+	Grant(id string) (*Grant, error)
+	// Grants lists the owner's grants by Name.
+	Grants(ownerID string) ([]*Grant, error)
+
+	// Settings returns the owner's stored settings, ENOTFOUND when they
+	// never stored any.
+	Settings(ownerID string) (*Settings, error)
+
+	Attachment(id string) (*Attachment, error)
+	// Attachments lists the attachments matching q, oldest first (then by
+	// ID). A query with no field set is EINVALID.
+	Attachments(q AttachmentQuery) ([]*Attachment, error)
+
+	// File returns the latest version of a path in the thread's virtual
+	// filesystem, with its Data; ENOTFOUND when there is none or the
+	// latest version deleted it.
+	File(threadID, path string) (*File, error)
+	// Files returns the thread's virtual files as of upTo messages: for
+	// each path its latest version with Seq <= upTo (any Seq when upTo <
+	// 0), left out when that version deleted it; ordered by Path, with
+	// Data when withData.
+	Files(threadID string, upTo int, withData bool) ([]*File, error)
 }
 
 // Tx writes inside a transaction. Put methods insert or replace the whole
@@ -83,8 +106,9 @@ type Tx interface {
 	ReadTx
 
 	PutThread(t *Thread) error
-	// DeleteThread removes the thread with its runs, messages, checkpoints
-	// and interrupts. Events stay in the log.
+	// DeleteThread removes the thread with its runs, messages, checkpoints,
+	// interrupts, virtual files and attachment records. Events stay in
+	// the log.
 	DeleteThread(id string) error
 
 	PutFolder(f *Folder) error
@@ -103,6 +127,23 @@ type Tx interface {
 	PutCheckpoint(c *Checkpoint) error
 
 	PutInterrupt(i *Interrupt) error
+
+	// PutGrant inserts or replaces a grant; DeleteGrant removes one
+	// (ENOTFOUND when there is none).
+	PutGrant(g *Grant) error
+	DeleteGrant(id string) error
+
+	// PutSettings stores s as its owner's settings.
+	PutSettings(s *Settings) error
+
+	// PutAttachment inserts or replaces an attachment record;
+	// DeleteAttachment removes one (ENOTFOUND when there is none).
+	PutAttachment(a *Attachment) error
+	DeleteAttachment(id string) error
+
+	// PutFile stores a version of a virtual file; a version of the same
+	// thread, path and Seq is replaced. ENOTFOUND for an unknown thread.
+	PutFile(f *File) error
 
 	// Emit appends an event to the log. Seq and, when zero, Time are
 	// assigned; the events are returned by Update after commit.
