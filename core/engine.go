@@ -14,12 +14,22 @@ import (
 // RunRequest starts a run. Model "" means the thread's pinned model, else
 // the default. InterruptOn is merged over the configured default policy:
 // its entries win, so {"append_file": false} lifts a default approval.
+// System is added to the run's system prompt. WorkingFolder names a folder
+// grant (by ID or name) the run works in; "" means the thread's, and a
+// thread without one keeps the first a run names. Limits left zero are
+// the owner's settings', then the server's.
 type RunRequest struct {
-	Input       RunInput `json:"input"`
-	Model       string   `json:"model,omitempty"`
-	InterruptOn Policy   `json:"interrupt_on,omitempty"`
-	Limits      Limits   `json:"limits,omitempty"`
+	Input         RunInput `json:"input"`
+	Model         string   `json:"model,omitempty"`
+	System        string   `json:"system,omitempty"`
+	WorkingFolder string   `json:"working_folder,omitempty"`
+	InterruptOn   Policy   `json:"interrupt_on,omitempty"`
+	Limits        Limits   `json:"limits,omitempty"`
 }
+
+// MaxSystemLen is the longest system text a run request may carry, in
+// bytes.
+const MaxSystemLen = 32 << 10
 
 // Hard caps on per-run limits a request may ask for.
 const (
@@ -47,6 +57,15 @@ func (s *Service) StartRun(ctx context.Context, p Principal, threadID string, re
 	if err := CheckText("input.text", req.Input.Text, true); err != nil {
 		return nil, err
 	}
+	if len(req.System) > MaxSystemLen {
+		return nil, Errorf(EINVALID, "system is %d bytes; the limit is %d", len(req.System), MaxSystemLen)
+	}
+	if err := CheckText("system", req.System, true); err != nil {
+		return nil, err
+	}
+	if err := checkAttachmentIDs(req.Input.Attachments); err != nil {
+		return nil, err
+	}
 	if err := req.InterruptOn.Validate(); err != nil {
 		return nil, err
 	}
@@ -54,22 +73,30 @@ func (s *Service) StartRun(ctx context.Context, p Principal, threadID string, re
 	if lim.MaxSteps < 0 || lim.MaxSteps > CapSteps || lim.MaxToolCalls < 0 || lim.MaxToolCalls > CapToolCalls {
 		return nil, Errorf(EINVALID, "limits must be between 0 and %d", CapSteps)
 	}
-	if lim.MaxSteps == 0 {
-		lim.MaxSteps = s.cfg.MaxSteps
-	}
-	if lim.MaxToolCalls == 0 {
-		lim.MaxToolCalls = s.cfg.MaxToolCalls
-	}
 	policy := s.cfg.DefaultPolicy.Merge(req.InterruptOn)
 	now := s.now()
 	run := &Run{
 		ID: NewID("run", now), ThreadID: threadID, OwnerID: p.ID, Status: RunQueued,
-		Input: req.Input, InterruptOn: policy, Limits: lim, CreatedAt: now, UpdatedAt: now,
+		Input: req.Input, System: strings.TrimSpace(req.System), InterruptOn: policy, CreatedAt: now, UpdatedAt: now,
 	}
 	start := false
 	err := s.update(ctx, func(tx Tx) error {
 		t, err := ownThread(tx, p, threadID)
 		if err != nil {
+			return err
+		}
+		st, err := settingsOf(tx, p.ID)
+		if err != nil {
+			return err
+		}
+		run.Limits = runLimits(lim, st.Limits, s.cfg)
+		if run.WorkingFolder, err = workingFolder(tx, p, t, req.WorkingFolder); err != nil {
+			return err
+		}
+		if t.WorkingFolder == "" {
+			t.WorkingFolder = run.WorkingFolder
+		}
+		if err := claimAttachments(tx, p, t.ID, req.Input.Attachments); err != nil {
 			return err
 		}
 		run.Model = req.Model
@@ -109,11 +136,92 @@ func (s *Service) StartRun(ctx context.Context, p Principal, threadID string, re
 	return run, nil
 }
 
+// runLimits are a run's limits: the request's, else the owner's settings',
+// else the server's.
+func runLimits(req, settings Limits, cfg Config) Limits {
+	pick := func(vals ...int) int {
+		for _, v := range vals {
+			if v > 0 {
+				return v
+			}
+		}
+		return 0
+	}
+	return Limits{
+		MaxSteps:     pick(req.MaxSteps, settings.MaxSteps, cfg.MaxSteps),
+		MaxToolCalls: pick(req.MaxToolCalls, settings.MaxToolCalls, cfg.MaxToolCalls),
+	}
+}
+
+// workingFolder resolves a run's working folder: ref (a grant's ID or
+// name, EINVALID when p has none such), else the thread's.
+func workingFolder(tx ReadTx, p Principal, t *Thread, ref string) (string, error) {
+	if ref == "" {
+		return t.WorkingFolder, nil
+	}
+	g, err := findGrant(tx, p.ID, ref)
+	if err != nil {
+		return "", Errorf(EINVALID, "working_folder: %s", ErrorMessage(err))
+	}
+	return g.ID, nil
+}
+
+// checkAttachmentIDs checks a run input's attachment list: at most
+// MaxAttachments, no repeats.
+func checkAttachmentIDs(ids []string) error {
+	if len(ids) > MaxAttachments {
+		return Errorf(EINVALID, "a message carries at most %d attachments, not %d", MaxAttachments, len(ids))
+	}
+	for i, id := range ids {
+		if slices.Contains(ids[:i], id) {
+			return Errorf(EINVALID, "attachment %q is listed twice", id)
+		}
+	}
+	return nil
+}
+
+// claimAttachments makes the attachments p uploaded the thread's: each
+// must be p's and not another thread's.
+func claimAttachments(tx Tx, p Principal, threadID string, ids []string) error {
+	for _, id := range ids {
+		a, err := ownAttachment(tx, p, id)
+		if IsNotFound(err) {
+			return Errorf(EINVALID, "attachment %q not found; upload it with POST /api/v1/attachments", id)
+		}
+		if err != nil {
+			return err
+		}
+		switch a.ThreadID {
+		case threadID:
+		case "":
+			a.ThreadID = threadID
+			if err := tx.PutAttachment(a); err != nil {
+				return err
+			}
+		default:
+			return Errorf(EINVALID, "attachment %q belongs to thread %q", id, a.ThreadID)
+		}
+	}
+	return nil
+}
+
 // activate makes a run its thread's active run: it appends the user's
-// message and stores the first checkpoint. The caller puts nothing else.
+// message (its text, then a part for each attachment) and stores the first
+// checkpoint. The caller puts nothing else.
 func (s *Service) activate(tx Tx, run *Run, t *Thread) error {
 	now := s.now()
 	msg := &Message{ThreadID: t.ID, RunID: run.ID, Role: RoleUser, Text: run.Input.Text, CreatedAt: now}
+	if ids := run.Input.Attachments; len(ids) > 0 {
+		parts := []Part{TextPart(run.Input.Text)}
+		for _, id := range ids {
+			a, err := tx.Attachment(id)
+			if err != nil {
+				return err
+			}
+			parts = append(parts, attachmentPart(a))
+		}
+		msg.SetContent(parts)
+	}
 	if err := tx.AppendMessages(msg); err != nil {
 		return err
 	}
@@ -190,7 +298,11 @@ func (s *Service) CancelRun(ctx context.Context, p Principal, runID string) (*Ru
 // runPayload is the payload of run.started and run.queued: the run's
 // identity and settings; the input arrives as the user's message.
 func runPayload(r *Run) map[string]any {
-	return map[string]any{"status": r.Status, "model": r.Model, "limits": r.Limits}
+	p := map[string]any{"status": r.Status, "model": r.Model, "limits": r.Limits}
+	if r.WorkingFolder != "" {
+		p["working_folder"] = r.WorkingFolder
+	}
+	return p
 }
 
 func finishPayload(r *Run) map[string]any {
@@ -514,6 +626,10 @@ type runner struct {
 	cp    *Checkpoint
 	msgs  []*Message
 	model Model
+	// files is the thread's virtual filesystem with the step's writes.
+	files *stepFiles
+	// images caches attachment bytes the model turns send, by ID.
+	images map[string][]byte
 }
 
 func (s *Service) drive(ctx context.Context, runID string) {
@@ -537,6 +653,7 @@ func (s *Service) drive(ctx context.Context, runID string) {
 	if r.run.Status != RunRunning {
 		return
 	}
+	r.files = newStepFiles(s, r.run)
 	if err := r.loop(ctx); err != nil && !errors.Is(err, errStopped) {
 		s.log.Error("run stopped on a store error; it resumes on next start", "run", runID, "err", err)
 	}
@@ -642,6 +759,9 @@ func (r *runner) commit(ctx context.Context, add []*Message, state RunState, ext
 		if err := tx.PutCheckpoint(cp); err != nil {
 			return err
 		}
+		if err := r.files.flush(tx, cp.Messages); err != nil {
+			return err
+		}
 		run.Checkpoint, run.Steps, run.ToolCalls, run.UpdatedAt = cp.Version, state.Steps, state.ToolCalls, now
 		run.Usage = r.run.Usage
 		if extra != nil {
@@ -655,6 +775,7 @@ func (r *runner) commit(ctx context.Context, add []*Message, state RunState, ext
 		return err
 	}
 	r.run, r.cp, r.msgs = run, cp, append(r.msgs, add...)
+	r.files.committed()
 	return nil
 }
 
@@ -668,8 +789,12 @@ func (r *runner) modelStep(ctx context.Context) error {
 		payload, _ := json.Marshal(map[string]string{"text": text})
 		r.s.publish(Event{OwnerID: run.OwnerID, ThreadID: run.ThreadID, RunID: run.ID, Type: EventMessageDelta, Payload: payload, Time: r.s.now()})
 	}
+	req, err := r.modelRequest(ctx)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
-	resp, err := r.model.Turn(ctx, ModelRequest{RunID: run.ID, Model: run.Model, Messages: r.msgs, Tools: r.s.tb.Load().specs}, delta)
+	resp, err := r.model.Turn(ctx, req, delta)
 	if ctx.Err() == nil {
 		r.s.obs.ModelTurn(run.Model, time.Since(start), resp.Usage, err)
 	}
@@ -788,12 +913,15 @@ func (r *runner) toolsStep(ctx context.Context, resumed bool) (pause bool, err e
 		var in *Interrupt
 		switch {
 		case pc.State == CallStarted && resumed:
-			if t := tb.byName[pc.Call.Name]; t != nil && t.Spec().Idempotent {
+			if t := tb.byName[pc.Call.Name]; t != nil && (t.Spec().Idempotent || isLocal(t, pc.args())) {
 				pcs[i].State = CallPending
 				continue
 			}
 			in = recovery(fmt.Sprintf("The server stopped while %s was running and it is not idempotent: it may or may not have taken effect. Retry it or skip it.", pc.Call.Name))
 		case pc.State == CallPending:
+			if t := tb.byName[pc.Call.Name]; t != nil && isLocal(t, pc.args()) {
+				continue
+			}
 			allowed, hold := tb.holds(r.run.InterruptOn, pc.Call.Name)
 			if !hold {
 				continue
@@ -903,7 +1031,7 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 			case argsErr != nil:
 				res, outcome = ErrorResult(ErrorMessage(argsErr)), ToolInvalid
 			default:
-				if !spec.Idempotent {
+				if !spec.Idempotent && !isLocal(tool, call.Args) {
 					pcs[i].State = CallStarted
 					st.Calls = callStates(pcs[i:])
 					err := r.commit(ctx, results, st, func(tx Tx, run *Run) error {
@@ -918,9 +1046,13 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 					r.s.publish(Event{OwnerID: r.run.OwnerID, ThreadID: r.run.ThreadID, RunID: r.run.ID, Type: EventToolStarted, Payload: payload, Time: r.s.now()})
 				}
 				start := time.Now()
+				mark := r.files.mark()
 				var err error
 				res, err = r.call(ctx, tool, spec, call)
 				took = time.Since(start)
+				if err != nil {
+					r.files.undo(mark)
+				}
 				if ctx.Err() != nil {
 					r.s.obs.ToolCall(observed, ToolCancelled, took)
 					return false, ctx.Err()
@@ -956,13 +1088,27 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 // call runs the tool once, and once more after an error that says the
 // first call did not take effect or from an idempotent tool (see Tool).
 func (r *runner) call(ctx context.Context, tool Tool, spec ToolSpec, call ToolCall) (ToolResult, error) {
-	pctx := r.withProgress(ctx, call)
+	env, err := r.callEnv(ctx)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	pctx := WithCallEnv(r.withProgress(ctx, call), env)
 	res, err := tool.Call(pctx, call.Args)
 	if err == nil || ctx.Err() != nil || !spec.Idempotent && errors.Is(err, ErrEffectUnknown) {
 		return res, err
 	}
 	r.s.log.Info("retrying a tool call that could not be run", "run", r.run.ID, "tool", call.Name, "err", err)
 	return tool.Call(pctx, call.Args)
+}
+
+// isLocal reports whether the call with args changes only the thread's
+// virtual files (see LocalCaller).
+func isLocal(t Tool, args json.RawMessage) bool {
+	if nt, ok := t.(namedTool); ok {
+		t = nt.Tool
+	}
+	lc, ok := t.(LocalCaller)
+	return ok && lc.Local(args)
 }
 
 // failureReason is a recovery interrupt's reason for a call whose tool

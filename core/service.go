@@ -40,6 +40,12 @@ type Config struct {
 	// Observer is told about runs, steps, tool calls and model turns, for
 	// metrics; nil means none.
 	Observer Observer
+	// DataRoot is Kiln's data folder: folder grants that overlap it need
+	// acknowledgement, and long-term memory lives in its memories folder.
+	// "" turns both checks and memory off.
+	DataRoot string
+	// Blobs keeps attachment bytes; nil means attachments are refused.
+	Blobs Blobs
 }
 
 // Service is Kiln's core API: every operation a client can do, acting as a
@@ -61,6 +67,9 @@ type Service struct {
 	// Store that is no CommitHooker.
 	wmu    sync.Mutex
 	hooked bool
+
+	// blobMu orders storing attachment bytes and dropping unused ones.
+	blobMu sync.Mutex
 
 	mu       sync.Mutex
 	active   map[string]*driver // run id -> its driver
@@ -368,8 +377,11 @@ func (s *Service) UpdateThread(ctx context.Context, p Principal, id string, patc
 
 // DeleteThread deletes a thread and everything in it. A thread with a
 // running or interrupted run is refused with ECONFLICT: cancel it first.
+// Its attachments' bytes go too, unless another attachment has the same
+// content.
 func (s *Service) DeleteThread(ctx context.Context, p Principal, id string) error {
-	return s.update(ctx, func(tx Tx) error {
+	var sums []string
+	err := s.update(ctx, func(tx Tx) error {
 		t, err := ownThread(tx, p, id)
 		if err != nil {
 			return err
@@ -377,11 +389,23 @@ func (s *Service) DeleteThread(ctx context.Context, p Principal, id string) erro
 		if t.ActiveRunID != "" {
 			return Errorf(ECONFLICT, "thread %q has an active run %q; cancel it first", id, t.ActiveRunID)
 		}
+		atts, err := tx.Attachments(AttachmentQuery{ThreadID: id})
+		if err != nil {
+			return err
+		}
+		sums = sums[:0]
+		for _, a := range atts {
+			sums = append(sums, a.SHA256)
+		}
 		if err := tx.DeleteThread(id); err != nil {
 			return err
 		}
 		return emit(tx, p.ID, id, "", EventThreadDeleted, map[string]string{"id": id})
 	})
+	if err == nil {
+		s.dropBlobs(ctx, sums...)
+	}
+	return err
 }
 
 // MarkRead clears the thread's unread state.

@@ -1,0 +1,146 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// MaxImageBytes is the largest attached image a model turn sends; a larger
+// one is named in a line of text instead.
+const MaxImageBytes = 5 << 20
+
+// workspace is what the owner's grants and settings say for a run now.
+type workspace struct {
+	grants   []*Grant
+	working  *Grant
+	settings *Settings
+	atts     []*Attachment
+}
+
+// loadWorkspace reads the run's grants, working folder, settings and the
+// thread's attachments as they are now.
+func (r *runner) loadWorkspace(ctx context.Context) (workspace, error) {
+	var w workspace
+	err := r.s.view(ctx, func(tx ReadTx) (err error) {
+		if w.grants, err = tx.Grants(r.run.OwnerID); err != nil {
+			return err
+		}
+		if w.settings, err = settingsOf(tx, r.run.OwnerID); err != nil {
+			return err
+		}
+		w.atts, err = tx.Attachments(AttachmentQuery{ThreadID: r.run.ThreadID})
+		return err
+	})
+	for _, g := range w.grants {
+		if g.ID == r.run.WorkingFolder {
+			w.working = g
+		}
+	}
+	return w, err
+}
+
+// callEnv is the environment of a tool call starting now.
+func (r *runner) callEnv(ctx context.Context) (*CallEnv, error) {
+	w, err := r.loadWorkspace(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &CallEnv{
+		RunID: r.run.ID, ThreadID: r.run.ThreadID, OwnerID: r.run.OwnerID,
+		Grants: w.grants, WorkingFolder: w.working,
+		Memory: w.settings.Memory && r.s.MemoryDir() != "", MemoryDir: r.s.MemoryDir(),
+		Attachments: w.atts, OpenAttachment: r.s.OpenAttachment,
+		Files: r.files,
+	}, nil
+}
+
+// modelRequest is the next model turn's input: the system prompt as the
+// owner's settings and grants say now, and the messages with attached
+// images' bytes inline and other attachments as a line naming where the
+// file tools read them.
+func (r *runner) modelRequest(ctx context.Context) (ModelRequest, error) {
+	w, err := r.loadWorkspace(ctx)
+	if err != nil {
+		return ModelRequest{}, err
+	}
+	tools := r.s.tb.Load().specs
+	memory := w.settings.Memory && r.s.MemoryDir() != ""
+	system := SystemPrompt(PromptInput{
+		Now: r.s.now(), Tools: tools, Grants: w.grants, WorkingFolder: w.working,
+		Memory: memory, Addendum: w.settings.PromptAddendum, System: r.run.System,
+	})
+	byID := make(map[string]*Attachment, len(w.atts))
+	for _, a := range w.atts {
+		byID[a.ID] = a
+	}
+	msgs := make([]*Message, len(r.msgs))
+	for i, m := range r.msgs {
+		msgs[i] = m
+		if m.Parts == nil || !hasAttachment(m.Parts) {
+			continue
+		}
+		c := *m
+		c.Parts = make([]Part, len(m.Parts))
+		for j, p := range m.Parts {
+			c.Parts[j] = r.modelPart(p, byID)
+		}
+		msgs[i] = &c
+	}
+	return ModelRequest{RunID: r.run.ID, Model: r.run.Model, System: system, Messages: msgs, Tools: tools}, nil
+}
+
+func hasAttachment(parts []Part) bool {
+	for _, p := range parts {
+		if strings.HasPrefix(p.URI, "attachment://") {
+			return true
+		}
+	}
+	return false
+}
+
+// modelPart is how a model sees a message part: an attachment's image with
+// its bytes, any other attachment as a line of text.
+func (r *runner) modelPart(p Part, byID map[string]*Attachment) Part {
+	id, ok := strings.CutPrefix(p.URI, "attachment://")
+	if !ok {
+		return p
+	}
+	a := byID[id]
+	if a == nil {
+		return TextPart(fmt.Sprintf("[attachment %s (%s) is no longer available]", p.Name, p.MIME))
+	}
+	if p.Type == PartImage {
+		if a.Size > MaxImageBytes {
+			return TextPart(fmt.Sprintf("[image %s (%s, %s) is over the %s a model turn sends]", a.Name, a.MIME, FormatBytes(a.Size), FormatBytes(MaxImageBytes)))
+		}
+		data, err := r.image(a)
+		if err != nil {
+			return TextPart(fmt.Sprintf("[image %s could not be read: %s]", a.Name, ErrorMessage(err)))
+		}
+		return Part{Type: PartImage, MIME: a.MIME, Name: a.Name, Data: data}
+	}
+	return TextPart(fmt.Sprintf("[attached file %s (%s, %s): read it with read_file at %s]", a.Name, a.MIME, FormatBytes(a.Size), AttachmentPath(a)))
+}
+
+// image returns an attachment's bytes, read once per run.
+func (r *runner) image(a *Attachment) ([]byte, error) {
+	if b, ok := r.images[a.ID]; ok {
+		return b, nil
+	}
+	rc, err := r.s.OpenAttachment(a)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, MaxImageBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if r.images == nil {
+		r.images = map[string][]byte{}
+	}
+	r.images[a.ID] = b
+	return b, nil
+}
