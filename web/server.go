@@ -44,6 +44,9 @@ type Options struct {
 	// StartedAt is when the server started, for the status uptime; zero
 	// means the time New is called.
 	StartedAt time.Time
+	// MaxAttachment is the size limit of one attachment upload; zero means
+	// DefaultMaxAttachment.
+	MaxAttachment int64
 	// Plugins is the plugin registry behind the /api/v1/plugins routes.
 	// When nil (an untyped nil: a nil *registry.Registry is not), those
 	// routes exist but answer 404 "plugins are not available on this
@@ -106,6 +109,9 @@ func newServer(svc *core.Service, opts Options) *server {
 	}
 	if opts.StartedAt.IsZero() {
 		opts.StartedAt = time.Now()
+	}
+	if opts.MaxAttachment <= 0 {
+		opts.MaxAttachment = DefaultMaxAttachment
 	}
 	s := &server{svc: svc, opts: opts, log: opts.Logger, origins: map[string]bool{}}
 	if svc != nil {
@@ -183,6 +189,7 @@ func (s *server) apiRoutes(r chi.Router) {
 	r.Delete("/folders/{id}", s.api(s.deleteFolder))
 
 	r.Get("/tools", s.api(s.tools))
+	s.workspaceRoutes(r)
 	s.pluginRoutes(r)
 	s.providerRoutes(r)
 	r.Get("/status", s.api(s.status))

@@ -57,6 +57,9 @@ type serveConfig struct {
 	// MaxStreams caps the event streams open at once (KILN_MAX_STREAMS);
 	// 0 means web.DefaultMaxStreams.
 	MaxStreams int
+	// MaxAttachment is the size limit of one upload
+	// (KILN_MAX_ATTACHMENT_MB); zero means the web default.
+	MaxAttachment int64
 	// Log configures the server log in <data>/logs.
 	Log logConfig
 }
@@ -86,6 +89,7 @@ Configuration (flags beat environment variables):
                              the API, e.g. https://kiln.example.com
   KILN_MAX_STREAMS           event streams open at once (default 2048); past
                              it a new one is refused with 503
+  KILN_MAX_ATTACHMENT_MB     size limit of one attachment upload (default 25)
   KILN_LOG_LEVEL             debug, info, warn or error (default info)
   KILN_LOG_MAX_SIZE_MB       rotate the log file at this size (default ` + strconv.Itoa(logs.DefaultMaxSizeMB) + `)
   KILN_LOG_MAX_AGE_DAYS      remove rotated log files older than this (default ` + strconv.Itoa(logs.DefaultMaxAgeDays) + `)
@@ -160,6 +164,13 @@ func loadServeConfig(flags *pflag.FlagSet, getenv func(string) string, home func
 			return serveConfig{}, fmt.Errorf("KILN_MAX_STREAMS: %q is not a number of event streams (a whole number of at least 1)", raw)
 		}
 		cfg.MaxStreams = n
+	}
+	if raw := strings.TrimSpace(getenv("KILN_MAX_ATTACHMENT_MB")); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > 1024 {
+			return serveConfig{}, fmt.Errorf("KILN_MAX_ATTACHMENT_MB: %q is not a size in MiB (a whole number from 1 to 1024)", raw)
+		}
+		cfg.MaxAttachment = int64(n) << 20
 	}
 	if cfg.Log, err = loadLogConfig(getenv); err != nil {
 		return serveConfig{}, err
@@ -340,6 +351,8 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 		Logger:       log.With("component", "core"),
 		Redactor:     red,
 		Observer:     met,
+		DataRoot:     cfg.DataRoot,
+		Blobs:        core.DirBlobs{Dir: filepath.Join(cfg.DataRoot, "attachments")},
 	})
 	if err != nil {
 		return fmt.Errorf("create service: %w", err)
@@ -441,7 +454,7 @@ func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, c
 		Handler: web.New(svc, web.Options{
 			Token: cfg.Token, AllowedOrigins: cfg.AllowedOrigins, Loopback: cfg.Loopback,
 			Version: version, DataRoot: cfg.DataRoot, DefaultModel: cfg.Model, Logger: log,
-			StartedAt: time.Now(), Plugins: reg, Providers: models, MaxStreams: cfg.MaxStreams,
+			StartedAt: time.Now(), Plugins: reg, Providers: models, MaxStreams: cfg.MaxStreams, MaxAttachment: cfg.MaxAttachment,
 			Metrics: met, Logs: serverLog,
 		}),
 		BaseContext:       func(net.Listener) context.Context { return base },

@@ -62,8 +62,12 @@ func (Kind) Attach(ctx context.Context, a plugins.Attach) (plugins.Attached, err
 	bare := a.Builtin != nil && a.Builtin.BareTools
 	tools := make([]core.Tool, len(specs))
 	names := make([]string, len(specs))
+	own, direct := ts.(of)
 	for i, sp := range specs {
 		tools[i] = tool{ts: ts, spec: sp, plugin: a.ID, onCall: a.OnCall}
+		if lc, ok := own[i].(core.LocalCaller); direct && ok {
+			tools[i] = localTool{tool: tools[i].(tool), local: lc}
+		}
 		names[i] = a.ID + "." + sp.Name
 		if bare {
 			names[i] = sp.Name
@@ -105,6 +109,15 @@ func (t tool) Call(ctx context.Context, args json.RawMessage) (core.ToolResult, 
 	}
 	return core.ResultOf(out, err), nil
 }
+
+// localTool is an in-process tool that says which of its calls are
+// local (core.LocalCaller).
+type localTool struct {
+	tool
+	local core.LocalCaller
+}
+
+func (t localTool) Local(args json.RawMessage) bool { return t.local.Local(args) }
 
 // Of is a Toolset of tools already running in-process (a built-in's core
 // tools), in their order: Call calls them directly; a tool's error is its
