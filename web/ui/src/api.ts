@@ -36,8 +36,66 @@ export async function api<T = any>(method: string, path: string, body?: unknown)
   if (res.status === 204) return undefined as T;
   let data: any;
   try { data = await res.json(); } catch { data = undefined; }
-  if (!res.ok) {
-    throw new ApiError(res.status, data?.error?.code ?? "error", data?.error?.message ?? `HTTP ${res.status}`);
-  }
+  if (!res.ok) throw answerError(res.status, data);
   return data as T;
+}
+
+/** The error of a failed answer: the server's code and message, or the status. */
+function answerError(status: number, data: any): ApiError {
+  return new ApiError(status, data?.error?.code ?? "error", data?.error?.message ?? `HTTP ${status}`);
+}
+
+/** GET of a raw body (a virtual file's content) as text. */
+export async function apiText(path: string): Promise<string> {
+  let res: Response;
+  try { res = await fetch(API + path, { headers: authHeaders(), cache: "no-store" }); }
+  catch { throw new ApiError(0, "network", "The server cannot be reached."); }
+  if (res.status === 401) { onUnauthorized(); throw new ApiError(401, "unauthorized", "A token is needed."); }
+  if (!res.ok) { let data: any; try { data = await res.json(); } catch { /* not JSON */ } throw answerError(res.status, data); }
+  return res.text();
+}
+
+/** GET of a URL's bytes with the token, for what an <img> or a link cannot authorize. */
+export async function fetchBlob(url: string): Promise<Blob> {
+  let res: Response;
+  try { res = await fetch(url, { headers: authHeaders() }); }
+  catch { throw new ApiError(0, "network", "The server cannot be reached."); }
+  if (res.status === 401) { onUnauthorized(); throw new ApiError(401, "unauthorized", "A token is needed."); }
+  if (!res.ok) throw new ApiError(res.status, "error", `HTTP ${res.status}`);
+  return res.blob();
+}
+
+export interface Upload<T> { promise: Promise<T>; abort(): void }
+
+/**
+ * POSTs a file as multipart/form-data (one part, `field`) with
+ * XMLHttpRequest, which reports upload progress (fetch does not):
+ * onProgress gets the fraction sent, 0 to 1. The promise rejects with an
+ * ApiError: the server's message for a refusal (413, 415), status 0 for a
+ * lost connection, code "aborted" after abort().
+ */
+export function uploadFile<T = any>(path: string, file: File, onProgress: (f: number) => void, field = "file"): Upload<T> {
+  const xhr = new XMLHttpRequest();
+  const promise = new Promise<T>((resolve, reject) => {
+    xhr.open("POST", API + path);
+    xhr.setRequestHeader("Accept", "application/json");
+    for (const [k, v] of Object.entries(authHeaders())) xhr.setRequestHeader(k, v);
+    xhr.responseType = "text";
+    xhr.upload.onprogress = (e) => { if (e.lengthComputable && e.total > 0) onProgress(Math.min(1, e.loaded / e.total)); };
+    xhr.onload = () => {
+      let data: any;
+      try { data = xhr.responseText ? JSON.parse(xhr.responseText) : undefined; } catch { data = undefined; }
+      if (xhr.status === 401) { onUnauthorized(); reject(new ApiError(401, "unauthorized", "A token is needed.")); return; }
+      if (xhr.status < 200 || xhr.status >= 300) { reject(answerError(xhr.status, data)); return; }
+      onProgress(1);
+      resolve(data as T);
+    };
+    // A refused upload may end with the connection closed before the answer is read.
+    xhr.onerror = () => reject(new ApiError(0, "network", "The upload was cut off: the server cannot be reached, or it refused the file (too large?)."));
+    xhr.onabort = () => reject(new ApiError(0, "aborted", "The upload was cancelled."));
+    const form = new FormData();
+    form.append(field, file, file.name);
+    xhr.send(form);
+  });
+  return { promise, abort: () => xhr.abort() };
 }

@@ -1,6 +1,11 @@
 export type Route =
-  | { view: "all" } | { view: "unread" } | { view: "action" } | { view: "settings" }
+  | { view: "all" } | { view: "unread" } | { view: "action" }
+  | { view: "settings"; section?: SettingsSection }
   | { view: "folder"; id: string } | { view: "thread"; id: string };
+
+/** The sections of Settings a link can open (#/settings/files); without one, the page's top. */
+export const SETTINGS_SECTIONS = ["general", "files", "memories", "notifications", "providers", "plugins"] as const;
+export type SettingsSection = (typeof SETTINGS_SECTIONS)[number];
 
 export function parseRoute(hash: string): Route {
   const h = hash.replace(/^#\/?/, "");
@@ -8,7 +13,7 @@ export function parseRoute(hash: string): Route {
   switch (a) {
     case "unread": return { view: "unread" };
     case "action": return { view: "action" };
-    case "settings": return { view: "settings" };
+    case "settings": return (SETTINGS_SECTIONS as readonly string[]).includes(b) ? { view: "settings", section: b as SettingsSection } : { view: "settings" };
     case "folder": if (b) return { view: "folder", id: b }; break;
     case "thread": if (b) return { view: "thread", id: b }; break;
   }
@@ -16,5 +21,6 @@ export function parseRoute(hash: string): Route {
 }
 
 export function href(r: Route): string {
+  if (r.view === "settings") return r.section ? `#/settings/${r.section}` : "#/settings";
   return "id" in r ? `#/${r.view}/${encodeURIComponent(r.id)}` : `#/${r.view}`;
 }

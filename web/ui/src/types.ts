@@ -5,6 +5,10 @@ export interface Thread {
   status: "idle" | "running" | "interrupted" | "failed" | "cancelled" | string;
   active_run_id?: string; unread_run_id?: string; unread: boolean; open_actions: number;
   last_message?: string; usage?: Usage; created_at: string; updated_at: string; match?: SearchMatch;
+  /** The folder grant (by ID) the thread's runs work in unless they name one. */
+  working_folder?: string;
+  /** A fork's parent thread and the index of the parent's assistant message it was taken at. */
+  parent_thread_id?: string; parent_message_index?: number;
 }
 /** Where a search matched (search results only); match marks the words that matched. */
 export interface SnippetPart { text: string; match?: boolean }
@@ -13,12 +17,17 @@ export interface SearchMatch { in: "title" | "message" | string; message_index?:
 export interface Usage { input_tokens: number; output_tokens: number }
 export type RunStatus = "queued" | "running" | "interrupted" | "succeeded" | "failed" | "cancelled";
 export interface Run {
-  id: string; thread_id: string; status: RunStatus; model: string; error?: string; input?: { text: string };
+  id: string; thread_id: string; status: RunStatus; model: string; error?: string; input?: { text: string; attachments?: string[] };
+  working_folder?: string;
   steps?: number; tool_calls?: number; cancel_requested?: boolean; usage?: Usage; created_at?: string;
 }
 export interface ToolCall { id: string; name: string; args: unknown }
+/** One piece of a message's content; an image or a file refers to its bytes by uri (attachment://<id>) or has them inline (data, base64). */
+export interface Part { type: "text" | "image" | "file" | string; text?: string; mime_type?: string; name?: string; uri?: string; data?: string }
 export interface Message {
   index: number; run_id?: string; role: "user" | "assistant" | "tool" | string; text?: string;
+  /** Only when the content is more than the text (an attachment, several text parts); text is then the text parts joined. */
+  parts?: Part[];
   tool_calls?: ToolCall[]; tool_call_id?: string; name?: string; is_error?: boolean; created_at?: string;
 }
 export interface Decision { decision: string; args?: unknown; message?: string }
@@ -59,3 +68,16 @@ export interface Provider {
 /** A model a provider offers (GET /models). */
 export interface ModelInfo { ref: string; provider: string; id: string; name?: string; context_size?: number }
 export interface ModelList { models: ModelInfo[] | null; providers: Provider[] | null; default: string }
+/** A local folder granted to the agent (GET /grants). */
+export interface Grant { id: string; name: string; path: string; writable: boolean; data_root?: boolean; created_at?: string }
+/** Default limits of runs that set none; 0 means the server's. */
+export interface Limits { max_steps?: number; max_tool_calls?: number }
+export type Theme = "system" | "light" | "dark";
+/** The owner's settings (GET /settings). */
+export interface Settings { prompt_addendum: string; limits: Limits; memory: boolean; theme: Theme | string; updated_at?: string }
+/** An uploaded file (POST /attachments); uri is how a message part refers to it. */
+export interface Attachment { id: string; name: string; mime_type: string; size: number; uri: string; sha256?: string; thread_id?: string; created_at?: string }
+/** A long-term memory file: preview in lists, content when one is read or written. */
+export interface Memory { name: string; size: number; preview?: string; content?: string; updated_at: string }
+/** A file runs wrote outside any grant, kept with the thread (GET /threads/{id}/files). */
+export interface VirtualFile { path: string; size: number; seq: number; run_id?: string; updated_at: string }
