@@ -1,7 +1,10 @@
 import { render } from "preact";
 import { App } from "./components/App";
-import { boot, onRoute } from "./state/app";
+import { applyTheme, boot, onRoute, storedTheme } from "./state/app";
 
+// The theme this browser last had, before the app renders (the static shell may paint
+// in the system's first: the CSP allows no inline script); the settings correct it when they answer.
+applyTheme(storedTheme());
 window.addEventListener("hashchange", onRoute);
 // The requests go out first, in parallel; none can answer before the
 // synchronous render below, which replaces the static shell of index.html

@@ -1,9 +1,10 @@
 // The app controller: loads data, owns the two kinds of event streams (one
 // global, one per open thread) and exposes the actions components call.
 import { api, ApiError, authHeaders, API, setToken, setUnauthorizedHandler } from "../api";
+import { normTheme } from "../workspace";
 import { EventStream, type SSEMessage, type StreamState } from "../sse";
 import { parseRoute, type Route } from "../route";
-import type { Counts, Folder, InboxItem, Interrupt, KEvent, Message, ModelList, Run, SearchMatch, Status, Thread } from "../types";
+import type { Counts, Folder, Grant, InboxItem, Interrupt, KEvent, Message, ModelList, Run, SearchMatch, Settings, Status, Theme, Thread, VirtualFile } from "../types";
 import { applyEvent, initThread, withInterrupts, withMessages, withRuns, type ThreadState } from "./events";
 import { createStore } from "./store";
 
@@ -46,6 +47,14 @@ export interface AppState {
   notify: NotificationPermission | "unsupported";
   /** Whether the user turned notifications on in Settings (kept in localStorage). */
   notifyOn: boolean;
+  /** GET /grants, by name: undefined until it answers, null when the server has no grants (an older server). */
+  grants?: Grant[] | null;
+  grantsError?: string;
+  /** GET /settings: undefined until it answers, null when the server has none (an older server). */
+  settings?: Settings | null;
+  settingsError?: string;
+  /** The open thread's virtual files; list is undefined until they are read. */
+  files?: { threadId: string; list?: VirtualFile[]; error?: string };
 }
 
 const NOTIFY_KEY = "kiln.notify";
@@ -60,6 +69,17 @@ export const store = createStore<AppState>({
   notify: typeof Notification === "undefined" ? "unsupported" : Notification.permission,
   notifyOn: readNotifyOn(),
 });
+
+const THEME_KEY = "kiln.theme";
+/** The theme last applied in this browser, so the page paints in it before the settings answer. */
+export function storedTheme(): Theme {
+  try { return normTheme(localStorage.getItem(THEME_KEY)); } catch { return "system"; }
+}
+/** Applies a theme at once: data-theme on <html> (app.css has both palettes; system follows prefers-color-scheme). */
+export function applyTheme(t: Theme) {
+  document.documentElement.dataset.theme = t;
+  try { localStorage.setItem(THEME_KEY, t); } catch { /* private mode */ }
+}
 
 function readNotifyOn() { try { return localStorage.getItem(NOTIFY_KEY) === "on"; } catch { return false; } }
 
@@ -184,6 +204,84 @@ export async function loadModels() {
   }
 }
 
+// ---- the workspace: settings, folder grants ----
+/** Reads the settings and applies their theme; an older server without them (404) leaves the defaults. */
+export async function loadSettings() {
+  try {
+    const st = await api<Settings>("GET", "/settings");
+    store.set({ settings: st, settingsError: undefined });
+    applyTheme(normTheme(st.theme));
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 401) return;
+    if (e instanceof ApiError && e.status === 404) { store.set({ settings: null }); return; }
+    store.set({ settingsError: (e as Error).message });
+  }
+}
+
+/** Changes the settings the patch names (PUT takes a partial object); rejects with the server's error, changing nothing. */
+export async function saveSettings(patch: Partial<Settings>) {
+  const st = await api<Settings>("PUT", "/settings", patch);
+  store.set({ settings: st, settingsError: undefined });
+  applyTheme(normTheme(st.theme));
+  return st;
+}
+
+/** Applies a theme at once and stores it; a refusal puts the previous one back and rejects. */
+export async function setTheme(t: Theme) {
+  const before = normTheme(S().settings?.theme ?? storedTheme());
+  applyTheme(t);
+  if (S().settings) store.set({ settings: { ...S().settings!, theme: t } });
+  try { await saveSettings({ theme: t }); }
+  catch (e) {
+    applyTheme(before);
+    if (S().settings) store.set({ settings: { ...S().settings!, theme: before } });
+    throw e;
+  }
+}
+
+const byName = (a: Grant, b: Grant) => a.name.localeCompare(b.name);
+
+export async function loadGrants() {
+  try { store.set({ grants: (await api<{ grants: Grant[] }>("GET", "/grants")).grants ?? [], grantsError: undefined }); }
+  catch (e) {
+    if (e instanceof ApiError && e.status === 401) return;
+    if (e instanceof ApiError && e.status === 404) { store.set({ grants: null }); return; }
+    store.set({ grantsError: (e as Error).message });
+  }
+}
+
+/** Grants a folder; rejects with the server's ApiError (409 for the data root, a duplicate or an overlap; 400 for a path that is not a directory). */
+export async function addGrant(input: { path: string; name?: string; writable: boolean; acknowledge_data_root?: boolean }) {
+  const g = await api<Grant>("POST", "/grants", input);
+  store.set({ grants: [...(S().grants ?? []).filter((x) => x.id !== g.id), g].sort(byName) });
+  return g;
+}
+
+export async function removeGrant(id: string) {
+  await api("DELETE", `/grants/${encodeURIComponent(id)}`);
+  store.set({ grants: (S().grants ?? []).filter((x) => x.id !== id) });
+}
+
+// ---- the open thread's virtual files ----
+export async function loadFiles(threadId: string) {
+  try {
+    const list = (await api<{ files: VirtualFile[] }>("GET", `/threads/${encodeURIComponent(threadId)}/files`)).files ?? [];
+    if (S().thread?.id === threadId) store.set({ files: { threadId, list: list.slice().sort((a, b) => a.path.localeCompare(b.path)) } });
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 401) return;
+    if (S().thread?.id !== threadId) return;
+    // 404: an older server without virtual files (or the thread is gone, which the view says): no files.
+    store.set({ files: e instanceof ApiError && e.status === 404 ? { threadId, list: [] } : { threadId, list: S().files?.list, error: (e as Error).message } });
+  }
+}
+
+let filesTimer: ReturnType<typeof setTimeout> | undefined;
+/** Re-reads the open thread's files soon, once for a burst of events (a replay, a run's steps). */
+function filesSoon(threadId: string) {
+  clearTimeout(filesTimer);
+  filesTimer = setTimeout(() => { if (S().thread?.id === threadId) loadFiles(threadId); }, 250);
+}
+
 function notifyAction(it: InboxItem) {
   if (!S().notifyOn || typeof Notification === "undefined" || Notification.permission !== "granted") return;
   try {
@@ -254,7 +352,7 @@ function setThread(f: (t: ThreadState) => ThreadState, id: string) {
 export async function openThread(id: string) {
   threadStream?.close();
   const gen = ++threadGen;
-  store.set({ thread: initThread(id), threadMissing: false, threadState: "connecting" });
+  store.set({ thread: initThread(id), threadMissing: false, threadState: "connecting", files: { threadId: id } });
   const stream = new EventStream({
     url: `${API}/threads/${encodeURIComponent(id)}/events`,
     headers: authHeaders,
@@ -263,6 +361,8 @@ export async function openThread(id: string) {
       try { e = JSON.parse(m.data); } catch { return; } // bad frame
       const before = S().thread;
       setThread((t) => applyEvent(t, e), id);
+      // Files are committed with each step: a new message or a finished run may bring some.
+      if ((e.type === "message" || e.type === "run.finished") && before?.id === id && e.seq > before.lastSeq) filesSoon(id);
       // A run queued elsewhere (the CLI, another tab): its input shows as queued.
       if (e.type === "run.queued" && e.run_id && !S().thread?.runs[e.run_id]?.input) {
         api<Run>("GET", `/runs/${encodeURIComponent(e.run_id)}`).then((r) => setThread((t) => withRuns(t, [r]), id)).catch(() => { /* shown without its input */ });
@@ -288,6 +388,7 @@ export async function openThread(id: string) {
     ]);
     if (gen !== threadGen) return;
     setThread((t) => withRuns(withMessages({ ...t, thread }, msgs.messages), runs.runs.slice().reverse()), id);
+    loadFiles(id);
     if (thread.active_run_id) {
       const ints = await api<{ interrupts: Interrupt[] }>("GET", `/runs/${thread.active_run_id}/interrupts`);
       if (gen === threadGen) setThread((t) => withInterrupts(t, ints.interrupts), id);
@@ -319,7 +420,7 @@ export function closeThread() {
   threadStream?.close();
   threadStream = undefined;
   threadGen++;
-  store.set({ thread: undefined, threadState: "closed" });
+  store.set({ thread: undefined, threadState: "closed", files: undefined });
 }
 
 // ---- routing ----
@@ -333,28 +434,41 @@ export function onRoute() {
   }
   if (route.view === "thread") { if (S().thread?.id !== route.id) openThread(route.id); }
   else if (S().thread) closeThread();
-  if (route.view === "settings") loadStatus();
+  if (route.view === "settings") { loadStatus(); loadSettings(); loadGrants(); }
 }
 
 export function go(hash: string) { if (location.hash !== hash) location.hash = hash; else onRoute(); }
 
 // ---- actions ----
-/** Starts a run; without a model the server uses the thread's (or its default, for a new thread). */
-export async function startRun(threadId: string, text: string, model?: string) {
+/** What a message carries besides its text: uploaded attachments (IDs) and the folder grant its run works in (ID or name). */
+export interface RunExtras { attachments?: string[]; workingFolder?: string }
+
+/** Starts a run; without a model the server uses the thread's (or its default, for a new thread), without a working folder the thread's. */
+export async function startRun(threadId: string, text: string, model?: string, extras: RunExtras = {}) {
   const body: any = { input: { text } };
+  if (extras.attachments?.length) body.input.attachments = extras.attachments;
   if (model) body.model = model;
+  if (extras.workingFolder) body.working_folder = extras.workingFolder;
   const run = await api<Run>("POST", `/threads/${encodeURIComponent(threadId)}/runs`, body);
   setThread((t) => withRuns(t, [run]), threadId);
   return run;
 }
 
-export async function newThread(text: string, model: string) {
+export async function newThread(text: string, model: string, extras: RunExtras = {}) {
   const first = text.trim().split("\n")[0];
   const title = first.length > 60 ? first.slice(0, 59) + "…" : first;
   const lr = S().listRoute;
   const t = await api<Thread>("POST", "/threads", { title, ...(lr.view === "folder" ? { folder_id: lr.id } : {}) });
-  await startRun(t.id, text, model);
+  await startRun(t.id, text, model, extras);
   go(`#/thread/${t.id}`);
+}
+
+/** Forks a thread at a completed assistant turn (its message index) and opens the new thread. */
+export async function forkThread(threadId: string, messageIndex: number) {
+  const t = await api<Thread>("POST", `/threads/${encodeURIComponent(threadId)}/fork`, { message_index: messageIndex });
+  schedule({ list: true });
+  go(`#/thread/${encodeURIComponent(t.id)}`);
+  return t;
 }
 
 export async function decide(it: { id: string; thread_id: string }, decision: string, extra: { args?: unknown; message?: string } = {}) {
@@ -446,6 +560,8 @@ export function boot() {
   loadInbox();
   loadStatus();
   loadModels();
+  loadSettings();
+  loadGrants();
   const r = S().route;
   store.set({ thread: undefined });
   onRoute();
