@@ -23,11 +23,12 @@ import (
 
 // uiCSP is the Content-Security-Policy of the web UI's files: the page may
 // load scripts, styles and images from its own origin only (no inline
-// script or style elements), talk to its own origin only, and may not be
-// framed. API responses keep the stricter default-src 'none' that
+// script or style elements; images also from data: and blob: URLs, the
+// thumbnails of files about to be attached), talk to its own origin only,
+// and may not be framed. API responses keep the stricter default-src 'none' that
 // securityHeaders sets.
 const uiCSP = "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
-	"img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+	"img-src 'self' data: blob:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 
 // uiIndex is the file served for GET /.
 const uiIndex = "index.html"
