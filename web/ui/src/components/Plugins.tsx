@@ -34,7 +34,7 @@ export function PluginsPanel() {
   }
 
   return (
-    <section class="panel" aria-labelledby="plg-h" data-testid="plugins">
+    <section id="set-plugins" class="panel" aria-labelledby="plg-h" data-testid="plugins">
       <div class="panel-head">
         <h2 id="plg-h" tabIndex={-1} ref={head}>Plugins</h2>
         <button type="button" class="sm" data-testid="plugins-refresh" onClick={() => { setNote(""); load(); }}>Refresh</button>

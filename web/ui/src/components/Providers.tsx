@@ -57,9 +57,9 @@ export function ProvidersPanel() {
 
   const state = missing ? "unavailable" : loadErr ? "error" : list ? "loaded" : "loading";
   return (
-    <section class="panel" aria-labelledby="prv-h" data-testid="providers" data-state={state}>
+    <section id="set-providers" class="panel" aria-labelledby="prv-h" data-testid="providers" data-state={state}>
       <div class="panel-head">
-        <h2 id="prv-h">Providers</h2>
+        <h2 id="prv-h" tabIndex={-1}>Providers</h2>
         {!missing && <button type="button" class="sm" data-testid="providers-refresh" onClick={() => { setNote(""); load(); }}>Refresh</button>}
       </div>
       <p class="sr-only" role="status">{note}</p>

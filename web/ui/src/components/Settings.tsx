@@ -1,6 +1,11 @@
+import { useEffect } from "preact/hooks";
+import { href, type SettingsSection } from "../route";
 import { loadStatus, setNotifications, showError, store } from "../state/app";
 import { useStore } from "../state/store";
 import { duration } from "../time";
+import { GeneralPanel } from "./General";
+import { GrantsPanel } from "./Grants";
+import { MemoriesPanel } from "./Memories";
 import { PluginsPanel } from "./Plugins";
 import { ProvidersPanel } from "./Providers";
 
@@ -8,15 +13,33 @@ const LATER: [string, string][] = [
   ["Skills", "Reusable instructions and tools for agents."],
   ["Triggers", "Start runs on a schedule or from events."],
   ["Sandboxes", "Where tools run and what they may touch."],
-  ["Folder grants", "Which folders an agent may read and write."],
+];
+
+/** The sections a link can open (#/settings/<section>), in the page's order. */
+const SECTIONS: [SettingsSection, string][] = [
+  ["general", "General"], ["files", "Files"], ["memories", "Memories"], ["notifications", "Notifications"], ["providers", "Providers"], ["plugins", "Plugins"],
 ];
 
 export function Settings() {
   const s = useStore(store);
   const st = s.status;
+  const section = s.route.view === "settings" ? s.route.section : undefined;
+  // A link to a section scrolls to it and moves the focus to its heading.
+  useEffect(() => {
+    if (!section) return;
+    const el = document.getElementById(`set-${section}`);
+    el?.scrollIntoView({ block: "start" });
+    el?.querySelector<HTMLElement>("h2")?.focus({ preventScroll: true });
+  }, [section]);
   return (
     <div class="view settings" data-testid="settings">
-      <header class="view-head"><h1>Settings</h1></header>
+      <header class="view-head"><h1>Settings</h1>
+        <nav class="settings-nav" aria-label="Settings sections">
+          {SECTIONS.map(([id, label]) => (
+            <a key={id} href={href({ view: "settings", section: id })} data-testid={`settings-nav-${id}`} aria-current={section === id ? "location" : undefined}>{label}</a>
+          ))}
+        </nav>
+      </header>
       <section class="panel" aria-labelledby="srv-h">
         <div class="panel-head"><h2 id="srv-h">Server</h2><button type="button" class="sm" onClick={() => loadStatus()}>Refresh</button></div>
         {st ? (
@@ -30,8 +53,11 @@ export function Settings() {
           </dl>
         ) : <p class="muted">Loading…</p>}
       </section>
-      <section class="panel" aria-labelledby="ntf-h">
-        <h2 id="ntf-h">Notifications</h2>
+      <GeneralPanel />
+      <GrantsPanel />
+      <MemoriesPanel />
+      <section id="set-notifications" class="panel" aria-labelledby="ntf-h">
+        <h2 id="ntf-h" tabIndex={-1}>Notifications</h2>
         <p>Get a browser notification when a run needs your decision.</p>
         {s.notify === "unsupported" && <p class="muted">This browser does not support notifications.</p>}
         {s.notify === "denied" && <p class="muted">Blocked in the browser's site settings; allow notifications there to enable them.</p>}
