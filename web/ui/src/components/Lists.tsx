@@ -3,6 +3,7 @@ import { decide, defaultModel, loadList, markAllRead, newThread, patchThread, se
 import { useStore } from "../state/store";
 import { relTime } from "../time";
 import { ApprovalCard } from "./ApprovalCard";
+import { AttachButton, AttachmentChips, FolderPicker, useAttachments, useFileDrop } from "./Attachments";
 import { Badges, ModelPicker, Snippet, ThreadMenu } from "./common";
 import { DRAG_TYPE } from "./Sidebar";
 
@@ -46,23 +47,36 @@ export function NewThreadBox() {
   const s = useStore(store);
   const [text, setText] = useState("");
   const [model, setModel] = useState("");
+  const [folder, setFolder] = useState("");
   const [busy, setBusy] = useState(false);
   const [err, setErr] = useState("");
+  const att = useAttachments();
+  const drop = useFileDrop(att);
+  // Leaving the list with attachments not sent deletes them.
+  useEffect(() => () => att.clear(true), []);
   const m = model || defaultModel(s) || "demo";
   async function go() {
     if (!text.trim()) { setErr("Write what the agent should do."); return; }
     setBusy(true); setErr("");
-    try { await newThread(text, m); setText(""); } catch (e) { setErr((e as Error).message); } finally { setBusy(false); }
+    try {
+      const ids = await att.ready();
+      await newThread(text, m, { attachments: ids, workingFolder: folder || undefined });
+      setText(""); att.clear(false);
+    } catch (e) { setErr((e as Error).message); } finally { setBusy(false); }
   }
   return (
-    <form class="composer new" onSubmit={(e) => { e.preventDefault(); go(); }}>
+    <form class={`composer new ${drop.over ? "drop" : ""}`} data-testid="new-composer" onSubmit={(e) => { e.preventDefault(); go(); }} {...drop.props}>
+      <AttachmentChips att={att} />
       <label class="sr-only" for="new-text">Start a new thread</label>
       <textarea id="new-text" data-testid="composer-input" rows={1} placeholder="Start a new thread: what should the agent do?" value={text}
-        onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
+        onInput={(e) => setText((e.target as HTMLTextAreaElement).value)} onPaste={drop.onPaste}
         onKeyDown={(e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); go(); } }} />
+      <AttachButton att={att} id="new-files" />
+      <FolderPicker id="new-folder-pick" value={folder} onChange={setFolder} />
       <ModelPicker id="new-model" value={m} onChange={setModel} />
-      <button type="submit" class="primary" data-testid="new-thread" disabled={busy}>New thread</button>
+      <button type="submit" class="primary" data-testid="new-thread" disabled={busy}>{busy && att.uploading ? "Uploading…" : "New thread"}</button>
       {err && <p class="field-error" role="alert">{err}</p>}
+      {drop.over && <p class="drop-hint" aria-hidden="true">Drop to attach</p>}
     </form>
   );
 }

@@ -1,12 +1,15 @@
 import { Fragment } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { cancelRun, defaultModel, markRead, patchThread, showError, startRun, store } from "../state/app";
+import { api, apiText } from "../api";
+import { cancelRun, defaultModel, forkThread, loadFiles, markRead, patchThread, showError, startRun, store } from "../state/app";
 import { currentRun, groupActivity, openInterrupts, queuedRuns, TERMINAL, threadModel, type ThreadState } from "../state/events";
 import { useStore } from "../state/store";
 import { tokens } from "../format";
 import { relTime } from "../time";
-import type { Interrupt, Message, ToolCall } from "../types";
+import type { Interrupt, Message, Thread, ToolCall, VirtualFile } from "../types";
+import { filePath, forkable, formatBytes, mediaParts } from "../workspace";
 import { ApprovalCard, pretty } from "./ApprovalCard";
+import { AttachButton, AttachmentChips, FolderPicker, MessageParts, useAttachments, useFileDrop } from "./Attachments";
 import { ModelPicker, ThreadMenu } from "./common";
 import { Markdown } from "./Markdown";
 
@@ -38,7 +41,15 @@ function ToolCallView({ call, result }: { call: ToolCall; result?: Message }) {
  * follow the messages. Runs queued behind the active one show their input
  * as queued.
  */
-function Messages({ t, cards }: { t: ThreadState; cards: Interrupt[] }) {
+function Messages({ t, cards, canFork }: { t: ThreadState; cards: Interrupt[]; canFork: Set<number> }) {
+  const [forking, setForking] = useState<number>();
+  const [forkErr, setForkErr] = useState<{ index: number; msg: string }>();
+  async function fork(index: number) {
+    setForking(index); setForkErr(undefined);
+    try { await forkThread(t.id, index); }
+    catch (e) { setForkErr({ index, msg: `Could not fork: ${(e as Error).message}` }); }
+    finally { setForking(undefined); }
+  }
   const results = new Map<string, Message>();
   for (const m of t.messages) if (m.role === "tool" && m.tool_call_id) results.set(m.tool_call_id, m);
   const calls = new Set<string>();
@@ -55,8 +66,14 @@ function Messages({ t, cards }: { t: ThreadState; cards: Interrupt[] }) {
         return (
           <article key={m.index} class={`msg ${m.role}`} data-testid="message" data-role={m.role} data-index={m.index}>
             <div class="msg-meta"><span class="who">{m.role === "user" ? "You" : m.role === "assistant" ? "Agent" : m.name ?? "Tool"}</span>
-              {m.created_at && <time dateTime={m.created_at}>{relTime(m.created_at)}</time>}</div>
+              {m.created_at && <time dateTime={m.created_at}>{relTime(m.created_at)}</time>}
+              {canFork.has(m.index) && (
+                <button type="button" class="link small fork" data-testid="fork" disabled={forking !== undefined} onClick={() => fork(m.index)}
+                  title="A new thread with the conversation up to here (and the files as they were then)">{forking === m.index ? "Forking…" : "Fork from here"}</button>
+              )}</div>
             {m.text ? (m.role === "assistant" ? <Markdown text={m.text} /> : <div class={`plain ${m.is_error ? "err" : ""}`}>{m.text}</div>) : null}
+            <MessageParts parts={mediaParts(m)} />
+            {forkErr?.index === m.index && <p class="card-error" role="alert" data-testid="fork-error">{forkErr.msg}</p>}
             {m.tool_calls?.map((c) => (
               <Fragment key={c.id}>
                 <ToolCallView call={c} result={results.get(c.id)} />
@@ -85,21 +102,107 @@ function Messages({ t, cards }: { t: ThreadState; cards: Interrupt[] }) {
   );
 }
 
+/** "forked from <parent title>", linking to the parent; the parent is read once per thread. */
+function ForkedFrom({ th }: { th: Thread }) {
+  const [parent, setParent] = useState<{ id: string; title?: string; gone?: boolean }>();
+  const pid = th.parent_thread_id;
+  useEffect(() => {
+    if (!pid) return;
+    let stale = false;
+    setParent({ id: pid });
+    api<Thread>("GET", `/threads/${encodeURIComponent(pid)}`)
+      .then((p) => { if (!stale) setParent({ id: pid, title: p.title }); })
+      .catch(() => { if (!stale) setParent({ id: pid, gone: true }); });
+    return () => { stale = true; };
+  }, [pid]);
+  if (!pid) return null;
+  if (parent?.gone) return <span class="muted small nowrap forked" data-testid="forked-from">forked from a deleted thread</span>;
+  return (
+    <a class="small forked" href={`#/thread/${encodeURIComponent(pid)}`} data-testid="forked-from" data-parent-id={pid}>
+      forked from <span class="forked-title">{parent?.title ?? "…"}</span>
+    </a>
+  );
+}
+
+/** The thread's virtual files (what runs wrote outside folder grants), with one file's content open. */
+function FilesPanel({ id, threadId, onClose }: { id: string; threadId: string; onClose: () => void }) {
+  const s = useStore(store);
+  const files = s.files?.threadId === threadId ? s.files : undefined;
+  const [open, setOpen] = useState<{ path: string; text?: string; error?: string }>();
+  const head = useRef<HTMLHeadingElement>(null);
+  useEffect(() => { head.current?.focus(); }, []);
+  async function view(f: VirtualFile) {
+    setOpen({ path: f.path });
+    try { setOpen({ path: f.path, text: await apiText(`/threads/${encodeURIComponent(threadId)}/files/${filePath(f.path)}`) }); }
+    catch (e) { setOpen({ path: f.path, error: (e as Error).message }); }
+  }
+  // A newer version of the open file (a run wrote it again) is read again.
+  const cur = files?.list?.find((f) => f.path === open?.path);
+  const ver = cur ? `${cur.seq}:${cur.size}` : "";
+  useEffect(() => { if (cur && open?.text !== undefined) view(cur); }, [ver]);
+  const list = files?.list;
+  return (
+    <section id={id} class="files-panel" aria-labelledby={`${id}-h`} data-testid="files-panel"
+      onKeyDown={(e) => { if (e.key === "Escape") { e.stopPropagation(); onClose(); } }}>
+      <div class="panel-head">
+        <h2 id={`${id}-h`} tabIndex={-1} ref={head}>Files</h2>
+        <span class="muted small grow">Written by this thread's runs outside any granted folder; kept with the thread, copied into its forks.</span>
+        <button type="button" class="sm" data-testid="files-refresh" onClick={() => loadFiles(threadId)}>Refresh</button>
+        <button type="button" class="sm" onClick={onClose}>Close</button>
+      </div>
+      {files?.error && <p class="card-error" role="alert">{files.error}</p>}
+      {!list ? <p class="muted small">Loading…</p>
+        : !list.length ? <p class="muted small" data-testid="files-empty">No files yet.</p>
+        : (
+          <ul class="file-list" data-testid="file-list">
+            {list.map((f) => (
+              <li key={f.path}>
+                <button type="button" class="link" data-testid="file" data-path={f.path} aria-pressed={open?.path === f.path} onClick={() => view(f)}>
+                  <code>{f.path}</code>
+                </button>
+                <span class="muted small">{formatBytes(f.size)}</span>
+                {f.updated_at && <time class="muted small" dateTime={f.updated_at}>{relTime(f.updated_at)}</time>}
+              </li>
+            ))}
+          </ul>
+        )}
+      {open && (
+        <div class="file-view" data-testid="file-view" data-path={open.path}>
+          <div class="small muted"><code>{open.path}</code></div>
+          {open.error ? <p class="card-error" role="alert">{open.error}</p>
+            : open.text === undefined ? <p class="muted small">Loading…</p>
+            : <pre data-testid="file-content" tabIndex={0} aria-label={`Content of ${open.path}`}>{open.text}</pre>}
+        </div>
+      )}
+    </section>
+  );
+}
+
 export function ThreadView() {
   const s = useStore(store);
   const t = s.thread;
   const [text, setText] = useState("");
   // The model the user picked for the next message; "" means the thread's.
   const [model, setModel] = useState("");
+  // The working folder picked for the next message; undefined means the thread's.
+  const [folder, setFolder] = useState<string>();
   const [busy, setBusy] = useState(false);
   const [err, setErr] = useState("");
   const [renaming, setRenaming] = useState(false);
   const [title, setTitle] = useState("");
+  const [showFiles, setShowFiles] = useState(false);
+  const att = useAttachments();
+  const drop = useFileDrop(att);
+  const filesBtn = useRef<HTMLButtonElement>(null);
   const scroller = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
   const count = (t?.messages.length ?? 0) + Object.values(t?.streaming ?? {}).join("").length + Object.keys(t?.interrupts ?? {}).length + Object.keys(t?.runs ?? {}).length;
   useEffect(() => { const el = scroller.current; if (el && stick.current) el.scrollTop = el.scrollHeight; }, [count, t?.id]);
-  useEffect(() => { setText(""); setModel(""); setErr(""); setRenaming(false); stick.current = true; }, [t?.id]);
+  useEffect(() => {
+    setText(""); setModel(""); setFolder(undefined); setErr(""); setRenaming(false); setShowFiles(false); stick.current = true;
+    // Attachments not sent in the thread left behind are deleted.
+    return () => att.clear(true);
+  }, [t?.id]);
 
   if (s.threadMissing) return <div class="view"><p class="empty">This thread does not exist (any more). <a href="#/all">Back to all threads</a></p></div>;
   if (!t) return null;
@@ -112,12 +215,20 @@ export function ThreadView() {
   const cards = Object.values(t.interrupts).sort((a, b) => (a.created_at ?? "").localeCompare(b.created_at ?? ""));
   const waiting = cards.filter((i) => i.status === "open");
   const m = model || threadModel(t) || defaultModel(s) || "demo";
+  const wf = folder ?? th?.working_folder ?? "";
+  // The server forks only a thread without an active run (a queued one counts: it is about to start).
+  const canFork = forkable(t.messages, !!active || queued.length > 0 || Object.keys(t.streaming).length > 0);
+  const nFiles = s.files?.threadId === t.id ? s.files.list?.length : undefined;
 
   async function send() {
     if (!text.trim() || !t) return;
     setBusy(true); setErr("");
-    // Without a pick, the server runs the follow-up on the thread's model.
-    try { await startRun(t.id, text, model || undefined); setText(""); stick.current = true; } catch (e) { setErr((e as Error).message); } finally { setBusy(false); }
+    try {
+      const ids = await att.ready();
+      // Without a pick, the server runs the follow-up on the thread's model and in its working folder.
+      await startRun(t.id, text, model || undefined, { attachments: ids, workingFolder: folder || undefined });
+      setText(""); att.clear(false); stick.current = true;
+    } catch (e) { setErr((e as Error).message); } finally { setBusy(false); }
   }
   function showCard() {
     const el = document.querySelector<HTMLElement>(`[data-interrupt-id="${waiting[0]?.id}"]`);
@@ -129,6 +240,7 @@ export function ThreadView() {
     setRenaming(false);
     if (v && th && v !== th.title) patchThread(th.id, { title: v }).catch(showError);
   }
+  function closeFiles() { setShowFiles(false); filesBtn.current?.focus(); }
   return (
     <div class="view thread-view" data-testid="thread-view" data-thread-id={t.id}>
       <header class="view-head thread-head">
@@ -139,8 +251,17 @@ export function ThreadView() {
             <input id="rename-thread" class="title-input" value={title} maxLength={200} autoFocus onInput={(e) => setTitle((e.target as HTMLInputElement).value)}
               onBlur={saveTitle} onKeyDown={(e) => { if (e.key === "Escape") { e.stopPropagation(); setRenaming(false); } }} />
           </form>
-        ) : <h1 class="grow">{th?.title ?? "…"}</h1>}
+        ) : (
+          <div class="grow title-block">
+            <h1>{th?.title ?? "…"}</h1>
+            {th?.parent_thread_id && <ForkedFrom th={th} />}
+          </div>
+        )}
         {tokens(th?.usage) && <span class="muted small nowrap" data-testid="thread-usage">Total: {tokens(th?.usage)}</span>}
+        <button type="button" class="sm nowrap" ref={filesBtn} data-testid="files-toggle" aria-expanded={showFiles} aria-controls={showFiles ? "thread-files" : undefined}
+          onClick={() => (showFiles ? closeFiles() : setShowFiles(true))}>
+          Files{nFiles ? <span class="count-pill" data-testid="files-count"> {nFiles}</span> : null}
+        </button>
         {th?.unread && <button type="button" class="sm" onClick={() => markRead(th.id).catch(showError)}>Mark read</button>}
         {th && <ThreadMenu thread={th} onRename={() => { setTitle(th.title); setRenaming(true); }} />}
       </header>
@@ -156,19 +277,24 @@ export function ThreadView() {
         ) : <span class="muted small">No run yet — write below to start one.</span>}
         {s.threadState === "reconnecting" && <span class="muted small">· reconnecting…</span>}
       </div>
+      {showFiles && <FilesPanel id="thread-files" threadId={t.id} onClose={closeFiles} />}
       {run?.status === "failed" && <div class="run-error" role="alert"><strong>The run failed.</strong> {run.error || "No reason was given."}</div>}
       <div class="convo" ref={scroller} onScroll={(e) => { const el = e.currentTarget as HTMLDivElement; stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80; }}>
         {!t.messages.length && !Object.keys(t.streaming).length && <p class="empty">No messages yet. Tell the agent what to do below.</p>}
-        <Messages t={t} cards={cards} />
+        <Messages t={t} cards={cards} canFork={canFork} />
       </div>
-      <form class="composer" onSubmit={(e) => { e.preventDefault(); send(); }}>
+      <form class={`composer ${drop.over ? "drop" : ""}`} data-testid="composer" onSubmit={(e) => { e.preventDefault(); send(); }} {...drop.props}>
+        <AttachmentChips att={att} />
         <label class="sr-only" for="composer">Message</label>
         <textarea id="composer" data-testid="composer-input" rows={2} value={text} placeholder={active ? "Queue a follow-up (runs after the current run)…" : "Send the next message…  (Enter sends, Shift+Enter for a new line)"}
-          onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
+          onInput={(e) => setText((e.target as HTMLTextAreaElement).value)} onPaste={drop.onPaste}
           onKeyDown={(e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); send(); } }} />
+        <AttachButton att={att} id="composer-files" />
+        <FolderPicker id="composer-folder" value={wf} onChange={setFolder} />
         <ModelPicker id="composer-model" value={m} onChange={setModel} />
-        <button type="submit" class="primary" data-testid="composer-send" disabled={busy || !text.trim()}>Send</button>
+        <button type="submit" class="primary" data-testid="composer-send" disabled={busy || !text.trim()}>{busy && att.uploading ? "Uploading…" : "Send"}</button>
         {err && <p class="field-error" role="alert">{err}</p>}
+        {drop.over && <p class="drop-hint" aria-hidden="true">Drop to attach</p>}
       </form>
     </div>
   );
