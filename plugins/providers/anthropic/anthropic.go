@@ -208,8 +208,8 @@ func (p *provider) buildRequest(model string, req core.ModelRequest, names *prov
 		case core.RoleTool:
 			role = "user"
 			// Content may become a list of blocks, with image blocks,
-			// when image parts are rendered (see providers.ToolOutput).
-			blocks = append(blocks, block{Type: "tool_result", ToolUseID: toolUseID(m.ToolCallID), Content: providers.ToolOutput(m), IsError: m.IsError})
+			// when image parts are rendered (see providers.ContentText).
+			blocks = append(blocks, block{Type: "tool_result", ToolUseID: toolUseID(m.ToolCallID), Content: providers.ContentText(m), IsError: m.IsError})
 		default:
 			return request{}, fmt.Errorf("anthropic: message %d has unknown role %q", i, m.Role)
 		}

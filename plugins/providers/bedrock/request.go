@@ -91,8 +91,8 @@ func buildRequest(req core.ModelRequest, names *providers.ToolNames) converseReq
 			}
 		case core.RoleTool:
 			// Image parts would be image blocks of Content; they are
-			// not rendered yet (see providers.ToolOutput).
-			text := providers.ToolOutput(m)
+			// not rendered yet (see providers.ContentText).
+			text := providers.ContentText(m)
 			if text == "" {
 				text = emptyResult
 			}

@@ -179,7 +179,7 @@ func responseParts(results []*core.Message, calls []core.ToolCall, names *provid
 			key = "error"
 		}
 		id, _ := splitCallID(m.ToolCallID)
-		parts = append(parts, part{FunctionResponse: &functionResponse{ID: id, Name: names.API(name), Response: map[string]string{key: providers.ToolOutput(m)}}})
+		parts = append(parts, part{FunctionResponse: &functionResponse{ID: id, Name: names.API(name), Response: map[string]string{key: providers.ContentText(m)}}})
 	}
 	return parts
 }

@@ -130,7 +130,7 @@ func RunAgent(t testing.TB, providerID string, p providers.Provider, model, prom
 
 // WithImage returns m, a tool result of text, with an image part after its
 // text, and the text every provider sends for it today (the text, then the
-// line providers.ToolOutput stands in for the image): conversation tests
+// line providers.StandIn stands in for the image): conversation tests
 // use it to check that a provider reads a result's parts.
 func WithImage(m *core.Message) (*core.Message, string) {
 	c := *m
