@@ -496,6 +496,13 @@ func migrate(ctx context.Context, db *sql.DB, now core.Clock) error {
 	if err != nil {
 		return err
 	}
+	return applyMigrations(ctx, db, ms, now)
+}
+
+// applyMigrations applies those of ms that db is missing; ms ends at the
+// newest version this build knows. (Tests pass the first few to make a
+// database of an older schema.)
+func applyMigrations(ctx context.Context, db *sql.DB, ms []migration, now core.Clock) error {
 	known := ms[len(ms)-1].version
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,
