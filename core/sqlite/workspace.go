@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kilnhq/kiln/core"
@@ -291,19 +292,24 @@ func (x *tx) File(threadID, path string) (*core.File, error) {
 	return f, nil
 }
 
-// Files takes, for each path of the thread, the version with the highest
-// seq (up to upTo) by a probe of the (thread, path, seq) index, and drops
-// deletions. Without data it reads no overflow pages.
+// Files finds, for each path of the thread, the highest seq up to upTo in
+// one pass over the (thread, path, seq) index, then reads those versions
+// and drops deletions. Without data it reads no overflow pages. The rows
+// are sorted here, not by an ORDER BY: SQLite does not know the grouped
+// paths come in order and would copy every row, data and all, into a
+// temporary b-tree (Go compares strings bytewise, as SQLite's BINARY
+// collation does).
 func (x *tx) Files(threadID string, upTo int, withData bool) ([]*core.File, error) {
 	cols := fileCols
 	if withData {
 		cols += ", f.data"
 	}
-	rows, err := x.query("list files", "SELECT "+cols+` FROM files f LEFT JOIN strings rs ON rs.n = f.run
-WHERE f.thread = (SELECT n FROM strings WHERE s = ?1)
- AND f.seq = (SELECT max(g.seq) FROM files g WHERE g.thread = f.thread AND g.path = f.path AND (?2 < 0 OR g.seq <= ?2))
- AND NOT f.deleted
-ORDER BY f.path`, threadID, upTo)
+	rows, err := x.query("list files", "SELECT "+cols+` FROM
+ (SELECT thread, path, max(seq) AS seq FROM files
+  WHERE thread = (SELECT n FROM strings WHERE s = ?1) AND (?2 < 0 OR seq <= ?2) GROUP BY path) v
+ CROSS JOIN files f ON f.thread = v.thread AND f.path = v.path AND f.seq = v.seq
+ LEFT JOIN strings rs ON rs.n = f.run
+WHERE NOT f.deleted`, threadID, upTo)
 	if err != nil {
 		return nil, err
 	}
@@ -319,6 +325,7 @@ ORDER BY f.path`, threadID, upTo)
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: list files: %w", err)
 	}
+	slices.SortFunc(out, func(a, b *core.File) int { return strings.Compare(a.Path, b.Path) })
 	return out, nil
 }
 
