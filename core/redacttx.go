@@ -37,13 +37,23 @@ func (x redactTx) PutFolder(f *Folder) error {
 }
 
 func (x redactTx) PutRun(r *Run) error {
-	errText, input := x.r.Redact(r.Error), x.r.Redact(r.Input.Text)
-	if errText == r.Error && input == r.Input.Text {
+	errText, input, system := x.r.Redact(r.Error), x.r.Redact(r.Input.Text), x.r.Redact(r.System)
+	if errText == r.Error && input == r.Input.Text && system == r.System {
 		return x.Tx.PutRun(r)
 	}
 	c := *r
-	c.Error, c.Input.Text = errText, input
+	c.Error, c.Input.Text, c.System = errText, input, system
 	return x.Tx.PutRun(&c)
+}
+
+func (x redactTx) PutSettings(s *Settings) error {
+	addendum := x.r.Redact(s.PromptAddendum)
+	if addendum == s.PromptAddendum {
+		return x.Tx.PutSettings(s)
+	}
+	c := *s
+	c.PromptAddendum = addendum
+	return x.Tx.PutSettings(&c)
 }
 
 func (x redactTx) AppendMessages(msgs ...*Message) error {

@@ -85,8 +85,9 @@ const (
 // Text and nothing else. An image or a file part has a media type (MIME,
 // image/* for an image) and its bytes either inline (Data, base64 in JSON)
 // or by reference (URI), exactly one of the two, and may have a Name (the
-// file name people see). Models read text parts today; providers stand a line in for each
-// image or file part until they render them.
+// file name people see). A provider sends an image part with its bytes
+// inline as its API's own image where the API takes one, and a line that
+// names the part for every other image or file part.
 type Part struct {
 	Type string `json:"type"`
 	Text string `json:"text,omitempty"`

@@ -18,5 +18,8 @@
 // items carry the thread's LastMessage as Preview and its UpdatedAt as Time,
 // Action items the interrupt's CreatedAt as Time, and both the run's status;
 // Runs and Interrupts break ties in CreatedAt by ID ascending; Messages of an
-// unknown thread are empty (or ENOTFOUND).
+// unknown thread are empty (or ENOTFOUND), and so are its Files; PutGrant of
+// a name the owner's other grant has is ECONFLICT; PutAttachment naming an
+// unknown thread is ENOTFOUND; a grant's name is its owner's alone (another
+// owner may use it).
 package coretest

@@ -153,6 +153,12 @@ func writeEverything(tx core.Tx, id string) error {
 		func() error {
 			return tx.Emit(core.Event{ThreadID: th.ID, OwnerID: alice, Type: core.EventThreadCreated})
 		},
+		func() error { return tx.PutGrant(newGrant("grt_"+id, alice, id, at(5))) },
+		func() error {
+			return tx.PutSettings(&core.Settings{OwnerID: alice, Theme: core.ThemeDark, UpdatedAt: at(5)})
+		},
+		func() error { return tx.PutAttachment(newAttachment("att_"+id, alice, th.ID, "sha_"+id, at(5))) },
+		func() error { return tx.PutFile(newFile(th.ID, "/"+id+".md", 1, "hi", at(5))) },
 	} {
 		if err := err(); err != nil {
 			return err
@@ -182,6 +188,27 @@ func assertNothing(t *testing.T, s core.Store, id string, lastSeq int64) {
 		}
 		if _, err := tx.Interrupt("int_" + id); !core.IsNotFound(err) {
 			t.Errorf("interrupt of a failed Update: %v", err)
+		}
+		if _, err := tx.Grant("grt_" + id); !core.IsNotFound(err) {
+			t.Errorf("grant of a failed Update: %v", err)
+		}
+		if gs, _ := tx.Grants(alice); len(gs) != 0 {
+			t.Errorf("grants of a failed Update: %q", grantIDs(gs))
+		}
+		if _, err := tx.Settings(alice); !core.IsNotFound(err) {
+			t.Errorf("settings of a failed Update: %v", err)
+		}
+		if _, err := tx.Attachment("att_" + id); !core.IsNotFound(err) {
+			t.Errorf("attachment of a failed Update: %v", err)
+		}
+		if as, _ := tx.Attachments(core.AttachmentQuery{OwnerID: alice}); len(as) != 0 {
+			t.Errorf("attachments of a failed Update: %q", attachmentIDs(as))
+		}
+		if _, err := tx.File("thr_"+id, "/"+id+".md"); !core.IsNotFound(err) {
+			t.Errorf("file of a failed Update: %v", err)
+		}
+		if fs, _ := tx.Files("thr_"+id, -1, false); len(fs) != 0 {
+			t.Errorf("files of a failed Update: %q", filePaths(fs))
 		}
 		seq, err := tx.LastSeq()
 		mustNil(t, "LastSeq", err)
@@ -271,6 +298,18 @@ func testReadYourWrites(t *testing.T, s core.Store) {
 		}
 		if _, err := tx.Checkpoint("run_w", 0); err != nil {
 			t.Errorf("Checkpoint in the Update: %v", err)
+		}
+		if gs, err := tx.Grants(alice); err != nil || len(gs) != 1 {
+			t.Errorf("Grants in the Update: %d, %v", len(gs), err)
+		}
+		if _, err := tx.Settings(alice); err != nil {
+			t.Errorf("Settings in the Update: %v", err)
+		}
+		if as, err := tx.Attachments(core.AttachmentQuery{ThreadID: "thr_w"}); err != nil || len(as) != 1 {
+			t.Errorf("Attachments in the Update: %d, %v", len(as), err)
+		}
+		if fs, err := tx.Files("thr_w", -1, true); err != nil || len(fs) != 1 {
+			t.Errorf("Files in the Update: %d, %v", len(fs), err)
 		}
 		if c, err := tx.InboxCounts(alice); err != nil || c != (core.InboxCounts{Unread: 1, Action: 1}) {
 			t.Errorf("InboxCounts in the Update: %+v, %v", c, err)
@@ -461,7 +500,11 @@ func testOwnerScoping(t *testing.T, s core.Store) {
 		r := newRun("run_"+owner, th.ID, owner, core.RunRunning, at(1))
 		objs = append(objs, f, th, r,
 			newInterrupt("int_"+owner, r.ID, th.ID, owner, core.InterruptOpen, at(2)),
-			core.Event{ThreadID: th.ID, OwnerID: owner, Type: core.EventRunStarted})
+			core.Event{ThreadID: th.ID, OwnerID: owner, Type: core.EventRunStarted},
+			newGrant("grt_"+owner, owner, "home", at(3)), // the same name for each owner
+			newAttachment("att_"+owner, owner, th.ID, "sha_same", at(4)),
+			newAttachment("att_loose_"+owner, owner, "", "sha_same", at(5)),
+			&core.Settings{OwnerID: owner, PromptAddendum: "I am " + owner, UpdatedAt: at(6)})
 	}
 	put(t, s, objs...)
 	view(t, s, func(tx core.ReadTx) error {
@@ -508,6 +551,25 @@ func testOwnerScoping(t *testing.T, s core.Store) {
 			mustNil(t, "Events", err)
 			if len(evs) != 1 || evs[0].OwnerID != owner {
 				t.Errorf("Events(%s) = %+v", owner, evs)
+			}
+			grants, err := tx.Grants(owner)
+			mustNil(t, "Grants", err)
+			sameStrings(t, "Grants("+owner+")", grantIDs(grants), []string{"grt_" + owner})
+			atts, err := tx.Attachments(core.AttachmentQuery{OwnerID: owner})
+			mustNil(t, "Attachments", err)
+			sameStrings(t, "Attachments("+owner+")", attachmentIDs(atts), []string{"att_" + owner, "att_loose_" + owner})
+			atts, err = tx.Attachments(core.AttachmentQuery{OwnerID: owner, SHA256: "sha_same"})
+			mustNil(t, "Attachments", err)
+			sameStrings(t, "Attachments("+owner+", sha256)", attachmentIDs(atts), []string{"att_" + owner, "att_loose_" + owner})
+			atts, err = tx.Attachments(core.AttachmentQuery{OwnerID: owner, ThreadID: "thr_" + other})
+			mustNil(t, "Attachments", err)
+			if len(atts) != 0 {
+				t.Errorf("Attachments(%s) of %s's thread = %q", owner, other, attachmentIDs(atts))
+			}
+			st, err := tx.Settings(owner)
+			mustNil(t, "Settings", err)
+			if st.OwnerID != owner || st.PromptAddendum != "I am "+owner {
+				t.Errorf("Settings(%s) = %+v", owner, st)
 			}
 		}
 		return nil

@@ -62,6 +62,14 @@ func put(t *testing.T, s core.Store, objs ...any) {
 				err = tx.PutInterrupt(o)
 			case core.Event:
 				err = tx.Emit(o)
+			case *core.Grant:
+				err = tx.PutGrant(o)
+			case *core.Settings:
+				err = tx.PutSettings(o)
+			case *core.Attachment:
+				err = tx.PutAttachment(o)
+			case *core.File:
+				err = tx.PutFile(o)
 			default:
 				err = fmt.Errorf("coretest: cannot put %T", o)
 			}
@@ -223,6 +231,49 @@ func newInterrupt(id, runID, threadID, owner, status string, created time.Time) 
 		AllowedDecisions: []string{core.DecisionApprove, core.DecisionReject}, Reason: "policy",
 		Status: status, CreatedAt: created,
 	}
+}
+
+func newGrant(id, owner, name string, created time.Time) *core.Grant {
+	return &core.Grant{ID: id, Name: name, Path: "/home/" + owner + "/" + name, OwnerID: owner, CreatedAt: created}
+}
+
+func newAttachment(id, owner, threadID, sha string, created time.Time) *core.Attachment {
+	return &core.Attachment{ID: id, OwnerID: owner, ThreadID: threadID, Name: id + ".png", MIME: "image/png",
+		Size: 1234, SHA256: sha, CreatedAt: created}
+}
+
+// newFile is a version of path holding data.
+func newFile(threadID, path string, seq int, data string, updated time.Time) *core.File {
+	return &core.File{ThreadID: threadID, Path: path, Seq: seq, Data: []byte(data), Size: len(data), UpdatedAt: updated}
+}
+
+// deletedFile is a version that deletes path.
+func deletedFile(threadID, path string, seq int, updated time.Time) *core.File {
+	return &core.File{ThreadID: threadID, Path: path, Seq: seq, Deleted: true, UpdatedAt: updated}
+}
+
+func grantIDs(gs []*core.Grant) []string {
+	out := make([]string, len(gs))
+	for i, g := range gs {
+		out[i] = g.ID
+	}
+	return out
+}
+
+func attachmentIDs(as []*core.Attachment) []string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.ID
+	}
+	return out
+}
+
+func filePaths(fs []*core.File) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.Path
+	}
+	return out
 }
 
 func textMessage(threadID, runID, role, text string, created time.Time) *core.Message {

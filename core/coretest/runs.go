@@ -13,7 +13,8 @@ func testRunRoundTrip(t *testing.T, s core.Store) {
 	th := newThread("thr_1", alice, at(0))
 	full := &core.Run{
 		ID: "run_full", ThreadID: th.ID, OwnerID: alice, Status: core.RunInterrupted, Model: "openai:gpt-4o",
-		Input: core.RunInput{Text: "deploy it"},
+		Input:  core.RunInput{Text: "deploy it", Attachments: []string{"att_2", "att_1"}},
+		System: "Answer as a pirate.", WorkingFolder: "grt_work",
 		InterruptOn: core.Policy{
 			"deploy":   {Interrupt: true},
 			"shell_*":  {Interrupt: true, AllowedDecisions: []string{core.DecisionApprove, core.DecisionReject}},
@@ -26,9 +27,11 @@ func testRunRoundTrip(t *testing.T, s core.Store) {
 	bare := &core.Run{ID: "run_bare", ThreadID: th.ID, OwnerID: alice, Status: core.RunQueued}
 	empty := &core.Run{ID: "run_empty_policy", ThreadID: th.ID, OwnerID: alice, Status: core.RunQueued,
 		InterruptOn: core.Policy{}, CreatedAt: at(5), UpdatedAt: at(5)}
-	put(t, s, th, full, bare, empty)
+	attached := &core.Run{ID: "run_attachments_only", ThreadID: th.ID, OwnerID: alice, Status: core.RunQueued,
+		Input: core.RunInput{Attachments: []string{"att_3"}}, CreatedAt: at(6), UpdatedAt: at(6)}
+	put(t, s, th, full, bare, empty, attached)
 	view(t, s, func(tx core.ReadTx) error {
-		for _, want := range []*core.Run{full, bare, empty} {
+		for _, want := range []*core.Run{full, bare, empty, attached} {
 			got, err := tx.Run(want.ID)
 			mustNil(t, "Run", err)
 			same(t, "run "+want.ID, got, want)
@@ -42,6 +45,24 @@ func testRunRoundTrip(t *testing.T, s core.Store) {
 		got, err := tx.Run(full.ID)
 		mustNil(t, "Run", err)
 		same(t, "replaced run", got, repl)
+		return nil
+	})
+	// A step's Put (same thread, owner, status and creation) replaces the
+	// new fields as well.
+	step := *repl
+	step.System, step.WorkingFolder, step.Input = "Be brief.", "grt_other", core.RunInput{Text: "go", Attachments: []string{"att_9"}}
+	put(t, s, &step)
+	view(t, s, func(tx core.ReadTx) error {
+		got, err := tx.Run(full.ID)
+		mustNil(t, "Run", err)
+		same(t, "run after a step", got, &step)
+		return nil
+	})
+	put(t, s, repl)
+	view(t, s, func(tx core.ReadTx) error {
+		got, err := tx.Run(full.ID)
+		mustNil(t, "Run", err)
+		same(t, "run after a step clearing the new fields", got, repl)
 		return nil
 	})
 }
@@ -327,11 +348,15 @@ func testDeleteThread(t *testing.T, s core.Store) {
 			&core.Checkpoint{RunID: r.ID, Version: 1, State: core.RunState{V: 1, Phase: core.PhaseModel}, CreatedAt: at(4)},
 			newInterrupt("int_"+id, r.ID, id, alice, core.InterruptOpen, at(5)),
 			core.Event{ThreadID: id, RunID: r.ID, OwnerID: alice, Type: core.EventRunStarted, Time: at(6)},
+			newFile(id, "/notes.md", 1, "first", at(7)),
+			newFile(id, "/notes.md", 2, "second", at(8)),
+			newAttachment("att_"+id, alice, id, "sha_shared", at(9)),
 		}
 	}
 	doomed := mkThread("thr_doomed")
 	kept := mkThread("thr_kept")
-	put(t, s, append(doomed, kept...)...)
+	loose := newAttachment("att_loose", alice, "", "sha_shared", at(10)) // no thread yet
+	put(t, s, append(append(doomed, kept...), loose)...)
 	update(t, s, func(tx core.Tx) error { return tx.DeleteThread("thr_doomed") })
 
 	view(t, s, func(tx core.ReadTx) error {
@@ -378,6 +403,29 @@ func testDeleteThread(t *testing.T, s core.Store) {
 		cp, err := tx.Checkpoint("run_thr_kept", 0)
 		mustNil(t, "Checkpoint(kept)", err)
 		same(t, "kept checkpoint", cp, kept[4])
+
+		_, err = tx.File("thr_doomed", "/notes.md")
+		wantCode(t, "File after delete", err, core.ENOTFOUND)
+		files, err := tx.Files("thr_doomed", -1, true)
+		if len(files) != 0 || (err != nil && !core.IsNotFound(err)) {
+			t.Errorf("Files of deleted thread = %q, %v", filePaths(files), err)
+		}
+		_, err = tx.Attachment("att_thr_doomed")
+		wantCode(t, "Attachment after delete", err, core.ENOTFOUND)
+		atts, err := tx.Attachments(core.AttachmentQuery{ThreadID: "thr_doomed"})
+		mustNil(t, "Attachments", err)
+		if len(atts) != 0 {
+			t.Errorf("Attachments of deleted thread = %q", attachmentIDs(atts))
+		}
+		atts, err = tx.Attachments(core.AttachmentQuery{SHA256: "sha_shared"})
+		mustNil(t, "Attachments", err)
+		same(t, "Attachments of the same bytes after delete", atts, []*core.Attachment{kept[9].(*core.Attachment), loose})
+		files, err = tx.Files("thr_kept", -1, true)
+		mustNil(t, "Files(kept)", err)
+		same(t, "kept files", files, []*core.File{kept[8].(*core.File)})
+		files, err = tx.Files("thr_kept", 1, true)
+		mustNil(t, "Files(kept)", err)
+		same(t, "kept files as of message 1", files, []*core.File{kept[7].(*core.File)})
 		return nil
 	})
 
@@ -392,6 +440,15 @@ func testDeleteThread(t *testing.T, s core.Store) {
 		msgs, err := tx.Messages(again.ID, 0, 0)
 		mustNil(t, "Messages", err)
 		same(t, "messages of re-created thread", msgs, []*core.Message{m})
+		files, err := tx.Files(again.ID, -1, false)
+		if len(files) != 0 || (err != nil && !core.IsNotFound(err)) {
+			t.Errorf("Files of re-created thread = %q, %v", filePaths(files), err)
+		}
+		atts, err := tx.Attachments(core.AttachmentQuery{ThreadID: again.ID})
+		mustNil(t, "Attachments", err)
+		if len(atts) != 0 {
+			t.Errorf("Attachments of re-created thread = %q", attachmentIDs(atts))
+		}
 		return nil
 	})
 }

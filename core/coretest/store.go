@@ -48,6 +48,10 @@ func RunStore(t *testing.T, newStore func(t *testing.T) core.Store) {
 		{"ReadYourWrites", testReadYourWrites},
 		{"ConcurrentUpdates", testConcurrentUpdates},
 		{"ViewSnapshot", testViewSnapshot},
+		{"Grants", testGrants},
+		{"Settings", testSettings},
+		{"Attachments", testAttachments},
+		{"Files", testFiles},
 		{"OwnerScoping", testOwnerScoping},
 		{"Close", testClose},
 	}
@@ -64,10 +68,13 @@ func testThreadRoundTrip(t *testing.T, s core.Store) {
 		ID: "thr_full", Title: "Deploy the API", FolderID: f.ID, Pinned: true, Source: core.SourceTrigger,
 		OwnerID: alice, Model: "openai:gpt-4o", Status: core.ThreadInterrupted, ActiveRunID: "run_a",
 		UnreadRunID: "run_u", Unread: true, OpenActions: 3, LastMessage: "Shall I deploy? ✓",
+		WorkingFolder: "grt_work", ParentThreadID: "thr_parent", ParentMessage: ptr(0), // 0 is a message, not none
 		CreatedAt: at(3), UpdatedAt: at(4),
 	}
 	bare := &core.Thread{ID: "thr_bare", OwnerID: alice, Source: core.SourceUser, Status: core.ThreadIdle}
-	put(t, s, f, full, bare)
+	fork := newThread("thr_fork", alice, at(5))
+	fork.ParentThreadID, fork.ParentMessage = full.ID, ptr(41)
+	put(t, s, f, full, bare, fork)
 	view(t, s, func(tx core.ReadTx) error {
 		got, err := tx.Thread(full.ID)
 		mustNil(t, "Thread", err)
@@ -75,6 +82,12 @@ func testThreadRoundTrip(t *testing.T, s core.Store) {
 		got, err = tx.Thread(bare.ID)
 		mustNil(t, "Thread", err)
 		same(t, "bare thread", got, bare)
+		got, err = tx.Thread(fork.ID)
+		mustNil(t, "Thread", err)
+		same(t, "forked thread", got, fork)
+		list, _, err := tx.Threads(core.ThreadQuery{OwnerID: alice})
+		mustNil(t, "Threads", err)
+		same(t, "Threads", list, []*core.Thread{full, fork, bare})
 		return nil
 	})
 

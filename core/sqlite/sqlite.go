@@ -79,17 +79,20 @@ type Options struct {
 // are prepared once per connection and kept in the driver's statement cache.
 //
 // Foreign keys are enforced: a thread's folder must exist, and so must a
-// run's thread, a message's thread, a checkpoint's run and an interrupt's
-// run and thread, when they are stored (earlier in the same Update is
-// fine). Events may name any thread or run, and outlive them.
+// run's thread, a message's thread, a checkpoint's run, an interrupt's
+// run and thread, a virtual file's thread and an attachment's thread (when
+// it has one), when they are stored (earlier in the same Update is fine).
+// Events may name any thread or run, and outlive them; so may a file
+// version's run.
 //
 // Error contract: lookups by ID return a *core.Error with ENOTFOUND when the
-// object does not exist, and so do DeleteThread and DeleteFolder; a Put that
-// refers to a missing thread, run or folder returns ENOTFOUND; a malformed
-// cursor, a missing ID or owner, an unknown inbox queue, a time outside
+// object does not exist, and so do DeleteThread, DeleteFolder, DeleteGrant
+// and DeleteAttachment; a Put that refers to a missing thread, run or folder
+// returns ENOTFOUND; a malformed cursor, a missing ID, owner or file path,
+// an unknown inbox queue, an empty attachment query, a time outside
 // 1678..2262 or unencodable JSON returns EINVALID; PutCheckpoint of a version
-// the run already has returns ECONFLICT; using a closed Store returns
-// EUNAVAIL. Anything else (I/O, a busy database, a canceled context) is
+// the run already has, and PutGrant of a name another of the owner's grants
+// has, return ECONFLICT; using a closed Store returns EUNAVAIL. Anything else (I/O, a busy database, a canceled context) is
 // returned wrapped with its operation and has no code, so core.ErrorCode
 // reports EINTERNAL. An error from the function given to Update is returned
 // as is, after the transaction is rolled back.
@@ -496,6 +499,13 @@ func migrate(ctx context.Context, db *sql.DB, now core.Clock) error {
 	if err != nil {
 		return err
 	}
+	return applyMigrations(ctx, db, ms, now)
+}
+
+// applyMigrations applies those of ms that db is missing; ms ends at the
+// newest version this build knows. (Tests pass the first few to make a
+// database of an older schema.)
+func applyMigrations(ctx context.Context, db *sql.DB, ms []migration, now core.Clock) error {
 	known := ms[len(ms)-1].version
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,

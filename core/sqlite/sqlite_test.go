@@ -114,8 +114,9 @@ func TestMessagesFromBeforeParts(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// Undo migration 0005, as if these rows had been written before it.
-	if _, err := s.w.Exec("ALTER TABLE messages DROP COLUMN parts; DELETE FROM schema_migrations WHERE version >= 5"); err != nil {
+	// Undo migration 0005, as if these rows had been written before it
+	// (the later migrations stay applied: none of them touches messages).
+	if _, err := s.w.Exec("ALTER TABLE messages DROP COLUMN parts; DELETE FROM schema_migrations WHERE version = 5"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -244,6 +245,25 @@ func TestForeignKeys(t *testing.T) {
 	if core.ErrorCode(err) != core.ENOTFOUND {
 		t.Errorf("checkpoint of a missing run: %v, want ENOTFOUND", err)
 	}
+	// Nor does it have virtual files or attachments.
+	_, err = s.Update(ctx, func(tx core.Tx) error {
+		if err := tx.Emit(core.Event{ThreadID: "thr_ghost", Type: core.EventThreadDeleted}); err != nil {
+			return err
+		}
+		return tx.PutFile(&core.File{ThreadID: "thr_ghost", Path: "/a.md"})
+	})
+	if core.ErrorCode(err) != core.ENOTFOUND {
+		t.Errorf("file of an event-only thread: %v, want ENOTFOUND", err)
+	}
+	_, err = s.Update(ctx, func(tx core.Tx) error {
+		if err := tx.Emit(core.Event{ThreadID: "thr_ghost", Type: core.EventThreadDeleted}); err != nil {
+			return err
+		}
+		return tx.PutAttachment(&core.Attachment{ID: "att_1", OwnerID: "local", ThreadID: "thr_ghost"})
+	})
+	if core.ErrorCode(err) != core.ENOTFOUND {
+		t.Errorf("attachment of an event-only thread: %v, want ENOTFOUND", err)
+	}
 }
 
 func TestInvalidValues(t *testing.T) {
@@ -258,6 +278,20 @@ func TestInvalidValues(t *testing.T) {
 		"bad payload":     func(tx core.Tx) error { return tx.Emit(core.Event{Type: "x", Payload: json.RawMessage("{nope")}) },
 		"event type":      func(tx core.Tx) error { return tx.Emit(core.Event{}) },
 		"folder no owner": func(tx core.Tx) error { return tx.PutFolder(&core.Folder{ID: "f"}) },
+		"grant no id":     func(tx core.Tx) error { return tx.PutGrant(&core.Grant{OwnerID: "local"}) },
+		"grant no owner":  func(tx core.Tx) error { return tx.PutGrant(&core.Grant{ID: "grt_1"}) },
+		"settings no owner": func(tx core.Tx) error {
+			return tx.PutSettings(&core.Settings{Theme: core.ThemeDark})
+		},
+		"attachment no id":    func(tx core.Tx) error { return tx.PutAttachment(&core.Attachment{OwnerID: "local"}) },
+		"attachment no owner": func(tx core.Tx) error { return tx.PutAttachment(&core.Attachment{ID: "att_1"}) },
+		"file no thread":      func(tx core.Tx) error { return tx.PutFile(&core.File{Path: "/a"}) },
+		"file no path": func(tx core.Tx) error {
+			if err := tx.PutThread(&core.Thread{ID: "thr_f", OwnerID: "local"}); err != nil {
+				return err
+			}
+			return tx.PutFile(&core.File{ThreadID: "thr_f"})
+		},
 	} {
 		if _, err := s.Update(ctx, fn); core.ErrorCode(err) != core.EINVALID {
 			t.Errorf("%s: %v, want EINVALID", name, err)
@@ -364,6 +398,33 @@ func TestQueryPlans(t *testing.T) {
 			_, err := tx.Messages("thr_000001", 2, 10)
 			return err
 		}, []string{"PRIMARY KEY"}, false},
+		{"files", func(tx core.ReadTx) error {
+			_, err := tx.Files("thr_000001", 7, false)
+			return err
+		}, []string{"sqlite_autoindex_files_1"}, false},
+		{"file", func(tx core.ReadTx) error {
+			_, err := tx.File("thr_000001", "/a.md")
+			if core.IsNotFound(err) {
+				err = nil
+			}
+			return err
+		}, []string{"sqlite_autoindex_files_1"}, false},
+		{"thread attachments", func(tx core.ReadTx) error {
+			_, err := tx.Attachments(core.AttachmentQuery{ThreadID: "thr_000001"})
+			return err
+		}, []string{"attachments_thread"}, false},
+		{"attachments of the same bytes", func(tx core.ReadTx) error {
+			_, err := tx.Attachments(core.AttachmentQuery{SHA256: "abc"})
+			return err
+		}, []string{"attachments_sha256"}, false},
+		{"owner's attachments", func(tx core.ReadTx) error {
+			_, err := tx.Attachments(core.AttachmentQuery{OwnerID: "local"})
+			return err
+		}, []string{"attachments_owner"}, false},
+		{"grants", func(tx core.ReadTx) error {
+			_, err := tx.Grants("local")
+			return err
+		}, []string{"grants_name"}, false},
 		{"checkpoint", func(tx core.ReadTx) error {
 			_, err := tx.Checkpoint("run_000001", 0)
 			if core.IsNotFound(err) {
@@ -395,8 +456,9 @@ func TestQueryPlans(t *testing.T) {
 		}
 		for _, line := range strings.Split(plan, "\n") {
 			// m and (subquery-N) are a search's matched threads (co-routines),
-			// a VALUES clause the rows a search looks up: not tables.
-			if strings.HasPrefix(line, "SCAN ") && !strings.Contains(line, "INDEX") && line != "SCAN CONSTANT ROW" && line != "SCAN m" &&
+			// v the latest versions of a thread's files (a co-routine), a
+			// VALUES clause the rows a search looks up: not tables.
+			if strings.HasPrefix(line, "SCAN ") && !strings.Contains(line, "INDEX") && line != "SCAN CONSTANT ROW" && line != "SCAN m" && line != "SCAN v" &&
 				!strings.HasPrefix(line, "SCAN (subquery-") && !strings.HasSuffix(line, "-ROW VALUES CLAUSE") {
 				t.Errorf("%s: plan scans a table:\n%s", c.name, plan)
 			}

@@ -136,16 +136,21 @@ type scanner interface{ Scan(dest ...any) error }
 
 const threadCols = `id, owner_id, folder_id, title, pinned, source, model, status,
  active_run_id, unread_run_id, open_actions, last_message, created_at, updated_at,
- input_tokens, output_tokens`
+ input_tokens, output_tokens, working_folder, parent_thread_id, parent_message`
 
 func scanThread(sc scanner) (*core.Thread, error) {
 	var t core.Thread
 	var folder, unread sql.NullString
 	var created, updated int64
+	var parentMessage sql.NullInt64
 	if err := sc.Scan(&t.ID, &t.OwnerID, &folder, &t.Title, &t.Pinned, &t.Source, &t.Model, &t.Status,
 		&t.ActiveRunID, &unread, &t.OpenActions, &t.LastMessage, &created, &updated,
-		&t.Usage.InputTokens, &t.Usage.OutputTokens); err != nil {
+		&t.Usage.InputTokens, &t.Usage.OutputTokens, &t.WorkingFolder, &t.ParentThreadID, &parentMessage); err != nil {
 		return nil, err
+	}
+	if parentMessage.Valid {
+		i := int(parentMessage.Int64)
+		t.ParentMessage = &i
 	}
 	t.FolderID = folder.String
 	t.UnreadRunID = unread.String
@@ -261,21 +266,27 @@ func (x *tx) PutThread(t *core.Thread) error {
 	if err != nil {
 		return err
 	}
+	var parentMessage any // NULL: not a fork
+	if t.ParentMessage != nil {
+		parentMessage = *t.ParentMessage
+	}
 	n, err := x.intern(t.ID)
 	if err != nil {
 		return err
 	}
 	_, err = x.tx.ExecContext(x.ctx, `INSERT INTO threads (n, `+threadCols+`)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (n) DO UPDATE SET owner_id = excluded.owner_id, folder_id = excluded.folder_id,
  title = excluded.title, pinned = excluded.pinned, source = excluded.source, model = excluded.model,
  status = excluded.status, active_run_id = excluded.active_run_id, unread_run_id = excluded.unread_run_id,
  open_actions = excluded.open_actions, last_message = excluded.last_message,
  created_at = excluded.created_at, updated_at = excluded.updated_at,
- input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens`,
+ input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
+ working_folder = excluded.working_folder, parent_thread_id = excluded.parent_thread_id,
+ parent_message = excluded.parent_message`,
 		n, t.ID, t.OwnerID, nullText(t.FolderID), t.Title, t.Pinned, t.Source, t.Model, t.Status,
 		t.ActiveRunID, nullText(t.UnreadRunID), t.OpenActions, t.LastMessage, created, updated,
-		t.Usage.InputTokens, t.Usage.OutputTokens)
+		t.Usage.InputTokens, t.Usage.OutputTokens, t.WorkingFolder, t.ParentThreadID, parentMessage)
 	if isForeignKey(err) {
 		return core.Errorf(core.ENOTFOUND, "thread %q: folder %q not found", t.ID, t.FolderID)
 	}
@@ -293,7 +304,8 @@ func (x *tx) DeleteThread(id string) error {
 	if err != nil {
 		return err
 	}
-	// Runs, messages, checkpoints and interrupts go by ON DELETE CASCADE.
+	// Runs, messages, checkpoints, interrupts, virtual files and
+	// attachment records go by ON DELETE CASCADE.
 	res, err := x.exec("delete thread", "DELETE FROM threads WHERE n = ?", n)
 	if err != nil {
 		return err
@@ -397,7 +409,7 @@ func (x *tx) DeleteFolder(id string) error {
 const (
 	runCols = `r.id, ts.s, r.owner_id, r.status, r.model, r.input, r.interrupt_on, r.limits,
  r.steps, r.tool_calls, r.checkpoint, r.error, r.cancel_requested, r.usage,
- r.created_at, r.updated_at, r.started_at, r.finished_at`
+ r.created_at, r.updated_at, r.started_at, r.finished_at, r.system, r.working_folder`
 	runFrom = ` FROM runs r%s JOIN strings ts ON ts.n = r.thread`
 )
 
@@ -408,7 +420,7 @@ func scanRun(sc scanner) (*core.Run, error) {
 	var started, finished sql.NullInt64
 	if err := sc.Scan(&r.ID, &r.ThreadID, &r.OwnerID, &r.Status, &r.Model, &input, &policy, &limits,
 		&r.Steps, &r.ToolCalls, &r.Checkpoint, &r.Error, &r.CancelRequested, &usage,
-		&created, &updated, &started, &finished); err != nil {
+		&created, &updated, &started, &finished, &r.System, &r.WorkingFolder); err != nil {
 		return nil, err
 	}
 	if err := decJSON(input, &r.Input, "run input"); err != nil {
@@ -566,7 +578,7 @@ func (x *tx) PutRun(r *core.Run) error {
 	if r.ThreadID == "" {
 		return core.Errorf(core.EINVALID, "run %q needs a thread", r.ID)
 	}
-	input, err := encJSON(r.Input, r.Input == core.RunInput{}, "run input")
+	input, err := encJSON(r.Input, r.Input.Text == "" && len(r.Input.Attachments) == 0, "run input")
 	if err != nil {
 		return err
 	}
@@ -612,10 +624,10 @@ func (x *tx) PutRun(r *core.Run) error {
 	// step. Anything else takes the full upsert.
 	res, err := x.tx.ExecContext(x.ctx, `UPDATE runs SET model = ?, input = ?, interrupt_on = ?, limits = ?,
  steps = ?, tool_calls = ?, checkpoint = ?, error = ?, cancel_requested = ?, usage = ?, updated_at = ?,
- started_at = ?, finished_at = ?
+ started_at = ?, finished_at = ?, system = ?, working_folder = ?
 WHERE n = ? AND thread = ? AND owner_id = ? AND status = ? AND created_at = ?`,
 		r.Model, input, policy, limits, r.Steps, r.ToolCalls, r.Checkpoint, r.Error, r.CancelRequested, usage,
-		updated, started, finished, n, thread, r.OwnerID, string(r.Status), created)
+		updated, started, finished, r.System, r.WorkingFolder, n, thread, r.OwnerID, string(r.Status), created)
 	if err != nil {
 		return fmt.Errorf("sqlite: put run: %w", err)
 	}
@@ -624,18 +636,19 @@ WHERE n = ? AND thread = ? AND owner_id = ? AND status = ? AND created_at = ?`,
 	}
 	_, err = x.tx.ExecContext(x.ctx, `INSERT INTO runs (n, id, thread, owner_id, status, model, input,
  interrupt_on, limits, steps, tool_calls, checkpoint, error, cancel_requested, usage,
- created_at, updated_at, started_at, finished_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ created_at, updated_at, started_at, finished_at, system, working_folder)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (n) DO UPDATE SET thread = excluded.thread, owner_id = excluded.owner_id,
  status = excluded.status, model = excluded.model, input = excluded.input,
  interrupt_on = excluded.interrupt_on, limits = excluded.limits, steps = excluded.steps,
  tool_calls = excluded.tool_calls, checkpoint = excluded.checkpoint, error = excluded.error,
  cancel_requested = excluded.cancel_requested, usage = excluded.usage,
  created_at = excluded.created_at, updated_at = excluded.updated_at,
- started_at = excluded.started_at, finished_at = excluded.finished_at`,
+ started_at = excluded.started_at, finished_at = excluded.finished_at,
+ system = excluded.system, working_folder = excluded.working_folder`,
 		n, r.ID, thread, r.OwnerID, string(r.Status), r.Model, input, policy, limits,
 		r.Steps, r.ToolCalls, r.Checkpoint, r.Error, r.CancelRequested, usage,
-		created, updated, started, finished)
+		created, updated, started, finished, r.System, r.WorkingFolder)
 	if isForeignKey(err) {
 		return core.Errorf(core.ENOTFOUND, "run %q: thread %q not found", r.ID, r.ThreadID)
 	}

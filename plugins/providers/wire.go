@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -58,34 +60,71 @@ func ToolSchema(schema json.RawMessage) json.RawMessage {
 	return schema
 }
 
-// ToolOutput is a tool result message's content as text, for the APIs
-// that take a tool's result as one string: its text parts joined with
-// newlines, read through Message.Content so a message stored before parts
-// existed reads the same.
-//
-// Image and file parts are not rendered yet. This is where they will be:
-// an API that takes images in tool results will get them as its own
-// blocks. Until then each stands in as a line naming what was left out, so
-// the model knows the tool returned it.
-func ToolOutput(m *core.Message) string {
+// ContentText is m's content as one text, for an API that takes a
+// message's content or a tool's result as a string: its text parts and
+// the StandIn line of each image or file part, joined with newlines. The
+// images Inline with types are left out: the API takes them apart (as
+// Ollama takes a message's images). It reads Message.Content, so a message
+// stored before parts existed reads the same.
+func ContentText(m *core.Message, types ...string) string {
 	parts := m.Content()
 	if len(parts) == 1 && parts[0].Type == core.PartText {
 		return parts[0].Text
 	}
 	lines := make([]string, 0, len(parts))
 	for _, p := range parts {
-		switch p.Type {
-		case core.PartText:
+		switch {
+		case p.Type == core.PartText:
 			lines = append(lines, p.Text)
+		case Inline(p, types...):
 		default:
-			lines = append(lines, omitted(p))
+			lines = append(lines, StandIn(p))
 		}
 	}
 	return strings.Join(lines, "\n")
 }
 
-// omitted is the line that stands in for an image or a file part.
-func omitted(p core.Part) string {
+// Blocks is m's content as an API's content blocks, in order: a text
+// part made by text, an image Inline with types made by image, and any
+// other image or file part made by text from its StandIn line. Empty text
+// parts are left out: the APIs refuse blank text blocks.
+func Blocks[B any](m *core.Message, text func(string) B, image func(core.Part) B, types ...string) []B {
+	var out []B
+	for _, p := range m.Content() {
+		switch {
+		case p.Type == core.PartText:
+			if p.Text != "" {
+				out = append(out, text(p.Text))
+			}
+		case Inline(p, types...):
+			out = append(out, image(p))
+		default:
+			out = append(out, text(StandIn(p)))
+		}
+	}
+	return out
+}
+
+// Inline reports whether an API whose accepted image media types are
+// types carries p as an image of its own: p is an image part of one of
+// those types with its bytes inline (Data). Any other image or file part
+// is sent as its StandIn line.
+func Inline(p core.Part, types ...string) bool {
+	return p.Type == core.PartImage && len(p.Data) > 0 && slices.Contains(types, p.MIME)
+}
+
+// HasInline reports whether m has a part Inline with types.
+func HasInline(m *core.Message, types ...string) bool {
+	return slices.ContainsFunc(m.Parts, func(p core.Part) bool { return Inline(p, types...) })
+}
+
+// StandIn is the line that stands in for an image or a file part a
+// request does not carry as such (an API that takes no images there, a
+// media type it refuses, a file, bytes not inline): it names the part, its
+// media type and, when its URI is a file: URI, the path the file is
+// readable at, so that the model knows what it was given and where to
+// read it.
+func StandIn(p core.Part) string {
 	what := p.Type
 	if p.Name != "" {
 		what += " " + strconv.Quote(p.Name)
@@ -93,16 +132,30 @@ func omitted(p core.Part) string {
 	if p.MIME != "" {
 		what += " (" + p.MIME + ")"
 	}
-	return "[" + what + " not shown]"
+	what += " not shown"
+	if path := filePath(p.URI); path != "" {
+		what += ", readable at " + path
+	}
+	return "[" + what + "]"
 }
 
-// ToolResultText is ToolOutput for an API without an error flag on tool
-// results: a failed call says so.
+// filePath is the local path a file: URI names, "" for any other URI.
+func filePath(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme != "file" || (u.Host != "" && u.Host != "localhost") {
+		return ""
+	}
+	return u.Path
+}
+
+// ToolResultText is a tool result's ContentText (no images), for an API
+// that takes a tool's result as one string and has no error flag on it: a
+// failed call says so.
 func ToolResultText(m *core.Message) string {
 	if m.IsError {
-		return "Error: " + ToolOutput(m)
+		return "Error: " + ContentText(m)
 	}
-	return ToolOutput(m)
+	return ContentText(m)
 }
 
 // Do sends req with client and returns the 2xx response. No response at

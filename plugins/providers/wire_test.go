@@ -68,9 +68,10 @@ func TestToolResultText(t *testing.T) {
 	}
 }
 
-// TestToolOutput: a result of several parts reads as its text parts joined,
-// each image or file part standing in as a line that names it.
-func TestToolOutput(t *testing.T) {
+// TestContentText: content of several parts reads as its text parts
+// joined, each image or file part standing in as a line that names it,
+// but the images the API takes apart.
+func TestContentText(t *testing.T) {
 	m := &core.Message{Role: core.RoleTool}
 	m.SetContent([]core.Part{
 		core.TextPart("two charts:"),
@@ -79,8 +80,11 @@ func TestToolOutput(t *testing.T) {
 		core.TextPart("done"),
 	})
 	want := "two charts:\n[image (image/png) not shown]\n[file \"data.csv\" (text/csv) not shown]\ndone"
-	if got := ToolOutput(m); got != want {
-		t.Errorf("ToolOutput = %q, want %q", got, want)
+	if got := ContentText(m); got != want {
+		t.Errorf("ContentText = %q, want %q", got, want)
+	}
+	if got, want := ContentText(m, "image/png"), "two charts:\n[file \"data.csv\" (text/csv) not shown]\ndone"; got != want {
+		t.Errorf("ContentText taking PNGs = %q, want %q", got, want)
 	}
 	if m.Text != "two charts:\ndone" {
 		t.Errorf("the message's text is %q, want its text parts only", m.Text)
@@ -88,6 +92,53 @@ func TestToolOutput(t *testing.T) {
 	m.IsError = true
 	if got := ToolResultText(m); got != "Error: "+want {
 		t.Errorf("ToolResultText = %q", got)
+	}
+}
+
+// TestStandIn: the line names the part; a file: URI says where it is.
+func TestStandIn(t *testing.T) {
+	for _, c := range []struct {
+		part core.Part
+		want string
+	}{
+		{core.Part{Type: core.PartImage, MIME: "image/png", Data: []byte{1}}, `[image (image/png) not shown]`},
+		{core.Part{Type: core.PartFile, MIME: "text/csv", Name: "data.csv", URI: "attachment://att_x"}, `[file "data.csv" (text/csv) not shown]`},
+		{core.Part{Type: core.PartFile, MIME: "text/csv", Name: "data.csv", URI: "file:///work/in/data.csv"}, `[file "data.csv" (text/csv) not shown, readable at /work/in/data.csv]`},
+		{core.Part{Type: core.PartFile, MIME: "text/plain", URI: "file://localhost/tmp/a%20b.txt"}, `[file (text/plain) not shown, readable at /tmp/a b.txt]`},
+		{core.Part{Type: core.PartImage, MIME: "image/heic", Name: "x.heic", URI: "file://elsewhere/x.heic"}, `[image "x.heic" (image/heic) not shown]`},
+	} {
+		if got := StandIn(c.part); got != c.want {
+			t.Errorf("StandIn(%+v) = %s, want %s", c.part, got, c.want)
+		}
+	}
+}
+
+// TestBlocks: text parts and accepted inline images become blocks in
+// order; other parts stand in as text; empty text is left out.
+func TestBlocks(t *testing.T) {
+	m := &core.Message{Role: core.RoleUser}
+	m.SetContent([]core.Part{
+		core.TextPart("look:"),
+		{Type: core.PartImage, MIME: "image/png", Data: []byte{1}},
+		core.TextPart(""),
+		{Type: core.PartImage, MIME: "image/tiff", Data: []byte{2}},
+		{Type: core.PartImage, MIME: "image/png", URI: "kiln:blob/1"},
+		{Type: core.PartFile, MIME: "text/csv", Name: "data.csv", URI: "attachment://att_x"},
+		core.TextPart("what is it?"),
+	})
+	text := func(s string) string { return "text:" + s }
+	image := func(p core.Part) string { return fmt.Sprintf("image:%s:%v", p.MIME, p.Data) }
+	got := Blocks(m, text, image, "image/png", "image/jpeg")
+	want := []string{"text:look:", "image:image/png:[1]", "text:[image (image/tiff) not shown]", "text:[image (image/png) not shown]",
+		`text:[file "data.csv" (text/csv) not shown]`, "text:what is it?"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Blocks = %q, want %q", got, want)
+	}
+	if !HasInline(m, "image/png") || HasInline(m, "image/gif") || HasInline(&core.Message{Text: "hi"}, "image/png") {
+		t.Error("HasInline")
+	}
+	if got := Blocks(&core.Message{Text: "hi"}, text, image); fmt.Sprint(got) != "[text:hi]" {
+		t.Errorf("Blocks of a text message = %q", got)
 	}
 }
 

@@ -55,10 +55,13 @@ type ModelInfo struct {
 	ContextSize int    `json:"context_size,omitempty"`
 }
 
-// TurnRequest is one model turn's input, as Kiln's core has it.
+// TurnRequest is one model turn's input, as Kiln's core has it. System
+// is the system prompt ("" for none), for the provider to send where its
+// API takes one.
 type TurnRequest struct {
 	RunID    string     `json:"RunID,omitempty"`
 	Model    string     `json:"Model,omitempty"`
+	System   string     `json:"System,omitempty"`
 	Messages []*Message `json:"Messages"`
 	Tools    []ToolSpec `json:"Tools"`
 }

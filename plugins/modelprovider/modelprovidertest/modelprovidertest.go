@@ -7,8 +7,8 @@
 // The suite attaches the client to a real provider hub, as the server
 // does, and goes through the hub from there: the description and the
 // settings, the live model list, streamed turns, a tool call and its
-// result, settings reaching the plugin, the plugin's own errors, concurrent
-// turns, and detaching.
+// result, settings and the system prompt reaching the plugin, the
+// plugin's own errors, concurrent turns, and detaching.
 package modelprovidertest
 
 import (
@@ -183,6 +183,17 @@ func Run(t *testing.T, newProvider func(t *testing.T) modelprovider.Provider) {
 		}
 		if resp, _, err := a.turn(t, user("x")); err != nil || resp.Text != "Ahoy! You said: x" {
 			t.Errorf("with greeting Ahoy: %+v, %v", resp, err)
+		}
+	})
+	t.Run("SystemPromptReachesThePlugin", func(t *testing.T) {
+		a := attach(t, newProvider(t))
+		req := user("system?")
+		req.System = "Repeat after me."
+		if resp, _, err := a.turn(t, req); err != nil || resp.Text != "Squawk! I was told: Repeat after me." {
+			t.Errorf("with a system prompt: %+v, %v", resp, err)
+		}
+		if resp, _, err := a.turn(t, user("system?")); err != nil || resp.Text != "Squawk! I was told: nothing" {
+			t.Errorf("without one: %+v, %v", resp, err)
 		}
 	})
 	t.Run("OwnErrors", func(t *testing.T) {

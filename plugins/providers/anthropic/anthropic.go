@@ -39,10 +39,11 @@ const (
 	modelPageSize = 1000
 	// maxModelPages bounds how many pages Models follows.
 	maxModelPages = 10
-	// roleSystem is a system prompt's role: core has none today, but a
-	// conversation that carries one has it sent as the top-level "system".
-	roleSystem = "system"
 )
+
+// imageTypes are the image types the API takes; other images stand in as
+// a line (providers.StandIn).
+var imageTypes = []string{"image/jpeg", "image/png", "image/gif", "image/webp"}
 
 type provider struct {
 	key       string
@@ -153,17 +154,26 @@ type (
 		Role    string  `json:"role"`
 		Content []block `json:"content"`
 	}
-	// block is a text, tool_use or tool_result content block; each type
-	// uses its own fields.
+	// block is a text, image, tool_use or tool_result content block;
+	// each type uses its own fields. A tool_result's Content is its text,
+	// or its text and image blocks when it has images.
 	block struct {
 		Type      string          `json:"type"`
 		Text      string          `json:"text,omitempty"`
+		Source    *imageSource    `json:"source,omitempty"`
 		ID        string          `json:"id,omitempty"`
 		Name      string          `json:"name,omitempty"`
 		Input     json.RawMessage `json:"input,omitempty"`
 		ToolUseID string          `json:"tool_use_id,omitempty"`
-		Content   string          `json:"content,omitempty"`
+		Content   any             `json:"content,omitempty"`
 		IsError   bool            `json:"is_error,omitempty"`
+	}
+	// imageSource is an image block's bytes, inline: Data is sent as
+	// base64.
+	imageSource struct {
+		Type      string `json:"type"` // "base64"
+		MediaType string `json:"media_type"`
+		Data      []byte `json:"data"`
 	}
 	tool struct {
 		Name        string          `json:"name"`
@@ -172,31 +182,24 @@ type (
 	}
 )
 
-// buildRequest converts a Kiln request into the API's. System messages
-// become the top-level system prompt; tool results become user-role
-// tool_result blocks; consecutive messages of one role are merged, since
-// the API wants user and assistant to alternate (so the results of
-// parallel tool calls travel together in one user message, right after the
-// assistant's tool_use blocks). Empty text is left out: the API refuses
-// empty text blocks.
+// buildRequest converts a Kiln request into the API's. The system prompt
+// is the top-level system; a user message's parts become text and image
+// blocks; tool results become user-role tool_result blocks, with image
+// blocks in their content when they have images; consecutive messages of
+// one role are merged, since the API wants user and assistant to alternate
+// (so the results of parallel tool calls travel together in one user
+// message, right after the assistant's tool_use blocks). Empty text is
+// left out: the API refuses empty text blocks.
 func (p *provider) buildRequest(model string, req core.ModelRequest, names *providers.ToolNames) (request, error) {
-	out := request{Model: model, MaxTokens: p.maxTokens, Stream: true, Messages: []message{}}
-	var system []string
+	out := request{Model: model, MaxTokens: p.maxTokens, System: req.System, Stream: true, Messages: []message{}}
 	var turns []providers.Turn[block]
 	for i, m := range req.Messages {
 		var role string
 		var blocks []block
 		switch m.Role {
-		case roleSystem:
-			if m.Text != "" {
-				system = append(system, m.Text)
-			}
-			continue
 		case core.RoleUser:
 			role = "user"
-			if m.Text != "" {
-				blocks = append(blocks, block{Type: "text", Text: m.Text})
-			}
+			blocks = append(blocks, contentBlocks(m)...)
 		case core.RoleAssistant:
 			role = "assistant"
 			if m.Text != "" {
@@ -207,9 +210,13 @@ func (p *provider) buildRequest(model string, req core.ModelRequest, names *prov
 			}
 		case core.RoleTool:
 			role = "user"
-			// Content may become a list of blocks, with image blocks,
-			// when image parts are rendered (see providers.ToolOutput).
-			blocks = append(blocks, block{Type: "tool_result", ToolUseID: toolUseID(m.ToolCallID), Content: providers.ToolOutput(m), IsError: m.IsError})
+			r := block{Type: "tool_result", ToolUseID: toolUseID(m.ToolCallID), IsError: m.IsError}
+			if providers.HasInline(m, imageTypes...) {
+				r.Content = contentBlocks(m)
+			} else if text := providers.ContentText(m); text != "" {
+				r.Content = text
+			}
+			blocks = append(blocks, r)
 		default:
 			return request{}, fmt.Errorf("anthropic: message %d has unknown role %q", i, m.Role)
 		}
@@ -218,11 +225,20 @@ func (p *provider) buildRequest(model string, req core.ModelRequest, names *prov
 	for _, t := range turns {
 		out.Messages = append(out.Messages, message{Role: t.Role, Content: t.Parts})
 	}
-	out.System = strings.Join(system, "\n\n")
 	for _, t := range req.Tools {
 		out.Tools = append(out.Tools, tool{Name: names.API(t.Name), Description: t.Description, InputSchema: providers.ToolSchema(t.Schema)})
 	}
 	return out, nil
+}
+
+// contentBlocks is a user message's or a tool result's content as text
+// and image blocks.
+func contentBlocks(m *core.Message) []block {
+	text := func(s string) block { return block{Type: "text", Text: s} }
+	image := func(p core.Part) block {
+		return block{Type: "image", Source: &imageSource{Type: "base64", MediaType: p.MIME, Data: p.Data}}
+	}
+	return providers.Blocks(m, text, image, imageTypes...)
 }
 
 // toolUseID makes a call id acceptable to the API (^[a-zA-Z0-9_-]+$),

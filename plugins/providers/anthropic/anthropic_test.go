@@ -54,7 +54,7 @@ func checkMessagesRequest(t *testing.T, r providertest.Request) {
 func TestText(t *testing.T) {
 	api := serving(t, "text.http")
 	req := providertest.UserTurn("Hi")
-	req.Messages = append([]*core.Message{{Role: roleSystem, Text: "Be brief."}}, req.Messages...)
+	req.System = "Be brief."
 	resp, deltas := providertest.Stream(t, newProvider(t, api.URL, nil), "claude-sonnet-4-5-20250929", req)
 	if want := []string{"Hello", "! How can I help", " you today?"}; !reflect.DeepEqual(deltas, want) {
 		t.Errorf("deltas %q, want %q", deltas, want)
@@ -109,15 +109,16 @@ func TestParallelToolCalls(t *testing.T) {
 }
 
 // TestConversation checks the conversion of a whole conversation: system
-// prompt, merged roles, tool_use and grouped tool_result blocks, names.
+// prompt, merged roles, tool_use and grouped tool_result blocks (one with
+// an image in its content), names.
 func TestConversation(t *testing.T) {
 	api := serving(t, "text.http")
 	p := newProvider(t, api.URL, map[string]string{"max_tokens": "1024"})
-	three, threeText := providertest.WithImage(&core.Message{Role: core.RoleTool, ToolCallID: "toolu_1", Name: "calc.add", Text: "3"})
+	three, _ := providertest.WithImage(&core.Message{Role: core.RoleTool, ToolCallID: "toolu_1", Name: "calc.add", Text: "3"})
 	req := core.ModelRequest{
-		Tools: []core.ToolSpec{{Name: "calc.add", Schema: json.RawMessage(`{"type":"object"}`)}},
+		System: "You add numbers.",
+		Tools:  []core.ToolSpec{{Name: "calc.add", Schema: json.RawMessage(`{"type":"object"}`)}},
 		Messages: []*core.Message{
-			{Role: roleSystem, Text: "You add numbers."},
 			{Role: core.RoleUser, Text: "Add 1 and 2, and 3 and 4."},
 			{Role: core.RoleUser, Text: "Quickly."},
 			{Role: core.RoleAssistant, Text: "Adding.", ToolCalls: []core.ToolCall{
@@ -146,7 +147,9 @@ func TestConversation(t *testing.T) {
 				{"type": "tool_use", "id": "toolu_1", "name": "calc__add", "input": {"a": 1, "b": 2}},
 				{"type": "tool_use", "id": "call_2", "name": "calc__add", "input": {}}]},
 			{"role": "user", "content": [
-				{"type": "tool_result", "tool_use_id": "toolu_1", "content": `+providertest.JSON(threeText)+`},
+				{"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+					{"type": "text", "text": "3"},
+					{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "`+providertest.PNGBase64+`"}}]},
 				{"type": "tool_result", "tool_use_id": "call_2", "content": "missing a", "is_error": true},
 				{"type": "text", "text": "Go on."}]},
 			{"role": "assistant", "content": [{"type": "text", "text": "Done."}]}
@@ -154,6 +157,43 @@ func TestConversation(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		g, _ := json.MarshalIndent(got, "", "  ")
 		t.Errorf("request body\n%s", g)
+	}
+}
+
+// The system prompt is the top-level system, left out when there is none.
+func TestSystemPrompt(t *testing.T) {
+	api := serving(t, "text.http")
+	p := newProvider(t, api.URL, nil)
+	req := providertest.UserTurn("Hi")
+	req.System = "You are Kiln's agent."
+	for _, r := range []core.ModelRequest{req, providertest.UserTurn("Hi")} {
+		if _, err := p.Turn(context.Background(), "m", r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := api.WantRequests(t, 2)
+	if b := reqs[0].JSON(t); b["system"] != "You are Kiln's agent." || providertest.JSON(b["messages"]) != `[{"content":[{"text":"Hi","type":"text"}],"role":"user"}]` {
+		t.Errorf("with a system prompt: %s", reqs[0].Body)
+	}
+	if _, ok := reqs[1].JSON(t)["system"]; ok {
+		t.Errorf("system without a system prompt: %s", reqs[1].Body)
+	}
+}
+
+// A user message's parts are text and image blocks in order: the image's
+// bytes as base64, the file by reference as its line.
+func TestImageParts(t *testing.T) {
+	api := serving(t, "text.http")
+	if _, err := newProvider(t, api.URL, nil).Turn(context.Background(), "m", providertest.ImageTurn(), nil); err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"content":[` +
+		`{"text":` + providertest.JSON(providertest.ImageAsk) + `,"type":"text"},` +
+		`{"source":{"data":"` + providertest.PNGBase64 + `","media_type":"image/png","type":"base64"},"type":"image"},` +
+		`{"text":` + providertest.JSON(providertest.CSVStandIn) + `,"type":"text"},` +
+		`{"text":` + providertest.JSON(providertest.ImageAfter) + `,"type":"text"}],"role":"user"}]`
+	if got := providertest.JSON(api.Request(t, 0).JSON(t)["messages"]); got != want {
+		t.Errorf("messages\n%s\nwant\n%s", got, want)
 	}
 }
 

@@ -278,11 +278,12 @@ func TestTurnTwoToolUses(t *testing.T) {
 }
 
 // Tool results go back as a user turn of toolResult blocks (status
-// "error" for a failed tool); consecutive user-side messages merge, since
-// Bedrock wants the roles to alternate.
+// "error" for a failed tool, an image as an image block of the content);
+// consecutive user-side messages merge, since Bedrock wants the roles to
+// alternate.
 func TestTurnSendsToolResults(t *testing.T) {
 	f, p := newFake(t, streamOf("text"))
-	five, fiveText := providertest.WithImage(&core.Message{Role: core.RoleTool, ToolCallID: "tooluse_1", Name: "calc.add", Text: "5"})
+	five, _ := providertest.WithImage(&core.Message{Role: core.RoleTool, ToolCallID: "tooluse_1", Name: "calc.add", Text: "5"})
 	req := core.ModelRequest{Tools: []core.ToolSpec{echoTool, addTool}, Messages: []*core.Message{
 		{Role: core.RoleUser, Text: "Add and echo"},
 		{Role: core.RoleAssistant, Text: "On it.", ToolCalls: []core.ToolCall{
@@ -304,9 +305,46 @@ func TestTurnSendsToolResults(t *testing.T) {
 	}
 	want := `[{"role":"user","content":[{"text":"Add and echo"}]},` +
 		`{"role":"assistant","content":[{"text":"On it."},{"toolUse":{"toolUseId":"tooluse_1","name":"calc__add","input":{"a":2,"b":3}}},{"toolUse":{"toolUseId":"tooluse_2","name":"echo","input":{}}}]},` +
-		`{"role":"user","content":[{"toolResult":{"toolUseId":"tooluse_1","content":[{"text":` + providertest.JSON(fiveText) + `}]}},{"toolResult":{"toolUseId":"tooluse_2","content":[{"text":"missing text"}],"status":"error"}},{"text":"And now?"}]}]`
+		`{"role":"user","content":[{"toolResult":{"toolUseId":"tooluse_1","content":[{"text":"5"},{"image":{"format":"png","source":{"bytes":"` + providertest.PNGBase64 + `"}}}]}},{"toolResult":{"toolUseId":"tooluse_2","content":[{"text":"missing text"}],"status":"error"}},{"text":"And now?"}]}]`
 	if string(body.Messages) != want {
 		t.Errorf("messages\n got  %s\n want %s", body.Messages, want)
+	}
+}
+
+// The system prompt is the top-level system, one text block; without one
+// the body has no system.
+func TestTurnSendsSystemPrompt(t *testing.T) {
+	f, p := newFake(t, streamOf("text"))
+	req := providertest.UserTurn("Say hello")
+	req.System = "You are Kiln's agent."
+	for _, r := range []core.ModelRequest{req, providertest.UserTurn("Say hello")} {
+		if _, err := p.Turn(context.Background(), testModel, r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := f.WantRequests(t, 2)
+	if got := string(reqs[0].Body); got != `{"messages":[{"role":"user","content":[{"text":"Say hello"}]}],"system":[{"text":"You are Kiln's agent."}]}` {
+		t.Errorf("body with a system prompt %s", got)
+	}
+	if got := string(reqs[1].Body); got != `{"messages":[{"role":"user","content":[{"text":"Say hello"}]}]}` {
+		t.Errorf("body without one %s", got)
+	}
+}
+
+// A user message's parts are text and image blocks in order: the image's
+// format and bytes (base64), the file by reference as its line.
+func TestTurnSendsImageParts(t *testing.T) {
+	f, p := newFake(t, streamOf("text"))
+	if _, err := p.Turn(context.Background(), testModel, providertest.ImageTurn(), nil); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"messages":[{"role":"user","content":[` +
+		`{"text":` + providertest.JSON(providertest.ImageAsk) + `},` +
+		`{"image":{"format":"png","source":{"bytes":"` + providertest.PNGBase64 + `"}}},` +
+		`{"text":` + providertest.JSON(providertest.CSVStandIn) + `},` +
+		`{"text":` + providertest.JSON(providertest.ImageAfter) + `}]}]}`
+	if got := string(f.Request(t, 0).Body); got != want {
+		t.Errorf("body\n got  %s\n want %s", got, want)
 	}
 }
 

@@ -3,15 +3,22 @@ package bedrock
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins/providers"
 )
 
-// The Converse request body (the fields Kiln uses).
+// The Converse request body (the fields Kiln uses). System is the system
+// prompt, as one text block.
 type converseRequest struct {
-	Messages   []message   `json:"messages"`
-	ToolConfig *toolConfig `json:"toolConfig,omitempty"`
+	Messages   []message     `json:"messages"`
+	System     []systemBlock `json:"system,omitempty"`
+	ToolConfig *toolConfig   `json:"toolConfig,omitempty"`
+}
+
+type systemBlock struct {
+	Text string `json:"text"`
 }
 
 type message struct {
@@ -22,6 +29,7 @@ type message struct {
 // contentBlock is a union: exactly one field is set.
 type contentBlock struct {
 	Text       string      `json:"text,omitempty"`
+	Image      *image      `json:"image,omitempty"`
 	ToolUse    *toolUse    `json:"toolUse,omitempty"`
 	ToolResult *toolResult `json:"toolResult,omitempty"`
 }
@@ -38,8 +46,30 @@ type toolResult struct {
 	Status    string            `json:"status,omitempty"` // "error" for a failed tool
 }
 
+// toolResultBlock is a union too: text or an image.
 type toolResultBlock struct {
-	Text string `json:"text"`
+	Text  string `json:"text,omitempty"`
+	Image *image `json:"image,omitempty"`
+}
+
+// image is an image block: its format (the media type's subtype) and its
+// bytes, sent as base64.
+type image struct {
+	Format string `json:"format"`
+	Source struct {
+		Bytes []byte `json:"bytes"`
+	} `json:"source"`
+}
+
+// imageTypes are the image types Converse takes; other images stand in
+// as a line (providers.StandIn).
+var imageTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
+
+// imageOf is an image part as an image block.
+func imageOf(p core.Part) *image {
+	img := &image{Format: strings.TrimPrefix(p.MIME, "image/")}
+	img.Source.Bytes = p.Data
+	return img
 }
 
 type toolConfig struct {
@@ -67,20 +97,25 @@ var emptyObject = json.RawMessage(`{}`)
 // text blocks.
 const emptyResult = "(no output)"
 
-// buildRequest turns a Kiln model request into a Converse body. Bedrock
-// wants user and assistant turns to alternate, so consecutive messages of
-// the same Bedrock role (a tool result is a user turn) are merged into one
-// turn; blank text is left out, since Bedrock refuses blank text blocks.
+// buildRequest turns a Kiln model request into a Converse body. The
+// system prompt is the top-level system; user messages and tool results
+// carry their text and image blocks. Bedrock wants user and assistant
+// turns to alternate, so consecutive messages of the same Bedrock role (a
+// tool result is a user turn) are merged into one turn; blank text is left
+// out, since Bedrock refuses blank text blocks.
 func buildRequest(req core.ModelRequest, names *providers.ToolNames) converseRequest {
 	var out converseRequest
+	if req.System != "" {
+		out.System = []systemBlock{{Text: req.System}}
+	}
 	var turns []providers.Turn[contentBlock]
 	for _, m := range req.Messages {
 		role, blocks := "user", []contentBlock(nil)
 		switch m.Role {
 		case core.RoleUser:
-			if m.Text != "" {
-				blocks = append(blocks, contentBlock{Text: m.Text})
-			}
+			text := func(s string) contentBlock { return contentBlock{Text: s} }
+			image := func(p core.Part) contentBlock { return contentBlock{Image: imageOf(p)} }
+			blocks = providers.Blocks(m, text, image, imageTypes...)
 		case core.RoleAssistant:
 			role = "assistant"
 			if m.Text != "" {
@@ -90,13 +125,13 @@ func buildRequest(req core.ModelRequest, names *providers.ToolNames) converseReq
 				blocks = append(blocks, contentBlock{ToolUse: &toolUse{ToolUseID: c.ID, Name: names.API(c.Name), Input: objectArgs(c.Args)}})
 			}
 		case core.RoleTool:
-			// Image parts would be image blocks of Content; they are
-			// not rendered yet (see providers.ToolOutput).
-			text := providers.ToolOutput(m)
-			if text == "" {
-				text = emptyResult
+			text := func(s string) toolResultBlock { return toolResultBlock{Text: s} }
+			image := func(p core.Part) toolResultBlock { return toolResultBlock{Image: imageOf(p)} }
+			content := providers.Blocks(m, text, image, imageTypes...)
+			if len(content) == 0 {
+				content = []toolResultBlock{{Text: emptyResult}}
 			}
-			r := &toolResult{ToolUseID: m.ToolCallID, Content: []toolResultBlock{{Text: text}}}
+			r := &toolResult{ToolUseID: m.ToolCallID, Content: content}
 			if m.IsError {
 				r.Status = "error"
 			}

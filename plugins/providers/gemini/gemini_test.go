@@ -131,6 +131,48 @@ func TestStreamedText(t *testing.T) {
 	}
 }
 
+// The system prompt is the systemInstruction, a content of one text part
+// and no role, left out when there is none.
+func TestSystemPrompt(t *testing.T) {
+	api := newFake(t, sse(fixture(t, "stream_text.sse")))
+	p := newProvider(t, api.URL)
+	req := providertest.UserTurn("hi")
+	req.System = "You are Kiln's agent."
+	for _, r := range []core.ModelRequest{req, providertest.UserTurn("hi")} {
+		if _, err := p.Turn(context.Background(), "gemini-2.5-flash", r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := api.WantRequests(t, 2)
+	b := reqs[0].JSON(t)
+	if got := providertest.JSON(b["systemInstruction"]); got != `{"parts":[{"text":"You are Kiln's agent."}]}` {
+		t.Errorf("systemInstruction %s", got)
+	}
+	if got := providertest.JSON(b["contents"]); got != `[{"parts":[{"text":"hi"}],"role":"user"}]` {
+		t.Errorf("contents %s", got)
+	}
+	if _, ok := reqs[1].JSON(t)["systemInstruction"]; ok {
+		t.Errorf("systemInstruction without a system prompt: %s", reqs[1].Body)
+	}
+}
+
+// A user message's parts are text and inlineData parts in order: the
+// image's bytes as base64, the file by reference as its line.
+func TestImageParts(t *testing.T) {
+	api := newFake(t, sse(fixture(t, "stream_text.sse")))
+	if _, err := newProvider(t, api.URL).Turn(context.Background(), "gemini-2.5-flash", providertest.ImageTurn(), nil); err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"parts":[` +
+		`{"text":` + providertest.JSON(providertest.ImageAsk) + `},` +
+		`{"inlineData":{"data":"` + providertest.PNGBase64 + `","mimeType":"image/png"}},` +
+		`{"text":` + providertest.JSON(providertest.CSVStandIn) + `},` +
+		`{"text":` + providertest.JSON(providertest.ImageAfter) + `}],"role":"user"}]`
+	if got := providertest.JSON(api.Request(t, 0).JSON(t)["contents"]); got != want {
+		t.Errorf("contents\n%s\nwant\n%s", got, want)
+	}
+}
+
 func TestToolDeclarations(t *testing.T) {
 	api := newFake(t, sse(fixture(t, "stream_text.sse")))
 	if _, _, err := runTurn(t, newProvider(t, api.URL), userAsks("hi")); err != nil {

@@ -10,10 +10,12 @@ import (
 	"github.com/kilnhq/kiln/plugins/providers"
 )
 
-// request is a GenerateContentRequest.
+// request is a GenerateContentRequest. SystemInstruction carries the
+// system prompt, as a content of one text part and no role.
 type request struct {
-	Contents []content `json:"contents"`
-	Tools    []toolSet `json:"tools,omitempty"`
+	SystemInstruction *content  `json:"systemInstruction,omitempty"`
+	Contents          []content `json:"contents"`
+	Tools             []toolSet `json:"tools,omitempty"`
 }
 
 type toolSet struct {
@@ -28,19 +30,31 @@ type functionDeclaration struct {
 
 // content is one turn of the conversation, in a request or a response.
 type content struct {
-	Role  string `json:"role"`
+	Role  string `json:"role,omitempty"`
 	Parts []part `json:"parts"`
 }
 
-// part is one piece of a content: text, a function call or a function
-// response. Thought marks a thought summary, never part of the answer.
+// part is one piece of a content: text, an inline image, a function call
+// or a function response. Thought marks a thought summary, never part of
+// the answer.
 type part struct {
 	Text             string            `json:"text,omitempty"`
+	InlineData       *blob             `json:"inlineData,omitempty"`
 	Thought          bool              `json:"thought,omitempty"`
 	ThoughtSignature string            `json:"thoughtSignature,omitempty"`
 	FunctionCall     *functionCall     `json:"functionCall,omitempty"`
 	FunctionResponse *functionResponse `json:"functionResponse,omitempty"`
 }
+
+// blob is inline bytes of a media type; Data is sent as base64.
+type blob struct {
+	MIMEType string `json:"mimeType"`
+	Data     []byte `json:"data"`
+}
+
+// imageTypes are the image types the API takes; other images stand in as
+// a line (providers.StandIn).
+var imageTypes = []string{"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"}
 
 type functionCall struct {
 	ID   string          `json:"id,omitempty"`
@@ -99,13 +113,17 @@ func syntheticIDPrefix(req core.ModelRequest) string {
 }
 
 // buildRequest turns a Kiln model request into a GenerateContentRequest:
-// user messages and tool results are "user" contents, assistant messages
-// "model" contents, consecutive contents of one role are merged (a step's
-// function responses must share one content), and tool results are put in
-// the order of the calls they answer, which is how Gemini pairs them when
-// calls have no id.
+// the system prompt is the systemInstruction, user messages (their text
+// and inline images) and tool results are "user" contents, assistant
+// messages "model" contents, consecutive contents of one role are merged
+// (a step's function responses must share one content), and tool results
+// are put in the order of the calls they answer, which is how Gemini pairs
+// them when calls have no id.
 func buildRequest(req core.ModelRequest, names *providers.ToolNames) request {
 	var r request
+	if req.System != "" {
+		r.SystemInstruction = &content{Parts: []part{{Text: req.System}}}
+	}
 	var turns []providers.Turn[part]
 	var calls []core.ToolCall // of the latest assistant message
 	msgs := req.Messages
@@ -123,9 +141,7 @@ func buildRequest(req core.ModelRequest, names *providers.ToolNames) request {
 			turns = providers.AppendTurn(turns, "user", responseParts(msgs[i:j], calls, names)...)
 			i = j - 1
 		default:
-			if m.Text != "" {
-				turns = providers.AppendTurn(turns, "user", part{Text: m.Text})
-			}
+			turns = providers.AppendTurn(turns, "user", userParts(m)...)
 		}
 	}
 	for _, t := range turns {
@@ -139,6 +155,13 @@ func buildRequest(req core.ModelRequest, names *providers.ToolNames) request {
 		r.Tools = []toolSet{{FunctionDeclarations: decls}}
 	}
 	return r
+}
+
+// userParts is a user message's content as text and inlineData parts.
+func userParts(m *core.Message) []part {
+	text := func(s string) part { return part{Text: s} }
+	image := func(p core.Part) part { return part{InlineData: &blob{MIMEType: p.MIME, Data: p.Data}} }
+	return providers.Blocks(m, text, image, imageTypes...)
 }
 
 func modelParts(m *core.Message, names *providers.ToolNames) []part {
@@ -179,7 +202,7 @@ func responseParts(results []*core.Message, calls []core.ToolCall, names *provid
 			key = "error"
 		}
 		id, _ := splitCallID(m.ToolCallID)
-		parts = append(parts, part{FunctionResponse: &functionResponse{ID: id, Name: names.API(name), Response: map[string]string{key: providers.ToolOutput(m)}}})
+		parts = append(parts, part{FunctionResponse: &functionResponse{ID: id, Name: names.API(name), Response: map[string]string{key: providers.ContentText(m)}}})
 	}
 	return parts
 }

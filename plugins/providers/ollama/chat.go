@@ -24,11 +24,14 @@ type chatRequest struct {
 }
 
 // message is one conversation entry, in requests and in stream chunks.
-// A tool result names its tool (tool_name, what Ollama's templates use)
-// and, for servers that read it, the call it answers (tool_call_id).
+// A user message's images are its images (their bytes, sent as base64),
+// its text the content. A tool result names its tool (tool_name, what
+// Ollama's templates use) and, for servers that read it, the call it
+// answers (tool_call_id).
 type message struct {
 	Role       string     `json:"role"`
 	Content    string     `json:"content"`
+	Images     [][]byte   `json:"images,omitempty"`
 	ToolCalls  []toolCall `json:"tool_calls,omitempty"`
 	ToolName   string     `json:"tool_name,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
@@ -77,7 +80,7 @@ type chunk struct {
 // A stream that ends before its final line is a KindUnavailable error.
 func (p *provider) Turn(ctx context.Context, model string, req core.ModelRequest, delta func(string)) (core.ModelResponse, error) {
 	names := providers.NewToolNames(req.Tools, req.Messages)
-	body, err := json.Marshal(chatRequest{Model: model, Messages: chatMessages(req.Messages, names), Tools: chatTools(req.Tools, names), Stream: true})
+	body, err := json.Marshal(chatRequest{Model: model, Messages: chatMessages(req.System, req.Messages, names), Tools: chatTools(req.Tools, names), Stream: true})
 	if err != nil {
 		return core.ModelResponse{}, &providers.Error{Provider: ID, Kind: providers.KindBadRequest, Message: "encoding the request: " + err.Error()}
 	}
@@ -98,13 +101,28 @@ func (p *provider) Turn(ctx context.Context, model string, req core.ModelRequest
 	return out, err
 }
 
-// chatMessages converts Kiln's conversation to Ollama's messages, tool
+// imageTypes are the image types a message's images may have; other
+// images stand in as a line (providers.StandIn).
+var imageTypes = []string{"image/png", "image/jpeg"}
+
+// chatMessages converts Kiln's conversation to Ollama's messages, after
+// a first "system" message of the system prompt when there is one, tool
 // names encoded with names.
-func chatMessages(msgs []*core.Message, names *providers.ToolNames) []message {
-	out := make([]message, 0, len(msgs))
+func chatMessages(system string, msgs []*core.Message, names *providers.ToolNames) []message {
+	out := make([]message, 0, len(msgs)+1)
+	if system != "" {
+		out = append(out, message{Role: "system", Content: system})
+	}
 	for _, m := range msgs {
 		w := message{Role: m.Role, Content: m.Text}
 		switch m.Role {
+		case core.RoleUser:
+			w.Content = providers.ContentText(m, imageTypes...)
+			for _, p := range m.Parts {
+				if providers.Inline(p, imageTypes...) {
+					w.Images = append(w.Images, p.Data)
+				}
+			}
 		case core.RoleAssistant:
 			for i, c := range m.ToolCalls {
 				var tc toolCall

@@ -242,6 +242,40 @@ func TestTurnToolResultsRequest(t *testing.T) {
 	}
 }
 
+// The system prompt is a first "system" message; without one nothing is
+// added.
+func TestTurnSystemPrompt(t *testing.T) {
+	f := newFake(t, "text", "text")
+	p := f.provider(t, providers.Settings{})
+	req := userTurn("Why is the sky blue?")
+	req.System = "You are Kiln's agent."
+	for _, r := range []core.ModelRequest{req, userTurn("Why is the sky blue?")} {
+		if _, err := p.Turn(context.Background(), "llama3.2", r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := providertest.JSON(f.Request(t, 0).JSON(t)["messages"]); got != `[{"content":"You are Kiln's agent.","role":"system"},{"content":"Why is the sky blue?","role":"user"}]` {
+		t.Errorf("messages with a system prompt %s", got)
+	}
+	if got := providertest.JSON(f.Request(t, 1).JSON(t)["messages"]); got != `[{"content":"Why is the sky blue?","role":"user"}]` {
+		t.Errorf("messages without one %s", got)
+	}
+}
+
+// A user message's image goes in its images (base64); its text parts and
+// the file's line, in order, are its content.
+func TestTurnImageParts(t *testing.T) {
+	f := newFake(t, "text")
+	if _, err := f.provider(t, providers.Settings{}).Turn(context.Background(), "llava", providertest.ImageTurn(), nil); err != nil {
+		t.Fatal(err)
+	}
+	content := providertest.ImageAsk + "\n" + providertest.CSVStandIn + "\n" + providertest.ImageAfter
+	want := `[{"content":` + providertest.JSON(content) + `,"images":["` + providertest.PNGBase64 + `"],"role":"user"}]`
+	if got := providertest.JSON(f.Request(t, 0).JSON(t)["messages"]); got != want {
+		t.Errorf("messages\n%s\nwant\n%s", got, want)
+	}
+}
+
 func TestTurnErrors(t *testing.T) {
 	// What a failing stream delivered before its error.
 	deltas := map[string]string{"stream_error": " Yes.", "truncated": "The sky"}

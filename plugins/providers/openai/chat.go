@@ -14,12 +14,25 @@ import (
 // chat speaks Chat Completions: POST {base}/chat/completions.
 type chat struct{ *client }
 
-// chatMessage is a message of a Chat Completions request.
+// chatMessage is a message of a Chat Completions request. Content is a
+// string, the []chatPart of a user message with images, or nil (null: an
+// assistant message of tool calls only).
 type chatMessage struct {
 	Role       string         `json:"role"`
-	Content    *string        `json:"content"`
+	Content    any            `json:"content"`
 	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string         `json:"tool_call_id,omitempty"`
+}
+
+// chatPart is a text or an image_url part of a user message's content.
+type chatPart struct {
+	Type     string        `json:"type"`
+	Text     string        `json:"text,omitempty"`
+	ImageURL *chatImageURL `json:"image_url,omitempty"`
+}
+
+type chatImageURL struct {
+	URL string `json:"url"`
 }
 
 type chatToolCall struct {
@@ -50,10 +63,15 @@ type chatRequest struct {
 	} `json:"stream_options"`
 }
 
-// chatRequestOf converts a Kiln turn into a Chat Completions request.
+// chatRequestOf converts a Kiln turn into a Chat Completions request: the
+// system prompt is a first "system" message, and a user message's images
+// make its content a list of parts.
 func chatRequestOf(model string, req core.ModelRequest, names *providers.ToolNames) chatRequest {
-	r := chatRequest{Model: model, Stream: true, Messages: make([]chatMessage, 0, len(req.Messages))}
+	r := chatRequest{Model: model, Stream: true, Messages: make([]chatMessage, 0, len(req.Messages)+1)}
 	r.StreamOptions.IncludeUsage = true
+	if req.System != "" {
+		r.Messages = append(r.Messages, chatMessage{Role: "system", Content: req.System})
+	}
 	for _, t := range req.Tools {
 		var ct chatTool
 		ct.Type = "function"
@@ -61,15 +79,13 @@ func chatRequestOf(model string, req core.ModelRequest, names *providers.ToolNam
 		r.Tools = append(r.Tools, ct)
 	}
 	for _, m := range req.Messages {
-		text := m.Text
 		switch m.Role {
 		case core.RoleTool:
-			text = providers.ToolResultText(m)
-			r.Messages = append(r.Messages, chatMessage{Role: "tool", Content: &text, ToolCallID: m.ToolCallID})
+			r.Messages = append(r.Messages, chatMessage{Role: "tool", Content: providers.ToolResultText(m), ToolCallID: m.ToolCallID})
 		case core.RoleAssistant:
 			cm := chatMessage{Role: "assistant"}
-			if text != "" || len(m.ToolCalls) == 0 {
-				cm.Content = &text
+			if m.Text != "" || len(m.ToolCalls) == 0 {
+				cm.Content = m.Text
 			}
 			for _, c := range m.ToolCalls {
 				tc := chatToolCall{ID: c.ID, Type: "function"}
@@ -78,10 +94,23 @@ func chatRequestOf(model string, req core.ModelRequest, names *providers.ToolNam
 			}
 			r.Messages = append(r.Messages, cm)
 		default:
-			r.Messages = append(r.Messages, chatMessage{Role: m.Role, Content: &text})
+			r.Messages = append(r.Messages, chatMessage{Role: m.Role, Content: chatContent(m)})
 		}
 	}
 	return r
+}
+
+// chatContent is a user message's content: its text, or the list of its
+// text and image_url parts when it has images the API takes.
+func chatContent(m *core.Message) any {
+	if !providers.HasInline(m, imageTypes...) {
+		return providers.ContentText(m)
+	}
+	text := func(s string) chatPart { return chatPart{Type: "text", Text: s} }
+	image := func(p core.Part) chatPart {
+		return chatPart{Type: "image_url", ImageURL: &chatImageURL{URL: dataURL(p)}}
+	}
+	return providers.Blocks(m, text, image, imageTypes...)
 }
 
 // Turn streams one model turn.

@@ -12,10 +12,14 @@
 // and ends with response.completed, which carries usage. A stream that ends
 // before [DONE] or response.completed is an error, never a short answer.
 //
-// Kiln's conversation maps onto Chat Completions as user, assistant (with
-// tool_calls) and "tool" messages (tool_call_id), and onto the Responses API
-// as message, function_call and function_call_output items (call_id). Kiln
-// keeps no server-side state: every turn sends the whole conversation, and
+// Kiln's conversation maps onto Chat Completions as a first "system"
+// message (the system prompt), user, assistant (with tool_calls) and
+// "tool" messages (tool_call_id), and onto the Responses API as the
+// instructions (the system prompt) and message, function_call and
+// function_call_output items (call_id). A user message's images go as
+// data: URLs (image_url parts, input_image items); tool results are text
+// in both, an image in one standing in as a line. Kiln keeps no
+// server-side state: every turn sends the whole conversation, and
 // Responses requests are sent with store false.
 //
 // NewChat exports the Chat Completions implementation for other

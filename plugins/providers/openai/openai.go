@@ -3,6 +3,7 @@ package openai
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins/providers"
 )
 
@@ -203,4 +205,13 @@ func argsText(args json.RawMessage) string {
 		return "{}"
 	}
 	return string(args)
+}
+
+// imageTypes are the image types both APIs take (a GIF only when it is
+// not animated); other images stand in as a line (providers.StandIn).
+var imageTypes = []string{"image/png", "image/jpeg", "image/webp", "image/gif"}
+
+// dataURL is an image part's bytes as the data: URL both APIs take.
+func dataURL(p core.Part) string {
+	return "data:" + p.MIME + ";base64," + base64.StdEncoding.EncodeToString(p.Data)
 }

@@ -14,10 +14,19 @@ type responses struct{ *client }
 
 // Input items of a Responses request.
 type (
+	// respMessage's Content is a string, or the []respContent of a user
+	// message with images.
 	respMessage struct {
 		Type    string `json:"type"` // "message"
 		Role    string `json:"role"`
-		Content string `json:"content"`
+		Content any    `json:"content"`
+	}
+	// respContent is an input_text or an input_image content item.
+	respContent struct {
+		Type     string `json:"type"`
+		Text     string `json:"text,omitempty"`
+		ImageURL string `json:"image_url,omitempty"`
+		Detail   string `json:"detail,omitempty"` // "auto" for an image
 	}
 	respFunctionCall struct {
 		Type      string `json:"type"` // "function_call"
@@ -41,19 +50,22 @@ type respTool struct {
 }
 
 type respRequest struct {
-	Model  string     `json:"model"`
-	Input  []any      `json:"input"`
-	Tools  []respTool `json:"tools,omitempty"`
-	Stream bool       `json:"stream"`
-	Store  bool       `json:"store"`
+	Model        string     `json:"model"`
+	Instructions string     `json:"instructions,omitempty"`
+	Input        []any      `json:"input"`
+	Tools        []respTool `json:"tools,omitempty"`
+	Stream       bool       `json:"stream"`
+	Store        bool       `json:"store"`
 }
 
-// respRequestOf converts a Kiln turn into a Responses request. Tools are
-// sent with strict false: the API's default is strict, which only accepts
-// schemas written for it. Store is false: every turn sends the whole
-// conversation, so nothing needs keeping on OpenAI's side.
+// respRequestOf converts a Kiln turn into a Responses request. The system
+// prompt is the instructions; a user message's images make its content a
+// list of input items. Tools are sent with strict false: the API's default
+// is strict, which only accepts schemas written for it. Store is false:
+// every turn sends the whole conversation, so nothing needs keeping on
+// OpenAI's side.
 func respRequestOf(model string, req core.ModelRequest, names *providers.ToolNames) respRequest {
-	r := respRequest{Model: model, Stream: true, Input: make([]any, 0, len(req.Messages))}
+	r := respRequest{Model: model, Instructions: req.System, Stream: true, Input: make([]any, 0, len(req.Messages))}
 	for _, t := range req.Tools {
 		r.Tools = append(r.Tools, respTool{Type: "function", Name: names.API(t.Name), Description: t.Description, Parameters: providers.ToolSchema(t.Schema)})
 	}
@@ -69,10 +81,24 @@ func respRequestOf(model string, req core.ModelRequest, names *providers.ToolNam
 				r.Input = append(r.Input, respFunctionCall{Type: "function_call", CallID: c.ID, Name: names.API(c.Name), Arguments: argsText(c.Args)})
 			}
 		default:
-			r.Input = append(r.Input, respMessage{Type: "message", Role: m.Role, Content: m.Text})
+			r.Input = append(r.Input, respMessage{Type: "message", Role: m.Role, Content: respMessageContent(m)})
 		}
 	}
 	return r
+}
+
+// respMessageContent is a user message's content: its text, or the list
+// of its input_text and input_image items when it has images the API
+// takes.
+func respMessageContent(m *core.Message) any {
+	if !providers.HasInline(m, imageTypes...) {
+		return providers.ContentText(m)
+	}
+	text := func(s string) respContent { return respContent{Type: "input_text", Text: s} }
+	image := func(p core.Part) respContent {
+		return respContent{Type: "input_image", ImageURL: dataURL(p), Detail: "auto"}
+	}
+	return providers.Blocks(m, text, image, imageTypes...)
 }
 
 // Turn streams one model turn.

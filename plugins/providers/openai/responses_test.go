@@ -116,3 +116,42 @@ func TestResponsesConversation(t *testing.T) {
 		t.Errorf("input\n%s\nwant\n%s", got, want)
 	}
 }
+
+// The system prompt is the instructions, left out when there is none.
+func TestResponsesSystemPrompt(t *testing.T) {
+	api := newFake(t, "responses/text.http")
+	p := newProvider(t, "responses", api.URL)
+	req := providertest.UserTurn("say hi")
+	req.System = "You are Kiln's agent."
+	for _, r := range []core.ModelRequest{req, providertest.UserTurn("say hi")} {
+		if _, err := p.Turn(context.Background(), "gpt-4.1", r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := api.WantRequests(t, 2)
+	b := reqs[0].JSON(t)
+	if b["instructions"] != "You are Kiln's agent." || providertest.JSON(b["input"]) != `[{"content":"say hi","role":"user","type":"message"}]` {
+		t.Errorf("with a system prompt: %s", reqs[0].Body)
+	}
+	if _, ok := reqs[1].JSON(t)["instructions"]; ok {
+		t.Errorf("instructions without a system prompt: %s", reqs[1].Body)
+	}
+}
+
+// A user message with an image is a list of input_text and input_image
+// items, in order: the image as a data: URL, the file by reference as its
+// line.
+func TestResponsesImageParts(t *testing.T) {
+	api := newFake(t, "responses/text.http")
+	if _, err := newProvider(t, "responses", api.URL).Turn(context.Background(), "gpt-4.1", providertest.ImageTurn(), nil); err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"content":[` +
+		`{"text":` + providertest.JSON(providertest.ImageAsk) + `,"type":"input_text"},` +
+		`{"detail":"auto","image_url":"data:image/png;base64,` + providertest.PNGBase64 + `","type":"input_image"},` +
+		`{"text":` + providertest.JSON(providertest.CSVStandIn) + `,"type":"input_text"},` +
+		`{"text":` + providertest.JSON(providertest.ImageAfter) + `,"type":"input_text"}],"role":"user","type":"message"}]`
+	if got := providertest.JSON(api.Request(t, 0).JSON(t)["input"]); got != want {
+		t.Errorf("input\n%s\nwant\n%s", got, want)
+	}
+}

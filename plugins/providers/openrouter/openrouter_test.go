@@ -63,6 +63,44 @@ func TestText(t *testing.T) {
 	}
 }
 
+// The system prompt is a first "system" message, as in OpenAI's Chat
+// Completions; without one nothing is added.
+func TestSystemPrompt(t *testing.T) {
+	api := newFake(t, "text.http")
+	p := newProvider(t, api.URL, nil)
+	req := providertest.UserTurn("say hi")
+	req.System = "You are Kiln's agent."
+	for _, r := range []core.ModelRequest{req, providertest.UserTurn("say hi")} {
+		if _, err := p.Turn(context.Background(), "anthropic/claude-sonnet-4", r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := api.WantRequests(t, 2)
+	if got := providertest.JSON(reqs[0].JSON(t)["messages"]); got != `[{"content":"You are Kiln's agent.","role":"system"},{"content":"say hi","role":"user"}]` {
+		t.Errorf("messages with a system prompt %s", got)
+	}
+	if got := providertest.JSON(reqs[1].JSON(t)["messages"]); got != `[{"content":"say hi","role":"user"}]` {
+		t.Errorf("messages without one %s", got)
+	}
+}
+
+// A user message with an image is a list of text and image_url parts, in
+// order: the image as a data: URL, the file by reference as its line.
+func TestImageParts(t *testing.T) {
+	api := newFake(t, "text.http")
+	if _, err := newProvider(t, api.URL, nil).Turn(context.Background(), "anthropic/claude-sonnet-4", providertest.ImageTurn(), nil); err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"content":[` +
+		`{"text":` + providertest.JSON(providertest.ImageAsk) + `,"type":"text"},` +
+		`{"image_url":{"url":"data:image/png;base64,` + providertest.PNGBase64 + `"},"type":"image_url"},` +
+		`{"text":` + providertest.JSON(providertest.CSVStandIn) + `,"type":"text"},` +
+		`{"text":` + providertest.JSON(providertest.ImageAfter) + `,"type":"text"}],"role":"user"}]`
+	if got := providertest.JSON(api.Request(t, 0).JSON(t)["messages"]); got != want {
+		t.Errorf("messages\n%s\nwant\n%s", got, want)
+	}
+}
+
 func TestAttributionSettings(t *testing.T) {
 	api := newFake(t, "text.http")
 	p := newProvider(t, api.URL, map[string]string{"referer": "https://example.org/team", "title": "Team Kiln"})

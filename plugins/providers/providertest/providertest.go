@@ -12,6 +12,8 @@
 // by piece as the API streams them (Events, Lines, Chunks). Stream,
 // CheckResponse, CheckModels, CheckError with tables of ErrorCase, and
 // CheckCancelled with Hold check what a provider makes of the answers.
+// ImageTurn (with PNG) and WithImage make the requests whose image and
+// file parts a provider's request tests check.
 package providertest
 
 import (
@@ -128,12 +130,45 @@ func RunAgent(t testing.TB, providerID string, p providers.Provider, model, prom
 	return Result{Run: run, Messages: msgs}
 }
 
-// WithImage returns m, a tool result of text, with an image part after its
-// text, and the text every provider sends for it today (the text, then the
-// line providers.ToolOutput stands in for the image): conversation tests
-// use it to check that a provider reads a result's parts.
+// WithImage returns m, a tool result of text, with the PNG image part
+// after its text, and the text a provider sends for it where its API
+// takes no images in tool results (the text, then the line
+// providers.StandIn stands in for the image): conversation tests use it
+// to check that a provider reads a result's parts.
 func WithImage(m *core.Message) (*core.Message, string) {
 	c := *m
-	c.SetContent([]core.Part{core.TextPart(m.Text), {Type: core.PartImage, MIME: "image/png", Data: []byte("\x89PNG")}})
+	c.SetContent([]core.Part{core.TextPart(m.Text), {Type: core.PartImage, MIME: "image/png", Data: PNG}})
 	return &c, m.Text + "\n[image (image/png) not shown]"
+}
+
+// PNG is a real PNG image, one orange pixel, for the tests of image
+// parts.
+var PNG = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\b\x02\x00\x00\x00\x90wS\xde\x00\x00\x00\x10IDATx\x9cb\xfa\xdf\xc0\x00\b\x00\x00\xff\xff\x04\t\x01\x82$\xc1\x835\x00\x00\x00\x00IEND\xaeB`\x82")
+
+// PNGBase64 is PNG in standard base64, as the APIs carry image bytes.
+const PNGBase64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAAEElEQVR4nGL638AACAAA//8ECQGCJMGDNQAAAABJRU5ErkJggg=="
+
+// The parts of ImageTurn's user message.
+const (
+	// ImageAsk and ImageAfter are its text parts, before and after the
+	// image and the file.
+	ImageAsk   = "What is in the image and the file?"
+	ImageAfter = "Answer in one line."
+	// CSVStandIn is the line a provider sends for its file part.
+	CSVStandIn = `[file "data.csv" (text/csv) not shown]`
+)
+
+// ImageTurn is a model request of one user message of four parts: the
+// text ImageAsk, the PNG image inline, a text/csv file by reference
+// (data.csv at attachment://att_x, which a provider stands CSVStandIn in
+// for) and the text ImageAfter.
+func ImageTurn() core.ModelRequest {
+	m := &core.Message{Role: core.RoleUser}
+	m.SetContent([]core.Part{
+		core.TextPart(ImageAsk),
+		{Type: core.PartImage, MIME: "image/png", Name: "pixel.png", Data: PNG},
+		{Type: core.PartFile, MIME: "text/csv", Name: "data.csv", URI: "attachment://att_x"},
+		core.TextPart(ImageAfter),
+	})
+	return core.ModelRequest{Messages: []*core.Message{m}}
 }

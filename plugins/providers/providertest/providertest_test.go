@@ -1,10 +1,13 @@
 package providertest
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image/png"
 	"io"
 	"net/http"
 	"os"
@@ -339,5 +342,23 @@ func TestCheckModels(t *testing.T) {
 	}
 	if got := failures(t, func(t testing.TB) { CheckModels(t, flaky{}, a); t.Errorf("went on") }); len(got) != 1 {
 		t.Errorf("a failing list: %q", got)
+	}
+}
+
+// TestPNG: the kit's image is a real PNG, and PNGBase64 is its base64.
+func TestPNG(t *testing.T) {
+	img, err := png.Decode(bytes.NewReader(PNG))
+	if err != nil || img.Bounds().Dx() != 1 || img.Bounds().Dy() != 1 {
+		t.Fatalf("PNG: %v, %v", img, err)
+	}
+	if got := base64.StdEncoding.EncodeToString(PNG); got != PNGBase64 {
+		t.Errorf("PNGBase64 is not PNG's: %s", got)
+	}
+	m := ImageTurn().Messages[0]
+	if err := core.CheckParts(m.Parts); err != nil || m.Text != ImageAsk+"\n"+ImageAfter {
+		t.Errorf("ImageTurn's message %+v: %v", m, err)
+	}
+	if got := providers.StandIn(m.Parts[2]); got != CSVStandIn {
+		t.Errorf("the file stands in as %s, want %s", got, CSVStandIn)
 	}
 }

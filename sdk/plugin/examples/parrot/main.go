@@ -7,6 +7,8 @@
 //   - a user message "use <tool> <json arguments>" becomes a call of that
 //     tool (when the run offers it);
 //   - a tool's result becomes the reply "<greeting>! <tool> said: <result>";
+//   - a user message "system?" is answered with the system prompt:
+//     "<greeting>! I was told: <system prompt>";
 //   - anything else is repeated: "<greeting>! You said: <text>".
 //
 // Replies are streamed a word at a time. The greeting is a setting

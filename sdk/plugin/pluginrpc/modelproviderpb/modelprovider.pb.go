@@ -232,7 +232,8 @@ type TurnRequest struct {
 	Settings map[string]string      `protobuf:"bytes,1,rep,name=settings,proto3" json:"settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// model is the part of the reference after "<plugin-id>:".
 	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
-	// request is core.ModelRequest as JSON: the messages and the tools.
+	// request is core.ModelRequest as JSON: the system prompt, the messages
+	// and the tools.
 	Request       []byte `protobuf:"bytes,3,opt,name=request,proto3" json:"request,omitempty"`
 	Host          uint32 `protobuf:"varint,4,opt,name=host,proto3" json:"host,omitempty"`
 	unknownFields protoimpl.UnknownFields

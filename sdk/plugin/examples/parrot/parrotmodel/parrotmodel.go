@@ -4,6 +4,7 @@
 package parrotmodel
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,11 @@ import (
 
 	"github.com/kilnhq/kiln/sdk/plugin"
 )
+
+// AskSystem is the user message the parrot answers with the system
+// prompt it was given: "<greeting>! I was told: <system prompt>" (or
+// "nothing").
+const AskSystem = "system?"
 
 // Provider is the parrot model provider.
 func Provider() plugin.Provider {
@@ -44,6 +50,9 @@ func turn(_ context.Context, s plugin.Settings, model string, req plugin.TurnReq
 	case plugin.RoleUser:
 		if call, ok := toolCall(last.Text, req.Tools, len(req.Messages)); ok {
 			return plugin.TurnResponse{ToolCalls: []plugin.ToolCall{call}, Usage: usage}, nil
+		}
+		if strings.TrimSpace(last.Text) == AskSystem {
+			return say(greeting+"! I was told: "+cmp.Or(req.System, "nothing"), usage, delta), nil
 		}
 		return say(fmt.Sprintf("%s! You said: %s", greeting, last.Text), usage, delta), nil
 	}
