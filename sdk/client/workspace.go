@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/kilnhq/kiln/core"
 )
@@ -231,7 +233,11 @@ func (c *Client) Memory(ctx context.Context, name string) (*core.Memory, error) 
 }
 
 // CreateMemory creates a memory file; a name in use is a conflict error.
+// Content must be UTF-8 text.
 func (c *Client) CreateMemory(ctx context.Context, name, content string) (*core.Memory, error) {
+	if err := checkUTF8(content); err != nil {
+		return nil, err
+	}
 	in := struct {
 		Name    string `json:"name"`
 		Content string `json:"content"`
@@ -243,9 +249,12 @@ func (c *Client) CreateMemory(ctx context.Context, name, content string) (*core.
 	return &m, nil
 }
 
-// PutMemory creates or replaces a memory file. Content that is not UTF-8
-// or over core.MaxMemorySize is an invalid-request error.
+// PutMemory creates or replaces a memory file. Content must be UTF-8
+// text; over core.MaxMemorySize it is an invalid-request error.
 func (c *Client) PutMemory(ctx context.Context, name, content string) (*core.Memory, error) {
+	if err := checkUTF8(content); err != nil {
+		return nil, err
+	}
 	in := struct {
 		Content string `json:"content"`
 	}{content}
@@ -259,6 +268,15 @@ func (c *Client) DeleteMemory(ctx context.Context, name string) error {
 		return err
 	}
 	return c.do(ctx, http.MethodDelete, apiPrefix+"/memories/"+p, nil, nil, nil)
+}
+
+// checkUTF8 refuses memory content that is not UTF-8, which JSON would
+// silently change.
+func checkUTF8(content string) error {
+	if !utf8.ValidString(content) {
+		return errors.New("memory content is not UTF-8 text")
+	}
+	return nil
 }
 
 func (c *Client) memory(ctx context.Context, method, name string, in any) (*core.Memory, error) {

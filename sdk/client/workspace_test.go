@@ -245,7 +245,7 @@ func TestThreadFileAndAttachmentContent(t *testing.T) {
 	}
 }
 
-func TestWorkspaceEmptyIDs(t *testing.T) {
+func TestWorkspaceRefusedLocally(t *testing.T) {
 	ctx := context.Background()
 	c, reqs := fakeAPI(t, http.StatusOK, `{}`)
 	for name, call := range map[string]func() error{
@@ -264,8 +264,14 @@ func TestWorkspaceEmptyIDs(t *testing.T) {
 			t.Errorf("%s with an empty id: %v", name, err)
 		}
 	}
+	if _, err := c.PutMemory(ctx, "a.md", "\xff"); err == nil || err.Error() != "memory content is not UTF-8 text" {
+		t.Errorf("PutMemory of bytes that are not UTF-8: %v", err)
+	}
+	if _, err := c.CreateMemory(ctx, "a.md", "\xff"); err == nil {
+		t.Error("CreateMemory of bytes that are not UTF-8 succeeded")
+	}
 	if len(*reqs) != 0 {
-		t.Errorf("empty ids sent %d requests", len(*reqs))
+		t.Errorf("empty ids and bad content sent %d requests", len(*reqs))
 	}
 }
 
