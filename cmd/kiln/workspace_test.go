@@ -366,6 +366,29 @@ func TestRunAttach(t *testing.T) {
 	mustContain(t, "--working-folder completion", r.stdout, "work\tread-only "+g.Path+"\n")
 }
 
+func TestRunAttachShowsProgress(t *testing.T) {
+	startServer(t, t.TempDir(), "")
+	big := filepath.Join(t.TempDir(), "big.txt")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("0123456789abcde\n"), 2<<16), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := kilnOK(t, "", "run", "text ok", "--attach", big)
+	if r.stderr != "" {
+		t.Errorf("progress drawn on a stderr that is no terminal: %q", r.stderr)
+	}
+	old := stderrIsTerminal
+	stderrIsTerminal = func(io.Writer) bool { return true }
+	t.Cleanup(func() { stderrIsTerminal = old })
+	r = kilnOK(t, "", "run", "text ok", "--attach", big, "-o", "json")
+	if !strings.HasSuffix(r.stderr, "\rUploading big.txt: 2 MiB of 2 MiB (100%)\x1b[K\n") {
+		t.Errorf("stderr %q", r.stderr)
+	}
+	var run core.Run
+	if err := json.Unmarshal([]byte(r.stdout), &run); err != nil || len(run.Input.Attachments) != 1 {
+		t.Errorf("run -o json: %v %s", err, r.stdout)
+	}
+}
+
 func TestUploadProgressLine(t *testing.T) {
 	var b strings.Builder
 	now := time.Unix(0, 0)
