@@ -74,6 +74,8 @@ func startEnv(t *testing.T, dir string, opts Options) *env {
 		DefaultModel: "scripted",
 		Logger:       slog.New(slog.NewTextHandler(e.logs, nil)).With("from", "core"),
 		Observer:     obs,
+		DataRoot:     dir,
+		Blobs:        core.DirBlobs{Dir: filepath.Join(dir, "attachments")},
 	})
 	if err != nil {
 		t.Fatalf("core.New: %v", err)

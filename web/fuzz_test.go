@@ -154,3 +154,28 @@ func FuzzCheckJSONText(f *testing.F) {
 		walk(v)
 	})
 }
+
+// FuzzSniff checks that an upload's type is an image type models take or
+// text, whatever the bytes and the name, and that text is valid UTF-8
+// (but for a rune cut at the end of the sniffed head).
+func FuzzSniff(f *testing.F) {
+	f.Add(tinyPNG, "dot.png")
+	f.Add([]byte("a,b\n1,2\n"), "x.csv")
+	f.Add([]byte("\x7fELF\x00"), "x")
+	f.Add([]byte("h\xc3"), "cut.txt")
+	f.Fuzz(func(t *testing.T, head []byte, name string) {
+		if len(head) > 512 {
+			head = head[:512]
+		}
+		typ, err := sniff(head, name)
+		if err != nil {
+			if typ != "" {
+				t.Fatalf("refused with a type %q", typ)
+			}
+			return
+		}
+		if !imageTypes[typ] && !isText(head) {
+			t.Fatalf("%q accepted as %s", head, typ)
+		}
+	})
+}
