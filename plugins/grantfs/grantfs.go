@@ -322,6 +322,12 @@ func (d *Dir) Walk(rel string, fn func(rel string, e fs.DirEntry) error) error {
 	return mapErr(err)
 }
 
+// HardLinks returns the number of hard links of the file fi describes
+// (1 where the platform does not say), for callers that describe files
+// without opening them: Open, ReadFile and WriteFile refuse a regular
+// file with more than one.
+func HardLinks(fi fs.FileInfo) uint64 { return links(fi) }
+
 // plainFile returns nil when fi is a regular file with one hard link, else
 // why it is refused.
 func plainFile(fi fs.FileInfo) error {

@@ -20,6 +20,9 @@ func TestHardLinkRefused(t *testing.T) {
 		t.Skip("hard links not supported:", err)
 	}
 	d := open(t, g)
+	if fi, err := d.Stat("planted"); err != nil || HardLinks(fi) != 2 {
+		t.Errorf("HardLinks of the planted file: %v, %v", fi, err)
+	}
 	for method, err := range every(d, "planted") {
 		switch method {
 		case "Stat", "Walk":

@@ -23,7 +23,7 @@ type opened struct {
 // folder, ENOTFOUND when there is none, and grantfs's refusals for grant
 // and memory files.
 func openFile(env *core.CallEnv, t *target) (*opened, error) {
-	if t.isDir() || t.kind == kindAttachmentDir {
+	if t.isDir() {
 		return nil, core.Errorf(core.EINVALID, "%s is a folder; list it with ls", t.path)
 	}
 	switch t.kind {

@@ -43,9 +43,12 @@ func TestEscapesRefused(t *testing.T) {
 			fails(t, f.env, "glob", obj{"pattern": "*", "path": p}, why)
 		}
 	}
-	for _, p := range []string{"/grants/proj/dirlink", "/grants/proj/..", "/etc"} {
+	for _, p := range []string{"/grants/proj/dirlink", "/grants/proj/dirlink/secret.txt", "/grants/proj/filelink", "/grants/proj/hardlink", "/grants/proj/..", "/etc"} {
 		fails(t, f.env, "ls", obj{"path": p})
 	}
+	listing := ok(t, f.env, "ls", obj{"path": "/grants/proj"})
+	has(t, "ls of planted links", listing, "hardlink  (2 hard links: Kiln refuses files linked from elsewhere)",
+		"dirlink  (a symbolic link that cannot be followed", "filelink  (a symbolic link that cannot be followed")
 	if got := readHost(t, secret); got != "TOP SECRET TODO\n" {
 		t.Fatalf("the outside file was changed: %q", got)
 	}

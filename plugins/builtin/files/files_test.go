@@ -110,7 +110,7 @@ func TestLs(t *testing.T) {
 	if err := os.Symlink("src", filepath.Join(f.proj, "srclink")); err == nil {
 		os.Symlink(f.outside, filepath.Join(f.proj, "outlink"))
 		out := ok(t, f.env, "ls", obj{"path": "/grants/proj"})
-		has(t, "ls with links", out, "srclink/  (a symbolic link)", "outlink  (0 bytes, a symbolic link that cannot be followed: the path leads out of the granted folder")
+		has(t, "ls with links", out, "srclink/  (a symbolic link)", "outlink  (a symbolic link that cannot be followed: the path leads out of the granted folder")
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins/grantfs"
 )
 
 // MaxListEntries is the most entries ls shows.
@@ -32,7 +33,7 @@ var lsSpec = core.ToolSpec{
 type listed struct {
 	name string
 	dir  bool
-	size int64
+	size int64  // -1 when not shown
 	note string // shown in parentheses after the size
 }
 
@@ -44,11 +45,14 @@ func (e listed) line(name string) string {
 		}
 		return name + "/"
 	}
-	s := name + "  (" + sizeText(e.size)
-	if e.note != "" {
-		s += ", " + e.note
+	var about []string
+	if e.size >= 0 {
+		about = append(about, sizeText(e.size))
 	}
-	return s + ")"
+	if e.note != "" {
+		about = append(about, e.note)
+	}
+	return name + "  (" + strings.Join(about, ", ") + ")"
 }
 
 func runLs(ctx context.Context, env *core.CallEnv, args json.RawMessage) (string, error) {
@@ -189,6 +193,12 @@ func listGrant(t *target) ([]listed, *listed, error) {
 		return nil, nil, pathErr(t.path, err)
 	}
 	if !fi.IsDir() {
+		// Describe only what read_file could read.
+		f, err := d.Open(t.rel)
+		if err != nil {
+			return nil, nil, pathErr(t.path, err)
+		}
+		f.Close()
 		return nil, &listed{name: fi.Name(), size: fi.Size()}, nil
 	}
 	ents, err := d.ReadDir(t.rel)
@@ -203,7 +213,7 @@ func listGrant(t *target) ([]listed, *listed, error) {
 		case e.Type()&fs.ModeSymlink != 0:
 			fi, err := d.Stat(rel)
 			if err != nil {
-				l.note = "a symbolic link that cannot be followed: " + core.ErrorMessage(err)
+				l.size, l.note = -1, "a symbolic link that cannot be followed: "+core.ErrorMessage(err)
 				break
 			}
 			l.dir, l.size, l.note = fi.IsDir(), fi.Size(), "a symbolic link"
@@ -214,9 +224,13 @@ func listGrant(t *target) ([]listed, *listed, error) {
 			if err != nil {
 				continue // gone since the listing
 			}
-			l.size = fi.Size()
-			if !fi.Mode().IsRegular() {
-				l.note = "not a regular file"
+			switch n := grantfs.HardLinks(fi); {
+			case !fi.Mode().IsRegular():
+				l.size, l.note = fi.Size(), "not a regular file"
+			case n > 1:
+				l.size, l.note = -1, fmt.Sprintf("%d hard links: Kiln refuses files linked from elsewhere", n)
+			default:
+				l.size = fi.Size()
 			}
 		}
 		out = append(out, l)

@@ -91,14 +91,6 @@ func (t *target) isDir() bool {
 	return false
 }
 
-// join returns the view path of name inside the folder t names.
-func (t *target) join(name string) string {
-	if t.path == "/" {
-		return "/" + name
-	}
-	return t.path + "/" + name
-}
-
 // segments splits a view path into its segments, dropping empty and "."
 // segments (a trailing /, "./src") but refusing "..": the view does not
 // clean a path that climbs, since what it means depends on links the
