@@ -97,9 +97,11 @@
 //	            loopback, private or other non-public address is refused
 //	            unless that address is listed itself (AllowsResolvedAddr).
 //	            Check with AllowsHost, then AllowsResolvedAddr per address.
-//	filesystem  {path, read, write}; path is "grant:<name>[/sub/path]" (a
-//	            folder the user picks at install for <name>; Grants lists
-//	            the names) or "data:/[sub/path]" (the plugin's own data
+//	filesystem  {path, read, write}; path is "grant:<name>[/sub/path]"
+//	            (inside the user's folder grant named <name>, which the
+//	            host looks up at each access with a GrantResolver: reading
+//	            needs the grant, writing a writable one; Grants lists the
+//	            names) or "data:/[sub/path]" (the plugin's own data
 //	            folder). Never a host path. Check with FilesystemAccess.
 //	env         environment variable names ([A-Z_][A-Z0-9_]*, never KILN_*).
 //	            Check with AllowsEnv.

@@ -82,14 +82,24 @@ type LoadRequest struct {
 	// DataDir is the plugin's own data folder, the "data:/" of its
 	// filesystem permissions, absolute.
 	DataDir string
-	// Grants maps folder grant names (Permissions.Grants) to the host
-	// folders the user chose for them.
-	Grants map[string]string
+	// Grants looks up the user's folder grants, by the names of
+	// Permissions.Grants, at every access; nil gives the plugin none.
+	Grants GrantResolver
 	// Host is what the plugin may call back into.
 	Host Callbacks
 	// Builtin is the built-in plugin being started, or nil.
 	Builtin *Builtin
 }
+
+// GrantResolver returns the user's folder grant named name as it is now,
+// or ok false when the user has none of that name (never granted, or
+// revoked). ctx is the context of the access: during a tool call, the
+// call's, which carries its core.CallEnv. A runtime consults it at every
+// access to a "grant:<name>/..." path, after the manifest's permissions
+// allowed the access, and reaches the folder through plugins/grantfs: a
+// read needs the grant, a write a Writable one, and a revoked grant fails
+// the next access. It must be safe for concurrent use.
+type GrantResolver func(ctx context.Context, name string) (g *core.Grant, ok bool)
 
 // Callbacks are the host services a plugin reaches back to, the same
 // whatever its runtime.

@@ -51,8 +51,10 @@ type Permissions struct {
 // FilesystemGrant is one filesystem permission. Path is in one of two
 // namespaces, never a host path:
 //
-//	grant:<name>[/sub/path]  inside the folder the user grants under <name>
-//	                         at install (Permissions.Grants lists the names)
+//	grant:<name>[/sub/path]  inside the user's folder grant named <name>
+//	                         (Permissions.Grants lists the names); the host
+//	                         also needs that grant, writable for a write,
+//	                         at each access (GrantResolver)
 //	data:/[sub/path]         inside the plugin's own data folder
 //
 // A grant covers Path and everything beneath it. Paths are clean: no "."
@@ -395,8 +397,8 @@ func covers(g, p string) bool {
 }
 
 // Grants returns the folder grant names the filesystem permissions refer
-// to, sorted and without duplicates: the folders the user is asked to
-// choose at install. It is nil when there are none.
+// to, sorted and without duplicates: the user's folder grants the plugin
+// may reach, as far as the user has them. It is nil when there are none.
 func (p Permissions) Grants() []string {
 	var names []string
 	for _, g := range p.Filesystem {

@@ -162,3 +162,67 @@ func (a *app) completePluginsOrDirs(cmd *cobra.Command, args []string, toComplet
 func completeDirs(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 	return nil, cobra.ShellCompDirectiveFilterDirs
 }
+
+// completeGrants completes a folder grant's name, described by its mode
+// and path.
+func (a *app) completeGrants(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+	return a.completeFrom(cmd, func(ctx context.Context, c *client.Client) ([]string, error) {
+		gs, err := c.ListGrants(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, g := range gs {
+			out = append(out, g.Name+"\t"+grantMode(g)+" "+g.Path)
+		}
+		return out, nil
+	})
+}
+
+// completeMemories completes a memory's name, described by its start.
+func (a *app) completeMemories(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+	return a.completeFrom(cmd, func(ctx context.Context, c *client.Client) ([]string, error) {
+		ms, err := c.Memories(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.Name+"\t"+truncate(m.Preview, 50))
+		}
+		return out, nil
+	})
+}
+
+// completeSettings completes "key=" for kiln settings set and, after the
+// "=", the values of a setting that takes one of a few.
+func completeSettings(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if key, _, ok := strings.Cut(toComplete, "="); ok {
+		var out []string
+		for _, v := range settingValues[key] {
+			out = append(out, key+"="+v)
+		}
+		return out, noFiles
+	}
+	var out []string
+	for _, k := range settingKeys {
+		out = append(out, k.key+"=\t"+k.takes)
+	}
+	return out, noFiles | cobra.ShellCompDirectiveNoSpace
+}
+
+// completeThreadFiles completes the path of a virtual file of the thread
+// named by the first argument, described by its size.
+func (a *app) completeThreadFiles(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	return a.completeFrom(cmd, func(ctx context.Context, c *client.Client) ([]string, error) {
+		fs, err := c.ThreadFiles(ctx, args[0])
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.Path+"\t"+core.FormatBytes(int64(f.Size)))
+		}
+		return out, nil
+	})
+}

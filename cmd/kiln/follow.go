@@ -184,6 +184,9 @@ func (f *follower) renderMessage(m *core.Message) {
 		if f.opts.showInput {
 			f.w.gap()
 			fmt.Fprintln(f.w, f.st.bold(indent(m.Text, "> ")))
+			for _, l := range attachmentLines(f.st, m) {
+				fmt.Fprintln(f.w, "> "+l)
+			}
 		}
 	case core.RoleAssistant:
 		streamed := f.streamed.String()

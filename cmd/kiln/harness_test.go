@@ -51,8 +51,9 @@ func useServer(t *testing.T, url string) {
 }
 
 // testServer is a real Kiln server: the core service on a SQLite store in
-// a directory, with the built-in models and tools ("scripted" by default,
-// append_file held for approval), served by web.New.
+// a directory, which is its data root (memories, attachments), with the
+// built-in models and tools ("scripted" by default, append_file held for
+// approval), served by web.New.
 type testServer struct {
 	t     *testing.T
 	url   string
@@ -91,7 +92,8 @@ func startServerWith(t *testing.T, dir, addr string, plugins bool) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := core.New(core.Config{Store: store, Models: modelResolver(models), DefaultModel: cfg.Model, Logger: quiet})
+	svc, err := core.New(core.Config{Store: store, Models: modelResolver(models), DefaultModel: cfg.Model, Logger: quiet,
+		DataRoot: dir, Blobs: core.DirBlobs{Dir: filepath.Join(dir, "attachments")}})
 	if err != nil {
 		t.Fatal(err)
 	}

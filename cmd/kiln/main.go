@@ -3,8 +3,9 @@
 // kiln serve runs the server. The other commands talk to a server over its
 // HTTP API through the Go SDK (github.com/kilnhq/kiln/sdk/client): kiln run
 // starts and follows runs, kiln inbox shows what finished and what waits
-// for a decision, kiln approve, reject, edit and respond decide, and kiln
-// threads, runs, folders, events, logs and status inspect and organise. Every
+// for a decision, kiln approve, reject, edit and respond decide, kiln
+// threads, runs, folders, events, logs and status inspect and organise, and
+// kiln grants, memories and settings shape the agent's workspace. Every
 // command prints a readable table by default and the API's JSON with
 // -o json; see kiln --help.
 package main
@@ -119,6 +120,7 @@ when a followed run waits for a decision, 130 when interrupted.`,
 	root.AddGroup(
 		&cobra.Group{ID: "runs", Title: "Runs and decisions:"},
 		&cobra.Group{ID: "organise", Title: "Threads and folders:"},
+		&cobra.Group{ID: "workspace", Title: "The agent's workspace:"},
 		&cobra.Group{ID: "server", Title: "Server:"},
 	)
 	add := func(group string, cmds ...*cobra.Command) {
@@ -130,6 +132,7 @@ when a followed run waits for a decision, 130 when interrupted.`,
 	add("runs", newRunCmd(a), newRunsCmd(a), newInboxCmd(a))
 	add("runs", newDecisionCmds(a)...)
 	add("organise", newThreadsCmd(a), newFoldersCmd(a))
+	add("workspace", newGrantsCmd(a), newMemoriesCmd(a), newSettingsCmd(a))
 	add("server", newServeCmd(), newStatusCmd(a), newToolsCmd(a), newEventsCmd(a), newLogsCmd(a), newVersionCmd(a))
 	add("server", newPluginCmd(a))
 	add("server", newProvidersCmd(a), newModelsCmd(a))
@@ -186,6 +189,16 @@ type localError struct {
 func (e localError) Error() string { return e.err.Error() }
 func (e localError) Unwrap() error { return e.err }
 
+// hintError is an error, typically the server's, with what the user can
+// do about it: report prints the hint on a line of its own.
+type hintError struct {
+	err  error
+	hint string
+}
+
+func (e hintError) Error() string { return e.err.Error() }
+func (e hintError) Unwrap() error { return e.err }
+
 // exitError ends the process with a status. With a nil err the command has
 // already said why.
 type exitError struct {
@@ -236,6 +249,11 @@ func (a *app) describe(err error) (msg, hint string) {
 	var le localError
 	if errors.As(err, &le) {
 		return le.Error(), le.hint
+	}
+	var he hintError
+	if errors.As(err, &he) {
+		msg, _ := a.describe(he.err)
+		return msg, he.hint
 	}
 	server := a.serverURL()
 	var opErr *net.OpError

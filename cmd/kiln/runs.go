@@ -18,7 +18,8 @@ import (
 )
 
 func newRunCmd(a *app) *cobra.Command {
-	var threadID, title, folder, model, interruptOn string
+	var threadID, title, folder, model, interruptOn, system, workingFolder string
+	var attach []string
 	var follow bool
 	cmd := &cobra.Command{
 		Use:   "run TEXT",
@@ -40,10 +41,19 @@ With --follow and -o json the run's events are written as JSON lines.
 
 --interrupt-on holds tool calls for a decision, as a JSON object from tool
 name or glob to true (every decision allowed), false (never hold; lifts a
-server default) or {"allowed_decisions": ["approve", "reject"]}.`,
+server default) or {"allowed_decisions": ["approve", "reject"]}.
+
+--attach sends files with the message (images, or UTF-8 text; the server's
+limit is 25 MiB a file by default): each is uploaded first, then the run's
+tools see it under /attachments/. --working-folder names a folder grant
+(kiln grants ls) that relative paths resolve in; a thread without one
+keeps the first a run names. --system adds instructions to this run's
+system prompt.`,
 		Example: `  kiln run "Write release notes for v1.2" --follow
   kiln run "Clean up the scratch dir" --interrupt-on '{"append_file": true}' -f
   kiln run --thread thr_123 "Now shorten them" -f
+  kiln run "Summarise this" --attach report.csv --attach chart.png -f
+  kiln run "Fix the failing test" --working-folder site --system "Only touch tests/" -f
   git log -20 | kiln run - --title "Review commits"`,
 		Args: needArgs("TEXT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -59,7 +69,7 @@ server default) or {"allowed_decisions": ["approve", "reject"]}.`,
 			if strings.TrimSpace(text) == "" {
 				return usageError{errors.New("TEXT is empty")}
 			}
-			req := core.RunRequest{Input: core.RunInput{Text: text}, Model: model}
+			req := core.RunRequest{Input: core.RunInput{Text: text}, Model: model, System: system, WorkingFolder: workingFolder}
 			if interruptOn != "" {
 				if err := json.Unmarshal([]byte(interruptOn), &req.InterruptOn); err != nil {
 					return usageError{fmt.Errorf("--interrupt-on: %s", jsonProblem(err))}
@@ -75,6 +85,11 @@ server default) or {"allowed_decisions": ["approve", "reject"]}.`,
 			if err != nil {
 				return err
 			}
+			uploads, err := uploadFiles(ctx, c, attach, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			req.Input.Attachments = attachmentIDs(uploads)
 			created := false
 			if threadID == "" {
 				in := core.ThreadInput{Title: title}
@@ -90,12 +105,14 @@ server default) or {"allowed_decisions": ["approve", "reject"]}.`,
 				}
 				t, err := c.CreateThread(ctx, in)
 				if err != nil {
+					deleteAttachments(ctx, c, uploads)
 					return err
 				}
 				threadID, created = t.ID, true
 			}
 			run, err := c.StartRun(ctx, threadID, req)
 			if err != nil {
+				deleteAttachments(ctx, c, uploads)
 				if created {
 					// Do not leave an empty thread behind.
 					_ = c.DeleteThread(context.WithoutCancel(ctx), threadID)
@@ -127,9 +144,13 @@ server default) or {"allowed_decisions": ["approve", "reject"]}.`,
 	f.StringVar(&folder, "folder", "", "put the new thread in this folder (ID or name)")
 	f.StringVarP(&model, "model", "m", "", "model to run (default: the thread's, else the server's)")
 	f.StringVar(&interruptOn, "interrupt-on", "", "JSON policy of tool calls to hold for a decision")
+	f.StringArrayVarP(&attach, "attach", "a", nil, "send this file with the message (repeatable)")
+	f.StringVar(&system, "system", "", "instructions added to this run's system prompt")
+	f.StringVar(&workingFolder, "working-folder", "", "the folder grant (ID or name) the run works in")
 	f.BoolVarP(&follow, "follow", "f", false, "show the run live until it finishes or waits for a decision")
 	_ = cmd.RegisterFlagCompletionFunc("thread", a.completeThreads)
 	_ = cmd.RegisterFlagCompletionFunc("folder", a.completeFolders)
+	_ = cmd.RegisterFlagCompletionFunc("working-folder", a.completeGrants)
 	return cmd
 }
 

@@ -26,6 +26,7 @@ a thread from the inbox.`,
 	cmd.AddCommand(
 		newThreadsListCmd(a), newThreadsShowCmd(a), newThreadsRemoveCmd(a), newThreadsReadCmd(a),
 		newThreadsMoveCmd(a), newThreadsRenameCmd(a), newThreadsPinCmd(a, true), newThreadsPinCmd(a, false),
+		newThreadsForkCmd(a), newThreadsFilesCmd(a),
 	)
 	return cmd
 }
@@ -211,6 +212,9 @@ func (a *app) renderThread(w io.Writer, t *core.Thread, folder *core.Folder, msg
 	if t.Model != "" {
 		info = append(info, "model "+t.Model)
 	}
+	if t.ParentThreadID != "" && t.ParentMessage != nil {
+		info = append(info, fmt.Sprintf("forked from %s at #%d", t.ParentThreadID, *t.ParentMessage))
+	}
 	if n := t.Usage.InputTokens + t.Usage.OutputTokens; n > 0 {
 		info = append(info, fmt.Sprintf("%d tokens (%d in, %d out)", n, t.Usage.InputTokens, t.Usage.OutputTokens))
 	}
@@ -224,8 +228,11 @@ func (a *app) renderThread(w io.Writer, t *core.Thread, folder *core.Folder, msg
 		case core.RoleUser:
 			fmt.Fprintf(w, "\n%s %s\n", st.bold("You"), st.dim("· "+ago(m.CreatedAt, now)))
 			fmt.Fprintln(w, indent(m.Text, "  "))
+			for _, l := range attachmentLines(st, m) {
+				fmt.Fprintf(w, "  %s\n", l)
+			}
 		case core.RoleAssistant:
-			fmt.Fprintf(w, "\n%s %s\n", st.bold("Assistant"), st.dim("· "+ago(m.CreatedAt, now)))
+			fmt.Fprintf(w, "\n%s %s\n", st.bold("Assistant"), st.dim(fmt.Sprintf("· %s · #%d", ago(m.CreatedAt, now), m.Index)))
 			if m.Text != "" {
 				fmt.Fprintln(w, indent(m.Text, "  "))
 			}
@@ -242,6 +249,18 @@ func (a *app) renderThread(w io.Writer, t *core.Thread, folder *core.Folder, msg
 			a.renderInterrupt(w, st, in)
 		}
 	}
+}
+
+// attachmentLines renders the files a message carries, one line each:
+// 📎 name (type).
+func attachmentLines(st style, m *core.Message) []string {
+	var out []string
+	for _, p := range m.Parts {
+		if p.Type == core.PartImage || p.Type == core.PartFile {
+			out = append(out, "📎 "+p.Name+" "+st.dim("("+p.MIME+")"))
+		}
+	}
+	return out
 }
 
 // indent prefixes every non-empty line of s.
@@ -461,4 +480,110 @@ func (a *app) updateThread(cmd *cobra.Command, call func(*client.Client) (*core.
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), done(t))
 	return nil
+}
+
+func newThreadsForkCmd(a *app) *cobra.Command {
+	var at int
+	var title string
+	cmd := &cobra.Command{
+		Use:   "fork ID --at N",
+		Short: "Copy a thread up to one of its assistant messages into a new thread",
+		Long: `Fork a thread: copy its conversation up to the assistant message N (the
+#N 'kiln threads show' prints) and the results of its tool calls into a new
+thread, to try another way from there. The folder, the model, the working
+folder, the attachments and the virtual files as they were then come along;
+the original thread is left as it is. A thread with an active run cannot be
+forked until the run ends.`,
+		Example: `  kiln threads fork thr_123 --at 3
+  kiln threads fork thr_123 --at 3 --title "Try the other library"`,
+		Args:              needArgs("ID"),
+		ValidArgsFunction: firstArg(a.completeThreads),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("at") {
+				return usageError{errors.New("--at N is required: the index of the assistant message to fork at (#N in kiln threads show)")}
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			t, err := c.ForkThread(cmd.Context(), args[0], at, title)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if a.jsonOutput() {
+				return writeJSON(w, t)
+			}
+			fmt.Fprintf(w, "Forked %s at #%d into %s %q.\n", args[0], at, t.ID, t.Title)
+			fmt.Fprintf(w, "Continue it with: %s run --thread %s TEXT\n", a.kilnCmd(), t.ID)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&at, "at", 0, "the index of the assistant message to fork at")
+	f.StringVar(&title, "title", "", `title of the new thread (default: the parent's, with " (fork)")`)
+	return cmd
+}
+
+func newThreadsFilesCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "files ID [PATH]",
+		Short: "List a thread's virtual files, or print one",
+		Long: `List the virtual files of a thread: the files its runs wrote outside any
+folder grant, kept with the thread rather than on disk. With PATH, print
+that file's content as it is (also with -o json).`,
+		Example: `  kiln threads files thr_123
+  kiln threads files thr_123 /notes/plan.md`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 {
+				return nil
+			}
+			return needArgs("ID")(cmd, args)
+		},
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			switch len(args) {
+			case 0:
+				return a.completeThreads(cmd, args, toComplete)
+			case 1:
+				return a.completeThreadFiles(cmd, args, toComplete)
+			}
+			return nil, noFiles
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if len(args) == 2 {
+				path := args[1]
+				if !strings.HasPrefix(path, "/") {
+					path = "/" + path
+				}
+				b, err := c.ThreadFile(cmd.Context(), args[0], path)
+				if err != nil {
+					return err
+				}
+				_, err = w.Write(b)
+				return err
+			}
+			files, err := c.ThreadFiles(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return writeJSON(w, map[string]any{"files": files})
+			}
+			if len(files) == 0 {
+				fmt.Fprintln(w, "No files.")
+				return nil
+			}
+			t := &table{st: styleFor(w), header: []string{"PATH", "SIZE", "UPDATED"}}
+			for _, f := range files {
+				t.add(f.Path, core.FormatBytes(int64(f.Size)), ago(f.UpdatedAt, time.Now()))
+			}
+			t.render(w)
+			return nil
+		},
+	}
 }

@@ -83,6 +83,10 @@ type Config struct {
 	// KV holds each plugin's key/value namespace, named by its ID; nil
 	// gives plugins none.
 	KV core.KVStore
+	// Grants looks up the user's folder grants behind plugins'
+	// "grant:<name>/" paths, at every access (plugins.GrantResolver); nil
+	// gives plugins none.
+	Grants plugins.GrantResolver
 	// Builtins are the plugins shipped inside the binary.
 	Builtins []plugins.Builtin
 	// Logger is the server's logger; nil means slog.Default(). The
@@ -463,7 +467,7 @@ func (r *Registry) load(ctx context.Context, e *entry) (*running, error) {
 		return nil, err
 	}
 	req := plugins.LoadRequest{
-		ID: e.id, Dir: e.dir, Manifest: m, DataDir: data, Builtin: e.builtin,
+		ID: e.id, Dir: e.dir, Manifest: m, DataDir: data, Grants: r.cfg.Grants, Builtin: e.builtin,
 		Host: plugins.Callbacks{Logger: r.base, Emit: core.ReportProgress},
 	}
 	if r.cfg.KV != nil {

@@ -681,3 +681,41 @@ func TestToolResults(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantsReachTheLoader checks that Config.Grants is the resolver a
+// plugin's LoadRequest carries, and that without one a plugin gets none.
+func TestGrantsReachTheLoader(t *testing.T) {
+	for _, withGrants := range []bool{true, false} {
+		e := newEnv(t)
+		var got plugins.GrantResolver
+		calc := calcBuiltin(t, "granted")
+		e.bi = []plugins.Builtin{{Manifest: calc.Manifest, Load: func(ctx context.Context, req plugins.LoadRequest) (plugins.Instance, error) {
+			got = req.Grants
+			return calc.Load(ctx, req)
+		}}}
+		cfg := e.config()
+		if withGrants {
+			cfg.Grants = func(_ context.Context, name string) (*core.Grant, bool) {
+				return &core.Grant{Name: name, Path: "/granted/" + name}, name == "projects"
+			}
+		}
+		r, err := registry.Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case !withGrants && got != nil:
+			t.Error("a registry without Grants handed a plugin a resolver")
+		case withGrants && got == nil:
+			t.Error("the plugin's LoadRequest has no Grants")
+		case withGrants:
+			if g, ok := got(context.Background(), "projects"); !ok || g.Path != "/granted/projects" {
+				t.Errorf("Grants(projects) = %+v, %v", g, ok)
+			}
+			if _, ok := got(context.Background(), "other"); ok {
+				t.Error("Grants(other) found a grant")
+			}
+		}
+		r.Close()
+	}
+}

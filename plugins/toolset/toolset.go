@@ -65,8 +65,10 @@ func (Kind) Attach(ctx context.Context, a plugins.Attach) (plugins.Attached, err
 	own, direct := ts.(of)
 	for i, sp := range specs {
 		tools[i] = tool{ts: ts, spec: sp, plugin: a.ID, onCall: a.OnCall}
-		if lc, ok := own[i].(core.LocalCaller); direct && ok {
-			tools[i] = localTool{tool: tools[i].(tool), local: lc}
+		if direct {
+			if lc, ok := own[i].(core.LocalCaller); ok {
+				tools[i] = localTool{tool: tools[i].(tool), local: lc}
+			}
 		}
 		names[i] = a.ID + "." + sp.Name
 		if bare {

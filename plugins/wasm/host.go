@@ -51,10 +51,10 @@ type LoadOptions struct {
 	// DataDir is the host folder behind "data:/" paths. "" maps none:
 	// fs_read and fs_write on data:/ paths fail.
 	DataDir string
-	// Grants maps folder grant names (Permissions.Grants) to the host
-	// folders the user chose for them. A grant: path whose name is not
-	// here fails.
-	Grants map[string]string
+	// Grants looks up the user's folder grant behind a "grant:<name>/"
+	// path at every fs_read and fs_write (see plugins.GrantResolver). nil
+	// gives the plugin none: grant: paths fail.
+	Grants plugins.GrantResolver
 	// Logger receives the plugin's logs and stdout/stderr, with a
 	// "plugin" attribute and the component "wasm:<id>" added. nil means
 	// the Host's logger.
@@ -256,7 +256,8 @@ func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts L
 	ts.mem.evict = ts.evictIdle
 	ts.life, ts.end = context.WithCancel(context.Background())
 	ts.client = netguard.NewClient(m.Permissions)
-	if err := ts.openRoots(opts); err != nil {
+	ts.grants = opts.Grants
+	if err := ts.openData(opts.DataDir); err != nil {
 		ts.Close()
 		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
 	}

@@ -45,11 +45,11 @@ type toolset struct {
 	kv      KV // or nil
 	now     func() time.Time
 	client  *http.Client
-	data    *os.Root            // "data:/", or nil
-	grants  map[string]*os.Root // "grant:<name>"
-	max     int                 // most instances at once (MaxInstances)
-	mem     *budget             // memory_mib, shared by the instances
-	output  *logLimit           // stdout and stderr lines, shared by the instances
+	data    *os.Root              // "data:/", or nil
+	grants  plugins.GrantResolver // "grant:<name>", or nil
+	max     int                   // most instances at once (MaxInstances)
+	mem     *budget               // memory_mib, shared by the instances
+	output  *logLimit             // stdout and stderr lines, shared by the instances
 
 	life context.Context // ends at Close, and with it every call in flight
 	end  context.CancelFunc
@@ -556,9 +556,6 @@ func (t *toolset) Close() error {
 	}
 	if t.data != nil {
 		t.data.Close()
-	}
-	for _, r := range t.grants {
-		r.Close()
 	}
 	return err
 }

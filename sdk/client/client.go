@@ -110,6 +110,15 @@ func IsNotFound(err error) bool { return hasStatus(err, http.StatusNotFound) }
 // forbids the operation (409), such as cancelling a finished run.
 func IsConflict(err error) bool { return hasStatus(err, http.StatusConflict) }
 
+// IsTooLarge reports whether err is an API error for a request body or an
+// upload over the server's limit (413).
+func IsTooLarge(err error) bool { return hasStatus(err, http.StatusRequestEntityTooLarge) }
+
+// IsUnsupportedMedia reports whether err is an API error for content of a
+// type the server does not take (415), such as an attachment that is
+// neither an image nor text.
+func IsUnsupportedMedia(err error) bool { return hasStatus(err, http.StatusUnsupportedMediaType) }
+
 // IsRateLimited reports whether err is an API error for a reached limit (429).
 func IsRateLimited(err error) bool { return hasStatus(err, http.StatusTooManyRequests) }
 
@@ -196,6 +205,11 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return c.send(req, out)
+}
+
+// send sends req and decodes the JSON response into out (when not nil).
+func (c *Client) send(req *http.Request, out any) error {
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return err
@@ -211,7 +225,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("%s %s: decoding response: %w", method, path, err)
+		return fmt.Errorf("%s %s: decoding response: %w", req.Method, req.URL.EscapedPath(), err)
 	}
 	return nil
 }

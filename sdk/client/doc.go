@@ -18,6 +18,13 @@
 //		_, err = c.Decide(ctx, ins[0].ID, core.Decision{Decision: core.DecisionApprove})
 //	}
 //
+// Files go with a message as attachments: upload each (streamed, never
+// held in memory), then name their IDs in the run's input.
+//
+//	f, err := os.Open("report.csv")
+//	a, err := c.UploadAttachment(ctx, "report.csv", f)
+//	run, err := c.StartRun(ctx, thread.ID, core.RunRequest{Input: core.RunInput{Text: "Check it", Attachments: []string{a.ID}}})
+//
 // Every method takes a context. API errors are *Error values carrying the
 // HTTP status and the server's code and message; IsNotFound, IsConflict and
 // the other Is functions classify them. Network errors are returned as the

@@ -505,7 +505,9 @@ func (b *hostBody) Close() error {
 
 // ReadFile reads a file by its permission path ("data:/notes.txt",
 // "grant:docs/a.md"). The host refuses paths the manifest does not grant
-// for reading, and paths that leave their folder through ".." or a symlink.
+// for reading, grant: paths whose folder grant the user does not have,
+// paths that leave their folder through ".." or a symlink, and files with
+// more than one hard link in a grant: folder.
 func ReadFile(path string) ([]byte, error) {
 	var out struct {
 		Data []byte `json:"data"`
@@ -517,8 +519,10 @@ func ReadFile(path string) ([]byte, error) {
 }
 
 // WriteFile writes data to a file by its permission path, creating or
-// truncating it (not its parent folders). The host refuses paths the
-// manifest does not grant for writing.
+// replacing it. In data:/ it does not create parent folders; in a grant:
+// folder it does. The host refuses paths the manifest does not grant for
+// writing, and grant: paths whose folder grant the user does not have, or
+// has read-only.
 func WriteFile(path string, data []byte) error {
 	return hostCall(hostFSWrite, struct {
 		Path string `json:"path"`
