@@ -64,6 +64,12 @@ export function typeLabel(mime: string | undefined): string {
   return t;
 }
 
+/** A file's extension for its icon: "notes.txt" -> "TXT", at most 4 letters; "FILE" without one. */
+export function extLabel(name: string): string {
+  const m = /\.([A-Za-z0-9]{1,4})$/.exec(name);
+  return m ? m[1].toUpperCase() : "FILE";
+}
+
 /**
  * The indexes of the assistant messages a thread can be forked at: every
  * assistant turn whose tool calls all have a result after it. None while a

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { href, parseRoute } from "../src/route";
 import type { Message } from "../src/types";
 import {
-  attachmentId, attachmentURL, charCount, filePath, forkable, formatBytes, isDataRootConflict, mediaParts,
+  attachmentId, attachmentURL, charCount, extLabel, filePath, forkable, formatBytes, isDataRootConflict, mediaParts,
   memoryName, normTheme, parseLimit, partURL, typeLabel,
 } from "../src/workspace";
 
@@ -51,6 +51,13 @@ test("typeLabel: short names for a file chip", () => {
   assert.equal(typeLabel("image/png"), "PNG image");
   assert.equal(typeLabel("text/plain; charset=utf-8"), "text");
   assert.equal(typeLabel(undefined), "file");
+});
+
+test("extLabel: a file icon's letters", () => {
+  assert.equal(extLabel("notes.txt"), "TXT");
+  assert.equal(extLabel("a.b.Json"), "JSON");
+  assert.equal(extLabel("README"), "FILE");
+  assert.equal(extLabel("x.markdown"), "FILE", "over 4 letters");
 });
 
 const msg = (index: number, role: string, extra: Partial<Message> = {}): Message => ({ index, role, ...extra });

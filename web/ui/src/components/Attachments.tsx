@@ -10,7 +10,7 @@ import { api, API, ApiError, fetchBlob, getToken, uploadFile } from "../api";
 import { store } from "../state/app";
 import { useStore } from "../state/store";
 import type { Attachment, Part } from "../types";
-import { formatBytes, MAX_ATTACHMENTS, partURL, typeLabel } from "../workspace";
+import { extLabel, formatBytes, MAX_ATTACHMENTS, partURL, typeLabel } from "../workspace";
 
 export interface Chip {
   key: string; name: string; size: number; type: string;
@@ -150,8 +150,8 @@ export function AttachButton({ att, id }: { att: Attachments; id: string }) {
     <>
       <input id={id} ref={input} type="file" multiple hidden data-testid="attach-input"
         onChange={(e) => { const el = e.target as HTMLInputElement; att.add([...(el.files ?? [])]); el.value = ""; }} />
-      <button type="button" class="icon attach" data-testid="attach" aria-label="Attach files (images or text)" title="Attach files (or drop or paste them here)"
-        onClick={() => input.current?.click()}>📎</button>
+      <button type="button" class="attach" data-testid="attach" title="Attach images or text files (or drop or paste them here)"
+        onClick={() => input.current?.click()}>Attach<span class="sr-only"> files</span></button>
     </>
   );
 }
@@ -163,7 +163,7 @@ export function AttachmentChips({ att }: { att: Attachments }) {
     <ul class="chips" aria-label="Attachments" data-testid="attachment-chips">
       {att.chips.map((c) => (
         <li key={c.key} class={`chip ${c.status}`} data-testid="attachment-chip" data-status={c.status} data-name={c.name}>
-          {c.preview && c.status !== "error" ? <img class="chip-thumb" src={c.preview} alt="" /> : <span class="chip-icon" aria-hidden="true">{c.status === "error" ? "!" : "📄"}</span>}
+          {c.preview && c.status !== "error" ? <img class="chip-thumb" src={c.preview} alt="" /> : <span class="chip-icon" aria-hidden="true">{c.status === "error" ? "!" : extLabel(c.name)}</span>}
           <span class="chip-text">
             <span class="chip-name">{c.name}</span>
             {c.status === "error"
@@ -194,7 +194,7 @@ export function FolderPicker({ id, value, onChange }: { id: string; value: strin
         onChange={(e) => onChange((e.target as HTMLSelectElement).value)}>
         <option value="">No working folder</option>
         {!known && <option value={value}>A folder no longer granted</option>}
-        {grants.map((g) => <option key={g.id} value={g.id}>📁 {g.name}{g.writable ? "" : " (read-only)"}</option>)}
+        {grants.map((g) => <option key={g.id} value={g.id}>Folder: {g.name}{g.writable ? "" : " (read-only)"}</option>)}
       </select>
     </>
   );
@@ -241,7 +241,7 @@ function PartFile({ p, url }: { p: Part; url: string }) {
   }
   return (
     <a class="file-chip" href={url} download={name} onClick={open} data-testid="message-attachment" data-type="file" data-name={p.name}>
-      <span aria-hidden="true">📄</span> <span class="chip-name">{name}</span> <span class="muted small">{typeLabel(p.mime_type)}</span>
+      <span class="ext" aria-hidden="true">{extLabel(name)}</span> <span class="chip-name">{name}</span> <span class="muted small">{typeLabel(p.mime_type)}</span>
     </a>
   );
 }

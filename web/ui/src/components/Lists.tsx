@@ -71,10 +71,12 @@ export function NewThreadBox() {
       <textarea id="new-text" data-testid="composer-input" rows={1} placeholder="Start a new thread: what should the agent do?" value={text}
         onInput={(e) => setText((e.target as HTMLTextAreaElement).value)} onPaste={drop.onPaste}
         onKeyDown={(e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); go(); } }} />
-      <AttachButton att={att} id="new-files" />
-      <FolderPicker id="new-folder-pick" value={folder} onChange={setFolder} />
-      <ModelPicker id="new-model" value={m} onChange={setModel} />
-      <button type="submit" class="primary" data-testid="new-thread" disabled={busy}>{busy && att.uploading ? "Uploading…" : "New thread"}</button>
+      <div class="composer-tools">
+        <AttachButton att={att} id="new-files" />
+        <FolderPicker id="new-folder-pick" value={folder} onChange={setFolder} />
+        <ModelPicker id="new-model" value={m} onChange={setModel} />
+        <button type="submit" class="primary" data-testid="new-thread" disabled={busy}>{busy && att.uploading ? "Uploading…" : "New thread"}</button>
+      </div>
       {err && <p class="field-error" role="alert">{err}</p>}
       {drop.over && <p class="drop-hint" aria-hidden="true">Drop to attach</p>}
     </form>

@@ -289,10 +289,12 @@ export function ThreadView() {
         <textarea id="composer" data-testid="composer-input" rows={2} value={text} placeholder={active ? "Queue a follow-up (runs after the current run)…" : "Send the next message…  (Enter sends, Shift+Enter for a new line)"}
           onInput={(e) => setText((e.target as HTMLTextAreaElement).value)} onPaste={drop.onPaste}
           onKeyDown={(e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); send(); } }} />
-        <AttachButton att={att} id="composer-files" />
-        <FolderPicker id="composer-folder" value={wf} onChange={setFolder} />
-        <ModelPicker id="composer-model" value={m} onChange={setModel} />
-        <button type="submit" class="primary" data-testid="composer-send" disabled={busy || !text.trim()}>{busy && att.uploading ? "Uploading…" : "Send"}</button>
+        <div class="composer-tools">
+          <AttachButton att={att} id="composer-files" />
+          <FolderPicker id="composer-folder" value={wf} onChange={setFolder} />
+          <ModelPicker id="composer-model" value={m} onChange={setModel} />
+          <button type="submit" class="primary" data-testid="composer-send" disabled={busy || !text.trim()}>{busy && att.uploading ? "Uploading…" : "Send"}</button>
+        </div>
         {err && <p class="field-error" role="alert">{err}</p>}
         {drop.over && <p class="drop-hint" aria-hidden="true">Drop to attach</p>}
       </form>
