@@ -370,6 +370,9 @@ test("Settings > General: the theme applies at once and stays; the addendum is c
     assert.equal(await p.inputValue(tid("theme")), "dark");
     await p.selectOption(tid("theme"), "system");
     assert.equal(await bg(), light, "system follows the device (light here)");
+    await p.emulateMedia({ colorScheme: "dark" });
+    assert.equal(await bg(), dark, "system follows the device (now dark)");
+    await p.emulateMedia({ colorScheme: "light" });
 
     // The addendum: counted live, refused over 8000.
     const count = p.locator(tid("addendum-count"));
