@@ -101,6 +101,23 @@ type LoadRequest struct {
 // the next access. It must be safe for concurrent use.
 type GrantResolver func(ctx context.Context, name string) (g *core.Grant, ok bool)
 
+// CallGrants is the GrantResolver of a server: the grants of the tool call
+// ctx belongs to (its core.CallEnv, read when the call started), so a
+// plugin reaches a grant only inside a run's call and a revoked grant is
+// gone for the next call. Outside a tool call there are none.
+func CallGrants(ctx context.Context, name string) (*core.Grant, bool) {
+	env := core.CallEnvFrom(ctx)
+	if env == nil {
+		return nil, false
+	}
+	for _, g := range env.Grants {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return nil, false
+}
+
 // Callbacks are the host services a plugin reaches back to, the same
 // whatever its runtime.
 type Callbacks struct {

@@ -18,7 +18,7 @@ import (
 )
 
 // kilnPluginID is the built-in plugin of Kiln's own tools (echo,
-// append_file, sleep) and models (demo, scripted), which keep their bare
+// append_file, sleep, the file tools) and models (demo, scripted), which keep their bare
 // names.
 const kilnPluginID = "kiln"
 
@@ -33,10 +33,14 @@ func builtinPlugins(scratch string, tools []core.Tool, h *hub.Hub) ([]plugins.Bu
 	for _, name := range slices.Sorted(maps.Keys(bm)) {
 		models = append(models, hub.BareModel{Name: name, Model: bm[name]})
 	}
-	kiln, err := builtinManifest(kilnPluginID, "1.0.0", "Kiln's own tools (echo, append_file, sleep) and models (demo, scripted).",
+	// Writes and edits may reach a granted folder or a memory: they wait
+	// for approval, unless a call changes only the thread's virtual files
+	// (core.LocalCaller). Reads never wait.
+	kiln, err := builtinManifest(kilnPluginID, "1.0.0",
+		"Kiln's own tools (echo, append_file, sleep, and the file tools ls, read_file, write_file, edit_file, glob, grep) and models (demo, scripted).",
 		[]plugins.Capability{plugins.CapToolset, plugins.CapModelProvider},
 		plugins.Permissions{Filesystem: []plugins.FilesystemGrant{{Path: "data:/", Read: true, Write: true}}},
-		core.Policy{"append_file": {Interrupt: true}})
+		core.Policy{"append_file": {Interrupt: true}, "write_file": {Interrupt: true}, "edit_file": {Interrupt: true}})
 	if err != nil {
 		return nil, err
 	}

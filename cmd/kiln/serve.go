@@ -27,6 +27,7 @@ import (
 	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/builtin"
+	"github.com/kilnhq/kiln/plugins/builtin/files"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
 	"github.com/kilnhq/kiln/plugins/registry"
 	"github.com/kilnhq/kiln/web"
@@ -336,7 +337,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 			err = errors.Join(err, fmt.Errorf("close database: %w", cerr))
 		}
 	}()
-	tools, err := delayTools(builtin.Tools(scratch), os.Getenv(envToolDelay))
+	tools, err := delayTools(append(builtin.Tools(scratch), files.Tools()...), os.Getenv(envToolDelay))
 	if err != nil {
 		return err
 	}
@@ -431,6 +432,7 @@ func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv cor
 		CacheRoot: filepath.Join(cfg.DataRoot, "cache"),
 		Hosts:     map[plugins.Capability]any{plugins.CapToolset: svc, plugins.CapModelProvider: models},
 		KV:        kv,
+		Grants:    plugins.CallGrants,
 		Builtins:  builtins,
 		Logger:    log,
 		OnCall:    onCall,

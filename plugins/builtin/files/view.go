@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -25,19 +24,16 @@ const (
 // Memory files.
 const (
 	// MaxMemoryFile is the largest memory file write_file and edit_file
-	// write, in bytes.
-	MaxMemoryFile = 256 << 10
+	// write, in bytes: core's rule.
+	MaxMemoryFile = core.MaxMemorySize
 	// MemoryOff is what the tools say of /memories/ while long-term
 	// memory is off.
 	MemoryOff = "long-term memory is off (Settings > Memory)"
 )
 
-var memoryName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
-
-// isMemoryName reports whether name is a valid memory file name.
-func isMemoryName(name string) bool {
-	return memoryName.MatchString(name) && strings.HasSuffix(name, ".md")
-}
+// isMemoryName reports whether name is a valid memory file name (core's
+// rule, which the memories API follows too).
+func isMemoryName(name string) bool { return core.CheckMemoryName(name) == nil }
 
 // hostRoot holds the names in the host's root folder ("etc", "home",
 // ...), read once: a virtual path under one of them is refused, so that a
