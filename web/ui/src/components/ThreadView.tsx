@@ -260,7 +260,7 @@ export function ThreadView() {
         {tokens(th?.usage) && <span class="muted small nowrap" data-testid="thread-usage">Total: {tokens(th?.usage)}</span>}
         <button type="button" class="sm nowrap" ref={filesBtn} data-testid="files-toggle" aria-expanded={showFiles} aria-controls={showFiles ? "thread-files" : undefined}
           onClick={() => (showFiles ? closeFiles() : setShowFiles(true))}>
-          Files{nFiles ? <span class="count-pill" data-testid="files-count"> {nFiles}</span> : null}
+          Files{nFiles ? <> <span class="count-pill" data-testid="files-count">{nFiles}</span></> : null}
         </button>
         {th?.unread && <button type="button" class="sm" onClick={() => markRead(th.id).catch(showError)}>Mark read</button>}
         {th && <ThreadMenu thread={th} onRename={() => { setTitle(th.title); setRenaming(true); }} />}
