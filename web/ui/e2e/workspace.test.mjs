@@ -3,8 +3,8 @@
 // with a confirmation), attachments dropped on a composer, pasted into it
 // or picked (uploaded, shown as chips with thumbnails, refused ones saying
 // why, removed ones deleted), sent with a working folder and shown in the
-// sent message; fork from a
-// completed turn; long-term memories edited in Settings > Memories; the
+// sent message; fork from a completed turn; a thread's virtual files in
+// its Files panel; long-term memories edited in Settings > Memories; the
 // theme and the prompt addendum in Settings > General. axe audits the new
 // pages.
 import { test } from "node:test";
@@ -274,6 +274,42 @@ test("fork from a completed turn: a new thread with the messages up to it, linke
     await p.goto(s.front.url + `#/thread/${held.id}`);
     await p.waitForSelector(`${tid("run-status")}[data-status="interrupted"]`);
     assert.equal(await p.locator(tid("fork")).count(), 0);
+    assert.deepEqual(s.errors, []);
+  } finally { await s.close(); }
+});
+
+test("a thread's virtual files: listed in its Files panel, read there, refreshed as runs write them, copied into a fork", async () => {
+  const s = await setup();
+  const p = s.page;
+  try {
+    const t = await s.kiln.api("POST", "/threads", { title: "Writes files" });
+    const r = await s.kiln.api("POST", `/threads/${t.id}/runs`, { input: { text: 'tool write_file {"path":"/notes/plan.md","content":"# Plan\\n- one\\n"}\ntext Wrote it.' }, model: "scripted" });
+    assert.equal((await finished(s.kiln, r.id)).status, "succeeded");
+    await p.goto(s.front.url + `#/thread/${t.id}`);
+    await p.locator(`${tid("files-toggle")} ${tid("files-count")}`, { hasText: "1" }).waitFor();
+    await p.click(tid("files-toggle"));
+    assert.equal(await focused(p), "thread-files-h", "the panel's heading takes the focus");
+    const file = p.locator(`${tid("file")}[data-path="/notes/plan.md"]`);
+    await file.waitFor();
+    assert.match(await p.locator(tid("file-list")).textContent(), /\/notes\/plan\.md.*13 B/);
+    await file.click();
+    await p.locator(tid("file-content")).waitFor();
+    assert.equal(await p.locator(tid("file-content")).textContent(), "# Plan\n- one\n");
+
+    // A run that writes more: the list and the open file follow.
+    await p.fill("#composer", 'tool write_file {"path":"/notes/plan.md","content":"# Plan\\n- one\\n- two\\n"}\ntool write_file {"path":"/out/b.txt","content":"b"}\ntext Done.');
+    await p.click(tid("composer-send"));
+    await p.waitForFunction(() => document.querySelectorAll('[data-testid="file"]').length === 2);
+    await p.locator(tid("file-content"), { hasText: "- two" }).waitFor();
+    assert.equal(await p.locator(tid("files-count")).textContent(), "2");
+    await audit(p, "a thread's files panel with a file open");
+    await shot(p, "thread-files");
+
+    // A fork takes the files as they were at its turn.
+    await p.locator(`${tid("message")}[data-role="assistant"]`, { hasText: "Done." }).waitFor();
+    await p.locator(tid("fork")).last().click();
+    await p.waitForFunction((id) => location.hash.startsWith("#/thread/") && !location.hash.endsWith(id), t.id);
+    await p.locator(`${tid("files-toggle")} ${tid("files-count")}`, { hasText: "2" }).waitFor();
     assert.deepEqual(s.errors, []);
   } finally { await s.close(); }
 });
