@@ -677,6 +677,10 @@ func (r *runner) loop(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return r.interrupted(ctx)
 		}
+		// A cancel recorded while the last step committed (see pause).
+		if r.run.CancelRequested {
+			return r.end(ctx, RunCancelled, "")
+		}
 		if r.cp.State.Phase != PhaseDone && r.cp.State.Steps >= r.run.Limits.MaxSteps {
 			return r.end(ctx, RunFailed, fmt.Sprintf("step limit of %d reached", r.run.Limits.MaxSteps))
 		}
@@ -955,9 +959,19 @@ func (r *runner) hold(pc *pendingCall, in *Interrupt) *Interrupt {
 // pause commits the results so far and the held interrupts, and leaves the
 // run interrupted until they are decided; pcs are the calls still
 // unresolved.
+//
+// A cancel that was recorded while the step ran (CancelRun saw the run
+// running, and may cancel the driver only after this commit) ends the run
+// cancelled instead: an interrupted run would otherwise wait for
+// decisions nobody asked for.
 func (r *runner) pause(ctx context.Context, st RunState, results []*Message, pcs []pendingCall, held []*Interrupt) error {
 	st.Calls = callStates(pcs)
-	return r.commit(ctx, results, st, func(tx Tx, run *Run) error {
+	var next string
+	err := r.commit(ctx, results, st, func(tx Tx, run *Run) (err error) {
+		if run.CancelRequested {
+			next, err = r.s.finish(tx, run, RunCancelled, "")
+			return err
+		}
 		t, err := tx.Thread(run.ThreadID)
 		if err != nil {
 			return err
@@ -977,6 +991,10 @@ func (r *runner) pause(ctx context.Context, st RunState, results []*Message, pcs
 		}
 		return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventRunInterrupted, map[string]any{"interrupts": len(held)})
 	})
+	if next != "" {
+		r.s.spawn(next)
+	}
+	return err
 }
 
 // execute runs the pending calls in order and commits their results as one

@@ -1025,3 +1025,36 @@ func TestFolderOrder(t *testing.T) {
 		}
 	}
 }
+
+// cancelMidTurn records a cancel on the run during its model turn the way
+// CancelRun's transaction does, without cancelling the driver (which
+// CancelRun does only after that commit), then asks for a held call.
+type cancelMidTurn struct{ store core.Store }
+
+func (m cancelMidTurn) Turn(ctx context.Context, req core.ModelRequest, _ func(string)) (core.ModelResponse, error) {
+	_, err := m.store.Update(ctx, func(tx core.Tx) error {
+		r, err := tx.Run(req.RunID)
+		if err != nil {
+			return err
+		}
+		r.CancelRequested = true
+		return tx.PutRun(r)
+	})
+	return calls(call("c1", "held", `{}`)), err
+}
+
+func TestCancelRecordedDuringAStep(t *testing.T) {
+	rec := &recorder{}
+	e := newEnv(t, nil, rec.tool("held", true))
+	e.model = cancelMidTurn{store: e.store}
+	svc := e.service(func(c *core.Config) { c.DefaultPolicy = core.Policy{"held": {Interrupt: true}} })
+	th := e.thread(svc)
+	r := start(t, svc, th.ID, core.RunRequest{})
+	got := waitRun(t, svc, r.ID, core.RunCancelled, core.RunInterrupted)
+	if got.Status != core.RunCancelled {
+		t.Fatalf("a run cancelled during its step is %s, not cancelled", got.Status)
+	}
+	if n := len(actionItems(t, svc)); n != 0 {
+		t.Fatalf("%d action items for a cancelled run", n)
+	}
+}
