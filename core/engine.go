@@ -1064,13 +1064,9 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 					r.s.publish(Event{OwnerID: r.run.OwnerID, ThreadID: r.run.ThreadID, RunID: r.run.ID, Type: EventToolStarted, Payload: payload, Time: r.s.now()})
 				}
 				start := time.Now()
-				mark := r.files.mark()
 				var err error
 				res, err = r.call(ctx, tool, spec, call)
 				took = time.Since(start)
-				if err != nil {
-					r.files.undo(mark)
-				}
 				if ctx.Err() != nil {
 					r.s.obs.ToolCall(observed, ToolCancelled, took)
 					return false, ctx.Err()
@@ -1111,12 +1107,21 @@ func (r *runner) call(ctx context.Context, tool Tool, spec ToolSpec, call ToolCa
 		return ToolResult{}, err
 	}
 	pctx := WithCallEnv(r.withProgress(ctx, call), env)
+	// An attempt that could not be run leaves no virtual file behind.
+	mark := r.files.mark()
 	res, err := tool.Call(pctx, call.Args)
+	if err != nil {
+		r.files.undo(mark)
+	}
 	if err == nil || ctx.Err() != nil || !spec.Idempotent && errors.Is(err, ErrEffectUnknown) {
 		return res, err
 	}
 	r.s.log.Info("retrying a tool call that could not be run", "run", r.run.ID, "tool", call.Name, "err", err)
-	return tool.Call(pctx, call.Args)
+	res, err = tool.Call(pctx, call.Args)
+	if err != nil {
+		r.files.undo(mark)
+	}
+	return res, err
 }
 
 // isLocal reports whether the call with args changes only the thread's

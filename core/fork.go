@@ -61,7 +61,7 @@ func (s *Service) ForkThread(ctx context.Context, p Principal, id string, in For
 		if err := tx.PutThread(fork); err != nil {
 			return err
 		}
-		uris, err := copyAttachments(tx, t.ID, fork.ID, now)
+		uris, err := copyAttachments(tx, t.ID, fork.ID, msgs[:cut], now)
 		if err != nil {
 			return err
 		}
@@ -87,13 +87,15 @@ func (s *Service) ForkThread(ctx context.Context, p Principal, id string, in For
 		if err := tx.AppendMessages(copies...); err != nil {
 			return err
 		}
-		files, err := tx.Files(id, cut, true)
+		// The history up to the cut, versions and deletions as they were,
+		// so a fork of the fork at an earlier turn sees what the parent had.
+		versions, err := tx.FileVersions(id, cut)
 		if err != nil {
 			return err
 		}
-		for _, f := range files {
+		for _, f := range versions {
 			c := *f
-			c.ThreadID, c.Seq, c.RunID = fork.ID, cut, ""
+			c.ThreadID, c.RunID = fork.ID, ""
 			if err := tx.PutFile(&c); err != nil {
 				return err
 			}
@@ -148,15 +150,24 @@ func forkTitle(parent string) string {
 }
 
 // copyAttachments gives the fork a record of each of the parent's
-// attachments (the bytes are shared by content) and returns the parent's
-// URIs mapped to the fork's.
-func copyAttachments(tx Tx, from, to string, now time.Time) (map[string]string, error) {
+// attachments that the copied messages use (the bytes are shared by
+// content) and returns the parent's URIs mapped to the fork's.
+func copyAttachments(tx Tx, from, to string, msgs []*Message, now time.Time) (map[string]string, error) {
 	atts, err := tx.Attachments(AttachmentQuery{ThreadID: from})
 	if err != nil {
 		return nil, err
 	}
+	used := map[string]bool{}
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			used[p.URI] = true
+		}
+	}
 	uris := make(map[string]string, len(atts))
 	for _, a := range atts {
+		if !used[AttachmentURI(a.ID)] {
+			continue
+		}
 		c := *a
 		c.ID, c.ThreadID, c.CreatedAt = NewID("att", now), to, now
 		if err := tx.PutAttachment(&c); err != nil {

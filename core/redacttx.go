@@ -3,6 +3,7 @@ package core
 import (
 	"encoding/json"
 	"slices"
+	"unicode/utf8"
 )
 
 // redactTx is the Tx every Service update writes through: what it stores
@@ -44,6 +45,22 @@ func (x redactTx) PutRun(r *Run) error {
 	c := *r
 	c.Error, c.Input.Text, c.System = errText, input, system
 	return x.Tx.PutRun(&c)
+}
+
+// PutFile stores a virtual file's text redacted (a model may copy a
+// secret it read into a file); bytes that are not UTF-8 are kept as they
+// are.
+func (x redactTx) PutFile(f *File) error {
+	if !utf8.Valid(f.Data) {
+		return x.Tx.PutFile(f)
+	}
+	text := x.r.Redact(string(f.Data))
+	if text == string(f.Data) {
+		return x.Tx.PutFile(f)
+	}
+	c := *f
+	c.Data, c.Size = []byte(text), len(text)
+	return x.Tx.PutFile(&c)
 }
 
 func (x redactTx) PutSettings(s *Settings) error {

@@ -98,6 +98,10 @@ type ReadTx interface {
 	// 0), left out when that version deleted it; ordered by Path, with
 	// Data when withData.
 	Files(threadID string, upTo int, withData bool) ([]*File, error)
+	// FileVersions returns every stored version of the thread's virtual
+	// files with Seq <= upTo, deletions included, with Data, ordered by
+	// Path then Seq: the history a fork copies.
+	FileVersions(threadID string, upTo int) ([]*File, error)
 }
 
 // Tx writes inside a transaction. Put methods insert or replace the whole

@@ -548,9 +548,39 @@ func TestFork(t *testing.T) {
 	if fs := files(t, svc, th.ID); fs["/a"] != "second" {
 		t.Errorf("parent files %v", fs)
 	}
+	// A fork of a fork at an earlier turn sees the files as they were
+	// then: the history up to the cut is copied, not only its end.
+	late, err := svc.ForkThread(ctx, owner, th.ID, core.ForkInput{MessageIndex: ptr(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := files(t, svc, late.ID); fs["/a"] != "second" {
+		t.Errorf("fork at 3: files %v", fs)
+	}
+	early, err := svc.ForkThread(ctx, owner, late.ID, core.ForkInput{MessageIndex: ptr(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := files(t, svc, early.ID); fs["/a"] != "first" {
+		t.Errorf("fork of a fork at 1: files %v", fs)
+	}
 	// The fork runs on from there.
 	r2 := start(t, svc, f.ID, core.RunRequest{})
 	waitRun(t, svc, r2.ID, core.RunSucceeded)
+}
+
+func TestVirtualFilesRedacted(t *testing.T) {
+	const secret = "sk-live-0123456789abcdefghijklmnop"
+	red := core.NewRedactor()
+	red.SetSecret("OPENAI_API_KEY", secret)
+	args, _ := json.Marshal(map[string]string{"path": "/notes.md", "text": "key: " + secret})
+	e := newEnv(t, listModel{[]core.ModelResponse{calls(core.ToolCall{ID: "c1", Name: "vwrite", Args: args})}}, vfsTool{name: "vwrite"})
+	svc := e.service(func(c *core.Config) { c.Redactor = red })
+	th := e.thread(svc)
+	waitRun(t, svc, start(t, svc, th.ID, core.RunRequest{}).ID, core.RunSucceeded)
+	if got := files(t, svc, th.ID)["/notes.md"]; strings.Contains(got, secret) || !strings.HasPrefix(got, "key: ") {
+		t.Fatalf("stored file %q", got)
+	}
 }
 
 func TestForkRefusedWhileRunning(t *testing.T) {

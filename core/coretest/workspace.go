@@ -292,6 +292,13 @@ func testFiles(t *testing.T, s core.Store) {
 			}
 			same(t, fmt.Sprintf("Files(upTo %d) without data", c.upTo), list, bare)
 		}
+		// Every version up to a point, deletions included, by path then Seq.
+		vs, err := tx.FileVersions(t1.ID, 4)
+		mustNil(t, "FileVersions", err)
+		same(t, "FileVersions(upTo 4)", vs, []*core.File{a1, a3, b2, b4, d4, z0})
+		vs, err = tx.FileVersions(t2.ID, 1000)
+		mustNil(t, "FileVersions", err)
+		same(t, "FileVersions(thread 2)", vs, []*core.File{other})
 		list, err := tx.Files(t2.ID, -1, true)
 		mustNil(t, "Files", err)
 		same(t, "Files(thread 2)", list, []*core.File{other})

@@ -329,6 +329,28 @@ WHERE NOT f.deleted`, threadID, upTo)
 	return out, nil
 }
 
+func (x *tx) FileVersions(threadID string, upTo int) ([]*core.File, error) {
+	rows, err := x.query("list file versions", "SELECT "+fileCols+`, f.data FROM files f
+ LEFT JOIN strings rs ON rs.n = f.run
+WHERE f.thread = (SELECT n FROM strings WHERE s = ?) AND f.seq <= ? ORDER BY f.path, f.seq`, threadID, upTo)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*core.File
+	for rows.Next() {
+		f, err := scanFile(rows, threadID, true)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list file versions: %w", err)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list file versions: %w", err)
+	}
+	return out, nil
+}
+
 func (x *tx) PutFile(f *core.File) error {
 	if err := x.writable("put file"); err != nil {
 		return err

@@ -158,8 +158,23 @@ func (d *Dir) ReadDir(rel string) ([]fs.DirEntry, error) {
 		return nil, mapErr(err)
 	}
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	for i, e := range entries {
+		entries[i] = rootEntry{DirEntry: e, root: d.root, name: filepath.Join(name, e.Name())}
+	}
 	return entries, nil
 }
+
+// rootEntry is a directory entry whose Info is read through the root
+// (Lstat of the entry inside it), not by the host path the standard
+// library would use: a folder swapped for a symlink after the listing
+// cannot lend an entry the metadata of a file outside the grant.
+type rootEntry struct {
+	fs.DirEntry
+	root *os.Root
+	name string
+}
+
+func (e rootEntry) Info() (fs.FileInfo, error) { return e.root.Lstat(e.name) }
 
 // Open opens the regular file rel names for reading. The caller closes
 // it. It is refused when rel is not a regular file (EINVALID) or has more
