@@ -146,7 +146,7 @@ function MemoryEditor({ name, onSaved, onClose }: { name: string; onSaved: (m: M
       .catch((e) => { if (!stale) setLoadErr((e as Error).message); });
     return () => { stale = true; };
   }, [name]);
-  useEffect(() => { if (content !== undefined) area.current?.focus(); }, [content === undefined]);
+  useLayoutEffect(() => { if (content !== undefined) area.current?.focus(); }, [content === undefined]);
   async function save() {
     setBusy(true); setErr(""); setSaved("");
     try {
@@ -182,7 +182,7 @@ function NewMemory({ onCreated, onClose }: { onCreated: (m: Memory) => void; onC
   const [busy, setBusy] = useState(false);
   const [err, setErr] = useState("");
   const first = useRef<HTMLInputElement>(null);
-  useEffect(() => { first.current?.focus(); }, []);
+  useLayoutEffect(() => { first.current?.focus(); }, []);
   async function create() {
     const n = memoryName(name);
     if (!n) { setErr("A memory's name is letters, digits, dots, dashes and underscores, ending in .md (for example preferences.md)."); first.current?.focus(); return; }

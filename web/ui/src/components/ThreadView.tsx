@@ -1,5 +1,5 @@
 import { Fragment } from "preact";
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api, apiText } from "../api";
 import { cancelRun, defaultModel, forkThread, loadFiles, markRead, patchThread, showError, startRun, store } from "../state/app";
 import { currentRun, groupActivity, openInterrupts, queuedRuns, TERMINAL, threadModel, type ThreadState } from "../state/events";
@@ -130,7 +130,7 @@ function FilesPanel({ id, threadId, onClose }: { id: string; threadId: string; o
   const files = s.files?.threadId === threadId ? s.files : undefined;
   const [open, setOpen] = useState<{ path: string; text?: string; error?: string }>();
   const head = useRef<HTMLHeadingElement>(null);
-  useEffect(() => { head.current?.focus(); }, []);
+  useLayoutEffect(() => { head.current?.focus(); }, []);
   async function view(f: VirtualFile) {
     setOpen({ path: f.path });
     try { setOpen({ path: f.path, text: await apiText(`/threads/${encodeURIComponent(threadId)}/files/${filePath(f.path)}`) }); }
