@@ -82,3 +82,4 @@ func TestPolicyMerge(t *testing.T) {
 		t.Error("empty merge is not nil")
 	}
 }
+

@@ -135,16 +135,44 @@ func validSource(s string) bool {
 	return true
 }
 
-// holds decides whether a call to tool must wait for a decision: the run's
-// policy decides when it has an entry for the tool; otherwise the tool's
-// source default does.
+// holds decides whether a call to tool must wait for a decision, and
+// with which decisions. The rule, one for every tool (built-in, plugin,
+// MCP, sandbox):
+//
+//   - The run's policy (the server default with the run request's entries
+//     over it) decides when it has an entry for the tool: false lifts the
+//     tool's source default, true holds the call.
+//   - Otherwise the source's default (a plugin's interruptOn) applies.
+//   - When both hold, only the decisions both allow remain; when they
+//     share none, the call may only be rejected.
 func (b *toolbox) holds(run Policy, tool string) ([]string, bool) {
-	rule, ok := run.rule(tool)
-	if !ok {
-		rule, ok = b.defaults[tool]
+	var holding []Rule
+	if rule, ok := run.rule(tool); ok {
+		if !rule.Interrupt {
+			return nil, false
+		}
+		holding = append(holding, rule)
 	}
-	if !ok {
+	if rule, ok := b.defaults[tool]; ok && rule.Interrupt {
+		holding = append(holding, rule)
+	}
+	return intersect(holding)
+}
+
+// intersect is the outcome of several holding rules: held, with the
+// decisions every one of them allows (reject alone when none is common);
+// no rules, not held.
+func intersect(rules []Rule) ([]string, bool) {
+	if len(rules) == 0 {
 		return nil, false
 	}
-	return rule.decisions()
+	allowed, _ := rules[0].decisions()
+	for _, r := range rules[1:] {
+		more, _ := r.decisions()
+		allowed = slices.DeleteFunc(allowed, func(d string) bool { return !slices.Contains(more, d) })
+	}
+	if len(allowed) == 0 {
+		allowed = []string{DecisionReject}
+	}
+	return allowed, true
 }
