@@ -82,4 +82,3 @@ func TestPolicyMerge(t *testing.T) {
 		t.Error("empty merge is not nil")
 	}
 }
-
