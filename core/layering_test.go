@@ -52,6 +52,12 @@ var layers = []struct {
 			"github.com/munnerz/goautoneg",
 			"golang.org/x/sys/",
 			"google.golang.org/protobuf/",
+			// Kiln as an MCP server (web/mcpserver): mcp-go and what it needs.
+			"github.com/mark3labs/mcp-go/",
+			"github.com/google/jsonschema-go/",
+			"github.com/google/uuid",
+			"github.com/spf13/cast",
+			"github.com/yosida95/uritemplate/",
 		},
 	},
 	{

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/web/logs"
+	"github.com/kilnhq/kiln/web/mcpserver"
 	"github.com/kilnhq/kiln/web/metrics"
 )
 
@@ -83,6 +84,7 @@ type server struct {
 	tokenHash [sha256.Size]byte
 	origins   map[string]bool // normalized AllowedOrigins
 	metrics   http.Handler    // Options.Metrics' handler, or nil
+	mcp       http.Handler    // Kiln as an MCP server (Streamable HTTP), or nil without a Service
 }
 
 // New returns the HTTP handler of the Kiln API over svc: the routes of
@@ -134,6 +136,9 @@ func newServer(svc *core.Service, opts Options) *server {
 		}
 		s.metrics = opts.Metrics.Handler()
 	}
+	if svc != nil {
+		s.mcp = mcpserver.HTTP(mcpserver.New(mcpserver.Service(svc, core.LocalOwner), opts.Version))
+	}
 	uiAssets() // read and compress the UI now rather than on the first request
 	return s
 }
@@ -148,6 +153,9 @@ func (s *server) router() chi.Router {
 	r.MethodNotAllowed(s.methodNotAllowed(r))
 	r.Get("/healthz", s.healthz)
 	r.Get("/metrics", s.serveMetrics)
+	r.Post("/mcp", s.serveMCP)
+	r.Get("/mcp", s.serveMCP)
+	r.Delete("/mcp", s.serveMCP)
 	r.Route("/api/v1", s.apiRoutes)
 	// The web UI (web/ui/dist, embedded): one flat directory of files.
 	r.Get("/", s.serveUI)
@@ -210,6 +218,20 @@ func (s *server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.ServeHTTP(w, r)
+}
+
+// serveMCP serves Kiln as an MCP server (Streamable HTTP). /mcp is not
+// under /api, so it checks the token itself; the Host and Origin rules
+// apply as everywhere.
+func (s *server) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if s.mcp == nil {
+		s.writeError(w, r, errorf(core.ENOTFOUND, "MCP is not available on this server"))
+		return
+	}
+	if !s.authorized(w, r) {
+		return
+	}
+	s.mcp.ServeHTTP(w, r)
 }
 
 // probedMethods are the methods a 405 response may list in Allow.

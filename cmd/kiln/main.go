@@ -133,6 +133,7 @@ when a followed run waits for a decision, 130 when interrupted.`,
 	add("runs", newDecisionCmds(a)...)
 	add("organise", newThreadsCmd(a), newFoldersCmd(a))
 	add("workspace", newGrantsCmd(a), newMemoriesCmd(a), newSettingsCmd(a))
+	add("server", newMCPCmd(a))
 	add("server", newServeCmd(), newStatusCmd(a), newToolsCmd(a), newEventsCmd(a), newLogsCmd(a), newVersionCmd(a))
 	add("server", newPluginCmd(a))
 	add("server", newProvidersCmd(a), newModelsCmd(a))
