@@ -1,0 +1,2 @@
+import sys
+print("extract", sys.argv[1:])

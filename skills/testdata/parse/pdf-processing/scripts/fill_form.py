@@ -1,0 +1,2 @@
+import sys
+print("fill", sys.argv[1:])
