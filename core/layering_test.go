@@ -52,6 +52,10 @@ var layers = []struct {
 			"github.com/munnerz/goautoneg",
 			"golang.org/x/sys/",
 			"google.golang.org/protobuf/",
+			// The skill catalog and its parsers.
+			"github.com/kilnhq/kiln/skills",
+			"github.com/yuin/goldmark/",
+			"gopkg.in/yaml.v3",
 			// Kiln as an MCP server (web/mcpserver): mcp-go and what it needs.
 			"github.com/mark3labs/mcp-go/",
 			"github.com/google/jsonschema-go/",

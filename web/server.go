@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/skills"
 	"github.com/kilnhq/kiln/web/logs"
 	"github.com/kilnhq/kiln/web/mcpserver"
 	"github.com/kilnhq/kiln/web/metrics"
@@ -48,6 +49,9 @@ type Options struct {
 	// MaxAttachment is the size limit of one attachment upload; zero means
 	// DefaultMaxAttachment.
 	MaxAttachment int64
+	// Skills is the skill catalog behind /api/v1/skills; nil answers 404
+	// "skills are not available on this server".
+	Skills *skills.Catalog
 	// Plugins is the plugin registry behind the /api/v1/plugins routes.
 	// When nil (an untyped nil: a nil *registry.Registry is not), those
 	// routes exist but answer 404 "plugins are not available on this
@@ -198,6 +202,7 @@ func (s *server) apiRoutes(r chi.Router) {
 
 	r.Get("/tools", s.api(s.tools))
 	s.workspaceRoutes(r)
+	s.skillRoutes(r)
 	s.pluginRoutes(r)
 	s.providerRoutes(r)
 	r.Get("/status", s.api(s.status))

@@ -18,6 +18,7 @@ import (
 	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/plugins/builtin"
 	"github.com/kilnhq/kiln/plugins/registry"
+	"github.com/kilnhq/kiln/skills"
 	"github.com/kilnhq/kiln/web"
 )
 
@@ -106,7 +107,12 @@ func startServerWith(t *testing.T, dir, addr string, plugins bool) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.plugins, err = openPlugins(context.Background(), cfg, svc, store, models, builtins, quiet, nil); err != nil {
+	cat, err := skills.NewCatalog(filepath.Join(dir, "skills"), skills.Builtin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Skills = cat
+	if s.plugins, err = openPlugins(context.Background(), cfg, svc, store, models, cat, builtins, quiet, nil); err != nil {
 		t.Fatal(err)
 	}
 	if plugins {

@@ -30,6 +30,7 @@ import (
 	"github.com/kilnhq/kiln/plugins/builtin/files"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
 	"github.com/kilnhq/kiln/plugins/registry"
+	"github.com/kilnhq/kiln/skills"
 	"github.com/kilnhq/kiln/web"
 	"github.com/kilnhq/kiln/web/logs"
 	"github.com/kilnhq/kiln/web/metrics"
@@ -364,7 +365,14 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return err
 	}
-	reg, err := openPlugins(ctx, cfg, svc, store, models, builtins, log, met.PluginCall)
+	// Skills: custom ones in <data>/skills (watched, so edits need no
+	// restart) over the plugins' over the built-in ones.
+	cat, err := skills.NewCatalog(filepath.Join(cfg.DataRoot, "skills"), skills.Builtin())
+	if err != nil {
+		return err
+	}
+	go cat.Watch(ctx, skillsWatchInterval)
+	reg, err := openPlugins(ctx, cfg, svc, store, models, cat, builtins, log, met.PluginCall)
 	if err != nil {
 		return err
 	}
@@ -380,9 +388,13 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err := svc.Start(ctx); err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
-	srv := newHTTPServer(svc, reg, models, cfg, log.With("component", "web"), version, met, serverLog)
+	srv := newHTTPServer(svc, reg, models, cat, cfg, log.With("component", "web"), version, met, serverLog)
 	return serveHTTP(ctx, ln, srv, log, cfg)
 }
+
+// skillsWatchInterval is how often the custom skills folder is scanned
+// for changes (a stat per skill; a changed SKILL.md is parsed again).
+const skillsWatchInterval = 2 * time.Second
 
 // listenError explains why kiln serve cannot listen on addr, with what
 // to do: another server on the port, a privileged port, an address that
@@ -424,13 +436,13 @@ func listenError(addr string, err error) error {
 // loads the enabled plugins: their tools go to svc, their model providers
 // to models. onCall, when set, hears of every plugin call (metrics). Each
 // part logs with its component: registry, wasm:<plugin>, process:<plugin>.
-func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv core.KVStore, models *hub.Hub, builtins []plugins.Builtin,
+func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv core.KVStore, models *hub.Hub, cat *skills.Catalog, builtins []plugins.Builtin,
 	log *slog.Logger, onCall func(plugin string, d time.Duration, err error)) (*registry.Registry, error) {
 	reg, err := registry.Open(ctx, registry.Config{
 		Root:      filepath.Join(cfg.DataRoot, "plugins"),
 		DataRoot:  filepath.Join(cfg.DataRoot, "plugin-data"),
 		CacheRoot: filepath.Join(cfg.DataRoot, "cache"),
-		Hosts:     map[plugins.Capability]any{plugins.CapToolset: svc, plugins.CapModelProvider: models},
+		Hosts:     map[plugins.Capability]any{plugins.CapToolset: svc, plugins.CapModelProvider: models, plugins.CapSkills: cat},
 		KV:        kv,
 		Grants:    plugins.CallGrants,
 		Builtins:  builtins,
@@ -446,7 +458,7 @@ func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv cor
 // newHTTPServer returns the http.Server of the API. Its BaseContext is
 // cancelled when Shutdown starts, which ends the event streams that would
 // otherwise keep Shutdown waiting.
-func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, cfg serveConfig, log *slog.Logger, version string,
+func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, cat *skills.Catalog, cfg serveConfig, log *slog.Logger, version string,
 	met *metrics.Metrics, serverLog *logs.Log) *http.Server {
 	if version == "" {
 		version = "dev"
@@ -457,7 +469,7 @@ func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, c
 			Token: cfg.Token, AllowedOrigins: cfg.AllowedOrigins, Loopback: cfg.Loopback,
 			Version: version, DataRoot: cfg.DataRoot, DefaultModel: cfg.Model, Logger: log,
 			StartedAt: time.Now(), Plugins: reg, Providers: models, MaxStreams: cfg.MaxStreams, MaxAttachment: cfg.MaxAttachment,
-			Metrics: met, Logs: serverLog,
+			Metrics: met, Logs: serverLog, Skills: cat,
 		}),
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: 10 * time.Second,

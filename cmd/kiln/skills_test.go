@@ -1,0 +1,64 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/kilnhq/kiln/sdk/client"
+)
+
+func writeSkill(t *testing.T, data, name, src string) {
+	t.Helper()
+	dir := filepath.Join(data, "skills", name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSkillsList: a custom skill shadows the built-in of the same name, a
+// skill naming a tool that is not connected is not ready and says why, and
+// a broken SKILL.md is skipped with its file and line while the others
+// load.
+func TestSkillsList(t *testing.T) {
+	data := t.TempDir()
+	writeSkill(t, data, "kiln-guide", "---\nname: kiln-guide\ndescription: My own guide.\ntools: echo\n---\nBe helpful.\n")
+	writeSkill(t, data, "deploy", "---\nname: deploy\ndescription: Deploys.\ntools: mcp:ci:deploy builtin:echo\nversion: 2\n---\nDeploy it.\n")
+	writeSkill(t, data, "broken", "---\nname: broken\ndescription: [unclosed\n---\nx\n")
+	startServer(t, data, "")
+
+	r := kiln(t, "skills", "ls", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("skills ls: %d %s", r.code, r.stderr)
+	}
+	var list client.SkillList
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]client.Skill{}
+	for _, s := range list.Skills {
+		byName[s.Name] = s
+	}
+	guide, deploy := byName["kiln-guide"], byName["deploy"]
+	if guide.Origin != "custom" || len(guide.Shadows) != 1 || guide.Shadows[0].Origin != "builtin" || guide.Description != "My own guide." || !guide.Ready {
+		t.Fatalf("kiln-guide %+v", guide)
+	}
+	if deploy.Ready || deploy.NotReady == "" || len(deploy.Tools) != 2 || deploy.Tools[0] != "mcp.ci.deploy" || len(deploy.Warnings) != 1 {
+		t.Fatalf("deploy %+v", deploy)
+	}
+	if len(list.Problems) != 1 || list.Problems[0].Name != "broken" || list.Problems[0].Error.Line == 0 {
+		t.Fatalf("problems %+v", list.Problems)
+	}
+	r = kiln(t, "skills", "ls")
+	mustContain(t, "skills ls", r.stdout, "kiln-guide", "custom, over builtin", "not ready")
+	mustContain(t, "skills ls stderr", r.stderr, "skipped broken", "SKILL.md:")
+	r = kiln(t, "skills", "show", "kiln-guide")
+	mustContain(t, "skills show", r.stdout, "My own guide.", "Be helpful.")
+	if r = kiln(t, "skills", "show", "nope"); r.code == 0 {
+		t.Fatal("show of an unknown skill succeeded")
+	}
+}

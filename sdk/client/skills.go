@@ -1,0 +1,72 @@
+package client
+
+import (
+	"context"
+	"net/url"
+
+	"github.com/kilnhq/kiln/core"
+)
+
+// SkillLayer is one copy of a skill: where it comes from (custom, plugin
+// or builtin) and, for a plugin's, the plugin's ID.
+type SkillLayer struct {
+	Origin string `json:"origin"`
+	Source string `json:"source,omitempty"`
+}
+
+// Skill is a skill as GET /api/v1/skills shows it: its frontmatter, its
+// body (in Skill only), where it comes from, what it shadows and whether
+// the tools it names are connected.
+type Skill struct {
+	Name          string            `json:"name"`
+	Description   string            `json:"description"`
+	License       string            `json:"license,omitempty"`
+	Compatibility string            `json:"compatibility,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+	Tools         []string          `json:"tools,omitempty"`
+	InterruptOn   core.Policy       `json:"interrupt_on,omitempty"`
+	Model         string            `json:"model,omitempty"`
+	Body          string            `json:"body,omitempty"`
+	Extra         map[string]any    `json:"extra,omitempty"`
+	SkillLayer
+	Shadows  []SkillLayer  `json:"shadows,omitempty"`
+	Warnings []SkillNotice `json:"warnings,omitempty"`
+	Ready    bool          `json:"ready"`
+	NotReady string        `json:"not_ready,omitempty"`
+}
+
+// SkillNotice is a warning about a SKILL.md, at a line.
+type SkillNotice struct {
+	Line    int    `json:"line"`
+	Message string `json:"message"`
+}
+
+// SkillProblem is a SKILL.md the server skipped, and why.
+type SkillProblem struct {
+	SkillLayer
+	Name  string `json:"name"`
+	Error struct {
+		File   string `json:"file"`
+		Line   int    `json:"line"`
+		Reason string `json:"reason"`
+	} `json:"error"`
+}
+
+// SkillList is GET /api/v1/skills: the skills (without bodies) and the
+// skipped ones.
+type SkillList struct {
+	Skills   []Skill        `json:"skills"`
+	Problems []SkillProblem `json:"problems"`
+}
+
+// Skills lists the server's skills.
+func (c *Client) Skills(ctx context.Context) (*SkillList, error) {
+	var out SkillList
+	return &out, c.do(ctx, "GET", "/api/v1/skills", nil, nil, &out)
+}
+
+// Skill returns one skill with its body.
+func (c *Client) Skill(ctx context.Context, name string) (*Skill, error) {
+	var out Skill
+	return &out, c.do(ctx, "GET", "/api/v1/skills/"+url.PathEscape(name), nil, nil, &out)
+}
