@@ -396,6 +396,12 @@ func (p *parser) rule(ref string, v *yaml.Node) (core.Rule, error) {
 
 var reRefPart = regexp.MustCompile(`^[A-Za-z0-9_*?-]+$`)
 
+// PatternRef is a regular expression for the tool references
+// NormalizeRef accepts; specs/skill.schema.json holds the same one.
+const PatternRef = `^(?:builtin:|mcp:` + refName + `:|plugin:` + refName + `:)?` + refName + `$`
+
+const refName = `[A-Za-z0-9_*?-]+(?:\.[A-Za-z0-9_*?-]+)*`
+
 // NormalizeRef turns a tool reference into Kiln's form. Kiln names (echo,
 // calc.add, mcp.<server>.<tool>, sandbox.exec) are kept; Pizza Bot's
 // builtin:<tool> becomes <tool>, mcp:<server>:<tool> becomes
