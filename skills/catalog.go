@@ -98,7 +98,7 @@ type Catalog struct {
 }
 
 // NewCatalog returns a catalog of the custom skills in dir (dir/<name>/
-// SKILL.md; a missing dir holds none) and the built-in skills in builtin
+// SKILL.md; a missing dir, or "", holds none) and the built-in skills in builtin
 // (<name>/SKILL.md at its root; nil for none). It reads both; a skill
 // that does not parse is a Problem, not an error. The error is for a
 // folder that cannot be read.
@@ -155,6 +155,9 @@ func load(fsys fs.FS, dir, name string) *loaded {
 // folders are added and removed ones dropped. It returns an error only
 // when the folder exists and cannot be read.
 func (c *Catalog) Reload() error {
+	if c.dir == "" {
+		return nil
+	}
 	ents, err := os.ReadDir(c.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		ents, err = nil, nil
