@@ -98,7 +98,7 @@ type Catalog struct {
 }
 
 // NewCatalog returns a catalog of the custom skills in dir (dir/<name>/
-// SKILL.md; a missing dir holds none) and the built-in skills in builtin
+// SKILL.md; a missing dir, or "", holds none) and the built-in skills in builtin
 // (<name>/SKILL.md at its root; nil for none). It reads both; a skill
 // that does not parse is a Problem, not an error. The error is for a
 // folder that cannot be read.
@@ -155,6 +155,9 @@ func load(fsys fs.FS, dir, name string) *loaded {
 // folders are added and removed ones dropped. It returns an error only
 // when the folder exists and cannot be read.
 func (c *Catalog) Reload() error {
+	if c.dir == "" {
+		return nil
+	}
 	ents, err := os.ReadDir(c.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		ents, err = nil, nil
@@ -239,16 +242,16 @@ func (c *Catalog) RemoveSkills(source string) {
 	c.mu.Unlock()
 }
 
-// layers returns, under the read lock, every loaded copy of every name,
-// highest precedence first.
-func (c *Catalog) layers() map[string][]struct {
+// layered is a copy of a skill and where it comes from.
+type layered struct {
 	Layer
 	*loaded
-} {
-	type lc = struct {
-		Layer
-		*loaded
-	}
+}
+
+// layers returns, under the read lock, every loaded copy of every name,
+// highest precedence first.
+func (c *Catalog) layers() map[string][]layered {
+	type lc = layered
 	out := map[string][]lc{}
 	for name, l := range c.custom {
 		out[name] = append(out[name], lc{Layer{Origin: OriginCustom}, l})
@@ -277,19 +280,8 @@ func (c *Catalog) List() []Entry {
 	defer c.mu.RUnlock()
 	var out []Entry
 	for _, ls := range c.layers() {
-		var e *Entry
-		for _, l := range ls {
-			if l.err != nil {
-				continue
-			}
-			if e == nil {
-				e = &Entry{Skill: l.skill, Layer: l.Layer, Warnings: l.warnings, fsys: l.fsys}
-				continue
-			}
-			e.Shadows = append(e.Shadows, l.Layer)
-		}
-		if e != nil {
-			out = append(out, *e)
+		if e, ok := effective(ls); ok {
+			out = append(out, e)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -298,12 +290,29 @@ func (c *Catalog) List() []Entry {
 
 // Get returns the effective skill named name, or false.
 func (c *Catalog) Get(name string) (Entry, bool) {
-	for _, e := range c.List() {
-		if e.Name == name {
-			return e, true
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return effective(c.layers()[name])
+}
+
+// effective picks the first copy that parsed from ls, highest precedence
+// first, and lists the parsed copies beneath it as shadowed.
+func effective(ls []layered) (Entry, bool) {
+	var e *Entry
+	for _, l := range ls {
+		if l.err != nil {
+			continue
 		}
+		if e == nil {
+			e = &Entry{Skill: l.skill, Layer: l.Layer, Warnings: l.warnings, fsys: l.fsys}
+			continue
+		}
+		e.Shadows = append(e.Shadows, l.Layer)
 	}
-	return Entry{}, false
+	if e == nil {
+		return Entry{}, false
+	}
+	return *e, true
 }
 
 // Problems returns the skills that were skipped and why, sorted by name

@@ -114,6 +114,7 @@ func Parse(name string, src []byte) (*Skill, []Warning, error) {
 	if strings.TrimSpace(s.Body) == "" {
 		p.warn(bodyLine, "the body is empty: the skill gives the model no instructions")
 	}
+	slices.SortStableFunc(p.warnings, func(a, b Warning) int { return a.Line - b.Line })
 	return s, p.warnings, nil
 }
 
@@ -192,7 +193,7 @@ func (p *parser) frontmatter(name string, fm []byte) (*Skill, error) {
 	}
 	s := &Skill{}
 	seen := map[string]bool{}
-	var nameNode, descNode *yaml.Node
+	var nameNode, descNode, toolsNode, policyNode *yaml.Node
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
@@ -224,8 +225,10 @@ func (p *parser) frontmatter(name string, fm []byte) (*Skill, error) {
 		case "allowed-tools":
 			s.AllowedTools, err = p.list(key, v, false)
 		case "tools":
+			toolsNode = k
 			s.Tools, err = p.tools(v)
 		case "interruptOn":
+			policyNode = v
 			s.InterruptOn, err = p.policy(v)
 		default:
 			var x any
@@ -256,7 +259,30 @@ func (p *parser) frontmatter(name string, fm []byte) (*Skill, error) {
 	case utf8.RuneCountInString(s.Description) > MaxDescriptionLen:
 		return nil, p.errAt(descNode, "description is %d characters; at most %d", utf8.RuneCountInString(s.Description), MaxDescriptionLen)
 	}
+	if toolsNode != nil && policyNode != nil {
+		p.undeclared(s, policyNode)
+	}
 	return s, nil
+}
+
+// undeclared warns about interruptOn entries that no tools entry covers:
+// the skill cannot call them, so the rule never applies.
+func (p *parser) undeclared(s *Skill, pol *yaml.Node) {
+	for i := 0; i+1 < len(pol.Content); i += 2 {
+		k := pol.Content[i]
+		ref, err := NormalizeRef(k.Value)
+		if err != nil || !s.InterruptOn[ref].Interrupt {
+			continue
+		}
+		covered := slices.ContainsFunc(s.Tools, func(t string) bool {
+			a, _ := path.Match(t, ref)
+			b, _ := path.Match(ref, t)
+			return t == ref || a || b
+		})
+		if !covered {
+			p.warn(p.line(k), "interruptOn %q names a tool the skill does not list in tools", ref)
+		}
+	}
 }
 
 func (p *parser) str(key string, v *yaml.Node) (string, error) {
@@ -264,7 +290,7 @@ func (p *parser) str(key string, v *yaml.Node) (string, error) {
 		return "", p.errAt(v, "%s must be a string", key)
 	}
 	if v.Tag != "!!str" {
-		p.warn(p.line(v), "%s is a %s; read as the string %q", key, strings.TrimPrefix(v.Tag, "!!"), v.Value)
+		p.warn(p.line(v), "%s is %s; read as the string %q", key, article(strings.TrimPrefix(v.Tag, "!!")), v.Value)
 	}
 	return v.Value, nil
 }
@@ -395,6 +421,12 @@ func (p *parser) rule(ref string, v *yaml.Node) (core.Rule, error) {
 }
 
 var reRefPart = regexp.MustCompile(`^[A-Za-z0-9_*?-]+$`)
+
+// PatternRef is a regular expression for the tool references
+// NormalizeRef accepts; specs/skill.schema.json holds the same one.
+const PatternRef = `^(?:builtin:|mcp:` + refName + `:|plugin:` + refName + `:)?` + refName + `$`
+
+const refName = `[A-Za-z0-9_*?-]+(?:\.[A-Za-z0-9_*?-]+)*`
 
 // NormalizeRef turns a tool reference into Kiln's form. Kiln names (echo,
 // calc.add, mcp.<server>.<tool>, sandbox.exec) are kept; Pizza Bot's
@@ -548,4 +580,15 @@ func (s *Skill) Validate() error {
 		}
 	}
 	return s.InterruptOn.Validate()
+}
+
+// article puts "a" or "an" before a YAML type name.
+func article(t string) string {
+	if t == "" {
+		return "an untagged value"
+	}
+	if strings.ContainsRune("aeiou", rune(t[0])) {
+		return "an " + t
+	}
+	return "a " + t
 }

@@ -142,6 +142,30 @@ func TestNormalizeRef(t *testing.T) {
 	}
 }
 
+func TestParseWarnings(t *testing.T) {
+	src := "---\nname: warn\ndescription: d\ntools: [echo, echo, \"mcp:gh:*\"]\n" +
+		"interruptOn:\n  mcp.gh.create: true\n  calc.add: true\n  sandbox.exec: false\n" +
+		"version: 2\nlicense: 1\n---\n"
+	_, warns, err := skills.Parse("warn", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range warns {
+		got = append(got, w.String())
+	}
+	want := []string{
+		`SKILL.md:4: tools: "echo" is listed twice`,
+		`SKILL.md:7: interruptOn "calc.add" names a tool the skill does not list in tools`,
+		`SKILL.md:9: unknown field "version" kept but not used`,
+		`SKILL.md:10: license is an int; read as the string "1"`,
+		`SKILL.md:12: the body is empty: the skill gives the model no instructions`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // FuzzParse checks that Parse never panics, that an accepted skill is
 // valid, and that an error is a *ParseError with a line.
 func FuzzParse(f *testing.F) {
