@@ -197,9 +197,10 @@ func (c *Catalog) Reload() error {
 }
 
 // Watch calls Reload every interval until ctx is done, so skills edited on
-// disk take effect without a restart. It returns ctx's error, or the
-// first error of Reload.
-func (c *Catalog) Watch(ctx context.Context, interval time.Duration) error {
+// disk take effect without a restart, and returns ctx's error. A Reload
+// that fails (the folder unreadable for a moment) is reported to onError,
+// when set, and the watch goes on: the catalog keeps what it had.
+func (c *Catalog) Watch(ctx context.Context, interval time.Duration, onError func(error)) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -207,8 +208,8 @@ func (c *Catalog) Watch(ctx context.Context, interval time.Duration) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
-			if err := c.Reload(); err != nil {
-				return err
+			if err := c.Reload(); err != nil && onError != nil {
+				onError(err)
 			}
 		}
 	}

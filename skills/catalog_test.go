@@ -202,7 +202,7 @@ func TestCatalogWatch(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- c.Watch(ctx, 5*time.Millisecond) }()
+	go func() { done <- c.Watch(ctx, 5*time.Millisecond, nil) }()
 	writeSkill(t, dir, "late", skillMD("late", "arrives later"))
 	deadline := time.Now().Add(5 * time.Second)
 	for {

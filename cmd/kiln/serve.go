@@ -371,7 +371,9 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return err
 	}
-	go cat.Watch(ctx, skillsWatchInterval)
+	go cat.Watch(ctx, skillsWatchInterval, func(err error) {
+		log.Warn("reload skills", "component", "skills", "err", err)
+	})
 	reg, err := openPlugins(ctx, cfg, svc, store, models, cat, builtins, log, met.PluginCall)
 	if err != nil {
 		return err
