@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins/mcpservers"
@@ -59,7 +63,7 @@ func (h *fakeHost) RemoveTools(source string) error {
 	return nil
 }
 
-func (h *fakeHost) tool(t *testing.T, source, name string) core.Tool {
+func (h *fakeHost) tool(t testing.TB, source, name string) core.Tool {
 	t.Helper()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -155,6 +159,7 @@ func TestStdioEverything(t *testing.T) {
 	host := newHost()
 	m := start(t, host, Config{Servers: []ServerConfig{everything(t)}})
 	st := waitState(t, m, "everything", StateConnected)
+	t.Logf("protocol %s", st.Protocol)
 	if st.Protocol == "" || st.Transport != "stdio" || st.Error != "" {
 		t.Errorf("status %+v", st)
 	}
@@ -507,4 +512,98 @@ func TestGlobEscape(t *testing.T) {
 	if _, held := p.Match("aXb?[c]\\d"); held {
 		t.Error("the escaped pattern matches another name")
 	}
+}
+
+// goServer is an MCP server of mcp-go's own server package, over
+// streamable HTTP on 127.0.0.1, with one tool "a".
+func goServer(t testing.TB) (*mcpserver.MCPServer, string) {
+	srv := mcpserver.NewMCPServer("kiln-test", "1", mcpserver.WithToolCapabilities(true))
+	srv.AddTool(mcpgo.NewTool("a", mcpgo.WithDescription("tool a"), mcpgo.WithReadOnlyHintAnnotation(true)), func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		return mcpgo.NewToolResultText("a says " + req.GetString("x", "")), nil
+	})
+	hs := httptest.NewServer(mcpserver.NewStreamableHTTPServer(srv))
+	t.Cleanup(hs.Close)
+	return srv, hs.URL + "/mcp"
+}
+
+// TestToolListChanged: a server's tools/list_changed makes the manager
+// list and register the tools again.
+func TestToolListChanged(t *testing.T) {
+	srv, url := goServer(t)
+	host := newHost()
+	m := start(t, host, Config{Servers: []ServerConfig{{Server: mcpservers.Server{Name: "go", URL: url}}}})
+	st := waitState(t, m, "go", StateConnected)
+	t.Logf("protocol %s", st.Protocol)
+	if !slices.Equal(st.Tools, []string{"mcp.go.a"}) {
+		t.Fatalf("tools %v", st.Tools)
+	}
+	if res := call(t, host.tool(t, "mcp.go", "a"), `{"x":"hi"}`); res.Text() != "a says hi" {
+		t.Errorf("a: %+v", res)
+	}
+	srv.AddTool(mcpgo.NewTool("b*", mcpgo.WithDestructiveHintAnnotation(true)), func(context.Context, mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		return mcpgo.NewToolResultError("b failed"), nil
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for st, _ = m.Status("go"); !slices.Equal(st.Tools, []string{"mcp.go.a", "mcp.go.b*"}); st, _ = m.Status("go") {
+		if time.Now().After(deadline) {
+			t.Fatalf("tools %v after the change (protocol %s)", st.Tools, st.Protocol)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if res := call(t, host.tool(t, "mcp.go", "b*"), `{}`); !res.IsError || res.Text() != "b failed" {
+		t.Errorf("b: %+v", res)
+	}
+	host.mu.Lock()
+	p := host.policy["mcp.go"]
+	host.mu.Unlock()
+	if _, held := p.Match("b*"); !held {
+		t.Errorf("b* not held: %v", p)
+	}
+	if _, held := p.Match("a"); held {
+		t.Errorf("a held: %v", p)
+	}
+}
+
+// The Host the manager is given in Kiln.
+var _ Host = (*core.Service)(nil)
+
+func benchCall(b *testing.B, host *fakeHost, source, name, args string) {
+	tl := host.tool(b, source, name)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := tl.Call(ctx, json.RawMessage(args))
+		if err != nil || res.IsError {
+			b.Fatalf("%v %+v", err, res)
+		}
+	}
+}
+
+// BenchmarkToolCallStdio is one tools/call round trip to
+// server-everything's echo over stdio.
+func BenchmarkToolCallStdio(b *testing.B) {
+	host := newHost()
+	m := start(b, host, Config{Servers: []ServerConfig{everything(b)}, PingInterval: time.Hour})
+	waitState(b, m, "everything", StateConnected)
+	benchCall(b, host, "mcp.everything", "echo", `{"message":"hi"}`)
+}
+
+// BenchmarkToolCallHTTP is the same over streamable HTTP.
+func BenchmarkToolCallHTTP(b *testing.B) {
+	url := startEverythingHTTP(b)
+	host := newHost()
+	m := start(b, host, Config{Servers: []ServerConfig{{Server: mcpservers.Server{Name: "web", URL: url}}}, PingInterval: time.Hour})
+	waitState(b, m, "web", StateConnected)
+	benchCall(b, host, "mcp.web", "echo", `{"message":"hi"}`)
+}
+
+// BenchmarkToolCallHTTPGo is a round trip to mcp-go's own server over
+// streamable HTTP (in process): the bridge's and mcp-go's client cost
+// without Node.
+func BenchmarkToolCallHTTPGo(b *testing.B) {
+	_, url := goServer(b)
+	host := newHost()
+	m := start(b, host, Config{Servers: []ServerConfig{{Server: mcpservers.Server{Name: "go", URL: url}}}, PingInterval: time.Hour})
+	waitState(b, m, "go", StateConnected)
+	benchCall(b, host, "mcp.go", "a", `{"x":"hi"}`)
 }

@@ -192,6 +192,11 @@ func (s *server) connect(ctx context.Context) (*session, error) {
 		return fail(fmt.Errorf("initialize: %w", err))
 	}
 	sess.protocol = res.ProtocolVersion
+	if mcp.IsModernProtocol(sess.protocol) && res.Capabilities.Tools != nil && res.Capabilities.Tools.ListChanged {
+		// From 2026-07-28 a client opts in to notifications with a
+		// subscriptions/listen stream, held open for the session.
+		go func() { _ = c.Listen(sctx, mcp.SubscriptionFilter{ToolsListChanged: true}) }()
+	}
 	if err := s.register(sctx, sess, false); err != nil {
 		return fail(err)
 	}
