@@ -439,6 +439,9 @@ func (s *server) register(ctx context.Context, sess *session, again bool) error 
 		return err
 	}
 	if again {
+		if tools.same(sess.registered) {
+			return nil // nothing changed that Kiln sees
+		}
 		_ = s.m.host.RemoveTools(s.source)
 	}
 	if err := s.m.host.AddTools(s.source, tools.tools, tools.policy); err != nil {
@@ -451,6 +454,7 @@ func (s *server) register(ctx context.Context, sess *session, again bool) error 
 			return fmt.Errorf("register tools: %w", err)
 		}
 	}
+	sess.registered = tools
 	s.set(func(st *ServerStatus) {
 		st.State, st.Error, st.Protocol, st.Tools = StateConnected, "", sess.protocol, tools.names(s.source)
 	})

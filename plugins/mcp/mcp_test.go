@@ -76,11 +76,28 @@ func (h *fakeHost) tool(t testing.TB, source, name string) core.Tool {
 	return nil
 }
 
+func (h *fakeHost) policyOf(source string) core.Policy {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.policy[source]
+}
+
 func (h *fakeHost) count(source string) (adds, removes int, registered bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	_, registered = h.tools[source]
 	return h.adds[source], h.removes[source], registered
+}
+
+// process returns the stdio server's current process.
+func (m *Manager) process(t testing.TB, id string) *os.Process {
+	s := m.servers[id]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess == nil {
+		t.Fatalf("%s has no session", id)
+	}
+	return s.sess.process()
 }
 
 // node returns the path of node, skipping the test when it is missing.
@@ -174,7 +191,7 @@ func TestStdioEverything(t *testing.T) {
 		t.Errorf("echo: %+v", res)
 	}
 	// Held: the tools not annotated readOnlyHint.
-	if p := host.policy["mcp.everything"]; p["echo"].Interrupt || !p["gzip-file-as-resource"].Interrupt {
+	if p := host.policyOf("mcp.everything"); p["echo"].Interrupt || !p["gzip-file-as-resource"].Interrupt {
 		t.Errorf("default policy %v", p)
 	}
 	img := call(t, host.tool(t, "mcp.everything", "get-tiny-image"), `{}`)
@@ -284,7 +301,7 @@ func TestStdioFilesystem(t *testing.T) {
 	if res := call(t, read, fmt.Sprintf(`{"path": %q}`, filepath.Join(dir, "missing.txt"))); !res.IsError {
 		t.Errorf("read of a missing file: %+v", res)
 	}
-	p := host.policy["mcp.files"]
+	p := host.policyOf("mcp.files")
 	for _, held := range []string{"write_file", "edit_file", "move_file", "create_directory"} {
 		if !p[held].Interrupt {
 			t.Errorf("%s not held by default (policy %v)", held, p)
@@ -308,7 +325,7 @@ func TestTrustAll(t *testing.T) {
 		Name: "files", Command: node(t), Args: []string{npmServer(t, "server-filesystem"), t.TempDir()},
 	}}}})
 	waitState(t, m, "files", StateConnected)
-	if p := host.policy["mcp.files"]; len(p) != 0 {
+	if p := host.policyOf("mcp.files"); len(p) != 0 {
 		t.Errorf("policy %v", p)
 	}
 }
@@ -327,9 +344,16 @@ func freePort(t testing.TB) int {
 // 127.0.0.1 and returns its URL.
 func startEverythingHTTP(t testing.TB) string {
 	t.Helper()
+	return startEverything(t, "streamableHttp") + "/mcp"
+}
+
+// startEverything runs server-everything in an HTTP mode on 127.0.0.1
+// and returns its base URL.
+func startEverything(t testing.TB, mode string) string {
+	t.Helper()
 	port := freePort(t)
 	preload, _ := filepath.Abs(filepath.Join("testdata", "localhost.cjs"))
-	cmd := exec.Command(node(t), "--require", preload, npmServer(t, "server-everything"), "streamableHttp")
+	cmd := exec.Command(node(t), "--require", preload, npmServer(t, "server-everything"), mode)
 	cmd.Env = []string{fmt.Sprintf("PORT=%d", port), "PATH=" + os.Getenv("PATH")}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -348,7 +372,7 @@ func startEverythingHTTP(t testing.TB) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return "http://" + addr + "/mcp"
+	return "http://" + addr
 }
 
 // TestStreamableHTTPEverything connects to server-everything over
@@ -364,6 +388,21 @@ func TestStreamableHTTPEverything(t *testing.T) {
 		t.Errorf("status %+v", st)
 	}
 	if res := call(t, host.tool(t, "mcp.web", "echo"), `{"message":"over http"}`); res.Text() != "Echo: over http" {
+		t.Errorf("echo: %+v", res)
+	}
+}
+
+// TestSSEEverything connects to server-everything over the older
+// HTTP+SSE transport.
+func TestSSEEverything(t *testing.T) {
+	url := startEverything(t, "sse") + "/sse"
+	host := newHost()
+	m := start(t, host, Config{Servers: []ServerConfig{{Server: mcpservers.Server{Name: "old", Type: "sse", URL: url}}}})
+	st := waitState(t, m, "old", StateConnected)
+	if st.Transport != "sse" || st.Protocol == "" {
+		t.Errorf("status %+v", st)
+	}
+	if res := call(t, host.tool(t, "mcp.old", "echo"), `{"message":"over sse"}`); res.Text() != "Echo: over sse" {
 		t.Errorf("echo: %+v", res)
 	}
 }
@@ -385,8 +424,8 @@ func TestCrashReconnect(t *testing.T) {
 		},
 	})
 	waitState(t, m, "everything", StateConnected)
-	adds0, removes0, _ := host.count("mcp.everything")
-	proc := m.servers["everything"].sess.process()
+	_, removes0, _ := host.count("mcp.everything")
+	proc := m.process(t, "everything")
 	if proc == nil {
 		t.Fatal("no process")
 	}
@@ -402,8 +441,11 @@ func TestCrashReconnect(t *testing.T) {
 	}
 	release <- time.Now()
 	st = waitState(t, m, "everything", StateConnected)
-	if adds, _, reg := host.count("mcp.everything"); !reg || adds <= adds0 || !slices.Contains(st.Tools, "mcp.everything.echo") {
-		t.Errorf("after the reconnect: registered %v, %d additions, tools %v", reg, adds, st.Tools)
+	if _, _, reg := host.count("mcp.everything"); !reg || !slices.Contains(st.Tools, "mcp.everything.echo") {
+		t.Errorf("after the reconnect: registered %v, tools %v", reg, st.Tools)
+	}
+	if p := host.tool(t, "mcp.everything", "echo").(*tool).sess.process(); p == nil || p.Pid == proc.Pid {
+		t.Error("the registered echo is not the new session's")
 	}
 	if res := call(t, host.tool(t, "mcp.everything", "echo"), `{"message":"back"}`); res.Text() != "Echo: back" {
 		t.Errorf("echo: %+v", res)
@@ -416,7 +458,7 @@ func TestDiesMidCall(t *testing.T) {
 	host := newHost()
 	m := start(t, host, Config{Servers: []ServerConfig{everything(t)}, PingInterval: time.Hour})
 	waitState(t, m, "everything", StateConnected)
-	proc := m.servers["everything"].sess.process()
+	proc := m.process(t, "everything")
 	long := host.tool(t, "mcp.everything", "trigger-long-running-operation")
 	go func() { time.Sleep(300 * time.Millisecond); proc.Kill() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -553,9 +595,7 @@ func TestToolListChanged(t *testing.T) {
 	if res := call(t, host.tool(t, "mcp.go", "b*"), `{}`); !res.IsError || res.Text() != "b failed" {
 		t.Errorf("b: %+v", res)
 	}
-	host.mu.Lock()
-	p := host.policy["mcp.go"]
-	host.mu.Unlock()
+	p := host.policyOf("mcp.go")
 	if _, held := p.Match("b*"); !held {
 		t.Errorf("b* not held: %v", p)
 	}

@@ -27,6 +27,9 @@ type session struct {
 	client   *client.Client
 	protocol string
 	secrets  []string // expanded values, redacted from messages
+	// registered is what the session's last listing registered (only
+	// the supervisor touches it).
+	registered listed
 
 	cmdMu sync.Mutex
 	cmd   *exec.Cmd // the stdio server's process
@@ -228,6 +231,22 @@ func stdioEnv(vars map[string]string) []string {
 type listed struct {
 	tools  []core.Tool
 	policy core.Policy
+}
+
+// same reports whether l registers exactly what o does.
+func (l listed) same(o listed) bool {
+	if len(l.tools) != len(o.tools) || !maps.EqualFunc(l.policy, o.policy, func(a, b core.Rule) bool {
+		return a.Interrupt == b.Interrupt && slices.Equal(a.AllowedDecisions, b.AllowedDecisions)
+	}) {
+		return false
+	}
+	for i := range l.tools {
+		a, b := l.tools[i].Spec(), o.tools[i].Spec()
+		if a.Name != b.Name || a.Description != b.Description || a.Idempotent != b.Idempotent || !bytes.Equal(a.Schema, b.Schema) {
+			return false
+		}
+	}
+	return true
 }
 
 func (l listed) names(source string) []string {
