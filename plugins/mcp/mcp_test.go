@@ -278,6 +278,50 @@ func TestStdioEnv(t *testing.T) {
 	}
 }
 
+// TestProcessGroup: what a stdio server started ends with its session.
+func TestProcessGroup(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc to see processes in")
+	}
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	host := newHost()
+	m := start(t, host, Config{Servers: []ServerConfig{{Server: mcpservers.Server{
+		Name: "wrapped", Command: "sh",
+		Args: []string{"-c", `sleep 600 & echo $! > "$1"; exec "$2" "$3" stdio`, "sh", pidFile, node(t), npmServer(t, "server-everything")},
+	}}}})
+	waitState(t, m, "wrapped", StateConnected)
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	fmt.Sscan(string(data), &pid)
+	if pid <= 0 || !alive(pid) {
+		t.Fatalf("sleep's pid %q not running", data)
+	}
+	m.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("the server's child outlived the session")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid runs (a zombie counts as gone).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(stat))
+	return len(f) > 2 && f[2] != "Z"
+}
+
 // TestStdioFilesystem connects to server-filesystem on a temporary
 // folder: a read, a failed read (isError), and the default policy that
 // holds the tools that write.

@@ -67,6 +67,11 @@ func (s *session) close() {
 			_ = s.client.Close()
 		}
 		s.cancel()
+		s.cmdMu.Lock()
+		if s.cmd != nil {
+			killGroup(s.cmd)
+		}
+		s.cmdMu.Unlock()
 	})
 }
 
@@ -156,6 +161,7 @@ func (s *server) connect(ctx context.Context) (*session, error) {
 				cmd := exec.CommandContext(ctx, command, args...)
 				cmd.Env = env
 				cmd.Dir = dir
+				ownGroup(cmd)
 				sess.cmdMu.Lock()
 				sess.cmd = cmd
 				sess.cmdMu.Unlock()
