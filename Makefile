@@ -23,6 +23,12 @@ UI_SRC     := $(shell find $(UI)/src 2>/dev/null) $(wildcard $(UI)/package.json 
 # npm, when it is installed and web/ui has its build (package.json, build.mjs)
 HAVE_NPM   := $(and $(wildcard $(UI)/package.json),$(wildcard $(UI)/build.mjs),$(shell command -v $(NPM) 2>/dev/null))
 
+# The third-party MCP servers the plugins/mcp tests connect to
+# (@modelcontextprotocol/server-everything and server-filesystem), from npm
+# into plugins/mcp/testdata/npm; its node_modules is not committed.
+MCP_NPM     := plugins/mcp/testdata/npm
+MCP_MODULES := $(MCP_NPM)/node_modules/.package-lock.json
+
 .PHONY: all build kiln examples run ui ui-check deps test test-short bench fuzz vet clean
 
 all: build
@@ -68,14 +74,20 @@ $(UI_MODULES): $(UI)/package-lock.json
 	cd $(UI) && $(NPM) ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+$(MCP_MODULES): $(MCP_NPM)/package-lock.json
+	cd $(MCP_NPM) && $(NPM) ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 ## ui-check: fail when web/ui/dist is not what a fresh build of the sources makes (and leave the fresh build)
 ui-check: $(UI_MODULES)
 	.ci/ui-check
 
-## deps: install what the tests need when missing: Chromium (apt, as root) and the UI's npm packages
+## deps: install what the tests need when missing: Chromium (apt, as root), the UI's npm packages
+## and the MCP servers the plugins/mcp tests run
 deps:
 	.ci/setup
 	@$(MAKE) --no-print-directory $(UI_MODULES)
+	@$(MAKE) --no-print-directory $(MCP_MODULES)
 
 ## test: deps, the web/ui/dist check, vet, every Go test (including the end-to-end crash test),
 ## the UI's unit tests and its browser tests against bin/kiln

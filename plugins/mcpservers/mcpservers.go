@@ -7,8 +7,10 @@
 //	  "docs":   {"url": "https://docs.example.com/mcp"}
 //	}}
 //
-// A server runs a command (stdio) or is reached at an http(s) URL
-// (streamable HTTP), never both. What a server does on the plugin's
+// A server runs a command (stdio, in cwd when given) or is reached at an
+// http(s) URL, never both; "type" is "stdio" (the default with a command),
+// "http" (streamable HTTP, the default with a URL) or "sse" (the older
+// HTTP+SSE transport). What a server does on the plugin's
 // behalf is what the user consented to: a command needs permissions.exec,
 // a URL's host its entry in permissions.network, and every "${NAME}" it
 // uses the variable in permissions.env. Attach parses and checks the file
@@ -44,9 +46,15 @@ type Source interface {
 // Server is one MCP server definition.
 type Server struct {
 	Name string `json:"-"`
-	// Command and Args start a stdio server.
+	// Type is the transport: TypeStdio, TypeHTTP or TypeSSE. Read and
+	// Parse fill it in when the file leaves it out.
+	Type string `json:"type,omitempty"`
+	// Command and Args start a stdio server, in the directory Cwd when
+	// it is given (an absolute path, or one relative to the directory
+	// the host runs servers in).
 	Command string   `json:"command,omitempty"`
 	Args    []string `json:"args,omitempty"`
+	Cwd     string   `json:"cwd,omitempty"`
 	// Env are variables set for the command. A "${NAME}" in a value (or
 	// in the command, an argument, the URL or a header) takes the
 	// server's variable NAME, which the plugin must declare in
@@ -57,6 +65,13 @@ type Server struct {
 	// Headers are sent to an HTTP server, with the same "${NAME}" rule.
 	Headers map[string]string `json:"headers,omitempty"`
 }
+
+// Transports.
+const (
+	TypeStdio = "stdio"
+	TypeHTTP  = "http"
+	TypeSSE   = "sse"
+)
 
 // Host takes the MCP servers of a plugin while it is enabled. The MCP
 // bridge implements it; a server without one lists a plugin's servers
@@ -142,6 +157,14 @@ func Read(fsys fs.FS, perms plugins.Permissions) ([]Server, error) {
 	if len(data) > MaxFileSize {
 		return nil, fmt.Errorf("%s is larger than %d KiB", File, MaxFileSize>>10)
 	}
+	return Parse(data, &perms)
+}
+
+// Parse parses and checks MCP server definitions in the mcp.json format,
+// as Read does. perms are the consent of the plugin that ships them; nil
+// means no plugin (the user's own configuration), so nothing is checked
+// against permissions.
+func Parse(data []byte, perms *plugins.Permissions) ([]Server, error) {
 	if err := strictJSON(data); err != nil {
 		return nil, fmt.Errorf("%s: %w", File, err)
 	}
@@ -161,7 +184,7 @@ func Read(fsys fs.FS, perms plugins.Permissions) ([]Server, error) {
 			return nil, fmt.Errorf("%s: server %q: %w", File, name, err)
 		}
 		s.Name = name
-		if err := check(s, perms); err != nil {
+		if err := check(&s, perms); err != nil {
 			return nil, fmt.Errorf("%s: server %q: %w", File, name, err)
 		}
 		out = append(out, s)
@@ -185,7 +208,24 @@ func decode(data []byte, v any) error {
 	return err
 }
 
-func check(s Server, perms plugins.Permissions) error {
+func check(s *Server, perms *plugins.Permissions) error {
+	switch s.Type {
+	case "":
+		s.Type = TypeStdio
+		if s.URL != "" {
+			s.Type = TypeHTTP
+		}
+	case TypeStdio:
+		if s.URL != "" {
+			return errors.New(`type "stdio" is for a command, not a url`)
+		}
+	case TypeHTTP, TypeSSE:
+		if s.Command != "" {
+			return fmt.Errorf("type %q is for a url, not a command", s.Type)
+		}
+	default:
+		return fmt.Errorf(`type %q: want "stdio", "http" or "sse"`, s.Type)
+	}
 	switch {
 	case !reServer.MatchString(s.Name):
 		return errors.New("a name is 1 to 64 characters of a-z, 0-9, '_' and '-', starting with a letter or digit")
@@ -200,26 +240,34 @@ func check(s Server, perms plugins.Permissions) error {
 		if len(s.Args) > 0 || len(s.Env) > 0 {
 			return errors.New("args and env are for a command")
 		}
+		if s.Cwd != "" {
+			return errors.New("cwd is for a command")
+		}
 		// A fragment is never sent to a server: a URL with one is a
 		// mistake (RFC 3986, section 3.5).
 		u, err := url.Parse(s.URL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || strings.Contains(s.URL, "#") {
 			return fmt.Errorf("url %q: want http(s)://host/path without user info or a fragment", s.URL)
 		}
-		if err := netguard.CheckURL(perms, u); err != nil {
+		if perms == nil {
+			// the user's own configuration: any host
+		} else if err := netguard.CheckURL(*perms, u); err != nil {
 			return fmt.Errorf("url %q: %w; declare the host in permissions.network", s.URL, err)
 		}
 	} else {
 		if strings.TrimSpace(s.Command) == "" {
 			return errors.New("the command is blank")
 		}
-		if !perms.Exec {
+		if perms != nil && !perms.Exec {
 			return errors.New("runs a command, which the plugin does not declare (permissions.exec)")
 		}
 	}
 	// Every string that may be expanded: what is not checked here could
 	// read a variable the user never agreed to.
-	refs := []struct{ where, value string }{{"command", s.Command}, {"url", s.URL}}
+	if perms == nil {
+		return nil
+	}
+	refs := []struct{ where, value string }{{"command", s.Command}, {"url", s.URL}, {"cwd", s.Cwd}}
 	for i, a := range s.Args {
 		refs = append(refs, struct{ where, value string }{fmt.Sprintf("args[%d]", i), a})
 	}
@@ -237,6 +285,49 @@ func check(s Server, perms plugins.Permissions) error {
 		}
 	}
 	return nil
+}
+
+// Expand returns s with every "${NAME}" in its command, arguments, cwd,
+// environment values, URL and header values replaced by lookup(NAME). A
+// name lookup does not know is an error naming the variable and where it
+// is used (never a value).
+func Expand(s Server, lookup func(name string) (string, bool)) (Server, error) {
+	var missing []string
+	exp := func(where, v string) string {
+		return reRef.ReplaceAllStringFunc(v, func(ref string) string {
+			name := reRef.FindStringSubmatch(ref)[1]
+			val, ok := lookup(name)
+			if !ok {
+				missing = append(missing, fmt.Sprintf("${%s} in %s", name, where))
+			}
+			return val
+		})
+	}
+	out := s
+	out.Command = exp("command", s.Command)
+	out.URL = exp("url", s.URL)
+	out.Cwd = exp("cwd", s.Cwd)
+	out.Args = nil
+	for i, a := range s.Args {
+		out.Args = append(out.Args, exp(fmt.Sprintf("args[%d]", i), a))
+	}
+	out.Env = expandMap(s.Env, "env ", exp)
+	out.Headers = expandMap(s.Headers, "header ", exp)
+	if len(missing) > 0 {
+		return Server{}, fmt.Errorf("server %q: unset variables: %s", s.Name, strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+func expandMap(m map[string]string, where string, exp func(where, v string) string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out[k] = exp(where+k, m[k])
+	}
+	return out
 }
 
 // strictJSON checks that data is one JSON value without duplicate keys at

@@ -78,19 +78,23 @@ const good = `{"mcpServers": {
   "zeta": {"url": "https://docs.example.com/mcp", "headers": {"Authorization": "Bearer ${DOCS_KEY}"}},
   "github": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-github"], "env": {"GITHUB_TOKEN": "${GITHUB_TOKEN}", "LOG_LEVEL": "debug"}},
   "local_1": {"url": "http://localhost:3000/mcp?x=1"},
-  "0-min": {"command": "/usr/local/bin/srv"}
+  "0-min": {"command": "/usr/local/bin/srv"},
+  "old": {"type": "sse", "url": "https://docs.example.com/sse"},
+  "here": {"type": "stdio", "command": "srv", "cwd": "/srv/data"}
 }}`
 
 // goodServers is what good defines, in name order.
 var goodServers = []mcpservers.Server{
-	{Name: "0-min", Command: "/usr/local/bin/srv"},
-	{Name: "github", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-github"},
+	{Name: "0-min", Type: "stdio", Command: "/usr/local/bin/srv"},
+	{Name: "github", Type: "stdio", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-github"},
 		Env: map[string]string{"GITHUB_TOKEN": "${GITHUB_TOKEN}", "LOG_LEVEL": "debug"}},
-	{Name: "local_1", URL: "http://localhost:3000/mcp?x=1"},
-	{Name: "zeta", URL: "https://docs.example.com/mcp", Headers: map[string]string{"Authorization": "Bearer ${DOCS_KEY}"}},
+	{Name: "here", Type: "stdio", Command: "srv", Cwd: "/srv/data"},
+	{Name: "local_1", Type: "http", URL: "http://localhost:3000/mcp?x=1"},
+	{Name: "old", Type: "sse", URL: "https://docs.example.com/sse"},
+	{Name: "zeta", Type: "http", URL: "https://docs.example.com/mcp", Headers: map[string]string{"Authorization": "Bearer ${DOCS_KEY}"}},
 }
 
-var goodNames = []string{"0-min", "github", "local_1", "zeta"}
+var goodNames = []string{"0-min", "github", "here", "local_1", "old", "zeta"}
 
 // bundle is a kit bundle: its permissions and files.
 type bundle struct {
@@ -213,7 +217,7 @@ var refused = []struct {
 	{"args not an array", "", `{"mcpServers": {"x": {"command": "x", "args": "-v"}}}`, `mcp.json: server "x": args: want an array, not a string`},
 	{"env value not a string", "", `{"mcpServers": {"x": {"command": "x", "env": {"N": 1}}}}`, `mcp.json: server "x": env: want a string, not a number`},
 	{"unknown top-level field", "", `{"mcpServers": {"x": {"command": "x"}}, "inputs": []}`, `unknown field "inputs"`},
-	{"unknown server field", "", `{"mcpServers": {"x": {"command": "x", "cwd": "/tmp"}}}`, `server "x": json: unknown field "cwd"`},
+	{"unknown server field", "", `{"mcpServers": {"x": {"command": "x", "timeout": 5}}}`, `server "x": json: unknown field "timeout"`},
 	{"duplicate server", "", `{"mcpServers": {"x": {"command": "x"}, "x": {"command": "rm"}}}`, "mcpServers.x: duplicate key"},
 	{"duplicate env key", "", `{"mcpServers": {"x": {"command": "x", "env": {"A": "1", "A": "2"}}}}`, "mcpServers.x.env.A: duplicate key"},
 	{"trailing data", "", `{"mcpServers": {"x": {"command": "x"}}} {"mcpServers": {}}`, "trailing data"},
@@ -233,6 +237,11 @@ var refused = []struct {
 	{"headers without url", "", `{"mcpServers": {"x": {"command": "x", "headers": {"A": "b"}}}}`, "headers are for a url"},
 	{"args with url", "", `{"mcpServers": {"x": {"url": "https://docs.example.com/mcp", "args": ["-v"]}}}`, "args and env are for a command"},
 	{"env with url", "", `{"mcpServers": {"x": {"url": "https://docs.example.com/mcp", "env": {"A": "b"}}}}`, "args and env are for a command"},
+	{"cwd with url", "", `{"mcpServers": {"x": {"url": "https://docs.example.com/mcp", "cwd": "/tmp"}}}`, "cwd is for a command"},
+	// The type.
+	{"unknown type", "", `{"mcpServers": {"x": {"type": "ws", "url": "https://docs.example.com/mcp"}}}`, `type "ws": want "stdio", "http" or "sse"`},
+	{"stdio with url", "", `{"mcpServers": {"x": {"type": "stdio", "url": "https://docs.example.com/mcp"}}}`, `type "stdio" is for a command`},
+	{"sse with command", "", `{"mcpServers": {"x": {"type": "sse", "command": "x"}}}`, `type "sse" is for a url`},
 	// The url.
 	{"ftp url", "", `{"mcpServers": {"x": {"url": "ftp://docs.example.com/mcp"}}}`, `url "ftp://docs.example.com/mcp": want http(s)://host/path`},
 	{"url without scheme", "", `{"mcpServers": {"x": {"url": "docs.example.com/mcp"}}}`, "want http(s)://host/path"},

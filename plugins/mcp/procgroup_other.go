@@ -1,0 +1,9 @@
+//go:build !unix
+
+package mcp
+
+import "os/exec"
+
+func ownGroup(*exec.Cmd) {}
+
+func killGroup(*exec.Cmd) {}
