@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -155,6 +157,41 @@ func TestHandWorkToKiln(t *testing.T) {
 				t.Fatalf("unknown run: %s", text)
 			}
 		})
+	}
+}
+
+// TestTypeScriptSDKClient: the official TypeScript SDK's client (from
+// npm, installed by make deps) hands Kiln a task over Streamable HTTP,
+// approves the call it waits on and sees the run finish.
+func TestTypeScriptSDKClient(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	dir := filepath.Join("..", "..", "plugins", "mcp", "testdata", "npm")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Fatalf("the TypeScript MCP SDK is not installed; run make deps (%v)", err)
+	}
+	srv := startKiln(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "kiln-client.mjs", srv.URL+"/mcp", token)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("TypeScript client: %v\n%s", err, out)
+	}
+	var got struct {
+		Tools   []string
+		Waiting string
+		Done    map[string]any
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if strings.Join(got.Tools, ",") != "decide,list_inbox,read_thread,start_run,wait_run" || got.Waiting != "interrupted" ||
+		got.Done["status"] != "succeeded" || got.Done["answer"] != "Done over the TS SDK." {
+		t.Fatalf("the TypeScript client saw %s", out)
 	}
 }
 
