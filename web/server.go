@@ -49,6 +49,9 @@ type Options struct {
 	// MaxAttachment is the size limit of one attachment upload; zero means
 	// DefaultMaxAttachment.
 	MaxAttachment int64
+	// MCPServers is the MCP bridge behind /api/v1/mcp-servers; nil (an
+	// untyped nil) answers 404.
+	MCPServers MCPServers
 	// Skills is the skill catalog behind /api/v1/skills; nil answers 404
 	// "skills are not available on this server".
 	Skills *skills.Catalog
@@ -203,6 +206,7 @@ func (s *server) apiRoutes(r chi.Router) {
 	r.Get("/tools", s.api(s.tools))
 	s.workspaceRoutes(r)
 	s.skillRoutes(r)
+	s.mcpServerRoutes(r)
 	s.pluginRoutes(r)
 	s.providerRoutes(r)
 	r.Get("/status", s.api(s.status))

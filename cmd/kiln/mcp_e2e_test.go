@@ -3,8 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kilnhq/kiln/core"
 
 	mcpclient "github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -48,5 +54,56 @@ func TestMCPStdio(t *testing.T) {
 	done := call("wait_run", map[string]any{"run_id": started["run_id"], "timeout_seconds": 20})
 	if done["status"] != "succeeded" || !strings.Contains(done["answer"].(string), "Done from MCP.") {
 		t.Fatalf("wait_run: %v", done)
+	}
+}
+
+// TestMCPBridgeEndToEnd: kiln serve connects the MCP servers of
+// <data>/.mcp.json (the reference server-everything from npm, over stdio),
+// lists them with their tools, and a run calls one as mcp.<server>.<tool>.
+func TestMCPBridgeEndToEnd(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	entry, err := filepath.Abs(filepath.Join("..", "..", "plugins", "mcp", "testdata", "npm", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(entry); err != nil {
+		t.Fatalf("server-everything is not installed; run make deps (%v)", err)
+	}
+	data := t.TempDir()
+	cfg, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"everything": map[string]any{"command": node, "args": []string{entry, "stdio"}}}})
+	if err := os.WriteFile(filepath.Join(data, ".mcp.json"), cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startProc(t, procAddr(t), data)
+	c := s.client()
+	ctx := context.Background()
+	waitFor(t, "server-everything to connect", func() bool {
+		list, err := c.MCPServers(ctx)
+		return err == nil && len(list) == 1 && list[0].State == "connected"
+	})
+	list, _ := c.MCPServers(ctx)
+	if !slices.Contains(list[0].Tools, "mcp.everything.echo") || list[0].Protocol == "" {
+		t.Fatalf("status %+v", list[0])
+	}
+	r := runTo(t, c, "", "tool mcp.everything.echo {\"message\":\"through the bridge\"}\ntext ok", core.RunRequest{})
+	if res := results(t, c, r.ThreadID); r.Status != core.RunSucceeded || len(res) != 1 || !strings.Contains(res[0], "through the bridge") {
+		t.Fatalf("run %s: %q", r.Status, res)
+	}
+	if _, err := c.MCPServerAction(ctx, "everything", "disable"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the server to be disabled and its tools gone", func() bool {
+		list, err := c.MCPServers(ctx)
+		if err != nil || list[0].State != "disabled" {
+			return false
+		}
+		tools, err := c.Tools(ctx)
+		return err == nil && !slices.ContainsFunc(tools, func(t core.ToolSpec) bool { return strings.HasPrefix(t.Name, "mcp.") })
+	})
+	if _, err := c.MCPServerAction(ctx, "nope", "reconnect"); err == nil {
+		t.Fatal("reconnect of an unknown server succeeded")
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/builtin"
 	"github.com/kilnhq/kiln/plugins/builtin/files"
+	"github.com/kilnhq/kiln/plugins/mcp"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
 	"github.com/kilnhq/kiln/plugins/registry"
 	"github.com/kilnhq/kiln/skills"
@@ -379,6 +380,11 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 		return err
 	}
 	defer func() { err = errors.Join(err, reg.Close()) }()
+	bridge, err := openMCP(svc, cfg.DataRoot)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, bridge.Close()) }()
 	checkDefaultModel(models, cfg.Model, log.With("component", "providers"))
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
@@ -390,7 +396,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err := svc.Start(ctx); err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
-	srv := newHTTPServer(svc, reg, models, cat, cfg, log.With("component", "web"), version, met, serverLog)
+	srv := newHTTPServer(svc, reg, models, cat, bridge, cfg, log.With("component", "web"), version, met, serverLog)
 	return serveHTTP(ctx, ln, srv, log, cfg)
 }
 
@@ -460,7 +466,7 @@ func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv cor
 // newHTTPServer returns the http.Server of the API. Its BaseContext is
 // cancelled when Shutdown starts, which ends the event streams that would
 // otherwise keep Shutdown waiting.
-func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, cat *skills.Catalog, cfg serveConfig, log *slog.Logger, version string,
+func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, cat *skills.Catalog, bridge *mcp.Manager, cfg serveConfig, log *slog.Logger, version string,
 	met *metrics.Metrics, serverLog *logs.Log) *http.Server {
 	if version == "" {
 		version = "dev"
@@ -471,7 +477,7 @@ func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, c
 			Token: cfg.Token, AllowedOrigins: cfg.AllowedOrigins, Loopback: cfg.Loopback,
 			Version: version, DataRoot: cfg.DataRoot, DefaultModel: cfg.Model, Logger: log,
 			StartedAt: time.Now(), Plugins: reg, Providers: models, MaxStreams: cfg.MaxStreams, MaxAttachment: cfg.MaxAttachment,
-			Metrics: met, Logs: serverLog, Skills: cat,
+			Metrics: met, Logs: serverLog, Skills: cat, MCPServers: bridge,
 		}),
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: 10 * time.Second,

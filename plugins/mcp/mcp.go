@@ -40,6 +40,7 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins/mcpservers"
+	"github.com/kilnhq/kiln/plugins/pluginapi"
 )
 
 // Host takes the tools of connected servers. core.Service satisfies it.
@@ -48,15 +49,15 @@ type Host interface {
 	RemoveTools(source string) error
 }
 
-// State is a server connection's state.
-type State string
+// State is a server connection's state (shared with the API's types).
+type State = pluginapi.MCPState
 
 // States.
 const (
-	StateConnecting State = "connecting"
-	StateConnected  State = "connected"
-	StateError      State = "error"
-	StateDisabled   State = "disabled"
+	StateConnecting = pluginapi.MCPConnecting
+	StateConnected  = pluginapi.MCPConnected
+	StateError      = pluginapi.MCPError
+	StateDisabled   = pluginapi.MCPDisabled
 )
 
 // Trust levels of a server's tools.
@@ -114,20 +115,7 @@ type Config struct {
 }
 
 // ServerStatus is a server's connection at one moment.
-type ServerStatus struct {
-	ID    string `json:"id"`
-	State State  `json:"state"`
-	// Error says why the last attempt failed or the connection was lost,
-	// with the last lines the server wrote to stderr (stdio), values of
-	// variables and headers redacted.
-	Error string `json:"error,omitempty"`
-	// Protocol is the negotiated MCP protocol version.
-	Protocol string `json:"protocol,omitempty"`
-	// Tools are the registered tools' names, "mcp.<server>.<tool>".
-	Tools []string `json:"tools,omitempty"`
-	// Transport is "stdio", "http" or "sse".
-	Transport string `json:"transport"`
-}
+type ServerStatus = pluginapi.MCPServerStatus
 
 // Manager keeps the configured servers connected. Its methods are safe
 // for concurrent use.

@@ -179,3 +179,31 @@ type Models struct {
 	Providers []ProviderStatus `json:"providers"`
 	Default   string           `json:"default"` // the server's default model
 }
+
+// MCPState is the state of an MCP server's connection.
+type MCPState string
+
+// MCP connection states.
+const (
+	MCPConnecting MCPState = "connecting"
+	MCPConnected  MCPState = "connected"
+	MCPError      MCPState = "error"
+	MCPDisabled   MCPState = "disabled"
+)
+
+// MCPServerStatus is an MCP server's connection at one moment, as
+// GET /api/v1/mcp-servers shows it.
+type MCPServerStatus struct {
+	ID    string   `json:"id"`
+	State MCPState `json:"state"`
+	// Error says why the last attempt failed or the connection was lost,
+	// with the last lines the server wrote to stderr (stdio), values of
+	// variables and headers redacted.
+	Error string `json:"error,omitempty"`
+	// Protocol is the negotiated MCP protocol version.
+	Protocol string `json:"protocol,omitempty"`
+	// Tools are the registered tools' names, "mcp.<server>.<tool>".
+	Tools []string `json:"tools,omitempty"`
+	// Transport is "stdio", "http" or "sse".
+	Transport string `json:"transport"`
+}

@@ -5,6 +5,7 @@ import (
 	"net/url"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins/pluginapi"
 )
 
 // SkillLayer is one copy of a skill: where it comes from (custom, plugin
@@ -69,4 +70,20 @@ func (c *Client) Skills(ctx context.Context) (*SkillList, error) {
 func (c *Client) Skill(ctx context.Context, name string) (*Skill, error) {
 	var out Skill
 	return &out, c.do(ctx, "GET", "/api/v1/skills/"+url.PathEscape(name), nil, nil, &out)
+}
+
+// MCPServers lists the MCP servers the server connects to, with their
+// state and tools.
+func (c *Client) MCPServers(ctx context.Context) ([]pluginapi.MCPServerStatus, error) {
+	var out struct {
+		Servers []pluginapi.MCPServerStatus `json:"servers"`
+	}
+	return out.Servers, c.do(ctx, "GET", "/api/v1/mcp-servers", nil, nil, &out)
+}
+
+// MCPServerAction reconnects, enables or disables an MCP server (action
+// "reconnect", "enable" or "disable") and returns its state after.
+func (c *Client) MCPServerAction(ctx context.Context, id, action string) (*pluginapi.MCPServerStatus, error) {
+	var out pluginapi.MCPServerStatus
+	return &out, c.do(ctx, "POST", "/api/v1/mcp-servers/"+url.PathEscape(id)+"/"+url.PathEscape(action), nil, nil, &out)
 }
