@@ -17,7 +17,7 @@ ready when every tool it names is connected. Edits on disk are picked up
 without a restart.`,
 	}
 	parentCmd(cmd)
-	cmd.AddCommand(newSkillsListCmd(a), newSkillsShowCmd(a))
+	cmd.AddCommand(newSkillsListCmd(a), newSkillsShowCmd(a), newSkillsWriteCmd(a), newSkillsRemoveCmd(a))
 	return cmd
 }
 
@@ -107,4 +107,83 @@ func clipLine(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+func newSkillsWriteCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "write NAME [FILE|-]",
+		Short: "Create or replace a custom skill from a SKILL.md file or standard input",
+		Long: `Write <data>/skills/NAME/SKILL.md on the server. A SKILL.md that does not
+parse is refused with its line and reason, and nothing changes. A custom
+skill shadows a plugin's or a built-in one of the same name.`,
+		Example: `  kiln skills write release-notes SKILL.md`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 || len(args) > 2 {
+				return usageError{fmt.Errorf("%s takes NAME [FILE|-]", cmd.CommandPath())}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			file := "-"
+			if len(args) == 2 {
+				file = args[1]
+			}
+			content, err := readFileOrStdin(cmd, file)
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			s, err := c.PutSkill(cmd.Context(), args[0], content)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return writeJSON(cmd.OutOrStdout(), s)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Wrote the skill %s.\n", s.Name)
+			if !s.Ready {
+				fmt.Fprintf(cmd.OutOrStdout(), "It is not ready: %s\n", s.NotReady)
+			}
+			for _, w := range s.Warnings {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: SKILL.md:%d: %s\n", w.Line, w.Message)
+			}
+			return nil
+		},
+	}
+}
+
+func newSkillsRemoveCmd(a *app) *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{
+		Use:     "rm NAME",
+		Aliases: []string{"delete"},
+		Short:   "Delete a custom skill (a plugin's or built-in one of the name comes back)",
+		Args:    needArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			err = confirmDestructive(cmd, yes, destructive{
+				action:   "deleting the skill " + args[0],
+				question: func() (string, error) { return fmt.Sprintf("Delete the custom skill %s and its folder?", args[0]), nil },
+				declined: "Not deleted.",
+			})
+			if err != nil {
+				return err
+			}
+			if err := c.DeleteSkill(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			if !a.jsonOutput() {
+				fmt.Fprintf(cmd.OutOrStdout(), "Deleted the skill %s.\n", args[0])
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	return cmd
 }

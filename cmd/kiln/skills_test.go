@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/kilnhq/kiln/sdk/client"
@@ -60,5 +61,22 @@ func TestSkillsList(t *testing.T) {
 	mustContain(t, "skills show", r.stdout, "My own guide.", "Be helpful.")
 	if r = kiln(t, "skills", "show", "nope"); r.code == 0 {
 		t.Fatal("show of an unknown skill succeeded")
+	}
+
+	// Write a skill from standard input, refuse a broken one, delete it.
+	r = kilnIn(t, "---\nname: notes\ndescription: Takes notes.\n---\nTake notes.\n", "skills", "write", "notes")
+	mustContain(t, "skills write", r.stdout, "Wrote the skill notes.")
+	if r = kilnIn(t, "---\nname: notes\n---\nx\n", "skills", "write", "notes"); r.code == 0 || !strings.Contains(r.stderr, "SKILL.md:") {
+		t.Fatalf("a broken skill: %d %s", r.code, r.stderr)
+	}
+	r = kiln(t, "skills", "rm", "notes", "--yes")
+	mustContain(t, "skills rm", r.stdout, "Deleted the skill notes.")
+	// Deleting the custom kiln-guide reveals the built-in one, which
+	// cannot be deleted.
+	kiln(t, "skills", "rm", "kiln-guide", "--yes")
+	r = kiln(t, "skills", "show", "kiln-guide")
+	mustContain(t, "skills show after rm", r.stdout, "kiln-guide (builtin)")
+	if r = kiln(t, "skills", "rm", "kiln-guide", "--yes"); r.code == 0 {
+		t.Fatal("deleting a built-in skill succeeded")
 	}
 }

@@ -87,3 +87,16 @@ func (c *Client) MCPServerAction(ctx context.Context, id, action string) (*plugi
 	var out pluginapi.MCPServerStatus
 	return &out, c.do(ctx, "POST", "/api/v1/mcp-servers/"+url.PathEscape(id)+"/"+url.PathEscape(action), nil, nil, &out)
 }
+
+// PutSkill creates or replaces the custom skill name with the SKILL.md
+// content; a content that does not parse is a 400 naming the line.
+func (c *Client) PutSkill(ctx context.Context, name, content string) (*Skill, error) {
+	var out Skill
+	in := map[string]string{"content": content}
+	return &out, c.do(ctx, "PUT", "/api/v1/skills/"+url.PathEscape(name), nil, in, &out)
+}
+
+// DeleteSkill deletes the custom skill name, revealing the one beneath.
+func (c *Client) DeleteSkill(ctx context.Context, name string) error {
+	return c.do(ctx, "DELETE", "/api/v1/skills/"+url.PathEscape(name), nil, nil, nil)
+}
