@@ -49,6 +49,8 @@ var benches = []bench{
 	{"./plugins/wasm", "^BenchmarkWASMColdStart", "5x"},
 	{"./plugins/process", "^BenchmarkProcessStart", "10x"},
 	{"./plugins/registry", "^BenchmarkEnable", "5x"},
+	{"./plugins/mcp", "^BenchmarkToolCall", "200x"},
+	{"./skills", "^BenchmarkCatalogLoad500", "5x"},
 }
 
 // metrics maps "BenchmarkName/sub unit" to the values of each -count run.
@@ -453,6 +455,10 @@ func main() {
 		{"BenchmarkWASMColdStart/same-host", "  of which WASM host load + first call, compiled in this host", "", 0},
 		{"BenchmarkWASMColdStart/small-guest-warm-cache", "  WASM host alone: 319-byte guest, new host, warm cache", "", 0},
 		{"BenchmarkProcessStart", "  of which process host start + first call", "", 0},
+		{"BenchmarkToolCallStdio", "MCP tool call round trip, stdio (server-everything)", "", 0},
+		{"BenchmarkToolCallHTTP", "MCP tool call round trip, Streamable HTTP (server-everything, Node)", "", 0},
+		{"BenchmarkToolCallHTTPGo", "MCP tool call round trip, Streamable HTTP (mcp-go server)", "", 0},
+		{"BenchmarkCatalogLoad500", "skill catalog load, 500 skills", "< 100 ms", 100},
 	} {
 		v := ms(c.key + " ns/op")
 		add(c.label, v, "ms", c.target, c.limit == 0 || (v >= 0 && v < c.limit))
