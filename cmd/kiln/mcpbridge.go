@@ -35,7 +35,7 @@ func openMCP(svc *core.Service, dataRoot string) (*mcp.Manager, error) {
 	}
 	cfg := mcp.Config{Dir: dataRoot, ClientVersion: version}
 	for _, s := range servers {
-		cfg.Servers = append(cfg.Servers, mcp.ServerConfig{Server: s})
+		cfg.Servers = append(cfg.Servers, mcp.ServerConfig{Server: s, Trust: s.Trust, Disabled: s.Disabled})
 	}
 	m, err := mcp.New(svc, cfg)
 	if err != nil {

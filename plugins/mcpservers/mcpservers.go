@@ -64,6 +64,13 @@ type Server struct {
 	URL string `json:"url,omitempty"`
 	// Headers are sent to an HTTP server, with the same "${NAME}" rule.
 	Headers map[string]string `json:"headers,omitempty"`
+	// Trust and Disabled are Kiln's, in the user's own configuration
+	// only (a plugin's mcp.json may not set them): trust "all" holds none
+	// of the server's tools for approval (by default those not annotated
+	// read-only are held); a disabled server is not connected until it
+	// is enabled.
+	Trust    string `json:"trust,omitempty"`
+	Disabled bool   `json:"disabled,omitempty"`
 }
 
 // Transports.
@@ -209,6 +216,12 @@ func decode(data []byte, v any) error {
 }
 
 func check(s *Server, perms *plugins.Permissions) error {
+	switch {
+	case perms != nil && (s.Trust != "" || s.Disabled):
+		return errors.New("trust and disabled are the user's to set, in their own .mcp.json, not a plugin's")
+	case s.Trust != "" && s.Trust != "all":
+		return fmt.Errorf(`trust %q: want "all" (hold none of its tools for approval) or leave it out`, s.Trust)
+	}
 	switch s.Type {
 	case "":
 		s.Type = TypeStdio

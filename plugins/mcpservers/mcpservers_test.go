@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/mcpservers"
 )
 
@@ -33,5 +34,21 @@ func TestParseUser(t *testing.T) {
 	delete(vars, "TOKEN")
 	if _, err := mcpservers.Expand(got[1], lookup); err == nil || !strings.Contains(err.Error(), "${TOKEN} in header Authorization") || strings.Contains(err.Error(), "Bearer") {
 		t.Errorf("unset variable: %v", err)
+	}
+}
+
+// TestTrustIsTheUsers: the user's own config may trust a server or
+// disable it; a plugin's may not.
+func TestTrustIsTheUsers(t *testing.T) {
+	doc := []byte(`{"mcpServers": {"ci": {"command": "ci-mcp", "trust": "all", "disabled": true}}}`)
+	got, err := mcpservers.Parse(doc, nil)
+	if err != nil || got[0].Trust != "all" || !got[0].Disabled {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if _, err := mcpservers.Parse([]byte(`{"mcpServers": {"ci": {"command": "x", "trust": "some"}}}`), nil); err == nil {
+		t.Error("trust \"some\" accepted")
+	}
+	if _, err := mcpservers.Parse(doc, &plugins.Permissions{Exec: true}); err == nil || !strings.Contains(err.Error(), "not a plugin's") {
+		t.Errorf("a plugin's trust: %v", err)
 	}
 }
