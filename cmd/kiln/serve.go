@@ -375,16 +375,18 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	go cat.Watch(ctx, skillsWatchInterval, func(err error) {
 		log.Warn("reload skills", "component", "skills", "err", err)
 	})
-	reg, err := openPlugins(ctx, cfg, svc, store, models, cat, builtins, log, met.PluginCall)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, reg.Close()) }()
+	// MCP servers: the user's .mcp.json, and the mcp-servers bundles of
+	// plugins as they are enabled. The bridge closes after the registry.
 	bridge, err := openMCP(svc, cfg.DataRoot)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, bridge.Close()) }()
+	reg, err := openPlugins(ctx, cfg, svc, store, models, cat, bridge, builtins, log, met.PluginCall)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, reg.Close()) }()
 	checkDefaultModel(models, cfg.Model, log.With("component", "providers"))
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
@@ -444,13 +446,21 @@ func listenError(addr string, err error) error {
 // loads the enabled plugins: their tools go to svc, their model providers
 // to models. onCall, when set, hears of every plugin call (metrics). Each
 // part logs with its component: registry, wasm:<plugin>, process:<plugin>.
-func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv core.KVStore, models *hub.Hub, cat *skills.Catalog, builtins []plugins.Builtin,
+func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv core.KVStore, models *hub.Hub, cat *skills.Catalog, bridge *mcp.Manager, builtins []plugins.Builtin,
 	log *slog.Logger, onCall func(plugin string, d time.Duration, err error)) (*registry.Registry, error) {
+	// A nil host stays out of the map: a typed nil would pass for a host.
+	hosts := map[plugins.Capability]any{plugins.CapToolset: svc, plugins.CapModelProvider: models}
+	if cat != nil {
+		hosts[plugins.CapSkills] = cat
+	}
+	if bridge != nil {
+		hosts[plugins.CapMCPServers] = bridge
+	}
 	reg, err := registry.Open(ctx, registry.Config{
 		Root:      filepath.Join(cfg.DataRoot, "plugins"),
 		DataRoot:  filepath.Join(cfg.DataRoot, "plugin-data"),
 		CacheRoot: filepath.Join(cfg.DataRoot, "cache"),
-		Hosts:     map[plugins.Capability]any{plugins.CapToolset: svc, plugins.CapModelProvider: models, plugins.CapSkills: cat},
+		Hosts:     hosts,
 		KV:        kv,
 		Grants:    plugins.CallGrants,
 		Builtins:  builtins,

@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -120,13 +121,18 @@ type ServerStatus = pluginapi.MCPServerStatus
 // Manager keeps the configured servers connected. Its methods are safe
 // for concurrent use.
 type Manager struct {
-	host    Host
-	cfg     Config
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	host   Host
+	cfg    Config
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.RWMutex
 	servers map[string]*server
 	ids     []string
+	// bundles maps a plugin's ID to the servers its mcp-servers bundle
+	// added (AddServers).
+	bundles map[string][]string
 }
 
 var reID = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,59}$`)
@@ -157,50 +163,121 @@ func New(host Host, cfg Config) (*Manager, error) {
 	if cfg.ClientVersion == "" {
 		cfg.ClientVersion = "dev"
 	}
-	m := &Manager{host: host, cfg: cfg, servers: map[string]*server{}}
-	sources := map[string]string{}
+	m := &Manager{host: host, cfg: cfg, servers: map[string]*server{}, bundles: map[string][]string{}}
+	var add []*server
 	for _, sc := range cfg.Servers {
-		id := sc.Name
-		if !reID.MatchString(id) {
-			return nil, core.Errorf(core.EINVALID, "mcp server %q: a name is 1 to 60 characters of a-z, 0-9, '_' and '-', starting with a letter or digit", id)
+		s, err := m.newServer(sc, add)
+		if err != nil {
+			return nil, err
 		}
-		if other, dup := sources[Source(id)]; dup {
-			return nil, core.Errorf(core.EINVALID, "mcp servers %q and %q both have the tool source %q", other, id, Source(id))
-		}
-		sources[Source(id)] = id
-		if sc.Trust != TrustReadOnly && sc.Trust != TrustAll {
-			return nil, core.Errorf(core.EINVALID, "mcp server %q: trust %q: want \"\" or \"all\"", id, sc.Trust)
-		}
-		if sc.Type == "" {
-			sc.Type = mcpservers.TypeStdio
-			if sc.URL != "" {
-				sc.Type = mcpservers.TypeHTTP
-			}
-		}
-		switch {
-		case sc.Type == mcpservers.TypeStdio && sc.Command == "",
-			sc.Type != mcpservers.TypeStdio && sc.URL == "":
-			return nil, core.Errorf(core.EINVALID, "mcp server %q: type %q needs a %s", id, sc.Type, map[bool]string{true: "command", false: "url"}[sc.Type == mcpservers.TypeStdio])
-		case sc.Type != mcpservers.TypeStdio && sc.Type != mcpservers.TypeHTTP && sc.Type != mcpservers.TypeSSE:
-			return nil, core.Errorf(core.EINVALID, "mcp server %q: type %q: want stdio, http or sse", id, sc.Type)
-		}
-		m.servers[id] = &server{
-			m: m, cfg: sc, source: Source(id), wake: make(chan struct{}, 1), enabled: !sc.Disabled,
-			status: ServerStatus{ID: id, State: StateConnecting, Transport: sc.Type},
-		}
-		m.ids = append(m.ids, id)
+		add = append(add, s)
 	}
-	slices.Sort(m.ids)
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	for _, id := range m.ids {
-		s := m.servers[id]
-		if !s.enabled {
-			s.status.State = StateDisabled
-		}
-		m.wg.Add(1)
-		go func() { defer m.wg.Done(); s.run(m.ctx) }()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range add {
+		m.startLocked(s)
 	}
 	return m, nil
+}
+
+// newServer checks sc against the servers there are and those about to
+// be added.
+func (m *Manager) newServer(sc ServerConfig, adding []*server) (*server, error) {
+	id := sc.Name
+	if !reID.MatchString(id) {
+		return nil, core.Errorf(core.EINVALID, "mcp server %q: a name is 1 to 60 characters of a-z, 0-9, '_' and '-', starting with a letter or digit", id)
+	}
+	m.mu.RLock()
+	others := slices.Collect(maps.Values(m.servers))
+	m.mu.RUnlock()
+	for _, o := range append(others, adding...) {
+		if o.source == Source(id) {
+			return nil, core.Errorf(core.EINVALID, "mcp servers %q and %q both have the tool source %q", o.cfg.Name, id, Source(id))
+		}
+	}
+	if sc.Trust != TrustReadOnly && sc.Trust != TrustAll {
+		return nil, core.Errorf(core.EINVALID, "mcp server %q: trust %q: want \"\" or \"all\"", id, sc.Trust)
+	}
+	if sc.Type == "" {
+		sc.Type = mcpservers.TypeStdio
+		if sc.URL != "" {
+			sc.Type = mcpservers.TypeHTTP
+		}
+	}
+	switch {
+	case sc.Type == mcpservers.TypeStdio && sc.Command == "",
+		sc.Type != mcpservers.TypeStdio && sc.URL == "":
+		return nil, core.Errorf(core.EINVALID, "mcp server %q: type %q needs a %s", id, sc.Type, map[bool]string{true: "command", false: "url"}[sc.Type == mcpservers.TypeStdio])
+	case sc.Type != mcpservers.TypeStdio && sc.Type != mcpservers.TypeHTTP && sc.Type != mcpservers.TypeSSE:
+		return nil, core.Errorf(core.EINVALID, "mcp server %q: type %q: want stdio, http or sse", id, sc.Type)
+	}
+	s := &server{
+		m: m, cfg: sc, source: Source(id), wake: make(chan struct{}, 1), enabled: !sc.Disabled,
+		status: ServerStatus{ID: id, State: StateConnecting, Transport: sc.Type}, done: make(chan struct{}),
+	}
+	if !s.enabled {
+		s.status.State = StateDisabled
+	}
+	return s, nil
+}
+
+// startLocked adds s and starts its supervisor; m.mu is held.
+func (m *Manager) startLocked(s *server) {
+	id := s.cfg.Name
+	m.servers[id] = s
+	m.ids = append(m.ids, id)
+	slices.Sort(m.ids)
+	var ctx context.Context
+	ctx, s.stop = context.WithCancel(m.ctx)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer close(s.done)
+		s.run(ctx)
+	}()
+}
+
+// AddServers connects the servers of a plugin's mcp-servers bundle
+// (source is the plugin's ID), replacing what it added before; it
+// implements plugins/mcpservers.Host. A server whose name another
+// server has is refused (EINVALID), and then none is added.
+func (m *Manager) AddServers(source string, servers []mcpservers.Server) error {
+	m.RemoveServers(source)
+	var add []*server
+	for _, sv := range servers {
+		s, err := m.newServer(ServerConfig{Server: sv}, add)
+		if err != nil {
+			return fmt.Errorf("plugin %s: %w", source, err)
+		}
+		add = append(add, s)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range add {
+		m.startLocked(s)
+		m.bundles[source] = append(m.bundles[source], s.cfg.Name)
+	}
+	return nil
+}
+
+// RemoveServers disconnects the servers a plugin added and withdraws
+// their tools.
+func (m *Manager) RemoveServers(source string) {
+	m.mu.Lock()
+	ids := m.bundles[source]
+	delete(m.bundles, source)
+	var gone []*server
+	for _, id := range ids {
+		gone = append(gone, m.servers[id])
+		delete(m.servers, id)
+		m.ids = slices.DeleteFunc(m.ids, func(x string) bool { return x == id })
+	}
+	m.mu.Unlock()
+	for _, s := range gone {
+		s.stop()
+		<-s.done
+	}
 }
 
 // Close disconnects every server, withdraws its tools and stops the
@@ -213,6 +290,8 @@ func (m *Manager) Close() error {
 
 // Statuses returns every server's status, by ID.
 func (m *Manager) Statuses() []ServerStatus {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	out := make([]ServerStatus, 0, len(m.ids))
 	for _, id := range m.ids {
 		out = append(out, m.servers[id].snapshot())
@@ -269,7 +348,9 @@ func (m *Manager) setEnabled(id string, on bool) error {
 }
 
 func (m *Manager) server(id string) (*server, error) {
+	m.mu.RLock()
 	s, ok := m.servers[id]
+	m.mu.RUnlock()
 	if !ok {
 		return nil, core.Errorf(core.ENOTFOUND, "mcp server %q not found", id)
 	}
@@ -282,6 +363,8 @@ type server struct {
 	cfg    ServerConfig
 	source string
 	wake   chan struct{} // cap 1: enabled or reconnect changed
+	stop   context.CancelFunc
+	done   chan struct{} // closed when the supervisor has ended
 
 	mu        sync.Mutex
 	enabled   bool

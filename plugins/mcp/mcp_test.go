@@ -691,3 +691,37 @@ func BenchmarkToolCallHTTPGo(b *testing.B) {
 	waitState(b, m, "go", StateConnected)
 	benchCall(b, host, "mcp.go", "a", `{"x":"hi"}`)
 }
+
+// TestBundleServers: a plugin's mcp-servers bundle adds servers at run
+// time (their tools registered like the user's), a name already taken is
+// refused, and removing the bundle disconnects them and withdraws their
+// tools.
+func TestBundleServers(t *testing.T) {
+	host := newHost()
+	m := start(t, host, Config{Servers: []ServerConfig{everything(t)}})
+	waitState(t, m, "everything", StateConnected)
+	var m2 mcpservers.Host = m
+	bundled := everything(t).Server
+	bundled.Name = "bundled"
+	if err := m2.AddServers("acme", []mcpservers.Server{bundled}); err != nil {
+		t.Fatal(err)
+	}
+	st := waitState(t, m, "bundled", StateConnected)
+	if !slices.Contains(st.Tools, "mcp.bundled.echo") {
+		t.Fatalf("bundled %+v", st)
+	}
+	if len(m.Statuses()) != 2 {
+		t.Fatalf("statuses %+v", m.Statuses())
+	}
+	taken := everything(t).Server
+	if err := m2.AddServers("other", []mcpservers.Server{taken}); core.ErrorCode(err) != core.EINVALID {
+		t.Fatalf("a taken name: %v", err)
+	}
+	m2.RemoveServers("acme")
+	if _, err := m.Status("bundled"); core.ErrorCode(err) != core.ENOTFOUND {
+		t.Fatalf("after remove: %v", err)
+	}
+	if host.policyOf("mcp.bundled") != nil {
+		t.Fatal("the bundle's tools are still registered")
+	}
+}
