@@ -2,7 +2,8 @@
 // listed; a new skill is written in the editor, whose frontmatter is
 // checked as it is typed (a broken line is named and Create stays
 // disabled until it is fixed), then it lists as custom and ready and is
-// deleted after a confirmation. MCP: with a .mcp.json in the data root
+// deleted after a confirmation; saving the built-in one makes a custom
+// copy that shadows it until the copy is deleted. MCP: with a .mcp.json in the data root
 // naming server-everything over stdio, the server shows connected with its
 // tools, and Disable turns it to disabled (and Enable back). Both panels
 // pass the axe audit.
@@ -70,8 +71,15 @@ test("skills: kiln-guide listed; create through the validating editor; delete wi
     await guide.locator(tid("skill-copy-note")).waitFor();
     await guide.locator(tid("skill-valid")).waitFor();
     await audit(p, "settings: editing a built-in skill");
-    await p.keyboard.press("Escape");
-    await guide.locator(tid("skill-editor")).waitFor({ state: "detached" });
+    // Saving it makes a custom copy that shadows the built-in one; deleting the copy reveals it.
+    await guide.locator(tid("skill-save")).click();
+    await p.waitForSelector(`${skill("kiln-guide")}[data-origin="custom"]`);
+    assert.equal(await guide.locator(tid("skill-shadows")).textContent(), "shadows built-in");
+    await guide.locator(tid("skill-delete")).click();
+    assert.match(await guide.locator(tid("skill-confirm")).textContent(), /built-in skill of that name takes its place/);
+    await guide.locator(tid("skill-delete-confirm")).click();
+    await p.waitForSelector(`${skill("kiln-guide")}[data-origin="builtin"]`);
+    assert.equal(await guide.locator(tid("skill-shadows")).count(), 0);
 
     // Delete asks first; Escape keeps it; confirming deletes it.
     await row.locator(tid("skill-delete")).click();
