@@ -2,7 +2,7 @@
 // real headless Chromium through playwright-core (never downloads browsers).
 import { spawn } from "node:child_process";
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync, mkdirSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, mkdirSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -113,9 +113,18 @@ export async function shot(page, name) {
   await page.screenshot({ path: join(SHOTS, `${name}.png`) });
 }
 
-/** Sets everything up for one test; returns helpers and a cleanup. */
-export async function setup({ env, dark } = {}) {
-  const kiln = await new Kiln({ env }).start();
+/**
+ * Sets everything up for one test; returns helpers and a cleanup. files
+ * maps paths in the data root to contents written before the server
+ * starts (a .mcp.json, say).
+ */
+export async function setup({ env, dark, files = {} } = {}) {
+  const k = new Kiln({ env });
+  for (const [rel, content] of Object.entries(files)) {
+    mkdirSync(dirname(join(k.data, rel)), { recursive: true });
+    writeFileSync(join(k.data, rel), content, { mode: 0o600 });
+  }
+  const kiln = await k.start();
   let front;
   try { front = await uiBase(kiln); } catch (e) { await kiln.cleanup(); throw e; }
   const b = await launch({ dark });

@@ -4,7 +4,7 @@ export type Route =
   | { view: "folder"; id: string } | { view: "thread"; id: string };
 
 /** The sections of Settings a link can open (#/settings/files); without one, the page's top. */
-export const SETTINGS_SECTIONS = ["general", "files", "memories", "notifications", "providers", "plugins"] as const;
+export const SETTINGS_SECTIONS = ["general", "files", "memories", "notifications", "providers", "plugins", "skills", "mcp"] as const;
 export type SettingsSection = (typeof SETTINGS_SECTIONS)[number];
 
 export function parseRoute(hash: string): Route {

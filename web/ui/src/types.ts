@@ -81,3 +81,16 @@ export interface Attachment { id: string; name: string; mime_type: string; size:
 export interface Memory { name: string; size: number; preview?: string; content?: string; updated_at: string }
 /** A file runs wrote outside any grant, kept with the thread (GET /threads/{id}/files). */
 export interface VirtualFile { path: string; size: number; seq: number; run_id?: string; updated_at: string }
+/** Where a skill comes from; a plugin's names the plugin in source. */
+export interface SkillLayer { origin: "custom" | "plugin" | "builtin" | string; source?: string }
+export interface SkillWarning { line: number; message: string }
+export interface SkillParseError { file: string; line: number; reason: string }
+/** The effective skill of a name (GET /skills); body only when one is read. */
+export interface Skill extends SkillLayer {
+  name: string; description: string; shadows?: SkillLayer[] | null; ready: boolean; not_ready?: string;
+  tools?: string[] | null; model?: string; warnings?: SkillWarning[] | null; body?: string;
+}
+export interface SkillProblem { name: string; origin: string; error: SkillParseError }
+export interface SkillCheck { valid: boolean; error?: SkillParseError; warnings: SkillWarning[] | null; skill?: Skill }
+/** A connected (or not) MCP server of <data>/.mcp.json. */
+export interface McpServer { id: string; state: "connecting" | "connected" | "error" | "disabled" | string; error?: string; protocol?: string; tools?: string[] | null; transport: string }

@@ -122,6 +122,8 @@ test("routes: Settings sections", () => {
   assert.deepEqual(parseRoute("#/settings/files"), { view: "settings", section: "files" });
   assert.deepEqual(parseRoute("#/settings/memories"), { view: "settings", section: "memories" });
   assert.deepEqual(parseRoute("#/settings/nope"), { view: "settings" });
+  assert.deepEqual(parseRoute("#/settings/skills"), { view: "settings", section: "skills" });
+  assert.deepEqual(parseRoute("#/settings/mcp"), { view: "settings", section: "mcp" });
   assert.equal(href({ view: "settings", section: "general" }), "#/settings/general");
   assert.equal(href({ view: "settings" }), "#/settings");
   assert.equal(href({ view: "thread", id: "thr 1" }), "#/thread/thr%201");

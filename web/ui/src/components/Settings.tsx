@@ -8,16 +8,17 @@ import { GrantsPanel } from "./Grants";
 import { MemoriesPanel } from "./Memories";
 import { PluginsPanel } from "./Plugins";
 import { ProvidersPanel } from "./Providers";
+import { SkillsPanel } from "./Skills";
+import { McpPanel } from "./Mcp";
 
 const LATER: [string, string][] = [
-  ["Skills", "Reusable instructions and tools for agents."],
   ["Triggers", "Start runs on a schedule or from events."],
   ["Sandboxes", "Where tools run and what they may touch."],
 ];
 
 /** The sections a link can open (#/settings/<section>), in the page's order. */
 const SECTIONS: [SettingsSection, string][] = [
-  ["general", "General"], ["files", "Files"], ["memories", "Memories"], ["notifications", "Notifications"], ["providers", "Providers"], ["plugins", "Plugins"],
+  ["general", "General"], ["files", "Files"], ["memories", "Memories"], ["notifications", "Notifications"], ["providers", "Providers"], ["plugins", "Plugins"], ["skills", "Skills"], ["mcp", "MCP servers"],
 ];
 
 export function Settings() {
@@ -70,6 +71,8 @@ export function Settings() {
       </section>
       <ProvidersPanel />
       <PluginsPanel />
+      <SkillsPanel />
+      <McpPanel />
       {LATER.map(([name, what]) => (
         <section key={name} class="panel later" aria-labelledby={`l-${name}`}>
           <h2 id={`l-${name}`}>{name} <span class="badge b-later">later</span></h2>
