@@ -1,7 +1,11 @@
 package web
 
 import (
+	"bytes"
 	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -16,6 +20,7 @@ func (s *server) skillRoutes(r chi.Router) {
 	r.Get("/skills/{name}", s.api(s.getSkill))
 	r.Post("/skills", s.api(s.createSkill))
 	r.Post("/skills/validate", s.api(s.validateSkill))
+	r.Post("/skills/import", s.api(s.importSkill))
 	r.Put("/skills/{name}", s.api(s.putSkill))
 	r.Delete("/skills/{name}", s.api(s.deleteSkill))
 }
@@ -195,4 +200,54 @@ func (s *server) getSkill(_ http.ResponseWriter, r *http.Request) (int, any, err
 		return 0, nil, errorf(core.ENOTFOUND, "skill %q not found", name)
 	}
 	return http.StatusOK, s.info(e, s.toolNames()), nil
+}
+
+// importSkill adds a custom skill from a zip archive: a multipart form
+// with one part "file" (at most skills.MaxImportBytes); ?replace=true
+// overwrites a custom skill of the name.
+func (s *server) importSkill(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	c, err := s.skillCatalog()
+	if err != nil {
+		return 0, nil, err
+	}
+	replace, err := queryBool(r, "replace")
+	if err != nil {
+		return 0, nil, err
+	}
+	const limit = skills.MaxImportBytes
+	tooLarge := errorf(codeTooLarge, "the archive exceeds %s", core.FormatBytes(limit))
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
+		return 0, nil, errorf(codeUnsupportedMedia, "upload the skill as a zip archive in multipart/form-data, part \"file\"")
+	}
+	mr := multipart.NewReader(http.MaxBytesReader(w, r.Body, limit+64<<10), params["boundary"])
+	for {
+		part, err := mr.NextPart()
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return 0, nil, tooLarge
+		case errors.Is(err, io.EOF):
+			return 0, nil, errorf(core.EINVALID, "the form has no part named \"file\"")
+		case err != nil:
+			return 0, nil, errorf(core.EINVALID, "malformed multipart body: %s", err)
+		}
+		if part.FormName() != "file" {
+			part.Close()
+			continue
+		}
+		data, err := io.ReadAll(io.LimitReader(part, limit+1))
+		switch {
+		case errors.As(err, &mbe), len(data) > limit:
+			return 0, nil, tooLarge
+		case err != nil:
+			return 0, nil, errorf(core.EINVALID, "could not read the upload: %s", err)
+		}
+		name, err := c.ImportZip(bytes.NewReader(data), int64(len(data)), replace)
+		if err != nil {
+			return 0, nil, skillError(err)
+		}
+		e, _ := c.Get(name)
+		return http.StatusCreated, s.info(e, s.toolNames()), nil
+	}
 }

@@ -1,7 +1,10 @@
 package web
 
 import (
+	"archive/zip"
+	"bytes"
 	"encoding/json"
+	"mime/multipart"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -66,4 +69,37 @@ func TestSkillsAPI(t *testing.T) {
 	if len(list.Skills) != 2 || list.Skills[1]["body"] != nil && list.Skills[1]["body"] != "" {
 		t.Fatalf("list %v", list.Skills)
 	}
+}
+
+func TestSkillImportAPI(t *testing.T) {
+	cat, err := skills.NewCatalog(filepath.Join(t.TempDir(), "skills"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, Options{Skills: cat})
+	var zbuf bytes.Buffer
+	zw := zip.NewWriter(&zbuf)
+	w, _ := zw.Create("pdf/SKILL.md")
+	w.Write([]byte("---\nname: pdf\ndescription: PDFs.\n---\nx\n"))
+	w, _ = zw.Create("pdf/references/spec.md")
+	w.Write([]byte("spec"))
+	zw.Close()
+	post := func(query string) response {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		fw, _ := mw.CreateFormFile("file", "pdf.zip")
+		fw.Write(zbuf.Bytes())
+		mw.Close()
+		return e.raw("POST", "/api/v1/skills/import"+query, buf.String(), map[string]string{"Content-Type": mw.FormDataContentType()})
+	}
+	if r := post(""); r.status != http.StatusCreated || !strings.Contains(string(r.body), `"origin":"custom"`) {
+		t.Fatalf("import: %d %s", r.status, r.body)
+	}
+	if r := post(""); r.status != http.StatusConflict {
+		t.Fatalf("second import: %d %s", r.status, r.body)
+	}
+	if r := post("?replace=true"); r.status != http.StatusCreated {
+		t.Fatalf("replace: %d %s", r.status, r.body)
+	}
+	e.wantError("POST", "/api/v1/skills/import", `{}`, nil, http.StatusUnsupportedMediaType, codeUnsupportedMedia)
 }

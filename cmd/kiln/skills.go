@@ -1,7 +1,12 @@
 package main
 
 import (
+	"archive/zip"
+	"bytes"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -17,7 +22,7 @@ ready when every tool it names is connected. Edits on disk are picked up
 without a restart.`,
 	}
 	parentCmd(cmd)
-	cmd.AddCommand(newSkillsListCmd(a), newSkillsShowCmd(a), newSkillsWriteCmd(a), newSkillsRemoveCmd(a))
+	cmd.AddCommand(newSkillsListCmd(a), newSkillsShowCmd(a), newSkillsWriteCmd(a), newSkillsImportCmd(a), newSkillsRemoveCmd(a))
 	return cmd
 }
 
@@ -186,4 +191,90 @@ func newSkillsRemoveCmd(a *app) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
 	return cmd
+}
+
+func newSkillsImportCmd(a *app) *cobra.Command {
+	var replace bool
+	cmd := &cobra.Command{
+		Use:   "import DIR|ZIP",
+		Short: "Import a custom skill from a folder or a zip archive",
+		Long: `Import a skill: a folder holding SKILL.md (and scripts/, references/,
+assets/ ...), or a zip of one. A folder is packed on this machine; links
+in it are refused. The server checks every entry and the SKILL.md, and
+keeps nothing when a check fails. --replace overwrites a custom skill of
+the same name.`,
+		Args: needArgs("DIR|ZIP"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			archive, err := skillArchive(args[0])
+			if err != nil {
+				return localError{err: err}
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			s, err := c.ImportSkill(cmd.Context(), archive, replace)
+			if err != nil {
+				return err
+			}
+			if a.jsonOutput() {
+				return writeJSON(cmd.OutOrStdout(), s)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Imported the skill %s.\n", s.Name)
+			if !s.Ready {
+				fmt.Fprintf(cmd.OutOrStdout(), "It is not ready: %s\n", s.NotReady)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&replace, "replace", false, "overwrite a custom skill of the same name")
+	return cmd
+}
+
+// skillArchive is the zip to upload for path: the file itself, or a
+// folder packed with its files under the folder's name.
+func skillArchive(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return os.ReadFile(path)
+	}
+	root := filepath.Clean(path)
+	base := filepath.Base(root)
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return nil
+		case !d.Type().IsRegular():
+			return fmt.Errorf("%s is not a regular file (links are not imported)", p)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		w, err := zw.Create(base + "/" + filepath.ToSlash(rel))
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

@@ -71,6 +71,25 @@ func TestSkillsList(t *testing.T) {
 	}
 	r = kiln(t, "skills", "rm", "notes", "--yes")
 	mustContain(t, "skills rm", r.stdout, "Deleted the skill notes.")
+	// Import a folder with a script beside its SKILL.md; a folder with a
+	// link in it is refused on this machine.
+	src := filepath.Join(t.TempDir(), "pdf-tools")
+	os.MkdirAll(filepath.Join(src, "scripts"), 0o700)
+	os.WriteFile(filepath.Join(src, "SKILL.md"), []byte("---\nname: pdf-tools\ndescription: PDFs.\n---\nRun scripts/x.py.\n"), 0o600)
+	os.WriteFile(filepath.Join(src, "scripts", "x.py"), []byte("print(1)\n"), 0o600)
+	r = kiln(t, "skills", "import", src)
+	mustContain(t, "skills import", r.stdout, "Imported the skill pdf-tools.")
+	if _, err := os.Stat(filepath.Join(data, "skills", "pdf-tools", "scripts", "x.py")); err != nil {
+		t.Fatalf("the script was not imported: %v", err)
+	}
+	if r = kiln(t, "skills", "import", src); r.code == 0 {
+		t.Fatal("a second import without --replace succeeded")
+	}
+	os.Symlink("/etc/passwd", filepath.Join(src, "link"))
+	if r = kiln(t, "skills", "import", src, "--replace"); r.code == 0 || !strings.Contains(r.stderr, "links are not imported") {
+		t.Fatalf("a folder with a link: %d %s", r.code, r.stderr)
+	}
+
 	// Deleting the custom kiln-guide reveals the built-in one, which
 	// cannot be deleted.
 	kiln(t, "skills", "rm", "kiln-guide", "--yes")

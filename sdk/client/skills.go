@@ -1,7 +1,10 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"mime/multipart"
+	"net/http"
 	"net/url"
 
 	"github.com/kilnhq/kiln/core"
@@ -99,4 +102,34 @@ func (c *Client) PutSkill(ctx context.Context, name, content string) (*Skill, er
 // DeleteSkill deletes the custom skill name, revealing the one beneath.
 func (c *Client) DeleteSkill(ctx context.Context, name string) error {
 	return c.do(ctx, "DELETE", "/api/v1/skills/"+url.PathEscape(name), nil, nil, nil)
+}
+
+// ImportSkill adds a custom skill from a zip archive (SKILL.md at its
+// root or in one folder named as the skill); replace overwrites a custom
+// skill of the name.
+func (c *Client) ImportSkill(ctx context.Context, archive []byte, replace bool) (*Skill, error) {
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	fw, err := mw.CreateFormFile("file", "skill.zip")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fw.Write(archive); err != nil {
+		return nil, err
+	}
+	if err := mw.Close(); err != nil {
+		return nil, err
+	}
+	var q url.Values
+	if replace {
+		q = url.Values{"replace": {"true"}}
+	}
+	req, err := c.newRequest(ctx, http.MethodPost, apiPrefix+"/skills/import", q, &body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	var out Skill
+	return &out, c.send(req, &out)
 }
