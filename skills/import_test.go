@@ -72,9 +72,9 @@ func TestImportZip(t *testing.T) {
 		{{name: "SKILL.md", data: pdfSkill}, {name: "scripts\\x.py", data: "x"}},
 		{{name: "SKILL.md", data: pdfSkill}, {name: "a/./b", data: "x"}},
 		{{name: "SKILL.md", data: pdfSkill}, {name: "link", data: "/etc/passwd", link: true}},
-		{{name: "other/SKILL.md", data: pdfSkill}},                  // folder named unlike the skill
+		{{name: "other/SKILL.md", data: pdfSkill}},                   // folder named unlike the skill
 		{{name: "SKILL.md", data: "---\nname: pdf-tools\n---\nx\n"}}, // no description
-		{{name: "README.md", data: "x"}},                            // no SKILL.md
+		{{name: "README.md", data: "x"}},                             // no SKILL.md
 	} {
 		z := zipOf(t, bad...)
 		if _, err := c.ImportZip(z, z.Size(), true); err == nil {
