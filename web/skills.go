@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"mime"
-	"mime/multipart"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -216,38 +214,22 @@ func (s *server) importSkill(w http.ResponseWriter, r *http.Request) (int, any, 
 	}
 	const limit = skills.MaxImportBytes
 	tooLarge := errorf(codeTooLarge, "the archive exceeds %s", core.FormatBytes(limit))
-	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
-		return 0, nil, errorf(codeUnsupportedMedia, "upload the skill as a zip archive in multipart/form-data, part \"file\"")
+	part, err := formFile(w, r, limit, tooLarge, "upload the skill as a zip archive in multipart/form-data, part \"file\"")
+	if err != nil {
+		return 0, nil, err
 	}
-	mr := multipart.NewReader(http.MaxBytesReader(w, r.Body, limit+64<<10), params["boundary"])
-	for {
-		part, err := mr.NextPart()
-		var mbe *http.MaxBytesError
-		switch {
-		case errors.As(err, &mbe):
-			return 0, nil, tooLarge
-		case errors.Is(err, io.EOF):
-			return 0, nil, errorf(core.EINVALID, "the form has no part named \"file\"")
-		case err != nil:
-			return 0, nil, errorf(core.EINVALID, "malformed multipart body: %s", err)
-		}
-		if part.FormName() != "file" {
-			part.Close()
-			continue
-		}
-		data, err := io.ReadAll(io.LimitReader(part, limit+1))
-		switch {
-		case errors.As(err, &mbe), len(data) > limit:
-			return 0, nil, tooLarge
-		case err != nil:
-			return 0, nil, errorf(core.EINVALID, "could not read the upload: %s", err)
-		}
-		name, err := c.ImportZip(bytes.NewReader(data), int64(len(data)), replace)
-		if err != nil {
-			return 0, nil, skillError(err)
-		}
-		e, _ := c.Get(name)
-		return http.StatusCreated, s.info(e, s.toolNames()), nil
+	data, err := io.ReadAll(io.LimitReader(part, limit+1))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe), len(data) > limit:
+		return 0, nil, tooLarge
+	case err != nil:
+		return 0, nil, errorf(core.EINVALID, "could not read the upload: %s", err)
 	}
+	name, err := c.ImportZip(bytes.NewReader(data), int64(len(data)), replace)
+	if err != nil {
+		return 0, nil, skillError(err)
+	}
+	e, _ := c.Get(name)
+	return http.StatusCreated, s.info(e, s.toolNames()), nil
 }

@@ -95,12 +95,40 @@ func (s *server) putSettings(w http.ResponseWriter, r *http.Request) (int, any, 
 func (s *server) uploadAttachment(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	limit := s.opts.MaxAttachment
 	tooLarge := errorf(codeTooLarge, "the file exceeds the attachment limit of %s", core.FormatBytes(limit))
-	if r.ContentLength > limit+64<<10 {
+	part, err := formFile(w, r, limit, tooLarge, "upload an attachment as multipart/form-data with a part named \"file\"")
+	if err != nil {
+		return 0, nil, err
+	}
+	br := bufio.NewReaderSize(part, 4096)
+	head, _ := br.Peek(512)
+	name := part.FileName()
+	kind, err := sniff(head, name)
+	if err != nil {
+		return 0, nil, err
+	}
+	a, err := s.svc.AddAttachment(r.Context(), principal(r), core.AttachmentInput{Name: name, MIME: kind}, br, limit)
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe), core.ErrorCode(err) == core.ELIMIT:
 		return 0, nil, tooLarge
+	case err != nil:
+		return 0, nil, err
+	}
+	return http.StatusCreated, attachmentBody(a), nil
+}
+
+// formFile returns the part "file" of a multipart/form-data body, whose
+// file may be limit bytes (the envelope gets 64 KiB more): tooLarge for a
+// bigger body, 415 with hint for another media type, 400 for a malformed
+// form or one without the part. Reading the part may still fail with an
+// *http.MaxBytesError, which the caller answers with tooLarge.
+func formFile(w http.ResponseWriter, r *http.Request, limit int64, tooLarge error, hint string) (*multipart.Part, error) {
+	if r.ContentLength > limit+64<<10 {
+		return nil, tooLarge
 	}
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
-		return 0, nil, errorf(codeUnsupportedMedia, "upload an attachment as multipart/form-data with a part named \"file\"")
+		return nil, errorf(codeUnsupportedMedia, "%s", hint)
 	}
 	mr := multipart.NewReader(http.MaxBytesReader(w, r.Body, limit+64<<10), params["boundary"])
 	for {
@@ -108,31 +136,16 @@ func (s *server) uploadAttachment(w http.ResponseWriter, r *http.Request) (int, 
 		var mbe *http.MaxBytesError
 		switch {
 		case errors.As(err, &mbe):
-			return 0, nil, tooLarge
+			return nil, tooLarge
 		case errors.Is(err, io.EOF):
-			return 0, nil, errorf(core.EINVALID, "the form has no part named \"file\"")
+			return nil, errorf(core.EINVALID, "the form has no part named \"file\"")
 		case err != nil:
-			return 0, nil, errorf(core.EINVALID, "malformed multipart body: %s", err)
+			return nil, errorf(core.EINVALID, "malformed multipart body: %s", err)
 		}
-		if part.FormName() != "file" {
-			part.Close()
-			continue
+		if part.FormName() == "file" {
+			return part, nil
 		}
-		br := bufio.NewReaderSize(part, 4096)
-		head, _ := br.Peek(512)
-		name := part.FileName()
-		kind, err := sniff(head, name)
-		if err != nil {
-			return 0, nil, err
-		}
-		a, err := s.svc.AddAttachment(r.Context(), principal(r), core.AttachmentInput{Name: name, MIME: kind}, br, limit)
-		switch {
-		case errors.As(err, &mbe), core.ErrorCode(err) == core.ELIMIT:
-			return 0, nil, tooLarge
-		case err != nil:
-			return 0, nil, err
-		}
-		return http.StatusCreated, attachmentBody(a), nil
+		part.Close()
 	}
 }
 
