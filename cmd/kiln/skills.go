@@ -59,7 +59,7 @@ func newSkillsListCmd(a *app) *cobra.Command {
 				if !s.Ready {
 					ready = st.yellow("not ready: " + s.NotReady)
 				}
-				t.add(s.Name, origin, ready, clipLine(s.Description, 80))
+				t.add(s.Name, origin, ready, truncate(s.Description, 80))
 			}
 			if len(list.Skills) == 0 {
 				fmt.Fprintln(w, "No skills.")
@@ -103,15 +103,6 @@ func newSkillsShowCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// clipLine is s on one line, at most n characters.
-func clipLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }
 
 func newSkillsWriteCmd(a *app) *cobra.Command {
