@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/kilnhq/kiln/core"
 )
 
 // fuzzDecoder checks the contract of a request body parser on arbitrary
@@ -174,7 +176,7 @@ func FuzzSniff(f *testing.F) {
 			}
 			return
 		}
-		if !imageTypes[typ] && !isText(head) {
+		if !imageTypes[typ] && !core.IsText(head, false) {
 			t.Fatalf("%q accepted as %s", head, typ)
 		}
 	})

@@ -176,29 +176,13 @@ func sniff(head []byte, name string) (string, error) {
 	if imageTypes[detected] {
 		return detected, nil
 	}
-	if isText(head) {
+	if core.IsText(head, false) {
 		if t, ok := textTypes[strings.ToLower(path.Ext(name))]; ok {
 			return t, nil
 		}
 		return "text/plain", nil
 	}
 	return "", errorf(codeUnsupportedMedia, "%s is %s; attachments are images (PNG, JPEG, GIF, WebP) or UTF-8 text files", clip(name, 100), detected)
-}
-
-// isText reports whether head looks like UTF-8 text: valid (but for a
-// rune cut at the end), without NUL bytes.
-func isText(head []byte) bool {
-	if strings.ContainsRune(string(head), 0) {
-		return false
-	}
-	for len(head) > 0 {
-		r, n := utf8.DecodeRune(head)
-		if r == utf8.RuneError && n == 1 {
-			return len(head) < utf8.UTFMax && !utf8.FullRune(head)
-		}
-		head = head[n:]
-	}
-	return true
 }
 
 func (s *server) getAttachment(_ http.ResponseWriter, r *http.Request) (int, any, error) {

@@ -128,7 +128,7 @@ func runGrep(ctx context.Context, env *core.CallEnv, args json.RawMessage) (stri
 		case int64(len(data)) > MaxTextFile:
 			skip.large++
 			return nil
-		case isBinary(data, true):
+		case !core.IsText(data, true):
 			skip.binary++
 			return nil
 		}

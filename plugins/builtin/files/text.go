@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/kilnhq/kiln/core"
 )
 
 // Limits of read_file's output.
@@ -28,21 +30,6 @@ const sniffLen = 8 << 10
 
 // cutMarker ends a line cut at MaxLineChars.
 var cutMarker = fmt.Sprintf(" [… line cut at %d characters]", MaxLineChars)
-
-// isBinary reports whether b, the start of a file (all of it when
-// complete), is not text: it holds a NUL byte or is not UTF-8. A rune cut
-// at the end of an incomplete b does not count.
-func isBinary(b []byte, complete bool) bool {
-	if bytes.IndexByte(b, 0) >= 0 {
-		return true
-	}
-	if !complete {
-		for i := 0; i < utf8.UTFMax-1 && len(b) > 0 && !utf8.Valid(b); i++ {
-			b = b[:len(b)-1]
-		}
-	}
-	return !utf8.Valid(b)
-}
 
 // binaryMessage says a file is not text, with its size and media type
 // (mime when known, else sniffed from head).
@@ -80,7 +67,7 @@ func newText(r io.Reader) (t *text, head []byte, ok bool, err error) {
 	if err != nil && !complete && err != bufio.ErrBufferFull {
 		return nil, nil, false, err
 	}
-	if isBinary(head, complete) {
+	if !core.IsText(head, complete) {
 		return nil, head, false, nil
 	}
 	return &text{br: br}, head, true, nil

@@ -105,7 +105,7 @@ func runEdit(ctx context.Context, env *core.CallEnv, args json.RawMessage) (stri
 	if err != nil {
 		return "", err
 	}
-	if isBinary(data, true) {
+	if !core.IsText(data, true) {
 		return "", core.Errorf(core.EINVALID, "%s", binaryMessage(t.path, int64(len(data)), "", data))
 	}
 	text := string(data)
