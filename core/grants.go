@@ -111,16 +111,6 @@ func (s *Service) RemoveGrant(ctx context.Context, p Principal, id string) error
 	})
 }
 
-// FindGrant returns p's grant with the given ID or name.
-func (s *Service) FindGrant(ctx context.Context, p Principal, ref string) (*Grant, error) {
-	var g *Grant
-	err := s.view(ctx, func(tx ReadTx) (err error) {
-		g, err = findGrant(tx, p.ID, ref)
-		return err
-	})
-	return g, err
-}
-
 func findGrant(tx ReadTx, owner, ref string) (*Grant, error) {
 	gs, err := tx.Grants(owner)
 	if err != nil {

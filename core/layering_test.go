@@ -65,6 +65,22 @@ var layers = []struct {
 		},
 	},
 	{
+		// skills: the SKILL.md parser and catalog, a library the server
+		// and the plugin host's skills kind use: core, the YAML and
+		// markdown parsers, no HTTP and nothing of the plugin host.
+		pkgs: "github.com/kilnhq/kiln/skills/...",
+		allowed: []string{
+			"github.com/kilnhq/kiln/skills",
+			"github.com/kilnhq/kiln/core/",
+			"gopkg.in/yaml.v3",
+			"github.com/yuin/goldmark/",
+			"github.com/mattn/go-sqlite3",
+			"github.com/santhosh-tekuri/jsonschema/",
+			"golang.org/x/text/",
+		},
+		stdDenied: []string{"net/http"},
+	},
+	{
 		// sandbox: the runtime seam, which every sandbox backend and the
 		// sandbox service build on: the standard library only, no HTTP.
 		// (core, web and sdk/client above may not use it.)

@@ -25,8 +25,8 @@ const (
 	OriginBuiltin Origin = "builtin"
 )
 
-// BundleDir is the folder of a plugin bundle that holds its skills, as
-// plugins/skillbundle has it.
+// BundleDir is the folder of a plugin bundle that holds its skills
+// (plugins/skillbundle reads bundles by it).
 const BundleDir = "skills"
 
 // Layer names one copy of a skill: its origin and, for a plugin, the

@@ -13,10 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"regexp"
 	"slices"
 
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/skills"
 )
 
 // Source is the client of the "skills" kind: a folder of files.
@@ -74,28 +74,17 @@ func (Kind) Attach(_ context.Context, a plugins.Attach) (plugins.Attached, error
 	return plugins.Attached{Items: names, Detach: func() { host.RemoveSkills(a.ID) }}, nil
 }
 
-// Dir is the folder of a bundle that holds its skills.
-const Dir = "skills"
-
-// File is a skill's file inside its folder.
-const File = "SKILL.md"
-
-var reName = regexp.MustCompile(`^[a-z0-9]+(?:-[a-z0-9]+)*$`)
-
-// ValidName reports whether name is a valid skill name.
-func ValidName(name string) bool { return len(name) <= 64 && reName.MatchString(name) }
-
 // List returns the names of the skills in fsys, sorted: each folder
 // skills/<name>/ with a SKILL.md. A folder with a bad name or without a
 // SKILL.md, and a bundle with no skills at all, are errors naming the
 // path.
 func List(fsys fs.FS) ([]string, error) {
-	ents, err := fs.ReadDir(fsys, Dir)
+	ents, err := fs.ReadDir(fsys, skills.BundleDir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("provides skills but has no %s/ folder (want %s/<name>/%s)", Dir, Dir, File)
+		return nil, fmt.Errorf("provides skills but has no %s/ folder (want %s/<name>/%s)", skills.BundleDir, skills.BundleDir, skills.File)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s/: %w", Dir, err)
+		return nil, fmt.Errorf("read %s/: %w", skills.BundleDir, err)
 	}
 	var names []string
 	for _, e := range ents {
@@ -103,17 +92,17 @@ func List(fsys fs.FS) ([]string, error) {
 			continue
 		}
 		name := e.Name()
-		if !ValidName(name) {
-			return nil, fmt.Errorf("%s/%s: a skill's folder is its name: 1 to 64 characters of a-z, 0-9 and single hyphens, not at either end", Dir, name)
+		if !skills.ValidName(name) {
+			return nil, fmt.Errorf("%s/%s: a skill's folder is its name: 1 to 64 characters of a-z, 0-9 and single hyphens, not at either end", skills.BundleDir, name)
 		}
-		fi, err := fs.Stat(fsys, Dir+"/"+name+"/"+File)
+		fi, err := fs.Stat(fsys, skills.BundleDir+"/"+name+"/"+skills.File)
 		if err != nil || !fi.Mode().IsRegular() {
-			return nil, fmt.Errorf("%s/%s has no %s", Dir, name, File)
+			return nil, fmt.Errorf("%s/%s has no %s", skills.BundleDir, name, skills.File)
 		}
 		names = append(names, name)
 	}
 	if len(names) == 0 {
-		return nil, fmt.Errorf("provides skills but %s/ holds none (want %s/<name>/%s)", Dir, Dir, File)
+		return nil, fmt.Errorf("provides skills but %s/ holds none (want %s/<name>/%s)", skills.BundleDir, skills.BundleDir, skills.File)
 	}
 	slices.Sort(names)
 	return names, nil

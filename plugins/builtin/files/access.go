@@ -95,7 +95,7 @@ func openFile(env *core.CallEnv, t *target) (*opened, error) {
 // openAttachment opens an attachment's bytes.
 func openAttachment(env *core.CallEnv, a *core.Attachment) (io.ReadCloser, error) {
 	if env.OpenAttachment == nil {
-		return nil, core.Errorf(core.EUNAVAIL, "%s: attachments cannot be read in this run", attachmentPath(a))
+		return nil, core.Errorf(core.EUNAVAIL, "%s: attachments cannot be read in this run", core.AttachmentPath(a))
 	}
 	return env.OpenAttachment(a)
 }

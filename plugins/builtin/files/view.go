@@ -183,7 +183,7 @@ func resolve(env *core.CallEnv, p string) (*target, error) {
 		t.kind = kindAttachmentDir
 		if len(segs) > 2 {
 			if name := strings.Join(segs[2:], "/"); name != t.att.Name {
-				return nil, core.Errorf(core.ENOTFOUND, "%s: attachment %s is %s", t.path, t.att.ID, attachmentPath(t.att))
+				return nil, core.Errorf(core.ENOTFOUND, "%s: attachment %s is %s", t.path, t.att.ID, core.AttachmentPath(t.att))
 			}
 			t.kind = kindAttachment
 		}
@@ -220,11 +220,6 @@ func grantList(env *core.CallEnv) string {
 	}
 	slices.Sort(names)
 	return "the granted folders are " + strings.Join(names, ", ")
-}
-
-// attachmentPath is the view path of an attachment's file.
-func attachmentPath(a *core.Attachment) string {
-	return "/" + mountAttachments + "/" + a.ID + "/" + a.Name
 }
 
 // pathErr returns err's message prefixed with the view path p, as a

@@ -86,7 +86,7 @@ func (w *walker) target(t *target, top bool) error {
 			if err := w.visit(); err != nil {
 				return err
 			}
-			if err := w.fn(found{path: attachmentPath(a), size: a.Size, open: func() (io.ReadCloser, error) {
+			if err := w.fn(found{path: core.AttachmentPath(a), size: a.Size, open: func() (io.ReadCloser, error) {
 				return openAttachment(env, a)
 			}}); err != nil {
 				return err

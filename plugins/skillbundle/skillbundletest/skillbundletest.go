@@ -35,6 +35,7 @@ import (
 
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/skillbundle"
+	"github.com/kilnhq/kiln/skills"
 )
 
 // Open returns the client of the "skills" kind for the bundle in dir, as
@@ -372,7 +373,7 @@ func testHost(t *testing.T, open Open) {
 	}
 	// The folder the host got reads the skills' files.
 	for _, name := range goodNames {
-		p := path.Join(skillbundle.Dir, name, skillbundle.File)
+		p := path.Join(skills.BundleDir, name, skills.File)
 		if got, err := fs.ReadFile(added.FS, p); err != nil || string(got) != skill(name) {
 			t.Errorf("the host reads %s as %q, %v", p, got, err)
 		}
