@@ -29,6 +29,9 @@ type CallEnv struct {
 	OpenAttachment func(a *Attachment) (io.ReadCloser, error)
 	// Files is the thread's virtual filesystem as the step sees it.
 	Files VirtualFS
+	// Skill is the skill a subagent's run follows (its files are the
+	// subagent's to read), "" for a run the user started.
+	Skill string
 }
 
 // VirtualFS is a thread's virtual filesystem during a tool step: reads see

@@ -237,7 +237,7 @@ func (s *Service) activate(tx Tx, run *Run, t *Thread) error {
 	if err := tx.PutThread(t); err != nil {
 		return err
 	}
-	if err := emit(tx, t.OwnerID, t.ID, run.ID, EventRunStarted, runPayload(run)); err != nil {
+	if err := emitRun(tx, run, EventRunStarted, runPayload(run)); err != nil {
 		return err
 	}
 	return emitMessage(tx, run, msg)
@@ -247,8 +247,8 @@ func (s *Service) activate(tx Tx, run *Run, t *Thread) error {
 // event itself carries.
 func emitMessage(tx Tx, run *Run, m *Message) error {
 	lean := *m
-	lean.ThreadID, lean.RunID, lean.CreatedAt = "", "", time.Time{}
-	return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventMessage, &lean)
+	lean.ThreadID, lean.RunID, lean.Namespace, lean.CreatedAt = "", "", "", time.Time{}
+	return emitRun(tx, run, EventMessage, &lean)
 }
 
 // CancelRun cancels a run. A queued or interrupted run is cancelled at once;
@@ -256,7 +256,7 @@ func emitMessage(tx Tx, run *Run, m *Message) error {
 // or model turn honours cancellation. ECONFLICT if the run already ended.
 func (s *Service) CancelRun(ctx context.Context, p Principal, runID string) (*Run, error) {
 	var run *Run
-	var next string
+	var w wake
 	err := s.update(ctx, func(tx Tx) (err error) {
 		if run, err = ownRun(tx, p, runID); err != nil {
 			return err
@@ -275,24 +275,53 @@ func (s *Service) CancelRun(ctx context.Context, p Principal, runID string) (*Ru
 			}
 			return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventRunFinished, finishPayload(run))
 		default: // interrupted
-			next, err = s.finish(tx, run, RunCancelled, "")
-			return err
+			return s.finish(tx, run, RunCancelled, "", &w)
 		}
 	})
 	if err != nil {
 		return nil, err
 	}
 	if run.Status == RunRunning {
+		// The driver ends the run at once; a run with no driver (one
+		// waiting on its subagents) is driven to see the cancel.
 		s.mu.Lock()
 		if d := s.active[runID]; d != nil {
 			d.cancel()
+		} else {
+			s.spawnLocked(runID)
 		}
 		s.mu.Unlock()
 	}
-	if next != "" {
-		s.spawn(next)
-	}
+	s.apply(w)
 	return run, nil
+}
+
+// wake is what a transaction leaves to do once it commits: runs to drive
+// and drivers to cancel.
+type wake struct{ spawn, stop []string }
+
+// drive adds a run to drive; "" is none.
+func (w *wake) drive(id string) {
+	if id != "" {
+		w.spawn = append(w.spawn, id)
+	}
+}
+
+// apply cancels the drivers of w.stop and drives w.spawn.
+func (s *Service) apply(w wake) {
+	if len(w.spawn)+len(w.stop) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range w.stop {
+		if d := s.active[id]; d != nil {
+			d.cancel()
+		}
+	}
+	for _, id := range w.spawn {
+		s.spawnLocked(id)
+	}
 }
 
 // runPayload is the payload of run.started and run.queued: the run's
@@ -302,6 +331,9 @@ func runPayload(r *Run) map[string]any {
 	if r.WorkingFolder != "" {
 		p["working_folder"] = r.WorkingFolder
 	}
+	if r.ParentRunID != "" {
+		p["parent_run_id"], p["parent_call_id"], p["skill"] = r.ParentRunID, r.ParentCallID, r.Agent.Skill
+	}
 	return p
 }
 
@@ -310,44 +342,86 @@ func finishPayload(r *Run) map[string]any {
 }
 
 // finish ends a run inside tx: it records the terminal status, closes open
-// interrupts, releases the thread, marks it unread for succeeded and failed
-// runs, and activates the thread's next queued run, whose id it returns.
-func (s *Service) finish(tx Tx, run *Run, status RunStatus, msg string) (string, error) {
+// interrupts and cancels the subagents still running for it (their
+// drivers go into w.stop). A root run releases the thread, marks it
+// unread when it succeeded or failed, and activates the thread's next
+// queued run; a subagent's run wakes its parent instead (into w.spawn).
+func (s *Service) finish(tx Tx, run *Run, status RunStatus, msg string, w *wake) error {
 	now := s.now()
 	// Only an interrupted run has open interrupts.
 	wasInterrupted := run.Status == RunInterrupted
 	run.Status, run.Error, run.FinishedAt, run.UpdatedAt = status, msg, &now, now
 	if err := tx.PutRun(run); err != nil {
-		return "", err
+		return err
+	}
+	if err := s.endChildren(tx, run, w); err != nil {
+		return err
 	}
 	t, err := tx.Thread(run.ThreadID)
 	if err != nil {
-		return "", err
+		return err
 	}
 	var open []*Interrupt
 	if wasInterrupted {
 		if open, err = tx.Interrupts(InterruptQuery{RunID: run.ID, Status: InterruptOpen}); err != nil {
-			return "", err
+			return err
 		}
 	}
 	for _, in := range open {
 		in.Status, in.DecidedAt = InterruptCancelled, &now
 		if err := tx.PutInterrupt(in); err != nil {
-			return "", err
+			return err
 		}
 	}
 	settle(t, threadChange{run: run, actions: -len(open)}, now)
-	if err := emit(tx, run.OwnerID, run.ThreadID, run.ID, EventRunFinished, finishPayload(run)); err != nil {
-		return "", err
+	if err := emitRun(tx, run, EventRunFinished, finishPayload(run)); err != nil {
+		return err
+	}
+	if run.ParentRunID != "" {
+		parent, err := tx.Run(run.ParentRunID)
+		if err != nil {
+			return err
+		}
+		if parent.Status == RunRunning {
+			w.drive(parent.ID)
+		}
+		return tx.PutThread(t)
 	}
 	queued, _, err := tx.Runs(RunQuery{ThreadID: run.ThreadID, Statuses: []RunStatus{RunQueued}, Limit: 1})
 	if err != nil {
-		return "", err
+		return err
 	}
 	if len(queued) == 0 {
-		return "", tx.PutThread(t)
+		return tx.PutThread(t)
 	}
-	return queued[0].ID, s.activate(tx, queued[0], t)
+	w.drive(queued[0].ID)
+	return s.activate(tx, queued[0], t)
+}
+
+// endChildren cancels the subagents that run, which just ended, still
+// waits on, and theirs.
+func (s *Service) endChildren(tx Tx, run *Run, w *wake) error {
+	cp, err := tx.Checkpoint(run.ID, 0)
+	if IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, id := range waitingChildren(cp) {
+		child, err := tx.Run(id)
+		if err != nil {
+			return err
+		}
+		if child.Status.Terminal() {
+			continue
+		}
+		w.stop = append(w.stop, id)
+		if err := s.finish(tx, child, RunCancelled, "", w); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Decide records a decision on an interrupt. Deciding an interrupt again
@@ -382,7 +456,11 @@ func (s *Service) Decide(ctx context.Context, p Principal, interruptID string, d
 		if err := tx.PutInterrupt(in); err != nil {
 			return err
 		}
-		if err := emit(tx, in.OwnerID, in.ThreadID, in.RunID, EventInterruptDecided, in); err != nil {
+		run, err := tx.Run(in.RunID)
+		if err != nil {
+			return err
+		}
+		if err := emitRun(tx, run, EventInterruptDecided, in); err != nil {
 			return err
 		}
 		t, err := tx.Thread(in.ThreadID)
@@ -457,7 +535,7 @@ func (s *Service) resume(tx Tx, runID string, t *Thread) error {
 	if err := tx.PutThread(t); err != nil {
 		return err
 	}
-	return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventRunResumed, map[string]any{"checkpoint": next.Version, "reason": "decision"})
+	return emitRun(tx, run, EventRunResumed, map[string]any{"checkpoint": next.Version, "reason": "decision"})
 }
 
 func sameDecision(a, b *Decision) bool {
@@ -643,7 +721,8 @@ func (s *Service) drive(ctx context.Context, runID string) {
 		if r.cp, err = tx.Checkpoint(runID, 0); err != nil {
 			return err
 		}
-		r.msgs, err = tx.Messages(r.run.ThreadID, 0, r.cp.Messages)
+		msgs, err := tx.Messages(r.run.ThreadID, 0, r.cp.Messages)
+		r.msgs = inNamespace(msgs, r.run.Namespace)
 		return err
 	})
 	if err != nil {
@@ -719,7 +798,7 @@ func (r *runner) interrupted(ctx context.Context) error {
 // end finishes the run with a terminal status. Once decided, ending is not
 // abandoned because the run's context was cancelled.
 func (r *runner) end(ctx context.Context, status RunStatus, msg string) error {
-	var next string
+	var w wake
 	err := r.s.update(context.WithoutCancel(ctx), func(tx Tx) (err error) {
 		run, err := tx.Run(r.run.ID)
 		if err != nil {
@@ -729,12 +808,12 @@ func (r *runner) end(ctx context.Context, status RunStatus, msg string) error {
 			r.run = run
 			return nil
 		}
-		next, err = r.s.finish(tx, run, status, msg)
+		err = r.s.finish(tx, run, status, msg, &w)
 		r.run = run
 		return err
 	})
-	if next != "" {
-		r.s.spawn(next)
+	if err == nil {
+		r.s.apply(w)
 	}
 	return err
 }
@@ -759,7 +838,12 @@ func (r *runner) commit(ctx context.Context, add []*Message, state RunState, ext
 			}
 		}
 		now := r.s.now()
-		cp = &Checkpoint{RunID: run.ID, Version: r.cp.Version + 1, Parent: r.cp.Version, Messages: r.cp.Messages + len(add), State: state, CreatedAt: now}
+		// Other runs' messages (subagents') may lie between the run's.
+		upTo := r.cp.Messages
+		if len(add) > 0 {
+			upTo = add[len(add)-1].Index + 1
+		}
+		cp = &Checkpoint{RunID: run.ID, Version: r.cp.Version + 1, Parent: r.cp.Version, Messages: upTo, State: state, CreatedAt: now}
 		if err := tx.PutCheckpoint(cp); err != nil {
 			return err
 		}
@@ -791,7 +875,7 @@ func (r *runner) modelStep(ctx context.Context) error {
 			return
 		}
 		payload, _ := json.Marshal(map[string]string{"text": text})
-		r.s.publish(Event{OwnerID: run.OwnerID, ThreadID: run.ThreadID, RunID: run.ID, Type: EventMessageDelta, Payload: payload, Time: r.s.now()})
+		r.s.publish(Event{OwnerID: run.OwnerID, ThreadID: run.ThreadID, RunID: run.ID, Namespace: run.Namespace, Type: EventMessageDelta, Payload: payload, Time: r.s.now()})
 	}
 	req, err := r.modelRequest(ctx)
 	if err != nil {
@@ -809,12 +893,12 @@ func (r *runner) modelStep(ctx context.Context) error {
 		return r.end(ctx, RunFailed, "model: "+err.Error())
 	}
 	r.run.Usage = r.run.Usage.Add(resp.Usage)
-	msg := &Message{ThreadID: run.ThreadID, RunID: run.ID, Role: RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls, CreatedAt: r.s.now()}
-	next := RunState{V: RunStateVersion, Phase: PhaseDone, Steps: st.Steps + 1, ToolCalls: st.ToolCalls}
+	msg := &Message{ThreadID: run.ThreadID, RunID: run.ID, Namespace: run.Namespace, Role: RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls, CreatedAt: r.s.now()}
+	next := RunState{V: RunStateVersion, Phase: PhaseDone, Steps: st.Steps + 1, ToolCalls: st.ToolCalls, Children: st.Children}
 	if len(resp.ToolCalls) > 0 {
 		next.Phase = PhaseTools
 	}
-	var nextRun string
+	var w wake
 	err = r.commit(ctx, []*Message{msg}, next, func(tx Tx, run *Run) (err error) {
 		if resp.Text != "" || resp.Usage != (Usage{}) {
 			t, err := tx.Thread(run.ThreadID)
@@ -822,7 +906,7 @@ func (r *runner) modelStep(ctx context.Context) error {
 				return err
 			}
 			t.Usage = t.Usage.Add(resp.Usage)
-			if resp.Text != "" {
+			if resp.Text != "" && run.Namespace == "" {
 				settle(t, threadChange{text: resp.Text}, r.s.now())
 			}
 			if err := tx.PutThread(t); err != nil {
@@ -830,17 +914,15 @@ func (r *runner) modelStep(ctx context.Context) error {
 			}
 		}
 		if next.Phase == PhaseDone {
-			nextRun, err = r.s.finish(tx, run, RunSucceeded, "")
+			return r.s.finish(tx, run, RunSucceeded, "", &w)
 		}
-		return err
+		return nil
 	})
 	if err != nil {
 		return err
 	}
 	r.s.obs.Step(StepModel)
-	if nextRun != "" {
-		r.s.spawn(nextRun)
-	}
+	r.s.apply(w)
 	return nil
 }
 
@@ -923,10 +1005,11 @@ func (r *runner) toolsStep(ctx context.Context, resumed bool) (pause bool, err e
 			}
 			in = recovery(fmt.Sprintf("The server stopped while %s was running and it is not idempotent: it may or may not have taken effect. Retry it or skip it.", pc.Call.Name))
 		case pc.State == CallPending:
-			if t := tb.byName[pc.Call.Name]; t != nil && isLocal(t, pc.args()) {
+			// A call outside a subagent's tools is refused, not held.
+			if t := tb.byName[pc.Call.Name]; t != nil && isLocal(t, pc.args()) || !r.run.mayCall(pc.Call.Name) {
 				continue
 			}
-			allowed, hold := tb.holds(r.run.InterruptOn, pc.Call.Name)
+			allowed, hold := tb.holds(r.run, pc.Call.Name)
 			if !hold {
 				continue
 			}
@@ -966,11 +1049,10 @@ func (r *runner) hold(pc *pendingCall, in *Interrupt) *Interrupt {
 // decisions nobody asked for.
 func (r *runner) pause(ctx context.Context, st RunState, results []*Message, pcs []pendingCall, held []*Interrupt) error {
 	st.Calls = callStates(pcs)
-	var next string
+	var w wake
 	err := r.commit(ctx, results, st, func(tx Tx, run *Run) (err error) {
 		if run.CancelRequested {
-			next, err = r.s.finish(tx, run, RunCancelled, "")
-			return err
+			return r.s.finish(tx, run, RunCancelled, "", &w)
 		}
 		t, err := tx.Thread(run.ThreadID)
 		if err != nil {
@@ -980,7 +1062,7 @@ func (r *runner) pause(ctx context.Context, st RunState, results []*Message, pcs
 			if err := tx.PutInterrupt(in); err != nil {
 				return err
 			}
-			if err := emit(tx, run.OwnerID, run.ThreadID, run.ID, EventInterruptCreated, in); err != nil {
+			if err := emitRun(tx, run, EventInterruptCreated, in); err != nil {
 				return err
 			}
 		}
@@ -989,10 +1071,10 @@ func (r *runner) pause(ctx context.Context, st RunState, results []*Message, pcs
 		if err := tx.PutThread(t); err != nil {
 			return err
 		}
-		return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventRunInterrupted, map[string]any{"interrupts": len(held)})
+		return emitRun(tx, run, EventRunInterrupted, map[string]any{"interrupts": len(held)})
 	})
-	if next != "" {
-		r.s.spawn(next)
+	if err == nil {
+		r.s.apply(w)
 	}
 	return err
 }
@@ -1002,15 +1084,38 @@ func (r *runner) pause(ctx context.Context, st RunState, results []*Message, pcs
 // (with the results so far), so a crash during the call is detected. A call
 // whose tool could not be run (Call returned an error; see Tool) pauses the
 // run with a recovery interrupt, after the results so far.
+//
+// A Delegator's call starts a subagent instead, in a checkpoint that
+// marks the call waiting on it; a waiting call whose subagent ended gets
+// its result. While calls still wait, execute commits the results it has
+// and pauses without leaving the running state: the driver exits, and
+// each subagent that ends drives the run again.
 func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb *toolbox) (pause bool, err error) {
+	ended, err := r.childResults(ctx, pcs)
+	if err != nil {
+		return false, err
+	}
 	var results []*Message
+	var waiting []pendingCall
+	// open are the calls left unresolved from the i-th on.
+	open := func(i int) []pendingCall { return append(slices.Clone(waiting), pcs[i:]...) }
 	for i, pc := range pcs {
 		call := pc.Call
 		call.Args = pc.args()
 		var res ToolResult
 		run := true
 		var outcome ToolOutcome
-		if d := pc.Decision; d != nil {
+		if pc.State == CallWaiting {
+			cres, ok := ended[pc.ChildRunID]
+			if !ok {
+				waiting = append(waiting, pc)
+				continue
+			}
+			res, run, outcome = cres, false, ToolOK
+			if cres.IsError {
+				outcome = ToolError
+			}
+		} else if d := pc.Decision; d != nil {
 			switch d.Decision {
 			case DecisionReject:
 				res, run, outcome = ErrorResult("The user rejected this tool call."), false, ToolRejected
@@ -1043,17 +1148,43 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 				spec = tool.Spec()
 				argsErr = CheckArgs(spec, call.Args)
 			}
+			delegator, delegates := asDelegator(tool)
 			switch {
 			case tool == nil:
 				res, outcome = ErrorResult(fmt.Sprintf("unknown tool %q", call.Name)), ToolUnknown
+			case !r.run.mayCall(call.Name):
+				offered, _ := r.turnTools(tb)
+				res, outcome = r.run.refusal(call.Name, specNames(offered)), ToolRefused
 			case argsErr != nil:
 				res, outcome = ErrorResult(ErrorMessage(argsErr)), ToolInvalid
+			case delegates:
+				child, refusal := r.newChild(ctx, delegator, call, st, toolNames(tb))
+				if refusal != "" {
+					res, outcome = ErrorResult(refusal), ToolError
+					break
+				}
+				pcs[i].State, pcs[i].ChildRunID = CallWaiting, child.ID
+				waiting = append(waiting, pcs[i])
+				st.Children++
+				st.Calls = callStates(open(i + 1))
+				err := r.commit(ctx, results, st, func(tx Tx, run *Run) error {
+					if err := r.s.startChild(tx, child); err != nil {
+						return err
+					}
+					return emitRun(tx, run, EventToolStarted, call)
+				})
+				if err != nil {
+					return false, err
+				}
+				results = nil
+				r.s.spawn(child.ID)
+				continue
 			default:
 				if !spec.Idempotent && !isLocal(tool, call.Args) {
 					pcs[i].State = CallStarted
-					st.Calls = callStates(pcs[i:])
+					st.Calls = callStates(open(i))
 					err := r.commit(ctx, results, st, func(tx Tx, run *Run) error {
-						return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventToolStarted, call)
+						return emitRun(tx, run, EventToolStarted, call)
 					})
 					if err != nil {
 						return false, err
@@ -1061,7 +1192,7 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 					results = nil
 				} else {
 					payload, _ := json.Marshal(call)
-					r.s.publish(Event{OwnerID: r.run.OwnerID, ThreadID: r.run.ThreadID, RunID: r.run.ID, Type: EventToolStarted, Payload: payload, Time: r.s.now()})
+					r.s.publish(Event{OwnerID: r.run.OwnerID, ThreadID: r.run.ThreadID, RunID: r.run.ID, Namespace: r.run.Namespace, Type: EventToolStarted, Payload: payload, Time: r.s.now()})
 				}
 				start := time.Now()
 				var err error
@@ -1074,7 +1205,7 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 				if err != nil {
 					r.s.obs.ToolCall(observed, ToolFailed, took)
 					in := r.hold(&pcs[i], recovery(failureReason(call.Name, spec, err)))
-					return true, r.pause(ctx, st, results, pcs[i:], []*Interrupt{in})
+					return true, r.pause(ctx, st, results, open(i), []*Interrupt{in})
 				}
 				outcome = ToolOK
 				if err := CheckParts(res.Content); err != nil {
@@ -1087,9 +1218,18 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 		}
 		r.s.obs.ToolCall(observed, outcome, took)
 		st.ToolCalls++
-		m := &Message{ThreadID: r.run.ThreadID, RunID: r.run.ID, Role: RoleTool, ToolCallID: call.ID, Name: call.Name, IsError: res.IsError, CreatedAt: r.s.now()}
+		m := &Message{ThreadID: r.run.ThreadID, RunID: r.run.ID, Namespace: r.run.Namespace, Role: RoleTool, ToolCallID: call.ID, Name: call.Name, IsError: res.IsError, CreatedAt: r.s.now()}
 		m.SetContent(res.Content)
 		results = append(results, m)
+	}
+	if len(waiting) > 0 {
+		st.Calls = callStates(waiting)
+		if len(results) > 0 {
+			if err := r.commit(ctx, results, st, nil); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
 	}
 	st.Calls, st.Phase, st.Steps = nil, PhaseModel, st.Steps+1
 	if err := r.commit(ctx, results, st, nil); err != nil {
@@ -1097,6 +1237,34 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 	}
 	r.s.obs.Step(StepTools)
 	return false, nil
+}
+
+// childResults returns the results of the waiting calls among pcs whose
+// subagents ended, by the subagent's run ID.
+func (r *runner) childResults(ctx context.Context, pcs []pendingCall) (map[string]ToolResult, error) {
+	var ids []string
+	for _, pc := range pcs {
+		if pc.State == CallWaiting {
+			ids = append(ids, pc.ChildRunID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]ToolResult, len(ids))
+	err := r.s.view(ctx, func(tx ReadTx) error {
+		for _, id := range ids {
+			res, done, err := childResult(tx, id)
+			if err != nil {
+				return err
+			}
+			if done {
+				out[id] = res
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // call runs the tool once, and once more after an error that says the

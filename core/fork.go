@@ -122,14 +122,18 @@ func forkCut(msgs []*Message, at int) (int, error) {
 		return 0, Errorf(EINVALID, "message_index %d is out of range: the thread has %d messages", at, len(msgs))
 	}
 	m := msgs[at]
-	if m.Role != RoleAssistant {
+	switch {
+	case m.Role != RoleAssistant:
 		return 0, Errorf(ECONFLICT, "can only fork at a completed assistant turn; message %d is a %s message", at, m.Role)
+	case m.Namespace != "":
+		return 0, Errorf(ECONFLICT, "can only fork at a turn of the thread's own conversation; message %d is a subagent's", at)
 	}
 	cut := at + 1
 	for _, call := range m.ToolCalls {
 		found := false
-		for j := at + 1; j < len(msgs) && msgs[j].Role == RoleTool; j++ {
-			if msgs[j].ToolCallID == call.ID {
+		// A subagent's messages may lie between a call and its result.
+		for j := at + 1; j < len(msgs) && (msgs[j].Role == RoleTool || msgs[j].Namespace != ""); j++ {
+			if msgs[j].Namespace == "" && msgs[j].ToolCallID == call.ID {
 				found = true
 				cut = max(cut, j+1)
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -128,8 +129,17 @@ type Run struct {
 	// System is the run's own system text, added to the system prompt.
 	System string `json:"system,omitempty"`
 	// WorkingFolder is the grant (by ID) the run works in, or "".
-	WorkingFolder   string     `json:"working_folder,omitempty"`
-	InterruptOn     Policy     `json:"interrupt_on,omitempty"`
+	WorkingFolder string `json:"working_folder,omitempty"`
+	InterruptOn   Policy `json:"interrupt_on,omitempty"`
+	// ParentRunID and ParentCallID are set on a subagent's run: the run
+	// whose tool call (a Delegator's) it answers. Namespace is where the
+	// run's messages and events are: "" for a run the user started, else
+	// its parent's namespace, a "/" when that is not "", and its own ID.
+	ParentRunID  string `json:"parent_run_id,omitempty"`
+	ParentCallID string `json:"parent_call_id,omitempty"`
+	Namespace    string `json:"namespace,omitempty"`
+	// Agent is what a subagent's run follows; nil for a root run.
+	Agent           *RunAgent  `json:"agent,omitempty"`
 	Limits          Limits     `json:"limits"`
 	Steps           int        `json:"steps"`
 	ToolCalls       int        `json:"tool_calls"`
@@ -141,6 +151,24 @@ type Run struct {
 	UpdatedAt       time.Time  `json:"updated_at"`
 	StartedAt       *time.Time `json:"started_at,omitempty"`
 	FinishedAt      *time.Time `json:"finished_at,omitempty"`
+}
+
+// RunAgent is what a subagent's run follows: the skill's name, the tools
+// it may call (names or path.Match globs) besides the always-offered
+// read-only file tools, and its interruptOn, which adds to the run's
+// InterruptOn (see Service.holds). The instructions are the run's System.
+type RunAgent struct {
+	Skill       string   `json:"skill"`
+	Tools       []string `json:"tools,omitempty"`
+	InterruptOn Policy   `json:"interrupt_on,omitempty"`
+}
+
+// Depth is how many parents the run has: 0 for a root run.
+func (r *Run) Depth() int {
+	if r.Namespace == "" {
+		return 0
+	}
+	return strings.Count(r.Namespace, "/") + 1
 }
 
 // Usage counts model tokens.
@@ -170,9 +198,12 @@ const (
 // the text parts joined with newlines, for previews, search and readers of
 // text alone. Content returns the parts either way.
 type Message struct {
-	ThreadID   string     `json:"thread_id,omitempty"`
-	Index      int        `json:"index"`
-	RunID      string     `json:"run_id,omitempty"`
+	ThreadID string `json:"thread_id,omitempty"`
+	Index    int    `json:"index"`
+	RunID    string `json:"run_id,omitempty"`
+	// Namespace is the run's (see Run): "" for the thread's own
+	// conversation, else a subagent's.
+	Namespace  string     `json:"namespace,omitempty"`
 	Role       string     `json:"role"`
 	Text       string     `json:"text,omitempty"`
 	Parts      []Part     `json:"parts,omitempty"`
@@ -211,11 +242,13 @@ type ToolCall struct {
 }
 
 // Checkpoint is a run's full state after a step. The conversation part is
-// stored once, as the thread's append-only messages: the checkpoint records
-// how many of them belong to this state (Messages), so a step writes only
-// what it added. State holds everything else (pending tool calls, counters),
-// versioned by its own V field. Version counts up from 1 per run; Parent is
-// the version it was derived from (0 for the first).
+// stored once, as the thread's append-only messages: the run's
+// conversation is the thread's messages with Index < Messages in the
+// run's Namespace (a subagent's messages interleave with its siblings'
+// and its parent's), so a step writes only what it added. State holds
+// everything else (pending tool calls, counters), versioned by its own V
+// field. Version counts up from 1 per run; Parent is the version it was
+// derived from (0 for the first).
 type Checkpoint struct {
 	RunID     string    `json:"run_id"`
 	Version   int       `json:"version"`
@@ -225,8 +258,11 @@ type Checkpoint struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// RunStateVersion is the version of RunState this build writes.
-const RunStateVersion = 1
+// RunStateVersion is the version of RunState this build writes. Version 2
+// added calls waiting on a subagent (CallWaiting) and namespaced
+// conversations; a version 1 state, written before subagents existed, is
+// read as it is (every message then was in the namespace "").
+const RunStateVersion = 2
 
 // Run phases recorded in a checkpoint: what the next step does.
 const (
@@ -245,6 +281,8 @@ type RunState struct {
 	Calls     []CallState `json:"calls,omitempty"`
 	Steps     int         `json:"steps"`
 	ToolCalls int         `json:"tool_calls"`
+	// Children counts the subagents the run started (see Delegator).
+	Children int `json:"children,omitempty"`
 }
 
 // Call states. A call absent from RunState.Calls is pending.
@@ -253,6 +291,7 @@ const (
 	CallStarted     = "started"     // a non-idempotent tool began; no result recorded
 	CallInterrupted = "interrupted" // waiting for the decision of InterruptID
 	CallReady       = "ready"       // decided; Decision says what to do
+	CallWaiting     = "waiting"     // answered by the subagent run ChildRunID
 )
 
 // CallState is the state of one unresolved tool call, by the call's ID.
@@ -261,6 +300,7 @@ type CallState struct {
 	State       string    `json:"state"`
 	InterruptID string    `json:"interrupt_id,omitempty"`
 	Decision    *Decision `json:"decision,omitempty"`
+	ChildRunID  string    `json:"child_run_id,omitempty"`
 }
 
 // Interrupt kinds.

@@ -54,6 +54,7 @@ const (
 	ToolInvalid   ToolOutcome = "invalid"   // the arguments did not match the tool's schema; it did not run
 	ToolFailed    ToolOutcome = "failed"    // the tool could not be run; the run waits for a retry or skip
 	ToolUnknown   ToolOutcome = "unknown"   // no tool of that name is registered
+	ToolRefused   ToolOutcome = "refused"   // the tool is not one of the subagent's tools; it did not run
 	ToolRejected  ToolOutcome = "rejected"  // the user rejected the call
 	ToolAnswered  ToolOutcome = "answered"  // the user's text stood in for the result
 	ToolSkipped   ToolOutcome = "skipped"   // the user skipped a call cut off by a restart

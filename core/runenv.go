@@ -52,8 +52,16 @@ func (r *runner) callEnv(ctx context.Context) (*CallEnv, error) {
 		Grants: w.grants, WorkingFolder: w.working,
 		Memory: w.settings.Memory && r.s.MemoryDir() != "", MemoryDir: r.s.MemoryDir(),
 		Attachments: w.atts, OpenAttachment: r.s.OpenAttachment,
-		Files: r.files,
+		Files: r.files, Skill: r.skill(),
 	}, nil
+}
+
+// skill is the name of the skill a subagent's run follows, or "".
+func (r *runner) skill() string {
+	if r.run.Agent == nil {
+		return ""
+	}
+	return r.run.Agent.Skill
 }
 
 // modelRequest is the next model turn's input: the system prompt as the
@@ -65,7 +73,7 @@ func (r *runner) modelRequest(ctx context.Context) (ModelRequest, error) {
 	if err != nil {
 		return ModelRequest{}, err
 	}
-	tools := r.s.tb.Load().specs
+	tools, _ := r.turnTools(r.s.tb.Load())
 	memory := w.settings.Memory && r.s.MemoryDir() != ""
 	system := SystemPrompt(PromptInput{
 		Now: r.s.now(), Tools: tools, Grants: w.grants, WorkingFolder: w.working,

@@ -46,6 +46,12 @@ type Config struct {
 	DataRoot string
 	// Blobs keeps attachment bytes; nil means attachments are refused.
 	Blobs Blobs
+	// MaxSubagentDepth bounds how deep subagents nest (a run the user
+	// started is at depth 0, its subagents at 1); MaxSubagents bounds how
+	// many subagents one run starts. Zero means DefaultSubagentDepth and
+	// DefaultSubagents.
+	MaxSubagentDepth int
+	MaxSubagents     int
 }
 
 // Service is Kiln's core API: every operation a client can do, acting as a
@@ -90,6 +96,12 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.MaxToolCalls <= 0 {
 		cfg.MaxToolCalls = 500
+	}
+	if cfg.MaxSubagentDepth <= 0 {
+		cfg.MaxSubagentDepth = DefaultSubagentDepth
+	}
+	if cfg.MaxSubagents <= 0 {
+		cfg.MaxSubagents = DefaultSubagents
 	}
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 10 * time.Second
@@ -178,6 +190,15 @@ func (s *Service) view(ctx context.Context, fn func(ReadTx) error) error {
 }
 
 func emit(tx Tx, owner, thread, run, typ string, payload any) error {
+	return emitNS(tx, owner, thread, run, "", typ, payload)
+}
+
+// emitRun emits an event of run, in its namespace.
+func emitRun(tx Tx, run *Run, typ string, payload any) error {
+	return emitNS(tx, run.OwnerID, run.ThreadID, run.ID, run.Namespace, typ, payload)
+}
+
+func emitNS(tx Tx, owner, thread, run, ns, typ string, payload any) error {
 	var raw json.RawMessage
 	if payload != nil {
 		b, err := json.Marshal(payload)
@@ -186,7 +207,7 @@ func emit(tx Tx, owner, thread, run, typ string, payload any) error {
 		}
 		raw = b
 	}
-	return tx.Emit(Event{OwnerID: owner, ThreadID: thread, RunID: run, Type: typ, Payload: raw})
+	return tx.Emit(Event{OwnerID: owner, ThreadID: thread, RunID: run, Namespace: ns, Type: typ, Payload: raw})
 }
 
 // ownThread loads a thread the principal may see.

@@ -54,7 +54,7 @@ type ReadTx interface {
 	Runs(q RunQuery) ([]*Run, string, error)
 
 	// Messages returns the thread's messages with Index >= from, in order,
-	// at most limit of them (limit <= 0 means all).
+	// at most limit of them (limit <= 0 means all), of every namespace.
 	Messages(threadID string, from, limit int) ([]*Message, error)
 
 	// Checkpoint returns the run's checkpoint with the given version; version
@@ -122,8 +122,9 @@ type Tx interface {
 	PutRun(r *Run) error
 
 	// AppendMessages appends messages to their thread, setting each Index to
-	// the next position in that thread. A message's Parts are kept as they
-	// are: nil stays nil (the content is the text alone).
+	// the next position in that thread (one sequence for all namespaces).
+	// A message's Parts are kept as they are: nil stays nil (the content is
+	// the text alone).
 	AppendMessages(msgs ...*Message) error
 
 	// PutCheckpoint stores a new checkpoint. Storing a version that exists

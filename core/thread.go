@@ -22,10 +22,13 @@ type threadChange struct {
 //
 //   - ActiveRunID is the run that is running or interrupted, "" once it
 //     ended. A queued run does not hold the thread; cancelling one changes
-//     nothing but UpdatedAt.
-//   - Status is the active run's (running or interrupted); after it ends,
-//     failed or cancelled when it ended so, idle when it succeeded.
-//   - A run that succeeds or fails makes the thread unread (UnreadRunID)
+//     nothing but UpdatedAt. Subagents' runs (ParentRunID set) never hold
+//     it: their root run does.
+//   - Status is interrupted while the active run is, or while any
+//     interrupt is open (a subagent's included), else running; after the
+//     active run ends, failed or cancelled when it ended so, idle when it
+//     succeeded.
+//   - A root run that succeeds or fails makes the thread unread (UnreadRunID)
 //     until MarkRead; a cancelled run does not (the user stopped it).
 //   - OpenActions counts the open interrupts; a run that ends closes its own.
 //   - LastMessage previews the newest text: a message's, or a failed run's
@@ -38,16 +41,10 @@ func settle(t *Thread, c threadChange, now time.Time) {
 		t.LastMessage = preview(c.text)
 	}
 	r := c.run
-	if r == nil {
-		return
-	}
 	switch {
-	case r.Status.Active():
+	case r == nil:
+	case r.Status.Active() && r.ParentRunID == "":
 		t.ActiveRunID = r.ID
-		t.Status = ThreadRunning
-		if r.Status == RunInterrupted {
-			t.Status = ThreadInterrupted
-		}
 	case r.Status.Terminal() && t.ActiveRunID == r.ID:
 		t.ActiveRunID = ""
 		switch r.Status {
@@ -60,6 +57,12 @@ func settle(t *Thread, c threadChange, now time.Time) {
 		default:
 			t.Status = ThreadIdle
 			t.UnreadRunID = r.ID
+		}
+	}
+	if t.ActiveRunID != "" {
+		t.Status = ThreadRunning
+		if t.OpenActions > 0 || r != nil && r.ID == t.ActiveRunID && r.Status == RunInterrupted {
+			t.Status = ThreadInterrupted
 		}
 	}
 	t.Unread = t.UnreadRunID != ""

@@ -135,26 +135,34 @@ func validSource(s string) bool {
 	return true
 }
 
-// holds decides whether a call to tool must wait for a decision, and
-// with which decisions. The rule, one for every tool (built-in, plugin,
-// MCP, sandbox):
+// holds decides whether a call to tool by run must wait for a decision,
+// and with which decisions. The rule, one for every tool (built-in,
+// plugin, MCP, sandbox):
 //
 //   - The run's policy (the server default with the run request's entries
 //     over it) decides when it has an entry for the tool: false lifts the
 //     tool's source default, true holds the call.
 //   - Otherwise the source's default (a plugin's interruptOn) applies.
-//   - When both hold, only the decisions both allow remain; when they
+//   - A subagent's skill's interruptOn adds to both: its true holds the
+//     call whatever they say (nothing lifts it), its false changes nothing.
+//   - When several hold, only the decisions all allow remain; when they
 //     share none, the call may only be rejected.
-func (b *toolbox) holds(run Policy, tool string) ([]string, bool) {
+func (b *toolbox) holds(run *Run, tool string) ([]string, bool) {
 	var holding []Rule
-	if rule, ok := run.rule(tool); ok {
-		if !rule.Interrupt {
-			return nil, false
+	lifted := false
+	if rule, ok := run.InterruptOn.rule(tool); ok {
+		lifted = !rule.Interrupt
+		if rule.Interrupt {
+			holding = append(holding, rule)
 		}
+	}
+	if rule, ok := b.defaults[tool]; ok && rule.Interrupt && !lifted {
 		holding = append(holding, rule)
 	}
-	if rule, ok := b.defaults[tool]; ok && rule.Interrupt {
-		holding = append(holding, rule)
+	if run.Agent != nil {
+		if rule, ok := run.Agent.InterruptOn.rule(tool); ok && rule.Interrupt {
+			holding = append(holding, rule)
+		}
 	}
 	return intersect(holding)
 }

@@ -29,9 +29,13 @@ func testRunRoundTrip(t *testing.T, s core.Store) {
 		InterruptOn: core.Policy{}, CreatedAt: at(5), UpdatedAt: at(5)}
 	attached := &core.Run{ID: "run_attachments_only", ThreadID: th.ID, OwnerID: alice, Status: core.RunQueued,
 		Input: core.RunInput{Attachments: []string{"att_3"}}, CreatedAt: at(6), UpdatedAt: at(6)}
-	put(t, s, th, full, bare, empty, attached)
+	child := &core.Run{ID: "run_child", ThreadID: th.ID, OwnerID: alice, Status: core.RunRunning,
+		ParentRunID: full.ID, ParentCallID: "call_7", Namespace: "run_full/run_child",
+		Agent:     &core.RunAgent{Skill: "research", Tools: []string{"read_file", "mcp.web.*"}, InterruptOn: core.Policy{"mcp.web.post": {Interrupt: true}}},
+		CreatedAt: at(7), UpdatedAt: at(7)}
+	put(t, s, th, full, bare, empty, attached, child)
 	view(t, s, func(tx core.ReadTx) error {
-		for _, want := range []*core.Run{full, bare, empty, attached} {
+		for _, want := range []*core.Run{full, bare, empty, attached, child} {
 			got, err := tx.Run(want.ID)
 			mustNil(t, "Run", err)
 			same(t, "run "+want.ID, got, want)
@@ -63,6 +67,16 @@ func testRunRoundTrip(t *testing.T, s core.Store) {
 		got, err := tx.Run(full.ID)
 		mustNil(t, "Run", err)
 		same(t, "run after a step clearing the new fields", got, repl)
+		return nil
+	})
+	// A Put that changes the parent or namespace stores them too.
+	moved := *child
+	moved.ParentRunID, moved.ParentCallID, moved.Namespace, moved.Agent = "", "", "", nil
+	put(t, s, &moved)
+	view(t, s, func(tx core.ReadTx) error {
+		got, err := tx.Run(child.ID)
+		mustNil(t, "Run", err)
+		same(t, "run with its parent cleared", got, &moved)
 		return nil
 	})
 }
@@ -178,7 +192,9 @@ func testMessages(t *testing.T, s core.Store) {
 	if m3.Text != "2\ntwo" || len(m3.Parts) != 4 {
 		t.Fatalf("SetContent: text %q, %d parts", m3.Text, len(m3.Parts))
 	}
+	// A subagent's message keeps its namespace.
 	m4 := textMessage(t1.ID, r.ID, core.RoleAssistant, "Done.", at(6))
+	m4.Namespace = "run_1/run_2"
 	update(t, s, func(tx core.Tx) error {
 		if err := tx.AppendMessages(m3); err != nil {
 			return err

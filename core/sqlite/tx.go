@@ -409,18 +409,23 @@ func (x *tx) DeleteFolder(id string) error {
 const (
 	runCols = `r.id, ts.s, r.owner_id, r.status, r.model, r.input, r.interrupt_on, r.limits,
  r.steps, r.tool_calls, r.checkpoint, r.error, r.cancel_requested, r.usage,
- r.created_at, r.updated_at, r.started_at, r.finished_at, r.system, r.working_folder`
+ r.created_at, r.updated_at, r.started_at, r.finished_at, r.system, r.working_folder,
+ r.parent_run_id, r.parent_call_id, r.namespace, r.agent`
 	runFrom = ` FROM runs r%s JOIN strings ts ON ts.n = r.thread`
 )
 
 func scanRun(sc scanner) (*core.Run, error) {
 	var r core.Run
-	var input, policy, limits, usage []byte
+	var input, policy, limits, usage, agent []byte
 	var created, updated int64
 	var started, finished sql.NullInt64
 	if err := sc.Scan(&r.ID, &r.ThreadID, &r.OwnerID, &r.Status, &r.Model, &input, &policy, &limits,
 		&r.Steps, &r.ToolCalls, &r.Checkpoint, &r.Error, &r.CancelRequested, &usage,
-		&created, &updated, &started, &finished, &r.System, &r.WorkingFolder); err != nil {
+		&created, &updated, &started, &finished, &r.System, &r.WorkingFolder,
+		&r.ParentRunID, &r.ParentCallID, &r.Namespace, &agent); err != nil {
+		return nil, err
+	}
+	if err := decJSON(agent, &r.Agent, "run agent"); err != nil {
 		return nil, err
 	}
 	if err := decJSON(input, &r.Input, "run input"); err != nil {
@@ -594,6 +599,10 @@ func (x *tx) PutRun(r *core.Run) error {
 	if err != nil {
 		return err
 	}
+	agent, err := encJSON(r.Agent, r.Agent == nil, "run agent")
+	if err != nil {
+		return err
+	}
 	created, err := encTime(r.CreatedAt, "run created_at")
 	if err != nil {
 		return err
@@ -621,13 +630,16 @@ func (x *tx) PutRun(r *core.Run) error {
 	// The engine puts its run at every step with the same thread, owner,
 	// status and creation time: updating only the other columns leaves the
 	// runs_thread and runs_active pages untouched, two fewer WAL pages per
-	// step. Anything else takes the full upsert.
+	// step. Anything else takes the full upsert. (A run's parent and
+	// namespace never change.)
 	res, err := x.tx.ExecContext(x.ctx, `UPDATE runs SET model = ?, input = ?, interrupt_on = ?, limits = ?,
  steps = ?, tool_calls = ?, checkpoint = ?, error = ?, cancel_requested = ?, usage = ?, updated_at = ?,
- started_at = ?, finished_at = ?, system = ?, working_folder = ?
-WHERE n = ? AND thread = ? AND owner_id = ? AND status = ? AND created_at = ?`,
+ started_at = ?, finished_at = ?, system = ?, working_folder = ?, agent = ?
+WHERE n = ? AND thread = ? AND owner_id = ? AND status = ? AND created_at = ?
+ AND parent_run_id = ? AND parent_call_id = ? AND namespace = ?`,
 		r.Model, input, policy, limits, r.Steps, r.ToolCalls, r.Checkpoint, r.Error, r.CancelRequested, usage,
-		updated, started, finished, r.System, r.WorkingFolder, n, thread, r.OwnerID, string(r.Status), created)
+		updated, started, finished, r.System, r.WorkingFolder, agent, n, thread, r.OwnerID, string(r.Status), created,
+		r.ParentRunID, r.ParentCallID, r.Namespace)
 	if err != nil {
 		return fmt.Errorf("sqlite: put run: %w", err)
 	}
@@ -636,8 +648,9 @@ WHERE n = ? AND thread = ? AND owner_id = ? AND status = ? AND created_at = ?`,
 	}
 	_, err = x.tx.ExecContext(x.ctx, `INSERT INTO runs (n, id, thread, owner_id, status, model, input,
  interrupt_on, limits, steps, tool_calls, checkpoint, error, cancel_requested, usage,
- created_at, updated_at, started_at, finished_at, system, working_folder)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ created_at, updated_at, started_at, finished_at, system, working_folder,
+ parent_run_id, parent_call_id, namespace, agent)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (n) DO UPDATE SET thread = excluded.thread, owner_id = excluded.owner_id,
  status = excluded.status, model = excluded.model, input = excluded.input,
  interrupt_on = excluded.interrupt_on, limits = excluded.limits, steps = excluded.steps,
@@ -645,10 +658,13 @@ ON CONFLICT (n) DO UPDATE SET thread = excluded.thread, owner_id = excluded.owne
  cancel_requested = excluded.cancel_requested, usage = excluded.usage,
  created_at = excluded.created_at, updated_at = excluded.updated_at,
  started_at = excluded.started_at, finished_at = excluded.finished_at,
- system = excluded.system, working_folder = excluded.working_folder`,
+ system = excluded.system, working_folder = excluded.working_folder,
+ parent_run_id = excluded.parent_run_id, parent_call_id = excluded.parent_call_id,
+ namespace = excluded.namespace, agent = excluded.agent`,
 		n, r.ID, thread, r.OwnerID, string(r.Status), r.Model, input, policy, limits,
 		r.Steps, r.ToolCalls, r.Checkpoint, r.Error, r.CancelRequested, usage,
-		created, updated, started, finished, r.System, r.WorkingFolder)
+		created, updated, started, finished, r.System, r.WorkingFolder,
+		r.ParentRunID, r.ParentCallID, r.Namespace, agent)
 	if isForeignKey(err) {
 		return core.Errorf(core.ENOTFOUND, "run %q: thread %q not found", r.ID, r.ThreadID)
 	}
@@ -664,7 +680,7 @@ func (x *tx) Messages(threadID string, from, limit int) ([]*core.Message, error)
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := x.query("list messages", `SELECT m.idx, rs.s, m.role, m.text, m.parts, m.tool_calls, m.tool_call_id,
+	rows, err := x.query("list messages", `SELECT m.idx, rs.s, m.namespace, m.role, m.text, m.parts, m.tool_calls, m.tool_call_id,
  m.name, m.is_error, m.created_at
 FROM messages m LEFT JOIN strings rs ON rs.n = m.run
 WHERE m.thread = (SELECT n FROM strings WHERE s = ?) AND m.idx >= ?
@@ -679,7 +695,7 @@ ORDER BY m.idx LIMIT ?`, threadID, from, limit)
 		var run sql.NullString
 		var parts, calls []byte
 		var created int64
-		if err := rows.Scan(&m.Index, &run, &m.Role, &m.Text, &parts, &calls, &m.ToolCallID, &m.Name, &m.IsError, &created); err != nil {
+		if err := rows.Scan(&m.Index, &run, &m.Namespace, &m.Role, &m.Text, &parts, &calls, &m.ToolCallID, &m.Name, &m.IsError, &created); err != nil {
 			return nil, fmt.Errorf("sqlite: list messages: %w", err)
 		}
 		m.RunID = run.String
@@ -747,9 +763,9 @@ func (x *tx) AppendMessages(msgs ...*core.Message) error {
 			}
 			last = m.ThreadID
 		}
-		_, err = x.tx.ExecContext(x.ctx, `INSERT INTO messages (thread, idx, run, role, text, parts, tool_calls,
- tool_call_id, name, is_error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			p.n, p.next, run, m.Role, m.Text, parts, calls, m.ToolCallID, m.Name, m.IsError, created)
+		_, err = x.tx.ExecContext(x.ctx, `INSERT INTO messages (thread, idx, run, namespace, role, text, parts, tool_calls,
+ tool_call_id, name, is_error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			p.n, p.next, run, m.Namespace, m.Role, m.Text, parts, calls, m.ToolCallID, m.Name, m.IsError, created)
 		if isForeignKey(err) {
 			return core.Errorf(core.ENOTFOUND, "thread %q not found", m.ThreadID)
 		}
