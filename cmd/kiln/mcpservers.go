@@ -52,7 +52,7 @@ func newMCPServersListCmd(a *app) *cobra.Command {
 				return nil
 			}
 			st := styleFor(w)
-			t := &table{st: st, header: []string{"ID", "STATE", "TRANSPORT", "PROTOCOL", "TOOLS"}}
+			t := &table{st: st, header: []string{"ID", "STATE", "TRANSPORT", "PROTOCOL", "TOOLS", "FROM"}}
 			for _, s := range list {
 				state := string(s.State)
 				switch state {
@@ -61,7 +61,11 @@ func newMCPServersListCmd(a *app) *cobra.Command {
 				case "error":
 					state = st.red(state)
 				}
-				t.add(s.ID, state, s.Transport, s.Protocol, fmt.Sprint(len(s.Tools)))
+				from := mcpConfigFile
+				if s.Plugin != "" {
+					from = "plugin " + s.Plugin
+				}
+				t.add(s.ID, state, s.Transport, s.Protocol, fmt.Sprint(len(s.Tools)), from)
 			}
 			t.render(w)
 			for _, s := range list {

@@ -128,6 +128,10 @@ func TestMCPServersAddRemove(t *testing.T) {
 	if err := s.mcp.AddServers("acme", []mcpservers.Server{{Name: "bundled", Command: "true"}}); err != nil {
 		t.Fatal(err)
 	}
+	if st, _ := s.mcp.Status("bundled"); st.Plugin != "acme" {
+		t.Fatalf("a plugin's server: %+v", st)
+	}
+	mustContain(t, "ls", kiln(t, "mcp-servers", "ls").stdout, "plugin acme", ".mcp.json")
 	before, _ := os.ReadFile(filepath.Join(data, mcpConfigFile))
 	for _, tc := range []struct {
 		body string
@@ -320,7 +324,7 @@ func TestMCPServersCLI(t *testing.T) {
 		t.Errorf("docs: %s", entries["docs"])
 	}
 	r = kiln(t, "mcp-servers", "ls")
-	mustContain(t, "ls", r.stdout, "tool", "docs", "disabled", "sse")
+	mustContain(t, "ls", r.stdout, "tool", "docs", "disabled", "sse", "FROM", ".mcp.json")
 
 	for _, tc := range []struct {
 		args []string
