@@ -65,6 +65,10 @@ type testServer struct {
 	// plugins is the plugin registry, served by the API when the server
 	// was started with plugins (startServerWith).
 	plugins *registry.Registry
+	// mcp is the MCP bridge of <dir>/.mcp.json, as kiln serve opens it.
+	mcp *userMCP
+	// logs holds what the API and the engine logged, debug included.
+	logs *lockedBuffer
 }
 
 // startServer starts a server on the database in dir, listening on addr
@@ -88,18 +92,20 @@ func startServerWith(t *testing.T, dir, addr string, plugins bool) *testServer {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logs := &lockedBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg := serveConfig{DataRoot: dir, Model: "scripted"}
 	models, err := openHub(cfg, quiet, core.NewRedactor())
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := core.New(core.Config{Store: store, Models: modelResolver(models), DefaultModel: cfg.Model, Logger: quiet,
+	svc, err := core.New(core.Config{Store: store, Models: modelResolver(models), DefaultModel: cfg.Model, Logger: logger,
 		DataRoot: dir, Blobs: core.DirBlobs{Dir: filepath.Join(dir, "attachments")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &testServer{t: t, store: store, svc: svc}
-	opts := web.Options{Version: "v-test", DataRoot: dir, DefaultModel: "scripted", Logger: quiet}
+	s := &testServer{t: t, store: store, svc: svc, logs: logs}
+	opts := web.Options{Version: "v-test", DataRoot: dir, DefaultModel: "scripted", Logger: logger}
 	// As in kiln serve: the built-in tools and models come through the
 	// plugin registry, which loads before the engine starts. Only with
 	// plugins does the API serve it.
@@ -118,6 +124,12 @@ func startServerWith(t *testing.T, dir, addr string, plugins bool) *testServer {
 	if plugins {
 		opts.Plugins = s.plugins
 	}
+	bridge, err := openMCP(svc, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mcp = newUserMCP(bridge, dir)
+	opts.MCPServers = s.mcp
 	if err := svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +168,9 @@ func (s *testServer) stop() {
 		s.http.Listener.Close()
 		s.http.CloseClientConnections()
 		s.http.Close()
+		if err := s.mcp.Close(); err != nil {
+			s.t.Errorf("close mcp: %v", err)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		if err := s.svc.Shutdown(ctx); err != nil {

@@ -255,9 +255,77 @@ func (m *Manager) AddServers(source string, servers []mcpservers.Server) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, s := range add {
+		s.plugin = source
+		s.status.Plugin = source
 		m.startLocked(s)
 		m.bundles[source] = append(m.bundles[source], s.cfg.Name)
 	}
+	return nil
+}
+
+// AddServer connects one server of the user's own configuration, as New
+// does for cfg.Servers, in the background. ECONFLICT when a server has
+// its ID or its tool source (the message names the plugin when the
+// server is a plugin's); EINVALID as New.
+func (m *Manager) AddServer(sc ServerConfig) error {
+	m.mu.RLock()
+	err := m.conflictLocked(sc.Name)
+	m.mu.RUnlock()
+	if err != nil {
+		return err
+	}
+	s, err := m.newServer(sc, nil)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.conflictLocked(sc.Name); err != nil {
+		return err
+	}
+	m.startLocked(s)
+	return nil
+}
+
+// conflictLocked is the ECONFLICT of a server that has id or its tool
+// source; m.mu is held.
+func (m *Manager) conflictLocked(id string) error {
+	for _, o := range m.servers {
+		if o.source != Source(id) {
+			continue
+		}
+		what := fmt.Sprintf("mcp server %q", o.cfg.Name)
+		if o.cfg.Name != id {
+			what += fmt.Sprintf(" has the tool source %q of %q and", o.source, id)
+		}
+		if o.plugin != "" {
+			return core.Errorf(core.ECONFLICT, "%s exists: it comes from the plugin %q", what, o.plugin)
+		}
+		return core.Errorf(core.ECONFLICT, "%s exists", what)
+	}
+	return nil
+}
+
+// RemoveServer disconnects a server of the user's configuration (New or
+// AddServer), withdraws its tools and forgets it. ENOTFOUND for an
+// unknown ID; ECONFLICT, naming the plugin, for a server of a plugin's
+// bundle, which goes with its plugin (RemoveServers).
+func (m *Manager) RemoveServer(id string) error {
+	m.mu.Lock()
+	s, ok := m.servers[id]
+	switch {
+	case !ok:
+		m.mu.Unlock()
+		return core.Errorf(core.ENOTFOUND, "mcp server %q not found", id)
+	case s.plugin != "":
+		m.mu.Unlock()
+		return core.Errorf(core.ECONFLICT, "mcp server %q comes from the plugin %q: it goes with the plugin (disable or remove the plugin)", id, s.plugin)
+	}
+	delete(m.servers, id)
+	m.ids = slices.DeleteFunc(m.ids, func(x string) bool { return x == id })
+	m.mu.Unlock()
+	s.stop()
+	<-s.done
 	return nil
 }
 
@@ -362,6 +430,7 @@ type server struct {
 	m      *Manager
 	cfg    ServerConfig
 	source string
+	plugin string        // the plugin of a bundle's server, else ""
 	wake   chan struct{} // cap 1: enabled or reconnect changed
 	stop   context.CancelFunc
 	done   chan struct{} // closed when the supervisor has ended
@@ -413,7 +482,9 @@ func (s *server) run(ctx context.Context) {
 		s.reconnect = false
 		s.mu.Unlock()
 		if !enabled {
-			s.set(func(st *ServerStatus) { *st = ServerStatus{ID: st.ID, State: StateDisabled, Transport: st.Transport} })
+			s.set(func(st *ServerStatus) {
+				*st = ServerStatus{ID: st.ID, State: StateDisabled, Transport: st.Transport, Plugin: st.Plugin}
+			})
 			select {
 			case <-s.wake:
 			case <-ctx.Done():

@@ -725,3 +725,53 @@ func TestBundleServers(t *testing.T) {
 		t.Fatal("the bundle's tools are still registered")
 	}
 }
+
+// TestUserServers: AddServer connects a user's server at run time and
+// RemoveServer withdraws its tools; a taken ID or tool source is a
+// conflict naming the plugin that has it, and a plugin's server cannot be
+// removed alone.
+func TestUserServers(t *testing.T) {
+	host := newHost()
+	m := start(t, host, Config{})
+	sc := everything(t)
+	sc.Name = "mine"
+	if err := m.AddServer(sc); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitState(t, m, "mine", StateConnected); st.Plugin != "" || !slices.Contains(st.Tools, "mcp.mine.echo") {
+		t.Fatalf("mine %+v", st)
+	}
+	if err := m.AddServer(sc); core.ErrorCode(err) != core.ECONFLICT {
+		t.Fatalf("the same ID again: %v", err)
+	}
+	if err := m.AddServers("acme", []mcpservers.Server{{Name: "a_b", Command: "true"}}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := m.Status("a_b"); st.Plugin != "acme" {
+		t.Fatalf("a plugin's server: %+v", st)
+	}
+	for _, id := range []string{"a_b", "a-b"} {
+		err := m.AddServer(ServerConfig{Server: mcpservers.Server{Name: id, Command: "true"}})
+		if core.ErrorCode(err) != core.ECONFLICT || !strings.Contains(err.Error(), `plugin "acme"`) {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+	if err := m.RemoveServer("a_b"); core.ErrorCode(err) != core.ECONFLICT || !strings.Contains(err.Error(), `plugin "acme"`) {
+		t.Fatalf("remove a plugin's server: %v", err)
+	}
+	if err := m.AddServer(ServerConfig{Server: mcpservers.Server{Name: "Bad", Command: "true"}}); core.ErrorCode(err) != core.EINVALID {
+		t.Fatalf("a bad name: %v", err)
+	}
+	if err := m.RemoveServer("mine"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Status("mine"); core.ErrorCode(err) != core.ENOTFOUND {
+		t.Fatalf("after remove: %v", err)
+	}
+	if host.policyOf("mcp.mine") != nil {
+		t.Fatal("the removed server's tools are still registered")
+	}
+	if err := m.RemoveServer("mine"); core.ErrorCode(err) != core.ENOTFOUND {
+		t.Fatalf("remove twice: %v", err)
+	}
+}

@@ -206,4 +206,26 @@ type MCPServerStatus struct {
 	Tools []string `json:"tools,omitempty"`
 	// Transport is "stdio", "http" or "sse".
 	Transport string `json:"transport"`
+	// Plugin is the plugin whose mcp-servers bundle defines the server
+	// (it goes with the plugin); empty for a server of the user's own
+	// .mcp.json, which the API can remove.
+	Plugin string `json:"plugin,omitempty"`
+}
+
+// MCPServerConfig is one server to add to the user's .mcp.json
+// (POST /api/v1/mcp-servers): its ID and the fields of its entry in
+// "mcpServers", as that file holds them. "${NAME}" references are kept as
+// written and expanded at connect time. A stdio server has Command (Args,
+// Env, Cwd); an HTTP one has URL (Type "http" or "sse", Headers).
+type MCPServerConfig struct {
+	ID       string            `json:"id"`
+	Type     string            `json:"type,omitempty"`
+	Command  string            `json:"command,omitempty"`
+	Args     []string          `json:"args,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+	Cwd      string            `json:"cwd,omitempty"`
+	URL      string            `json:"url,omitempty"`
+	Headers  map[string]string `json:"headers,omitempty"`
+	Trust    string            `json:"trust,omitempty"`
+	Disabled bool              `json:"disabled,omitempty"`
 }

@@ -91,6 +91,22 @@ func (c *Client) MCPServerAction(ctx context.Context, id, action string) (*plugi
 	return &out, c.do(ctx, "POST", "/api/v1/mcp-servers/"+url.PathEscape(id)+"/"+url.PathEscape(action), nil, nil, &out)
 }
 
+// AddMCPServer adds a server to the user's .mcp.json and connects it in
+// the background; it returns the server's status. A bad definition is a
+// 400 with the reason, an ID that is taken (by the user's server or a
+// plugin's) a 409.
+func (c *Client) AddMCPServer(ctx context.Context, cfg pluginapi.MCPServerConfig) (*pluginapi.MCPServerStatus, error) {
+	var out pluginapi.MCPServerStatus
+	return &out, c.do(ctx, "POST", "/api/v1/mcp-servers", nil, cfg, &out)
+}
+
+// RemoveMCPServer disconnects a server of the user's .mcp.json and
+// removes it from the file. A plugin's server is a 409: it goes with its
+// plugin.
+func (c *Client) RemoveMCPServer(ctx context.Context, id string) error {
+	return c.do(ctx, "DELETE", "/api/v1/mcp-servers/"+url.PathEscape(id), nil, nil, nil)
+}
+
 // PutSkill creates or replaces the custom skill name with the SKILL.md
 // content; a content that does not parse is a 400 naming the line.
 func (c *Client) PutSkill(ctx context.Context, name, content string) (*Skill, error) {

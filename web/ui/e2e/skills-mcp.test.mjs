@@ -5,12 +5,15 @@
 // deleted after a confirmation; saving the built-in one makes a custom
 // copy that shadows it until the copy is deleted. MCP: with a .mcp.json in the data root
 // naming server-everything over stdio, the server shows connected with its
-// tools, and Disable turns it to disabled (and Enable back). Both panels
+// tools, and Disable turns it to disabled (and Enable back); a server
+// added through the Add server form (a bad ID first: the server's reason
+// is shown) connects, its secret is never shown, and Remove (after a
+// confirmation) takes it out of the list and of .mcp.json. Both panels
 // pass the axe audit.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
-import { resolve } from "node:path";
+import { existsSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { UI, audit, setup, tid } from "./harness.mjs";
 
 const skill = (name) => `${tid("skill")}[data-name="${name}"]`;
@@ -142,6 +145,69 @@ test("MCP: server-everything over stdio shows connected with its tools, and disa
 
     await row.locator(tid("mcp-toggle")).click();
     await p.waitForSelector(`${tid("mcp-server")}[data-id="everything"][data-state="connected"]`, { timeout: 20000 });
+    assert.deepEqual(s.errors, []);
+  } finally { await s.close(); }
+});
+
+test("MCP: add server-everything through the form, see it connected, remove it", { skip: existsSync(EVERYTHING) ? false : "server-everything is not installed: run make deps" }, async () => {
+  const s = await setup();
+  const p = s.page;
+  const secret = "e2e-secret-value-31337";
+  const file = () => JSON.parse(readFileSync(join(s.kiln.data, ".mcp.json"), "utf8")).mcpServers;
+  try {
+    await p.goto(s.front.url + "#/settings/mcp");
+    await p.locator(tid("mcp-empty")).waitFor();
+    await p.click(tid("mcp-add"));
+    const form = p.locator(tid("mcp-form"));
+    await form.waitFor();
+    assert.equal(await focused(p), "mcp-id");
+    // Escape closes the form and gives the focus back to Add server.
+    await p.keyboard.press("Escape");
+    await form.waitFor({ state: "detached" });
+    assert.equal(await focused(p), "mcp-add");
+    await p.click(tid("mcp-add"));
+    await form.locator(tid("mcp-id")).fill("Bad ID");
+    await form.locator(tid("mcp-command")).fill(process.execPath);
+    await form.locator(tid("mcp-args")).fill(`${EVERYTHING}\nstdio`);
+    await form.locator(tid("mcp-env")).fill(`E2E_TOKEN=${secret}`);
+    await audit(p, "settings: MCP add form");
+    await form.locator(tid("mcp-form-save")).click();
+    const formErr = form.locator(tid("mcp-form-error"));
+    await formErr.waitFor();
+    assert.match(await formErr.textContent(), /Could not add Bad ID: .*a name is/);
+    assert.equal(existsSync(join(s.kiln.data, ".mcp.json")), false, "a refused server is not written");
+
+    await form.locator(tid("mcp-id")).fill("added");
+    await form.locator(tid("mcp-form-save")).click();
+    await form.waitFor({ state: "detached" });
+    assert.equal(await focused(p), "mcp-add");
+    const row = p.locator(`${tid("mcp-server")}[data-id="added"]`);
+    await row.waitFor();
+    await p.waitForSelector(`${tid("mcp-server")}[data-id="added"][data-state="connected"]`, { timeout: 20000 });
+    assert.equal(await row.locator(tid("mcp-transport")).textContent(), "stdio");
+    assert.equal(await row.locator(tid("mcp-plugin")).count(), 0);
+    assert.deepEqual(file().added, { command: process.execPath, args: [EVERYTHING, "stdio"], env: { E2E_TOKEN: secret } });
+    const got = await s.kiln.api("GET", "/mcp-servers/added");
+    assert.ok(got.tools.includes("mcp.added.echo"), `tools: ${got.tools}`);
+    assert.ok(!JSON.stringify(got).includes(secret), "the API shows the secret");
+    assert.ok(!(await p.content()).includes(secret), "the page shows the secret");
+
+    // Remove asks first; Escape keeps it; confirming removes it.
+    await row.locator(tid("mcp-remove")).click();
+    await row.locator(tid("mcp-confirm")).waitFor();
+    assert.equal(await focused(p), "mcp-remove-confirm");
+    await audit(p, "settings: MCP remove confirmation");
+    await p.keyboard.press("Escape");
+    await row.locator(tid("mcp-confirm")).waitFor({ state: "detached" });
+    assert.equal(await focused(p), "mcp-remove");
+    await row.locator(tid("mcp-remove")).click();
+    await row.locator(tid("mcp-remove-confirm")).click();
+    await row.waitFor({ state: "detached" });
+    await p.locator(tid("mcp-empty")).waitFor();
+    await p.locator(`${tid("mcp")} [role=status]`, { hasText: "Removed added." }).waitFor();
+    assert.deepEqual(file(), {});
+    const r = await fetch(`${s.kiln.url}/api/v1/mcp-servers/added`);
+    assert.equal(r.status, 404);
     assert.deepEqual(s.errors, []);
   } finally { await s.close(); }
 });

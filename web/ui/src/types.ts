@@ -93,4 +93,4 @@ export interface Skill extends SkillLayer {
 export interface SkillProblem { name: string; origin: string; error: SkillParseError }
 export interface SkillCheck { valid: boolean; error?: SkillParseError; warnings: SkillWarning[] | null; skill?: Skill }
 /** A connected (or not) MCP server of <data>/.mcp.json. */
-export interface McpServer { id: string; state: "connecting" | "connected" | "error" | "disabled" | string; error?: string; protocol?: string; tools?: string[] | null; transport: string }
+export interface McpServer { id: string; state: "connecting" | "connected" | "error" | "disabled" | string; error?: string; protocol?: string; tools?: string[] | null; transport: string; plugin?: string }
