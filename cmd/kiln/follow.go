@@ -25,9 +25,10 @@ type followOptions struct {
 }
 
 // follow streams a run's events until it finishes (exit status 0 when it
-// succeeded, 1 otherwise) or waits for a decision (exit status 2). Text is
-// shown as the model writes it; with -o json every event of the run is
-// written as one JSON line instead.
+// succeeded, 1 otherwise) or waits for a decision (exit status 2), its
+// subagents' too, indented under the task call that started them. Text is
+// shown as the model writes it; with -o json every event of the run and
+// its subagents is written as one JSON line instead.
 func (a *app) follow(cmd *cobra.Command, c *client.Client, run *core.Run, opts followOptions) error {
 	ctx := cmd.Context()
 	errw := cmd.ErrOrStderr()
@@ -35,6 +36,15 @@ func (a *app) follow(cmd *cobra.Command, c *client.Client, run *core.Run, opts f
 	f := &follower{
 		a: a, c: c, w: w, st: styleFor(cmd.OutOrStdout()), json: a.jsonOutput(),
 		runID: run.ID, opts: opts, skipping: opts.after != "", shown: map[string]bool{},
+		family: map[string]int{run.ID: 0},
+	}
+	// The subagents that already started, for a run followed again.
+	runs, err := c.ListRuns(ctx, run.ThreadID)
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		f.adopt(r.ID, r.ParentRunID)
 	}
 	errStyle := styleFor(errw)
 	s := c.Stream(ctx, client.StreamOptions{
@@ -48,7 +58,14 @@ func (a *app) follow(cmd *cobra.Command, c *client.Client, run *core.Run, opts f
 		if e.Type == core.EventThreadDeleted {
 			return fmt.Errorf("thread %s was deleted", run.ThreadID)
 		}
-		if e.RunID != run.ID {
+		if e.Type == core.EventRunStarted {
+			var p struct {
+				Parent string `json:"parent_run_id"`
+			}
+			_ = json.Unmarshal(e.Payload, &p)
+			f.adopt(e.RunID, p.Parent)
+		}
+		if _, ok := f.family[e.RunID]; !ok {
 			continue
 		}
 		done, err := f.handle(ctx, e)
@@ -75,6 +92,48 @@ type follower struct {
 	skipping bool            // before the decision on opts.after
 	streamed strings.Builder // text deltas since the last assistant message
 	shown    map[string]bool // interrupts rendered
+	// family holds the followed run (depth 0) and its subagents' runs, by
+	// their depth under it.
+	family map[string]int
+	// labels name the subagents' runs on their lines: the skill, and
+	// "#2", "#3" ... for further subagents of the same skill.
+	labels map[string]string
+	skills map[string]int
+}
+
+// label is the tag of a subagent's lines, set from its run.started
+// event (or its ID's tail when the start was not seen).
+func (f *follower) label(e core.Event) string {
+	if f.labels == nil {
+		f.labels, f.skills = map[string]string{}, map[string]int{}
+	}
+	if l, ok := f.labels[e.RunID]; ok {
+		return l
+	}
+	var p struct {
+		Skill string `json:"skill"`
+	}
+	_ = json.Unmarshal(e.Payload, &p)
+	l := p.Skill
+	if e.Type != core.EventRunStarted || l == "" {
+		l = e.RunID[max(0, len(e.RunID)-6):]
+	}
+	if f.skills[l]++; f.skills[l] > 1 {
+		l += fmt.Sprintf("#%d", f.skills[l])
+	}
+	l = f.st.dim(l+" ›") + " "
+	f.labels[e.RunID] = l
+	return l
+}
+
+// adopt adds run id to the family when its parent is in it. Runs are
+// listed (and start) after their parents.
+func (f *follower) adopt(id, parent string) {
+	if d, ok := f.family[parent]; ok && parent != "" {
+		if _, known := f.family[id]; !known {
+			f.family[id] = d + 1
+		}
+	}
 }
 
 // handle renders e and reports whether following is over; the error then
@@ -83,7 +142,7 @@ func (f *follower) handle(ctx context.Context, e core.Event) (done bool, err err
 	if f.skipping {
 		if e.Type == core.EventInterruptDecided && decodeInterrupt(e).ID == f.opts.after {
 			f.skipping = false
-			return f.checkWaiting(ctx)
+			return f.checkWaiting(ctx, e.RunID)
 		}
 		return false, nil
 	}
@@ -91,8 +150,17 @@ func (f *follower) handle(ctx context.Context, e core.Event) (done bool, err err
 		if err := writeJSONLine(f.w, e); err != nil {
 			return true, err
 		}
+	} else if depth := f.family[e.RunID]; depth > 0 {
+		f.renderSubagent(e, strings.Repeat("  ", depth)+f.label(e))
 	} else {
 		f.render(e)
+	}
+	if e.RunID != f.runID {
+		// A subagent that waits for a decision leaves the whole run waiting.
+		if e.Type == core.EventRunInterrupted {
+			return f.checkWaiting(ctx, e.RunID)
+		}
+		return false, nil
 	}
 	switch e.Type {
 	case core.EventRunFinished:
@@ -108,22 +176,23 @@ func (f *follower) handle(ctx context.Context, e core.Event) (done bool, err err
 		return true, &exitError{code: exitFailure}
 	case core.EventRunInterrupted:
 		// A replayed interruption may have been decided since.
-		return f.checkWaiting(ctx)
+		return f.checkWaiting(ctx, f.runID)
 	}
 	return false, nil
 }
 
-// checkWaiting ends following with exit status 2 if the run is waiting for
-// a decision now, showing the open interrupts not shown yet.
-func (f *follower) checkWaiting(ctx context.Context) (bool, error) {
-	run, err := f.c.GetRun(ctx, f.runID)
+// checkWaiting ends following with exit status 2 if the run (the followed
+// one or a subagent's) is waiting for a decision now, showing the open
+// interrupts not shown yet.
+func (f *follower) checkWaiting(ctx context.Context, runID string) (bool, error) {
+	run, err := f.c.GetRun(ctx, runID)
 	if err != nil {
 		return true, err
 	}
 	if run.Status != core.RunInterrupted {
 		return false, nil
 	}
-	ins, err := f.c.ListInterrupts(ctx, f.runID)
+	ins, err := f.c.ListInterrupts(ctx, runID)
 	if err != nil {
 		return true, err
 	}
@@ -175,6 +244,51 @@ func (f *follower) render(e core.Event) {
 		if in.Decision != nil {
 			f.line(st.dim(fmt.Sprintf("✓ %s: %s (%s)", in.Tool, in.Decision.Decision, in.ID)))
 		}
+	}
+}
+
+// renderSubagent writes one event of a subagent's run, indented: its
+// start and end, its replies (whole: parallel subagents' deltas would
+// interleave), tool calls and results, and its interrupts.
+func (f *follower) renderSubagent(e core.Event, in string) {
+	st := f.st
+	switch e.Type {
+	case core.EventRunStarted:
+		var p struct {
+			Skill string `json:"skill"`
+			Model string `json:"model"`
+		}
+		_ = json.Unmarshal(e.Payload, &p)
+		f.line(in + st.dim("▶ subagent on model "+p.Model))
+	case core.EventRunResumed:
+		f.line(in + st.dim("▶ resumed"))
+	case core.EventMessage:
+		var m core.Message
+		_ = json.Unmarshal(e.Payload, &m)
+		switch m.Role {
+		case core.RoleAssistant:
+			if m.Text != "" {
+				f.line(in + strings.ReplaceAll(strings.TrimRight(m.Text, "\n"), "\n", "\n"+in))
+			}
+			for _, tc := range m.ToolCalls {
+				f.line(in + toolCallLine(st, tc))
+			}
+		case core.RoleTool:
+			f.line(in + toolResultLine(st, &m))
+		}
+	case core.EventInterruptCreated:
+		i := decodeInterrupt(e)
+		f.w.gap()
+		f.a.renderInterrupt(f.w, st, i)
+		f.shown[i.ID] = true
+	case core.EventInterruptDecided:
+		if i := decodeInterrupt(e); i.Decision != nil {
+			f.line(in + st.dim(fmt.Sprintf("✓ %s: %s (%s)", i.Tool, i.Decision.Decision, i.ID)))
+		}
+	case core.EventRunFinished:
+		var p finishPayload
+		_ = json.Unmarshal(e.Payload, &p)
+		f.line(in + p.summary(st))
 	}
 }
 

@@ -217,7 +217,11 @@ func (a *app) decisionCmd(cmd *cobra.Command, decision func(args []string) (core
 			if !a.jsonOutput() {
 				fmt.Fprintf(w, "%s %s (%s).\n", decided[d.Decision], in.Tool, in.ID)
 			}
+			// A subagent's call: follow the run the user started.
 			run, err := c.GetRun(cmd.Context(), in.RunID)
+			for err == nil && run.ParentRunID != "" {
+				run, err = c.GetRun(cmd.Context(), run.ParentRunID)
+			}
 			if err != nil {
 				return err
 			}

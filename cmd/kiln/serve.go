@@ -347,7 +347,18 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return err
 	}
+	// Skills: custom ones in <data>/skills (watched, so edits need no
+	// restart) over the plugins' over the built-in ones. The task tool
+	// delegates to them.
+	cat, err := skills.NewCatalog(filepath.Join(cfg.DataRoot, "skills"), skills.Builtin())
+	if err != nil {
+		return err
+	}
+	go cat.Watch(ctx, skillsWatchInterval, func(err error) {
+		log.Warn("reload skills", "component", "skills", "err", err)
+	})
 	svc, err := core.New(core.Config{
+		Tools:        []core.Tool{&skills.Task{Catalog: cat, Always: files.ReadOnly}},
 		Store:        store,
 		Models:       modelResolver(models),
 		DefaultModel: cfg.Model,
@@ -366,15 +377,6 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return err
 	}
-	// Skills: custom ones in <data>/skills (watched, so edits need no
-	// restart) over the plugins' over the built-in ones.
-	cat, err := skills.NewCatalog(filepath.Join(cfg.DataRoot, "skills"), skills.Builtin())
-	if err != nil {
-		return err
-	}
-	go cat.Watch(ctx, skillsWatchInterval, func(err error) {
-		log.Warn("reload skills", "component", "skills", "err", err)
-	})
 	// MCP servers: the user's .mcp.json, and the mcp-servers bundles of
 	// plugins as they are enabled. The bridge closes after the registry.
 	bridge, err := openMCP(svc, cfg.DataRoot)

@@ -224,23 +224,30 @@ func (a *app) renderThread(w io.Writer, t *core.Thread, folder *core.Folder, msg
 		fmt.Fprintf(w, "Active run: %s\n", t.ActiveRunID)
 	}
 	for _, m := range msgs {
+		// A subagent's messages are indented under the call that
+		// started it, one step per level.
+		in, you, assistant := "", "You", "Assistant"
+		if m.Namespace != "" {
+			in = strings.Repeat("    ", strings.Count(m.Namespace, "/")+1)
+			you, assistant = "Task for a subagent", "Subagent"
+		}
 		switch m.Role {
 		case core.RoleUser:
-			fmt.Fprintf(w, "\n%s %s\n", st.bold("You"), st.dim("· "+ago(m.CreatedAt, now)))
-			fmt.Fprintln(w, indent(m.Text, "  "))
+			fmt.Fprintf(w, "\n%s%s %s\n", in, st.bold(you), st.dim("· "+ago(m.CreatedAt, now)))
+			fmt.Fprintln(w, indent(m.Text, in+"  "))
 			for _, l := range attachmentLines(st, m) {
-				fmt.Fprintf(w, "  %s\n", l)
+				fmt.Fprintf(w, "%s  %s\n", in, l)
 			}
 		case core.RoleAssistant:
-			fmt.Fprintf(w, "\n%s %s\n", st.bold("Assistant"), st.dim(fmt.Sprintf("· %s · #%d", ago(m.CreatedAt, now), m.Index)))
+			fmt.Fprintf(w, "\n%s%s %s\n", in, st.bold(assistant), st.dim(fmt.Sprintf("· %s · #%d", ago(m.CreatedAt, now), m.Index)))
 			if m.Text != "" {
-				fmt.Fprintln(w, indent(m.Text, "  "))
+				fmt.Fprintln(w, indent(m.Text, in+"  "))
 			}
 			for _, tc := range m.ToolCalls {
-				fmt.Fprintf(w, "  %s\n", toolCallLine(st, tc))
+				fmt.Fprintf(w, "%s  %s\n", in, toolCallLine(st, tc))
 			}
 		case core.RoleTool:
-			fmt.Fprintf(w, "  %s\n", toolResultLine(st, m))
+			fmt.Fprintf(w, "%s  %s\n", in, toolResultLine(st, m))
 		}
 	}
 	if len(open) > 0 {

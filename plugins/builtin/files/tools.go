@@ -22,6 +22,10 @@ func Tools() []core.Tool {
 	}
 }
 
+// ReadOnly are the names of the file tools that change nothing: a
+// subagent may always call them, to read its skill's folder.
+var ReadOnly = []string{"ls", "read_file", "glob", "grep"}
+
 // viewHelp is the part of every description that explains the view.
 const viewHelp = "Paths: /grants/<name>/... are the folders the user granted (read-only unless granted writable); " +
 	"/memories/<name>.md are long-term memory files, when memory is on; /attachments/<id>/<name> are the thread's attachments (read-only); " +
