@@ -57,7 +57,7 @@ func TestTaskOffersReadySkills(t *testing.T) {
 		t.Errorf("subagent %+v", sub)
 	}
 	for args, want := range map[string]string{
-		`{"skill":"calc","prompt":"1+1"}`:  "the calc skill is not ready (missing tools: calc.add); the ready skills are: research",
+		`{"skill":"calc","prompt":"1+1"}`: "the calc skill is not ready (missing tools: calc.add); the ready skills are: research",
 		`{"skill":"nobody","prompt":"x"}`: `there is no skill "nobody"; the ready skills are: research`,
 	} {
 		_, err := task.Delegate(context.Background(), json.RawMessage(args), tools)
