@@ -20,9 +20,9 @@ type opened struct {
 }
 
 // openFile opens the file t names for reading: EINVALID when t is a
-// folder, ENOTFOUND when there is none, and grantfs's refusals for grant
-// and memory files.
-func openFile(env *core.CallEnv, t *target) (*opened, error) {
+// folder, ENOTFOUND when there is none, grantfs's refusals for grant and
+// memory files, and for the skill's folder those of openSkill.
+func openFile(env *view, t *target) (*opened, error) {
 	if t.isDir() {
 		return nil, core.Errorf(core.EINVALID, "%s is a folder; list it with ls", t.path)
 	}
@@ -66,6 +66,15 @@ func openFile(env *core.CallEnv, t *target) (*opened, error) {
 			return nil, err
 		}
 		return &opened{ReadCloser: f, size: fi.Size()}, nil
+	case kindSkill:
+		if fi, err := skillStat(env.skill, t.rel); err == nil && fi.IsDir() {
+			return nil, core.Errorf(core.EINVALID, "%s is a folder; list it with ls", t.path)
+		}
+		f, size, err := openSkill(env.skill, t.rel)
+		if err != nil {
+			return nil, pathErr(t.path, err)
+		}
+		return &opened{ReadCloser: f, size: size}, nil
 	case kindAttachment:
 		rc, err := openAttachment(env, t.att)
 		if err != nil {
@@ -93,7 +102,7 @@ func openFile(env *core.CallEnv, t *target) (*opened, error) {
 }
 
 // openAttachment opens an attachment's bytes.
-func openAttachment(env *core.CallEnv, a *core.Attachment) (io.ReadCloser, error) {
+func openAttachment(env *view, a *core.Attachment) (io.ReadCloser, error) {
 	if env.OpenAttachment == nil {
 		return nil, core.Errorf(core.EUNAVAIL, "%s: attachments cannot be read in this run", core.AttachmentPath(a))
 	}
@@ -102,7 +111,7 @@ func openAttachment(env *core.CallEnv, a *core.Attachment) (io.ReadCloser, error
 
 // readAll returns the content of the file t names, ELIMIT when it is
 // over limit bytes.
-func readAll(env *core.CallEnv, t *target, limit int64) ([]byte, error) {
+func readAll(env *view, t *target, limit int64) ([]byte, error) {
 	f, err := openFile(env, t)
 	if err != nil {
 		return nil, err
@@ -121,14 +130,27 @@ func readAll(env *core.CallEnv, t *target, limit int64) ([]byte, error) {
 	return b, nil
 }
 
+// readOnly returns the refusal of a write to t when t is under a
+// read-only mount (the attachments, the skill's folder), else nil.
+func readOnly(t *target) error {
+	switch t.kind {
+	case kindAttachments, kindAttachmentDir, kindAttachment:
+		return core.Errorf(core.EFORBIDDEN, "%s: attachments are read-only; write a copy elsewhere", t.path)
+	case kindSkills, kindSkill:
+		return core.Errorf(core.EFORBIDDEN, "%s: a skill's files are read-only; write a copy elsewhere", t.path)
+	}
+	return nil
+}
+
 // writeFile creates or replaces the file t names with data: a grant's
 // file through grantfs (refused unless the grant is writable), a memory
-// file (at most MaxMemoryFile bytes), or a virtual file. Attachments are
-// read-only and folders are not files.
-func writeFile(env *core.CallEnv, t *target, data []byte) error {
+// file (at most MaxMemoryFile bytes), or a virtual file. Attachments and
+// the skill's folder are read-only (readOnly) and folders are not files.
+func writeFile(env *view, t *target, data []byte) error {
+	if err := readOnly(t); err != nil {
+		return err
+	}
 	switch {
-	case t.kind == kindAttachment || t.kind == kindAttachmentDir || t.kind == kindAttachments:
-		return core.Errorf(core.EFORBIDDEN, "%s: attachments are read-only; write a copy elsewhere", t.path)
 	case t.isDir():
 		return core.Errorf(core.EINVALID, "%s is a folder, not a file", t.path)
 	}
@@ -170,7 +192,7 @@ func writeFile(env *core.CallEnv, t *target, data []byte) error {
 }
 
 // listVirtual returns the thread's virtual files, without their data.
-func listVirtual(env *core.CallEnv) ([]*core.File, error) {
+func listVirtual(env *view) ([]*core.File, error) {
 	if env.Files == nil {
 		return nil, nil
 	}

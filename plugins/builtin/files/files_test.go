@@ -388,7 +388,7 @@ func TestHostAndReservedPaths(t *testing.T) {
 		fails(t, f.env, "read_file", obj{"path": p}, "never reach host paths outside /grants/<name>/", "/grants/proj/")
 		fails(t, f.env, "write_file", obj{"path": p, "content": "x"}, "never reach host paths")
 	}
-	fails(t, f.env, "ls", obj{"path": "/skills"}, "reserved")
+	fails(t, f.env, "ls", obj{"path": "/skills"}, "only a subagent that follows a skill sees its folder")
 	fails(t, f.env, "write_file", obj{"path": "/grants", "content": "x"}, "is a folder")
 	fails(t, f.env, "read_file", obj{"path": `\grants\proj\main.go`}, "backslash")
 }

@@ -32,7 +32,7 @@ var globSpec = core.ToolSpec{
 	Idempotent: true,
 }
 
-func runGlob(ctx context.Context, env *core.CallEnv, args json.RawMessage) (string, error) {
+func runGlob(ctx context.Context, env *view, args json.RawMessage) (string, error) {
 	var a struct {
 		Pattern string `json:"pattern"`
 		Path    string `json:"path"`

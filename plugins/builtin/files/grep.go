@@ -72,7 +72,7 @@ func (s skipped) String() string {
 	return "[skipped " + strings.Join(parts, ", ") + "]"
 }
 
-func runGrep(ctx context.Context, env *core.CallEnv, args json.RawMessage) (string, error) {
+func runGrep(ctx context.Context, env *view, args json.RawMessage) (string, error) {
 	var a struct {
 		Pattern         string `json:"pattern"`
 		Path            string `json:"path"`

@@ -158,9 +158,12 @@ func readHost(t *testing.T, name string) string {
 }
 
 // byName returns the tool of Tools named name.
-func byName(t *testing.T, name string) core.Tool {
+func byName(t *testing.T, name string) core.Tool { return toolIn(t, Tools(), name) }
+
+// toolIn returns the tool of tools named name.
+func toolIn(t *testing.T, tools []core.Tool, name string) core.Tool {
 	t.Helper()
-	for _, tl := range Tools() {
+	for _, tl := range tools {
 		if tl.Spec().Name == name {
 			return tl
 		}
@@ -169,34 +172,54 @@ func byName(t *testing.T, name string) core.Tool {
 	return nil
 }
 
-// call runs a tool with env and returns its text and whether it failed.
+// call runs a tool of Tools with env and returns its text and whether it
+// failed.
 func call(t *testing.T, env *core.CallEnv, name string, args any) (string, bool) {
+	t.Helper()
+	return callIn(t, Tools(), env, name, args)
+}
+
+// callIn is call with the tool of tools named name.
+func callIn(t *testing.T, tools []core.Tool, env *core.CallEnv, name string, args any) (string, bool) {
 	t.Helper()
 	raw, err := json.Marshal(args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := byName(t, name).Call(core.WithCallEnv(context.Background(), env), raw)
+	res, err := toolIn(t, tools, name).Call(core.WithCallEnv(context.Background(), env), raw)
 	if err != nil {
 		t.Fatalf("%s(%s): failure to run: %v", name, raw, err)
 	}
 	return res.Text(), res.IsError
 }
 
-// ok runs a tool that must succeed and returns its text.
+// ok runs a tool of Tools that must succeed and returns its text.
 func ok(t *testing.T, env *core.CallEnv, name string, args any) string {
 	t.Helper()
-	out, failed := call(t, env, name, args)
+	return okIn(t, Tools(), env, name, args)
+}
+
+// okIn is ok with the tool of tools named name.
+func okIn(t *testing.T, tools []core.Tool, env *core.CallEnv, name string, args any) string {
+	t.Helper()
+	out, failed := callIn(t, tools, env, name, args)
 	if failed {
 		t.Fatalf("%s(%v) failed: %s", name, args, out)
 	}
 	return out
 }
 
-// fails runs a tool that must fail with a text containing each of want.
+// fails runs a tool of Tools that must fail with a text containing each
+// of want.
 func fails(t *testing.T, env *core.CallEnv, name string, args any, want ...string) string {
 	t.Helper()
-	out, failed := call(t, env, name, args)
+	return failsIn(t, Tools(), env, name, args, want...)
+}
+
+// failsIn is fails with the tool of tools named name.
+func failsIn(t *testing.T, tools []core.Tool, env *core.CallEnv, name string, args any, want ...string) string {
+	t.Helper()
+	out, failed := callIn(t, tools, env, name, args)
 	if !failed {
 		t.Errorf("%s(%v) succeeded: %s", name, args, out)
 		return out

@@ -19,7 +19,7 @@ const MaxListEntries = 1000
 var lsSpec = core.ToolSpec{
 	Name: "ls",
 	Description: "Lists a folder: one entry per line, folders with a trailing /, files with their size. " +
-		"`ls /` shows the mounts that exist (grants/, memories/ when memory is on, attachments/ when the thread has any) " +
+		"`ls /` shows the mounts that exist (grants/, memories/ when memory is on, attachments/ when the thread has any, skills/ for a subagent that follows a skill) " +
 		"and the thread's own files and folders; `ls /grants` shows each granted folder and whether it is writable. " +
 		"Without a path it lists the working folder, or / when the run has none. Given a file, it shows that file's size. " +
 		fmt.Sprintf("At most %d entries are shown. ", MaxListEntries) + viewHelp,
@@ -55,7 +55,7 @@ func (e listed) line(name string) string {
 	return name + "  (" + strings.Join(about, ", ") + ")"
 }
 
-func runLs(ctx context.Context, env *core.CallEnv, args json.RawMessage) (string, error) {
+func runLs(ctx context.Context, env *view, args json.RawMessage) (string, error) {
 	var a struct {
 		Path string `json:"path"`
 	}
@@ -91,7 +91,7 @@ func runLs(ctx context.Context, env *core.CallEnv, args json.RawMessage) (string
 
 // list returns the entries of the folder t names, sorted by name, or,
 // when t names a file, that file's entry.
-func list(env *core.CallEnv, t *target) ([]listed, *listed, error) {
+func list(env *view, t *target) ([]listed, *listed, error) {
 	switch t.kind {
 	case kindRoot:
 		var out []listed
@@ -108,6 +108,9 @@ func list(env *core.CallEnv, t *target) ([]listed, *listed, error) {
 		}
 		if len(env.Attachments) > 0 {
 			out = append(out, listed{name: mountAttachments, dir: true, note: fmt.Sprintf("%d attachments, read-only", len(env.Attachments))})
+		}
+		if env.skill != nil {
+			out = append(out, listed{name: mountSkills, dir: true, note: "your skill's files, read-only: " + env.Skill})
 		}
 		files, err := listVirtual(env)
 		if err != nil {
@@ -129,6 +132,8 @@ func list(env *core.CallEnv, t *target) ([]listed, *listed, error) {
 		return sorted(out), nil, nil
 	case kindGrant:
 		return listGrant(t)
+	case kindSkills, kindSkill:
+		return listSkill(env, t)
 	case kindMemories:
 		d, err := openMemory(env, false)
 		if core.IsNotFound(err) {
@@ -224,18 +229,23 @@ func listGrant(t *target) ([]listed, *listed, error) {
 			if err != nil {
 				continue // gone since the listing
 			}
-			switch n := grantfs.HardLinks(fi); {
-			case !fi.Mode().IsRegular():
-				l.size, l.note = fi.Size(), "not a regular file"
-			case n > 1:
-				l.size, l.note = -1, fmt.Sprintf("%d hard links: Kiln refuses files linked from elsewhere", n)
-			default:
-				l.size = fi.Size()
-			}
+			l = fileEntry(e.Name(), fi)
 		}
 		out = append(out, l)
 	}
 	return out, nil, nil
+}
+
+// fileEntry is the entry of a file that is not a folder nor a symbolic
+// link, noting what keeps read_file from it.
+func fileEntry(name string, fi fs.FileInfo) listed {
+	switch n := grantfs.HardLinks(fi); {
+	case !fi.Mode().IsRegular():
+		return listed{name: name, size: fi.Size(), note: "not a regular file"}
+	case n > 1:
+		return listed{name: name, size: -1, note: fmt.Sprintf("%d hard links: Kiln refuses files linked from elsewhere", n)}
+	}
+	return listed{name: name, size: fi.Size()}
 }
 
 // virtualEntries returns the entries of the virtual folder dir: its files

@@ -25,7 +25,7 @@ var readSpec = core.ToolSpec{
 	Idempotent: true,
 }
 
-func runRead(ctx context.Context, env *core.CallEnv, args json.RawMessage) (string, error) {
+func runRead(ctx context.Context, env *view, args json.RawMessage) (string, error) {
 	var a struct {
 		Path   string `json:"path"`
 		Offset *int   `json:"offset"`

@@ -59,6 +59,8 @@ const (
 	kindAttachments               // "/attachments"
 	kindAttachmentDir             // "/attachments/<id>"
 	kindAttachment                // "/attachments/<id>/<name>"
+	kindSkills                    // "/skills"
+	kindSkill                     // "/skills/<name>[/<rel>]", <name> the run's skill
 	kindVirtual                   // any other path: a virtual file or folder
 )
 
@@ -69,19 +71,20 @@ type target struct {
 	path  string
 	kind  kind
 	grant *core.Grant // kindGrant
-	// rel is, for kindGrant, the path inside the granted folder ("" for
-	// the folder) and, for kindMemory, the file's name.
+	// rel is, for kindGrant and kindSkill, the path inside the granted or
+	// skill's folder ("" for the folder) and, for kindMemory, the file's
+	// name.
 	rel string
 	att *core.Attachment // kindAttachmentDir, kindAttachment
 }
 
 // isDir reports whether t names a folder whatever exists: the root, a
-// mount, a granted folder itself or an attachment's folder.
+// mount, a granted or skill's folder itself or an attachment's folder.
 func (t *target) isDir() bool {
 	switch t.kind {
-	case kindRoot, kindGrants, kindMemories, kindAttachments, kindAttachmentDir:
+	case kindRoot, kindGrants, kindMemories, kindAttachments, kindAttachmentDir, kindSkills:
 		return true
-	case kindGrant:
+	case kindGrant, kindSkill:
 		return t.rel == ""
 	}
 	return false
@@ -124,9 +127,11 @@ func reserved(first string) bool {
 // resolve resolves a path the model gave: absolute in the view, or
 // relative to the run's working folder (/grants/<name>/) or, without one,
 // to /. It fails with the reason, naming the path: an unknown grant or
-// attachment (ENOTFOUND), memory while it is off, a reserved or host path
-// (EFORBIDDEN), a malformed path (EINVALID).
-func resolve(env *core.CallEnv, p string) (*target, error) {
+// attachment (ENOTFOUND), memory while it is off, a host path, /skills/
+// for a run that follows no skill and any skill's folder but its own
+// (EFORBIDDEN), its own skill's folder when it is not to be had
+// (EUNAVAIL), a malformed path (EINVALID).
+func resolve(env *view, p string) (*target, error) {
 	segs, err := segments(p)
 	if err != nil {
 		return nil, err
@@ -188,7 +193,18 @@ func resolve(env *core.CallEnv, p string) (*target, error) {
 			t.kind = kindAttachment
 		}
 	case mountSkills:
-		return nil, core.Errorf(core.EFORBIDDEN, "%s: /skills/ is reserved for Kiln's skills; the file tools do not reach it", t.path)
+		switch {
+		case env.Skill == "":
+			return nil, core.Errorf(core.EFORBIDDEN, "%s: /skills/ holds a subagent's skill files; only a subagent that follows a skill sees its folder, and this run follows none", t.path)
+		case env.skill == nil:
+			return nil, core.Errorf(core.EUNAVAIL, "%s: the files of skill %q, which this run follows, cannot be read in this run", t.path, env.Skill)
+		case len(segs) == 1:
+			t.kind = kindSkills
+		case segs[1] != env.Skill:
+			return nil, core.Errorf(core.EFORBIDDEN, "%s: a subagent reads only its own skill's folder, /skills/%s/", t.path, env.Skill)
+		default:
+			t.kind, t.rel = kindSkill, strings.Join(segs[2:], "/")
+		}
 	default:
 		if hostRoot()[segs[0]] {
 			return nil, core.Errorf(core.EFORBIDDEN, "%s: the file tools never reach host paths outside /grants/<name>/ (/%s is not a granted folder); %s",
@@ -200,7 +216,7 @@ func resolve(env *core.CallEnv, p string) (*target, error) {
 }
 
 // findGrant returns the run's grant named name, or nil.
-func findGrant(env *core.CallEnv, name string) *core.Grant {
+func findGrant(env *view, name string) *core.Grant {
 	for _, g := range env.Grants {
 		if g.Name == name {
 			return g
@@ -210,7 +226,7 @@ func findGrant(env *core.CallEnv, name string) *core.Grant {
 }
 
 // grantList says which folders are granted, for messages.
-func grantList(env *core.CallEnv) string {
+func grantList(env *view) string {
 	if len(env.Grants) == 0 {
 		return "no folder is granted to this run (the user grants folders in Kiln)"
 	}
@@ -245,7 +261,7 @@ func openGrant(t *target) (*grantfs.Dir, error) {
 // openMemory opens the memory folder as a writable grant, creating it
 // first when create is set. Without create, a missing folder is
 // ENOTFOUND.
-func openMemory(env *core.CallEnv, create bool) (*grantfs.Dir, error) {
+func openMemory(env *view, create bool) (*grantfs.Dir, error) {
 	if env.MemoryDir == "" {
 		return nil, core.Errorf(core.EUNAVAIL, "/memories: this run has no memory folder")
 	}

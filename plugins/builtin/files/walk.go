@@ -31,20 +31,21 @@ type found struct {
 // walker walks the view.
 type walker struct {
 	ctx     context.Context
-	env     *core.CallEnv
+	env     *view
 	fn      func(found) error
 	visited int
 }
 
 // walk calls fn for every file under t (t itself when it names a file):
-// for / and /grants, each granted folder (in name order), the memory
-// files when memory is on, the attachments and the virtual files. Inside
-// a grant it follows grantfs's walk: symlinks are never descended into,
-// a symlink to a file inside the folder counts as that file, and what
-// cannot be read is skipped, as is a granted folder under / or /grants
-// that cannot be opened. It returns fn's error, ctx's, ENOTFOUND when t
+// for / and /grants, each granted folder (in name order), the
+// attachments, the memory files when memory is on, the skill's folder
+// for a subagent that follows one, and the virtual files. Inside a grant it follows
+// grantfs's walk: symlinks are never descended into, a symlink to a file
+// inside the folder counts as that file, and what cannot be read is
+// skipped, as is a granted folder under / or /grants that cannot be
+// opened. In the skill's folder every symlink is skipped. It returns fn's error, ctx's, ENOTFOUND when t
 // names nothing, or errWalkLimit after MaxWalk entries.
-func walk(ctx context.Context, env *core.CallEnv, t *target, fn func(found) error) error {
+func walk(ctx context.Context, env *view, t *target, fn func(found) error) error {
 	w := &walker{ctx: ctx, env: env, fn: fn}
 	return w.target(t, true)
 }
@@ -72,10 +73,17 @@ func (w *walker) target(t *target, top bool) error {
 		if env.Memory {
 			parts = append(parts, &target{path: "/" + mountMemories, kind: kindMemories})
 		}
+		if env.skill != nil {
+			parts = append(parts, &target{path: skillBase(env), kind: kindSkill})
+		}
 	case kindGrants:
 		parts = grantTargets(env)
 	case kindGrant:
 		return w.grant(t, top)
+	case kindSkills:
+		return w.skill(&target{path: skillBase(env), kind: kindSkill}, top)
+	case kindSkill:
+		return w.skill(t, top)
 	case kindMemories, kindMemory:
 		return w.memories(t, top)
 	case kindAttachments, kindAttachmentDir, kindAttachment:
@@ -106,7 +114,7 @@ func (w *walker) target(t *target, top bool) error {
 }
 
 // grantTargets returns the run's granted folders, in name order.
-func grantTargets(env *core.CallEnv) []*target {
+func grantTargets(env *view) []*target {
 	var ts []*target
 	for _, g := range env.Grants {
 		ts = append(ts, &target{path: "/" + mountGrants + "/" + g.Name, kind: kindGrant, grant: g})

@@ -21,7 +21,7 @@ var writeSpec = core.ToolSpec{
 	Description: "Creates a file, or replaces all of an existing one, with content; missing parent folders are created. " +
 		fmt.Sprintf("content is at most %d MiB. ", core.MaxFileSize>>20) +
 		"Use it for new files and complete rewrites; for a change inside an existing file, prefer edit_file. " +
-		"A granted folder must be writable; attachments are read-only; " +
+		"A granted folder must be writable; attachments and skill files are read-only; " +
 		fmt.Sprintf("a memory file is at most %d KiB. ", MaxMemoryFile>>10) + viewHelp,
 	Schema: json.RawMessage(`{"type":"object","properties":{` +
 		`"path":{"type":"string","description":"The file to write, e.g. /notes/plan.md or /grants/docs/summary.md."},` +
@@ -46,7 +46,7 @@ var editSpec = core.ToolSpec{
 	Idempotent: false,
 }
 
-func runWrite(ctx context.Context, env *core.CallEnv, args json.RawMessage) (string, error) {
+func runWrite(ctx context.Context, env *view, args json.RawMessage) (string, error) {
 	var a struct {
 		Path    string  `json:"path"`
 		Content *string `json:"content"`
@@ -72,7 +72,7 @@ func runWrite(ctx context.Context, env *core.CallEnv, args json.RawMessage) (str
 	return fmt.Sprintf("wrote %s (%s) to %s", sizeText(int64(len(*a.Content))), lineCount(*a.Content), t.path), nil
 }
 
-func runEdit(ctx context.Context, env *core.CallEnv, args json.RawMessage) (string, error) {
+func runEdit(ctx context.Context, env *view, args json.RawMessage) (string, error) {
 	var a struct {
 		Path       string `json:"path"`
 		OldString  string `json:"old_string"`
@@ -92,6 +92,9 @@ func runEdit(ctx context.Context, env *core.CallEnv, args json.RawMessage) (stri
 	}
 	t, err := resolve(env, a.Path)
 	if err != nil {
+		return "", err
+	}
+	if err := readOnly(t); err != nil {
 		return "", err
 	}
 	limit := int64(MaxTextFile)
