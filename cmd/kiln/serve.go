@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"net"
@@ -339,17 +340,9 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 			err = errors.Join(err, fmt.Errorf("close database: %w", cerr))
 		}
 	}()
-	tools, err := delayTools(append(builtin.Tools(scratch), files.Tools()...), os.Getenv(envToolDelay))
-	if err != nil {
-		return err
-	}
-	models, err := openHub(cfg, log.With("component", "providers"), red)
-	if err != nil {
-		return err
-	}
 	// Skills: custom ones in <data>/skills (watched, so edits need no
 	// restart) over the plugins' over the built-in ones. The task tool
-	// delegates to them.
+	// delegates to them; the file tools show a subagent its skill's folder.
 	cat, err := skills.NewCatalog(filepath.Join(cfg.DataRoot, "skills"), skills.Builtin())
 	if err != nil {
 		return err
@@ -357,6 +350,18 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	go cat.Watch(ctx, skillsWatchInterval, func(err error) {
 		log.Warn("reload skills", "component", "skills", "err", err)
 	})
+	fileTools := files.ToolsWith(files.Options{SkillFiles: func(name string) (fs.FS, bool) {
+		e, ok := cat.Get(name)
+		return e.FS(), ok
+	}})
+	tools, err := delayTools(append(builtin.Tools(scratch), fileTools...), os.Getenv(envToolDelay))
+	if err != nil {
+		return err
+	}
+	models, err := openHub(cfg, log.With("component", "providers"), red)
+	if err != nil {
+		return err
+	}
 	svc, err := core.New(core.Config{
 		Tools:        []core.Tool{&skills.Task{Catalog: cat, Always: files.ReadOnly}},
 		Store:        store,

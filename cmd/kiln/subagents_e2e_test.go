@@ -14,15 +14,16 @@ import (
 	"github.com/kilnhq/kiln/sdk/client"
 )
 
-// writeSkills puts custom skills in a data root: name -> SKILL.md.
+// writeSkills puts custom skills in a data root: a path under
+// <data>/skills (name/SKILL.md, name/references/x.md) -> its content.
 func writeSkills(t *testing.T, data string, files map[string]string) {
 	t.Helper()
-	for name, src := range files {
-		dir := filepath.Join(data, "skills", name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+	for rel, src := range files {
+		p := filepath.Join(data, "skills", rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte(src), 0o644); err != nil {
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -35,8 +36,9 @@ func taskLine(skill string, script ...string) string {
 }
 
 var e2eSkills = map[string]string{
-	"writer": "---\nname: writer\ndescription: Writes lines to files.\ntools: [builtin:append_file, sleep]\n---\n# Writer\nAppend what you are asked to.\n",
-	"gated": "---\nname: gated\ndescription: Writes, with the user's approval.\ntools: append_file\n" +
+	"writer/references/style.md": "Write one line per call. STYLE-MARKER\n",
+	"writer/SKILL.md": "---\nname: writer\ndescription: Writes lines to files.\ntools: [builtin:append_file, sleep]\n---\n# Writer\nAppend what you are asked to.\n",
+	"gated/SKILL.md": "---\nname: gated\ndescription: Writes, with the user's approval.\ntools: append_file\n" +
 		"interruptOn:\n  append_file: {allowedDecisions: [approve, reject]}\n---\n# Gated\nAsk before writing.\n",
 }
 
@@ -60,7 +62,8 @@ func waitStatus(ctx context.Context, t *testing.T, c *client.Client, id string, 
 
 // TestSubagentsEndToEnd drives kiln serve with the scripted model: the
 // root agent delegates to two writer subagents in one turn (they run in
-// parallel; one calls a tool outside its skill and is refused), then to
+// parallel; one calls a tool outside its skill and is refused, and reads
+// a file beside its SKILL.md), then to
 // a gated subagent whose SKILL.md interruptOn puts its write in Action
 // although the run request lifts append_file; approving it finishes the
 // child, then the parent.
@@ -82,7 +85,8 @@ func TestSubagentsEndToEnd(t *testing.T) {
 	script := strings.Join([]string{
 		"parallel",
 		"  " + taskLine("writer", `tool sleep {"ms": 400}`, `tool append_file {"path": "a.txt", "line": "a"}`, "text wrote a"),
-		"  " + taskLine("writer", `tool sleep {"ms": 400}`, `tool echo {"text": "out of scope"}`, "text wrote nothing"),
+		"  " + taskLine("writer", `tool sleep {"ms": 400}`, `tool echo {"text": "out of scope"}`,
+			`tool read_file {"path": "/skills/writer/references/style.md"}`, "text wrote nothing"),
 		"end",
 		taskLine("gated", `tool append_file {"path": "g.txt", "line": "once"}`, "text gated wrote"),
 		"text parent done",
@@ -154,16 +158,23 @@ func TestSubagentsEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rootResults, refusals []string
+	var rootResults, refusals, reads []string
 	for _, m := range msgs {
 		if m.Role != core.RoleTool {
 			continue
 		}
-		if m.Namespace == "" {
+		switch {
+		case m.Namespace == "":
 			rootResults = append(rootResults, m.Text)
-		} else if m.Name == "echo" {
+		case m.Name == "echo":
 			refusals = append(refusals, m.Text)
+		case m.Name == "read_file":
+			reads = append(reads, m.Text)
 		}
+	}
+	// The subagent reads the files beside its SKILL.md.
+	if len(reads) != 1 || !strings.Contains(reads[0], "STYLE-MARKER") {
+		t.Errorf("read_file of the skill's reference: %q", reads)
 	}
 	// Parallel children's results are recorded as they end.
 	if len(rootResults) > 1 {
@@ -176,9 +187,23 @@ func TestSubagentsEndToEnd(t *testing.T) {
 		t.Errorf("refusals %q", refusals)
 	}
 
-	// Parallel: both writers' sleeps ended (their results committed)
-	// before either writer finished, and each writer's events carry its
-	// namespace.
+	// Parallel: each writer started before the other's 400 ms sleep
+	// ended.
+	var lastStart, firstSleepEnd time.Time
+	for _, w := range bySkill["writer"] {
+		if w.StartedAt.After(lastStart) {
+			lastStart = *w.StartedAt
+		}
+		for _, m := range msgs {
+			if m.RunID == w.ID && m.Name == "sleep" && (firstSleepEnd.IsZero() || m.CreatedAt.Before(firstSleepEnd)) {
+				firstSleepEnd = m.CreatedAt
+			}
+		}
+	}
+	if firstSleepEnd.IsZero() || !lastStart.Before(firstSleepEnd) {
+		t.Errorf("writers not parallel: the last started at %v, the first sleep ended at %v", lastStart, firstSleepEnd)
+	}
+	// Each writer's events carry its namespace.
 	deadline := time.Now().Add(10 * time.Second)
 	var evs []core.Event
 	for {
@@ -188,25 +213,17 @@ func TestSubagentsEndToEnd(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	firstFinish, lastSleep := -1, -1
-	for i, e := range evs {
-		w := slices.IndexFunc(bySkill["writer"], func(r *core.Run) bool { return r.ID == e.RunID })
-		if w < 0 {
-			continue
-		}
-		if e.Namespace != e.RunID {
-			t.Errorf("writer event %s in namespace %q", e.Type, e.Namespace)
-		}
-		var m core.Message
-		if e.Type == core.EventMessage && json.Unmarshal(e.Payload, &m) == nil && m.Name == "sleep" {
-			lastSleep = i
-		}
-		if e.Type == core.EventRunFinished && firstFinish < 0 {
-			firstFinish = i
+	seen := 0
+	for _, e := range evs {
+		if slices.ContainsFunc(bySkill["writer"], func(r *core.Run) bool { return r.ID == e.RunID }) {
+			seen++
+			if e.Namespace != e.RunID {
+				t.Errorf("writer event %s in namespace %q", e.Type, e.Namespace)
+			}
 		}
 	}
-	if lastSleep < 0 || firstFinish < 0 || lastSleep > firstFinish {
-		t.Errorf("writers not parallel: last sleep result at event %d, first writer finished at %d", lastSleep, firstFinish)
+	if seen < 10 {
+		t.Errorf("%d writer events on the thread's stream", seen)
 	}
 }
 
