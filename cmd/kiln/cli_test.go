@@ -91,6 +91,9 @@ func fakeRunServer(t *testing.T, frames []core.Event) *httptest.Server {
 	mux.HandleFunc("GET /api/v1/runs/run_1/interrupts", func(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]any{"interrupts": []core.Interrupt{open}})
 	})
+	mux.HandleFunc("GET /api/v1/threads/thr_1/runs", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(core.RunPage{Runs: []*core.Run{{ID: "run_0", ThreadID: "thr_1"}, {ID: "run_1", ThreadID: "thr_1"}}})
+	})
 	mux.HandleFunc("GET /api/v1/threads/thr_1/events", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		writeFrames(w, frames)
@@ -166,6 +169,58 @@ Different
 	})
 	r = kiln(t, "--server", srv.URL, "runs", "follow", "run_1")
 	mustContain(t, "stdout", r.stdout, "⏸ append_file needs a decision (int_1)", "kiln --server "+srv.URL+" approve int_1\n")
+}
+
+// TestFollowSubagents: a subagent's events are shown indented one step
+// per level under the run followed, labelled by skill, without its
+// deltas; another run's subagents are not shown.
+func TestFollowSubagents(t *testing.T) {
+	of := func(e core.Event, run string) core.Event { e.RunID, e.Namespace = run, run; return e }
+	started := func(seq int64, run, parent, skill string) core.Event {
+		return of(ev(seq, core.EventRunStarted, map[string]any{"model": "m1", "parent_run_id": parent, "skill": skill}), run)
+	}
+	fakeRunServer(t, []core.Event{
+		ev(1, core.EventRunStarted, core.Run{ID: "run_1", Model: "m1"}),
+		ev(2, core.EventMessage, core.Message{Role: core.RoleAssistant, ToolCalls: []core.ToolCall{
+			{ID: "t1", Name: "task", Args: json.RawMessage(`{"skill":"helper"}`)},
+			{ID: "t2", Name: "task", Args: json.RawMessage(`{"skill":"helper"}`)},
+		}}),
+		started(3, "run_2", "run_1", "helper"),
+		started(4, "run_3", "run_1", "helper"),
+		of(ev(0, core.EventMessageDelta, map[string]string{"text": "Think"}), "run_2"),
+		of(ev(5, core.EventMessage, core.Message{Role: core.RoleAssistant, Text: "Thinking\nhard", ToolCalls: []core.ToolCall{
+			{ID: "w1", Name: "task", Args: json.RawMessage(`{"skill":"deep"}`)},
+		}}), "run_2"),
+		started(6, "run_4", "run_2", "deep"),
+		of(ev(7, core.EventMessage, core.Message{Role: core.RoleAssistant, Text: "deep answer"}), "run_4"),
+		of(ev(8, core.EventRunFinished, map[string]any{"status": "succeeded", "steps": 1}), "run_4"),
+		started(9, "run_9", "run_0", "other"),
+		of(ev(10, core.EventMessage, core.Message{Role: core.RoleTool, Name: "task", Text: "deep answer"}), "run_2"),
+		of(ev(11, core.EventRunFinished, map[string]any{"status": "failed", "error": "boom", "steps": 2, "tool_calls": 1}), "run_3"),
+		ev(12, core.EventMessage, core.Message{Role: core.RoleTool, Name: "task", Text: "The helper subagent failed: boom", IsError: true}),
+		ev(13, core.EventRunFinished, map[string]any{"status": "succeeded", "steps": 3, "tool_calls": 2}),
+	})
+	r := kiln(t, "runs", "follow", "run_1")
+	want := `▶ running on model m1
+→ task {"skill":"helper"}
+→ task {"skill":"helper"}
+  helper › ▶ subagent on model m1
+  helper#2 › ▶ subagent on model m1
+  helper › Thinking
+  helper › hard
+  helper › → task {"skill":"deep"}
+    deep › ▶ subagent on model m1
+    deep › deep answer
+    deep › ✓ succeeded · 1 step · 0 tool calls
+  helper › ← task: deep answer
+  helper#2 › ✗ failed: boom · 2 steps · 1 tool call
+✗ task: The helper subagent failed: boom
+
+✓ succeeded · 3 steps · 2 tool calls
+`
+	if r.stdout != want || r.code != exitOK {
+		t.Errorf("exit %d, stdout:\n%s\nwant:\n%s", r.code, r.stdout, want)
+	}
 }
 
 func TestFollowFinished(t *testing.T) {

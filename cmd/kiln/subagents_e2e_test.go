@@ -37,7 +37,7 @@ func taskLine(skill string, script ...string) string {
 
 var e2eSkills = map[string]string{
 	"writer/references/style.md": "Write one line per call. STYLE-MARKER\n",
-	"writer/SKILL.md": "---\nname: writer\ndescription: Writes lines to files.\ntools: [builtin:append_file, sleep]\n---\n# Writer\nAppend what you are asked to.\n",
+	"writer/SKILL.md":            "---\nname: writer\ndescription: Writes lines to files.\ntools: [builtin:append_file, sleep]\n---\n# Writer\nAppend what you are asked to.\n",
 	"gated/SKILL.md": "---\nname: gated\ndescription: Writes, with the user's approval.\ntools: append_file\n" +
 		"interruptOn:\n  append_file: {allowedDecisions: [approve, reject]}\n---\n# Gated\nAsk before writing.\n",
 }
