@@ -20,12 +20,16 @@ export interface Run {
   id: string; thread_id: string; status: RunStatus; model: string; error?: string; input?: { text: string; attachments?: string[] };
   working_folder?: string;
   steps?: number; tool_calls?: number; cancel_requested?: boolean; usage?: Usage; created_at?: string;
+  /** Set on a subagent's run: the run and task call it answers, its namespace and the skill it follows. */
+  parent_run_id?: string; parent_call_id?: string; namespace?: string; agent?: { skill: string; tools?: string[] };
 }
 export interface ToolCall { id: string; name: string; args: unknown }
 /** One piece of a message's content; an image or a file refers to its bytes by uri (attachment://<id>) or has them inline (data, base64). */
 export interface Part { type: "text" | "image" | "file" | string; text?: string; mime_type?: string; name?: string; uri?: string; data?: string }
 export interface Message {
   index: number; run_id?: string; role: "user" | "assistant" | "tool" | string; text?: string;
+  /** A subagent's message (its run's namespace); absent for the thread's own conversation. */
+  namespace?: string;
   /** Only when the content is more than the text (an attachment, several text parts); text is then the text parts joined. */
   parts?: Part[];
   tool_calls?: ToolCall[]; tool_call_id?: string; name?: string; is_error?: boolean; created_at?: string;

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { applyEvent, currentRun, groupActivity, initThread, openInterrupts, queuedRuns, threadModel, withMessages, type ThreadState } from "../src/state/events";
+import { activityTree, applyEvent, currentRun, initThread, openInterrupts, queuedRuns, rootMessages, subagents, threadModel, withMessages, type ThreadState } from "../src/state/events";
 import type { KEvent } from "../src/types";
 
 const T = "thr_1", R = "run_1";
@@ -80,12 +80,54 @@ test("out-of-order: stale seqs are dropped, messages stay sorted by index", () =
   assert.equal(s.messages.length, 3, "snapshots are idempotent");
 });
 
-test("events of other threads are ignored; activity groups by namespace", () => {
-  let s = applyEvent(initThread(T), ev(1, "run.started", {}, { thread_id: "thr_other" }));
+test("events of other threads are ignored", () => {
+  const s = applyEvent(initThread(T), ev(1, "run.started", {}, { thread_id: "thr_other" }));
   assert.equal(s.lastSeq, 0);
-  s = fold(s, [ev(1, "run.started", {}), ev(2, "tool.started", { name: "echo", args: {} }, { namespace: "sub/a" }), ev(3, "message", { index: 0, role: "user", text: "x" })]);
-  const g = groupActivity(s.activity);
-  assert.deepEqual(g.map((x) => [x.namespace, x.items.length]), [["", 2], ["sub/a", 1]]);
+});
+
+test("subagents: their runs, messages and activity nest under the task call; the conversation and current run stay the root's", () => {
+  const sub = { run_id: "run_s", namespace: "run_s" };
+  const deep = { run_id: "run_d", namespace: "run_s/run_d" };
+  const s = fold(initThread(T), [
+    ev(1, "run.started", { model: "scripted" }),
+    ev(2, "message", { index: 0, role: "user", text: "go" }),
+    ev(3, "message", { index: 1, role: "assistant", tool_calls: [{ id: "t1", name: "task", args: {} }] }),
+    ev(4, "run.started", { model: "scripted", parent_run_id: "run_1", parent_call_id: "t1", skill: "helper" }, sub),
+    ev(5, "tool.started", { id: "t1", name: "task", args: {} }),
+    ev(6, "message", { index: 2, role: "user", text: "the task" }, sub),
+    ev(0, "message.delta", { text: "thinking" }, sub),
+    ev(7, "message", { index: 3, role: "assistant", tool_calls: [{ id: "w1", name: "task", args: {} }] }, sub),
+    ev(8, "tool.started", { id: "w1", name: "task", args: {} }, sub),
+    ev(9, "run.started", { model: "scripted", parent_run_id: "run_s", parent_call_id: "w1", skill: "deep" }, deep),
+    ev(10, "run.finished", { status: "succeeded" }, deep),
+  ]);
+  assert.equal(currentRun(s)?.id, "run_1", "a subagent's run is never the current run");
+  assert.deepEqual(s.streaming, {}, "a subagent's deltas do not stream into the conversation");
+  assert.deepEqual(rootMessages(s).map((m) => m.index), [0, 1]);
+  assert.equal(s.messages.find((m) => m.index === 2)?.namespace, "run_s");
+  assert.equal(subagents(s, "run_1").get("t1")?.agent?.skill, "helper");
+  const tree = activityTree(s, "run_1");
+  assert.deepEqual(tree.map((n) => n.item.seq), [1, 2, 3, 5]);
+  const task = tree[3];
+  assert.equal(task.subagents.length, 1);
+  assert.equal(task.subagents[0].run.id, "run_s");
+  const inner = task.subagents[0].nodes;
+  assert.deepEqual(inner.map((n) => n.item.seq), [4, 6, 7, 8]);
+  assert.equal(inner[0].item.summary, "Subagent helper started on scripted");
+  assert.equal(inner[3].subagents[0].run.id, "run_d");
+  assert.equal(inner[3].subagents[0].run.status, "succeeded");
+  assert.deepEqual(inner[3].subagents[0].nodes.map((n) => n.item.seq), [9, 10]);
+});
+
+test("a subagent whose task call is not in the activity follows at the end", () => {
+  const s = fold(initThread(T), [
+    ev(1, "run.started", {}),
+    ev(4, "run.started", { parent_run_id: "run_1", parent_call_id: "t9", skill: "helper" }, { run_id: "run_s", namespace: "run_s" }),
+  ]);
+  const tree = activityTree(s, "run_1");
+  assert.equal(tree.length, 2);
+  assert.equal(tree[1].item.type, "subagent");
+  assert.equal(tree[1].subagents[0].run.id, "run_s");
 });
 
 test("run.finished carries the run's token usage into the run and the activity", () => {

@@ -2,11 +2,11 @@ import { Fragment } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api, apiText } from "../api";
 import { cancelRun, defaultModel, forkThread, loadFiles, markRead, patchThread, showError, startRun, store } from "../state/app";
-import { currentRun, groupActivity, openInterrupts, queuedRuns, TERMINAL, threadModel, type ThreadState } from "../state/events";
+import { activityTree, currentRun, openInterrupts, queuedRuns, rootMessages, subagents, TERMINAL, threadModel, type ActivityNode, type ThreadState } from "../state/events";
 import { useStore } from "../state/store";
 import { tokens } from "../format";
 import { relTime } from "../time";
-import type { Interrupt, Message, Thread, ToolCall, VirtualFile } from "../types";
+import type { Interrupt, Message, Run, Thread, ToolCall, VirtualFile } from "../types";
 import { filePath, forkable, formatBytes, mediaParts } from "../workspace";
 import { ApprovalCard, pretty } from "./ApprovalCard";
 import { AttachButton, AttachmentChips, FolderPicker, MessageParts, useAttachments, useFileDrop } from "./Attachments";
@@ -18,12 +18,15 @@ function shortArgs(a: unknown): string {
   return t.length > 70 ? t.slice(0, 69) + "…" : t;
 }
 
-function ToolCallView({ call, result }: { call: ToolCall; result?: Message }) {
+/** A tool call with its result; a task call names the subagent that answers it, with its state. */
+function ToolCallView({ call, result, sub }: { call: ToolCall; result?: Message; sub?: Run }) {
   const state = !result ? "pending" : result.is_error ? "error" : "done";
   return (
     <details class={`tool ${state}`} data-testid="tool-call" data-tool={call.name} data-result-index={result?.index}>
       <summary>
         <span class="tool-arrow" aria-hidden="true">→</span> <code class="tool-name">{call.name}</code> <span class="tool-args">{shortArgs(call.args)}</span>
+        {sub && <span class="muted small" data-testid="subagent" data-run-id={sub.id} data-status={sub.status}>
+          subagent <strong>{sub.agent?.skill}</strong> <span class={`badge b-${sub.status}`}>{sub.status}</span></span>}
         <span class={`tool-state s-${state}`}>{state === "pending" ? "waiting" : state === "error" ? "error" : "done"}</span>
       </summary>
       <div class="tool-body">
@@ -50,10 +53,12 @@ function Messages({ t, cards, canFork }: { t: ThreadState; cards: Interrupt[]; c
     catch (e) { setForkErr({ index, msg: `Could not fork: ${(e as Error).message}` }); }
     finally { setForking(undefined); }
   }
+  // Subagents' messages show in Activity, under their task calls.
+  const msgs = rootMessages(t);
   const results = new Map<string, Message>();
-  for (const m of t.messages) if (m.role === "tool" && m.tool_call_id) results.set(m.tool_call_id, m);
+  for (const m of msgs) if (m.role === "tool" && m.tool_call_id) results.set(m.tool_call_id, m);
   const calls = new Set<string>();
-  for (const m of t.messages) for (const c of m.tool_calls ?? []) calls.add(c.id);
+  for (const m of msgs) for (const c of m.tool_calls ?? []) calls.add(c.id);
   const byCall = new Map<string, Interrupt[]>();
   for (const i of cards) {
     const k = i.tool_call_id && calls.has(i.tool_call_id) ? i.tool_call_id : "";
@@ -61,7 +66,7 @@ function Messages({ t, cards, canFork }: { t: ThreadState; cards: Interrupt[]; c
   }
   return (
     <>
-      {t.messages.map((m) => {
+      {msgs.map((m) => {
         if (m.role === "tool" && m.tool_call_id && calls.has(m.tool_call_id)) return null; // folded into its call
         return (
           <article key={m.index} class={`msg ${m.role}`} data-testid="message" data-role={m.role} data-index={m.index}>
@@ -76,7 +81,7 @@ function Messages({ t, cards, canFork }: { t: ThreadState; cards: Interrupt[]; c
             {forkErr?.index === m.index && <p class="card-error" role="alert" data-testid="fork-error">{forkErr.msg}</p>}
             {m.tool_calls?.map((c) => (
               <Fragment key={c.id}>
-                <ToolCallView call={c} result={results.get(c.id)} />
+                <ToolCallView call={c} result={results.get(c.id)} sub={m.run_id ? subagents(t, m.run_id).get(c.id) : undefined} />
                 {byCall.get(c.id)?.map((i) => <ApprovalCard key={i.id} it={i} />)}
               </Fragment>
             ))}
@@ -217,7 +222,7 @@ export function ThreadView() {
   const m = model || threadModel(t) || defaultModel(s) || "demo";
   const wf = folder ?? th?.working_folder ?? "";
   // The server forks only a thread without an active run (a queued one counts: it is about to start).
-  const canFork = forkable(t.messages, !!active || queued.length > 0 || Object.keys(t.streaming).length > 0);
+  const canFork = forkable(rootMessages(t), !!active || queued.length > 0 || Object.keys(t.streaming).length > 0);
   const nFiles = s.files?.threadId === t.id ? s.files.list?.length : undefined;
 
   async function send() {
@@ -302,32 +307,39 @@ export function ThreadView() {
   );
 }
 
+/** Activity lines, with each subagent's nested under the task call that started it. */
+function ActivityList({ nodes, nested }: { nodes: ActivityNode[]; nested?: boolean }) {
+  return (
+    <ol class={nested ? "act act-sub" : "act"}>
+      {nodes.map((n, i) => (
+        <li key={`${n.item.seq}-${i}`} class={`act-${n.item.type.replace(/\./g, "-")}`}>
+          <span class="act-dot" aria-hidden="true" />
+          <span class="act-text">{n.item.summary}</span>
+          {n.item.time && <time class="act-time" dateTime={n.item.time}>{new Date(n.item.time).toLocaleTimeString()}</time>}
+          {n.subagents.map(({ run, nodes }) => (
+            <section key={run.id} class="act-subagent" data-testid="subagent-activity" data-run-id={run.id} data-skill={run.agent?.skill} data-status={run.status}
+              aria-label={`Subagent ${run.agent?.skill ?? ""}`}>
+              <div class="small"><strong>{run.agent?.skill}</strong> subagent · <span class={`badge b-${run.status}`}>{run.status}</span></div>
+              <ActivityList nodes={nodes} nested />
+            </section>
+          ))}
+        </li>
+      ))}
+    </ol>
+  );
+}
+
 export function ActivityPanel() {
   const s = useStore(store);
   const t = s.thread;
   if (!t) return null;
   const run = currentRun(t);
-  const list = t.activity.filter((a) => !run || a.run_id === run.id || !a.run_id);
-  const groups = groupActivity(list.slice(-150));
   const open = openInterrupts(t).length;
   return (
     <aside class="activity" data-testid="activity" aria-label="Activity">
       <h2>Activity</h2>
       <p class="muted small">{run ? `Run ${run.status}${open ? ` · ${open} waiting for you` : ""}` : "Nothing has run yet."}</p>
-      {groups.map((g) => (
-        <section key={g.namespace} class="act-group">
-          {g.namespace && <h3 class="small">{g.namespace}</h3>}
-          <ol class="act">
-            {g.items.map((a, i) => (
-              <li key={`${a.seq}-${i}`} class={`act-${a.type.replace(/\./g, "-")}`}>
-                <span class="act-dot" aria-hidden="true" />
-                <span class="act-text">{a.summary}</span>
-                <time class="act-time" dateTime={a.time}>{new Date(a.time).toLocaleTimeString()}</time>
-              </li>
-            ))}
-          </ol>
-        </section>
-      ))}
+      <ActivityList nodes={activityTree(t, run?.id)} />
     </aside>
   );
 }

@@ -3,7 +3,11 @@
 import { tokens } from "../format";
 import type { Interrupt, KEvent, Message, Run, RunStatus, Thread } from "../types";
 
-export interface Activity { seq: number; type: string; namespace?: string; run_id?: string; summary: string; time: string }
+export interface Activity {
+  seq: number; type: string; namespace?: string; run_id?: string; summary: string; time: string;
+  /** The tool call a tool.started event is about. */
+  call_id?: string;
+}
 
 export interface ThreadState {
   id: string;
@@ -78,7 +82,7 @@ export function summarize(e: KEvent): string {
   const p = e.payload ?? {};
   switch (e.type) {
     case "run.queued": return "Run queued";
-    case "run.started": return `Run started on ${p.model ?? "?"}`;
+    case "run.started": return p.skill ? `Subagent ${p.skill} started on ${p.model ?? "?"}` : `Run started on ${p.model ?? "?"}`;
     case "run.resumed": return `Run resumed${p.reason ? ` (${p.reason})` : ""}`;
     case "run.interrupted": return `Waiting for ${p.interrupts ?? 1} decision${p.interrupts === 1 ? "" : "s"}`;
     case "run.finished": {
@@ -122,11 +126,12 @@ export function applyEvent(s: ThreadState, e: KEvent): ThreadState {
   let n: ThreadState = durable ? { ...s, lastSeq: e.seq } : s;
   switch (e.type) {
     case "message.delta": {
-      if (!e.run_id) return s;
+      // A subagent's text shows in Activity once its message is complete.
+      if (!e.run_id || e.namespace) return s;
       return { ...n, streaming: { ...n.streaming, [e.run_id]: (n.streaming[e.run_id] ?? "") + (p.text ?? "") } };
     }
     case "message": {
-      const m: Message = { ...p, run_id: e.run_id, created_at: p.created_at ?? e.time };
+      const m: Message = { ...p, run_id: e.run_id, created_at: p.created_at ?? e.time, ...(e.namespace ? { namespace: e.namespace } : {}) };
       n = { ...n, messages: upsertMessage(n.messages, m) };
       if (m.role === "assistant" && e.run_id && n.streaming[e.run_id] !== undefined) {
         const st = { ...n.streaming };
@@ -136,7 +141,10 @@ export function applyEvent(s: ThreadState, e: KEvent): ThreadState {
       break;
     }
     case "run.queued": n = touchRun(n, e.run_id, { status: "queued", model: p.model }); break;
-    case "run.started": n = touchRun(n, e.run_id, { status: "running", model: p.model, error: undefined }); break;
+    case "run.started": n = touchRun(n, e.run_id, {
+      status: "running", model: p.model, error: undefined,
+      ...(p.parent_run_id ? { parent_run_id: p.parent_run_id, parent_call_id: p.parent_call_id, namespace: e.namespace, agent: { skill: p.skill } } : {}),
+    }); break;
     case "run.resumed": n = touchRun(n, e.run_id, { status: "running" }); break;
     case "run.interrupted": n = touchRun(n, e.run_id, { status: "interrupted" }); break;
     case "run.finished": {
@@ -170,7 +178,8 @@ export function applyEvent(s: ThreadState, e: KEvent): ThreadState {
       break;
   }
   if (e.type !== "message.delta") {
-    const a: Activity = { seq: e.seq, type: e.type, namespace: e.namespace, run_id: e.run_id, summary: summarize(e), time: e.time };
+    const a: Activity = { seq: e.seq, type: e.type, namespace: e.namespace, run_id: e.run_id, summary: summarize(e), time: e.time,
+      ...(e.type === "tool.started" && p.id ? { call_id: p.id } : {}) };
     const act = n.activity.length >= MAX_ACTIVITY ? n.activity.slice(1) : n.activity;
     n = { ...n, activity: [...act, a] };
   }
@@ -183,7 +192,7 @@ export function applyEvent(s: ThreadState, e: KEvent): ThreadState {
  * are shown as queued (queuedRuns).
  */
 export function currentRun(s: ThreadState): Run | undefined {
-  const runs = s.runOrder.map((id) => s.runs[id]).filter(Boolean);
+  const runs = s.runOrder.map((id) => s.runs[id]).filter((r) => r && !r.parent_run_id);
   for (let i = runs.length - 1; i >= 0; i--) if (runs[i].status === "running" || runs[i].status === "interrupted") return runs[i];
   for (let i = runs.length - 1; i >= 0; i--) if (runs[i].status !== "queued") return runs[i];
   return undefined;
@@ -204,15 +213,57 @@ export function openInterrupts(s: ThreadState): Interrupt[] {
     .sort((a, b) => (a.created_at ?? "").localeCompare(b.created_at ?? ""));
 }
 
-/** Group activity by namespace, keeping first-seen order; "" is the root. */
-export function groupActivity(list: Activity[]): { namespace: string; items: Activity[] }[] {
-  const groups = new Map<string, Activity[]>();
-  for (const a of list) {
-    const k = a.namespace ?? "";
-    if (!groups.has(k)) groups.set(k, []);
-    groups.get(k)!.push(a);
+/** The thread's own conversation: the messages of no subagent. */
+export function rootMessages(s: ThreadState): Message[] {
+  return s.messages.filter((m) => !m.namespace);
+}
+
+/** The subagent runs that answer a run's tool calls, by call ID. */
+export function subagents(s: ThreadState, runId: string): Map<string, Run> {
+  const out = new Map<string, Run>();
+  for (const id of s.runOrder) {
+    const r = s.runs[id];
+    if (r?.parent_run_id === runId && r.parent_call_id) out.set(r.parent_call_id, r);
   }
-  return [...groups].map(([namespace, items]) => ({ namespace, items }));
+  return out;
+}
+
+/** One line of the Activity panel, with the subagents its task call started nested under it. */
+export interface ActivityNode { item: Activity; subagents: { run: Run; nodes: ActivityNode[] }[] }
+
+/**
+ * A run's activity as a tree: its own events in order, each subagent's
+ * (recursively) under the tool.started of the task call that started it;
+ * a subagent whose call is not in the list follows at the end. The top
+ * level also has the thread's events of no run; runId undefined: every
+ * event, flat.
+ */
+export function activityTree(s: ThreadState, runId: string | undefined, limit = 150): ActivityNode[] {
+  const byRun = new Map<string, Activity[]>();
+  for (const a of s.activity) {
+    const k = a.run_id ?? "";
+    if (!byRun.has(k)) byRun.set(k, []);
+    byRun.get(k)!.push(a);
+  }
+  const own = (id: string, depth: number) =>
+    depth > 0 ? byRun.get(id) ?? [] : s.activity.filter((a) => !runId || a.run_id === runId || !a.run_id);
+  const build = (id: string, depth: number): ActivityNode[] => {
+    const kids = id ? subagents(s, id) : new Map<string, Run>();
+    const placed = new Set<string>();
+    const nodes: ActivityNode[] = own(id, depth).slice(-limit).map((item) => {
+      const child = item.type === "tool.started" && item.call_id ? kids.get(item.call_id) : undefined;
+      if (!child || depth > 8) return { item, subagents: [] };
+      placed.add(child.id);
+      return { item, subagents: [{ run: child, nodes: build(child.id, depth + 1) }] };
+    });
+    for (const child of kids.values()) {
+      if (!placed.has(child.id) && depth <= 8) {
+        nodes.push({ item: { seq: 0, type: "subagent", run_id: child.id, summary: `Subagent ${child.agent?.skill ?? ""}`, time: child.created_at ?? "" }, subagents: [{ run: child, nodes: build(child.id, depth + 1) }] });
+      }
+    }
+    return nodes;
+  };
+  return build(runId ?? "", 0);
 }
 
 export const TERMINAL: RunStatus[] = ["succeeded", "failed", "cancelled"];
