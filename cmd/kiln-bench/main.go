@@ -51,6 +51,7 @@ var benches = []bench{
 	{"./plugins/registry", "^BenchmarkEnable", "5x"},
 	{"./plugins/mcp", "^BenchmarkToolCall", "200x"},
 	{"./skills", "^BenchmarkCatalogLoad500", "5x"},
+	{"./core/sqlite", "^BenchmarkTaskCall", "300x"},
 }
 
 // metrics maps "BenchmarkName/sub unit" to the values of each -count run.
@@ -463,6 +464,14 @@ func main() {
 		v := ms(c.key + " ns/op")
 		add(c.label, v, "ms", c.target, c.limit == 0 || (v >= 0 && v < c.limit))
 	}
+	plain, task := get("BenchmarkTaskCall/plain ms/run"), get("BenchmarkTaskCall/task ms/run")
+	add("run with one plain tool call (echo), SQLite", plain, "ms", "", true)
+	add("run with one task call (a subagent that answers at once)", task, "ms", "", true)
+	over := -1.0
+	if plain >= 0 && task >= 0 {
+		over = task - plain
+	}
+	add("  overhead of a task call over a plain tool call", over, "ms", "< 5 ms", over >= 0 && over < 5)
 	if *noFanout {
 		rows = append(rows, row{"SSE fan-out", "n/a", "", "not measured: -no-fanout"})
 	} else {

@@ -15,6 +15,7 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/plugins/builtin"
+	"github.com/kilnhq/kiln/skills"
 )
 
 // The LangGraph JS peer workload (../shared/bench/langgraph): R runs, each
@@ -72,7 +73,7 @@ func oneRun(ctx context.Context, svc *core.Service, script string) (*core.Run, e
 		return nil, err
 	}
 	for ev := range sub.C {
-		if ev.Type == core.EventRunFinished {
+		if ev.Type == core.EventRunFinished && ev.RunID == r.ID {
 			return svc.GetRun(ctx, core.LocalOwner, r.ID)
 		}
 	}
@@ -209,4 +210,50 @@ func BenchmarkRecovery(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "recovery-ms")
+}
+
+// BenchmarkTaskCall measures what a task call costs over a plain tool
+// call: a run that calls echo once and answers (plain), against one that
+// hands the task to a subagent (the task tool over a real skills catalog)
+// which answers at once (task) — the child run, its checkpoints and
+// events, and the parent's wake. Sequential runs on one server, each on a
+// new thread; ms/run each.
+func BenchmarkTaskCall(b *testing.B) {
+	dir := b.TempDir()
+	skill := filepath.Join(dir, "skills", "bench")
+	if err := os.MkdirAll(skill, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	src := "---\nname: bench\ndescription: Answers at once.\ntools: echo\n---\n# Bench\nAnswer.\n"
+	if err := os.WriteFile(filepath.Join(skill, "SKILL.md"), []byte(src), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	cat, err := skills.NewCatalog(filepath.Join(dir, "skills"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tools := append(builtin.Tools(dir), &skills.Task{Catalog: cat})
+	for _, c := range []struct{ name, script string }{
+		{"plain", "tool echo {\"i\": 1}\ntext done"},
+		{"task", "tool task {\"skill\": \"bench\", \"prompt\": \"text child done\"}\ntext done"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			svc, st := newBenchService(b, filepath.Join(b.TempDir(), "kiln.db"), tools)
+			defer st.Close()
+			defer svc.Shutdown(context.Background())
+			ctx := context.Background()
+			b.ResetTimer()
+			t0 := time.Now()
+			for range b.N {
+				r, err := oneRun(ctx, svc, c.script)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if r.Status != core.RunSucceeded || r.ToolCalls != 1 {
+					b.Fatalf("run %s: %s, %d tool calls (%s)", r.ID, r.Status, r.ToolCalls, r.Error)
+				}
+			}
+			b.ReportMetric(float64(time.Since(t0).Microseconds())/1000/float64(b.N), "ms/run")
+		})
+	}
 }
