@@ -377,9 +377,10 @@ func TestSubagentResumesAfterCrash(t *testing.T) {
 	}
 }
 
-// TestCancelParentCancelsSubagents: cancelling a run that waits on its
-// subagents ends them too, and their tool calls see the cancellation.
-func TestCancelParentCancelsSubagents(t *testing.T) {
+// waitingOnAChild starts a run whose subagent is inside a call that
+// blocks until cancelled.
+func waitingOnAChild(t *testing.T) (*core.Service, *core.Thread, *core.Run) {
+	t.Helper()
 	b := newBlocker("wait", true)
 	m := &agentModel{plays: map[string][]core.ModelResponse{
 		"go":   {calls(task("t1", "work"))},
@@ -390,6 +391,13 @@ func TestCancelParentCancelsSubagents(t *testing.T) {
 	th := e.thread(svc)
 	r := start(t, svc, th.ID, core.RunRequest{})
 	<-b.started
+	return svc, th, r
+}
+
+// TestCancelParentCancelsSubagents: cancelling a run that waits on its
+// subagents ends them too, and their tool calls see the cancellation.
+func TestCancelParentCancelsSubagents(t *testing.T) {
+	svc, th, r := waitingOnAChild(t)
 	if _, err := svc.CancelRun(context.Background(), owner, r.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -411,16 +419,7 @@ func TestCancelParentCancelsSubagents(t *testing.T) {
 // TestCancelSubagent: cancelling the child alone gives its parent a
 // failed result and lets the parent go on.
 func TestCancelSubagent(t *testing.T) {
-	b := newBlocker("wait", true)
-	m := &agentModel{plays: map[string][]core.ModelResponse{
-		"go":   {calls(task("t1", "work"))},
-		"work": {calls(call("w1", "wait", `{}`))},
-	}}
-	e := newEnv(t, m, b, delegate{tools: []string{"wait"}})
-	svc := e.service(nil)
-	th := e.thread(svc)
-	r := start(t, svc, th.ID, core.RunRequest{})
-	<-b.started
+	svc, th, r := waitingOnAChild(t)
 	kids := waitChildren(t, svc, th.ID, 1)
 	if _, err := svc.CancelRun(context.Background(), owner, kids[0].ID); err != nil {
 		t.Fatal(err)

@@ -234,16 +234,22 @@ func (f *follower) render(e core.Event) {
 		var m core.Message
 		_ = json.Unmarshal(e.Payload, &m)
 		f.renderMessage(&m)
-	case core.EventInterruptCreated:
-		in := decodeInterrupt(e)
+	case core.EventInterruptCreated, core.EventInterruptDecided:
+		f.renderInterruptEvent(e, "")
+	}
+}
+
+// renderInterruptEvent shows a held call with its commands, or its
+// decision as a line after the prefix in.
+func (f *follower) renderInterruptEvent(e core.Event, in string) {
+	i := decodeInterrupt(e)
+	switch {
+	case e.Type == core.EventInterruptCreated:
 		f.w.gap()
-		f.a.renderInterrupt(f.w, st, in)
-		f.shown[in.ID] = true
-	case core.EventInterruptDecided:
-		in := decodeInterrupt(e)
-		if in.Decision != nil {
-			f.line(st.dim(fmt.Sprintf("✓ %s: %s (%s)", in.Tool, in.Decision.Decision, in.ID)))
-		}
+		f.a.renderInterrupt(f.w, f.st, i)
+		f.shown[i.ID] = true
+	case i.Decision != nil:
+		f.line(in + f.st.dim(fmt.Sprintf("✓ %s: %s (%s)", i.Tool, i.Decision.Decision, i.ID)))
 	}
 }
 
@@ -276,15 +282,8 @@ func (f *follower) renderSubagent(e core.Event, in string) {
 		case core.RoleTool:
 			f.line(in + toolResultLine(st, &m))
 		}
-	case core.EventInterruptCreated:
-		i := decodeInterrupt(e)
-		f.w.gap()
-		f.a.renderInterrupt(f.w, st, i)
-		f.shown[i.ID] = true
-	case core.EventInterruptDecided:
-		if i := decodeInterrupt(e); i.Decision != nil {
-			f.line(in + st.dim(fmt.Sprintf("✓ %s: %s (%s)", i.Tool, i.Decision.Decision, i.ID)))
-		}
+	case core.EventInterruptCreated, core.EventInterruptDecided:
+		f.renderInterruptEvent(e, in)
 	case core.EventRunFinished:
 		var p finishPayload
 		_ = json.Unmarshal(e.Payload, &p)

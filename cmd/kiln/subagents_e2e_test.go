@@ -60,6 +60,25 @@ func waitStatus(ctx context.Context, t *testing.T, c *client.Client, id string, 
 	}
 }
 
+// skillServer starts kiln serve on a data root with e2eSkills and
+// creates a thread; the context ends with the test, at most in 2 minutes.
+func skillServer(t *testing.T, title string) (context.Context, *procServer, *core.Thread) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs kiln serve")
+	}
+	data := t.TempDir()
+	writeSkills(t, data, e2eSkills)
+	srv := startProc(t, procAddr(t), data)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	th, err := srv.client().CreateThread(ctx, core.ThreadInput{Title: title})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, srv, th
+}
+
 // TestSubagentsEndToEnd drives kiln serve with the scripted model: the
 // root agent delegates to two writer subagents in one turn (they run in
 // parallel; one calls a tool outside its skill and is refused, and reads
@@ -68,19 +87,8 @@ func waitStatus(ctx context.Context, t *testing.T, c *client.Client, id string, 
 // although the run request lifts append_file; approving it finishes the
 // child, then the parent.
 func TestSubagentsEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: builds and runs kiln serve")
-	}
-	addr, data := procAddr(t), t.TempDir()
-	writeSkills(t, data, e2eSkills)
-	srv := startProc(t, addr, data)
-	c := srv.client()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	th, err := c.CreateThread(ctx, core.ThreadInput{Title: "subagents"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, srv, th := skillServer(t, "subagents")
+	c, data := srv.client(), srv.data
 	events := followEvents(ctx, c, client.StreamOptions{ThreadID: th.ID})
 	script := strings.Join([]string{
 		"parallel",
@@ -232,19 +240,8 @@ func TestSubagentsEndToEnd(t *testing.T) {
 // (the write is not done again, no second child starts) and the parent
 // finishes.
 func TestSubagentSurvivesSIGKILL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end: builds and runs kiln serve")
-	}
-	addr, data := procAddr(t), t.TempDir()
-	writeSkills(t, data, e2eSkills)
-	srv := startProc(t, addr, data)
-	c := srv.client()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	th, err := c.CreateThread(ctx, core.ThreadInput{Title: "crash"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, srv, th := skillServer(t, "crash")
+	c, data := srv.client(), srv.data
 	script := taskLine("writer", `tool append_file {"path": "w.txt", "line": "written"}`, `tool sleep {"ms": 1500}`, "text child done") + "\ntext parent done"
 	run, err := c.StartRun(ctx, th.ID, core.RunRequest{Input: core.RunInput{Text: script}, Model: "scripted",
 		InterruptOn: core.Policy{"append_file": {Interrupt: false}}})
@@ -267,7 +264,7 @@ func TestSubagentSurvivesSIGKILL(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	srv.kill()
-	srv = startProc(t, addr, data)
+	srv = startProc(t, srv.addr, data)
 	c = srv.client()
 	waitStatus(ctx, t, c, run.ID, core.RunSucceeded)
 	if b, err := os.ReadFile(filepath.Join(data, "scratch", "w.txt")); err != nil || string(b) != "written\n" {
