@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -70,8 +71,22 @@ func (s Spec) Check(c Capabilities) error {
 	if mode != NetworkNone && !slices.Contains(c.Network, mode) {
 		return Unsupported(c.Name, fmt.Sprintf("network mode %q", mode))
 	}
-	if s.Image != "" && !c.Images {
+	if (s.Image != "" || len(s.Entrypoint) > 0) && !c.Images {
 		return Unsupported(c.Name, "images")
+	}
+	if slices.ContainsFunc(s.Entrypoint, func(a string) bool { return strings.IndexByte(a, 0) >= 0 }) {
+		return fmt.Errorf("%w: the entrypoint holds a NUL byte", ErrInvalid)
+	}
+	if len(s.Mounts) > 0 && !c.Mounts {
+		return Unsupported(c.Name, "host volumes")
+	}
+	for _, m := range s.Mounts {
+		if !filepath.IsAbs(m.HostPath) || filepath.Clean(m.HostPath) != m.HostPath {
+			return fmt.Errorf("%w: mount host path %q: want an absolute, clean path", ErrInvalid, m.HostPath)
+		}
+		if err := CheckPath("mount", m.Path); err != nil || m.Path == "/" {
+			return fmt.Errorf("%w: mount path %q: want an absolute, clean path other than /", ErrInvalid, m.Path)
+		}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"io/fs"
+	"net"
 	"strconv"
 	"time"
 )
@@ -127,10 +128,13 @@ type Capabilities struct {
 	Name string
 	// Pause: the Runtime is a Pauser.
 	Pause bool
-	// Images: Spec.Image is honoured (an OCI image); without it the
-	// runtime has one environment and refuses a Spec that names an
-	// image.
+	// Images: Spec.Image and Spec.Entrypoint are honoured (an OCI
+	// image); without it the runtime has one environment and refuses a
+	// Spec that names an image or an entrypoint.
 	Images bool
+	// Mounts: Spec.Mounts are honoured; without it a Spec with mounts is
+	// refused.
+	Mounts bool
 	// Network lists the network modes Start accepts; every runtime
 	// accepts NetworkNone.
 	Network []NetworkMode
@@ -163,6 +167,46 @@ type Spec struct {
 	Resources Resources
 	// Network is what the sandbox may reach; the zero value is nothing.
 	Network Network
+	// Entrypoint is the sandbox's main process ("tail", "-f",
+	// "/dev/null"), for a runtime with Capabilities.Images; empty is the
+	// image's own, or the runtime's "keep running".
+	Entrypoint []string
+	// Mounts are host folders the sandbox sees (Kiln passes only the
+	// user's folder grants, read-only unless the grant is writable), for
+	// a runtime with Capabilities.Mounts.
+	Mounts []Mount
+	// ExecToken is the sandbox's own access token for the execution API,
+	// for a runtime whose sandboxes serve it themselves (ExecDialer): the
+	// in-sandbox agent refuses requests without it.
+	ExecToken string
+}
+
+// Mount is a host folder seen inside a sandbox.
+type Mount struct {
+	// HostPath is the folder on the host: absolute, resolved.
+	HostPath string
+	// Path is where the sandbox sees it: absolute and clean.
+	Path string
+	// ReadOnly forbids writes through the mount.
+	ReadOnly bool
+}
+
+// Lister is a Runtime that can list the sandboxes it runs, so that Kiln
+// destroys those it has no record of (orphans of a crash between Start
+// and storing the handle).
+type Lister interface {
+	// List returns the Spec.IDs of the live sandboxes this runtime
+	// started, for any Runtime value over the same backend.
+	List(ctx context.Context) ([]string, error)
+}
+
+// ExecDialer is a Runtime whose sandboxes serve the execution API
+// themselves (kiln-execd, over a unix socket on the host): Kiln's
+// endpoint proxy connects to one's with DialExec and forwards the
+// request. A Runtime without it has the execution API served by Kiln
+// over its Exec and file methods.
+type ExecDialer interface {
+	DialExec(ctx context.Context, h Handle) (net.Conn, error)
 }
 
 // Resources are the limits of a sandbox.
