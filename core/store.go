@@ -98,6 +98,12 @@ type ReadTx interface {
 	// 0), left out when that version deleted it; ordered by Path, with
 	// Data when withData.
 	Files(threadID string, upTo int, withData bool) ([]*File, error)
+	// Sandbox returns a sandbox record (ENOTFOUND when there is none);
+	// Sandboxes lists those matching q, newest first (by CreatedAt, then
+	// ID).
+	Sandbox(id string) (*Sandbox, error)
+	Sandboxes(q SandboxQuery) ([]*Sandbox, error)
+
 	// FileVersions returns every stored version of the thread's virtual
 	// files with Seq <= upTo, deletions included, with Data, ordered by
 	// Path then Seq: the history a fork copies.
@@ -149,6 +155,11 @@ type Tx interface {
 	// PutFile stores a version of a virtual file; a version of the same
 	// thread, path and Seq is replaced. ENOTFOUND for an unknown thread.
 	PutFile(f *File) error
+
+	// PutSandbox inserts or replaces a sandbox record; DeleteSandbox
+	// removes one (ENOTFOUND when there is none).
+	PutSandbox(sb *Sandbox) error
+	DeleteSandbox(id string) error
 
 	// Emit appends an event to the log. Seq and, when zero, Time are
 	// assigned; the events are returned by Update after commit.

@@ -70,6 +70,8 @@ func put(t *testing.T, s core.Store, objs ...any) {
 				err = tx.PutAttachment(o)
 			case *core.File:
 				err = tx.PutFile(o)
+			case *core.Sandbox:
+				err = tx.PutSandbox(o)
 			default:
 				err = fmt.Errorf("coretest: cannot put %T", o)
 			}

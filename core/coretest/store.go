@@ -52,6 +52,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T) core.Store) {
 		{"Settings", testSettings},
 		{"Attachments", testAttachments},
 		{"Files", testFiles},
+		{"Sandboxes", testSandboxes},
 		{"OwnerScoping", testOwnerScoping},
 		{"Close", testClose},
 	}
