@@ -104,6 +104,9 @@ type memory struct {
 	o Options
 }
 
+// List returns the IDs of the Machine's live sandboxes (sandbox.Lister).
+func (r *memory) List(context.Context) ([]string, error) { return r.m.Sandboxes(), nil }
+
 func (r *memory) Capabilities() sandbox.Capabilities {
 	return sandbox.Capabilities{
 		Name: r.o.Name, Pause: !r.o.NoPause,

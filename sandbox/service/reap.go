@@ -1,0 +1,179 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/sandbox"
+)
+
+// KeepEnded is how long the record of a sandbox that expired or failed
+// is kept, so that a user who looks for it learns what happened.
+const KeepEnded = time.Hour
+
+// Start reconciles the records with the runtimes registered now, then
+// runs the reaper every ReapEvery until ctx ends.
+func (s *Service) Start(ctx context.Context) error {
+	if err := s.Reconcile(ctx); err != nil {
+		return err
+	}
+	go func() {
+		t := time.NewTicker(s.cfg.ReapEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := s.Reap(ctx); err != nil && ctx.Err() == nil {
+					s.log.Warn("reap sandboxes", "err", err)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// Reconcile brings the records in line with what each registered runtime
+// has: a live record's sandbox is recovered (its state and handle
+// updated), one the runtime lost or stopped is marked Failed with the
+// reason (and a stopped one destroyed), a record left Pending by a crash
+// during its create is marked Failed and its sandbox, if the runtime made
+// one, destroyed; and a sandbox a runtime lists (sandbox.Lister) that no
+// record knows is destroyed. Records of runtimes not registered are left
+// as they are.
+func (s *Service) Reconcile(ctx context.Context) error {
+	var recs []*core.Sandbox
+	err := s.cfg.Store.View(ctx, func(tx core.ReadTx) (err error) {
+		recs, err = tx.Sandboxes(core.SandboxQuery{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, rec := range recs {
+		known[rec.ID] = true
+		if !slices.Contains(live, rec.State) {
+			continue
+		}
+		r, err := s.runtime(rec.Runtime)
+		if err != nil {
+			s.log.Warn("sandbox kept as it is: its runtime is not enabled", "sandbox", rec.ID, "runtime", rec.Runtime)
+			continue
+		}
+		if err := s.reconcile(ctx, r, rec); err != nil {
+			return err
+		}
+	}
+	for _, name := range s.Runtimes() {
+		r, _ := s.runtime(name)
+		l, ok := r.(sandbox.Lister)
+		if !ok {
+			continue
+		}
+		ids, err := l.List(ctx)
+		if err != nil {
+			s.log.Warn("list a runtime's sandboxes", "runtime", name, "err", err)
+			continue
+		}
+		for _, id := range ids {
+			if !known[id] {
+				s.log.Info("destroying a sandbox no record knows", "sandbox", id, "runtime", name)
+				s.destroyByID(ctx, r, id)
+			}
+		}
+	}
+	return nil
+}
+
+// reconcile recovers one live record's sandbox.
+func (s *Service) reconcile(ctx context.Context, r sandbox.Runtime, rec *core.Sandbox) error {
+	if len(rec.Handle) == 0 {
+		s.destroyByID(ctx, r, rec.ID)
+		return s.transition(ctx, rec, StateFailed, "lost", "Kiln stopped while the sandbox was being created", nil)
+	}
+	var h sandbox.Handle
+	if err := json.Unmarshal(rec.Handle, &h); err != nil {
+		return s.transition(ctx, rec, StateFailed, "lost", "its stored handle could not be read: "+err.Error(), nil)
+	}
+	st, err := r.Recover(ctx, h)
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound):
+		return s.transition(ctx, rec, StateFailed, "lost", "the "+rec.Runtime+" runtime no longer has it", nil)
+	case err != nil:
+		return s.transition(ctx, rec, StateFailed, "lost", "the "+rec.Runtime+" runtime could not recover it: "+err.Error(), nil)
+	case st.Status == sandbox.StatusStopped:
+		if err := r.Destroy(ctx, st.Handle); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			s.log.Warn("destroy a stopped sandbox", "sandbox", rec.ID, "err", err)
+		}
+		return s.transition(ctx, rec, StateFailed, "stopped", "it stopped while Kiln was down", nil)
+	}
+	state := StateRunning
+	if st.Status == sandbox.StatusPaused {
+		state = StatePaused
+	}
+	return s.transition(ctx, rec, state, rec.Reason, rec.Message, &st.Handle)
+}
+
+// destroyByID destroys the sandbox of an ID that has no handle: Start is
+// idempotent by ID, so it returns a handle to a sandbox that exists.
+func (s *Service) destroyByID(ctx context.Context, r sandbox.Runtime, id string) {
+	l, ok := r.(sandbox.Lister)
+	if !ok {
+		return
+	}
+	ids, err := l.List(ctx)
+	if err != nil || !slices.Contains(ids, id) {
+		return
+	}
+	h, err := r.Start(ctx, sandbox.Spec{ID: id})
+	if err == nil {
+		err = r.Destroy(ctx, h)
+	}
+	if err != nil {
+		s.log.Warn("destroy a sandbox without a record", "sandbox", id, "err", err)
+	}
+}
+
+// Reap destroys the live sandboxes whose expiry passed (Terminated,
+// reason ttl_expiry) and drops the records of sandboxes that ended more
+// than KeepEnded ago. A sandbox whose runtime is not enabled is left for
+// a later round.
+func (s *Service) Reap(ctx context.Context) error {
+	now := s.cfg.Now()
+	var due, ended []*core.Sandbox
+	err := s.cfg.Store.View(ctx, func(tx core.ReadTx) (err error) {
+		if due, err = tx.Sandboxes(core.SandboxQuery{States: live, ExpiresBefore: &now}); err != nil {
+			return err
+		}
+		ended, err = tx.Sandboxes(core.SandboxQuery{States: []string{StateTerminated, StateFailed}})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, rec := range due {
+		if err := s.destroy(ctx, rec); err != nil {
+			s.log.Warn("destroy an expired sandbox", "sandbox", rec.ID, "err", err)
+			continue
+		}
+		if err := s.transition(ctx, rec, StateTerminated, "ttl_expiry", "its timeout passed", nil); err != nil {
+			return err
+		}
+		s.log.Info("sandbox expired", "sandbox", rec.ID, "runtime", rec.Runtime)
+	}
+	for _, rec := range ended {
+		if now.Sub(rec.TransitionAt) < KeepEnded {
+			continue
+		}
+		if _, err := s.cfg.Store.Update(ctx, func(tx core.Tx) error { return tx.DeleteSandbox(rec.ID) }); err != nil && !core.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}

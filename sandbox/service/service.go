@@ -1,0 +1,809 @@
+// Package service is Kiln's sandbox service: the lifecycle of sandboxes
+// over the runtimes that plugins provide (sandbox.Runtime), with every
+// sandbox's record in the Store (core.Sandbox), so that expiry and the
+// runtimes' handles survive a restart. The sandbox API (sandbox/api)
+// serves it over HTTP in OpenSandbox's wire format.
+//
+// States are the sandbox API's: a create stores a Pending record before
+// the runtime starts anything (so a crash in between leaves a record to
+// clean up), then Running with the runtime's handle; Paused after a
+// pause; Terminated after expiry (the record is kept for an hour, with
+// the reason); Failed when the runtime lost the sandbox or could not
+// start it. Delete destroys the sandbox and its record.
+//
+// Expiry is enforced by a reaper over the records, not by timers, so it
+// holds across restarts. On Start the service reconciles the records
+// with each runtime: a sandbox the runtime still has is recovered, one it
+// lost is marked Failed with the reason, and one the runtime has but the
+// Store does not know (a crash between the runtime's start and the
+// record) is destroyed.
+//
+// Every sandbox has its own access token for the execution API, derived
+// from the service's key and the sandbox's ID (HMAC-SHA256), so no token
+// is ever stored.
+package service
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/sandbox"
+)
+
+// Sandbox states, as the sandbox API names them.
+const (
+	StatePending    = "Pending"
+	StateRunning    = "Running"
+	StatePaused     = "Paused"
+	StateTerminated = "Terminated"
+	StateFailed     = "Failed"
+)
+
+// ExtRuntime is the create request's extensions key that picks the
+// runtime for one sandbox ("docker", "wasm", "js").
+const ExtRuntime = "kiln.runtime"
+
+// Config configures a Service.
+type Config struct {
+	Store core.Store
+	// Key derives the sandboxes' access tokens: at least 32 random bytes
+	// that stay the same across restarts (LoadKey).
+	Key []byte
+	// Default is the runtime that serves a create naming none; "" picks
+	// the first of Preferred that is registered.
+	Default   string
+	Preferred []string
+	// Grants lists an owner's folder grants: a host volume must lie in
+	// one, and is read-only unless the grant is writable.
+	Grants func(ctx context.Context, owner string) ([]*core.Grant, error)
+	// MaxSandboxes bounds the live sandboxes of the server; zero means
+	// 100. A create past it fails at once.
+	MaxSandboxes int
+	// MaxTimeout bounds a create's timeout; zero means a week.
+	MaxTimeout time.Duration
+	// ReapEvery is the reaper's period; zero means one second.
+	ReapEvery time.Duration
+	// StartTimeout bounds a runtime's Start; zero means one minute.
+	StartTimeout time.Duration
+	Now          core.Clock
+	Logger       *slog.Logger
+}
+
+// Service runs sandboxes. It is safe for concurrent use.
+type Service struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.RWMutex
+	runtimes map[string]sandbox.Runtime
+	// creating counts the creates in flight, toward MaxSandboxes.
+	creating int
+}
+
+// LoadKey returns the key in the file at path, creating the file (mode
+// 0600, 32 random bytes) when it is missing.
+func LoadKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if len(b) < 32 {
+			return nil, fmt.Errorf("sandbox key %s holds %d bytes, fewer than 32; delete it to make a new one (the sandboxes' tokens change)", path, len(b))
+		}
+		return b, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	b = make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return LoadKey(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return b, f.Close()
+}
+
+// New returns a Service; Start reconciles and starts the reaper.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil || len(cfg.Key) < 32 {
+		return nil, errors.New("sandbox service: a Store and a key of at least 32 bytes are required")
+	}
+	if cfg.MaxSandboxes <= 0 {
+		cfg.MaxSandboxes = 100
+	}
+	if cfg.MaxTimeout <= 0 {
+		cfg.MaxTimeout = 7 * 24 * time.Hour
+	}
+	if cfg.ReapEvery <= 0 {
+		cfg.ReapEvery = time.Second
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, runtimes: map[string]sandbox.Runtime{}}, nil
+}
+
+// AddRuntime makes a runtime available under name (its plugin's ID,
+// which must be its Capabilities.Name); plugins/sandboxruntime calls it.
+func (s *Service) AddRuntime(name string, r sandbox.Runtime) error {
+	if got := r.Capabilities().Name; got != name {
+		return fmt.Errorf("sandbox runtime %q calls itself %q", name, got)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.runtimes[name]; dup {
+		return fmt.Errorf("sandbox runtime %q is already added", name)
+	}
+	s.runtimes[name] = r
+	return nil
+}
+
+// RemoveRuntime withdraws a runtime; its sandboxes' operations then fail
+// saying it is disabled, and their records stay.
+func (s *Service) RemoveRuntime(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.runtimes, name)
+}
+
+// Runtimes lists the names of the runtimes available now, sorted.
+func (s *Service) Runtimes() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Sorted(maps.Keys(s.runtimes))
+}
+
+// runtime returns the runtime of a name, or EUNAVAIL saying it is not
+// enabled.
+func (s *Service) runtime(name string) (sandbox.Runtime, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if r := s.runtimes[name]; r != nil {
+		return r, nil
+	}
+	have := slices.Sorted(maps.Keys(s.runtimes))
+	if len(have) == 0 {
+		return nil, core.Errorf(core.EUNAVAIL, "sandbox runtime %q is not enabled, and no sandbox runtime is (enable one with kiln plugin enable)", name)
+	}
+	return nil, core.Errorf(core.EUNAVAIL, "sandbox runtime %q is not enabled (enable its plugin with kiln plugin enable %s); enabled: %s", name, name, strings.Join(have, ", "))
+}
+
+// DefaultRuntime is the runtime a create that names none gets, or "".
+func (s *Service) DefaultRuntime() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.cfg.Default != "" {
+		return s.cfg.Default
+	}
+	for _, name := range s.cfg.Preferred {
+		if s.runtimes[name] != nil {
+			return name
+		}
+	}
+	return ""
+}
+
+// Token returns a sandbox's access token for the execution API.
+func (s *Service) Token(id string) string {
+	m := hmac.New(sha256.New, s.cfg.Key)
+	m.Write([]byte("kiln sandbox exec token\x00" + id))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// CheckToken reports whether token is the sandbox's, in constant time.
+func (s *Service) CheckToken(id, token string) bool {
+	return token != "" && subtle.ConstantTimeCompare([]byte(s.Token(id)), []byte(token)) == 1
+}
+
+// CreateRequest asks for a sandbox. Timeout nil means manual cleanup.
+type CreateRequest struct {
+	Image      string
+	Entrypoint []string
+	Timeout    *int
+	Resources  map[string]string
+	Env        map[string]string
+	Metadata   map[string]string
+	Network    NetworkPolicy
+	Volumes    []Volume
+	Extensions map[string]string
+}
+
+// NetworkPolicy is the create request's networkPolicy: DefaultAction
+// "deny" (or "") with Egress rules allowing targets, or "allow".
+type NetworkPolicy struct {
+	DefaultAction string       `json:"defaultAction,omitempty"`
+	Egress        []EgressRule `json:"egress,omitempty"`
+}
+
+// EgressRule allows or denies one target (a host, "*.example.com").
+type EgressRule struct {
+	Action string `json:"action"`
+	Target string `json:"target"`
+}
+
+// Volume is a host folder to mount: HostPath must lie in one of the
+// owner's folder grants.
+type Volume struct {
+	Name      string `json:"name"`
+	HostPath  string `json:"hostPath"`
+	MountPath string `json:"mountPath"`
+	ReadOnly  bool   `json:"readOnly,omitempty"`
+	SubPath   string `json:"subPath,omitempty"`
+}
+
+// request is what a record keeps of the create request (no env values).
+type request struct {
+	Image      string            `json:"image,omitempty"`
+	Entrypoint []string          `json:"entrypoint,omitempty"`
+	Timeout    *int              `json:"timeout,omitempty"`
+	Resources  map[string]string `json:"resourceLimits,omitempty"`
+	EnvNames   []string          `json:"envNames,omitempty"`
+	Network    NetworkPolicy     `json:"networkPolicy"`
+	Volumes    []Volume          `json:"volumes,omitempty"`
+	Extensions map[string]string `json:"extensions,omitempty"`
+}
+
+var (
+	reMetaKey = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+	reMetaVal = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$`)
+	reCPU     = regexp.MustCompile(`^([0-9]+)(m?)$|^([0-9]*\.[0-9]+)$`)
+	reMem     = regexp.MustCompile(`^([0-9]+)(Ki|Mi|Gi|K|M|G)?$`)
+)
+
+// checkMetadata checks keys and values by the rules of Kubernetes labels,
+// as OpenSandbox does; the prefixes opensandbox.io/ and kiln.io/ are
+// reserved.
+func checkMetadata(m map[string]string, allowNull map[string]bool) error {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if strings.HasPrefix(k, "opensandbox.io/") || strings.HasPrefix(k, "kiln.io/") {
+			return core.Errorf(core.EINVALID, "metadata key %q: the prefixes opensandbox.io/ and kiln.io/ are reserved", k)
+		}
+		if !reMetaKey.MatchString(k) || len(k) > 317 {
+			return core.Errorf(core.EINVALID, "metadata key %q: want a label key (an optional DNS prefix and '/', then up to 63 letters, digits, '-', '_' or '.')", k)
+		}
+		if allowNull[k] {
+			continue
+		}
+		if !reMetaVal.MatchString(m[k]) {
+			return core.Errorf(core.EINVALID, "metadata %q: value %q: want up to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", k, m[k])
+		}
+	}
+	return nil
+}
+
+// resources turns resourceLimits into the runtime's terms.
+func resources(m map[string]string) (sandbox.Resources, error) {
+	var r sandbox.Resources
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v := strings.TrimSpace(m[k])
+		switch k {
+		case "cpu":
+			g := reCPU.FindStringSubmatch(v)
+			switch {
+			case g == nil:
+				return r, core.Errorf(core.EINVALID, "resourceLimits.cpu %q: want cores (\"1\", \"0.5\") or millicores (\"500m\")", v)
+			case g[3] != "":
+				f, _ := strconv.ParseFloat(g[3], 64)
+				r.CPUMillis = int(f * 1000)
+			default:
+				n, _ := strconv.Atoi(g[1])
+				if g[2] == "" {
+					n *= 1000
+				}
+				r.CPUMillis = n
+			}
+		case "memory":
+			g := reMem.FindStringSubmatch(v)
+			if g == nil {
+				return r, core.Errorf(core.EINVALID, "resourceLimits.memory %q: want a size such as 512Mi or 2Gi", v)
+			}
+			n, _ := strconv.ParseInt(g[1], 10, 64)
+			switch g[2] {
+			case "", "K", "Ki":
+				if g[2] == "" {
+					n >>= 10
+				}
+				n >>= 10
+			case "G", "Gi":
+				n <<= 10
+			}
+			if n <= 0 || n > 1<<20 {
+				return r, core.Errorf(core.EINVALID, "resourceLimits.memory %q: want between 1 MiB and 1 TiB", v)
+			}
+			r.MemoryMiB = int(n)
+		case "disk", "ephemeral-storage":
+			g := reMem.FindStringSubmatch(v)
+			if g == nil {
+				return r, core.Errorf(core.EINVALID, "resourceLimits.%s %q: want a size such as 1Gi", k, v)
+			}
+			n, _ := strconv.ParseInt(g[1], 10, 64)
+			if g[2] == "G" || g[2] == "Gi" {
+				n <<= 10
+			}
+			r.DiskMiB = int(n)
+		default:
+			return r, core.Errorf(core.EINVALID, "resourceLimits.%s: Kiln takes cpu, memory and disk (a GPU cannot be given to a sandbox here)", k)
+		}
+	}
+	return r, nil
+}
+
+// network turns a networkPolicy into the runtime's terms.
+func network(p NetworkPolicy) (sandbox.Network, error) {
+	switch p.DefaultAction {
+	case "allow":
+		for _, e := range p.Egress {
+			if e.Action == "deny" {
+				return sandbox.Network{}, core.Errorf(core.EINVALID, "networkPolicy: deny rules under defaultAction allow are not supported; use defaultAction deny with allow rules")
+			}
+		}
+		return sandbox.Network{Mode: sandbox.NetworkOpen}, nil
+	case "", "deny":
+		var allow []string
+		for _, e := range p.Egress {
+			switch {
+			case e.Action != "allow" && e.Action != "deny":
+				return sandbox.Network{}, core.Errorf(core.EINVALID, "networkPolicy.egress: action %q: want allow or deny", e.Action)
+			case strings.TrimSpace(e.Target) == "":
+				return sandbox.Network{}, core.Errorf(core.EINVALID, "networkPolicy.egress: a rule needs a target")
+			case e.Action == "allow":
+				allow = append(allow, e.Target)
+			}
+		}
+		if len(allow) == 0 {
+			return sandbox.Network{Mode: sandbox.NetworkNone}, nil
+		}
+		return sandbox.Network{Mode: sandbox.NetworkEgress, Allow: allow}, nil
+	}
+	return sandbox.Network{}, core.Errorf(core.EINVALID, "networkPolicy.defaultAction %q: want allow or deny", p.DefaultAction)
+}
+
+// mounts resolves host volumes against the owner's grants: each host path
+// must be, or lie in, a granted folder, and is read-only unless the grant
+// is writable (a writable volume on a read-only grant is refused).
+func (s *Service) mounts(ctx context.Context, owner string, vols []Volume) ([]sandbox.Mount, error) {
+	if len(vols) == 0 {
+		return nil, nil
+	}
+	if s.cfg.Grants == nil {
+		return nil, core.Errorf(core.EINVALID, "volumes: this server grants no host folders to sandboxes")
+	}
+	grants, err := s.cfg.Grants(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	var out []sandbox.Mount
+	for i, v := range vols {
+		host := v.HostPath
+		if v.SubPath != "" {
+			host = filepath.Join(host, v.SubPath)
+		}
+		if host == "" || !filepath.IsAbs(host) {
+			return nil, core.Errorf(core.EINVALID, "volumes[%d]: host.path must be an absolute path", i)
+		}
+		real, err := filepath.EvalSymlinks(host)
+		if err != nil {
+			return nil, core.Errorf(core.EINVALID, "volumes[%d]: host path %s: %v", i, host, errors.Unwrap(err))
+		}
+		var g *core.Grant
+		for _, c := range grants {
+			if rel, err := filepath.Rel(c.Path, real); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+				g = c
+				break
+			}
+		}
+		if g == nil {
+			return nil, core.Errorf(core.EFORBIDDEN, "volumes[%d]: host path %s is not in a folder granted to Kiln (grant it with kiln grants add)", i, host)
+		}
+		if !v.ReadOnly && !g.Writable {
+			return nil, core.Errorf(core.EFORBIDDEN, "volumes[%d]: %s is in the read-only grant %q; set readOnly: true or make the grant writable", i, host, g.Name)
+		}
+		if err := sandbox.CheckPath("mount", v.MountPath); err != nil || v.MountPath == "/" {
+			return nil, core.Errorf(core.EINVALID, "volumes[%d]: mountPath %q: want an absolute, clean path other than /", i, v.MountPath)
+		}
+		out = append(out, sandbox.Mount{HostPath: real, Path: v.MountPath, ReadOnly: v.ReadOnly || !g.Writable})
+	}
+	return out, nil
+}
+
+// live are the states of a sandbox that has (or is getting) a runtime's
+// resources.
+var live = []string{StatePending, StateRunning, StatePaused}
+
+// newID returns a sandbox ID: a UUID, as OpenSandbox's are.
+func newID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("sandbox: crypto/rand failed: " + err.Error())
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// Create starts a sandbox for owner and returns its record once it runs.
+// It fails at once, changing nothing, for a bad request (EINVALID), a
+// host path outside the grants (EFORBIDDEN), a runtime that is not
+// enabled (EUNAVAIL), a full server (ELIMIT), or what the runtime cannot
+// do (sandbox.ErrUnsupported); when the runtime fails to start it, the
+// record stays Failed with the reason.
+func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (*core.Sandbox, error) {
+	name := s.DefaultRuntime()
+	for _, k := range slices.Sorted(maps.Keys(req.Extensions)) {
+		switch k {
+		case ExtRuntime:
+			name = req.Extensions[k]
+		case "poolRef":
+			return nil, sandbox.Unsupported(name, "pools over the API (poolRef); Kiln's warm pools are set in its settings")
+		case "access.renew.extend.seconds":
+			return nil, sandbox.Unsupported(name, "renew on access (access.renew.extend.seconds)")
+		default:
+			return nil, core.Errorf(core.EINVALID, "extensions.%s: unknown extension (Kiln takes %s)", k, ExtRuntime)
+		}
+	}
+	if name == "" {
+		return nil, core.Errorf(core.EUNAVAIL, "no sandbox runtime is enabled (enable the docker, wasm or js plugin)")
+	}
+	r, err := s.runtime(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkMetadata(req.Metadata, nil); err != nil {
+		return nil, err
+	}
+	res, err := resources(req.Resources)
+	if err != nil {
+		return nil, err
+	}
+	netw, err := network(req.Network)
+	if err != nil {
+		return nil, err
+	}
+	var expires *time.Time
+	now := s.cfg.Now()
+	if req.Timeout != nil {
+		d := time.Duration(*req.Timeout) * time.Second
+		if *req.Timeout < 1 || d > s.cfg.MaxTimeout {
+			return nil, core.Errorf(core.EINVALID, "timeout %d: want seconds between 1 and %d, or none for manual cleanup", *req.Timeout, int(s.cfg.MaxTimeout/time.Second))
+		}
+		t := now.Add(d)
+		expires = &t
+	}
+	mounts, err := s.mounts(ctx, owner, req.Volumes)
+	if err != nil {
+		return nil, err
+	}
+	id := newID()
+	spec := sandbox.Spec{ID: id, Image: req.Image, Env: req.Env, Resources: res, Network: netw,
+		Entrypoint: req.Entrypoint, Mounts: mounts, ExecToken: s.Token(id)}
+	if err := spec.Check(r.Capabilities()); err != nil {
+		return nil, err
+	}
+	if err := s.reserve(ctx); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	rec := &core.Sandbox{ID: id, OwnerID: owner, Runtime: name, Metadata: req.Metadata, State: StatePending,
+		ExpiresAt: expires, CreatedAt: now, UpdatedAt: now, TransitionAt: now}
+	rec.Request, _ = json.Marshal(request{Image: req.Image, Entrypoint: req.Entrypoint, Timeout: req.Timeout,
+		Resources: req.Resources, EnvNames: slices.Sorted(maps.Keys(req.Env)), Network: req.Network,
+		Volumes: req.Volumes, Extensions: req.Extensions})
+	if err := s.put(ctx, rec); err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.StartTimeout)
+	defer cancel()
+	h, err := r.Start(sctx, spec)
+	if err != nil {
+		s.fail(rec, "start_failed", err)
+		return nil, err
+	}
+	if err := s.transition(context.WithoutCancel(ctx), rec, StateRunning, "", "", &h); err != nil {
+		_ = r.Destroy(context.WithoutCancel(ctx), h)
+		return nil, err
+	}
+	return rec, nil
+}
+
+// reserve counts a create against MaxSandboxes, or fails with ELIMIT.
+func (s *Service) reserve(ctx context.Context) error {
+	var n int
+	err := s.cfg.Store.View(ctx, func(tx core.ReadTx) error {
+		list, err := tx.Sandboxes(core.SandboxQuery{States: live})
+		n = len(list)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n+s.creating >= s.cfg.MaxSandboxes {
+		return core.Errorf(core.ELIMIT, "the server runs %d sandboxes, its limit; delete one first", s.cfg.MaxSandboxes)
+	}
+	s.creating++
+	return nil
+}
+
+func (s *Service) release() {
+	s.mu.Lock()
+	s.creating--
+	s.mu.Unlock()
+}
+
+func (s *Service) put(ctx context.Context, rec *core.Sandbox) error {
+	_, err := s.cfg.Store.Update(ctx, func(tx core.Tx) error { return tx.PutSandbox(rec) })
+	return err
+}
+
+// transition moves rec to a state (with its handle when h is set) and
+// stores it.
+func (s *Service) transition(ctx context.Context, rec *core.Sandbox, state, reason, msg string, h *sandbox.Handle) error {
+	now := s.cfg.Now()
+	if h != nil {
+		b, err := json.Marshal(h)
+		if err != nil {
+			return err
+		}
+		rec.Handle = b
+	}
+	if rec.State != state {
+		rec.TransitionAt = now
+	}
+	rec.State, rec.Reason, rec.Message, rec.UpdatedAt = state, reason, msg, now
+	return s.put(ctx, rec)
+}
+
+// fail records that a sandbox failed, with the reason.
+func (s *Service) fail(rec *core.Sandbox, reason string, err error) {
+	if perr := s.transition(context.Background(), rec, StateFailed, reason, err.Error(), nil); perr != nil {
+		s.log.Error("record a failed sandbox", "sandbox", rec.ID, "err", perr)
+	}
+}
+
+// Get returns one of owner's sandboxes, ENOTFOUND for another's.
+func (s *Service) Get(ctx context.Context, owner, id string) (*core.Sandbox, error) {
+	var rec *core.Sandbox
+	err := s.cfg.Store.View(ctx, func(tx core.ReadTx) (err error) {
+		rec, err = tx.Sandbox(id)
+		return err
+	})
+	if err == nil && rec.OwnerID != owner {
+		err = core.Errorf(core.ENOTFOUND, "sandbox %q not found", id)
+	}
+	return rec, err
+}
+
+// ListQuery filters List: States (OR), Metadata (every pair must match),
+// Page from 1 and PageSize up to 200 (zero: 20).
+type ListQuery struct {
+	States   []string
+	Metadata map[string]string
+	Page     int
+	PageSize int
+}
+
+// Page is one page of List.
+type Page struct {
+	Items      []*core.Sandbox
+	Page       int
+	PageSize   int
+	TotalItems int
+}
+
+// List lists owner's sandboxes, newest first.
+func (s *Service) List(ctx context.Context, owner string, q ListQuery) (*Page, error) {
+	if q.Page <= 0 {
+		q.Page = 1
+	}
+	switch {
+	case q.PageSize == 0:
+		q.PageSize = 20
+	case q.PageSize < 0 || q.PageSize > 200:
+		return nil, core.Errorf(core.EINVALID, "pageSize %d: want 1 to 200", q.PageSize)
+	}
+	var all []*core.Sandbox
+	err := s.cfg.Store.View(ctx, func(tx core.ReadTx) (err error) {
+		all, err = tx.Sandboxes(core.SandboxQuery{OwnerID: owner, States: q.States})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	all = slices.DeleteFunc(all, func(sb *core.Sandbox) bool {
+		for k, v := range q.Metadata {
+			if sb.Metadata[k] != v {
+				return true
+			}
+		}
+		return false
+	})
+	p := &Page{Page: q.Page, PageSize: q.PageSize, TotalItems: len(all), Items: []*core.Sandbox{}}
+	if from := (q.Page - 1) * q.PageSize; from < len(all) {
+		p.Items = all[from:min(len(all), from+q.PageSize)]
+	}
+	return p, nil
+}
+
+// handleOf returns a record's runtime and handle, or why they cannot be
+// used (a sandbox that is not running, a runtime that is not enabled).
+func (s *Service) handleOf(rec *core.Sandbox) (sandbox.Runtime, sandbox.Handle, error) {
+	var h sandbox.Handle
+	if rec.State == StatePending || len(rec.Handle) == 0 {
+		return nil, h, core.Errorf(core.ECONFLICT, "sandbox %s is %s", rec.ID, strings.ToLower(rec.State))
+	}
+	if rec.State == StateTerminated || rec.State == StateFailed {
+		return nil, h, core.Errorf(core.ECONFLICT, "sandbox %s is %s: %s", rec.ID, strings.ToLower(rec.State), rec.Message)
+	}
+	if err := json.Unmarshal(rec.Handle, &h); err != nil {
+		return nil, h, fmt.Errorf("sandbox %s: stored handle: %w", rec.ID, err)
+	}
+	r, err := s.runtime(rec.Runtime)
+	return r, h, err
+}
+
+// Open returns the runtime and handle of one of owner's running
+// sandboxes, for the execution API.
+func (s *Service) Open(ctx context.Context, owner, id string) (*core.Sandbox, sandbox.Runtime, sandbox.Handle, error) {
+	rec, err := s.Get(ctx, owner, id)
+	if err != nil {
+		return nil, nil, sandbox.Handle{}, err
+	}
+	r, h, err := s.handleOf(rec)
+	return rec, r, h, err
+}
+
+// Delete destroys one of owner's sandboxes and its record.
+func (s *Service) Delete(ctx context.Context, owner, id string) error {
+	rec, err := s.Get(ctx, owner, id)
+	if err != nil {
+		return err
+	}
+	if err := s.destroy(ctx, rec); err != nil {
+		return err
+	}
+	_, err = s.cfg.Store.Update(ctx, func(tx core.Tx) error { return tx.DeleteSandbox(id) })
+	return err
+}
+
+// destroy destroys a record's sandbox in its runtime, when it has one.
+func (s *Service) destroy(ctx context.Context, rec *core.Sandbox) error {
+	if len(rec.Handle) == 0 || rec.State == StateTerminated || rec.State == StateFailed {
+		return nil
+	}
+	var h sandbox.Handle
+	if err := json.Unmarshal(rec.Handle, &h); err != nil {
+		return fmt.Errorf("sandbox %s: stored handle: %w", rec.ID, err)
+	}
+	r, err := s.runtime(rec.Runtime)
+	if err != nil {
+		return err
+	}
+	if err := r.Destroy(ctx, h); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// Pause pauses one of owner's running sandboxes.
+func (s *Service) Pause(ctx context.Context, owner, id string) (*core.Sandbox, error) {
+	return s.setPaused(ctx, owner, id, true)
+}
+
+// Resume resumes one of owner's paused sandboxes.
+func (s *Service) Resume(ctx context.Context, owner, id string) (*core.Sandbox, error) {
+	return s.setPaused(ctx, owner, id, false)
+}
+
+func (s *Service) setPaused(ctx context.Context, owner, id string, pause bool) (*core.Sandbox, error) {
+	rec, err := s.Get(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	want, from, op := StatePaused, StateRunning, sandbox.Pause
+	if !pause {
+		want, from, op = StateRunning, StatePaused, sandbox.Resume
+	}
+	if rec.State != from && rec.State != want {
+		return nil, core.Errorf(core.ECONFLICT, "sandbox %s is %s; only a %s sandbox can be %s", id, strings.ToLower(rec.State),
+			strings.ToLower(from), map[bool]string{true: "paused", false: "resumed"}[pause])
+	}
+	r, h, err := s.handleOf(rec)
+	if err != nil {
+		return nil, err
+	}
+	if err := op(ctx, r, h); err != nil {
+		return nil, err
+	}
+	return rec, s.transition(ctx, rec, want, "", "", nil)
+}
+
+// Renew sets a new expiry: in the future, for a sandbox that expires.
+func (s *Service) Renew(ctx context.Context, owner, id string, at time.Time) (*core.Sandbox, error) {
+	rec, err := s.Get(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case rec.ExpiresAt == nil:
+		return nil, core.Errorf(core.ECONFLICT, "sandbox %s was created without a timeout (manual cleanup): it has no expiry to renew", id)
+	case !slices.Contains(live, rec.State):
+		return nil, core.Errorf(core.ECONFLICT, "sandbox %s is %s", id, strings.ToLower(rec.State))
+	case !at.After(s.cfg.Now()):
+		return nil, core.Errorf(core.EINVALID, "expiresAt %s is not in the future", at.UTC().Format(time.RFC3339))
+	case at.Sub(rec.CreatedAt) > s.cfg.MaxTimeout:
+		return nil, core.Errorf(core.EINVALID, "expiresAt %s is more than %s after the sandbox was created", at.UTC().Format(time.RFC3339), s.cfg.MaxTimeout)
+	}
+	t := at.UTC()
+	rec.ExpiresAt, rec.UpdatedAt = &t, s.cfg.Now()
+	return rec, s.put(ctx, rec)
+}
+
+// PatchMetadata applies a JSON merge patch to a sandbox's metadata: a
+// nil value deletes the key.
+func (s *Service) PatchMetadata(ctx context.Context, owner, id string, patch map[string]*string) (*core.Sandbox, error) {
+	nulls, vals := map[string]bool{}, map[string]string{}
+	for k, v := range patch {
+		if v == nil {
+			nulls[k] = true
+			vals[k] = ""
+		} else {
+			vals[k] = *v
+		}
+	}
+	if err := checkMetadata(vals, nulls); err != nil {
+		return nil, err
+	}
+	rec, err := s.Get(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	m := maps.Clone(rec.Metadata)
+	if m == nil {
+		m = map[string]string{}
+	}
+	for k, v := range patch {
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = *v
+		}
+	}
+	rec.Metadata, rec.UpdatedAt = m, s.cfg.Now()
+	return rec, s.put(ctx, rec)
+}

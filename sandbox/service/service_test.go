@@ -1,0 +1,379 @@
+package service_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/sqlite"
+	"github.com/kilnhq/kiln/sandbox"
+	"github.com/kilnhq/kiln/sandbox/sandboxtest"
+	"github.com/kilnhq/kiln/sandbox/service"
+)
+
+const alice, bob = "alice", "bob"
+
+// clock is a settable test clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+type env struct {
+	t      *testing.T
+	store  core.Store
+	m      *sandboxtest.Machine
+	clk    *clock
+	key    []byte
+	grants []*core.Grant
+}
+
+func newEnv(t *testing.T) *env {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "kiln.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return &env{t: t, store: st, m: sandboxtest.NewMachine(), clk: &clock{t: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}, key: bytes.Repeat([]byte("k"), 32)}
+}
+
+// service returns a Service over the env's store with the Machine's
+// runtime registered as "memory", as a (re)started server has.
+func (e *env) service(mod func(*service.Config)) *service.Service {
+	e.t.Helper()
+	cfg := service.Config{Store: e.store, Key: e.key, Now: e.clk.now, Preferred: []string{"memory"},
+		Grants: func(context.Context, string) ([]*core.Grant, error) { return e.grants, nil }}
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := service.New(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := s.AddRuntime("memory", e.m.Runtime(sandboxtest.Options{})); err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+func timeout(n int) *int { return &n }
+
+func TestCreateAndUse(t *testing.T) {
+	e := newEnv(t)
+	s := e.service(nil)
+	ctx := context.Background()
+	sb, err := s.Create(ctx, alice, service.CreateRequest{Timeout: timeout(600), Env: map[string]string{"SECRET": "hunter2"},
+		Metadata: map[string]string{"team": "infra"}, Resources: map[string]string{"cpu": "500m", "memory": "256Mi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.State != service.StateRunning || sb.Runtime != "memory" || sb.ExpiresAt == nil || !sb.ExpiresAt.Equal(e.clk.now().Add(10*time.Minute)) {
+		t.Fatalf("created %+v", sb)
+	}
+	if strings.Contains(string(sb.Request), "hunter2") || !strings.Contains(string(sb.Request), `"envNames":["SECRET"]`) {
+		t.Errorf("the record keeps %s", sb.Request)
+	}
+	// The runtime got the env; commands run through the handle.
+	_, r, h, err := s.Open(ctx, alice, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if st, err := r.Exec(ctx, h, sandbox.ExecRequest{Command: []string{"sh", "-c", "echo $SECRET"}}, func(ev sandbox.ExecEvent) { out.Write(ev.Data) }); err != nil || st.Code != 0 || out.String() != "hunter2\n" {
+		t.Errorf("exec: %v %v %q", st, err, out.String())
+	}
+	if _, err := s.Get(ctx, bob, sb.ID); !core.IsNotFound(err) {
+		t.Errorf("another owner's get: %v", err)
+	}
+	// Tokens are per sandbox, stable for a key, and checked in constant time.
+	if tok := s.Token(sb.ID); tok == "" || !s.CheckToken(sb.ID, tok) || s.CheckToken(sb.ID, "") || s.CheckToken("other", tok) {
+		t.Error("token checks")
+	}
+	if s2 := e.service(nil); s2.Token(sb.ID) != s.Token(sb.ID) {
+		t.Error("the token changed with a new service over the same key")
+	}
+	if _, err := s.Pause(ctx, alice, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(ctx, alice, sb.ID); got.State != service.StatePaused {
+		t.Errorf("after pause: %s", got.State)
+	}
+	if _, err := s.Pause(ctx, alice, sb.ID); err != nil {
+		t.Errorf("pause of a paused sandbox: %v", err)
+	}
+	if _, err := s.Resume(ctx, alice, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	later := e.clk.now().Add(time.Hour)
+	if got, err := s.Renew(ctx, alice, sb.ID, later); err != nil || !got.ExpiresAt.Equal(later) {
+		t.Errorf("renew: %v", err)
+	}
+	if _, err := s.Renew(ctx, alice, sb.ID, e.clk.now().Add(-time.Second)); core.ErrorCode(err) != core.EINVALID {
+		t.Errorf("renew into the past: %v", err)
+	}
+	v := "web"
+	got, err := s.PatchMetadata(ctx, alice, sb.ID, map[string]*string{"team": nil, "role": &v})
+	if err != nil || len(got.Metadata) != 1 || got.Metadata["role"] != "web" {
+		t.Errorf("patch: %+v %v", got, err)
+	}
+	bad := "no spaces"
+	if _, err := s.PatchMetadata(ctx, alice, sb.ID, map[string]*string{"opensandbox.io/x": &v}); core.ErrorCode(err) != core.EINVALID {
+		t.Errorf("reserved key: %v", err)
+	}
+	if _, err := s.PatchMetadata(ctx, alice, sb.ID, map[string]*string{"ok": &bad}); core.ErrorCode(err) != core.EINVALID {
+		t.Errorf("bad value: %v", err)
+	}
+	if err := s.Delete(ctx, alice, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, alice, sb.ID); !core.IsNotFound(err) {
+		t.Errorf("get after delete: %v", err)
+	}
+	if left := e.m.Sandboxes(); len(left) != 0 {
+		t.Errorf("the runtime still has %v", left)
+	}
+}
+
+func TestCreateRefusals(t *testing.T) {
+	e := newEnv(t)
+	grant := t.TempDir()
+	outside := t.TempDir()
+	e.grants = []*core.Grant{{ID: "grt_1", Name: "proj", Path: grant, Writable: false}}
+	s := e.service(func(c *service.Config) { c.MaxSandboxes = 2 })
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		req  service.CreateRequest
+		code string
+		msg  string
+	}{
+		{"unknown extension", service.CreateRequest{Extensions: map[string]string{"magic": "1"}}, core.EINVALID, "extensions.magic"},
+		{"pool ref", service.CreateRequest{Extensions: map[string]string{"poolRef": "p"}}, "", "does not support pools over the API"},
+		{"unknown runtime", service.CreateRequest{Extensions: map[string]string{service.ExtRuntime: "docker"}}, core.EUNAVAIL, `sandbox runtime "docker" is not enabled`},
+		{"gpu", service.CreateRequest{Resources: map[string]string{"gpu": "1"}}, core.EINVALID, "resourceLimits.gpu"},
+		{"bad cpu", service.CreateRequest{Resources: map[string]string{"cpu": "lots"}}, core.EINVALID, "resourceLimits.cpu"},
+		{"bad memory", service.CreateRequest{Resources: map[string]string{"memory": "2TB"}}, core.EINVALID, "resourceLimits.memory"},
+		{"bad timeout", service.CreateRequest{Timeout: timeout(0)}, core.EINVALID, "timeout 0"},
+		{"bad metadata", service.CreateRequest{Metadata: map[string]string{"a b": "c"}}, core.EINVALID, "metadata key"},
+		{"image on a runtime without images", service.CreateRequest{Image: "alpine"}, "", `does not support images`},
+		{"network open", service.CreateRequest{Network: service.NetworkPolicy{DefaultAction: "allow"}}, "", `does not support network mode "open"`},
+		{"bad network", service.CreateRequest{Network: service.NetworkPolicy{DefaultAction: "maybe"}}, core.EINVALID, "defaultAction"},
+		{"volume outside the grants", service.CreateRequest{Volumes: []service.Volume{{Name: "v", HostPath: outside, MountPath: "/data", ReadOnly: true}}}, core.EFORBIDDEN, "not in a folder granted"},
+		{"writable volume on a read-only grant", service.CreateRequest{Volumes: []service.Volume{{Name: "v", HostPath: grant, MountPath: "/data"}}}, core.EFORBIDDEN, "read-only grant"},
+		{"volumes on a runtime without mounts", service.CreateRequest{Volumes: []service.Volume{{Name: "v", HostPath: grant, MountPath: "/data", ReadOnly: true}}}, "", "does not support host volumes"},
+	} {
+		_, err := s.Create(ctx, alice, c.req)
+		if err == nil || (c.code != "" && core.ErrorCode(err) != c.code) || (c.code == "" && !errors.Is(err, sandbox.ErrUnsupported)) || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: %v (%s), want %s %q", c.name, err, core.ErrorCode(err), c.code, c.msg)
+		}
+	}
+	page, err := s.List(ctx, alice, service.ListQuery{})
+	if err != nil || page.TotalItems != 0 {
+		t.Errorf("refused creates left %d records", page.TotalItems)
+	}
+	// The server's limit fails fast.
+	for range 2 {
+		if _, err := s.Create(ctx, alice, service.CreateRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	if _, err := s.Create(ctx, alice, service.CreateRequest{}); core.ErrorCode(err) != core.ELIMIT || time.Since(start) > time.Second {
+		t.Errorf("past the limit: %v after %s", err, time.Since(start))
+	}
+}
+
+func TestListFilters(t *testing.T) {
+	e := newEnv(t)
+	s := e.service(nil)
+	ctx := context.Background()
+	var ids []string
+	for i := range 5 {
+		e.clk.add(time.Second)
+		team := map[bool]string{true: "a", false: "b"}[i%2 == 0]
+		sb, err := s.Create(ctx, alice, service.CreateRequest{Metadata: map[string]string{"team": team}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sb.ID)
+	}
+	if _, err := s.Create(ctx, bob, service.CreateRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pause(ctx, alice, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	idsOf := func(p *service.Page) []string {
+		var out []string
+		for _, sb := range p.Items {
+			out = append(out, sb.ID)
+		}
+		return out
+	}
+	p, _ := s.List(ctx, alice, service.ListQuery{})
+	if p.TotalItems != 5 || !slices.Equal(idsOf(p), []string{ids[4], ids[3], ids[2], ids[1], ids[0]}) {
+		t.Errorf("list %v", idsOf(p))
+	}
+	p, _ = s.List(ctx, alice, service.ListQuery{Metadata: map[string]string{"team": "a"}, PageSize: 2, Page: 2})
+	if p.TotalItems != 3 || !slices.Equal(idsOf(p), []string{ids[0]}) {
+		t.Errorf("page 2 of team a: %d %v", p.TotalItems, idsOf(p))
+	}
+	p, _ = s.List(ctx, alice, service.ListQuery{States: []string{service.StatePaused}})
+	if !slices.Equal(idsOf(p), []string{ids[0]}) {
+		t.Errorf("paused: %v", idsOf(p))
+	}
+	if _, err := s.List(ctx, alice, service.ListQuery{PageSize: 500}); core.ErrorCode(err) != core.EINVALID {
+		t.Errorf("page size 500: %v", err)
+	}
+}
+
+// TestExpiryAcrossRestart: a sandbox's expiry holds across a restart of
+// the service (a new Service over the same Store and backend); the
+// record stays Terminated with the reason for an hour, then goes.
+func TestExpiryAcrossRestart(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	sb, err := e.service(nil).Create(ctx, alice, service.CreateRequest{Timeout: timeout(60)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep, err := e.service(nil).Create(ctx, alice, service.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clk.add(61 * time.Second)
+	s := e.service(nil) // "restarted"
+	if err := s.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, alice, sb.ID)
+	if err != nil || got.State != service.StateTerminated || got.Reason != "ttl_expiry" {
+		t.Fatalf("after expiry: %+v %v", got, err)
+	}
+	if left := e.m.Sandboxes(); !slices.Equal(left, []string{keep.ID}) {
+		t.Errorf("the runtime has %v, want only the manual-cleanup one", left)
+	}
+	e.clk.add(service.KeepEnded + time.Second)
+	if err := s.Reap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, alice, sb.ID); !core.IsNotFound(err) {
+		t.Errorf("an hour later: %v", err)
+	}
+	if got, _ := s.Get(ctx, alice, keep.ID); got.State != service.StateRunning {
+		t.Errorf("the manual-cleanup sandbox is %s", got.State)
+	}
+}
+
+// TestReconcile: after a restart, a sandbox the backend lost is Failed
+// with the reason, a record left Pending by a crash is Failed and its
+// sandbox destroyed, a sandbox no record knows is destroyed, and a live
+// one is recovered.
+func TestReconcile(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.service(nil)
+	alive, err := s.Create(ctx, alice, service.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, err := s.Create(ctx, alice, service.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The backend loses one sandbox, keeps one nobody recorded, and one
+	// whose create was cut off before its handle was stored.
+	r := e.m.Runtime(sandboxtest.Options{})
+	_, _, h, err := s.Open(ctx, alice, lost.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Destroy(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Start(ctx, sandbox.Spec{ID: "orphan-1"}); err != nil {
+		t.Fatal(err)
+	}
+	now := e.clk.now()
+	cut := &core.Sandbox{ID: "cut-1", OwnerID: alice, Runtime: "memory", State: service.StatePending, CreatedAt: now, UpdatedAt: now, TransitionAt: now}
+	if _, err := e.store.Update(ctx, func(tx core.Tx) error { return tx.PutSandbox(cut) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Start(ctx, sandbox.Spec{ID: cut.ID}); err != nil {
+		t.Fatal(err)
+	}
+	s = e.service(nil)
+	if err := s.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{alive.ID: service.StateRunning, lost.ID: service.StateFailed, cut.ID: service.StateFailed} {
+		got, err := s.Get(ctx, alice, id)
+		if err != nil || got.State != want {
+			t.Errorf("%s: %+v %v, want %s", id, got, err, want)
+		} else if want == service.StateFailed && (got.Reason != "lost" || got.Message == "") {
+			t.Errorf("%s failed without a reason: %+v", id, got)
+		}
+	}
+	if left := e.m.Sandboxes(); !slices.Equal(left, []string{alive.ID}) {
+		t.Errorf("the backend has %v, want only %s", left, alive.ID)
+	}
+}
+
+// TestRuntimeDisabled: with its runtime withdrawn a sandbox's operations
+// fail with the reason, and the record stays.
+func TestRuntimeDisabled(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.service(nil)
+	sb, err := s.Create(ctx, alice, service.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.RemoveRuntime("memory")
+	if err := s.Delete(ctx, alice, sb.ID); core.ErrorCode(err) != core.EUNAVAIL || !strings.Contains(err.Error(), `"memory" is not enabled`) {
+		t.Errorf("delete: %v", err)
+	}
+	if _, err := s.Create(ctx, alice, service.CreateRequest{}); core.ErrorCode(err) != core.EUNAVAIL {
+		t.Errorf("create with no runtime: %v", err)
+	}
+	if _, err := s.Get(ctx, alice, sb.ID); err != nil {
+		t.Errorf("the record went: %v", err)
+	}
+}
+
+func TestLoadKey(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "sandbox.key")
+	k1, err := service.LoadKey(p)
+	if err != nil || len(k1) != 32 {
+		t.Fatal(err)
+	}
+	k2, err := service.LoadKey(p)
+	if err != nil || !bytes.Equal(k1, k2) {
+		t.Fatal("the key changed")
+	}
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v", fi.Mode())
+	}
+	os.WriteFile(p, []byte("short"), 0o600)
+	if _, err := service.LoadKey(p); err == nil {
+		t.Error("a short key was taken")
+	}
+}
