@@ -189,10 +189,56 @@ func isLoopbackHost(hostport string) bool {
 // configured.
 func (s *server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sb := s.opts.Sandboxes; sb != nil && sb.IsAPIPath(r.URL.Path) {
+			if r.URL.Path == "/health" || sb.IsProxyPath(r.URL.Path) || s.sandboxAuthorized(w, r) {
+				next.ServeHTTP(w, r)
+			}
+			return
+		}
 		if !isAPIPath(r.URL.Path) || s.authorized(w, r) {
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// SandboxAPI is OpenSandbox's sandbox API as the server mounts it: its
+// handler, which of its paths it serves and which of them its sandboxes'
+// own tokens guard instead of the server's (the execution API proxy), and
+// how it writes an error.
+type SandboxAPI struct {
+	Handler     http.Handler
+	IsAPIPath   func(path string) bool
+	IsProxyPath func(path string) bool
+	WriteError  func(w http.ResponseWriter, status int, code, msg string)
+}
+
+// SandboxKeyHeader is the header OpenSandbox's SDKs send their API key
+// in; the sandbox API takes the server's token there or as a bearer
+// token.
+const SandboxKeyHeader = "OPEN-SANDBOX-API-KEY"
+
+// sandboxAuthorized is authorized for the sandbox API: the token as
+// OPEN-SANDBOX-API-KEY or as a bearer token, a 401 in the sandbox API's
+// format otherwise.
+func (s *server) sandboxAuthorized(w http.ResponseWriter, r *http.Request) bool {
+	if s.opts.Token == "" {
+		return true
+	}
+	token := r.Header.Get(SandboxKeyHeader)
+	if token == "" {
+		if scheme, t, _ := strings.Cut(r.Header.Get("Authorization"), " "); strings.EqualFold(scheme, "Bearer") {
+			token = strings.TrimSpace(t)
+		}
+	}
+	switch {
+	case token == "":
+		s.opts.Sandboxes.WriteError(w, http.StatusUnauthorized, "GENERAL::UNAUTHORIZED", "the sandbox API needs the server's token in the "+SandboxKeyHeader+" header (or Authorization: Bearer)")
+	case !s.tokenMatches(token):
+		s.opts.Sandboxes.WriteError(w, http.StatusUnauthorized, "GENERAL::UNAUTHORIZED", "the API key is not valid")
+	default:
+		return true
+	}
+	return false
 }
 
 // authorized reports whether r carries the configured bearer token, or

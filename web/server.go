@@ -55,6 +55,10 @@ type Options struct {
 	// Skills is the skill catalog behind /api/v1/skills; nil answers 404
 	// "skills are not available on this server".
 	Skills *skills.Catalog
+	// Sandboxes, when set, is OpenSandbox's sandbox API (sandbox/api),
+	// served at /v1/..., /sandboxes..., /snapshots..., /pools... and
+	// /health behind the same token and origin rules as the API.
+	Sandboxes *SandboxAPI
 	// Plugins is the plugin registry behind the /api/v1/plugins routes.
 	// When nil (an untyped nil: a nil *registry.Registry is not), those
 	// routes exist but answer 404 "plugins are not available on this
@@ -164,6 +168,12 @@ func (s *server) router() chi.Router {
 	r.Get("/mcp", s.serveMCP)
 	r.Delete("/mcp", s.serveMCP)
 	r.Route("/api/v1", s.apiRoutes)
+	if sb := s.opts.Sandboxes; sb != nil {
+		for _, p := range []string{"/v1/*", "/sandboxes", "/sandboxes/*", "/snapshots", "/snapshots/*", "/pools", "/pools/*"} {
+			r.Handle(p, sb.Handler)
+		}
+		r.Get("/health", sb.Handler.ServeHTTP)
+	}
 	// The web UI (web/ui/dist, embedded): one flat directory of files.
 	r.Get("/", s.serveUI)
 	r.Head("/", s.serveUI)

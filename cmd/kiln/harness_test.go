@@ -118,7 +118,7 @@ func startServerWith(t *testing.T, dir, addr string, plugins bool) *testServer {
 		t.Fatal(err)
 	}
 	opts.Skills = cat
-	if s.plugins, err = openPlugins(context.Background(), cfg, svc, store, models, cat, nil, builtins, quiet, nil); err != nil {
+	if s.plugins, err = openPlugins(context.Background(), cfg, svc, store, models, cat, nil, nil, builtins, quiet, nil); err != nil {
 		t.Fatal(err)
 	}
 	if plugins {

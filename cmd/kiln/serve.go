@@ -32,6 +32,7 @@ import (
 	"github.com/kilnhq/kiln/plugins/mcp"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
 	"github.com/kilnhq/kiln/plugins/registry"
+	"github.com/kilnhq/kiln/sandbox/service"
 	"github.com/kilnhq/kiln/skills"
 	"github.com/kilnhq/kiln/web"
 	"github.com/kilnhq/kiln/web/logs"
@@ -389,11 +390,21 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 		return err
 	}
 	defer func() { err = errors.Join(err, bridge.Close()) }()
-	reg, err := openPlugins(ctx, cfg, svc, store, models, cat, bridge, builtins, log, met.PluginCall)
+	sbx, err := openSandboxes(store, svc, cfg.DataRoot, log.With("component", "sandboxes"))
+	if err != nil {
+		return err
+	}
+	reg, err := openPlugins(ctx, cfg, svc, store, models, cat, bridge, sbx, builtins, log, met.PluginCall)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, reg.Close()) }()
+	// The sandbox runtimes of enabled plugins are in: reconcile the
+	// records with them, then reap expired sandboxes until the server
+	// stops.
+	if err := sbx.Start(ctx); err != nil {
+		return fmt.Errorf("start sandboxes: %w", err)
+	}
 	checkDefaultModel(models, cfg.Model, log.With("component", "providers"))
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
@@ -405,7 +416,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err := svc.Start(ctx); err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
-	srv := newHTTPServer(svc, reg, models, cat, newUserMCP(bridge, cfg.DataRoot), cfg, log.With("component", "web"), version, met, serverLog)
+	srv := newHTTPServer(svc, reg, models, cat, newUserMCP(bridge, cfg.DataRoot), sandboxAPI(sbx, log.With("component", "sandboxes")), cfg, log.With("component", "web"), version, met, serverLog)
 	return serveHTTP(ctx, ln, srv, log, cfg)
 }
 
@@ -453,7 +464,7 @@ func listenError(addr string, err error) error {
 // loads the enabled plugins: their tools go to svc, their model providers
 // to models. onCall, when set, hears of every plugin call (metrics). Each
 // part logs with its component: registry, wasm:<plugin>, process:<plugin>.
-func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv core.KVStore, models *hub.Hub, cat *skills.Catalog, bridge *mcp.Manager, builtins []plugins.Builtin,
+func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv core.KVStore, models *hub.Hub, cat *skills.Catalog, bridge *mcp.Manager, sbx *service.Service, builtins []plugins.Builtin,
 	log *slog.Logger, onCall func(plugin string, d time.Duration, err error)) (*registry.Registry, error) {
 	// A nil host stays out of the map: a typed nil would pass for a host.
 	hosts := map[plugins.Capability]any{plugins.CapToolset: svc, plugins.CapModelProvider: models}
@@ -462,6 +473,9 @@ func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv cor
 	}
 	if bridge != nil {
 		hosts[plugins.CapMCPServers] = bridge
+	}
+	if sbx != nil {
+		hosts[plugins.CapSandboxRuntime] = sbx
 	}
 	reg, err := registry.Open(ctx, registry.Config{
 		Root:      filepath.Join(cfg.DataRoot, "plugins"),
@@ -483,7 +497,7 @@ func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv cor
 // newHTTPServer returns the http.Server of the API. Its BaseContext is
 // cancelled when Shutdown starts, which ends the event streams that would
 // otherwise keep Shutdown waiting.
-func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, cat *skills.Catalog, bridge *userMCP, cfg serveConfig, log *slog.Logger, version string,
+func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, cat *skills.Catalog, bridge *userMCP, sandboxes *web.SandboxAPI, cfg serveConfig, log *slog.Logger, version string,
 	met *metrics.Metrics, serverLog *logs.Log) *http.Server {
 	if version == "" {
 		version = "dev"
@@ -494,7 +508,7 @@ func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, c
 			Token: cfg.Token, AllowedOrigins: cfg.AllowedOrigins, Loopback: cfg.Loopback,
 			Version: version, DataRoot: cfg.DataRoot, DefaultModel: cfg.Model, Logger: log,
 			StartedAt: time.Now(), Plugins: reg, Providers: models, MaxStreams: cfg.MaxStreams, MaxAttachment: cfg.MaxAttachment,
-			Metrics: met, Logs: serverLog, Skills: cat, MCPServers: bridge,
+			Metrics: met, Logs: serverLog, Skills: cat, MCPServers: bridge, Sandboxes: sandboxes,
 		}),
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: 10 * time.Second,
