@@ -23,7 +23,9 @@ func TestSandboxAPIAuth(t *testing.T) {
 			reached = r.URL.Path
 			w.WriteHeader(http.StatusTeapot)
 		}),
-		IsAPIPath:   func(p string) bool { return strings.HasPrefix(p, "/v1/") || strings.HasPrefix(p, "/sandboxes") || p == "/health" },
+		IsAPIPath: func(p string) bool {
+			return strings.HasPrefix(p, "/v1/") || strings.HasPrefix(p, "/sandboxes") || p == "/health"
+		},
 		IsProxyPath: func(p string) bool { return strings.Contains(p, "/proxy/") },
 		WriteError: func(w http.ResponseWriter, status int, code, msg string) {
 			w.WriteHeader(status)
