@@ -116,6 +116,8 @@ func (a *api) routes(r chi.Router) {
 	r.HandleFunc("/pools", notImplemented("pools over the API (Kiln's warm pools are set in its settings)"))
 	r.HandleFunc("/pools/*", notImplemented("pools over the API (Kiln's warm pools are set in its settings)"))
 	r.HandleFunc("/sandboxes/{id}/diagnostics/*", notImplemented("diagnostics"))
+	// The SDKs report how long creates took; Kiln measures that itself.
+	r.Post("/metrics/events", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 }
 
 // IsProxyPath reports whether path is a sandbox's execution API through
@@ -160,19 +162,22 @@ type volume struct {
 }
 
 type createRequest struct {
-	Image           *imageSpec                 `json:"image,omitempty"`
-	SnapshotID      string                     `json:"snapshotId,omitempty"`
-	Entrypoint      []string                   `json:"entrypoint,omitempty"`
-	Timeout         *int                       `json:"timeout,omitempty"`
-	ResourceLimits  map[string]string          `json:"resourceLimits,omitempty"`
-	Env             map[string]string          `json:"env,omitempty"`
-	Metadata        map[string]string          `json:"metadata,omitempty"`
-	NetworkPolicy   *service.NetworkPolicy     `json:"networkPolicy,omitempty"`
-	CredentialProxy *struct{ Enabled bool }    `json:"credentialProxy,omitempty"`
-	SecureAccess    bool                       `json:"secureAccess,omitempty"`
-	Volumes         []volume                   `json:"volumes,omitempty"`
-	Platform        *struct{ OS, Arch string } `json:"platform,omitempty"`
-	Extensions      map[string]string          `json:"extensions,omitempty"`
+	Image          *imageSpec        `json:"image,omitempty"`
+	SnapshotID     string            `json:"snapshotId,omitempty"`
+	Entrypoint     []string          `json:"entrypoint,omitempty"`
+	Timeout        *int              `json:"timeout,omitempty"`
+	ResourceLimits map[string]string `json:"resourceLimits,omitempty"`
+	// ResourceRequests are scheduling hints for a cluster; one host has
+	// nothing to schedule, so only their form is checked.
+	ResourceRequests map[string]string          `json:"resourceRequests,omitempty"`
+	Env              map[string]string          `json:"env,omitempty"`
+	Metadata         map[string]string          `json:"metadata,omitempty"`
+	NetworkPolicy    *service.NetworkPolicy     `json:"networkPolicy,omitempty"`
+	CredentialProxy  *struct{ Enabled bool }    `json:"credentialProxy,omitempty"`
+	SecureAccess     bool                       `json:"secureAccess,omitempty"`
+	Volumes          []volume                   `json:"volumes,omitempty"`
+	Platform         *struct{ OS, Arch string } `json:"platform,omitempty"`
+	Extensions       map[string]string          `json:"extensions,omitempty"`
 }
 
 type status struct {
@@ -286,6 +291,9 @@ func toService(in createRequest) (service.CreateRequest, error) {
 		return req, core.Errorf(core.EINVALID, "image.auth: Kiln pulls no images (they must be present on its host), so a registry login is not taken")
 	case in.Platform != nil && (in.Platform.OS != "" && in.Platform.OS != "linux"):
 		return req, core.Errorf(core.EINVALID, "platform.os %q: Kiln's runtimes run linux sandboxes", in.Platform.OS)
+	}
+	if _, err := service.CheckResources(in.ResourceRequests); err != nil {
+		return req, core.Errorf(core.EINVALID, "resourceRequests: %s", core.ErrorMessage(err))
 	}
 	if in.Image != nil {
 		req.Image = in.Image.URI

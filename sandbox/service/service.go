@@ -305,6 +305,10 @@ func checkMetadata(m map[string]string, allowNull map[string]bool) error {
 	return nil
 }
 
+// CheckResources checks resource amounts as resourceLimits takes them
+// and returns them in the runtime's terms.
+func CheckResources(m map[string]string) (sandbox.Resources, error) { return resources(m) }
+
 // resources turns resourceLimits into the runtime's terms.
 func resources(m map[string]string) (sandbox.Resources, error) {
 	var r sandbox.Resources
