@@ -444,3 +444,16 @@ func FuzzCommandRequest(f *testing.F) {
 		}
 	})
 }
+
+func TestProxy(t *testing.T) {
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s %s token=%q", r.URL.Path, r.URL.RawQuery, r.Header.Get(TokenHeader))
+	}))
+	defer app.Close()
+	port := app.URL[strings.LastIndexByte(app.URL, ':')+1:]
+	srv := serve(t, LocalBackend{})
+	if got := want(t, do(t, srv, "GET", "/proxy/"+port+"/a/b?x=1", nil), 200); got != `/a/b x=1 token=""` {
+		t.Fatalf("proxied %q", got)
+	}
+	want(t, do(t, srv, "GET", "/proxy/0/a", nil), 400)
+}
