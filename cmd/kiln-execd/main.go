@@ -26,6 +26,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/kilnhq/kiln/sandbox/execapi"
 )
@@ -112,7 +113,7 @@ func run(args []string) (int, error) {
 	if err != nil {
 		return 2, err
 	}
-	srv := &http.Server{Handler: h, ErrorLog: log.Default()}
+	srv := &http.Server{Handler: h, ErrorLog: log.Default(), ReadHeaderTimeout: 30 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Printf("serving on %s", *listen)
