@@ -313,23 +313,45 @@ func (h *handler) command(w http.ResponseWriter, r *http.Request) {
 	}
 	c := h.cmds.add(req.Command, cancel)
 	s := newEventStream(w)
-	s.send(event{Type: "init", Text: c.id})
 	if req.Background {
+		// The answer waits for the command to start, so that a command
+		// that cannot is an error with its status.
+		began := make(chan error, 1)
 		go func() {
-			code, err := h.b.Run(ctx, bc, c.write)
+			ran := false
+			code, err := h.b.Run(ctx, bc, func() { ran = true; began <- nil }, c.write)
 			cancel(nil)
+			if !ran {
+				h.cmds.forget(c.id)
+				began <- err
+				return
+			}
 			c.end(code, err)
 			h.cmds.retire(c.id)
 		}()
+		if err := <-began; err != nil {
+			writeError(w, err)
+			return
+		}
 		zero := int64(0)
+		s.send(event{Type: "init", Text: c.id})
 		s.send(event{Type: "execution_complete", ExecutionTime: &zero})
 		return
 	}
 	defer h.cmds.forget(c.id)
 	defer cancel(nil)
-	stop := pinger(s)
-	code, err := h.b.Run(ctx, bc, streamOut(s))
+	stop := func() {}
+	ran := false
+	code, err := h.b.Run(ctx, bc, func() {
+		ran = true
+		s.send(event{Type: "init", Text: c.id})
+		stop = pinger(s)
+	}, streamOut(s))
 	stop()
+	if !ran {
+		writeError(w, err)
+		return
+	}
 	c.end(code, err)
 	finish(s, c.started, code, err)
 }

@@ -89,7 +89,7 @@ func (w outWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (b LocalBackend) Run(ctx context.Context, c Command, out func(sandbox.Stream, []byte)) (int, error) {
+func (b LocalBackend) Run(ctx context.Context, c Command, started func(), out func(sandbox.Stream, []byte)) (int, error) {
 	if c.Dir != "" {
 		if fi, err := os.Stat(c.Dir); err != nil || !fi.IsDir() {
 			return 0, &fs.PathError{Op: "run: chdir", Path: c.Dir, Err: fs.ErrNotExist}
@@ -106,6 +106,7 @@ func (b LocalBackend) Run(ctx context.Context, c Command, out func(sandbox.Strea
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("run: %w", err)
 	}
+	started()
 	stop := context.AfterFunc(ctx, func() { killGroup(cmd) })
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait(); close(ch) }()

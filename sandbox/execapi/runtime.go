@@ -27,10 +27,11 @@ func (b RuntimeBackend) unsupported(op string) error {
 	return sandbox.Unsupported(b.Runtime.Capabilities().Name, op)
 }
 
-func (b RuntimeBackend) Run(ctx context.Context, c Command, out func(sandbox.Stream, []byte)) (int, error) {
+func (b RuntimeBackend) Run(ctx context.Context, c Command, started func(), out func(sandbox.Stream, []byte)) (int, error) {
 	if c.UID != nil || c.GID != nil {
 		return 0, b.unsupported("running as another user")
 	}
+	started()
 	argv := c.Args
 	if c.Shell != "" {
 		argv = []string{"sh", "-c", c.Shell}
@@ -115,7 +116,7 @@ func (b RuntimeBackend) MkdirAll(ctx context.Context, p string, perm fs.FileMode
 		argv = []string{"mkdir", "-p", "-m", fmt.Sprintf("%o", perm.Perm()), p}
 	}
 	var stderr bytes.Buffer
-	code, err := b.Run(ctx, Command{Args: argv}, func(s sandbox.Stream, d []byte) {
+	code, err := b.Run(ctx, Command{Args: argv}, func() {}, func(s sandbox.Stream, d []byte) {
 		if s == sandbox.Stderr {
 			stderr.Write(d)
 		}
