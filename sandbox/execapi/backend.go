@@ -36,13 +36,14 @@ type Backend interface {
 	// Run runs cmd and returns its exit code (0 to 255; a command killed
 	// by a signal is 128 plus the signal) once it has ended and its
 	// output has been passed to out. It calls started, from the goroutine
-	// that called Run, once the command runs and before any output: an error returned without that call means
-	// that the command never ran (a cmd.Dir that is not a folder, wrapping
-	// fs.ErrNotExist; a UID the backend cannot run as, wrapping
-	// sandbox.ErrUnsupported). out is called from one goroutine at a
-	// time, never after Run returns, and must not keep data. When ctx
-	// ends first, the command is killed with everything it started (its
-	// process group) and Run returns an error wrapping ctx.Err().
+	// that called Run, once the command runs and before any output; an
+	// error returned without that call means the command never ran (a
+	// cmd.Dir that is not a folder, wrapping fs.ErrNotExist; a UID the
+	// backend cannot run as, wrapping sandbox.ErrUnsupported). out is
+	// called from one goroutine at a time, never after Run returns, and
+	// must not keep data. When ctx ends first, the command is killed with
+	// everything it started (its process group) and Run returns an error
+	// wrapping ctx.Err().
 	Run(ctx context.Context, cmd Command, started func(), out func(s sandbox.Stream, data []byte)) (int, error)
 	// Shell starts a long-lived POSIX shell in the folder dir ("" for the
 	// default) that reads commands from Process.Stdin, for sessions.

@@ -15,9 +15,10 @@ import (
 // RuntimeBackend is one sandbox of a sandbox.Runtime that has no
 // execution API of its own (WASM, JS): commands go to Runtime.Exec (a
 // command line as ["sh", "-c", line]) and files to its file methods.
-// Sessions, ownership, permission bits of existing files, metrics, the
-// port proxy and renaming folders are unsupported; MkdirAll runs mkdir -p
-// in the sandbox; Stat follows symlinks, as Runtime.Stat does.
+// Sessions, running as another user, ownership, permission bits of
+// existing files, metrics, the port proxy and renaming folders are
+// unsupported; MkdirAll runs mkdir -p in the sandbox; Stat follows
+// symlinks, as Runtime.Stat does.
 type RuntimeBackend struct {
 	Runtime sandbox.Runtime
 	Handle  sandbox.Handle
