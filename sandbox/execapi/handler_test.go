@@ -195,6 +195,27 @@ func TestSession(t *testing.T) {
 	}
 	want(t, do(t, srv, "DELETE", "/session/"+s.SessionID, nil), 200)
 	want(t, do(t, srv, "POST", "/session/"+s.SessionID+"/run", strings.NewReader(`{"command":"true"}`)), 404)
+	want(t, do(t, srv, "DELETE", "/session/"+s.SessionID, nil), 404)
+
+	// A run that times out ends its session.
+	json.Unmarshal([]byte(want(t, do(t, srv, "POST", "/session", nil), 200)), &s)
+	evs = events(t, srv, "/session/"+s.SessionID+"/run", `{"command":"sleep 30","timeout":200}`)
+	if e := evs[len(evs)-1]; e.Type != "error" || e.Error.Ename != "TimeoutError" {
+		t.Fatalf("timeout events %+v", evs)
+	}
+	want(t, do(t, srv, "POST", "/session/"+s.SessionID+"/run", strings.NewReader(`{"command":"true"}`)), 404)
+}
+
+func TestMetricsWatch(t *testing.T) {
+	srv := serve(t, LocalBackend{})
+	resp := do(t, srv, "GET", "/metrics/watch", nil)
+	dec := json.NewDecoder(resp.Body)
+	for range 2 {
+		var m map[string]float64
+		if err := dec.Decode(&m); err != nil || m["cpu_count"] < 1 {
+			t.Fatalf("metrics %v %v", m, err)
+		}
+	}
 }
 
 // genReader yields n bytes of a fixed pseudo-random sequence.
@@ -454,4 +475,16 @@ func TestProxy(t *testing.T) {
 		t.Fatalf("proxied %q", got)
 	}
 	want(t, do(t, srv, "GET", "/proxy/0/a", nil), 400)
+}
+
+func TestLogCap(t *testing.T) {
+	c := &cmdState{}
+	chunk := bytes.Repeat([]byte("x"), 1<<20)
+	for range 17 {
+		c.write(1, chunk)
+	}
+	c.write(1, []byte("end"))
+	if len(c.log) != maxLog || c.logStart != 17<<20+3-maxLog || !bytes.HasSuffix(c.log, []byte("xend")) {
+		t.Fatalf("kept %d bytes from %d", len(c.log), c.logStart)
+	}
 }
