@@ -1,0 +1,226 @@
+package execapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"time"
+
+	"github.com/kilnhq/kiln/sandbox"
+)
+
+// TokenHeader is the request header that carries a sandbox's access
+// token.
+const TokenHeader = "X-EXECD-ACCESS-TOKEN"
+
+// maxJSON caps a JSON request body; uploads are not capped.
+const maxJSON = 1 << 20
+
+// Handler returns the execution API over b. Every request must carry
+// token in TokenHeader (compared in constant time) or is answered 401;
+// token "" is refused with an error, since every sandbox has its own.
+// The handler never logs or echoes the token, and strips it from
+// requests it proxies.
+func Handler(b Backend, token string) (http.Handler, error) {
+	if token == "" {
+		return nil, errors.New("execapi: an access token is required")
+	}
+	h := &handler{b: b, cmds: newCommands(), sessions: newSessions()}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /ping", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("POST /command", h.command)
+	mux.HandleFunc("DELETE /command", h.interrupt)
+	mux.HandleFunc("GET /command/{a}/{b}", h.commandInfo)
+	mux.HandleFunc("POST /session", h.newSession)
+	mux.HandleFunc("POST /session/{id}/run", h.runSession)
+	mux.HandleFunc("DELETE /session/{id}", h.deleteSession)
+	mux.HandleFunc("POST /files/upload", h.upload)
+	mux.HandleFunc("GET /files/download", h.download)
+	mux.HandleFunc("GET /files/info", h.info)
+	mux.HandleFunc("DELETE /files", h.deleteFiles)
+	mux.HandleFunc("POST /files/permissions", h.permissions)
+	mux.HandleFunc("POST /files/mv", h.move)
+	mux.HandleFunc("GET /files/search", h.search)
+	mux.HandleFunc("POST /files/replace", h.replace)
+	mux.HandleFunc("GET /directories/list", h.listDir)
+	mux.HandleFunc("POST /directories", h.makeDirs)
+	mux.HandleFunc("DELETE /directories", h.deleteDirs)
+	mux.HandleFunc("GET /metrics", h.metrics)
+	mux.HandleFunc("GET /metrics/watch", h.watchMetrics)
+	mux.HandleFunc("/proxy/{port}/{rest...}", h.proxy)
+	want := []byte(token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get(TokenHeader)), want) != 1 {
+			writeError(w, &apiError{http.StatusUnauthorized, "UNAUTHORIZED", "missing or wrong " + TokenHeader})
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}), nil
+}
+
+type handler struct {
+	b        Backend
+	cmds     *commands
+	sessions *sessions
+}
+
+// apiError is an answer other than 200 with its code.
+type apiError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func badRequest(format string, args ...any) error {
+	return &apiError{http.StatusBadRequest, "INVALID_REQUEST_BODY", fmt.Sprintf(format, args...)}
+}
+
+// writeError answers err as {"code","message"} with its status.
+func writeError(w http.ResponseWriter, err error) {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+	case errors.Is(err, sandbox.ErrUnsupported):
+		ae = &apiError{http.StatusNotImplemented, "NOT_SUPPORTED", err.Error()}
+	case errors.Is(err, fs.ErrNotExist):
+		ae = &apiError{http.StatusNotFound, "FILE_NOT_FOUND", err.Error()}
+	case errors.Is(err, sandbox.ErrInvalid):
+		ae = &apiError{http.StatusBadRequest, "INVALID_REQUEST_BODY", err.Error()}
+	default:
+		ae = &apiError{http.StatusInternalServerError, "RUNTIME_ERROR", err.Error()}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(ae.status)
+	json.NewEncoder(w).Encode(map[string]string{"code": ae.code, "message": ae.message})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// decodeJSON reads r's body, of at most maxJSON bytes, into v.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxJSON))
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return badRequest("the request body is over %d bytes", maxJSON)
+		}
+		return badRequest("malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return badRequest("malformed JSON body: more than one value")
+	}
+	return nil
+}
+
+// checkPath refuses a path the file operations do not take.
+func checkPath(what, p string) error {
+	if err := sandbox.CheckPath(what, p); err != nil {
+		return badRequest("%s %q: want an absolute, clean path without NUL bytes", what, p)
+	}
+	return nil
+}
+
+// queryPaths returns the path parameters of r, checked; at least one.
+func queryPaths(r *http.Request) ([]string, error) {
+	ps := r.URL.Query()["path"]
+	if len(ps) == 0 {
+		return nil, badRequest("no path parameter")
+	}
+	for _, p := range ps {
+		if err := checkPath("path", p); err != nil {
+			return nil, err
+		}
+	}
+	return ps, nil
+}
+
+func (h *handler) metrics(w http.ResponseWriter, r *http.Request) {
+	m, err := h.b.Metrics(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, metricsJSON(m))
+}
+
+func metricsJSON(m Metrics) map[string]any {
+	return map[string]any{
+		"cpu_count": m.CPUCount, "cpu_used_pct": m.CPUUsedPct,
+		"mem_total_mib": m.MemTotalMiB, "mem_used_mib": m.MemUsedMiB,
+		"timestamp": time.Now().UnixMilli(),
+	}
+}
+
+// watchMetrics writes the metrics as NDJSON once a second until the
+// client goes.
+func (h *handler) watchMetrics(w http.ResponseWriter, r *http.Request) {
+	m, err := h.b.Metrics(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	rc := http.NewResponseController(w)
+	enc := json.NewEncoder(w)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		if enc.Encode(metricsJSON(m)) != nil || rc.Flush() != nil {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-t.C:
+		}
+		if m, err = h.b.Metrics(r.Context()); err != nil {
+			return
+		}
+	}
+}
+
+// proxy forwards a request to a port on the sandbox's loopback
+// interface, WebSocket upgrades included, without the access token.
+func (h *handler) proxy(w http.ResponseWriter, r *http.Request) {
+	port, err := strconv.Atoi(r.PathValue("port"))
+	if err != nil || port < 1 || port > 65535 {
+		writeError(w, badRequest("port %q: want 1 to 65535", r.PathValue("port")))
+		return
+	}
+	rest := "/" + r.PathValue("rest")
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+			pr.Out.URL.Path, pr.Out.URL.RawPath = rest, ""
+			pr.Out.Host = pr.Out.URL.Host
+			pr.Out.Header.Del(TokenHeader)
+			pr.SetXForwarded()
+		},
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return h.b.DialPort(ctx, port)
+			},
+			DisableKeepAlives: true,
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			if !errors.Is(err, sandbox.ErrUnsupported) {
+				err = &apiError{http.StatusBadGateway, "PROXY_ERROR", fmt.Sprintf("port %d: %v", port, err)}
+			}
+			writeError(w, err)
+		},
+	}
+	rp.ServeHTTP(w, r)
+}
