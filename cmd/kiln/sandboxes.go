@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/sandbox"
 	"github.com/kilnhq/kiln/sandbox/api"
+	"github.com/kilnhq/kiln/sandbox/execapi"
 	"github.com/kilnhq/kiln/sandbox/service"
 	"github.com/kilnhq/kiln/web"
 )
@@ -42,7 +45,10 @@ func openSandboxes(store core.Store, svc *core.Service, dataRoot string, log *sl
 // sandboxAPI is the sandbox service as the web server mounts it.
 func sandboxAPI(sbx *service.Service, log *slog.Logger) *web.SandboxAPI {
 	return &web.SandboxAPI{
-		Handler:     api.Handler(api.Options{Service: sbx, Owner: core.LocalOwner.ID, Logger: log}),
+		Handler: api.Handler(api.Options{Service: sbx, Owner: core.LocalOwner.ID, Logger: log,
+			Exec: func(r sandbox.Runtime, h sandbox.Handle, token string) (http.Handler, error) {
+				return execapi.Handler(execapi.RuntimeBackend{Runtime: r, Handle: h}, token)
+			}}),
 		IsAPIPath:   api.IsAPIPath,
 		IsProxyPath: api.IsProxyPath,
 		WriteError:  api.WriteError,

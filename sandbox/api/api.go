@@ -31,6 +31,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -52,8 +53,10 @@ const TokenHeader = "X-EXECD-ACCESS-TOKEN"
 
 // ExecHandler serves the execution API of one sandbox whose runtime has
 // no agent of its own (no sandbox.ExecDialer), over the runtime's Exec
-// and file methods; token is the sandbox's, which the handler checks.
-type ExecHandler func(r sandbox.Runtime, h sandbox.Handle, token string) http.Handler
+// and file methods; token is the sandbox's, which the handler checks. It
+// is called once per sandbox: the handler keeps the sandbox's background
+// commands and sessions.
+type ExecHandler func(r sandbox.Runtime, h sandbox.Handle, token string) (http.Handler, error)
 
 // Options configure the handler.
 type Options struct {
@@ -69,6 +72,11 @@ type api struct {
 	opts Options
 	svc  *service.Service
 	log  *slog.Logger
+
+	// execs are the execution API handlers of sandboxes without an agent,
+	// by sandbox ID.
+	mu    sync.Mutex
+	execs map[string]http.Handler
 }
 
 // Handler returns the sandbox API: the routes under /v1 and at the root,
@@ -77,7 +85,7 @@ func Handler(opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	a := &api{opts: opts, svc: opts.Service, log: opts.Logger}
+	a := &api{opts: opts, svc: opts.Service, log: opts.Logger, execs: map[string]http.Handler{}}
 	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "GENERAL::NOT_FOUND", "no route for "+r.Method+" "+r.URL.Path)
@@ -368,10 +376,12 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) delete(w http.ResponseWriter, r *http.Request) {
-	if err := a.svc.Delete(r.Context(), a.opts.Owner, chi.URLParam(r, "id")); err != nil {
+	id := chi.URLParam(r, "id")
+	if err := a.svc.Delete(r.Context(), a.opts.Owner, id); err != nil {
 		a.fail(w, err)
 		return
 	}
+	a.forget(id)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -502,9 +512,37 @@ func (a *api) proxy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotImplemented, "SANDBOX::NOT_IMPLEMENTED", "this server has no execution API for sandbox runtime "+strconv.Quote(sb.Runtime))
 		return
 	}
+	eh, err := a.execHandler(id, rt, h)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
 	r2 := r.Clone(r.Context())
 	r2.URL.Path, r2.URL.RawPath = rest, ""
-	a.opts.Exec(rt, h, a.svc.Token(id)).ServeHTTP(w, r2)
+	eh.ServeHTTP(w, r2)
+}
+
+// execHandler returns the execution API handler of a sandbox without an
+// agent, made on first use.
+func (a *api) execHandler(id string, rt sandbox.Runtime, h sandbox.Handle) (http.Handler, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if eh := a.execs[id]; eh != nil {
+		return eh, nil
+	}
+	eh, err := a.opts.Exec(rt, h, a.svc.Token(id))
+	if err != nil {
+		return nil, err
+	}
+	a.execs[id] = eh
+	return eh, nil
+}
+
+// forget drops a deleted sandbox's execution API handler.
+func (a *api) forget(id string) {
+	a.mu.Lock()
+	delete(a.execs, id)
+	a.mu.Unlock()
 }
 
 // forward proxies the request to the sandbox's agent over the runtime's

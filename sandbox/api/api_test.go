@@ -55,10 +55,10 @@ func (c client) do(method, path string, body any, hdr ...string) (int, map[strin
 
 // echoExec stands in for the execution API: it answers with the path it
 // got and the token it was given.
-func echoExec(_ sandbox.Runtime, _ sandbox.Handle, token string) http.Handler {
+func echoExec(_ sandbox.Runtime, _ sandbox.Handle, token string) (http.Handler, error) {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]string{"path": r.URL.Path, "token_ok": map[bool]string{true: "yes", false: "no"}[r.Header.Get(api.TokenHeader) == token]})
-	})
+	}), nil
 }
 
 func newServer(t *testing.T) (client, *service.Service, *sandboxtest.Machine) {
