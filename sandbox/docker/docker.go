@@ -250,6 +250,9 @@ func (r *Runtime) existing(ctx context.Context, name string) (sandbox.Handle, bo
 	if err != nil {
 		return sandbox.Handle{}, false, fmt.Errorf("docker: inspect %s: %w", name, err)
 	}
+	if c.Config == nil || c.Config.Labels[LabelSandbox] != strings.TrimPrefix(name, "kiln-") {
+		return sandbox.Handle{}, false, fmt.Errorf("docker: a container named %s that is not a Kiln sandbox is in the way", name)
+	}
 	if c.State != nil && !c.State.Running && !c.State.Paused {
 		if err := r.cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
 			return sandbox.Handle{}, false, fmt.Errorf("docker: start the existing %s: %w", name, err)
@@ -349,7 +352,6 @@ func (r *Runtime) config(name, image string, spec sandbox.Spec) (*container.Conf
 	return &container.Config{
 		Image:      image,
 		Entrypoint: entry,
-		Cmd:        nil,
 		Env:        envList(spec.Env),
 		Labels:     map[string]string{LabelSandbox: spec.ID},
 	}, host

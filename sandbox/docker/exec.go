@@ -138,14 +138,20 @@ func (r *Runtime) run(ctx context.Context, d handleData, p proc, events func(san
 		_, err := stdcopy.StdCopy(streamWriter{sandbox.Stdout, events}, streamWriter{sandbox.Stderr, events}, att.Reader)
 		done <- err
 	}()
+	ended := false
 	select {
 	case err = <-done:
+		ended = true
 	case <-runCtx.Done():
+	}
+	if runCtx.Err() != nil {
 		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 		kerr := r.kill(kctx, d, mark)
 		kcancel()
 		att.Close()
-		<-done
+		if !ended {
+			<-done
+		}
 		if kerr != nil {
 			return 0, fmt.Errorf("%w (and killing it failed: %v)", context.Cause(runCtx), kerr)
 		}
