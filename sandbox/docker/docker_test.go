@@ -35,13 +35,14 @@ func newRuntime(t *testing.T, opts docker.Options) *docker.Runtime {
 		if os.Getenv("KILN_REQUIRE_DOCKER") == "1" {
 			t.Fatalf("%v (KILN_REQUIRE_DOCKER=1: run .ci/docker-up)", err)
 		}
-		t.Skipf("%v; .ci/docker-up starts one (as root)", err)
+		t.Skip(err)
 	}
 	t.Cleanup(func() { r.Close() })
 	return r
 }
 
 func TestConformance(t *testing.T) {
+	newRuntime(t, docker.Options{}) // skips the whole suite without an engine
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Runtime { return newRuntime(t, docker.Options{}) })
 }
 
