@@ -83,7 +83,8 @@ type Options struct {
 	Max sandbox.Resources
 	// Defaults are the limits of a Spec that leaves a resource zero;
 	// zero fields are DefaultMemoryMiB and DefaultCPUMillis, lowered to
-	// Max when that is less.
+	// Max when that is less. DiskMiB is unused: Start refuses disk
+	// limits.
 	Defaults sandbox.Resources
 	// PidsLimit caps the processes of a sandbox; 0 is DefaultPidsLimit.
 	PidsLimit int64
