@@ -29,7 +29,7 @@ HAVE_NPM   := $(and $(wildcard $(UI)/package.json),$(wildcard $(UI)/build.mjs),$
 MCP_NPM     := plugins/mcp/testdata/npm
 MCP_MODULES := $(MCP_NPM)/node_modules/.package-lock.json
 
-.PHONY: all build kiln examples run ui ui-check deps test test-short bench fuzz vet clean
+.PHONY: all build kiln examples run ui ui-check deps docker test test-short bench fuzz vet clean
 
 all: build
 
@@ -82,15 +82,22 @@ $(MCP_MODULES): $(MCP_NPM)/package-lock.json
 ui-check: $(UI_MODULES)
 	.ci/ui-check
 
-## deps: install what the tests need when missing: Chromium (apt, as root), the UI's npm packages
-## and the MCP servers the plugins/mcp tests run
-deps:
+## deps: install what the tests need when missing: Chromium (apt, as root), the UI's npm packages,
+## the MCP servers the plugins/mcp tests run, and the Docker engine and image (docker)
+deps: docker
 	.ci/setup
 	@$(MAKE) --no-print-directory $(UI_MODULES)
 	@$(MAKE) --no-print-directory $(MCP_MODULES)
 
-## test: deps, the web/ui/dist check, vet, every Go test (including the end-to-end crash test),
-## the UI's unit tests and its browser tests against bin/kiln
+## docker: install and start the Docker engine and build the image kiln-test/busybox when missing
+## (as root; otherwise the Docker runtime's tests skip, unless KILN_REQUIRE_DOCKER=1)
+docker:
+	.ci/docker-up
+
+## test: deps, the web/ui/dist check, vet, every Go test (including the end-to-end crash test and
+## the Docker runtime's, which fail rather than skip without an engine), the UI's unit tests and its
+## browser tests against bin/kiln
+test: export KILN_REQUIRE_DOCKER := 1
 test: deps
 	@$(MAKE) --no-print-directory ui-check
 	@$(MAKE) --no-print-directory build

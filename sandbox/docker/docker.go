@@ -1,0 +1,526 @@
+// Package docker is the "docker" sandbox runtime: a sandbox.Runtime whose
+// sandboxes are containers of a Docker engine, driven through the Engine
+// API (github.com/docker/docker/client).
+//
+// A sandbox is the container "kiln-<Spec.ID>", labelled
+// io.kiln.sandbox=<Spec.ID>, and its handle names the container by its
+// engine ID, so that an old handle never reaches a new sandbox of the
+// same Spec.ID. Every container is hardened alike: network mode none, all
+// capabilities dropped, no-new-privileges, a pids limit, a memory limit
+// without swap, a CPU quota, the engine's init as PID 1 (it reaps the
+// orphans of killed commands), and no host path but Spec.Mounts (and,
+// with kiln-execd, the agent's binary and the sandbox's run folder).
+//
+// Commands (Runtime.Exec) and the file operations run through the
+// engine's exec API, so they see the sandbox as its processes do, tmpfs
+// and bind mounts included, and can never touch the host's filesystem.
+// They need a POSIX sh in the image with cat, mkdir, chmod, rm, stat,
+// tr and kill (busybox, alpine and debian images all have them).
+//
+// With Options.ExecdPath the sandbox also serves the execution API
+// itself: the static kiln-execd binary is bind-mounted read-only at
+// /kiln/bin/kiln-execd and wraps the entrypoint, listening on the unix
+// socket /kiln/run/execd.sock of a per-sandbox host folder
+// (<StateDir>/<Spec.ID>/run, mounted at /kiln/run), which DialExec
+// connects to; it reads Spec.ExecToken from /kiln/run/token.
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/client"
+
+	"github.com/kilnhq/kiln/sandbox"
+)
+
+// Name is the runtime's name (Capabilities.Name), the ID of the plugin
+// that provides it.
+const Name = "docker"
+
+// LabelSandbox is the label every sandbox container carries, with the
+// sandbox's Spec.ID as its value.
+const LabelSandbox = "io.kiln.sandbox"
+
+// Where kiln-execd's files are inside a sandbox.
+const (
+	execdMount = "/kiln/bin/kiln-execd"
+	runMount   = "/kiln/run"
+)
+
+// Defaults for the Options left zero.
+const (
+	DefaultMemoryMiB = 512
+	DefaultCPUMillis = 1000
+	DefaultPidsLimit = 512
+)
+
+// keepRunning is the main process of a sandbox whose Spec has no
+// entrypoint. An image's own entrypoint and command are not used: most
+// are an interactive shell, which ends at once without a terminal.
+var keepRunning = []string{"tail", "-f", "/dev/null"}
+
+// Options configure a Runtime.
+type Options struct {
+	// DefaultImage is the image of a Spec without one: required, and on
+	// the engine already (the runtime never pulls).
+	DefaultImage string
+	// Max is the most a Spec may ask for (Capabilities.Max); a zero
+	// field sets no limit.
+	Max sandbox.Resources
+	// Defaults are the limits of a Spec that leaves a resource zero;
+	// zero fields are DefaultMemoryMiB and DefaultCPUMillis, lowered to
+	// Max when that is less. DiskMiB is unused: Start refuses disk
+	// limits.
+	Defaults sandbox.Resources
+	// PidsLimit caps the processes of a sandbox; 0 is DefaultPidsLimit.
+	PidsLimit int64
+	// ReadOnlyRoot makes a sandbox's root filesystem read-only, with a
+	// writable tmpfs at /tmp.
+	ReadOnlyRoot bool
+	// ExecdPath is the host path of the static kiln-execd binary; when
+	// set, sandboxes serve the execution API themselves (DialExec) and
+	// Spec.ExecToken is required.
+	ExecdPath string
+	// StateDir is the host folder of the per-sandbox run folders,
+	// created when missing (0700); required with ExecdPath.
+	StateDir string
+}
+
+// Runtime is the Docker sandbox runtime. It is safe for concurrent use.
+type Runtime struct {
+	cli  *client.Client
+	opts Options
+	caps sandbox.Capabilities
+
+	mu     sync.Mutex
+	active map[string]*execs // by container ID
+}
+
+var (
+	_ sandbox.Runtime    = (*Runtime)(nil)
+	_ sandbox.Pauser     = (*Runtime)(nil)
+	_ sandbox.Lister     = (*Runtime)(nil)
+	_ sandbox.ExecDialer = (*Runtime)(nil)
+)
+
+// New returns a Runtime over the Docker engine the environment names
+// (DOCKER_HOST and the other variables of the docker CLI; the local
+// socket by default), negotiating the API version. It fails when opts are
+// incomplete or when no engine answers within 10 seconds, saying how to
+// start one.
+func New(opts Options) (*Runtime, error) {
+	if opts.DefaultImage == "" {
+		return nil, errors.New("docker sandbox runtime: no default image (Options.DefaultImage)")
+	}
+	if opts.ExecdPath != "" {
+		if !filepath.IsAbs(opts.ExecdPath) || !filepath.IsAbs(opts.StateDir) {
+			return nil, errors.New("docker sandbox runtime: kiln-execd needs absolute Options.ExecdPath and Options.StateDir")
+		}
+		if fi, err := os.Stat(opts.ExecdPath); err != nil || !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("docker sandbox runtime: kiln-execd at %s is not a file (%v)", opts.ExecdPath, err)
+		}
+		if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
+			return nil, fmt.Errorf("docker sandbox runtime: state folder: %w", err)
+		}
+	}
+	if opts.PidsLimit == 0 {
+		opts.PidsLimit = DefaultPidsLimit
+	}
+	opts.Defaults.MemoryMiB = orDefault(opts.Defaults.MemoryMiB, DefaultMemoryMiB, opts.Max.MemoryMiB)
+	opts.Defaults.CPUMillis = orDefault(opts.Defaults.CPUMillis, DefaultCPUMillis, opts.Max.CPUMillis)
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker sandbox runtime: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("docker sandbox runtime: no Docker engine answers at %s (%v); start one (systemctl start docker, or dockerd as root; .ci/docker-up does it for the tests) or point DOCKER_HOST at one", cli.DaemonHost(), err)
+	}
+	return &Runtime{cli: cli, opts: opts, active: map[string]*execs{}, caps: sandbox.Capabilities{
+		Name:    Name,
+		Pause:   true,
+		Images:  true,
+		Mounts:  true,
+		Network: []sandbox.NetworkMode{sandbox.NetworkNone},
+		Max:     opts.Max,
+	}}, nil
+}
+
+// orDefault is v, or def when v is 0, lowered to max when max is set.
+func orDefault(v, def, max int) int {
+	if v == 0 {
+		v = def
+	}
+	if max > 0 && v > max {
+		v = max
+	}
+	return v
+}
+
+// Close closes the connection to the engine; the sandboxes run on.
+func (r *Runtime) Close() error { return r.cli.Close() }
+
+// Capabilities: pause, images, mounts, network mode none only, and
+// Options.Max.
+func (r *Runtime) Capabilities() sandbox.Capabilities {
+	c := r.caps
+	c.Network = slices.Clone(c.Network)
+	return c
+}
+
+// handleData is the Data of a version 1 handle.
+type handleData struct {
+	Container string `json:"container"` // the engine's container ID
+	Name      string `json:"name"`      // "kiln-<Spec.ID>"
+}
+
+func (r *Runtime) handle(id, name string) sandbox.Handle {
+	data, _ := json.Marshal(handleData{Container: id, Name: name})
+	return sandbox.Handle{Version: 1, Data: data}
+}
+
+// container reads h.
+func (r *Runtime) container(h sandbox.Handle) (handleData, error) {
+	if h.Version != 1 {
+		return handleData{}, sandbox.HandleVersion(Name, h, 1)
+	}
+	var d handleData
+	if err := json.Unmarshal(h.Data, &d); err != nil || d.Container == "" || !strings.HasPrefix(d.Name, "kiln-") {
+		return handleData{}, fmt.Errorf("%w: sandbox runtime %q cannot decode the handle's data", sandbox.ErrBadHandle, Name)
+	}
+	return d, nil
+}
+
+// runDir is the host folder mounted at /kiln/run in the sandbox of
+// container name.
+func (r *Runtime) runDir(name string) string {
+	return filepath.Join(r.opts.StateDir, strings.TrimPrefix(name, "kiln-"), "run")
+}
+
+// Start creates and starts the container of spec, or returns the handle
+// of the one of spec.ID that exists (starting it when it does not run).
+// An image not on the engine is refused with an *UnsupportedError (the
+// runtime does not pull), and so is a disk limit (Docker enforces one
+// only on some storage drivers).
+func (r *Runtime) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Handle, error) {
+	if err := spec.Check(r.caps); err != nil {
+		return sandbox.Handle{}, err
+	}
+	if spec.Resources.DiskMiB > 0 {
+		return sandbox.Handle{}, sandbox.Unsupported(Name, "disk limits (disk_mib)")
+	}
+	if r.opts.ExecdPath != "" && spec.ExecToken == "" {
+		return sandbox.Handle{}, fmt.Errorf("%w: sandbox runtime %q runs kiln-execd, which needs an exec token", sandbox.ErrInvalid, Name)
+	}
+	name := "kiln-" + spec.ID
+	for attempt := 0; ; attempt++ {
+		if h, ok, err := r.existing(ctx, name); ok || err != nil {
+			return h, err
+		}
+		h, err := r.create(ctx, name, spec)
+		if cerrdefs.IsConflict(err) && attempt == 0 {
+			continue // another Start of the same ID made it meanwhile
+		}
+		return h, err
+	}
+}
+
+// existing returns the handle of the container called name, started,
+// when there is one.
+func (r *Runtime) existing(ctx context.Context, name string) (sandbox.Handle, bool, error) {
+	c, err := r.cli.ContainerInspect(ctx, name)
+	if cerrdefs.IsNotFound(err) {
+		return sandbox.Handle{}, false, nil
+	}
+	if err != nil {
+		return sandbox.Handle{}, false, fmt.Errorf("docker: inspect %s: %w", name, err)
+	}
+	if c.Config == nil || c.Config.Labels[LabelSandbox] != strings.TrimPrefix(name, "kiln-") {
+		return sandbox.Handle{}, false, fmt.Errorf("docker: a container named %s that is not a Kiln sandbox is in the way", name)
+	}
+	if c.State != nil && !c.State.Running && !c.State.Paused {
+		if err := r.cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+			return sandbox.Handle{}, false, fmt.Errorf("docker: start the existing %s: %w", name, err)
+		}
+	}
+	return r.handle(c.ID, name), true, nil
+}
+
+func (r *Runtime) create(ctx context.Context, name string, spec sandbox.Spec) (sandbox.Handle, error) {
+	image := spec.Image
+	if image == "" {
+		image = r.opts.DefaultImage
+	}
+	if _, err := r.cli.ImageInspect(ctx, image); cerrdefs.IsNotFound(err) {
+		return sandbox.Handle{}, sandbox.Unsupported(Name, fmt.Sprintf("image %q (it is not on the Docker engine, and the runtime does not pull)", image))
+	} else if err != nil {
+		return sandbox.Handle{}, fmt.Errorf("docker: inspect image %s: %w", image, err)
+	}
+	cfg, host := r.config(name, image, spec)
+	if r.opts.ExecdPath != "" {
+		dir := r.runDir(name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return sandbox.Handle{}, fmt.Errorf("docker: the sandbox's run folder: %w", err)
+		}
+		os.Remove(filepath.Join(dir, "execd.sock")) // of an earlier sandbox of the ID
+		if err := os.WriteFile(filepath.Join(dir, "token"), []byte(spec.ExecToken), 0o600); err != nil {
+			return sandbox.Handle{}, fmt.Errorf("docker: write the exec token: %w", err)
+		}
+	}
+	created, err := r.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
+	if err != nil {
+		return sandbox.Handle{}, fmt.Errorf("docker: create %s: %w", name, err)
+	}
+	h := r.handle(created.ID, name)
+	fail := func(err error) (sandbox.Handle, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		r.Destroy(ctx, h)
+		return sandbox.Handle{}, err
+	}
+	if err := r.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		return fail(fmt.Errorf("docker: start %s: %w", name, err))
+	}
+	if r.opts.ExecdPath != "" {
+		if err := r.waitExecd(ctx, created.ID, name); err != nil {
+			return fail(err)
+		}
+	}
+	return h, nil
+}
+
+// config is the container of spec.
+func (r *Runtime) config(name, image string, spec sandbox.Spec) (*container.Config, *container.HostConfig) {
+	entry := spec.Entrypoint
+	if len(entry) == 0 {
+		entry = keepRunning
+	}
+	var binds []mount.Mount
+	for _, m := range spec.Mounts {
+		binds = append(binds, mount.Mount{Type: mount.TypeBind, Source: m.HostPath, Target: m.Path, ReadOnly: m.ReadOnly})
+	}
+	if r.opts.ExecdPath != "" {
+		entry = append([]string{execdMount, "--listen", "unix:" + runMount + "/execd.sock", "--token-file", runMount + "/token", "--"}, entry...)
+		binds = append(binds,
+			mount.Mount{Type: mount.TypeBind, Source: r.opts.ExecdPath, Target: execdMount, ReadOnly: true},
+			mount.Mount{Type: mount.TypeBind, Source: r.runDir(name), Target: runMount})
+	}
+	res := spec.Resources
+	if res.MemoryMiB == 0 {
+		res.MemoryMiB = r.opts.Defaults.MemoryMiB
+	}
+	if res.CPUMillis == 0 {
+		res.CPUMillis = r.opts.Defaults.CPUMillis
+	}
+	mem := int64(res.MemoryMiB) << 20
+	pids := r.opts.PidsLimit
+	init := true
+	host := &container.HostConfig{
+		NetworkMode:    network,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		IpcMode:        container.IPCModePrivate,
+		ReadonlyRootfs: r.opts.ReadOnlyRoot,
+		Init:           &init,
+		Mounts:         binds,
+		LogConfig:      container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "1"}},
+		Resources: container.Resources{
+			Memory:     mem,
+			MemorySwap: mem,
+			NanoCPUs:   int64(res.CPUMillis) * 1e6,
+			PidsLimit:  &pids,
+		},
+	}
+	if r.opts.ReadOnlyRoot {
+		host.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777"}
+	}
+	return &container.Config{
+		Image:      image,
+		Entrypoint: entry,
+		Env:        envList(spec.Env),
+		Labels:     map[string]string{LabelSandbox: spec.ID},
+	}, host
+}
+
+// network is every sandbox's network mode: loopback alone.
+const network = container.NetworkMode("none")
+
+// envList is env as NAME=value, sorted.
+func envList(env map[string]string) []string {
+	var out []string
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitExecd waits for kiln-execd's socket in the sandbox's run folder.
+func (r *Runtime) waitExecd(ctx context.Context, id, name string) error {
+	sock := filepath.Join(r.runDir(name), "execd.sock")
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for {
+		if fi, err := os.Stat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return nil
+		}
+		c, err := r.cli.ContainerInspect(ctx, id)
+		if err == nil && c.State != nil && !c.State.Running {
+			return fmt.Errorf("docker: %s ended (exit code %d) before kiln-execd listened on %s", name, c.State.ExitCode, sock)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("docker: kiln-execd of %s did not listen on %s: %w", name, sock, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Destroy removes the container of h with force, and its run folder
+// unless a new sandbox of the same Spec.ID has it.
+func (r *Runtime) Destroy(ctx context.Context, h sandbox.Handle) error {
+	d, err := r.container(h)
+	if err != nil {
+		return err
+	}
+	r.destroying(d.Container)
+	err = r.cli.ContainerRemove(ctx, d.Container, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("docker: remove %s: %w", d.Name, err)
+	}
+	if r.opts.StateDir == "" {
+		return nil
+	}
+	if _, err := r.cli.ContainerInspect(ctx, d.Name); !cerrdefs.IsNotFound(err) {
+		return nil // a new sandbox of the ID, or an engine that did not say
+	}
+	if err := os.RemoveAll(filepath.Dir(r.runDir(d.Name))); err != nil {
+		return fmt.Errorf("docker: remove the run folder of %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+// inspect returns the container of d, or ErrNotFound.
+func (r *Runtime) inspect(ctx context.Context, d handleData) (container.InspectResponse, error) {
+	c, err := r.cli.ContainerInspect(ctx, d.Container)
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return c, fmt.Errorf("%w: container %s", sandbox.ErrNotFound, d.Name)
+	case err != nil:
+		return c, fmt.Errorf("docker: inspect %s: %w", d.Name, err)
+	case c.State == nil || c.Config == nil || c.Config.Labels[LabelSandbox] == "":
+		return c, fmt.Errorf("%w: container %s is not a Kiln sandbox", sandbox.ErrNotFound, d.Name)
+	}
+	return c, nil
+}
+
+// Recover reports the container's state: running, paused, or stopped
+// (any other state, exited ones included). The handle stays as it is.
+func (r *Runtime) Recover(ctx context.Context, h sandbox.Handle) (sandbox.State, error) {
+	d, err := r.container(h)
+	if err != nil {
+		return sandbox.State{}, err
+	}
+	c, err := r.inspect(ctx, d)
+	if err != nil {
+		return sandbox.State{}, err
+	}
+	st := sandbox.StatusStopped
+	switch {
+	case c.State.Paused:
+		st = sandbox.StatusPaused
+	case c.State.Running:
+		st = sandbox.StatusRunning
+	}
+	return sandbox.State{Status: st, Handle: h}, nil
+}
+
+// Pause freezes the container (docker pause).
+func (r *Runtime) Pause(ctx context.Context, h sandbox.Handle) error {
+	return r.setPaused(ctx, h, true)
+}
+
+// Resume thaws the container (docker unpause).
+func (r *Runtime) Resume(ctx context.Context, h sandbox.Handle) error {
+	return r.setPaused(ctx, h, false)
+}
+
+func (r *Runtime) setPaused(ctx context.Context, h sandbox.Handle, pause bool) error {
+	d, err := r.container(h)
+	if err != nil {
+		return err
+	}
+	c, err := r.inspect(ctx, d)
+	switch {
+	case err != nil:
+		return err
+	case c.State.Paused == pause:
+		return nil
+	case !c.State.Running:
+		return fmt.Errorf("docker: %s is not running (%s)", d.Name, c.State.Status)
+	case pause:
+		err = r.cli.ContainerPause(ctx, d.Container)
+	default:
+		err = r.cli.ContainerUnpause(ctx, d.Container)
+	}
+	if cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("%w: container %s", sandbox.ErrNotFound, d.Name)
+	}
+	if err != nil {
+		return fmt.Errorf("docker: pause or unpause %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+// List returns the Spec.IDs of the engine's containers labelled
+// io.kiln.sandbox, running or not, sorted.
+func (r *Runtime) List(ctx context.Context) ([]string, error) {
+	cs, err := r.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelSandbox))})
+	if err != nil {
+		return nil, fmt.Errorf("docker: list containers: %w", err)
+	}
+	var ids []string
+	for _, c := range cs {
+		ids = append(ids, c.Labels[LabelSandbox])
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
+}
+
+// DialExec connects to the kiln-execd of h's sandbox, on the unix socket
+// in its run folder. Without Options.ExecdPath the sandboxes run no
+// kiln-execd and it returns an *UnsupportedError.
+func (r *Runtime) DialExec(ctx context.Context, h sandbox.Handle) (net.Conn, error) {
+	d, err := r.container(h)
+	if err != nil {
+		return nil, err
+	}
+	if r.opts.ExecdPath == "" {
+		return nil, sandbox.Unsupported(Name, "the execution API in the sandbox (no kiln-execd configured)")
+	}
+	if _, err := r.inspect(ctx, d); err != nil {
+		return nil, err
+	}
+	var dialer net.Dialer
+	conn, err := dialer.DialContext(ctx, "unix", filepath.Join(r.runDir(d.Name), "execd.sock"))
+	if err != nil {
+		return nil, fmt.Errorf("docker: dial the kiln-execd of %s: %w", d.Name, err)
+	}
+	return conn, nil
+}

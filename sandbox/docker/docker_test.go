@@ -1,0 +1,306 @@
+package docker_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kilnhq/kiln/sandbox"
+	"github.com/kilnhq/kiln/sandbox/docker"
+	"github.com/kilnhq/kiln/sandbox/sandboxtest"
+)
+
+// testImage is the image .ci/docker-up builds: busybox alone.
+const testImage = "kiln-test/busybox:latest"
+
+// newRuntime returns a runtime over the local engine, with the test
+// image as its default; without an engine the test skips, or fails under
+// KILN_REQUIRE_DOCKER=1 (make test).
+func newRuntime(t *testing.T, opts docker.Options) *docker.Runtime {
+	t.Helper()
+	if opts.DefaultImage == "" {
+		opts.DefaultImage = testImage
+	}
+	r, err := docker.New(opts)
+	if err != nil {
+		if os.Getenv("KILN_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("%v (KILN_REQUIRE_DOCKER=1: run .ci/docker-up)", err)
+		}
+		t.Skip(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func TestConformance(t *testing.T) {
+	newRuntime(t, docker.Options{}) // skips the whole suite without an engine
+	sandboxtest.Run(t, func(t *testing.T) sandbox.Runtime { return newRuntime(t, docker.Options{}) })
+}
+
+// start starts a sandbox of spec (ID from the test's name) and destroys
+// it when t ends.
+func start(t *testing.T, r *docker.Runtime, spec sandbox.Spec) sandbox.Handle {
+	t.Helper()
+	if spec.ID == "" {
+		spec.ID = fmt.Sprintf("test-%s-%d", strings.ReplaceAll(strings.ToLower(t.Name()), "/", "-"), time.Now().UnixNano())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := r.Start(ctx, spec)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := r.Destroy(context.Background(), h); err != nil {
+			t.Errorf("Destroy: %v", err)
+		}
+	})
+	return h
+}
+
+// sh runs script in the sandbox and returns its exit code, stdout and
+// stderr.
+func sh(t *testing.T, r *docker.Runtime, h sandbox.Handle, script string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	st, err := r.Exec(ctx, h, sandbox.ExecRequest{Command: []string{"sh", "-c", script}}, func(e sandbox.ExecEvent) {
+		if e.Stream == sandbox.Stdout {
+			out.Write(e.Data)
+		} else {
+			errOut.Write(e.Data)
+		}
+	})
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	return st.Code, out.String(), errOut.String()
+}
+
+func TestNoNetwork(t *testing.T) {
+	r := newRuntime(t, docker.Options{})
+	h := start(t, r, sandbox.Spec{})
+	if code, out, _ := sh(t, r, h, "ls /sys/class/net"); code != 0 || strings.Fields(out)[0] != "lo" || len(strings.Fields(out)) != 1 {
+		t.Errorf("network interfaces in a sandbox = %d, %q; want lo alone", code, out)
+	}
+	// The host's loopback is not the sandbox's: a listener on it is out
+	// of reach.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			c.Close()
+			accepted <- struct{}{}
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	if code, out, errOut := sh(t, r, h, fmt.Sprintf("echo x | nc -w 2 127.0.0.1 %d && echo connected", port)); code == 0 || strings.Contains(out, "connected") {
+		t.Errorf("nc to the host's 127.0.0.1:%d from a sandbox = %d, %q, %q; want it refused", port, code, out, errOut)
+	}
+	select {
+	case <-accepted:
+		t.Error("the host's listener accepted a connection from a sandbox")
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+func TestHardening(t *testing.T) {
+	r := newRuntime(t, docker.Options{})
+	h := start(t, r, sandbox.Spec{})
+	_, out, _ := sh(t, r, h, "cat /proc/self/status")
+	for _, want := range []string{"CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000", "CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1"} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("/proc/self/status in a sandbox lacks %q:\n%s", want, out)
+		}
+	}
+	// Without capabilities, root in the sandbox cannot do what root can.
+	if code, _, _ := sh(t, r, h, "mknod /tmp/dev c 1 3"); code == 0 {
+		t.Error("mknod succeeded in a sandbox")
+	}
+	// Nothing of kiln-execd without it.
+	if code, _, _ := sh(t, r, h, "[ -e /kiln ]"); code == 0 {
+		t.Error("/kiln is in a sandbox of a runtime without kiln-execd")
+	}
+	if _, err := r.DialExec(context.Background(), h); !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Errorf("DialExec without kiln-execd: %v; want ErrUnsupported", err)
+	}
+}
+
+// cgroupValue reads the first of the cgroup files (v2, then v1) that the
+// sandbox has.
+func cgroupValue(t *testing.T, r *docker.Runtime, h sandbox.Handle, files ...string) string {
+	t.Helper()
+	for _, f := range files {
+		if code, out, _ := sh(t, r, h, "cat "+f); code == 0 {
+			return strings.TrimSpace(out)
+		}
+	}
+	t.Fatalf("none of the cgroup files %q is in the sandbox", files)
+	return ""
+}
+
+func TestLimits(t *testing.T) {
+	r := newRuntime(t, docker.Options{PidsLimit: 40})
+	h := start(t, r, sandbox.Spec{Resources: sandbox.Resources{MemoryMiB: 64, CPUMillis: 500}})
+	if got := cgroupValue(t, r, h, "/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"); got != "67108864" {
+		t.Errorf("the memory limit of a sandbox of 64 MiB is %s", got)
+	}
+	if got := cgroupValue(t, r, h, "/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids/pids.max"); got != "40" {
+		t.Errorf("the pids limit is %s; want 40", got)
+	}
+	if got := cgroupValue(t, r, h, "/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us"); got != "50000 100000" && got != "50000" {
+		t.Errorf("the CPU quota of half a core is %s", got)
+	}
+	// Forking past the limit fails in the sandbox (sh gives up at the
+	// first refusal), and only there: once the sleeps end, commands run
+	// again.
+	if code, _, errOut := sh(t, r, h, "for i in $(seq 60); do sleep 3 & done; wait"); code == 0 || !strings.Contains(errOut, "fork") {
+		t.Errorf("60 sleeps in a sandbox limited to 40 processes = %d, stderr %q; want forks refused", code, errOut)
+	}
+	time.Sleep(3500 * time.Millisecond)
+	if code, out, _ := sh(t, r, h, "echo alive"); code != 0 || out != "alive\n" {
+		t.Errorf("after the fork loop: %d, %q", code, out)
+	}
+}
+
+func TestMounts(t *testing.T) {
+	r := newRuntime(t, docker.Options{})
+	ro, rw, other := t.TempDir(), t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(ro, "given.txt"), []byte("from the host\n"), 0o644)
+	os.WriteFile(filepath.Join(other, "secret.txt"), []byte("not for the sandbox\n"), 0o644)
+	h := start(t, r, sandbox.Spec{Mounts: []sandbox.Mount{
+		{HostPath: ro, Path: "/mnt/ro", ReadOnly: true},
+		{HostPath: rw, Path: "/mnt/rw"},
+	}})
+	ctx := context.Background()
+	if code, out, _ := sh(t, r, h, "cat /mnt/ro/given.txt"); code != 0 || out != "from the host\n" {
+		t.Errorf("cat of a read-only mount's file = %d, %q", code, out)
+	}
+	if code, _, _ := sh(t, r, h, "echo x > /mnt/ro/new.txt"); code == 0 {
+		t.Error("a command wrote to a read-only mount")
+	}
+	if err := r.WriteFile(ctx, h, "/mnt/ro/given.txt", strings.NewReader("changed"), 0); err == nil {
+		t.Error("WriteFile wrote to a read-only mount")
+	}
+	if err := r.Remove(ctx, h, "/mnt/ro/given.txt"); err == nil {
+		t.Error("Remove removed from a read-only mount")
+	}
+	if b, _ := os.ReadFile(filepath.Join(ro, "given.txt")); string(b) != "from the host\n" {
+		t.Errorf("the host file under a read-only mount is now %q", b)
+	}
+	if err := r.WriteFile(ctx, h, "/mnt/rw/out/made.txt", strings.NewReader("made in the sandbox"), 0); err != nil {
+		t.Errorf("WriteFile to a writable mount: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(rw, "out", "made.txt")); err != nil || string(b) != "made in the sandbox" {
+		t.Errorf("the host sees %q, %v through a writable mount", b, err)
+	}
+	// A host folder that is not in Spec.Mounts is not there, by its path
+	// or in the mount table.
+	_, mounts, _ := sh(t, r, h, "cat /proc/self/mountinfo")
+	if strings.Contains(mounts, other) {
+		t.Errorf("a folder not in Spec.Mounts is mounted:\n%s", mounts)
+	}
+	if code, _, _ := sh(t, r, h, "[ -e '"+other+"' ] || [ -e '"+filepath.Dir(other)+"' ]"); code == 0 {
+		t.Errorf("the host path %s is in the sandbox", other)
+	}
+	for _, f := range strings.Split(mounts, "\n") {
+		if fields := strings.Fields(f); len(fields) > 4 && strings.HasPrefix(fields[3], "/tmp/") && !strings.HasPrefix(fields[3], ro) && !strings.HasPrefix(fields[3], rw) {
+			t.Errorf("a host path outside Spec.Mounts is mounted: %s", f)
+		}
+	}
+}
+
+func TestReadOnlyRoot(t *testing.T) {
+	r := newRuntime(t, docker.Options{ReadOnlyRoot: true})
+	h := start(t, r, sandbox.Spec{})
+	if code, _, _ := sh(t, r, h, "echo x > /etc/new"); code == 0 {
+		t.Error("a command wrote to a read-only root")
+	}
+	ctx := context.Background()
+	if err := r.WriteFile(ctx, h, "/tmp/a/b.txt", strings.NewReader("in tmp"), 0o600); err != nil {
+		t.Fatalf("WriteFile in the tmpfs: %v", err)
+	}
+	if fi, err := r.Stat(ctx, h, "/tmp/a/b.txt"); err != nil || fi.Size != 6 || fi.Mode.Perm() != 0o600 {
+		t.Errorf("Stat in the tmpfs = %+v, %v", fi, err)
+	}
+}
+
+func TestListAndImages(t *testing.T) {
+	r := newRuntime(t, docker.Options{})
+	ctx := context.Background()
+	id := fmt.Sprintf("test-list-%d", time.Now().UnixNano())
+	h := start(t, r, sandbox.Spec{ID: id})
+	ids, err := r.List(ctx)
+	if err != nil || !slices.Contains(ids, id) {
+		t.Errorf("List = %q, %v; want it to hold %s", ids, err, id)
+	}
+	if err := r.Destroy(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := r.List(ctx); err != nil || slices.Contains(ids, id) {
+		t.Errorf("List after Destroy = %q, %v", ids, err)
+	}
+	_, err = r.Start(ctx, sandbox.Spec{ID: id + "-img", Image: "kiln-test/no-such-image:1"})
+	if !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "kiln-test/no-such-image:1") {
+		t.Errorf("Start with an image the engine lacks: %v; want ErrUnsupported naming it", err)
+	}
+	_, err = r.Start(ctx, sandbox.Spec{ID: id + "-disk", Resources: sandbox.Resources{DiskMiB: 10}})
+	if !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Errorf("Start with a disk limit: %v; want ErrUnsupported", err)
+	}
+}
+
+func TestNoEngine(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
+	_, err := docker.New(docker.Options{DefaultImage: testImage})
+	if err == nil || !strings.Contains(err.Error(), "no Docker engine answers") || !strings.Contains(err.Error(), "start one") {
+		t.Errorf("New without an engine: %v; want it to say how to start one", err)
+	}
+}
+
+// TestExecd runs the kiln-execd binary that KILN_EXECD_BIN names.
+func TestExecd(t *testing.T) {
+	bin := os.Getenv("KILN_EXECD_BIN")
+	if bin == "" {
+		t.Skip("KILN_EXECD_BIN names no static kiln-execd binary to run in the sandboxes")
+	}
+	state := t.TempDir()
+	r := newRuntime(t, docker.Options{ExecdPath: bin, StateDir: state})
+	if _, err := r.Start(context.Background(), sandbox.Spec{ID: "test-execd-no-token"}); !errors.Is(err, sandbox.ErrInvalid) {
+		t.Errorf("Start without an exec token: %v; want ErrInvalid", err)
+	}
+	id := fmt.Sprintf("test-execd-%d", time.Now().UnixNano())
+	h := start(t, r, sandbox.Spec{ID: id, ExecToken: "kiln-test-token"})
+	token := filepath.Join(state, id, "run", "token")
+	if fi, err := os.Stat(token); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the token file = %v, %v; want mode 0600", fi, err)
+	}
+	conn, err := r.DialExec(context.Background(), h)
+	if err != nil {
+		t.Fatalf("DialExec: %v", err)
+	}
+	conn.Close()
+	if code, _, _ := sh(t, r, h, "echo x > /kiln/bin/kiln-execd"); code == 0 {
+		t.Error("a command wrote over kiln-execd")
+	}
+	if err := r.Destroy(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(state, id)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the run folder outlived Destroy: %v", err)
+	}
+}
