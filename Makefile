@@ -36,9 +36,10 @@ all: build
 ## build: the kiln binary (server + CLI, with the web UI) and the example plugins into bin/
 build: kiln examples
 
-## kiln: the kiln binary alone
+## kiln: the kiln binary and kiln-execd (the static in-sandbox agent docker sandboxes mount)
 kiln: ui
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/kiln ./cmd/kiln
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/kiln-execd ./cmd/kiln-execd
 
 ## examples: the calc example plugin in both runtimes, as folders `kiln plugin install` takes:
 ## bin/plugins/calc-wasm (WASM module) and bin/plugins/calc (process)

@@ -204,7 +204,8 @@ type Lister interface {
 // themselves (kiln-execd, over a unix socket on the host): Kiln's
 // endpoint proxy connects to one's with DialExec and forwards the
 // request. A Runtime without it has the execution API served by Kiln
-// over its Exec and file methods.
+// over its Exec and file methods, as it is when DialExec returns an error
+// wrapping ErrUnsupported (a runtime configured without the agent).
 type ExecDialer interface {
 	DialExec(ctx context.Context, h Handle) (net.Conn, error)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,8 +10,10 @@ import (
 	"path/filepath"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/sandbox"
 	"github.com/kilnhq/kiln/sandbox/api"
+	"github.com/kilnhq/kiln/sandbox/docker"
 	"github.com/kilnhq/kiln/sandbox/execapi"
 	"github.com/kilnhq/kiln/sandbox/service"
 	"github.com/kilnhq/kiln/web"
@@ -40,6 +43,59 @@ func openSandboxes(store core.Store, svc *core.Service, dataRoot string, log *sl
 		},
 		Logger: log,
 	})
+}
+
+// Environment of the docker sandbox runtime.
+const (
+	// envSandboxImage is the image of a sandbox created without one.
+	envSandboxImage = "KILN_SANDBOX_IMAGE"
+	// envExecd is the static kiln-execd binary bind-mounted into docker
+	// sandboxes; unset, the kiln-execd beside the kiln executable, when
+	// there is one. Without it Kiln serves their execution API itself,
+	// over the Docker exec API.
+	envExecd = "KILN_EXECD"
+)
+
+// dockerBuiltin is the built-in docker sandbox-runtime plugin. Its Load
+// connects to the Docker engine (DOCKER_HOST, else the local socket) and
+// fails, saying how to start one, when none answers; the plugin is then
+// failed and creates fall to the next runtime.
+func dockerBuiltin(dataRoot string) (plugins.Builtin, error) {
+	m, err := builtinManifest("docker", "1.0.0", "Sandboxes as Docker containers: no network, every capability dropped, limits on memory, CPU and processes; host folders only from the user's grants.",
+		[]plugins.Capability{plugins.CapSandboxRuntime}, plugins.Permissions{}, nil)
+	if err != nil {
+		return plugins.Builtin{}, err
+	}
+	load := func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
+		opts := docker.Options{DefaultImage: cmp.Or(os.Getenv(envSandboxImage), "busybox:latest")}
+		if execd := execdPath(); execd != "" {
+			opts.ExecdPath, opts.StateDir = execd, filepath.Join(dataRoot, "sandboxes")
+		}
+		rt, err := docker.New(opts)
+		if err != nil {
+			return nil, err
+		}
+		return plugins.Clients{ByKind: map[plugins.Capability]any{plugins.CapSandboxRuntime: rt}}, nil
+	}
+	return plugins.Builtin{Manifest: m, Load: load}, nil
+}
+
+// execdPath is $KILN_EXECD, else the kiln-execd beside this executable,
+// else "".
+func execdPath() string {
+	if p := os.Getenv(envExecd); p != "" {
+		abs, _ := filepath.Abs(p)
+		return abs
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	p := filepath.Join(filepath.Dir(self), "kiln-execd")
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+		return p
+	}
+	return ""
 }
 
 // sandboxAPI is the sandbox service as the web server mounts it.

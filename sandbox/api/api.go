@@ -498,11 +498,20 @@ func (a *api) proxy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if d, ok := rt.(sandbox.ExecDialer); ok {
-		if port != ExecdPort {
-			rest = fmt.Sprintf("/proxy/%d%s", port, rest)
+		conn, err := d.DialExec(r.Context(), h)
+		switch {
+		case errors.Is(err, sandbox.ErrUnsupported):
+			// This runtime's sandboxes run without an agent: served below.
+		case err != nil:
+			writeError(w, http.StatusBadGateway, "SANDBOX::AGENT_UNREACHABLE", "the sandbox's agent did not answer: "+err.Error())
+			return
+		default:
+			if port != ExecdPort {
+				rest = fmt.Sprintf("/proxy/%d%s", port, rest)
+			}
+			a.forward(w, r, conn, rest)
+			return
 		}
-		a.forward(w, r, d, h, rest)
-		return
 	}
 	if port != ExecdPort {
 		writeError(w, http.StatusNotImplemented, "SANDBOX::NOT_IMPLEMENTED", fmt.Sprintf("sandbox runtime %q runs no network services, so port %d cannot be reached", sb.Runtime, port))
@@ -545,9 +554,10 @@ func (a *api) forget(id string) {
 	a.mu.Unlock()
 }
 
-// forward proxies the request to the sandbox's agent over the runtime's
-// dialer, at path rest.
-func (a *api) forward(w http.ResponseWriter, r *http.Request, d sandbox.ExecDialer, h sandbox.Handle, rest string) {
+// forward proxies the request to the sandbox's agent over conn, at path
+// rest.
+func (a *api) forward(w http.ResponseWriter, r *http.Request, conn net.Conn, rest string) {
+	var once sync.Once
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "sandbox"
@@ -559,7 +569,15 @@ func (a *api) forward(w http.ResponseWriter, r *http.Request, d sandbox.ExecDial
 			}
 		},
 		Transport: &http.Transport{
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return d.DialExec(ctx, h) },
+			DisableKeepAlives: true,
+			DialContext: func(context.Context, string, string) (net.Conn, error) {
+				var c net.Conn
+				once.Do(func() { c = conn })
+				if c == nil {
+					return nil, errors.New("the connection to the sandbox's agent was used")
+				}
+				return c, nil
+			},
 		},
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
