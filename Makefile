@@ -28,6 +28,9 @@ HAVE_NPM   := $(and $(wildcard $(UI)/package.json),$(wildcard $(UI)/build.mjs),$
 # into plugins/mcp/testdata/npm; its node_modules is not committed.
 MCP_NPM     := plugins/mcp/testdata/npm
 MCP_MODULES := $(MCP_NPM)/node_modules/.package-lock.json
+# OpenSandbox's JavaScript SDK, the sandbox API's real client in the tests.
+SBX_NPM     := sandbox/testdata/npm
+SBX_MODULES := $(SBX_NPM)/node_modules/.package-lock.json
 
 .PHONY: all build kiln examples run ui ui-check deps docker test test-short bench fuzz vet clean
 
@@ -79,16 +82,21 @@ $(MCP_MODULES): $(MCP_NPM)/package-lock.json
 	cd $(MCP_NPM) && $(NPM) ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+$(SBX_MODULES): $(SBX_NPM)/package-lock.json
+	cd $(SBX_NPM) && $(NPM) ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 ## ui-check: fail when web/ui/dist is not what a fresh build of the sources makes (and leave the fresh build)
 ui-check: $(UI_MODULES)
 	.ci/ui-check
 
 ## deps: install what the tests need when missing: Chromium (apt, as root), the UI's npm packages,
-## the MCP servers the plugins/mcp tests run, and the Docker engine and image (docker)
+## the MCP servers the plugins/mcp tests run, OpenSandbox's JS SDK, and the Docker engine and image (docker)
 deps: docker
 	.ci/setup
 	@$(MAKE) --no-print-directory $(UI_MODULES)
 	@$(MAKE) --no-print-directory $(MCP_MODULES)
+	@$(MAKE) --no-print-directory $(SBX_MODULES)
 
 ## docker: install and start the Docker engine and build the image kiln-test/busybox when missing
 ## (as root; otherwise the Docker runtime's tests skip, unless KILN_REQUIRE_DOCKER=1)

@@ -21,7 +21,8 @@ import (
 )
 
 // buildKiln compiles the kiln binary once per test binary run, with the
-// build tags kiln needs (sqlite_fts5: thread search).
+// build tags kiln needs (sqlite_fts5: thread search), and beside it the
+// static kiln-execd that docker sandboxes mount, as make kiln does.
 var buildKiln = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "kiln-e2e-bin")
 	if err != nil {
@@ -31,6 +32,11 @@ var buildKiln = sync.OnceValues(func() (string, error) {
 	out, err := exec.Command("go", "build", "-tags", "sqlite_fts5", "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	execd := exec.Command("go", "build", "-o", filepath.Join(dir, "kiln-execd"), "../kiln-execd")
+	execd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := execd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build kiln-execd: %v\n%s", err, out)
 	}
 	return bin, nil
 })

@@ -27,6 +27,8 @@ package docker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -133,6 +135,9 @@ func New(opts Options) (*Runtime, error) {
 		if fi, err := os.Stat(opts.ExecdPath); err != nil || !fi.Mode().IsRegular() {
 			return nil, fmt.Errorf("docker sandbox runtime: kiln-execd at %s is not a file (%v)", opts.ExecdPath, err)
 		}
+		if n := len(opts.StateDir) + len("/0123456789abcdef/run/execd.sock"); n > maxSocketPath {
+			return nil, fmt.Errorf("docker sandbox runtime: the state folder %s is too long for the sandboxes' unix sockets (%d bytes of at most %d); use a shorter data root", opts.StateDir, n, maxSocketPath)
+		}
 		if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
 			return nil, fmt.Errorf("docker sandbox runtime: state folder: %w", err)
 		}
@@ -209,9 +214,17 @@ func (r *Runtime) container(h sandbox.Handle) (handleData, error) {
 
 // runDir is the host folder mounted at /kiln/run in the sandbox of
 // container name.
+//
+// The folder is named by a short hash of the container's name, not the
+// name itself: a unix socket's path is at most 107 bytes, and a sandbox
+// ID may be 128.
 func (r *Runtime) runDir(name string) string {
-	return filepath.Join(r.opts.StateDir, strings.TrimPrefix(name, "kiln-"), "run")
+	sum := sha256.Sum256([]byte(name))
+	return filepath.Join(r.opts.StateDir, hex.EncodeToString(sum[:8]), "run")
 }
+
+// maxSocketPath is the longest path a unix socket may have on Linux.
+const maxSocketPath = 107
 
 // Start creates and starts the container of spec, or returns the handle
 // of the one of spec.ID that exists (starting it when it does not run).

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const sandboxTestImage = "kiln-test/busybox:latest"
+
+// needDocker skips without a Docker engine and its test image (.ci/docker-up
+// makes both), or fails under KILN_REQUIRE_DOCKER=1 (make test).
+func needDocker(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs kiln serve with Docker sandboxes")
+	}
+	if err := exec.Command("docker", "image", "inspect", sandboxTestImage).Run(); err != nil {
+		if os.Getenv("KILN_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("no Docker engine with %s (KILN_REQUIRE_DOCKER=1: run .ci/docker-up): %v", sandboxTestImage, err)
+		}
+		t.Skipf("no Docker engine with %s (run .ci/docker-up): %v", sandboxTestImage, err)
+	}
+}
+
+// sbxCall calls the sandbox API of a kiln serve process.
+func sbxCall(t *testing.T, srv *procServer, method, path string, body any, hdr ...string) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, "http://"+srv.addr+path, rd)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	if out == nil {
+		out = map[string]any{"raw": string(raw)}
+	}
+	return resp.StatusCode, out
+}
+
+// endpoint returns a sandbox's execution API base URL and token.
+func endpoint(t *testing.T, srv *procServer, id string) (string, string) {
+	t.Helper()
+	code, ep := sbxCall(t, srv, "GET", "/v1/sandboxes/"+id+"/endpoints/44772", nil)
+	if code != 200 {
+		t.Fatalf("endpoint: %d %v", code, ep)
+	}
+	return "http://" + ep["endpoint"].(string), ep["headers"].(map[string]any)["X-EXECD-ACCESS-TOKEN"].(string)
+}
+
+// runIn runs a command through a sandbox's execution API and returns the
+// stdout it streamed.
+func runIn(t *testing.T, base, token, command string) (int, string) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"command": command})
+	req, _ := http.NewRequest("POST", base+"/command", bytes.NewReader(b))
+	req.Header.Set("X-EXECD-ACCESS-TOKEN", token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Logf("POST %s/command: %d %s", base, resp.StatusCode, raw)
+	}
+	var stdout strings.Builder
+	for _, chunk := range strings.Split(string(raw), "\n\n") {
+		var ev struct{ Type, Text string }
+		if json.Unmarshal([]byte(strings.TrimPrefix(chunk, "data: ")), &ev) == nil && ev.Type == "stdout" {
+			stdout.WriteString(ev.Text)
+		}
+	}
+	return resp.StatusCode, stdout.String()
+}
+
+// TestSandboxSDKEndToEnd points OpenSandbox's own JavaScript SDK
+// (@alibaba-group/opensandbox from npm, unmodified) at a kiln serve with
+// the docker runtime: create and wait until ready, a command's output and
+// a failing one's exit code, a 1 MiB file written and read back byte for
+// byte, info, pause and resume, renew, kill and a 404 afterwards.
+func TestSandboxSDKEndToEnd(t *testing.T) {
+	needDocker(t)
+	sdk := filepath.Join("..", "..", "sandbox", "testdata", "npm")
+	if _, err := os.Stat(filepath.Join(sdk, "node_modules", "@alibaba-group", "opensandbox")); err != nil {
+		if os.Getenv("KILN_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("OpenSandbox's SDK is not installed (make deps): %v", err)
+		}
+		t.Skipf("OpenSandbox's SDK is not installed (make deps): %v", err)
+	}
+	srv := startProc(t, procAddr(t), t.TempDir(), "KILN_SANDBOX_IMAGE="+sandboxTestImage)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "sdk-check.mjs", srv.addr, sandboxTestImage)
+	cmd.Dir = sdk
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("the SDK failed: %v\n%s\n%s\nserver:\n%s", err, out, stderr, srv.logs.String())
+	}
+	var got struct {
+		ID, Stdout, Stderr, State, PausedState, ResumedState, AfterResume, AfterKill string
+		ExitCode, FailedExitCode, FileBytes                                         int
+		FileSame, Renewed                                                           bool
+		CreateMs, RoundTripMs                                                       float64
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	t.Logf("create %.0f ms, command round trip %.0f ms", got.CreateMs, got.RoundTripMs)
+	if got.Stdout != "hi\nhello from env\n" || got.Stderr != "oops\n" || got.ExitCode != 0 || got.FailedExitCode != 3 {
+		t.Errorf("commands: %+v", got)
+	}
+	if got.FileBytes != 1<<20 || !got.FileSame {
+		t.Errorf("the 1 MiB file came back as %d bytes, same %v", got.FileBytes, got.FileSame)
+	}
+	if got.State != "Running" || got.PausedState != "Paused" || got.ResumedState != "Running" || got.AfterResume != "after resume\n" {
+		t.Errorf("states: %+v", got)
+	}
+	if !got.Renewed || got.AfterKill != "404" {
+		t.Errorf("renew %v, after kill %q", got.Renewed, got.AfterKill)
+	}
+	if out, _ := exec.Command("docker", "ps", "-aq", "--filter", "name=kiln-"+got.ID).Output(); len(bytes.TrimSpace(out)) != 0 {
+		t.Errorf("the container of the killed sandbox is still there: %s", out)
+	}
+}
+
+// TestSandboxSecurityAndRestart: a sandbox's execution API refuses a
+// request without its token and with another sandbox's; a host path
+// outside the grants is refused; no network inside; after a SIGKILL of
+// Kiln a sandbox created before is usable again, and one whose timeout
+// passed while Kiln was down is destroyed once it is back.
+func TestSandboxSecurityAndRestart(t *testing.T) {
+	needDocker(t)
+	data := t.TempDir()
+	env := "KILN_SANDBOX_IMAGE=" + sandboxTestImage
+	srv := startProc(t, procAddr(t), data, env)
+	create := func(body map[string]any) string {
+		code, sb := sbxCall(t, srv, "POST", "/v1/sandboxes", body)
+		if code != 202 {
+			t.Fatalf("create: %d %v", code, sb)
+		}
+		id := sb["id"].(string)
+		t.Cleanup(func() { exec.Command("docker", "rm", "-f", "kiln-"+id).Run() })
+		return id
+	}
+	keep := create(map[string]any{"image": map[string]string{"uri": sandboxTestImage}, "entrypoint": []string{"tail", "-f", "/dev/null"}})
+	short := create(map[string]any{"image": map[string]string{"uri": sandboxTestImage}, "entrypoint": []string{"tail", "-f", "/dev/null"}, "timeout": 3})
+	base, token := endpoint(t, srv, keep)
+	_, otherToken := endpoint(t, srv, short)
+	if code, out := runIn(t, base, token, "echo inside; cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '"); code != 200 || out != "inside\nlo\n" {
+		t.Errorf("a command with the token: %d %q (want only lo for network)", code, out)
+	}
+	for _, tok := range []string{"", otherToken} {
+		if code, _ := runIn(t, base, tok, "echo nope"); code != 401 {
+			t.Errorf("the execution API with token %q: %d, want 401", tok[:min(len(tok), 6)], code)
+		}
+	}
+	code, body := sbxCall(t, srv, "POST", "/v1/sandboxes", map[string]any{"image": map[string]string{"uri": sandboxTestImage},
+		"entrypoint": []string{"tail", "-f", "/dev/null"}, "volumes": []map[string]any{{"name": "etc", "mountPath": "/host", "readOnly": true, "host": map[string]string{"path": "/etc"}}}})
+	if code != 403 || !strings.Contains(body["message"].(string), "not in a folder granted") {
+		t.Errorf("a host path outside the grants: %d %v", code, body)
+	}
+	code, body = sbxCall(t, srv, "POST", "/v1/sandboxes", map[string]any{"image": map[string]string{"uri": "kiln-test/no-such-image:1"}, "entrypoint": []string{"true"}})
+	if code < 400 || code >= 600 || body["message"] == "" {
+		t.Errorf("an unknown image: %d %v", code, body)
+	}
+
+	srv.kill()
+	time.Sleep(4 * time.Second) // the short one's timeout passes while Kiln is down
+	srv = startProc(t, srv.addr, data, env)
+	base, token = endpoint(t, srv, keep)
+	if code, out := runIn(t, base, token, "echo still here"); code != 200 || out != "still here\n" {
+		t.Errorf("after the restart: %d %q", code, out)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, sb := sbxCall(t, srv, "GET", "/v1/sandboxes/"+short, nil)
+		st, _ := sb["status"].(map[string]any)
+		if code == 200 && st["state"] == "Terminated" && st["reason"] == "ttl_expiry" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the expired sandbox: %d %v", code, sb)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if out, _ := exec.Command("docker", "ps", "-aq", "--filter", "name=kiln-"+short).Output(); len(bytes.TrimSpace(out)) != 0 {
+		t.Errorf("the expired sandbox's container is still there")
+	}
+	if code, _ := sbxCall(t, srv, "DELETE", "/v1/sandboxes/"+keep, nil); code != 204 {
+		t.Errorf("delete: %d", code)
+	}
+}
