@@ -122,9 +122,9 @@ func TestSandboxSDKEndToEnd(t *testing.T) {
 	}
 	var got struct {
 		ID, Stdout, Stderr, State, PausedState, ResumedState, AfterResume, AfterKill string
-		ExitCode, FailedExitCode, FileBytes                                         int
-		FileSame, Renewed                                                           bool
-		CreateMs, RoundTripMs                                                       float64
+		ExitCode, FailedExitCode, FileBytes                                          int
+		FileSame, Renewed                                                            bool
+		CreateMs, RoundTripMs                                                        float64
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("%v: %s", err, out)
