@@ -24,20 +24,30 @@ import (
 // (a Docker engine answers), else wasm, else js.
 const envSandboxRuntime = "KILN_SANDBOX_RUNTIME"
 
-// sandboxKeyFile holds the key the sandboxes' access tokens derive from.
-const sandboxKeyFile = "sandbox.key"
+// sandboxKeyFile holds the key the sandboxes' access tokens derive from;
+// sandboxPoolsFile the warm pools ({"pools": [...]}, sandbox/service
+// PoolConfig), none when it is missing.
+const (
+	sandboxKeyFile   = "sandbox.key"
+	sandboxPoolsFile = "sandbox-pools.json"
+)
 
 // openSandboxes returns the sandbox service over the store: sandbox
 // records in it, host volumes from the owner's folder grants, the default
-// runtime from $KILN_SANDBOX_RUNTIME. Runtimes join it as their plugins
+// runtime from $KILN_SANDBOX_RUNTIME, the warm pools of
+// <data>/sandbox-pools.json. Runtimes join it as their plugins
 // are enabled; Start reconciles and starts the reaper once they have.
 func openSandboxes(store core.Store, svc *core.Service, dataRoot string, log *slog.Logger) (*service.Service, error) {
 	key, err := service.LoadKey(filepath.Join(dataRoot, sandboxKeyFile))
 	if err != nil {
 		return nil, fmt.Errorf("sandbox key: %w", err)
 	}
+	pools, err := service.LoadPools(filepath.Join(dataRoot, sandboxPoolsFile))
+	if err != nil {
+		return nil, fmt.Errorf("sandbox pools: %w", err)
+	}
 	return service.New(service.Config{
-		Store: store, Key: key, Default: os.Getenv(envSandboxRuntime), Preferred: []string{"docker", "wasm", "js"},
+		Store: store, Key: key, Default: os.Getenv(envSandboxRuntime), Preferred: []string{"docker", "wasm", "js"}, Pools: pools,
 		Grants: func(ctx context.Context, owner string) ([]*core.Grant, error) {
 			return svc.ListGrants(ctx, core.Principal{ID: owner})
 		},

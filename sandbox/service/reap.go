@@ -16,11 +16,13 @@ import (
 const KeepEnded = time.Hour
 
 // Start reconciles the records with the runtimes registered now, then
-// runs the reaper every ReapEvery until ctx ends.
+// runs the reaper every ReapEvery and keeps the pools filled until ctx
+// ends.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.Reconcile(ctx); err != nil {
 		return err
 	}
+	go s.fillPools(ctx)
 	go func() {
 		t := time.NewTicker(s.cfg.ReapEvery)
 		defer t.Stop()
@@ -114,8 +116,11 @@ func (s *Service) reconcile(ctx context.Context, r sandbox.Runtime, rec *core.Sa
 		return s.transition(ctx, rec, StateFailed, "stopped", "it stopped while Kiln was down", nil)
 	}
 	state := StateRunning
-	if st.Status == sandbox.StatusPaused {
+	switch {
+	case st.Status == sandbox.StatusPaused:
 		state = StatePaused
+	case rec.State == StatePooled:
+		state = StatePooled
 	}
 	return s.transition(ctx, rec, state, rec.Reason, rec.Message, &st.Handle)
 }

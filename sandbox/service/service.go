@@ -85,8 +85,10 @@ type Config struct {
 	ReapEvery time.Duration
 	// StartTimeout bounds a runtime's Start; zero means one minute.
 	StartTimeout time.Duration
-	Now          core.Clock
-	Logger       *slog.Logger
+	// Pools are the warm pools Start keeps filled.
+	Pools  []PoolConfig
+	Now    core.Clock
+	Logger *slog.Logger
 }
 
 // Service runs sandboxes. It is safe for concurrent use.
@@ -98,6 +100,10 @@ type Service struct {
 	runtimes map[string]sandbox.Runtime
 	// creating counts the creates in flight, toward MaxSandboxes.
 	creating int
+
+	// claimMu orders claims from the pools; refill wakes their filler.
+	claimMu sync.Mutex
+	refill  chan struct{}
 }
 
 // LoadKey returns the key in the file at path, creating the file (mode
@@ -154,7 +160,10 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, runtimes: map[string]sandbox.Runtime{}}, nil
+	if err := checkPools(cfg); err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, runtimes: map[string]sandbox.Runtime{}, refill: make(chan struct{}, 1)}, nil
 }
 
 // AddRuntime makes a runtime available under name (its plugin's ID,
@@ -446,7 +455,7 @@ func (s *Service) mounts(ctx context.Context, owner string, vols []Volume) ([]sa
 
 // live are the states of a sandbox that has (or is getting) a runtime's
 // resources.
-var live = []string{StatePending, StateRunning, StatePaused}
+var live = []string{StatePending, StatePooled, StateRunning, StatePaused}
 
 // newID returns a sandbox ID: a UUID, as OpenSandbox's are.
 func newID() string {
@@ -518,15 +527,21 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	if err := spec.Check(r.Capabilities()); err != nil {
 		return nil, err
 	}
-	if err := s.reserve(ctx); err != nil {
-		return nil, err
-	}
-	defer s.release()
 	rec := &core.Sandbox{ID: id, OwnerID: owner, Runtime: name, Metadata: req.Metadata, State: StatePending,
 		ExpiresAt: expires, CreatedAt: now, UpdatedAt: now, TransitionAt: now}
 	rec.Request, _ = json.Marshal(request{Image: req.Image, Entrypoint: req.Entrypoint, Timeout: req.Timeout,
 		Resources: req.Resources, EnvNames: slices.Sorted(maps.Keys(req.Env)), Network: req.Network,
 		Volumes: req.Volumes, Extensions: req.Extensions})
+	if p := s.poolFor(name, req, res, netw); p != nil {
+		claimed, err := s.claim(ctx, p, owner, rec)
+		if err != nil || claimed != nil {
+			return claimed, err
+		}
+	}
+	if err := s.reserve(ctx); err != nil {
+		return nil, err
+	}
+	defer s.release()
 	if err := s.put(ctx, rec); err != nil {
 		return nil, err
 	}

@@ -377,3 +377,75 @@ func TestLoadKey(t *testing.T) {
 		t.Error("a short key was taken")
 	}
 }
+
+// waitFor polls until cond holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestWarmPool: a pool is filled at start; a create that asks for exactly
+// the pool's sandbox is a claim of one (no start), which is replaced; one
+// that asks for more (env) starts its own; the pool's waiting sandboxes
+// are nobody's to list and survive a restart.
+func TestWarmPool(t *testing.T) {
+	e := newEnv(t)
+	pools := []service.PoolConfig{{Name: "small", Runtime: "memory", Resources: map[string]string{"memory": "64Mi"}, Size: 2}}
+	s := e.service(func(c *service.Config) { c.Pools = pools })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pool to fill", func() bool { return len(e.m.Sandboxes()) == 2 })
+	pooled := e.m.Sandboxes()
+	sb, err := s.Create(ctx, alice, service.CreateRequest{Resources: map[string]string{"memory": "64Mi"}, Timeout: timeout(60), Metadata: map[string]string{"k": "v"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pooled, sb.ID) || sb.OwnerID != alice || sb.State != service.StateRunning || sb.Metadata["k"] != "v" ||
+		sb.ExpiresAt == nil || !sb.ExpiresAt.Equal(e.clk.now().Add(time.Minute)) {
+		t.Fatalf("not a claim from the pool: %+v (pool %v)", sb, pooled)
+	}
+	waitFor(t, "the pool to refill", func() bool { return len(e.m.Sandboxes()) == 3 })
+	_, r, h, err := s.Open(ctx, alice, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := r.Exec(ctx, h, sandbox.ExecRequest{Command: []string{"true"}}, func(sandbox.ExecEvent) {}); err != nil || st.Code != 0 {
+		t.Errorf("exec in a claimed sandbox: %v %v", st, err)
+	}
+	cold, err := s.Create(ctx, alice, service.CreateRequest{Resources: map[string]string{"memory": "64Mi"}, Env: map[string]string{"A": "b"}})
+	if err != nil || slices.Contains(pooled, cold.ID) {
+		t.Fatalf("a create with env came from the pool: %v", err)
+	}
+	page, _ := s.List(ctx, alice, service.ListQuery{})
+	if page.TotalItems != 2 {
+		t.Errorf("alice lists %d sandboxes, want her 2", page.TotalItems)
+	}
+	cancel()
+	s2 := e.service(func(c *service.Config) { c.Pools = pools })
+	if err := s2.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.m.Sandboxes()); n != 4 {
+		t.Errorf("after a restart the backend has %d sandboxes, want 4 (2 pooled, 2 alice's)", n)
+	}
+	for _, bad := range [][]service.PoolConfig{
+		{{Name: "", Runtime: "memory", Size: 1}},
+		{{Name: "a", Runtime: "memory", Size: 1}, {Name: "a", Runtime: "memory", Size: 1}},
+		{{Name: "a", Size: 1}},
+		{{Name: "a", Runtime: "memory", Size: 500}},
+		{{Name: "a", Runtime: "memory", Size: 1, Resources: map[string]string{"gpu": "1"}}},
+	} {
+		if _, err := service.New(service.Config{Store: e.store, Key: e.key, Pools: bad}); err == nil {
+			t.Errorf("pools %+v were taken", bad)
+		}
+	}
+}
