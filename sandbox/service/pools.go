@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/kilnhq/kiln/core"
@@ -98,28 +99,78 @@ func (s *Service) poolFor(runtime string, req CreateRequest, res sandbox.Resourc
 
 // claim gives owner one of the pool's waiting sandboxes, set up as the
 // create asks (metadata, expiry), or returns nil when none is waiting.
+// Taking one is a pop under a mutex; storing the claim is an Update of
+// its own, so that claims at once commit together.
 func (s *Service) claim(ctx context.Context, p *PoolConfig, owner string, rec *core.Sandbox) (*core.Sandbox, error) {
-	var got *core.Sandbox
+	defer s.kickPools()
+	for {
+		id, ok := s.popPooled(p.Name)
+		if !ok {
+			return nil, nil
+		}
+		var got *core.Sandbox
+		_, err := s.cfg.Store.Update(ctx, func(tx core.Tx) error {
+			sb, err := tx.Sandbox(id)
+			if core.IsNotFound(err) {
+				return nil
+			}
+			if err != nil || sb.State != StatePooled || sb.OwnerID != PoolOwner {
+				return err
+			}
+			sb.OwnerID, sb.Metadata, sb.ExpiresAt, sb.Request = owner, rec.Metadata, rec.ExpiresAt, rec.Request
+			sb.State, sb.Reason, sb.Message = StateRunning, "", ""
+			sb.CreatedAt, sb.UpdatedAt, sb.TransitionAt = rec.CreatedAt, rec.CreatedAt, rec.CreatedAt
+			got = sb
+			return tx.PutSandbox(sb)
+		})
+		if err != nil {
+			s.pushPooled(p.Name, id)
+			return nil, err
+		}
+		if got != nil {
+			return got, nil
+		}
+		// The record was gone or no longer waiting (reaped, lost): the next.
+	}
+}
+
+// popPooled takes the oldest waiting sandbox of a pool.
+func (s *Service) popPooled(pool string) (string, bool) {
 	s.claimMu.Lock()
 	defer s.claimMu.Unlock()
-	_, err := s.cfg.Store.Update(ctx, func(tx core.Tx) error {
-		name := p.Name
-		waiting, err := tx.Sandboxes(core.SandboxQuery{OwnerID: PoolOwner, Pool: &name, States: []string{StatePooled}})
-		if err != nil || len(waiting) == 0 {
-			return err
-		}
-		sb := waiting[len(waiting)-1] // the oldest
-		sb.OwnerID, sb.Metadata, sb.ExpiresAt, sb.Request = owner, rec.Metadata, rec.ExpiresAt, rec.Request
-		sb.State, sb.Reason, sb.Message = StateRunning, "", ""
-		sb.CreatedAt, sb.UpdatedAt, sb.TransitionAt = rec.CreatedAt, rec.CreatedAt, rec.CreatedAt
-		got = sb
-		return tx.PutSandbox(sb)
+	q := s.pooled[pool]
+	if len(q) == 0 {
+		return "", false
+	}
+	s.pooled[pool] = q[1:]
+	return q[0], true
+}
+
+// pushPooled adds a waiting sandbox to its pool's queue.
+func (s *Service) pushPooled(pool, id string) {
+	s.claimMu.Lock()
+	defer s.claimMu.Unlock()
+	s.pooled[pool] = append(s.pooled[pool], id)
+}
+
+// loadPooled fills the queues from the records of waiting sandboxes,
+// oldest first.
+func (s *Service) loadPooled(ctx context.Context) error {
+	var recs []*core.Sandbox
+	err := s.cfg.Store.View(ctx, func(tx core.ReadTx) (err error) {
+		recs, err = tx.Sandboxes(core.SandboxQuery{OwnerID: PoolOwner, States: []string{StatePooled}})
+		return err
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	s.kickPools()
-	return got, nil
+	s.claimMu.Lock()
+	defer s.claimMu.Unlock()
+	clear(s.pooled)
+	for i := len(recs) - 1; i >= 0; i-- {
+		s.pooled[recs[i].Pool] = append(s.pooled[recs[i].Pool], recs[i].ID)
+	}
+	return nil
 }
 
 // kickPools asks the filler to look at the pools now.
@@ -130,8 +181,12 @@ func (s *Service) kickPools() {
 	}
 }
 
-// fillPools keeps every pool at its size until ctx ends, one start at a
-// time, looking after each claim and every few seconds.
+// fillParallel is how many sandboxes a pool starts at once when it
+// refills.
+const fillParallel = 4
+
+// fillPools keeps every pool at its size until ctx ends, fillParallel
+// starts at a time, looking after each claim and every few seconds.
 func (s *Service) fillPools(ctx context.Context) {
 	if len(s.cfg.Pools) == 0 {
 		return
@@ -139,17 +194,74 @@ func (s *Service) fillPools(ctx context.Context) {
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
+		var wg sync.WaitGroup
 		for i := range s.cfg.Pools {
-			for ctx.Err() == nil && s.fillOne(ctx, &s.cfg.Pools[i]) {
+			for range fillParallel {
+				wg.Go(func() {
+					for ctx.Err() == nil && s.fillOne(ctx, &s.cfg.Pools[i]) {
+					}
+				})
 			}
 		}
+		wg.Wait()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-s.refill:
+			s.settle(ctx)
 		}
 	}
+}
+
+// refillQuiet is how long the filler waits after the last claim before it
+// starts sandboxes again: a start costs the host CPU that a burst of
+// claims (each a few milliseconds) needs more.
+const refillQuiet = 250 * time.Millisecond
+
+// settle returns once no claim came for refillQuiet.
+func (s *Service) settle(ctx context.Context) {
+	t := time.NewTimer(refillQuiet)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.refill:
+			t.Reset(refillQuiet)
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// poolSlot stores a Pending record for a new sandbox of the pool when the
+// pool is short of its size and the server below its limit, counting it
+// against the limit (the caller releases it). The pool's count and the
+// record are one step, so fillers starting at once never overfill it.
+func (s *Service) poolSlot(ctx context.Context, p *PoolConfig, id string) (*core.Sandbox, bool) {
+	s.fillMu.Lock()
+	defer s.fillMu.Unlock()
+	var n int
+	err := s.cfg.Store.View(ctx, func(tx core.ReadTx) error {
+		name := p.Name
+		list, err := tx.Sandboxes(core.SandboxQuery{OwnerID: PoolOwner, Pool: &name, States: []string{StatePending, StatePooled}})
+		n = len(list)
+		return err
+	})
+	if err != nil || n >= p.Size {
+		return nil, false
+	}
+	if err := s.reserve(ctx); err != nil {
+		return nil, false
+	}
+	now := s.cfg.Now()
+	rec := &core.Sandbox{ID: id, OwnerID: PoolOwner, Runtime: p.Runtime, Pool: p.Name, State: StatePending, CreatedAt: now, UpdatedAt: now, TransitionAt: now}
+	if err := s.put(ctx, rec); err != nil {
+		s.release()
+		return nil, false
+	}
+	return rec, true
 }
 
 // fillOne starts one sandbox for the pool when it is short of its size
@@ -159,32 +271,18 @@ func (s *Service) fillOne(ctx context.Context, p *PoolConfig) bool {
 	if err != nil {
 		return false
 	}
-	var n int
-	err = s.cfg.Store.View(ctx, func(tx core.ReadTx) error {
-		name := p.Name
-		list, err := tx.Sandboxes(core.SandboxQuery{OwnerID: PoolOwner, Pool: &name, States: []string{StatePending, StatePooled}})
-		n = len(list)
-		return err
-	})
-	if err != nil || n >= p.Size {
-		return false
-	}
-	if err := s.reserve(ctx); err != nil {
-		return false
-	}
-	defer s.release()
 	res, _ := resources(p.Resources)
-	now := s.cfg.Now()
 	id := newID()
 	spec := sandbox.Spec{ID: id, Image: p.Image, Resources: res, Entrypoint: p.Entrypoint, ExecToken: s.Token(id)}
 	if err := spec.Check(r.Capabilities()); err != nil {
 		s.log.Warn("sandbox pool cannot be filled", "pool", p.Name, "err", err)
 		return false
 	}
-	rec := &core.Sandbox{ID: id, OwnerID: PoolOwner, Runtime: p.Runtime, Pool: p.Name, State: StatePending, CreatedAt: now, UpdatedAt: now, TransitionAt: now}
-	if err := s.put(ctx, rec); err != nil {
+	rec, ok := s.poolSlot(ctx, p, id)
+	if !ok {
 		return false
 	}
+	defer s.release()
 	sctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
 	defer cancel()
 	h, err := r.Start(sctx, spec)
@@ -197,5 +295,6 @@ func (s *Service) fillOne(ctx context.Context, p *PoolConfig) bool {
 		_ = r.Destroy(context.WithoutCancel(ctx), h)
 		return false
 	}
+	s.pushPooled(p.Name, id)
 	return true
 }

@@ -22,6 +22,9 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.Reconcile(ctx); err != nil {
 		return err
 	}
+	if err := s.loadPooled(ctx); err != nil {
+		return err
+	}
 	go s.fillPools(ctx)
 	go func() {
 		t := time.NewTicker(s.cfg.ReapEvery)

@@ -101,8 +101,12 @@ type Service struct {
 	// creating counts the creates in flight, toward MaxSandboxes.
 	creating int
 
-	// claimMu orders claims from the pools; refill wakes their filler.
+	// pooled are the pools' waiting sandboxes by pool, oldest first, which
+	// claimMu guards; fillMu orders the fillers' counts; refill wakes the
+	// fillers.
 	claimMu sync.Mutex
+	pooled  map[string][]string
+	fillMu  sync.Mutex
 	refill  chan struct{}
 }
 
@@ -163,7 +167,7 @@ func New(cfg Config) (*Service, error) {
 	if err := checkPools(cfg); err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, runtimes: map[string]sandbox.Runtime{}, refill: make(chan struct{}, 1)}, nil
+	return &Service{cfg: cfg, log: cfg.Logger, runtimes: map[string]sandbox.Runtime{}, pooled: map[string][]string{}, refill: make(chan struct{}, 1)}, nil
 }
 
 // AddRuntime makes a runtime available under name (its plugin's ID,

@@ -1,0 +1,93 @@
+// Sandbox figures through OpenSandbox's own JavaScript SDK:
+//   node bench.mjs <server host:port> <image> <runtime> <mode>
+// mode "warm" (the server has a warm pool of 50 or more for this image,
+// given time to refill between phases) measures create latency serial
+// (100 creates) and at 10 at once (50 creates, P99), and successes out
+// of 100 at 20 and at 50 at once, plus the command round trip of commands.run
+// and a 1 MiB upload; mode "cold" measures serial creates only. A create
+// is Sandbox.create: the create call, both endpoint lookups and the
+// readiness check. Prints one JSON line of figures in milliseconds.
+import { randomBytes } from "node:crypto";
+import { ConnectionConfig, Sandbox } from "@alibaba-group/opensandbox";
+
+const [domain, image, runtime, mode] = process.argv.slice(2);
+const config = new ConnectionConfig({ domain, protocol: "http", requestTimeoutSeconds: 120, disableMetrics: true });
+const opts = {
+  connectionConfig: config, image, entrypoint: ["tail", "-f", "/dev/null"], timeoutSeconds: 600,
+  resource: { cpu: "1", memory: "256Mi" }, extensions: { "kiln.runtime": runtime }, healthCheckPollingInterval: 5,
+};
+const pct = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
+};
+
+// create makes one sandbox and kills it, returning its create time, or
+// null when it failed.
+async function create() {
+  const t = performance.now();
+  let sb;
+  try {
+    sb = await Sandbox.create(opts);
+  } catch (e) {
+    process.stderr.write(`create failed: ${e?.message ?? e}\n`);
+    return null;
+  }
+  const ms = performance.now() - t;
+  await sb.kill().catch(() => {});
+  await sb.close().catch(() => {});
+  return ms;
+}
+
+// burst runs n creates, at most conc at once.
+async function burst(n, conc) {
+  const times = [];
+  let next = 0;
+  await Promise.all(Array.from({ length: conc }, async () => {
+    while (next < n) {
+      next++;
+      const ms = await create();
+      if (ms !== null) times.push(ms);
+    }
+  }));
+  return times;
+}
+
+const out = {};
+const phase = (name) => process.stderr.write(`bench: ${name}\n`);
+phase("serial creates");
+const serial = await burst(mode === "cold" ? 20 : 100, 1);
+out.createP50 = pct(serial, 50);
+out.serialOK = serial.length;
+if (mode === "warm") {
+  const refill = () => new Promise((r) => setTimeout(r, 6000)); // the pool refills
+  await refill();
+  phase("10 at once");
+  const ten = await burst(50, 10);
+  out.createP99at10 = pct(ten, 99);
+  for (const c of [20, 50]) {
+    await refill();
+    phase(`${c} at once`);
+    out[`ok${c}`] = (await burst(100, c)).length;
+  }
+  phase("command round trips");
+  const sb = await Sandbox.create(opts);
+  const rt = [];
+  for (let i = 0; i < 100; i++) {
+    const t = performance.now();
+    await sb.commands.run("true");
+    rt.push(performance.now() - t);
+  }
+  out.commandP50 = pct(rt, 50);
+  phase("uploads");
+  const data = randomBytes(1 << 20);
+  const up = [];
+  for (let i = 0; i < 10; i++) {
+    const t = performance.now();
+    await sb.files.writeFiles([{ path: `/tmp/up-${i}.bin`, data }]);
+    up.push(performance.now() - t);
+  }
+  out.uploadP50 = pct(up, 50);
+  await sb.kill();
+  await sb.close();
+}
+console.log(JSON.stringify(out));
