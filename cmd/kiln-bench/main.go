@@ -6,7 +6,7 @@
 // and its first contentful paint on loopback, measured in headless Chromium
 // by firstpaint.mjs when Node, Chromium and the UI's node_modules are there.
 //
-//	go run ./cmd/kiln-bench [-count 3] [-langgraph DIR] [-no-langgraph] [-no-paint] [-no-fanout] [-only fanout|startup]
+//	go run ./cmd/kiln-bench [-count 3] [-langgraph DIR] [-no-langgraph] [-no-paint] [-no-fanout] [-only fanout|startup|sandbox]
 package main
 
 import (
@@ -170,23 +170,38 @@ func langGraph(dir string) (map[string]map[string]float64, error) {
 // temporary data directory and the given extra environment, and waits
 // until it answers. stop kills it and removes the directory.
 func startServer(bin string, env ...string) (addr string, pid int, stop func(), err error) {
+	data, err := os.MkdirTemp("", "kiln-bench-serve")
+	if err != nil {
+		return "", 0, nil, err
+	}
+	addr, pid, kill, err := startServerPid(bin, data, env...)
+	if err != nil {
+		os.RemoveAll(data)
+		return "", 0, nil, err
+	}
+	return addr, pid, func() { kill(); os.RemoveAll(data) }, nil
+}
+
+// startServerIn is startServer on the data directory data, which stop
+// leaves in place.
+func startServerIn(bin, data string, env ...string) (addr string, stop func(), err error) {
+	addr, _, stop, err = startServerPid(bin, data, env...)
+	return addr, stop, err
+}
+
+func startServerPid(bin, data string, env ...string) (addr string, pid int, stop func(), err error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", 0, nil, err
 	}
 	addr = l.Addr().String()
 	l.Close()
-	data, err := os.MkdirTemp("", "kiln-bench-serve")
-	if err != nil {
-		return "", 0, nil, err
-	}
 	cmd := exec.Command(bin, "serve", "--addr", addr, "--data", data)
 	cmd.Env = append(append(os.Environ(), "KILN_API_TOKEN=", "KILN_ALLOWED_ORIGINS="), env...)
 	if err := cmd.Start(); err != nil {
-		os.RemoveAll(data)
 		return "", 0, nil, err
 	}
-	stop = func() { cmd.Process.Kill(); cmd.Wait(); os.RemoveAll(data) }
+	stop = func() { cmd.Process.Kill(); cmd.Wait() }
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for {
@@ -339,7 +354,7 @@ func main() {
 	chromium := flag.String("chromium", envOr("CHROMIUM", "/usr/bin/chromium"), "Chromium for the first-paint figure")
 	paintRuns := flag.Int("paint-runs", 10, "page loads for the first-paint figure; the table shows the median")
 	noPaint := flag.Bool("no-paint", false, "skip the first-paint figure")
-	only := flag.String("only", "", "measure only this group of figures: fanout or startup")
+	only := flag.String("only", "", "measure only this group of figures: fanout, startup or sandbox")
 	noFanout := flag.Bool("no-fanout", false, "skip the SSE fan-out figures (a few minutes)")
 	settle := flag.Duration("settle", time.Minute, "how long after the SSE clients left the server's memory is read again")
 	flag.Parse()
@@ -355,8 +370,10 @@ func main() {
 			fanoutRows(*bin, *count, *settle, add, note)
 		case "startup":
 			startupRows(*bin, *count, add, note)
+		case "sandbox":
+			sandboxRows(*bin, add, note)
 		default:
-			fmt.Fprintf(os.Stderr, "-only %q: want fanout or startup\n", *only)
+			fmt.Fprintf(os.Stderr, "-only %q: want fanout, startup or sandbox\n", *only)
 			os.Exit(2)
 		}
 		printRows(rows, *count)
@@ -478,6 +495,7 @@ func main() {
 		fanoutRows(*bin, *count, *settle, add, func(figure, why string) { rows = append(rows, row{figure, "n/a", "", "not measured: " + why}) })
 	}
 	startupRows(*bin, *count, add, func(figure, why string) { rows = append(rows, row{figure, "n/a", "", "not measured: " + why}) })
+	sandboxRows(*bin, add, func(figure, why string) { rows = append(rows, row{figure, "n/a", "", "not measured: " + why}) })
 	if rssErr == nil {
 		add("idle server resident memory", rss, "MiB", "< 60 MiB", rss < 60)
 	} else {
