@@ -22,6 +22,7 @@ type sandboxFigures struct {
 	CreateP50     float64 `json:"createP50"`
 	SerialOK      int     `json:"serialOK"`
 	CreateP99at10 float64 `json:"createP99at10"`
+	CreateP50at10 float64 `json:"createP50at10"`
 	OK20          int     `json:"ok20"`
 	OK50          int     `json:"ok50"`
 	CommandP50    float64 `json:"commandP50"`
@@ -50,6 +51,7 @@ func sandboxRows(bin string, add func(figure string, v float64, unit, target str
 		note(figure+", warm pool", err.Error())
 	} else {
 		add(fmt.Sprintf("sandbox create, docker, warm pool, serial (P50 of 100; %d ok)", warm.SerialOK), warm.CreateP50, "ms", "< 20 ms", warm.CreateP50 < 20)
+		add("sandbox create, docker, warm pool, 10 at once (P50 of 50; OpenSandbox publishes 102.7 ms)", warm.CreateP50at10, "ms", "", true)
 		add("sandbox create, docker, warm pool, 10 at once (P99 of 50)", warm.CreateP99at10, "ms", "< 60 ms", warm.CreateP99at10 < 60)
 		add("sandbox creates that succeeded, 100 at 20 at once", float64(warm.OK20), "of 100", "100", warm.OK20 == 100)
 		add("sandbox creates that succeeded, 100 at 50 at once", float64(warm.OK50), "of 100", "100", warm.OK50 == 100)

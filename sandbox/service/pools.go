@@ -102,6 +102,7 @@ func (s *Service) poolFor(runtime string, req CreateRequest, res sandbox.Resourc
 // Taking one is a pop under a mutex; storing the claim is an Update of
 // its own, so that claims at once commit together.
 func (s *Service) claim(ctx context.Context, p *PoolConfig, owner string, rec *core.Sandbox) (*core.Sandbox, error) {
+	s.lastClaim.Store(time.Now().UnixNano())
 	defer s.kickPools()
 	for {
 		id, ok := s.popPooled(p.Name)
@@ -265,8 +266,12 @@ func (s *Service) poolSlot(ctx context.Context, p *PoolConfig, id string) (*core
 }
 
 // fillOne starts one sandbox for the pool when it is short of its size
-// (and the server below its limit), and reports whether it did.
+// (and the server below its limit) and no claim came for refillQuiet,
+// and reports whether it did.
 func (s *Service) fillOne(ctx context.Context, p *PoolConfig) bool {
+	if time.Since(time.Unix(0, s.lastClaim.Load())) < refillQuiet {
+		return false // claims are coming: the next kick or tick refills
+	}
 	r, err := s.runtime(p.Runtime)
 	if err != nil {
 		return false

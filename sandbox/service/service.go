@@ -44,6 +44,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kilnhq/kiln/core"
@@ -108,6 +109,8 @@ type Service struct {
 	pooled  map[string][]string
 	fillMu  sync.Mutex
 	refill  chan struct{}
+	// lastClaim is when the last claim came (Unix nanoseconds).
+	lastClaim atomic.Int64
 }
 
 // LoadKey returns the key in the file at path, creating the file (mode

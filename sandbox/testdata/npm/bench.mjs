@@ -64,6 +64,7 @@ if (mode === "warm") {
   phase("10 at once");
   const ten = await burst(50, 10);
   out.createP99at10 = pct(ten, 99);
+  out.createP50at10 = pct(ten, 50);
   for (const c of [20, 50]) {
     await refill();
     phase(`${c} at once`);
