@@ -3,6 +3,8 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -77,7 +79,9 @@ func dockerBuiltin(dataRoot string) (plugins.Builtin, error) {
 		return plugins.Builtin{}, err
 	}
 	load := func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
-		opts := docker.Options{DefaultImage: cmp.Or(os.Getenv(envSandboxImage), "busybox:latest")}
+		// The data root names this server's containers on a shared engine.
+		sum := sha256.Sum256([]byte(dataRoot))
+		opts := docker.Options{DefaultImage: cmp.Or(os.Getenv(envSandboxImage), "busybox:latest"), Instance: hex.EncodeToString(sum[:8])}
 		if execd := execdPath(); execd != "" {
 			opts.ExecdPath, opts.StateDir = execd, filepath.Join(dataRoot, "sandboxes")
 		}

@@ -54,8 +54,14 @@ import (
 const Name = "docker"
 
 // LabelSandbox is the label every sandbox container carries, with the
-// sandbox's Spec.ID as its value.
-const LabelSandbox = "io.kiln.sandbox"
+// sandbox's Spec.ID as its value; LabelInstance, with the Options.Instance
+// of the runtime that started it, tells the containers of the Kiln
+// servers sharing one engine apart, so that List (and so the clean-up of
+// orphans) sees a server's own only.
+const (
+	LabelSandbox  = "io.kiln.sandbox"
+	LabelInstance = "io.kiln.instance"
+)
 
 // Where kiln-execd's files are inside a sandbox.
 const (
@@ -100,6 +106,9 @@ type Options struct {
 	// StateDir is the host folder of the per-sandbox run folders,
 	// created when missing (0700); required with ExecdPath.
 	StateDir string
+	// Instance names the Kiln server on a shared engine (its containers
+	// carry it as LabelInstance); "" is "default".
+	Instance string
 }
 
 // Runtime is the Docker sandbox runtime. It is safe for concurrent use.
@@ -144,6 +153,9 @@ func New(opts Options) (*Runtime, error) {
 	}
 	if opts.PidsLimit == 0 {
 		opts.PidsLimit = DefaultPidsLimit
+	}
+	if opts.Instance == "" {
+		opts.Instance = "default"
 	}
 	opts.Defaults.MemoryMiB = orDefault(opts.Defaults.MemoryMiB, DefaultMemoryMiB, opts.Max.MemoryMiB)
 	opts.Defaults.CPUMillis = orDefault(opts.Defaults.CPUMillis, DefaultCPUMillis, opts.Max.CPUMillis)
@@ -367,7 +379,7 @@ func (r *Runtime) config(name, image string, spec sandbox.Spec) (*container.Conf
 		Image:      image,
 		Entrypoint: entry,
 		Env:        envList(spec.Env),
-		Labels:     map[string]string{LabelSandbox: spec.ID},
+		Labels:     map[string]string{LabelSandbox: spec.ID, LabelInstance: r.opts.Instance},
 	}, host
 }
 
@@ -502,9 +514,10 @@ func (r *Runtime) setPaused(ctx context.Context, h sandbox.Handle, pause bool) e
 }
 
 // List returns the Spec.IDs of the engine's containers labelled
-// io.kiln.sandbox, running or not, sorted.
+// io.kiln.sandbox with this runtime's instance, running or not, sorted.
 func (r *Runtime) List(ctx context.Context) ([]string, error) {
-	cs, err := r.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelSandbox))})
+	cs, err := r.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", LabelSandbox), filters.Arg("label", LabelInstance+"="+r.opts.Instance))})
 	if err != nil {
 		return nil, fmt.Errorf("docker: list containers: %w", err)
 	}

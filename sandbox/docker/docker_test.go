@@ -248,6 +248,11 @@ func TestListAndImages(t *testing.T) {
 	if err != nil || !slices.Contains(ids, id) {
 		t.Errorf("List = %q, %v; want it to hold %s", ids, err, id)
 	}
+	// Another server on the same engine lists its own containers only.
+	other := newRuntime(t, docker.Options{Instance: "another-server"})
+	if ids, err := other.List(ctx); err != nil || slices.Contains(ids, id) {
+		t.Errorf("another instance's List = %q, %v; it holds %s", ids, err, id)
+	}
 	if err := r.Destroy(ctx, h); err != nil {
 		t.Fatal(err)
 	}
