@@ -10,11 +10,13 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -44,6 +46,7 @@ const maxModuleSize = 256 << 20
 // shell compiled in it.
 type engine struct {
 	rt    wazero.Runtime
+	wasi  map[string]api.FunctionDefinition // of WASI preview1, by name
 	once  sync.Once
 	shell wazero.CompiledModule
 	err   error // of compiling the shell
@@ -70,7 +73,7 @@ func (r *Runtime) engine(ctx context.Context, mib int) (*engine, error) {
 		rt.Close(ctx)
 		return nil, fmt.Errorf("wasm sandbox runtime: instantiate WASI: %w", err)
 	}
-	e := &engine{rt: rt}
+	e := &engine{rt: rt, wasi: rt.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions()}
 	r.engines[pages] = e
 	return e, nil
 }
@@ -88,8 +91,8 @@ func (e *engine) compiledShell(ctx context.Context) (wazero.CompiledModule, erro
 }
 
 // checkImports refuses a module that imports anything WASI preview1
-// without sockets does not provide.
-func checkImports(c wazero.CompiledModule) error {
+// without sockets does not provide, as wasi (e's instance of it) has it.
+func checkImports(c wazero.CompiledModule, wasi map[string]api.FunctionDefinition) error {
 	for _, f := range c.ImportedFunctions() {
 		mod, name, _ := f.Import()
 		switch {
@@ -97,6 +100,13 @@ func checkImports(c wazero.CompiledModule) error {
 			return fmt.Errorf("%w: the module imports %s.%s: a sandbox provides %s alone", sandbox.ErrInvalid, mod, name, wasi_snapshot_preview1.ModuleName)
 		case strings.HasPrefix(name, "sock_"):
 			return fmt.Errorf("%w: the module imports %s.%s: a sandbox has no network, and no sockets", sandbox.ErrInvalid, mod, name)
+		}
+		d, ok := wasi[name]
+		if !ok {
+			return fmt.Errorf("%w: the module imports %s.%s, which WASI preview1 does not provide", sandbox.ErrInvalid, mod, name)
+		}
+		if !slices.Equal(d.ParamTypes(), f.ParamTypes()) || !slices.Equal(d.ResultTypes(), f.ResultTypes()) {
+			return fmt.Errorf("%w: the module imports %s.%s of another type than WASI preview1's", sandbox.ErrInvalid, mod, name)
 		}
 	}
 	if len(c.ImportedMemories()) > 0 {
@@ -160,7 +170,7 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 			return sandbox.ExitStatus{}, fmt.Errorf("%w: exec %s: not a WebAssembly module wazero compiles: %v", sandbox.ErrInvalid, name, err)
 		}
 		defer mod.Close(context.WithoutCancel(ctx))
-		if err := checkImports(mod); err != nil {
+		if err := checkImports(mod, e.wasi); err != nil {
 			return sandbox.ExitStatus{}, fmt.Errorf("exec %s: %w", name, err)
 		}
 	default:
