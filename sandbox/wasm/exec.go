@@ -181,10 +181,14 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 	defer cancel()
 	ctx, cancelCause := context.WithCancelCause(ctx)
 	defer cancelCause(nil)
-	if untrack, err := r.track(b.name, cancelCause); err != nil {
+	untrack, err := r.track(b.name, cancelCause)
+	if err != nil {
 		return sandbox.ExitStatus{}, err
-	} else {
-		defer untrack()
+	}
+	defer untrack()
+	// A Destroy between open and track found nothing to cut off.
+	if _, err := r.open(h); err != nil {
+		return sandbox.ExitStatus{}, err
 	}
 
 	stdin := newStdin(ctx, req.Stdin)
@@ -221,11 +225,13 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 	}
 	out.close()
 	if ctx.Err() != nil {
+		// Destroyed, closed, past MaxExecTime, or the caller's ctx ended
+		// (its cause, when it has one, wrapped too).
 		cause := context.Cause(ctx)
-		if errors.Is(cause, sandbox.ErrNotFound) || errors.Is(cause, errClosed) {
-			return sandbox.ExitStatus{}, fmt.Errorf("exec %q: %w", name, cause)
+		if !errors.Is(cause, ctx.Err()) && !errors.Is(cause, sandbox.ErrNotFound) && !errors.Is(cause, errClosed) {
+			cause = fmt.Errorf("%w: %w", ctx.Err(), cause)
 		}
-		return sandbox.ExitStatus{}, fmt.Errorf("exec %q: %w (%v)", name, ctx.Err(), cause)
+		return sandbox.ExitStatus{}, fmt.Errorf("exec %q: %w", name, cause)
 	}
 	var exit *sys.ExitError
 	switch {

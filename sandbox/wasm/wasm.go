@@ -102,13 +102,19 @@ const (
 	DefaultMaxExecTime = 10 * time.Minute
 )
 
+// MaxMemoryMiB is the most memory a 32-bit WebAssembly module can
+// address (65536 pages of 64 KiB), and so the most a Spec may ask for
+// whatever Options.Max says.
+const MaxMemoryMiB = 4096
+
 // Options configure a Runtime.
 type Options struct {
 	// Dir is the host folder of the sandboxes and the compilation
 	// cache, created when missing (0700): required, absolute.
 	Dir string
 	// Max is the most a Spec may ask for (Capabilities.Max); a zero
-	// field sets no limit.
+	// field sets no limit, but for MemoryMiB, which is at most
+	// MaxMemoryMiB.
 	Max sandbox.Resources
 	// DefaultMemoryMiB is the memory limit of a Spec without one; 0 is
 	// DefaultMemoryMiB, lowered to Max.MemoryMiB when that is less.
@@ -145,10 +151,13 @@ func New(opts Options) (*Runtime, error) {
 	if !filepath.IsAbs(opts.Dir) {
 		return nil, fmt.Errorf("wasm sandbox runtime: Options.Dir %q is not an absolute path", opts.Dir)
 	}
+	if opts.Max.MemoryMiB == 0 || opts.Max.MemoryMiB > MaxMemoryMiB {
+		opts.Max.MemoryMiB = MaxMemoryMiB
+	}
 	if opts.DefaultMemoryMiB == 0 {
 		opts.DefaultMemoryMiB = DefaultMemoryMiB
 	}
-	if opts.Max.MemoryMiB > 0 && opts.DefaultMemoryMiB > opts.Max.MemoryMiB {
+	if opts.DefaultMemoryMiB > opts.Max.MemoryMiB {
 		opts.DefaultMemoryMiB = opts.Max.MemoryMiB
 	}
 	if opts.MaxExecTime == 0 {
@@ -201,8 +210,8 @@ func (r *Runtime) Close(ctx context.Context) error {
 
 var errClosed = errors.New("wasm sandbox runtime is closed")
 
-// Capabilities: network mode none only, and Options.Max; no pause,
-// images or mounts.
+// Capabilities: network mode none only, and Options.Max (with MemoryMiB
+// at most MaxMemoryMiB); no pause, images or mounts.
 func (r *Runtime) Capabilities() sandbox.Capabilities {
 	c := r.caps
 	c.Network = slices.Clone(c.Network)

@@ -385,6 +385,16 @@ func TestShellBuiltins(t *testing.T) {
 	if want := "b\ng\nrefused\ng\nquiet\n0\n/a\nx\n"; stdout != want || code != 0 {
 		t.Errorf("builtins = %d, %q, stderr %q; want 0, %q", code, stdout, stderr, want)
 	}
+	// Every name the runtime sends to the shell is one of its programs.
+	for name := range builtins {
+		args := []string{name}
+		if name == "sleep" {
+			args = append(args, "0")
+		}
+		if _, stderr, code := run(t, r, h, sandbox.ExecRequest{Command: args}); code == 127 || strings.Contains(stderr, "not found") {
+			t.Errorf("exec %q = %d, %q: the runtime sends it to the shell, which does not have it", args, code, stderr)
+		}
+	}
 	write(t, r, h, "/s.sh", []byte("echo from a file; exit 5\n"))
 	if stdout, _, code := run(t, r, h, sandbox.ExecRequest{Command: []string{"sh", "/s.sh"}}); stdout != "from a file\n" || code != 5 {
 		t.Errorf("sh FILE = %d, %q", code, stdout)
@@ -397,11 +407,22 @@ func TestShellBuiltins(t *testing.T) {
 	}
 }
 
-// Disk limits are refused; List names the sandboxes.
+// Disk limits are refused, and memory past what wasm32 addresses; List
+// names the sandboxes.
 func TestStartAndList(t *testing.T) {
-	r := newRuntime(t, t.TempDir())
+	r, err := New(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
 	if _, err := r.Start(context.Background(), sandbox.Spec{ID: "disk", Resources: sandbox.Resources{DiskMiB: 10}}); !errors.Is(err, sandbox.ErrUnsupported) {
 		t.Errorf("Start with a disk limit: %v; want ErrUnsupported", err)
+	}
+	if max := r.Capabilities().Max.MemoryMiB; max != MaxMemoryMiB {
+		t.Errorf("Max.MemoryMiB without a limit = %d; want %d", max, MaxMemoryMiB)
+	}
+	if _, err := r.Start(context.Background(), sandbox.Spec{ID: "big", Resources: sandbox.Resources{MemoryMiB: MaxMemoryMiB + 1}}); !errors.Is(err, sandbox.ErrInvalid) {
+		t.Errorf("Start with more memory than wasm32 addresses: %v; want ErrInvalid", err)
 	}
 	start(t, r, sandbox.Spec{ID: "one"})
 	start(t, r, sandbox.Spec{ID: "two"})
