@@ -78,16 +78,39 @@ func (r *Runtime) engine(ctx context.Context, mib int) (*engine, error) {
 	return e, nil
 }
 
-// compiledShell returns the shell compiled in e, compiling it the first
-// time.
-func (e *engine) compiledShell(ctx context.Context) (wazero.CompiledModule, error) {
+// shell returns the shell compiled in e, compiling it the first time.
+func (r *Runtime) shell(e *engine) (wazero.CompiledModule, error) {
 	e.once.Do(func() {
-		e.shell, e.err = e.rt.CompileModule(context.WithoutCancel(ctx), shellWasm)
+		e.shell, e.err = r.compile(e, shellWasm)
 		if e.err != nil {
 			e.err = fmt.Errorf("wasm sandbox runtime: compile the built-in shell: %w", e.err)
 		}
 	})
 	return e.shell, e.err
+}
+
+// compile compiles code in e, unless the Runtime is closed.
+func (r *Runtime) compile(e *engine, code []byte) (wazero.CompiledModule, error) {
+	if err := r.acquire(); err != nil {
+		return nil, err
+	}
+	defer r.busy.RUnlock()
+	return e.rt.CompileModule(context.Background(), code)
+}
+
+// acquire read-locks busy unless the Runtime is closed: wazero panics on
+// a compilation into a runtime closed meanwhile, so Close waits for the
+// compilations and instances under way (having cut the instances off).
+func (r *Runtime) acquire() error {
+	r.busy.RLock()
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		r.busy.RUnlock()
+		return errClosed
+	}
+	return nil
 }
 
 // checkImports refuses a module that imports anything WASI preview1
@@ -155,7 +178,7 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 	name := req.Command[0]
 	switch {
 	case builtins[name]:
-		if mod, err = e.compiledShell(ctx); err != nil {
+		if mod, err = r.shell(e); err != nil {
 			return sandbox.ExitStatus{}, err
 		}
 	case strings.HasSuffix(name, ".wasm"):
@@ -166,7 +189,9 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 		if !found {
 			return notFound(out, name), nil
 		}
-		if mod, err = e.rt.CompileModule(context.WithoutCancel(ctx), code); err != nil {
+		if mod, err = r.compile(e, code); errors.Is(err, errClosed) {
+			return sandbox.ExitStatus{}, err
+		} else if err != nil {
 			return sandbox.ExitStatus{}, fmt.Errorf("%w: exec %s: not a WebAssembly module wazero compiles: %v", sandbox.ErrInvalid, name, err)
 		}
 		defer mod.Close(context.WithoutCancel(ctx))
@@ -219,10 +244,14 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 	}
 	cfg = cfg.WithEnv("PWD", dir)
 
+	if err := r.acquire(); err != nil {
+		return sandbox.ExitStatus{}, err
+	}
 	inst, err := e.rt.InstantiateModule(ctx, mod, cfg)
 	if inst != nil {
 		inst.Close(context.WithoutCancel(ctx))
 	}
+	r.busy.RUnlock()
 	out.close()
 	if ctx.Err() != nil {
 		// Destroyed, closed, past MaxExecTime, or the caller's ctx ended

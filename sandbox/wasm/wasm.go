@@ -134,6 +134,8 @@ type Runtime struct {
 	caps  sandbox.Capabilities
 	cache wazero.CompilationCache
 
+	busy sync.RWMutex // see acquire
+
 	mu      sync.Mutex
 	closed  bool
 	engines map[uint32]*engine                          // by memory limit in pages
@@ -145,8 +147,9 @@ var (
 	_ sandbox.Lister  = (*Runtime)(nil)
 )
 
-// New returns a Runtime over opts.Dir. It fails when Dir is not an
-// absolute path or cannot be created.
+// New returns a Runtime over opts.Dir and starts compiling the built-in
+// shell in the background. It fails when Dir is not an absolute path or
+// cannot be created.
 func New(opts Options) (*Runtime, error) {
 	if !filepath.IsAbs(opts.Dir) {
 		return nil, fmt.Errorf("wasm sandbox runtime: Options.Dir %q is not an absolute path", opts.Dir)
@@ -171,12 +174,23 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wasm sandbox runtime: compilation cache: %w", err)
 	}
-	return &Runtime{opts: opts, cache: cache, engines: map[uint32]*engine{}, running: map[string]map[*int]context.CancelCauseFunc{},
+	r := &Runtime{opts: opts, cache: cache, engines: map[uint32]*engine{}, running: map[string]map[*int]context.CancelCauseFunc{},
 		caps: sandbox.Capabilities{
 			Name:    Name,
 			Network: []sandbox.NetworkMode{sandbox.NetworkNone},
 			Max:     opts.Max,
-		}}, nil
+		}}
+	go r.warm()
+	return r, nil
+}
+
+// warm compiles the shell for the default memory limit, so that the
+// first command does not wait for it (a second on a cold cache); an
+// Exec that needs it meanwhile waits for this compilation.
+func (r *Runtime) warm() {
+	if e, err := r.engine(context.Background(), r.opts.DefaultMemoryMiB); err == nil {
+		r.shell(e)
+	}
 }
 
 // cacheDir is the compilation cache's folder in Options.Dir; sandbox
@@ -200,6 +214,8 @@ func (r *Runtime) Close(ctx context.Context) error {
 	}
 	engines := r.engines
 	r.mu.Unlock()
+	r.busy.Lock()
+	defer r.busy.Unlock()
 	var errs []error
 	for _, e := range engines {
 		errs = append(errs, e.rt.Close(ctx))
