@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -96,6 +97,16 @@ func (r *Runtime) compile(e *engine, code []byte) (wazero.CompiledModule, error)
 	}
 	defer r.busy.RUnlock()
 	return e.rt.CompileModule(context.Background(), code)
+}
+
+// release closes a compiled module, unless the Runtime is closed (and
+// with it every module).
+func (r *Runtime) release(mod wazero.CompiledModule) {
+	if r.acquire() != nil {
+		return
+	}
+	defer r.busy.RUnlock()
+	mod.Close(context.Background())
 }
 
 // acquire read-locks busy unless the Runtime is closed: wazero panics on
@@ -194,7 +205,7 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 		} else if err != nil {
 			return sandbox.ExitStatus{}, fmt.Errorf("%w: exec %s: not a WebAssembly module wazero compiles: %v", sandbox.ErrInvalid, name, err)
 		}
-		defer mod.Close(context.WithoutCancel(ctx))
+		defer r.release(mod)
 		if err := checkImports(mod, e.wasi); err != nil {
 			return sandbox.ExitStatus{}, fmt.Errorf("exec %s: %w", name, err)
 		}
@@ -236,13 +247,15 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 			}
 		}).
 		WithRandSource(rand.Reader)
-	for k, v := range b.meta.Env {
-		cfg = cfg.WithEnv(k, v)
+	env := maps.Clone(b.meta.Env)
+	if env == nil {
+		env = map[string]string{}
 	}
-	for k, v := range req.Env {
-		cfg = cfg.WithEnv(k, v)
+	maps.Copy(env, req.Env)
+	env["PWD"] = dir
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		cfg = cfg.WithEnv(k, env[k])
 	}
-	cfg = cfg.WithEnv("PWD", dir)
 
 	if err := r.acquire(); err != nil {
 		return sandbox.ExitStatus{}, err

@@ -29,9 +29,9 @@
 //   - Anything else ends with code 127 and "sh: NAME: not found" on
 //     stderr.
 //
-// A module may import wasi_snapshot_preview1 alone and none of its
-// sock_* functions; any other import is refused before it runs, with an
-// error wrapping sandbox.ErrInvalid. WASI preview1 has no way to open a
+// A module may import functions of wasi_snapshot_preview1 alone, as
+// WASI has them and none of its sock_* ones; any other import is refused
+// before it runs, with an error wrapping sandbox.ErrInvalid. WASI preview1 has no way to open a
 // socket, and no listener is handed in, so a sandbox has no network.
 //
 // A command's environment is Spec.Env, then ExecRequest.Env, then PWD:
@@ -45,10 +45,14 @@
 // is closed at its next function call or loop back-edge (wazero's
 // WithCloseOnContextDone), and sleeps and reads of stdin are cut short.
 //
-// Modules are compiled once per memory limit and kept for the life of
-// the Runtime (the shell) or cached under <Options.Dir>/cache
-// (wazero's compilation cache, shared by every Runtime on the folder):
-// a command costs an instantiation, not a compilation.
+// Modules are compiled once per memory limit: the shell is kept for the
+// life of the Runtime (New compiles it in the background for the default
+// limit), and every module's machine code is cached under
+// <Options.Dir>/cache (wazero's compilation cache, shared by every
+// Runtime on the folder), so a command costs an instantiation, not a
+// compilation (a sandbox's own module is still decoded and validated on
+// each run). Folders a crash left behind mid-Destroy are removed by New;
+// one left mid-Start (<name>.new-*) is not.
 //
 // # Limits
 //
