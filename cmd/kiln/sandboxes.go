@@ -18,6 +18,7 @@ import (
 	"github.com/kilnhq/kiln/sandbox/docker"
 	"github.com/kilnhq/kiln/sandbox/execapi"
 	"github.com/kilnhq/kiln/sandbox/service"
+	"github.com/kilnhq/kiln/sandbox/wasm"
 	"github.com/kilnhq/kiln/web"
 )
 
@@ -90,6 +91,30 @@ func dockerBuiltin(dataRoot string) (plugins.Builtin, error) {
 			return nil, err
 		}
 		return plugins.Clients{ByKind: map[plugins.Capability]any{plugins.CapSandboxRuntime: rt}}, nil
+	}
+	return plugins.Builtin{Manifest: m, Load: load}, nil
+}
+
+// wasmBuiltin is the built-in wasm sandbox-runtime plugin: sandboxes as
+// folders under <data>/sandboxes-wasm whose commands are WASI modules
+// run in-process (a built-in sh, or the sandbox's own .wasm files), with
+// no network and nothing to install. Its Load fails only when the
+// folder cannot be created.
+func wasmBuiltin(dataRoot string) (plugins.Builtin, error) {
+	m, err := builtinManifest("wasm", "1.0.0", "Sandboxes as WASI modules run in-process by wazero: a built-in sh and the sandbox's own .wasm programs, a folder of its own as /, no network, a memory limit per command.",
+		[]plugins.Capability{plugins.CapSandboxRuntime}, plugins.Permissions{}, nil)
+	if err != nil {
+		return plugins.Builtin{}, err
+	}
+	load := func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
+		rt, err := wasm.New(wasm.Options{Dir: filepath.Join(dataRoot, "sandboxes-wasm")})
+		if err != nil {
+			return nil, err
+		}
+		return plugins.Clients{
+			ByKind:  map[plugins.Capability]any{plugins.CapSandboxRuntime: rt},
+			OnClose: func() error { return rt.Close(context.Background()) },
+		}, nil
 	}
 	return plugins.Builtin{Manifest: m, Load: load}, nil
 }

@@ -1,0 +1,446 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/kilnhq/kiln/sandbox"
+)
+
+//go:generate env GOOS=wasip1 GOARCH=wasm GOFLAGS= go build -trimpath -buildvcs=false "-ldflags=-s -w -buildid=" -o sh.wasm ./guest/sh
+
+// shellWasm is the built-in shell, guest/sh compiled by the go:generate
+// line above.
+//
+//go:embed sh.wasm
+var shellWasm []byte
+
+// builtins are the names of the programs the built-in shell runs.
+var builtins = map[string]bool{
+	"sh": true, "echo": true, "cat": true, "sleep": true, "pwd": true, "true": true, "false": true,
+	"ls": true, "mkdir": true, "rm": true, "mv": true, "env": true,
+}
+
+// maxModuleSize is the largest module a sandbox may run.
+const maxModuleSize = 256 << 20
+
+// engine is a wazero runtime for one memory limit, with WASI and the
+// shell compiled in it.
+type engine struct {
+	rt    wazero.Runtime
+	wasi  map[string]api.FunctionDefinition // of WASI preview1, by name
+	once  sync.Once
+	shell wazero.CompiledModule
+	err   error // of compiling the shell
+}
+
+// engine returns the engine for a memory limit, creating it on first
+// use.
+func (r *Runtime) engine(ctx context.Context, mib int) (*engine, error) {
+	pages := uint32(mib) * 16 // of 64 KiB
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, errClosed
+	}
+	if e, ok := r.engines[pages]; ok {
+		return e, nil
+	}
+	cfg := wazero.NewRuntimeConfig().
+		WithCompilationCache(r.cache).
+		WithMemoryLimitPages(pages).
+		WithCloseOnContextDone(true)
+	rt := wazero.NewRuntimeWithConfig(context.WithoutCancel(ctx), cfg)
+	if _, err := wasi_snapshot_preview1.Instantiate(context.WithoutCancel(ctx), rt); err != nil {
+		rt.Close(ctx)
+		return nil, fmt.Errorf("wasm sandbox runtime: instantiate WASI: %w", err)
+	}
+	e := &engine{rt: rt, wasi: rt.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions()}
+	r.engines[pages] = e
+	return e, nil
+}
+
+// shell returns the shell compiled in e, compiling it the first time.
+func (r *Runtime) shell(e *engine) (wazero.CompiledModule, error) {
+	e.once.Do(func() {
+		e.shell, e.err = r.compile(e, shellWasm)
+		if e.err != nil {
+			e.err = fmt.Errorf("wasm sandbox runtime: compile the built-in shell: %w", e.err)
+		}
+	})
+	return e.shell, e.err
+}
+
+// compile compiles code in e, unless the Runtime is closed.
+func (r *Runtime) compile(e *engine, code []byte) (wazero.CompiledModule, error) {
+	if err := r.acquire(); err != nil {
+		return nil, err
+	}
+	defer r.busy.RUnlock()
+	return e.rt.CompileModule(context.Background(), code)
+}
+
+// release closes a compiled module, unless the Runtime is closed (and
+// with it every module).
+func (r *Runtime) release(mod wazero.CompiledModule) {
+	if r.acquire() != nil {
+		return
+	}
+	defer r.busy.RUnlock()
+	mod.Close(context.Background())
+}
+
+// acquire read-locks busy unless the Runtime is closed: wazero panics on
+// a compilation into a runtime closed meanwhile, so Close waits for the
+// compilations and instances under way (having cut the instances off).
+func (r *Runtime) acquire() error {
+	r.busy.RLock()
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		r.busy.RUnlock()
+		return errClosed
+	}
+	return nil
+}
+
+// checkImports refuses a module that imports anything WASI preview1
+// without sockets does not provide, as wasi (e's instance of it) has it.
+func checkImports(c wazero.CompiledModule, wasi map[string]api.FunctionDefinition) error {
+	for _, f := range c.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		switch {
+		case mod != wasi_snapshot_preview1.ModuleName:
+			return fmt.Errorf("%w: the module imports %s.%s: a sandbox provides %s alone", sandbox.ErrInvalid, mod, name, wasi_snapshot_preview1.ModuleName)
+		case strings.HasPrefix(name, "sock_"):
+			return fmt.Errorf("%w: the module imports %s.%s: a sandbox has no network, and no sockets", sandbox.ErrInvalid, mod, name)
+		}
+		d, ok := wasi[name]
+		if !ok {
+			return fmt.Errorf("%w: the module imports %s.%s, which WASI preview1 does not provide", sandbox.ErrInvalid, mod, name)
+		}
+		if !slices.Equal(d.ParamTypes(), f.ParamTypes()) || !slices.Equal(d.ResultTypes(), f.ResultTypes()) {
+			return fmt.Errorf("%w: the module imports %s.%s of another type than WASI preview1's", sandbox.ErrInvalid, mod, name)
+		}
+	}
+	if len(c.ImportedMemories()) > 0 {
+		return fmt.Errorf("%w: the module imports a memory: a sandbox provides WASI functions alone", sandbox.ErrInvalid)
+	}
+	return nil
+}
+
+// Exec runs req.Command as the package doc says. A module that cannot
+// run (an import refused, a compile error) is an error wrapping
+// sandbox.ErrInvalid; one that traps (out of memory, unreachable) ends
+// with code 134, as an abort does, and the trap on stderr.
+func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRequest, events func(sandbox.ExecEvent)) (sandbox.ExitStatus, error) {
+	if err := req.Check(); err != nil {
+		return sandbox.ExitStatus{}, err
+	}
+	b, err := r.open(h)
+	if err != nil {
+		return sandbox.ExitStatus{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return sandbox.ExitStatus{}, fmt.Errorf("exec %q: %w", req.Command[0], err)
+	}
+	dir := req.Dir
+	if dir == "" {
+		dir = "/"
+	}
+	root, err := openRoot(b)
+	if err != nil {
+		return sandbox.ExitStatus{}, err
+	}
+	defer root.Close()
+	if fi, err := root.Stat(rel(dir)); err != nil || !fi.IsDir() {
+		if err == nil {
+			err = errors.New("not a folder")
+		}
+		return sandbox.ExitStatus{}, &fs.PathError{Op: "exec", Path: dir, Err: fmt.Errorf("%w: the working folder: %w", fs.ErrNotExist, unwrapPath(err))}
+	}
+
+	out := &streams{events: events}
+	e, err := r.engine(ctx, b.meta.MemoryMiB)
+	if err != nil {
+		return sandbox.ExitStatus{}, err
+	}
+	var mod wazero.CompiledModule
+	name := req.Command[0]
+	switch {
+	case builtins[name]:
+		if mod, err = r.shell(e); err != nil {
+			return sandbox.ExitStatus{}, err
+		}
+	case strings.HasSuffix(name, ".wasm"):
+		code, found, err := readModule(root, name, dir)
+		if err != nil {
+			return sandbox.ExitStatus{}, err
+		}
+		if !found {
+			return notFound(out, name), nil
+		}
+		if mod, err = r.compile(e, code); errors.Is(err, errClosed) {
+			return sandbox.ExitStatus{}, err
+		} else if err != nil {
+			return sandbox.ExitStatus{}, fmt.Errorf("%w: exec %s: not a WebAssembly module wazero compiles: %v", sandbox.ErrInvalid, name, err)
+		}
+		defer r.release(mod)
+		if err := checkImports(mod, e.wasi); err != nil {
+			return sandbox.ExitStatus{}, fmt.Errorf("exec %s: %w", name, err)
+		}
+	default:
+		return notFound(out, name), nil
+	}
+
+	ctx, cancel := context.WithTimeoutCause(ctx, r.opts.MaxExecTime, fmt.Errorf("%w: the command ran longer than the runtime allows (%v)", context.DeadlineExceeded, r.opts.MaxExecTime))
+	defer cancel()
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	defer cancelCause(nil)
+	untrack, err := r.track(b.name, cancelCause)
+	if err != nil {
+		return sandbox.ExitStatus{}, err
+	}
+	defer untrack()
+	// A Destroy between open and track found nothing to cut off.
+	if _, err := r.open(h); err != nil {
+		return sandbox.ExitStatus{}, err
+	}
+
+	stdin := newStdin(ctx, req.Stdin)
+	defer stdin.stop()
+	cfg := wazero.NewModuleConfig().
+		WithName("").
+		WithArgs(req.Command...).
+		WithStdin(stdin).
+		WithStdout(out.writer(sandbox.Stdout)).
+		WithStderr(out.writer(sandbox.Stderr)).
+		WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(noSymlinks{sysfs.DirFS(b.root())}, "/")).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithNanosleep(func(ns int64) {
+			t := time.NewTimer(time.Duration(ns))
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+		}).
+		WithRandSource(rand.Reader)
+	env := maps.Clone(b.meta.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, req.Env)
+	env["PWD"] = dir
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		cfg = cfg.WithEnv(k, env[k])
+	}
+
+	if err := r.acquire(); err != nil {
+		return sandbox.ExitStatus{}, err
+	}
+	inst, err := e.rt.InstantiateModule(ctx, mod, cfg)
+	if inst != nil {
+		inst.Close(context.WithoutCancel(ctx))
+	}
+	r.busy.RUnlock()
+	out.close()
+	if ctx.Err() != nil {
+		// Destroyed, closed, past MaxExecTime, or the caller's ctx ended
+		// (its cause, when it has one, wrapped too).
+		cause := context.Cause(ctx)
+		if !errors.Is(cause, ctx.Err()) && !errors.Is(cause, sandbox.ErrNotFound) && !errors.Is(cause, errClosed) {
+			cause = fmt.Errorf("%w: %w", ctx.Err(), cause)
+		}
+		return sandbox.ExitStatus{}, fmt.Errorf("exec %q: %w", name, cause)
+	}
+	var exit *sys.ExitError
+	switch {
+	case err == nil:
+		return sandbox.ExitStatus{Code: 0}, nil
+	case errors.As(err, &exit):
+		return sandbox.ExitStatus{Code: int(exit.ExitCode() & 255)}, nil
+	}
+	// A trap: the module ran and failed.
+	out.write(sandbox.Stderr, []byte(fmt.Sprintf("%s: %v\n", name, err)))
+	return sandbox.ExitStatus{Code: 134}, nil
+}
+
+// notFound ends a command whose program is not there, as a shell does.
+func notFound(out *streams, name string) sandbox.ExitStatus {
+	out.write(sandbox.Stderr, []byte("sh: "+name+": not found\n"))
+	return sandbox.ExitStatus{Code: 127}
+}
+
+// track records a running command's cancel under its sandbox, for
+// Destroy and Close; untrack forgets it.
+func (r *Runtime) track(name string, cancel context.CancelCauseFunc) (untrack func(), err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, errClosed
+	}
+	key := new(int)
+	if r.running[name] == nil {
+		r.running[name] = map[*int]context.CancelCauseFunc{}
+	}
+	r.running[name][key] = cancel
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.running[name], key)
+		if len(r.running[name]) == 0 {
+			delete(r.running, name)
+		}
+	}, nil
+}
+
+// readModule reads the module a command names (see the package doc);
+// found is false when there is none.
+func readModule(root root, name, dir string) (code []byte, found bool, err error) {
+	var candidates []string
+	switch {
+	case strings.HasPrefix(name, "/"):
+		candidates = []string{path.Clean(name)}
+	case strings.Contains(name, "/"):
+		candidates = []string{path.Join(dir, name)}
+	default:
+		candidates = []string{path.Join("/bin", name), path.Join(dir, name)}
+	}
+	for _, p := range candidates {
+		code, err := root.readFile(p, maxModuleSize)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			return nil, false, fmt.Errorf("exec %s: %w", name, err)
+		}
+		return code, true, nil
+	}
+	return nil, false, nil
+}
+
+// noSymlinks is a WASI filesystem that cannot make symlinks: wazero's
+// DirFS follows a relative one out of its folder.
+type noSymlinks struct{ experimentalsys.FS }
+
+// Symlink refuses.
+func (noSymlinks) Symlink(string, string) experimentalsys.Errno { return experimentalsys.EPERM }
+
+// streams passes a command's output to the events callback, one write
+// at a time and never after close.
+type streams struct {
+	mu     sync.Mutex
+	events func(sandbox.ExecEvent)
+	done   bool
+}
+
+func (s *streams) write(stream sandbox.Stream, p []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done || len(p) == 0 {
+		return
+	}
+	s.events(sandbox.ExecEvent{Stream: stream, Data: bytes.Clone(p)})
+}
+
+func (s *streams) close() {
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
+}
+
+// writer is stream as an io.Writer.
+func (s *streams) writer(stream sandbox.Stream) io.Writer { return streamWriter{s, stream} }
+
+type streamWriter struct {
+	s      *streams
+	stream sandbox.Stream
+}
+
+func (w streamWriter) Write(p []byte) (int, error) {
+	w.s.write(w.stream, p)
+	return len(p), nil
+}
+
+// stdin is a command's input, read by a goroutine of its own so that a
+// read the guest waits in ends with the command's ctx.
+type stdin struct {
+	ctx   context.Context
+	src   io.Reader
+	once  sync.Once
+	reads chan stdinRead
+	done  chan struct{}
+	buf   []byte // left of the last read
+	err   error  // once the source ended
+}
+
+type stdinRead struct {
+	p   []byte
+	err error
+}
+
+func newStdin(ctx context.Context, src io.Reader) *stdin {
+	if src == nil {
+		src = bytes.NewReader(nil)
+	}
+	return &stdin{ctx: ctx, src: src, reads: make(chan stdinRead), done: make(chan struct{})}
+}
+
+func (in *stdin) Read(p []byte) (int, error) {
+	in.once.Do(func() { go in.pump() })
+	for len(in.buf) == 0 {
+		if in.err != nil {
+			return 0, in.err
+		}
+		select {
+		case rd := <-in.reads:
+			in.buf, in.err = rd.p, rd.err
+		case <-in.ctx.Done():
+			return 0, in.ctx.Err()
+		}
+	}
+	n := copy(p, in.buf)
+	in.buf = in.buf[n:]
+	return n, nil
+}
+
+// pump reads the source until it ends or stop is called.
+func (in *stdin) pump() {
+	for {
+		buf := make([]byte, 32<<10)
+		n, err := in.src.Read(buf)
+		select {
+		case in.reads <- stdinRead{buf[:n], err}:
+		case <-in.done:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// stop lets the pump end (once its read returns).
+func (in *stdin) stop() { close(in.done) }

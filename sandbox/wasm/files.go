@@ -1,0 +1,280 @@
+package wasm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/kilnhq/kiln/plugins/grantfs"
+	"github.com/kilnhq/kiln/sandbox"
+)
+
+// root is a sandbox's root folder, opened with os.Root: no path through
+// it leaves it, by ".." or by symlink.
+type root struct{ *os.Root }
+
+func openRoot(b *box) (root, error) {
+	r, err := os.OpenRoot(b.root())
+	if errors.Is(err, fs.ErrNotExist) {
+		return root{}, fmt.Errorf("%w: sandbox %s has no files", sandbox.ErrNotFound, b.meta.ID)
+	}
+	if err != nil {
+		return root{}, fmt.Errorf("wasm sandbox runtime: open the files of sandbox %s: %w", b.meta.ID, err)
+	}
+	return root{r}, nil
+}
+
+// rel is the os.Root name of the sandbox path p (absolute and clean).
+func rel(p string) string {
+	if p == "/" {
+		return "."
+	}
+	return p[1:]
+}
+
+// unwrapPath is the error an *fs.PathError wraps, or err: os.Root's
+// errors name the relative path, the callers' the sandbox's.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// pathError is err as an *fs.PathError for the sandbox path p.
+func pathError(op, p string, err error) error {
+	return &fs.PathError{Op: op, Path: p, Err: unwrapPath(err)}
+}
+
+// plainFile returns nil when fi is a regular file with one hard link,
+// else why it is refused: a hard link may share the file with one
+// outside the sandbox.
+func plainFile(fi fs.FileInfo) error {
+	switch {
+	case fi.IsDir():
+		return errors.New("is a folder")
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%w: not a regular file (%v)", sandbox.ErrInvalid, fi.Mode().Type())
+	case grantfs.HardLinks(fi) > 1:
+		return fmt.Errorf("%w: the file has %d hard links; only a file with one is read or written", sandbox.ErrInvalid, grantfs.HardLinks(fi))
+	}
+	return nil
+}
+
+// open opens the file at the sandbox path p for reading.
+func (r root) open(p string) (*os.File, error) {
+	f, err := r.OpenFile(rel(p), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, pathError("open", p, err)
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = plainFile(fi)
+	}
+	if err != nil {
+		f.Close()
+		return nil, pathError("open", p, err)
+	}
+	return f, nil
+}
+
+// readFile reads the file at p whole, refusing one larger than max.
+func (r root) readFile(p string, max int64) ([]byte, error) {
+	f, err := r.open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, pathError("read", p, err)
+	}
+	if int64(len(data)) > max {
+		return nil, pathError("read", p, fmt.Errorf("%w: larger than %d MiB", sandbox.ErrInvalid, max>>20))
+	}
+	return data, nil
+}
+
+// files opens the sandbox of h for a file operation on p.
+func (r *Runtime) files(ctx context.Context, h sandbox.Handle, op, p string) (root, error) {
+	if err := ctx.Err(); err != nil {
+		return root{}, err
+	}
+	b, err := r.open(h)
+	if err != nil {
+		return root{}, err
+	}
+	if err := sandbox.CheckPath(op, p); err != nil {
+		return root{}, err
+	}
+	return openRoot(b)
+}
+
+// ReadFile opens the file at path; a folder, a file that is not a
+// regular one or has more than one hard link is refused.
+func (r *Runtime) ReadFile(ctx context.Context, h sandbox.Handle, p string) (io.ReadCloser, error) {
+	rt, err := r.files(ctx, h, "read", p)
+	if err != nil {
+		return nil, err
+	}
+	defer rt.Close()
+	f, err := rt.open(p)
+	if err != nil {
+		return nil, err
+	}
+	return &ctxFile{ctx: ctx, f: f}, nil
+}
+
+// ctxFile is a file whose reads fail once ctx ends.
+type ctxFile struct {
+	ctx context.Context
+	f   *os.File
+}
+
+func (c *ctxFile) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.f.Read(p)
+}
+
+func (c *ctxFile) Close() error { return c.f.Close() }
+
+// WriteFile writes the file at path, through os.Root; an existing file
+// that is not a regular one or has more than one hard link is refused.
+func (r *Runtime) WriteFile(ctx context.Context, h sandbox.Handle, p string, data io.Reader, perm fs.FileMode) error {
+	rt, err := r.files(ctx, h, "write", p)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	if p == "/" {
+		return pathError("write", p, errors.New("is a folder"))
+	}
+	if perm == 0 {
+		perm = 0o644
+	}
+	perm &= fs.ModePerm
+	if err := rt.MkdirAll(rel(path.Dir(p)), 0o755); err != nil {
+		return pathError("write", p, err)
+	}
+	if fi, err := rt.Lstat(rel(p)); err == nil {
+		if err := plainFile(fi); err != nil {
+			return pathError("write", p, err)
+		}
+	}
+	f, err := rt.OpenFile(rel(p), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, perm)
+	if err != nil {
+		return pathError("write", p, err)
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = plainFile(fi)
+	}
+	if err == nil {
+		err = f.Chmod(perm) // past the umask
+	}
+	if err == nil {
+		_, err = io.Copy(f, &ctxReader{ctx, data})
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return pathError("write", p, err)
+	}
+	return nil
+}
+
+// ctxReader is a reader whose reads fail once ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// info is fi as a sandbox.FileInfo named for the sandbox path p.
+func info(p string, fi fs.FileInfo) sandbox.FileInfo {
+	name := path.Base(p)
+	return sandbox.FileInfo{Name: name, Size: fi.Size(), Mode: fi.Mode(), ModTime: fi.ModTime()}
+}
+
+// Stat describes path, following symlinks inside the sandbox only.
+func (r *Runtime) Stat(ctx context.Context, h sandbox.Handle, p string) (sandbox.FileInfo, error) {
+	rt, err := r.files(ctx, h, "stat", p)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	defer rt.Close()
+	fi, err := rt.Root.Stat(rel(p))
+	if err != nil {
+		return sandbox.FileInfo{}, pathError("stat", p, err)
+	}
+	return info(p, fi), nil
+}
+
+// ReadDir lists the folder at path, sorted by name, without following
+// symlinks.
+func (r *Runtime) ReadDir(ctx context.Context, h sandbox.Handle, p string) ([]sandbox.FileInfo, error) {
+	rt, err := r.files(ctx, h, "readdir", p)
+	if err != nil {
+		return nil, err
+	}
+	defer rt.Close()
+	f, err := rt.Open(rel(p))
+	if err != nil {
+		return nil, pathError("readdir", p, err)
+	}
+	defer f.Close()
+	ents, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, pathError("readdir", p, err)
+	}
+	out := make([]sandbox.FileInfo, 0, len(ents))
+	for _, e := range ents {
+		fi, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed meanwhile
+		}
+		if err != nil {
+			return nil, pathError("readdir", path.Join(p, e.Name()), err)
+		}
+		out = append(out, info(path.Join(p, e.Name()), fi))
+	}
+	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// Remove removes the file or folder at path with all it holds; a
+// symlink is removed, not followed.
+func (r *Runtime) Remove(ctx context.Context, h sandbox.Handle, p string) error {
+	rt, err := r.files(ctx, h, "remove", p)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	if p == "/" {
+		return pathError("remove", p, fmt.Errorf("%w: the sandbox's root folder is not removed", sandbox.ErrInvalid))
+	}
+	if _, err := rt.Lstat(rel(p)); err != nil {
+		return pathError("remove", p, err)
+	}
+	if err := rt.RemoveAll(rel(p)); err != nil {
+		return pathError("remove", p, err)
+	}
+	return nil
+}

@@ -1,0 +1,456 @@
+// Package wasm is the "wasm" sandbox runtime: a sandbox.Runtime whose
+// commands are WASI (preview1) command modules run in-process by wazero
+// (github.com/tetratelabs/wazero), with no container engine and no
+// network.
+//
+// # Sandboxes
+//
+// A sandbox is a host folder, <Options.Dir>/<16 hex digits of the
+// sha256 of Spec.ID>, holding sandbox.json (the ID, the environment,
+// the memory limit and a random incarnation) and root/ (0700), which
+// every command sees as "/" and the file operations work in. The
+// handle (version 1) names the folder and the incarnation, so that an
+// old handle never reaches a new sandbox of the same ID. Nothing runs
+// between commands: a sandbox is its files, Recover finds it running
+// while its folder is there, and there is nothing to pause.
+//
+// # Commands
+//
+// Exec runs Command[0] as a fresh instance of a module:
+//
+//   - "sh", and the names of its builtins (echo, cat, sleep, pwd, true,
+//     false, ls, mkdir, rm, mv, env), run the built-in shell, sh.wasm
+//     (guest/sh: a small sh compiled from Go), with Command as its
+//     arguments. It cannot start other modules: inside a script any
+//     other program is "not found".
+//   - A name ending in ".wasm" runs that module of the sandbox's files:
+//     an absolute path, a relative one with a "/" (against Dir), or a
+//     bare name found in /bin, then in Dir. Its argv is Command.
+//   - Anything else ends with code 127 and "sh: NAME: not found" on
+//     stderr.
+//
+// A module may import functions of wasi_snapshot_preview1 alone, as
+// WASI has them and none of its sock_* ones; any other import is refused
+// before it runs, with an error wrapping sandbox.ErrInvalid. WASI preview1 has no way to open a
+// socket, and no listener is handed in, so a sandbox has no network.
+//
+// A command's environment is Spec.Env, then ExecRequest.Env, then PWD:
+// Dir, or "/". WASI has no working folder of its own: the built-in shell
+// (and any Go wasip1 program) takes it from $PWD; modules built on
+// wasi-libc (C, Rust) ignore it and resolve relative paths against "/".
+// Its stdout and stderr reach the events callback write by write, in
+// the order the module made them; its clocks are the host's and its
+// random source crypto/rand. When the caller's ctx ends, or
+// Options.MaxExecTime passes, or the sandbox is destroyed, the instance
+// is closed at its next function call or loop back-edge (wazero's
+// WithCloseOnContextDone), and sleeps and reads of stdin are cut short.
+//
+// Modules are compiled once per memory limit: the shell is kept for the
+// life of the Runtime (New compiles it in the background for the default
+// limit), and every module's machine code is cached under
+// <Options.Dir>/cache (wazero's compilation cache, shared by every
+// Runtime on the folder), so a command costs an instantiation, not a
+// compilation (a sandbox's own module is still decoded and validated on
+// each run). Folders a crash left behind mid-Destroy are removed by New;
+// one left mid-Start (<name>.new-*) is not.
+//
+// # Limits
+//
+// Spec.Resources.MemoryMiB caps each command's linear memory (wazero's
+// memory limit; Options.DefaultMemoryMiB when zero); a module that asks
+// for more fails to grow its memory (a Go program exits with code 2:
+// "out of memory"). CPUMillis is accepted and not enforced: a command
+// runs on one goroutine, so at most one core. A disk limit (DiskMiB) is
+// refused as unsupported: neither wazero nor the host folder can hold a
+// guest to one.
+//
+// # Files
+//
+// The file operations go through os.Root on the sandbox's root folder,
+// so no ".." and no symlink reaches out of it, and they refuse a
+// regular file with more than one hard link, as plugins/grantfs does.
+// Commands see the same folder through wazero's WASI filesystem, which
+// rejects ".." and absolute symlink targets but would follow a relative
+// symlink out of the folder ("../../etc/passwd"): the mount refuses
+// path_symlink altogether (EPERM), so the folder never holds a symlink
+// (the file operations cannot make one either).
+package wasm
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/kilnhq/kiln/sandbox"
+)
+
+// Name is the runtime's name (Capabilities.Name), the ID of the plugin
+// that provides it.
+const Name = "wasm"
+
+// Defaults for the Options left zero.
+const (
+	DefaultMemoryMiB   = 256
+	DefaultMaxExecTime = 10 * time.Minute
+)
+
+// MaxMemoryMiB is the most memory a 32-bit WebAssembly module can
+// address (65536 pages of 64 KiB), and so the most a Spec may ask for
+// whatever Options.Max says.
+const MaxMemoryMiB = 4096
+
+// Options configure a Runtime.
+type Options struct {
+	// Dir is the host folder of the sandboxes and the compilation
+	// cache, created when missing (0700): required, absolute.
+	Dir string
+	// Max is the most a Spec may ask for (Capabilities.Max); a zero
+	// field sets no limit, but for MemoryMiB, which is at most
+	// MaxMemoryMiB.
+	Max sandbox.Resources
+	// DefaultMemoryMiB is the memory limit of a Spec without one; 0 is
+	// DefaultMemoryMiB, lowered to Max.MemoryMiB when that is less.
+	DefaultMemoryMiB int
+	// MaxExecTime bounds every command, whatever its ctx allows; 0 is
+	// DefaultMaxExecTime.
+	MaxExecTime time.Duration
+}
+
+// Runtime is the wasm sandbox runtime. It is safe for concurrent use;
+// several Runtime values may share one Options.Dir (a restarted
+// server's), but only the value that runs a command cuts it off when
+// another's Destroy removes its sandbox: the command then fails on the
+// missing files.
+type Runtime struct {
+	opts  Options
+	caps  sandbox.Capabilities
+	cache wazero.CompilationCache
+
+	busy sync.RWMutex // see acquire
+
+	mu      sync.Mutex
+	closed  bool
+	engines map[uint32]*engine                          // by memory limit in pages
+	running map[string]map[*int]context.CancelCauseFunc // by sandbox folder name
+}
+
+var (
+	_ sandbox.Runtime = (*Runtime)(nil)
+	_ sandbox.Lister  = (*Runtime)(nil)
+)
+
+// New returns a Runtime over opts.Dir and starts compiling the built-in
+// shell in the background. It fails when Dir is not an absolute path or
+// cannot be created.
+func New(opts Options) (*Runtime, error) {
+	if !filepath.IsAbs(opts.Dir) {
+		return nil, fmt.Errorf("wasm sandbox runtime: Options.Dir %q is not an absolute path", opts.Dir)
+	}
+	if opts.Max.MemoryMiB == 0 || opts.Max.MemoryMiB > MaxMemoryMiB {
+		opts.Max.MemoryMiB = MaxMemoryMiB
+	}
+	if opts.DefaultMemoryMiB == 0 {
+		opts.DefaultMemoryMiB = DefaultMemoryMiB
+	}
+	if opts.DefaultMemoryMiB > opts.Max.MemoryMiB {
+		opts.DefaultMemoryMiB = opts.Max.MemoryMiB
+	}
+	if opts.MaxExecTime == 0 {
+		opts.MaxExecTime = DefaultMaxExecTime
+	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("wasm sandbox runtime: %w", err)
+	}
+	removeTrash(opts.Dir)
+	cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(opts.Dir, cacheDir))
+	if err != nil {
+		return nil, fmt.Errorf("wasm sandbox runtime: compilation cache: %w", err)
+	}
+	r := &Runtime{opts: opts, cache: cache, engines: map[uint32]*engine{}, running: map[string]map[*int]context.CancelCauseFunc{},
+		caps: sandbox.Capabilities{
+			Name:    Name,
+			Network: []sandbox.NetworkMode{sandbox.NetworkNone},
+			Max:     opts.Max,
+		}}
+	go r.warm()
+	return r, nil
+}
+
+// warm compiles the shell for the default memory limit, so that the
+// first command does not wait for it (a second on a cold cache); an
+// Exec that needs it meanwhile waits for this compilation.
+func (r *Runtime) warm() {
+	if e, err := r.engine(context.Background(), r.opts.DefaultMemoryMiB); err == nil {
+		r.shell(e)
+	}
+}
+
+// cacheDir is the compilation cache's folder in Options.Dir; sandbox
+// folders are named by hex digits alone, so it is never one.
+const cacheDir = "cache"
+
+// Close cuts off the commands running and releases the compiled
+// modules; the sandboxes' files stay, for another Runtime on the folder.
+// Every method fails after it.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	for _, execs := range r.running {
+		for _, cancel := range execs {
+			cancel(errClosed)
+		}
+	}
+	engines := r.engines
+	r.mu.Unlock()
+	r.busy.Lock()
+	defer r.busy.Unlock()
+	var errs []error
+	for _, e := range engines {
+		errs = append(errs, e.rt.Close(ctx))
+	}
+	errs = append(errs, r.cache.Close(ctx))
+	return errors.Join(errs...)
+}
+
+var errClosed = errors.New("wasm sandbox runtime is closed")
+
+// Capabilities: network mode none only, and Options.Max (with MemoryMiB
+// at most MaxMemoryMiB); no pause, images or mounts.
+func (r *Runtime) Capabilities() sandbox.Capabilities {
+	c := r.caps
+	c.Network = slices.Clone(c.Network)
+	return c
+}
+
+// meta is a sandbox's sandbox.json.
+type meta struct {
+	ID          string            `json:"id"`
+	Incarnation string            `json:"incarnation"`
+	Env         map[string]string `json:"env,omitempty"`
+	MemoryMiB   int               `json:"memory_mib"`
+}
+
+const metaFile = "sandbox.json"
+
+// handleData is the Data of a version 1 handle.
+type handleData struct {
+	Dir         string `json:"dir"`         // the sandbox's folder in Options.Dir
+	Incarnation string `json:"incarnation"` // its meta's, told apart from a later sandbox of the same ID
+}
+
+func handle(dir, incarnation string) sandbox.Handle {
+	data, _ := json.Marshal(handleData{Dir: dir, Incarnation: incarnation})
+	return sandbox.Handle{Version: 1, Data: data}
+}
+
+// folderName is the name of the folder of the sandbox id.
+func folderName(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:8])
+}
+
+// isFolderName reports whether name is one folderName returns.
+func isFolderName(name string) bool {
+	if len(name) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(name)
+	return err == nil
+}
+
+// box is a live sandbox, as a handle names it.
+type box struct {
+	name string // folder name
+	dir  string // host path of the folder
+	meta meta
+}
+
+// root is the host path of the folder commands see as "/".
+func (b *box) root() string { return filepath.Join(b.dir, "root") }
+
+// open reads h and finds its sandbox: ErrBadHandle for a handle it
+// cannot read, ErrNotFound when the sandbox is gone.
+func (r *Runtime) open(h sandbox.Handle) (*box, error) {
+	if h.Version != 1 {
+		return nil, sandbox.HandleVersion(Name, h, 1)
+	}
+	var d handleData
+	if err := json.Unmarshal(h.Data, &d); err != nil || !isFolderName(d.Dir) || d.Incarnation == "" {
+		return nil, fmt.Errorf("%w: version 1 handle data %q", sandbox.ErrBadHandle, h.Data)
+	}
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return nil, errClosed
+	}
+	b := &box{name: d.Dir, dir: filepath.Join(r.opts.Dir, d.Dir)}
+	m, err := readMeta(b.dir)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && m.Incarnation != d.Incarnation {
+		return nil, fmt.Errorf("%w: sandbox folder %s", sandbox.ErrNotFound, d.Dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b.meta = m
+	return b, nil
+}
+
+func readMeta(dir string) (meta, error) {
+	var m meta
+	data, err := os.ReadFile(filepath.Join(dir, metaFile))
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("wasm sandbox runtime: %s of %s: %w", metaFile, filepath.Base(dir), err)
+	}
+	return m, nil
+}
+
+// Start makes the sandbox's folder, atomically: it is prepared under a
+// temporary name and renamed into place, so two Starts of one ID make
+// one sandbox and both return its handle. A spec with a disk limit is
+// refused as unsupported.
+func (r *Runtime) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Handle, error) {
+	if err := spec.Check(r.caps); err != nil {
+		return sandbox.Handle{}, err
+	}
+	if spec.Resources.DiskMiB > 0 {
+		return sandbox.Handle{}, sandbox.Unsupported(Name, "disk limits (disk_mib)")
+	}
+	if err := ctx.Err(); err != nil {
+		return sandbox.Handle{}, err
+	}
+	name := folderName(spec.ID)
+	dir := filepath.Join(r.opts.Dir, name)
+	if h, err := r.existing(dir, name, spec.ID); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return h, err
+	}
+	m := meta{ID: spec.ID, Incarnation: rand.Text(), Env: spec.Env, MemoryMiB: spec.Resources.MemoryMiB}
+	if m.MemoryMiB == 0 {
+		m.MemoryMiB = r.opts.DefaultMemoryMiB
+	}
+	tmp, err := os.MkdirTemp(r.opts.Dir, name+".new-")
+	if err != nil {
+		return sandbox.Handle{}, fmt.Errorf("wasm sandbox runtime: start %s: %w", spec.ID, err)
+	}
+	defer os.RemoveAll(tmp) // a no-op once renamed
+	data, _ := json.Marshal(m)
+	if err := os.WriteFile(filepath.Join(tmp, metaFile), data, 0o600); err != nil {
+		return sandbox.Handle{}, fmt.Errorf("wasm sandbox runtime: start %s: %w", spec.ID, err)
+	}
+	if err := os.Mkdir(filepath.Join(tmp, "root"), 0o700); err != nil {
+		return sandbox.Handle{}, fmt.Errorf("wasm sandbox runtime: start %s: %w", spec.ID, err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		// Another Start of the same ID won the race.
+		if h, err2 := r.existing(dir, name, spec.ID); err2 == nil {
+			return h, nil
+		}
+		return sandbox.Handle{}, fmt.Errorf("wasm sandbox runtime: start %s: %w", spec.ID, err)
+	}
+	return handle(name, m.Incarnation), nil
+}
+
+// existing returns the handle of the sandbox in dir, an error wrapping
+// fs.ErrNotExist when there is none.
+func (r *Runtime) existing(dir, name, id string) (sandbox.Handle, error) {
+	m, err := readMeta(dir)
+	if err != nil {
+		return sandbox.Handle{}, err
+	}
+	if m.ID != id {
+		return sandbox.Handle{}, fmt.Errorf("wasm sandbox runtime: start %s: its folder %s holds sandbox %s (a hash collision)", id, name, m.ID)
+	}
+	return handle(name, m.Incarnation), nil
+}
+
+// Destroy cuts off the sandbox's running commands (they return an error
+// wrapping sandbox.ErrNotFound) and removes its folder: renamed aside
+// first, so that the sandbox is gone at once for every Runtime, then
+// deleted.
+func (r *Runtime) Destroy(ctx context.Context, h sandbox.Handle) error {
+	b, err := r.open(h)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	for _, cancel := range r.running[b.name] {
+		cancel(errDestroyed)
+	}
+	r.mu.Unlock()
+	trash := filepath.Join(r.opts.Dir, b.name+".destroyed-"+rand.Text())
+	if err := os.Rename(b.dir, trash); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("wasm sandbox runtime: destroy %s: %w", b.meta.ID, err)
+	}
+	if err := os.RemoveAll(trash); err != nil {
+		return fmt.Errorf("wasm sandbox runtime: destroy %s: remove its files: %w", b.meta.ID, err)
+	}
+	return nil
+}
+
+// removeTrash deletes what Destroys left behind, cut off before they
+// were done.
+func removeTrash(dir string) {
+	trash, _ := filepath.Glob(filepath.Join(dir, "*.destroyed-*"))
+	for _, p := range trash {
+		os.RemoveAll(p)
+	}
+}
+
+var errDestroyed = fmt.Errorf("%w: the sandbox was destroyed while the command ran", sandbox.ErrNotFound)
+
+// Recover finds the sandbox running while its folder is there, and
+// returns h as it is.
+func (r *Runtime) Recover(ctx context.Context, h sandbox.Handle) (sandbox.State, error) {
+	if _, err := r.open(h); err != nil {
+		return sandbox.State{}, err
+	}
+	return sandbox.State{Status: sandbox.StatusRunning, Handle: h}, nil
+}
+
+// List returns the IDs of the sandboxes in Options.Dir.
+func (r *Runtime) List(ctx context.Context) ([]string, error) {
+	ents, err := os.ReadDir(r.opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("wasm sandbox runtime: list: %w", err)
+	}
+	var ids []string
+	for _, e := range ents {
+		if !e.IsDir() || !isFolderName(e.Name()) {
+			continue
+		}
+		m, err := readMeta(filepath.Join(r.opts.Dir, e.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // destroyed meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, m.ID)
+	}
+	return ids, nil
+}
