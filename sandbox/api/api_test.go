@@ -83,14 +83,24 @@ func newServer(t *testing.T) (client, *service.Service, *sandboxtest.Machine) {
 func TestLifecycle(t *testing.T) {
 	c, svc, m := newServer(t)
 	code, body, hdr := c.do("POST", "/v1/sandboxes", map[string]any{
-		"entrypoint": []string{"tail", "-f", "/dev/null"}, "timeout": 600, "resourceLimits": map[string]string{"cpu": "1", "memory": "512Mi"},
+		"entrypoint": []string{"python", "app.py"}, "timeout": 600, "resourceLimits": map[string]string{"cpu": "1", "memory": "512Mi"},
 		"env": map[string]string{"TOKEN": "s3cret"}, "metadata": map[string]string{"team": "a"}, "extensions": map[string]string{},
 		"secureAccess": false, "networkPolicy": map[string]any{"defaultAction": "deny"},
 	})
-	if code != http.StatusNotImplemented || !strings.Contains(body["message"].(string), "images") {
-		// The memory runtime has no images: an entrypoint is refused.
+	if code != http.StatusNotImplemented || !strings.Contains(body["message"].(string), "an entrypoint") {
+		// The memory runtime has no images: a main process is refused.
 		t.Fatalf("entrypoint on a runtime without images: %d %v", code, body)
 	}
+	if code, body, _ = c.do("POST", "/v1/sandboxes", map[string]any{"image": map[string]string{"uri": "alpine"}}); code != 400 || !strings.Contains(body["message"].(string), "one environment") {
+		t.Errorf("an image on a runtime without images: %d %v", code, body)
+	}
+	// The SDK's defaults on such a runtime: its name as the image, an
+	// entrypoint that only keeps it running.
+	code, body, _ = c.do("POST", "/v1/sandboxes", map[string]any{"image": map[string]string{"uri": "memory"}, "entrypoint": []string{"tail", "-f", "/dev/null"}})
+	if code != http.StatusAccepted {
+		t.Fatalf("the SDK's defaults: %d %v", code, body)
+	}
+	c.do("DELETE", "/v1/sandboxes/"+body["id"].(string), nil)
 	code, body, hdr = c.do("POST", "/v1/sandboxes", map[string]any{"timeout": 600, "metadata": map[string]string{"team": "a"},
 		"env": map[string]string{"TOKEN": "s3cret"}, "networkPolicy": map[string]any{"defaultAction": "deny"}}, "X-Request-ID", "req-123")
 	if code != http.StatusAccepted || body["id"] == "" || body["status"].(map[string]any)["state"] != "Running" || body["expiresAt"] == nil || body["createdAt"] == nil {

@@ -82,19 +82,33 @@ func checkPools(cfg Config) error {
 	return nil
 }
 
-// poolFor returns the pool a create can claim from, or nil.
-func (s *Service) poolFor(runtime string, req CreateRequest, res sandbox.Resources, netw sandbox.Network) *PoolConfig {
-	if len(req.Env) > 0 || len(req.Volumes) > 0 || netw.Mode != sandbox.NetworkNone {
+// poolFor returns the pool a create can claim from, or nil: one of the
+// runtime c names whose sandboxes are what spec asks for (its image,
+// entrypoint and resources as the runtime gets them), when the create
+// asks for nothing a started sandbox cannot take on.
+func (s *Service) poolFor(c sandbox.Capabilities, req CreateRequest, spec sandbox.Spec) *PoolConfig {
+	if len(req.Env) > 0 || len(req.Volumes) > 0 || spec.Network.Mode != sandbox.NetworkNone {
 		return nil
 	}
 	for i := range s.cfg.Pools {
 		p := &s.cfg.Pools[i]
-		pr, _ := resources(p.Resources)
-		if p.Size > 0 && p.Runtime == runtime && p.Image == req.Image && slices.Equal(p.Entrypoint, req.Entrypoint) && pr == res {
+		ps, err := poolSpec(c, p)
+		if err == nil && p.Size > 0 && p.Runtime == c.Name && ps.Image == spec.Image && slices.Equal(ps.Entrypoint, spec.Entrypoint) && ps.Resources == spec.Resources {
 			return p
 		}
 	}
 	return nil
+}
+
+// poolSpec is the spec of a pool's sandboxes (without its ID and token)
+// for a runtime with capabilities c.
+func poolSpec(c sandbox.Capabilities, p *PoolConfig) (sandbox.Spec, error) {
+	res, err := resources(p.Resources)
+	if err != nil {
+		return sandbox.Spec{}, err
+	}
+	image, entrypoint, err := environment(c, p.Runtime, CreateRequest{Image: p.Image, Entrypoint: p.Entrypoint})
+	return sandbox.Spec{Image: image, Entrypoint: entrypoint, Resources: res}, err
 }
 
 // claim gives owner one of the pool's waiting sandboxes, set up as the
@@ -276,10 +290,14 @@ func (s *Service) fillOne(ctx context.Context, p *PoolConfig) bool {
 	if err != nil {
 		return false
 	}
-	res, _ := resources(p.Resources)
-	id := newID()
-	spec := sandbox.Spec{ID: id, Image: p.Image, Resources: res, Entrypoint: p.Entrypoint, ExecToken: s.Token(id)}
-	if err := spec.Check(r.Capabilities()); err != nil {
+	spec, err := poolSpec(r.Capabilities(), p)
+	if err == nil {
+		spec.ID = newID()
+		spec.ExecToken = s.Token(spec.ID)
+		err = spec.Check(r.Capabilities())
+	}
+	id := spec.ID
+	if err != nil {
 		s.log.Warn("sandbox pool cannot be filled", "pool", p.Name, "err", err)
 		return false
 	}

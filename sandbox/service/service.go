@@ -528,9 +528,13 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	if err != nil {
 		return nil, err
 	}
+	image, entrypoint, err := environment(r.Capabilities(), name, req)
+	if err != nil {
+		return nil, err
+	}
 	id := newID()
-	spec := sandbox.Spec{ID: id, Image: req.Image, Env: req.Env, Resources: res, Network: netw,
-		Entrypoint: req.Entrypoint, Mounts: mounts, ExecToken: s.Token(id)}
+	spec := sandbox.Spec{ID: id, Image: image, Env: req.Env, Resources: res, Network: netw,
+		Entrypoint: entrypoint, Mounts: mounts, ExecToken: s.Token(id)}
 	if err := spec.Check(r.Capabilities()); err != nil {
 		return nil, err
 	}
@@ -539,7 +543,7 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	rec.Request, _ = json.Marshal(request{Image: req.Image, Entrypoint: req.Entrypoint, Timeout: req.Timeout,
 		Resources: req.Resources, EnvNames: slices.Sorted(maps.Keys(req.Env)), Network: req.Network,
 		Volumes: req.Volumes, Extensions: req.Extensions})
-	if p := s.poolFor(name, req, res, netw); p != nil {
+	if p := s.poolFor(r.Capabilities(), req, spec); p != nil {
 		claimed, err := s.claim(ctx, p, owner, rec)
 		if err != nil || claimed != nil {
 			return claimed, err
@@ -564,6 +568,27 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 		return nil, err
 	}
 	return rec, nil
+}
+
+// keepRunning are the entrypoints that only keep a container alive, which
+// OpenSandbox's SDKs send by default.
+var keepRunning = [][]string{{"tail", "-f", "/dev/null"}, {"sleep", "infinity"}}
+
+// environment is the image and entrypoint the runtime gets. A runtime
+// without images has one environment: a create names it by the runtime's
+// name as its image (or none), and only an entrypoint that keeps the
+// sandbox running, which such a sandbox does anyway.
+func environment(c sandbox.Capabilities, name string, req CreateRequest) (string, []string, error) {
+	if c.Images {
+		return req.Image, req.Entrypoint, nil
+	}
+	if req.Image != "" && req.Image != name {
+		return "", nil, core.Errorf(core.EINVALID, "sandbox runtime %q has one environment and takes no image; name it as the image %q, or give none", name, name)
+	}
+	if len(req.Entrypoint) > 0 && !slices.ContainsFunc(keepRunning, func(k []string) bool { return slices.Equal(k, req.Entrypoint) }) {
+		return "", nil, sandbox.Unsupported(name, "an entrypoint (its sandboxes run commands, not a main process)")
+	}
+	return "", nil, nil
 }
 
 // reserve counts a create against MaxSandboxes, or fails with ELIMIT.
