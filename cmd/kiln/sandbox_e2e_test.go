@@ -93,57 +93,73 @@ func runIn(t *testing.T, base, token, command string) (int, string) {
 	return resp.StatusCode, stdout.String()
 }
 
+// sdkResult is what sandbox/testdata/npm/sdk-check.mjs prints.
+type sdkResult struct {
+	ID, Stdout, Stderr, State, PausedState, ResumedState, PauseError, AfterResume, AfterKill string
+	ExitCode, FailedExitCode, FileBytes                                                      int
+	FileSame, Renewed                                                                        bool
+	CreateMs, RoundTripMs                                                                    float64
+}
+
 // TestSandboxSDKEndToEnd points OpenSandbox's own JavaScript SDK
-// (@alibaba-group/opensandbox from npm, unmodified) at a kiln serve with
-// the docker runtime: create and wait until ready, a command's output and
-// a failing one's exit code, a 1 MiB file written and read back byte for
-// byte, info, pause and resume, renew, kill and a 404 afterwards.
+// (@alibaba-group/opensandbox from npm, unmodified) at a kiln serve, on the
+// docker runtime and on the wasm one: create and wait until ready, a
+// command's output and a failing one's exit code, a 1 MiB file written and
+// read back byte for byte, info, pause and resume (501 on wasm, which
+// cannot pause), renew, kill and a 404 afterwards.
 func TestSandboxSDKEndToEnd(t *testing.T) {
-	needDocker(t)
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs kiln serve")
+	}
 	sdk := filepath.Join("..", "..", "sandbox", "testdata", "npm")
 	if _, err := os.Stat(filepath.Join(sdk, "node_modules", "@alibaba-group", "opensandbox")); err != nil {
-		if os.Getenv("KILN_REQUIRE_DOCKER") == "1" {
-			t.Fatalf("OpenSandbox's SDK is not installed (make deps): %v", err)
-		}
-		t.Skipf("OpenSandbox's SDK is not installed (make deps): %v", err)
+		t.Fatalf("OpenSandbox's SDK is not installed (make deps): %v", err)
 	}
-	srv := startProc(t, procAddr(t), t.TempDir(), "KILN_SANDBOX_IMAGE="+sandboxTestImage)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "sdk-check.mjs", srv.addr, sandboxTestImage)
-	cmd.Dir = sdk
-	out, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("the SDK failed: %v\n%s\n%s\nserver:\n%s", err, out, stderr, srv.logs.String())
-	}
-	var got struct {
-		ID, Stdout, Stderr, State, PausedState, ResumedState, AfterResume, AfterKill string
-		ExitCode, FailedExitCode, FileBytes                                          int
-		FileSame, Renewed                                                            bool
-		CreateMs, RoundTripMs                                                        float64
-	}
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	t.Logf("create %.0f ms, command round trip %.0f ms", got.CreateMs, got.RoundTripMs)
-	if got.Stdout != "hi\nhello from env\n" || got.Stderr != "oops\n" || got.ExitCode != 0 || got.FailedExitCode != 3 {
-		t.Errorf("commands: %+v", got)
-	}
-	if got.FileBytes != 1<<20 || !got.FileSame {
-		t.Errorf("the 1 MiB file came back as %d bytes, same %v", got.FileBytes, got.FileSame)
-	}
-	if got.State != "Running" || got.PausedState != "Paused" || got.ResumedState != "Running" || got.AfterResume != "after resume\n" {
-		t.Errorf("states: %+v", got)
-	}
-	if !got.Renewed || got.AfterKill != "404" {
-		t.Errorf("renew %v, after kill %q", got.Renewed, got.AfterKill)
-	}
-	if out, _ := exec.Command("docker", "ps", "-aq", "--filter", "name=kiln-"+got.ID).Output(); len(bytes.TrimSpace(out)) != 0 {
-		t.Errorf("the container of the killed sandbox is still there: %s", out)
+	for _, c := range []struct{ runtime, image string }{{"docker", sandboxTestImage}, {"wasm", "wasm"}} {
+		t.Run(c.runtime, func(t *testing.T) {
+			if c.runtime == "docker" {
+				needDocker(t)
+			}
+			srv := startProc(t, procAddr(t), t.TempDir(), "KILN_SANDBOX_IMAGE="+sandboxTestImage)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "node", "sdk-check.mjs", srv.addr, c.image, c.runtime)
+			cmd.Dir = sdk
+			out, err := cmd.Output()
+			if err != nil {
+				var stderr []byte
+				if ee, ok := err.(*exec.ExitError); ok {
+					stderr = ee.Stderr
+				}
+				t.Fatalf("the SDK failed: %v\n%s\n%s\nserver:\n%s", err, out, stderr, srv.logs.String())
+			}
+			var got sdkResult
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			t.Logf("create %.0f ms, command round trip %.0f ms", got.CreateMs, got.RoundTripMs)
+			if got.Stdout != "hi\nhello from env\n" || got.Stderr != "oops\n" || got.ExitCode != 0 || got.FailedExitCode != 3 {
+				t.Errorf("commands: %+v", got)
+			}
+			if got.FileBytes != 1<<20 || !got.FileSame {
+				t.Errorf("the 1 MiB file came back as %d bytes, same %v", got.FileBytes, got.FileSame)
+			}
+			pause := got.PausedState == "Paused" && got.ResumedState == "Running"
+			if c.runtime == "wasm" {
+				pause = got.PauseError == "501"
+			}
+			if got.State != "Running" || !pause || got.AfterResume != "after resume\n" {
+				t.Errorf("states: %+v", got)
+			}
+			if !got.Renewed || got.AfterKill != "404" {
+				t.Errorf("renew %v, after kill %q", got.Renewed, got.AfterKill)
+			}
+			if c.runtime == "docker" {
+				if out, _ := exec.Command("docker", "ps", "-aq", "--filter", "name=kiln-"+got.ID).Output(); len(bytes.TrimSpace(out)) != 0 {
+					t.Errorf("the container of the killed sandbox is still there: %s", out)
+				}
+			}
+		})
 	}
 }
 
