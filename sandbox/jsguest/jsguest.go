@@ -99,8 +99,11 @@ type Engine struct {
 	compiled wazero.CompiledModule
 	cache    wazero.CompilationCache
 
-	closeOnce sync.Once
-	closeErr  error
+	mu      sync.Mutex
+	closed  bool
+	stop    context.CancelFunc // ends the Runs in flight
+	stopped context.Context
+	runs    sync.WaitGroup
 }
 
 // New compiles the guest into an Engine whose scripts may use up to
@@ -128,6 +131,7 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 		WithCloseOnContextDone(true)
 	r := wazero.NewRuntimeWithConfig(ctx, cfg)
 	e := &Engine{memMiB: mib, runtime: r, cache: cache}
+	e.stopped, e.stop = context.WithCancel(context.Background())
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
 		e.Close(ctx)
 		return nil, fmt.Errorf("jsguest: instantiate wasi: %w", err)
@@ -141,21 +145,49 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	return e, nil
 }
 
-// Close releases the compiled guest and the cache; Runs in flight are
-// stopped.
+// ErrClosed is wrapped by the error of a Run after, or stopped by, Close.
+var ErrClosed = errors.New("jsguest: engine closed")
+
+// Close stops the Runs in flight (they fail with ErrClosed), waits for
+// them to return, and releases the compiled guest and the cache. A
+// second Close does nothing.
 func (e *Engine) Close(ctx context.Context) error {
-	e.closeOnce.Do(func() {
-		e.closeErr = errors.Join(e.runtime.Close(ctx), e.cache.Close(ctx))
-	})
-	return e.closeErr
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.mu.Unlock()
+	e.stop()
+	e.runs.Wait()
+	return errors.Join(e.runtime.Close(ctx), e.cache.Close(ctx))
+}
+
+// begin counts a Run in, failing after Close.
+func (e *Engine) begin() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	e.runs.Add(1)
+	return nil
 }
 
 // Run runs the guest with req on a fresh instance and returns its exit
 // code once it exits. The error is not nil, and the exit code -1, when
 // the script could not be started, ran out of memory (the error wraps
 // ErrOutOfMemory), was stopped because ctx ended (the error wraps
-// ctx.Err()), or trapped.
+// ctx.Err()) or the Engine closed (ErrClosed), or trapped.
 func (e *Engine) Run(ctx context.Context, req RunRequest) (exitCode int, err error) {
+	if err := e.begin(); err != nil {
+		return -1, err
+	}
+	defer e.runs.Done()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(e.stopped, func() { cancel(ErrClosed) })()
 	dir := req.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "jsguest-")
@@ -199,7 +231,7 @@ func (e *Engine) Run(ctx context.Context, req RunRequest) (exitCode int, err err
 		cfg = cfg.WithEnv(k, v)
 	}
 
-	mod, err := e.runtime.InstantiateModule(ctx, e.compiled, cfg)
+	mod, err := e.runtime.InstantiateModule(withMemory(ctx), e.compiled, cfg)
 	if mod != nil {
 		mod.Close(context.WithoutCancel(ctx))
 	}
@@ -207,8 +239,10 @@ func (e *Engine) Run(ctx context.Context, req RunRequest) (exitCode int, err err
 	switch {
 	case err == nil:
 		return 0, nil
+	case errors.Is(context.Cause(ctx), ErrClosed):
+		return -1, ErrClosed
 	case ctx.Err() != nil:
-		return -1, fmt.Errorf("jsguest: script stopped: %w", ctx.Err())
+		return -1, fmt.Errorf("jsguest: script stopped: %w", context.Cause(ctx))
 	case errors.As(err, &exit) && exit.ExitCode() == 2 && oom.seen():
 		return -1, fmt.Errorf("jsguest: %w (cap %d MiB)", ErrOutOfMemory, e.memMiB)
 	case errors.As(err, &exit):
