@@ -103,6 +103,14 @@ func TestUncaught(t *testing.T) {
 	eval(t, `Promise.reject(new Error("x")).catch(e => console.log("caught", e.message))`).want(t, 0, "caught x\n")
 }
 
+// Recursion deeper than the guest's bound ends the script, uncaught.
+func TestDeepRecursion(t *testing.T) {
+	r := eval(t, `function f(n) { return f(n + 1) + 1 }; try { f(0) } catch (e) { console.log("caught") }`)
+	if r.err != nil || r.code != 1 || r.stderr != "Uncaught RangeError: Maximum call stack size exceeded\n" {
+		t.Fatalf("got exit %d, err %v, stdout %q, stderr %q", r.code, r.err, r.stdout, r.stderr)
+	}
+}
+
 func TestSyntaxError(t *testing.T) {
 	r := eval(t, `let x = ;`)
 	if r.err != nil || r.code != 1 || !strings.HasPrefix(r.stderr, "SyntaxError: ") || !strings.Contains(r.stderr, "Unexpected token") {
@@ -337,5 +345,27 @@ func TestClose(t *testing.T) {
 	}
 	if _, err := e.Run(context.Background(), jsguest.RunRequest{Args: []string{"-e", "1"}}); !errors.Is(err, jsguest.ErrClosed) {
 		t.Fatalf("a Run after Close: %v, want ErrClosed", err)
+	}
+}
+
+// A second Engine on the same CacheDir reads the compiled guest instead of
+// compiling it.
+func TestCacheDir(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	for i := range 2 {
+		start := time.Now()
+		e, err := jsguest.New(ctx, jsguest.Options{CacheDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("New #%d with CacheDir: %v", i+1, time.Since(start))
+		var out bytes.Buffer
+		if code, err := e.Run(ctx, jsguest.RunRequest{Args: []string{"-e", "console.log(1)"}, Stdout: &out}); code != 0 || err != nil || out.String() != "1\n" {
+			t.Fatalf("got exit %d, err %v, stdout %q", code, err, out.String())
+		}
+		if err := e.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -23,7 +23,8 @@
 // Exit status: the code given to process.exit, else process.exitCode,
 // else 0 once the script has run and no timer is left. An uncaught
 // exception or an unhandled promise rejection prints "Uncaught " and the
-// error's stack to stderr and exits 1; a syntax error prints
+// error's stack to stderr and exits 1, and so does recursion deeper than
+// maxCallDepth (which the script cannot catch); a syntax error prints
 // "SyntaxError: " and the message and exits 1; so does a FILE that cannot
 // be read. A command line it does not understand exits 2.
 package main
@@ -109,6 +110,10 @@ func source(args []string) (name, src string, argv []string, err error) {
 	return args[0], string(b), append([]string{"js"}, args...), nil
 }
 
+// maxCallDepth bounds recursion, about as node does; deeper, the script
+// ends as by an uncaught RangeError, which (unlike node's) it cannot catch.
+const maxCallDepth = 10000
+
 // guest is the JavaScript runtime with the globals this command gives it.
 type guest struct {
 	vm       *goja.Runtime
@@ -122,6 +127,7 @@ type guest struct {
 // timers set up, process.argv being argv.
 func newGuest(argv []string) *guest {
 	vm := goja.New()
+	vm.SetMaxCallStackSize(maxCallDepth)
 	g := &guest{vm: vm, process: vm.NewObject()}
 	g.loop.vm = vm
 	vm.SetPromiseRejectionTracker(g.trackRejection)
@@ -244,7 +250,10 @@ func (g *guest) exitCode() int {
 // uncaught reports an error a script threw and returns exit status 1.
 func (g *guest) uncaught(err error) int {
 	var ex *goja.Exception
-	if errors.As(err, &ex) {
+	var so *goja.StackOverflowError
+	if errors.As(err, &so) {
+		fmt.Fprintln(os.Stderr, "Uncaught RangeError: Maximum call stack size exceeded")
+	} else if errors.As(err, &ex) {
 		g.report(ex.Value())
 	} else {
 		fmt.Fprintln(os.Stderr, "Uncaught", err)
