@@ -7,8 +7,9 @@
 // instances (Run); Runs may be concurrent. The guest is a command line
 // like node's (js -e CODE, js FILE, or the script on stdin; see
 // ./guest): it has console, process (argv, env, exit), timers, Promises,
-// and require('fs') over a directory of the host mounted as "/". It has
-// no network, no clock but the real one, and no other host access.
+// and require('fs') over a directory of the host mounted as "/". Beyond
+// that directory and its std streams it reads only the host's clock and
+// random source: no network, no other host file, no host environment.
 //
 // Limits: a script's linear memory is capped at Options.MemoryMiB; a
 // script that needs more fails with an error wrapping ErrOutOfMemory. A

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -367,5 +368,32 @@ func TestCacheDir(t *testing.T) {
 		if err := e.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Runs on one Engine at once each get their own instance and directory.
+func TestConcurrentRuns(t *testing.T) {
+	e := testEngine(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for i := range 4 {
+		wg.Go(func() {
+			dir := t.TempDir()
+			var out bytes.Buffer
+			code, err := e.Run(context.Background(), jsguest.RunRequest{
+				Args:   []string{"-e", `const fs = require('fs'); fs.writeFileSync('/n', process.argv[1]); setTimeout(() => console.log(fs.readdirSync('/').join()), 20)`, strconv.Itoa(i)},
+				Dir:    dir,
+				Stdout: &out,
+			})
+			b, _ := os.ReadFile(filepath.Join(dir, "n"))
+			if code != 0 || err != nil || out.String() != "n\n" || string(b) != strconv.Itoa(i) {
+				errs <- fmt.Errorf("run %d: exit %d, err %v, stdout %q, /n %q", i, code, err, out.String(), b)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
