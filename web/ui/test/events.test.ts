@@ -80,6 +80,16 @@ test("out-of-order: stale seqs are dropped, messages stay sorted by index", () =
   assert.equal(s.messages.length, 3, "snapshots are idempotent");
 });
 
+test("a delta that arrives after its run ended does not stream again", () => {
+  const s = fold(initThread(T), [
+    ev(1, "run.started", { model: "scripted" }),
+    ev(2, "message", { index: 0, role: "assistant", text: "Hello." }),
+    ev(3, "run.finished", { status: "succeeded" }),
+    ev(0, "message.delta", { text: "Hello." }),
+  ]);
+  assert.deepEqual(s.streaming, {});
+});
+
 test("events of other threads are ignored", () => {
   const s = applyEvent(initThread(T), ev(1, "run.started", {}, { thread_id: "thr_other" }));
   assert.equal(s.lastSeq, 0);

@@ -126,8 +126,10 @@ export function applyEvent(s: ThreadState, e: KEvent): ThreadState {
   let n: ThreadState = durable ? { ...s, lastSeq: e.seq } : s;
   switch (e.type) {
     case "message.delta": {
-      // A subagent's text shows in Activity once its message is complete.
-      if (!e.run_id || e.namespace) return s;
+      // A subagent's text shows in Activity once its message is complete;
+      // a delta that arrives after its run ended (a stream that replayed
+      // the stored events first) is late, not a new turn.
+      if (!e.run_id || e.namespace || TERMINAL.includes(n.runs[e.run_id]?.status)) return s;
       return { ...n, streaming: { ...n.streaming, [e.run_id]: (n.streaming[e.run_id] ?? "") + (p.text ?? "") } };
     }
     case "message": {
