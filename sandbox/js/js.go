@@ -20,9 +20,12 @@
 // JavaScript guest (see sandbox/jsguest: js -e CODE, js FILE ARGS, or
 // the script on stdin; console, process, timers, Promises and
 // require('fs') over the sandbox's folder) with Command[1:] as its
-// arguments. Only Command[0] is looked at: the built-in shell does not
-// know "js", so sh -c 'js -e 1' ends with 127 ("not found"). The
-// script's environment is Spec.Env, then ExecRequest.Env, then PWD (Dir,
+// arguments. So does ["sh", "-c", LINE] (how the execution API sends a
+// command line) when LINE is one simple command of literal words, quoted
+// or not, whose first is js or node: js -e 'console.log(1)'. The
+// built-in shell itself cannot start the guest, so a LINE with more in
+// it (js a.js && echo done, a pipe, a redirection, $VAR) runs in the
+// shell and its js ends with 127 ("not found"). The script's environment is Spec.Env, then ExecRequest.Env, then PWD (Dir,
 // or "/"), which is its working folder (process.cwd(), relative paths);
 // its output reaches the events callback write by write. Every other
 // command is the wasm runtime's (sh and its builtins, the sandbox's own
@@ -330,9 +333,11 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 	if err != nil {
 		return sandbox.ExitStatus{}, err
 	}
-	if name := req.Command[0]; name != "js" && name != "node" {
+	cmd, ok := scriptCommand(req.Command)
+	if !ok {
 		return r.wasm.Exec(ctx, wh, req, events)
 	}
+	req.Command = cmd
 	return r.script(ctx, wh, req, events)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,7 +128,8 @@ console.log('cwd', process.cwd());
 		{"file", sandbox.ExecRequest{Command: []string{"js", "/app.js", "arg1", "arg2"}, Dir: "/out"}, 0, "cwd /out\n", ""},
 		{"no network", sandbox.ExecRequest{Command: []string{"js", "-e", "console.log(typeof fetch, typeof XMLHttpRequest, typeof WebSocket)"}}, 0, "undefined undefined undefined\n", ""},
 		{"shell", sandbox.ExecRequest{Command: []string{"sh", "-c", "echo hi; exit 4"}}, 4, "hi\n", ""},
-		{"not through the shell", sandbox.ExecRequest{Command: []string{"sh", "-c", "js -e 1"}}, 127, "", "sh: js: not found\n"},
+		{"a command line", sandbox.ExecRequest{Command: []string{"sh", "-c", `node -e "console.log(\"a  b\", process.argv[1])" 'x y'`}}, 0, "a  b x y\n", ""},
+		{"a command line with more", sandbox.ExecRequest{Command: []string{"sh", "-c", "js -e 1 && echo done"}}, 127, "", "sh: js: not found\n"},
 	} {
 		code, stdout, stderr, err := run(ctx, r, h, c.req)
 		if err != nil || code != c.code || stdout != c.stdout || stderr != c.stderr {
@@ -144,6 +146,35 @@ console.log('cwd', process.cwd());
 	}
 	if _, _, _, err := run(ctx, r, h, sandbox.ExecRequest{Command: []string{"js", "-e", "1"}, Dir: "/missing"}); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a missing Dir: %v", err)
+	}
+}
+
+func TestPlainWords(t *testing.T) {
+	for _, c := range []struct {
+		line  string
+		words []string
+		ok    bool
+	}{
+		{"js -e 1", []string{"js", "-e", "1"}, true},
+		{"  js\t'a b'\"c\\\"d\" e\\ f '' ", []string{"js", "a bc\"d", "e f", ""}, true},
+		{"js \"it's\" \\\nx", []string{"js", "it's", "x"}, true},
+		{"js -e \"\\n\"", []string{"js", "-e", "\\n"}, true},
+		{"js $HOME", nil, false},
+		{"js \"$HOME\"", nil, false},
+		{"js `id`", nil, false},
+		{"js a; echo", nil, false},
+		{"js a | cat", nil, false},
+		{"js > out", nil, false},
+		{"js *.js", nil, false},
+		{"js 'open", nil, false},
+		{"js \"open", nil, false},
+		{"js # comment", nil, false},
+		{"js a\nb", nil, false},
+	} {
+		words, ok := plainWords(c.line)
+		if ok != c.ok || ok && !slices.Equal(words, c.words) {
+			t.Errorf("plainWords(%q) = %q, %v; want %q, %v", c.line, words, ok, c.words, c.ok)
+		}
 	}
 }
 
