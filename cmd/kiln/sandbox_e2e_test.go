@@ -95,18 +95,19 @@ func runIn(t *testing.T, base, token, command string) (int, string) {
 
 // sdkResult is what sandbox/testdata/npm/sdk-check.mjs prints.
 type sdkResult struct {
-	ID, Stdout, Stderr, State, PausedState, ResumedState, PauseError, AfterResume, AfterKill string
-	ExitCode, FailedExitCode, FileBytes                                                      int
-	FileSame, Renewed                                                                        bool
-	CreateMs, RoundTripMs                                                                    float64
+	ID, Stdout, Stderr, State, PausedState, ResumedState, PauseError, AfterResume, AfterKill, JSStdout string
+	ExitCode, FailedExitCode, FileBytes, JSExitCode                                                    int
+	FileSame, Renewed                                                                                  bool
+	CreateMs, RoundTripMs                                                                              float64
 }
 
 // TestSandboxSDKEndToEnd points OpenSandbox's own JavaScript SDK
 // (@alibaba-group/opensandbox from npm, unmodified) at a kiln serve, on the
-// docker runtime and on the wasm one: create and wait until ready, a
-// command's output and a failing one's exit code, a 1 MiB file written and
-// read back byte for byte, info, pause and resume (501 on wasm, which
-// cannot pause), renew, kill and a 404 afterwards.
+// docker runtime, the wasm one and the js one: create and wait until
+// ready, a command's output and a failing one's exit code, a 1 MiB file
+// written and read back byte for byte (on js, by a script too), info,
+// pause and resume (501 on wasm and js, which cannot pause), renew, kill
+// and a 404 afterwards.
 func TestSandboxSDKEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: builds and runs kiln serve")
@@ -115,7 +116,7 @@ func TestSandboxSDKEndToEnd(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(sdk, "node_modules", "@alibaba-group", "opensandbox")); err != nil {
 		t.Fatalf("OpenSandbox's SDK is not installed (make deps): %v", err)
 	}
-	for _, c := range []struct{ runtime, image string }{{"docker", sandboxTestImage}, {"wasm", "wasm"}} {
+	for _, c := range []struct{ runtime, image string }{{"docker", sandboxTestImage}, {"wasm", "wasm"}, {"js", "js"}} {
 		t.Run(c.runtime, func(t *testing.T) {
 			if c.runtime == "docker" {
 				needDocker(t)
@@ -144,8 +145,11 @@ func TestSandboxSDKEndToEnd(t *testing.T) {
 			if got.FileBytes != 1<<20 || !got.FileSame {
 				t.Errorf("the 1 MiB file came back as %d bytes, same %v", got.FileBytes, got.FileSame)
 			}
+			if c.runtime == "js" && (got.JSStdout != "hello from env 1048576\n" || got.JSExitCode != 5) {
+				t.Errorf("a js command: exit code %d, stdout %q", got.JSExitCode, got.JSStdout)
+			}
 			pause := got.PausedState == "Paused" && got.ResumedState == "Running"
-			if c.runtime == "wasm" {
+			if c.runtime != "docker" { // wasm and js cannot pause
 				pause = got.PauseError == "501"
 			}
 			if got.State != "Running" || !pause || got.AfterResume != "after resume\n" {

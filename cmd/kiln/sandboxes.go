@@ -17,6 +17,7 @@ import (
 	"github.com/kilnhq/kiln/sandbox/api"
 	"github.com/kilnhq/kiln/sandbox/docker"
 	"github.com/kilnhq/kiln/sandbox/execapi"
+	"github.com/kilnhq/kiln/sandbox/js"
 	"github.com/kilnhq/kiln/sandbox/service"
 	"github.com/kilnhq/kiln/sandbox/wasm"
 	"github.com/kilnhq/kiln/web"
@@ -108,6 +109,31 @@ func wasmBuiltin(dataRoot string) (plugins.Builtin, error) {
 	}
 	load := func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
 		rt, err := wasm.New(wasm.Options{Dir: filepath.Join(dataRoot, "sandboxes-wasm")})
+		if err != nil {
+			return nil, err
+		}
+		return plugins.Clients{
+			ByKind:  map[plugins.Capability]any{plugins.CapSandboxRuntime: rt},
+			OnClose: func() error { return rt.Close(context.Background()) },
+		}, nil
+	}
+	return plugins.Builtin{Manifest: m, Load: load}, nil
+}
+
+// jsBuiltin is the built-in js sandbox-runtime plugin: the wasm
+// runtime's sandboxes (folders under <data>/sandboxes-js, a built-in sh)
+// whose js and node commands run JavaScript (goja in a WASI guest) with
+// a memory cap and a deadline, and no network. The guest compiles in the
+// background into <data>/cache/js, so Load does not wait for it; it fails
+// only when the folder cannot be created.
+func jsBuiltin(dataRoot string) (plugins.Builtin, error) {
+	m, err := builtinManifest("js", "1.0.0", "Sandboxes that run JavaScript (js or node: goja compiled to WASI, run in-process by wazero) beside a built-in sh: a folder of its own as /, no network, a memory limit and a deadline per command.",
+		[]plugins.Capability{plugins.CapSandboxRuntime}, plugins.Permissions{}, nil)
+	if err != nil {
+		return plugins.Builtin{}, err
+	}
+	load := func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
+		rt, err := js.New(js.Options{Dir: filepath.Join(dataRoot, "sandboxes-js"), CacheDir: filepath.Join(dataRoot, "cache", "js")})
 		if err != nil {
 			return nil, err
 		}

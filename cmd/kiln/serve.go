@@ -391,7 +391,11 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return err
 	}
-	builtins = append(builtins, dockerPlugin, wasmPlugin)
+	jsPlugin, err := jsBuiltin(cfg.DataRoot)
+	if err != nil {
+		return err
+	}
+	builtins = append(builtins, dockerPlugin, wasmPlugin, jsPlugin)
 	// MCP servers: the user's .mcp.json, and the mcp-servers bundles of
 	// plugins as they are enabled. The bridge closes after the registry.
 	bridge, err := openMCP(svc, cfg.DataRoot)

@@ -85,6 +85,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -453,4 +454,33 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 		ids = append(ids, m.ID)
 	}
 	return ids, nil
+}
+
+// Sandbox is a live sandbox as Runtime.Sandbox describes it, for a
+// runtime built on this one (sandbox/js runs its own programs in the
+// same folders).
+type Sandbox struct {
+	// ID is its Spec.ID.
+	ID string
+	// Root is the host folder its commands see as "/". The files in it
+	// are the sandbox's own: whoever reads or writes them must follow no
+	// symlink and refuse ".." (the file operations do both).
+	Root string
+	// Env is its Spec.Env.
+	Env map[string]string
+	// MemoryMiB is its memory limit per command: Spec.Resources.MemoryMiB,
+	// or the default when that was 0.
+	MemoryMiB int
+}
+
+// Sandbox describes the sandbox of h, failing as every method does on
+// a handle it cannot read (sandbox.ErrBadHandle) or whose sandbox is
+// gone (sandbox.ErrNotFound). The sandbox may be destroyed as soon as
+// it returns.
+func (r *Runtime) Sandbox(h sandbox.Handle) (Sandbox, error) {
+	b, err := r.open(h)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	return Sandbox{ID: b.meta.ID, Root: b.root(), Env: maps.Clone(b.meta.Env), MemoryMiB: b.meta.MemoryMiB}, nil
 }

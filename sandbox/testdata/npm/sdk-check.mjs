@@ -34,6 +34,12 @@ await sandbox.files.writeFiles([{ path: "/tmp/kit-1mib.txt", data, mode: 644 }])
 const back = await sandbox.files.readFile("/tmp/kit-1mib.txt");
 out.fileBytes = Buffer.byteLength(back);
 out.fileSame = createHash("sha256").update(back).digest("hex") === want;
+if (runtime === "js") {
+  // A command line that is one js command runs JavaScript in the sandbox.
+  const js = await sandbox.commands.run(`js -e "const fs = require('fs'); console.log(process.env.KIT_GREETING, fs.readFileSync('/tmp/kit-1mib.txt', 'utf8').length); process.exit(5)"`);
+  out.jsStdout = js.logs.stdout.map((m) => m.text).join("");
+  out.jsExitCode = js.exitCode;
+}
 const info = await sandbox.getInfo();
 out.state = info.status?.state;
 try {
