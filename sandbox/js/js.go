@@ -46,9 +46,10 @@
 //
 // The guest is 19 MB of WebAssembly whose compilation takes seconds (6
 // to 16 on a slow machine) the first time and well under one once
-// Options.CacheDir holds it. New starts compiling it in the background
-// for the default memory cap and does not wait; the first JavaScript
-// command waits for it, as long as its ctx allows. A Spec with another
+// Options.CacheDir holds it. The first Start begins compiling it in the
+// background for the default memory cap (a server that never starts a js
+// sandbox never compiles it); the first JavaScript command waits for it,
+// as long as its ctx allows. A Spec with another
 // cap compiles (from the cache) an engine of its own on its first
 // script; the runtime keeps at most maxEngines of them, closing idle
 // ones beyond.
@@ -137,9 +138,9 @@ type engineSlot struct {
 
 var errClosed = errors.New("js sandbox runtime is closed")
 
-// New returns a Runtime over opts.Dir and starts compiling the
-// JavaScript guest in the background. It fails when Dir is not an
-// absolute path or cannot be created.
+// New returns a Runtime over opts.Dir; the JavaScript guest is compiled
+// in the background once the first sandbox starts. It fails when Dir is
+// not an absolute path or cannot be created.
 func New(opts Options) (*Runtime, error) {
 	if !filepath.IsAbs(opts.Dir) {
 		return nil, fmt.Errorf("js sandbox runtime: Options.Dir %q is not an absolute path", opts.Dir)
@@ -163,11 +164,7 @@ func New(opts Options) (*Runtime, error) {
 	}
 	caps := w.Capabilities()
 	caps.Name = Name
-	r := &Runtime{opts: opts, caps: caps, wasm: w, engines: map[int]*engineSlot{}, running: map[string]map[*int]context.CancelCauseFunc{}}
-	r.mu.Lock()
-	r.compileLocked(opts.DefaultMemoryMiB)
-	r.mu.Unlock()
-	return r, nil
+	return &Runtime{opts: opts, caps: caps, wasm: w, engines: map[int]*engineSlot{}, running: map[string]map[*int]context.CancelCauseFunc{}}, nil
 }
 
 // compileLocked adds the slot of the engine of mib MiB, compiling it in
@@ -321,6 +318,13 @@ func (r *Runtime) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Handle,
 	if err != nil {
 		return sandbox.Handle{}, err
 	}
+	// The first sandbox starts the compile of the default engine, so that
+	// a server that never runs JavaScript never pays for it.
+	r.mu.Lock()
+	if _, ok := r.engines[r.opts.DefaultMemoryMiB]; !ok && !r.closed {
+		r.compileLocked(r.opts.DefaultMemoryMiB)
+	}
+	r.mu.Unlock()
 	return wrap(wh), nil
 }
 
