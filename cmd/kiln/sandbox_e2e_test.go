@@ -71,10 +71,22 @@ func endpoint(t *testing.T, srv *procServer, id string) (string, string) {
 // stdout it streamed.
 func runIn(t *testing.T, base, token, command string) (int, string) {
 	t.Helper()
-	b, _ := json.Marshal(map[string]any{"command": command})
-	req, _ := http.NewRequest("POST", base+"/command", bytes.NewReader(b))
-	req.Header.Set("X-EXECD-ACCESS-TOKEN", token)
-	resp, err := http.DefaultClient.Do(req)
+	code, out, _ := runFor(t, base, token, command, 0)
+	return code, out
+}
+
+// runFor is runIn with a timeout in milliseconds (0: none), also
+// returning the type of the stream's last event and its error's evalue.
+func runFor(t *testing.T, base, token, command string, timeoutMs int) (int, string, string) {
+	t.Helper()
+	req := map[string]any{"command": command}
+	if timeoutMs > 0 {
+		req["timeout"] = timeoutMs
+	}
+	b, _ := json.Marshal(req)
+	hr, _ := http.NewRequest("POST", base+"/command", bytes.NewReader(b))
+	hr.Header.Set("X-EXECD-ACCESS-TOKEN", token)
+	resp, err := http.DefaultClient.Do(hr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,13 +96,59 @@ func runIn(t *testing.T, base, token, command string) (int, string) {
 		t.Logf("POST %s/command: %d %s", base, resp.StatusCode, raw)
 	}
 	var stdout strings.Builder
+	last := ""
 	for _, chunk := range strings.Split(string(raw), "\n\n") {
-		var ev struct{ Type, Text string }
-		if json.Unmarshal([]byte(strings.TrimPrefix(chunk, "data: ")), &ev) == nil && ev.Type == "stdout" {
+		var ev struct {
+			Type, Text string
+			Error      struct{ Ename, Evalue string }
+		}
+		if json.Unmarshal([]byte(strings.TrimPrefix(chunk, "data: ")), &ev) != nil {
+			continue
+		}
+		if ev.Type == "stdout" {
 			stdout.WriteString(ev.Text)
 		}
+		if ev.Type != "ping" {
+			last = ev.Type + ":" + ev.Error.Ename + ":" + ev.Error.Evalue
+		}
 	}
-	return resp.StatusCode, stdout.String()
+	return resp.StatusCode, stdout.String(), last
+}
+
+// TestSandboxJSRunaways: on the js runtime, through the execution API, an
+// endless loop is stopped by the command's timeout and a memory bomb at
+// the sandbox's memory cap, and the server stays healthy and serves the
+// next command.
+func TestSandboxJSRunaways(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs kiln serve")
+	}
+	srv := startProc(t, procAddr(t), t.TempDir(), "DOCKER_HOST=unix:///nonexistent.sock")
+	code, sb := sbxCall(t, srv, "POST", "/v1/sandboxes", map[string]any{"image": map[string]string{"uri": "js"},
+		"resourceLimits": map[string]string{"memory": "64Mi"}, "extensions": map[string]string{"kiln.runtime": "js"}})
+	if code != 202 {
+		t.Fatalf("create: %d %v", code, sb)
+	}
+	base, token := endpoint(t, srv, sb["id"].(string))
+	// The first script waits for the engine's compile (cold cache).
+	if code, out, _ := runFor(t, base, token, `js -e 'console.log(6*7)'`, 120_000); code != 200 || out != "42\n" {
+		t.Fatalf("a script: %d %q", code, out)
+	}
+	start := time.Now()
+	code, _, last := runFor(t, base, token, `js -e 'while(true){}'`, 1000)
+	if took := time.Since(start); code != 200 || !strings.HasPrefix(last, "error:") || took > 10*time.Second {
+		t.Errorf("an endless loop with a 1 s timeout: %d, last event %q after %s", code, last, took)
+	}
+	code, _, last = runFor(t, base, token, `js -e 'const k=[]; for(;;) k.push(new Uint8Array(1<<20))'`, 120_000)
+	if code != 200 || last != "error:CommandExecError:137" {
+		t.Errorf("a memory bomb at 64 MiB: %d, last event %q", code, last)
+	}
+	if code, _ := sbxCall(t, srv, "GET", "/health", nil); code != 200 {
+		t.Errorf("health after the runaways: %d", code)
+	}
+	if code, out, _ := runFor(t, base, token, `js -e 'console.log("still here")'`, 30_000); code != 200 || out != "still here\n" {
+		t.Errorf("the next script: %d %q", code, out)
+	}
 }
 
 // sdkResult is what sandbox/testdata/npm/sdk-check.mjs prints.
