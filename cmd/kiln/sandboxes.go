@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
@@ -27,6 +28,10 @@ import (
 // none (docker, wasm or js); unset, docker when its plugin is enabled
 // (a Docker engine answers), else wasm, else js.
 const envSandboxRuntime = "KILN_SANDBOX_RUNTIME"
+
+// envMaxSandboxes bounds the live sandboxes of the server (pools'
+// included); unset, 100.
+const envMaxSandboxes = "KILN_MAX_SANDBOXES"
 
 // sandboxKeyFile holds the key the sandboxes' access tokens derive from;
 // sandboxPoolsFile the warm pools ({"pools": [...]}, sandbox/service
@@ -50,8 +55,15 @@ func openSandboxes(store core.Store, svc *core.Service, dataRoot string, log *sl
 	if err != nil {
 		return nil, fmt.Errorf("sandbox pools: %w", err)
 	}
+	maxSandboxes := 0
+	if v := os.Getenv(envMaxSandboxes); v != "" {
+		if maxSandboxes, err = strconv.Atoi(v); err != nil || maxSandboxes < 1 {
+			return nil, fmt.Errorf("%s=%q: want a positive number", envMaxSandboxes, v)
+		}
+	}
 	return service.New(service.Config{
 		Store: store, Key: key, Default: os.Getenv(envSandboxRuntime), Preferred: []string{"docker", "wasm", "js"}, Pools: pools,
+		MaxSandboxes: maxSandboxes,
 		Grants: func(ctx context.Context, owner string) ([]*core.Grant, error) {
 			return svc.ListGrants(ctx, core.Principal{ID: owner})
 		},
