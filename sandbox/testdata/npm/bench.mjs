@@ -11,11 +11,14 @@ import { randomBytes } from "node:crypto";
 import { ConnectionConfig, Sandbox } from "@alibaba-group/opensandbox";
 
 const [domain, image, runtime, mode] = process.argv.slice(2);
-const config = new ConnectionConfig({ domain, protocol: "http", requestTimeoutSeconds: 120, disableMetrics: true });
-const opts = {
-  connectionConfig: config, image, entrypoint: ["tail", "-f", "/dev/null"], timeoutSeconds: 600,
+// Each sandbox gets a connection of its own: a failed Sandbox.create
+// closes the transport of its ConnectionConfig, which would cut off the
+// other sandboxes' requests on a shared one.
+const connection = () => new ConnectionConfig({ domain, protocol: "http", requestTimeoutSeconds: 120, disableMetrics: true });
+const options = () => ({
+  connectionConfig: connection(), image, entrypoint: ["tail", "-f", "/dev/null"], timeoutSeconds: 600,
   resource: { cpu: "1", memory: "256Mi" }, extensions: { "kiln.runtime": runtime }, healthCheckPollingInterval: 5,
-};
+});
 const pct = (xs, p) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
@@ -27,7 +30,7 @@ async function create() {
   const t = performance.now();
   let sb;
   try {
-    sb = await Sandbox.create(opts);
+    sb = await Sandbox.create(options());
   } catch (e) {
     process.stderr.write(`create failed: ${e?.message ?? e}\n`);
     return null;
@@ -71,7 +74,7 @@ if (mode === "warm") {
     out[`ok${c}`] = (await burst(100, c)).length;
   }
   phase("command round trips");
-  const sb = await Sandbox.create(opts);
+  const sb = await Sandbox.create(options());
   const rt = [];
   for (let i = 0; i < 100; i++) {
     const t = performance.now();
