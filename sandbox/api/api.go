@@ -74,9 +74,11 @@ type api struct {
 	log  *slog.Logger
 
 	// execs are the execution API handlers of sandboxes without an agent,
-	// by sandbox ID.
-	mu    sync.Mutex
-	execs map[string]http.Handler
+	// agents the proxies to those with one (nil: it has none), by sandbox
+	// ID.
+	mu     sync.Mutex
+	execs  map[string]http.Handler
+	agents map[string]*httputil.ReverseProxy
 }
 
 // Handler returns the sandbox API: the routes under /v1 and at the root,
@@ -85,7 +87,7 @@ func Handler(opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	a := &api{opts: opts, svc: opts.Service, log: opts.Logger, execs: map[string]http.Handler{}}
+	a := &api{opts: opts, svc: opts.Service, log: opts.Logger, execs: map[string]http.Handler{}, agents: map[string]*httputil.ReverseProxy{}}
 	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "GENERAL::NOT_FOUND", "no route for "+r.Method+" "+r.URL.Path)
@@ -498,7 +500,7 @@ func (a *api) proxy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if d, ok := rt.(sandbox.ExecDialer); ok {
-		conn, err := d.DialExec(r.Context(), h)
+		rp, err := a.agentProxy(r.Context(), id, d, h)
 		switch {
 		case errors.Is(err, sandbox.ErrUnsupported):
 			// This runtime's sandboxes run without an agent: served below.
@@ -509,7 +511,9 @@ func (a *api) proxy(w http.ResponseWriter, r *http.Request) {
 			if port != ExecdPort {
 				rest = fmt.Sprintf("/proxy/%d%s", port, rest)
 			}
-			a.forward(w, r, conn, rest)
+			r2 := r.Clone(r.Context())
+			r2.URL.Path, r2.URL.RawPath = rest, ""
+			rp.ServeHTTP(w, r2)
 			return
 		}
 	}
@@ -547,21 +551,46 @@ func (a *api) execHandler(id string, rt sandbox.Runtime, h sandbox.Handle) (http
 	return eh, nil
 }
 
-// forget drops a deleted sandbox's execution API handler.
+// forget drops a deleted sandbox's execution API handler or proxy.
 func (a *api) forget(id string) {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	delete(a.execs, id)
-	a.mu.Unlock()
+	if rp := a.agents[id]; rp != nil {
+		rp.Transport.(*http.Transport).CloseIdleConnections()
+	}
+	delete(a.agents, id)
 }
 
-// forward proxies the request to the sandbox's agent over conn, at path
-// rest.
-func (a *api) forward(w http.ResponseWriter, r *http.Request, conn net.Conn, rest string) {
-	var once sync.Once
-	rp := &httputil.ReverseProxy{
+// agentProxy returns the reverse proxy to a sandbox's agent, made on
+// first use: its connections (dialled by the runtime) are kept alive
+// between requests. The first use dials once to learn whether the
+// sandbox has an agent at all (an error wrapping ErrUnsupported, kept:
+// the runtime's sandboxes are served by Kiln's own execution API).
+func (a *api) agentProxy(ctx context.Context, id string, d sandbox.ExecDialer, h sandbox.Handle) (*httputil.ReverseProxy, error) {
+	a.mu.Lock()
+	rp, known := a.agents[id]
+	a.mu.Unlock()
+	if known {
+		if rp == nil {
+			return nil, sandbox.ErrUnsupported
+		}
+		return rp, nil
+	}
+	conn, err := d.DialExec(ctx, h)
+	if errors.Is(err, sandbox.ErrUnsupported) {
+		a.mu.Lock()
+		a.agents[id] = nil
+		a.mu.Unlock()
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	conn.Close()
+	rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "sandbox"
-			pr.Out.URL.Path, pr.Out.URL.RawPath = rest, ""
 			pr.Out.Host = "sandbox"
 			// The server's credentials stay with the server.
 			for _, k := range []string{"Authorization", "Cookie", "Open-Sandbox-Api-Key"} {
@@ -569,23 +598,23 @@ func (a *api) forward(w http.ResponseWriter, r *http.Request, conn net.Conn, res
 			}
 		},
 		Transport: &http.Transport{
-			DisableKeepAlives: true,
-			DialContext: func(context.Context, string, string) (net.Conn, error) {
-				var c net.Conn
-				once.Do(func() { c = conn })
-				if c == nil {
-					return nil, errors.New("the connection to the sandbox's agent was used")
-				}
-				return c, nil
-			},
+			DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return d.DialExec(ctx, h) },
+			MaxIdleConnsPerHost: 16,
+			IdleConnTimeout:     30 * time.Second,
 		},
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			a.log.Warn("sandbox agent unreachable", "err", err)
+			a.log.Warn("sandbox agent unreachable", "sandbox", id, "err", err)
 			writeError(w, http.StatusBadGateway, "SANDBOX::AGENT_UNREACHABLE", "the sandbox's agent did not answer: "+err.Error())
 		},
 	}
-	rp.ServeHTTP(w, r)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if prev, ok := a.agents[id]; ok && prev != nil {
+		return prev, nil
+	}
+	a.agents[id] = rp
+	return rp, nil
 }
 
 // ---- errors
