@@ -121,7 +121,7 @@ func TestPluginsEndToEnd(t *testing.T) {
 	}
 	if want := map[string]string{"kiln": "toolset,model-provider", "util": "toolset", "openai": "model-provider", "anthropic": "model-provider", "gemini": "model-provider",
 		"bedrock": "model-provider", "openrouter": "model-provider", "ollama": "model-provider",
-		"docker": "sandbox-runtime", "wasm": "sandbox-runtime", "js": "sandbox-runtime"}; !maps.Equal(builtins, want) {
+		"docker": "sandbox-runtime", "wasm": "sandbox-runtime", "js": "sandbox-runtime,toolset", "sandbox": "toolset"}; !maps.Equal(builtins, want) {
 		t.Fatalf("plugins of a fresh server: %v, want %v", builtins, want)
 	}
 	r, res := runScript(t, c, "tool util.calc {\"expression\": \"(1 + 2) / 4\"}\ntext ok", nil)
@@ -283,7 +283,7 @@ func TestPluginsEndToEnd(t *testing.T) {
 			t.Errorf("%s failed for %q, want the sha256 mismatch", p.ID, p.Error)
 		}
 	}
-	if want := map[string]string{"kiln": "enabled", "util": "enabled", "calc": "enabled", "calcp": "failed", "calcq": "enabled"}; !maps.Equal(got, want) {
+	if want := map[string]string{"kiln": "enabled", "util": "enabled", "sandbox": "enabled", "js": "enabled", "calc": "enabled", "calcp": "failed", "calcq": "enabled"}; !maps.Equal(got, want) {
 		t.Errorf("plugins after restart %v, want %v", got, want)
 	}
 	tools, err := c.Tools(ctx)

@@ -6,12 +6,17 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/sdk/client"
 )
 
 const sandboxTestImage = "kiln-test/busybox:latest"
@@ -290,5 +295,100 @@ func TestSandboxSecurityAndRestart(t *testing.T) {
 	}
 	if code, _ := sbxCall(t, srv, "DELETE", "/v1/sandboxes/"+keep, nil); code != 204 {
 		t.Errorf("delete: %d", code)
+	}
+}
+
+// TestSandboxToolsEndToEnd drives kiln serve (wasm as the default
+// runtime, sandbox.write_file held by $KILN_SANDBOX_INTERRUPT_ON) with the
+// scripted model: sandbox.exec makes the thread's sandbox and its files
+// stay for the next calls; the write waits in Action until approved;
+// js.eval runs in a js sandbox of the same thread; deleting the thread
+// destroys both.
+func TestSandboxToolsEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs kiln serve")
+	}
+	srv := startProc(t, procAddr(t), t.TempDir(), "DOCKER_HOST=unix:///nonexistent.sock",
+		"KILN_SANDBOX_RUNTIME=wasm", "KILN_SANDBOX_INTERRUPT_ON=sandbox.write_file")
+	c := srv.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	th, err := c.CreateThread(ctx, core.ThreadInput{Title: "sandbox tools"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := strings.Join([]string{
+		`tool sandbox.exec {"command": "echo made > /note.txt; cat /note.txt; echo warn >&2"}`,
+		`tool sandbox.write_file {"path": "/w/approved.txt", "content": "approved"}`,
+		`tool sandbox.read_file {"path": "/w/approved.txt"}`,
+		`tool sandbox.exec {"command": "cat /note.txt; false"}`,
+		`tool js.eval {"code": "[1, 2, 3].map(x => x * 2)"}`,
+		"text done",
+	}, "\n")
+	run, err := c.StartRun(ctx, th.ID, core.RunRequest{Input: core.RunInput{Text: script}, Model: "scripted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var item *core.InboxItem
+	for item == nil {
+		page, err := c.Inbox(ctx, client.InboxOptions{Queue: core.QueueAction})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Items) > 0 {
+			item = page.Items[0]
+		}
+		if r, _ := c.GetRun(ctx, run.ID); ctx.Err() != nil || r.Status.Terminal() {
+			t.Fatalf("the held write never reached Action (run %s)", r.Status)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if item.Tool != "sandbox.write_file" {
+		t.Fatalf("action item %+v, want the held sandbox.write_file", item)
+	}
+	if _, err := c.Decide(ctx, item.InterruptID, core.Decision{Decision: core.DecisionApprove}); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitStatus(ctx, t, c, run.ID, core.RunSucceeded, core.RunFailed); r.Status != core.RunSucceeded {
+		t.Fatalf("run %s: %s", r.Status, r.Error)
+	}
+	msgs, err := c.Messages(ctx, th.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []string
+	for _, m := range msgs {
+		if m.Role == core.RoleTool {
+			results = append(results, m.Name+": "+core.PartsText(m.Content()))
+		}
+	}
+	want := []string{
+		"sandbox.exec: made\nwarn\n[exit code 0]",
+		"sandbox.write_file: wrote 8 bytes to /w/approved.txt",
+		"sandbox.read_file: approved",
+		"sandbox.exec: made\n[exit code 1]",
+		"js.eval: [ 2, 4, 6 ]\n[exit code 0]",
+	}
+	if !slices.Equal(results, want) {
+		t.Fatalf("tool results:\n%q\nwant\n%q", results, want)
+	}
+
+	// The thread has one sandbox per runtime, kept out of the API's reach
+	// to reassign; deleting the thread destroys them.
+	code, page := sbxCall(t, srv, "GET", "/v1/sandboxes?metadata="+url.QueryEscape("kiln.io/thread="+th.ID), nil)
+	items, _ := page["items"].([]any)
+	if code != 200 || len(items) != 2 {
+		t.Fatalf("the thread's sandboxes: %d %v", code, page)
+	}
+	if err := c.DeleteThread(ctx, th.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		id := it.(map[string]any)["id"].(string)
+		waitFor(t, "the deleted thread's sandbox to end", func() bool {
+			_, sb := sbxCall(t, srv, "GET", "/v1/sandboxes/"+id, nil)
+			status, _ := sb["status"].(map[string]any)
+			return status["state"] == "Terminated" && status["reason"] == "thread_deleted"
+		})
 	}
 }

@@ -9,17 +9,21 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/sandbox"
 	"github.com/kilnhq/kiln/sandbox/api"
 	"github.com/kilnhq/kiln/sandbox/docker"
 	"github.com/kilnhq/kiln/sandbox/execapi"
 	"github.com/kilnhq/kiln/sandbox/js"
 	"github.com/kilnhq/kiln/sandbox/service"
+	"github.com/kilnhq/kiln/sandbox/tools"
 	"github.com/kilnhq/kiln/sandbox/wasm"
 	"github.com/kilnhq/kiln/web"
 )
@@ -135,12 +139,14 @@ func wasmBuiltin(dataRoot string) (plugins.Builtin, error) {
 // jsBuiltin is the built-in js sandbox-runtime plugin: the wasm
 // runtime's sandboxes (folders under <data>/sandboxes-js, a built-in sh)
 // whose js and node commands run JavaScript (goja in a WASI guest) with
-// a memory cap and a deadline, and no network. The guest compiles in the
-// background into <data>/cache/js, so Load does not wait for it; it fails
-// only when the folder cannot be created.
-func jsBuiltin(dataRoot string) (plugins.Builtin, error) {
-	m, err := builtinManifest("js", "1.0.0", "Sandboxes that run JavaScript (js or node: goja compiled to WASI, run in-process by wazero) beside a built-in sh: a folder of its own as /, no network, a memory limit and a deadline per command.",
-		[]plugins.Capability{plugins.CapSandboxRuntime}, plugins.Permissions{}, nil)
+// a memory cap and a deadline, and no network. It also provides the
+// js.eval tool, over each thread's js sandbox, held for approval as
+// policy says. The guest compiles in the background into <data>/cache/js,
+// so Load does not wait for it; it fails only when the folder cannot be
+// created.
+func jsBuiltin(dataRoot string, sbx *service.Service, policy core.Policy) (plugins.Builtin, error) {
+	m, err := builtinManifest("js", "1.0.0", "Sandboxes that run JavaScript (js or node: goja compiled to WASI, run in-process by wazero) beside a built-in sh: a folder of its own as /, no network, a memory limit and a deadline per command. Its tool js.eval runs a script in the thread's own js sandbox.",
+		[]plugins.Capability{plugins.CapSandboxRuntime, plugins.CapToolset}, plugins.Permissions{}, policy)
 	if err != nil {
 		return plugins.Builtin{}, err
 	}
@@ -150,11 +156,65 @@ func jsBuiltin(dataRoot string) (plugins.Builtin, error) {
 			return nil, err
 		}
 		return plugins.Clients{
-			ByKind:  map[plugins.Capability]any{plugins.CapSandboxRuntime: rt},
+			ByKind:  map[plugins.Capability]any{plugins.CapSandboxRuntime: rt, plugins.CapToolset: toolset.Of(tools.JS(sbx)...)},
 			OnClose: func() error { return rt.Close(context.Background()) },
 		}, nil
 	}
 	return plugins.Builtin{Manifest: m, Load: load}, nil
+}
+
+// envSandboxInterruptOn lists the sandbox tools whose calls wait for
+// approval unless a run's interrupt_on says otherwise (sandbox.exec,
+// sandbox.read_file, sandbox.write_file, js.eval, comma-separated;
+// "sandbox.*" and "*" as globs); unset or "none", none do: the sandboxes
+// have no network and no host folder, so their tools are the agent's to
+// use unattended.
+const envSandboxInterruptOn = "KILN_SANDBOX_INTERRUPT_ON"
+
+// sandboxToolNames are the tools envSandboxInterruptOn may name.
+var sandboxToolNames = []string{"sandbox.exec", "sandbox.read_file", "sandbox.write_file", "js.eval"}
+
+// sandboxInterruptOn reads $KILN_SANDBOX_INTERRUPT_ON into the default
+// interruptOn of each plugin of sandbox tools, by plugin ID and keyed by
+// the tools' own names ("sandbox": {"exec": true}).
+func sandboxInterruptOn() (map[string]core.Policy, error) {
+	v := strings.TrimSpace(os.Getenv(envSandboxInterruptOn))
+	out := map[string]core.Policy{}
+	if v == "" || v == "none" {
+		return out, nil
+	}
+	for _, pat := range strings.Split(v, ",") {
+		pat = strings.TrimSpace(pat)
+		matched := false
+		for _, name := range sandboxToolNames {
+			if ok, err := path.Match(pat, name); err != nil || !ok {
+				continue
+			}
+			matched = true
+			plugin, own, _ := strings.Cut(name, ".")
+			if out[plugin] == nil {
+				out[plugin] = core.Policy{}
+			}
+			out[plugin][own] = core.Rule{Interrupt: true}
+		}
+		if !matched {
+			return nil, fmt.Errorf("%s: %q names none of the sandbox tools (%s)", envSandboxInterruptOn, pat, strings.Join(sandboxToolNames, ", "))
+		}
+	}
+	return out, nil
+}
+
+// sandboxToolsBuiltin is the built-in plugin "sandbox" of the tools
+// sandbox.exec, sandbox.read_file and sandbox.write_file, over each
+// thread's own sandbox on the server's default runtime, held for
+// approval as policy says.
+func sandboxToolsBuiltin(sbx *service.Service, policy core.Policy) (plugins.Builtin, error) {
+	m, err := builtinManifest("sandbox", "1.0.0", "The tools sandbox.exec, sandbox.read_file and sandbox.write_file: commands and files in the thread's own sandbox (the server's default runtime), made on first use and destroyed with the thread or an hour after its last use.",
+		[]plugins.Capability{plugins.CapToolset}, plugins.Permissions{}, policy)
+	if err != nil {
+		return plugins.Builtin{}, err
+	}
+	return plugins.Builtin{Manifest: m, Load: clients(map[plugins.Capability]any{plugins.CapToolset: toolset.Of(tools.Sandbox(sbx)...)})}, nil
 }
 
 // execdPath is $KILN_EXECD, else the kiln-execd beside this executable,

@@ -377,6 +377,14 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return fmt.Errorf("create service: %w", err)
 	}
+	sbx, err := openSandboxes(store, svc, cfg.DataRoot, log.With("component", "sandboxes"))
+	if err != nil {
+		return err
+	}
+	sandboxPolicy, err := sandboxInterruptOn()
+	if err != nil {
+		return err
+	}
 	// Plugins load before the engine starts, so runs resumed after a
 	// restart find their tools and models; they stop after it.
 	builtins, err := builtinPlugins(scratch, tools, models)
@@ -391,11 +399,15 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return err
 	}
-	jsPlugin, err := jsBuiltin(cfg.DataRoot)
+	jsPlugin, err := jsBuiltin(cfg.DataRoot, sbx, sandboxPolicy["js"])
 	if err != nil {
 		return err
 	}
-	builtins = append(builtins, dockerPlugin, wasmPlugin, jsPlugin)
+	sandboxTools, err := sandboxToolsBuiltin(sbx, sandboxPolicy["sandbox"])
+	if err != nil {
+		return err
+	}
+	builtins = append(builtins, dockerPlugin, wasmPlugin, jsPlugin, sandboxTools)
 	// MCP servers: the user's .mcp.json, and the mcp-servers bundles of
 	// plugins as they are enabled. The bridge closes after the registry.
 	bridge, err := openMCP(svc, cfg.DataRoot)
@@ -403,10 +415,6 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 		return err
 	}
 	defer func() { err = errors.Join(err, bridge.Close()) }()
-	sbx, err := openSandboxes(store, svc, cfg.DataRoot, log.With("component", "sandboxes"))
-	if err != nil {
-		return err
-	}
 	reg, err := openPlugins(ctx, cfg, svc, store, models, cat, bridge, sbx, builtins, log, met.PluginCall)
 	if err != nil {
 		return err

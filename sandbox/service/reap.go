@@ -149,7 +149,8 @@ func (s *Service) destroyByID(ctx context.Context, r sandbox.Runtime, id string)
 }
 
 // Reap destroys the live sandboxes whose expiry passed (Terminated,
-// reason ttl_expiry) and drops the records of sandboxes that ended more
+// reason ttl_expiry) and the thread sandboxes whose thread is gone
+// (reason thread_deleted), and drops the records of sandboxes that ended more
 // than KeepEnded ago. A sandbox whose runtime is not enabled is left for
 // a later round.
 func (s *Service) Reap(ctx context.Context) error {
@@ -174,6 +175,9 @@ func (s *Service) Reap(ctx context.Context) error {
 			return err
 		}
 		s.log.Info("sandbox expired", "sandbox", rec.ID, "runtime", rec.Runtime)
+	}
+	if err := s.reapThreadless(ctx); err != nil {
+		return err
 	}
 	for _, rec := range ended {
 		if now.Sub(rec.TransitionAt) < KeepEnded {

@@ -86,6 +86,9 @@ type Config struct {
 	ReapEvery time.Duration
 	// StartTimeout bounds a runtime's Start; zero means one minute.
 	StartTimeout time.Duration
+	// ThreadTTL is how long a thread's sandbox (ForThread) lives after
+	// its last use; zero means DefaultThreadTTL.
+	ThreadTTL time.Duration
 	// Pools are the warm pools Start keeps filled.
 	Pools  []PoolConfig
 	Now    core.Clock
@@ -111,6 +114,8 @@ type Service struct {
 	refill  chan struct{}
 	// lastClaim is when the last claim came (Unix nanoseconds).
 	lastClaim atomic.Int64
+	// threads serialises ForThread by thread and runtime.
+	threads threadLocks
 }
 
 // LoadKey returns the key in the file at path, creating the file (mode
@@ -160,6 +165,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = time.Minute
+	}
+	if cfg.ThreadTTL <= 0 {
+		cfg.ThreadTTL = DefaultThreadTTL
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -483,6 +491,15 @@ func newID() string {
 // do (sandbox.ErrUnsupported); when the runtime fails to start it, the
 // record stays Failed with the reason.
 func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (*core.Sandbox, error) {
+	if err := checkMetadata(req.Metadata, nil); err != nil {
+		return nil, err
+	}
+	return s.create(ctx, owner, req)
+}
+
+// create is Create for a request whose metadata Kiln set (its reserved
+// keys allowed).
+func (s *Service) create(ctx context.Context, owner string, req CreateRequest) (*core.Sandbox, error) {
 	name := s.DefaultRuntime()
 	for _, k := range slices.Sorted(maps.Keys(req.Extensions)) {
 		switch k {
@@ -501,9 +518,6 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	}
 	r, err := s.runtime(name)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkMetadata(req.Metadata, nil); err != nil {
 		return nil, err
 	}
 	res, err := resources(req.Resources)
