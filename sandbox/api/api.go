@@ -88,6 +88,7 @@ func Handler(opts Options) http.Handler {
 		opts.Logger = slog.Default()
 	}
 	a := &api{opts: opts, svc: opts.Service, log: opts.Logger, execs: map[string]http.Handler{}, agents: map[string]*httputil.ReverseProxy{}}
+	a.svc.OnEnd(a.forget)
 	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "GENERAL::NOT_FOUND", "no route for "+r.Method+" "+r.URL.Path)
@@ -383,7 +384,6 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	a.forget(id)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -551,7 +551,7 @@ func (a *api) execHandler(id string, rt sandbox.Runtime, h sandbox.Handle) (http
 	return eh, nil
 }
 
-// forget drops a deleted sandbox's execution API handler or proxy.
+// forget drops an ended sandbox's execution API handler or proxy.
 func (a *api) forget(id string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -169,7 +169,8 @@ func (s *Service) pushPooled(pool, id string) {
 }
 
 // loadPooled fills the queues from the records of waiting sandboxes,
-// oldest first.
+// oldest first, and destroys those the pools no longer want: of a pool
+// that is gone or whose settings changed, or past its size.
 func (s *Service) loadPooled(ctx context.Context) error {
 	var recs []*core.Sandbox
 	err := s.cfg.Store.View(ctx, func(tx core.ReadTx) (err error) {
@@ -179,11 +180,39 @@ func (s *Service) loadPooled(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Oldest first, as the queues are.
+	slices.Reverse(recs)
+	kept := map[string]int{}
+	var stale []*core.Sandbox
+	recs = slices.DeleteFunc(recs, func(rec *core.Sandbox) bool {
+		i := slices.IndexFunc(s.cfg.Pools, func(p PoolConfig) bool { return p.Name == rec.Pool })
+		if i >= 0 {
+			want, _ := json.Marshal(s.cfg.Pools[i])
+			if bytes.Equal(want, rec.Request) && kept[rec.Pool] < s.cfg.Pools[i].Size {
+				kept[rec.Pool]++
+				return false
+			}
+		}
+		stale = append(stale, rec)
+		return true
+	})
+	for _, rec := range stale {
+		if _, err := s.runtime(rec.Runtime); err != nil {
+			continue // its runtime may come back: a later start trims it
+		}
+		if err := s.destroy(ctx, rec); err != nil {
+			s.log.Warn("destroy a sandbox of a pool that changed", "sandbox", rec.ID, "pool", rec.Pool, "err", err)
+			continue
+		}
+		if _, err := s.cfg.Store.Update(ctx, func(tx core.Tx) error { return tx.DeleteSandbox(rec.ID) }); err != nil && !core.IsNotFound(err) {
+			return err
+		}
+	}
 	s.claimMu.Lock()
 	defer s.claimMu.Unlock()
 	clear(s.pooled)
-	for i := len(recs) - 1; i >= 0; i-- {
-		s.pooled[recs[i].Pool] = append(s.pooled[recs[i].Pool], recs[i].ID)
+	for _, rec := range recs {
+		s.pooled[rec.Pool] = append(s.pooled[rec.Pool], rec.ID)
 	}
 	return nil
 }
@@ -272,6 +301,7 @@ func (s *Service) poolSlot(ctx context.Context, p *PoolConfig, id string) (*core
 	}
 	now := s.cfg.Now()
 	rec := &core.Sandbox{ID: id, OwnerID: PoolOwner, Runtime: p.Runtime, Pool: p.Name, State: StatePending, CreatedAt: now, UpdatedAt: now, TransitionAt: now}
+	rec.Request, _ = json.Marshal(p)
 	if err := s.put(ctx, rec); err != nil {
 		s.release()
 		return nil, false

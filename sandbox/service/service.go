@@ -116,6 +116,26 @@ type Service struct {
 	lastClaim atomic.Int64
 	// threads serialises ForThread by thread and runtime.
 	threads threadLocks
+	// onEnd are the OnEnd functions, which mu guards.
+	onEnd []func(id string)
+}
+
+// OnEnd has f called with a sandbox's ID once it has ended: destroyed
+// (Delete, the reaper, a deleted thread) or failed, so that what is kept
+// for it elsewhere (the API's proxies) can go. f must not block.
+func (s *Service) OnEnd(f func(id string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onEnd = append(s.onEnd, f)
+}
+
+func (s *Service) ended(id string) {
+	s.mu.RLock()
+	fs := s.onEnd
+	s.mu.RUnlock()
+	for _, f := range fs {
+		f(id)
+	}
 }
 
 // LoadKey returns the key in the file at path, creating the file (mode
@@ -651,7 +671,13 @@ func (s *Service) transition(ctx context.Context, rec *core.Sandbox, state, reas
 		rec.TransitionAt = now
 	}
 	rec.State, rec.Reason, rec.Message, rec.UpdatedAt = state, reason, msg, now
-	return s.put(ctx, rec)
+	if err := s.put(ctx, rec); err != nil {
+		return err
+	}
+	if state == StateTerminated || state == StateFailed {
+		s.ended(rec.ID)
+	}
+	return nil
 }
 
 // fail records that a sandbox failed, with the reason.
@@ -763,6 +789,9 @@ func (s *Service) Delete(ctx context.Context, owner, id string) error {
 		return err
 	}
 	_, err = s.cfg.Store.Update(ctx, func(tx core.Tx) error { return tx.DeleteSandbox(id) })
+	if err == nil {
+		s.ended(id)
+	}
 	return err
 }
 

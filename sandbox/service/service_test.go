@@ -450,3 +450,47 @@ func TestWarmPool(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolsTrimmedOnRestart: a start with smaller or changed pools
+// destroys the waiting sandboxes the pools no longer want, and keeps the
+// rest.
+func TestPoolsTrimmedOnRestart(t *testing.T) {
+	e := newEnv(t)
+	pools := []service.PoolConfig{
+		{Name: "a", Runtime: "memory", Size: 3},
+		{Name: "b", Runtime: "memory", Resources: map[string]string{"memory": "64Mi"}, Size: 1},
+		{Name: "c", Runtime: "memory", Size: 1},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := e.service(func(c *service.Config) { c.Pools = pools })
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pools to fill", func() bool { return len(e.m.Sandboxes()) == 5 })
+	cancel()
+	// a shrinks to 1, b asks for more memory, c is gone.
+	smaller := []service.PoolConfig{
+		{Name: "a", Runtime: "memory", Size: 1},
+		{Name: "b", Runtime: "memory", Resources: map[string]string{"memory": "128Mi"}, Size: 1},
+	}
+	s2 := e.service(func(c *service.Config) { c.Pools = smaller })
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	if err := s2.Start(ctx2); err != nil {
+		t.Fatal(err)
+	}
+	// 5 - 2 (a) - 1 (b) - 1 (c) = 1 kept, then b refills with its new size.
+	waitFor(t, "the pools to be trimmed and b refilled", func() bool { return len(e.m.Sandboxes()) == 2 })
+	var recs []*core.Sandbox
+	_ = e.store.View(context.Background(), func(tx core.ReadTx) (err error) {
+		recs, err = tx.Sandboxes(core.SandboxQuery{OwnerID: service.PoolOwner})
+		return err
+	})
+	byPool := map[string]int{}
+	for _, r := range recs {
+		byPool[r.Pool]++
+	}
+	if byPool["a"] != 1 || byPool["b"] != 1 || byPool["c"] != 0 || len(recs) != 2 {
+		t.Fatalf("pool records after the restart: %v", byPool)
+	}
+}

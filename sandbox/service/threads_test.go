@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -107,5 +108,43 @@ func TestForThread(t *testing.T) {
 	}
 	if _, _, _, err := s.ForThread(ctx, alice, "", ""); core.ErrorCode(err) != core.EINVALID {
 		t.Fatalf("no thread: %v, want EINVALID", err)
+	}
+}
+
+// TestOnEnd: every way a sandbox ends tells the OnEnd functions once.
+func TestOnEnd(t *testing.T) {
+	e := newEnv(t)
+	s := e.service(nil)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var ended []string
+	s.OnEnd(func(id string) { mu.Lock(); ended = append(ended, id); mu.Unlock() })
+	e.putThread("thr_a")
+	deleted, err := s.Create(ctx, alice, service.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiring, err := s.Create(ctx, alice, service.CreateRequest{Timeout: timeout(60)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	threads, _, _, err := s.ForThread(ctx, alice, "thr_a", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, alice, deleted.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.add(2 * time.Minute)
+	if _, err := e.store.Update(ctx, func(tx core.Tx) error { return tx.DeleteThread("thr_a") }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{deleted.ID, expiring.ID, threads.ID}; !slices.Equal(ended, want) {
+		t.Fatalf("ended %v, want %v", ended, want)
 	}
 }
