@@ -55,6 +55,8 @@ func TestSandboxCLIEndToEnd(t *testing.T) {
 		t.Fatalf("ls -o json: %v %q", err, r.stdout)
 	}
 	expires := listed.Sandboxes[0].ExpiresAt
+	r = kiln(t, "__complete", "sandbox", "exec", "")
+	mustContain(t, "ID completion", r.stdout, id+"\tRunning wasm\n", ":4\n")
 
 	if r = run("exec", id, "--", "echo", "hello", "world"); r.code != 0 || r.stdout != "hello world\n" {
 		t.Errorf("exec echo: exit %d, stdout %q", r.code, r.stdout)
@@ -65,6 +67,8 @@ func TestSandboxCLIEndToEnd(t *testing.T) {
 	if r = run("exec", id, "--", "false"); r.code != 1 || r.stderr != "" {
 		t.Errorf("exec false: exit %d, stderr %q", r.code, r.stderr)
 	}
+	r = run("-o", "json", "exec", id, "--", "echo", "json")
+	mustContain(t, "exec -o json", r.stdout, `"type":"init"`, `{"type":"stdout","text":"json\n"`, `"type":"execution_complete"`)
 	if r = run("exec", id, "--timeout", "1s", "--", "sleep", "10"); r.code != exitFailure || !strings.Contains(r.stderr, "did not finish within --timeout 1s") {
 		t.Errorf("exec past its timeout: exit %d, stderr %q", r.code, r.stderr)
 	}
