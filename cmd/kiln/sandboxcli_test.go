@@ -90,3 +90,14 @@ func TestTransferLine(t *testing.T) {
 		t.Errorf("unknown size: %q", b.String())
 	}
 }
+
+func TestElapsedLine(t *testing.T) {
+	var b lockedBuffer
+	clock := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
+	stop := elapsedLine(&b, "Starting a wasm sandbox", func() time.Time { return clock })
+	stop()
+	stop() // twice is harmless
+	if want := "\rStarting a wasm sandbox… 0s\x1b[K\r\x1b[K"; b.String() != want {
+		t.Errorf("elapsed line: %q, want %q", b.String(), want)
+	}
+}
