@@ -4,10 +4,11 @@
 // HTTP API through the Go SDK (github.com/kilnhq/kiln/sdk/client): kiln run
 // starts and follows runs, kiln inbox shows what finished and what waits
 // for a decision, kiln approve, reject, edit and respond decide, kiln
-// threads, runs, folders, events, logs and status inspect and organise, and
-// kiln grants, memories and settings shape the agent's workspace. Every
-// command prints a readable table by default and the API's JSON with
-// -o json; see kiln --help.
+// threads, runs, folders, events, logs and status inspect and organise,
+// kiln grants, memories and settings shape the agent's workspace, and
+// kiln sandbox creates sandboxes, runs commands and copies files in them.
+// Every command prints a readable table by default and the API's JSON
+// with -o json; see kiln --help.
 package main
 
 import (
@@ -93,7 +94,8 @@ HTTP API, at --server (or $KILN_SERVER) with --token (or $KILN_API_TOKEN).
 With -o json commands print the API's JSON, for scripts.
 
 Exit status: 0 on success, 1 on an error or a failed or cancelled run, 2
-when a followed run waits for a decision, 130 when interrupted.`,
+when a followed run waits for a decision, 130 when interrupted; kiln
+sandbox exec exits with its command's status.`,
 		Example: `  kiln serve
   kiln run "Summarise yesterday's logs" --follow
   kiln inbox
@@ -132,7 +134,7 @@ when a followed run waits for a decision, 130 when interrupted.`,
 	add("runs", newRunCmd(a), newRunsCmd(a), newInboxCmd(a))
 	add("runs", newDecisionCmds(a)...)
 	add("organise", newThreadsCmd(a), newFoldersCmd(a))
-	add("workspace", newGrantsCmd(a), newMemoriesCmd(a), newSettingsCmd(a), newSkillsCmd(a), newMCPServersCmd(a))
+	add("workspace", newGrantsCmd(a), newMemoriesCmd(a), newSettingsCmd(a), newSkillsCmd(a), newMCPServersCmd(a), newSandboxCmd(a))
 	add("server", newMCPCmd(a))
 	add("server", newServeCmd(), newStatusCmd(a), newToolsCmd(a), newEventsCmd(a), newLogsCmd(a), newVersionCmd(a))
 	add("server", newPluginCmd(a))

@@ -69,7 +69,8 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 }
 
 // Error is an error response of the Kiln API: the HTTP status, the
-// machine-readable code of the error body ("not_found", "conflict", ...)
+// machine-readable code of the error body ("not_found", "conflict", ...;
+// the sandbox API's are OpenSandbox's, such as "SANDBOX::NOT_FOUND")
 // and its message, written to be shown to users. When something other than
 // a Kiln server answered, such as a proxy, Code is empty and Message holds
 // what it said, if it was short text.
@@ -119,6 +120,11 @@ func IsTooLarge(err error) bool { return hasStatus(err, http.StatusRequestEntity
 // neither an image nor text.
 func IsUnsupportedMedia(err error) bool { return hasStatus(err, http.StatusUnsupportedMediaType) }
 
+// IsNotImplemented reports whether err is an API error for what the
+// server, or a sandbox's runtime, does not do (501), such as pausing a
+// wasm sandbox.
+func IsNotImplemented(err error) bool { return hasStatus(err, http.StatusNotImplemented) }
+
 // IsRateLimited reports whether err is an API error for a reached limit (429).
 func IsRateLimited(err error) bool { return hasStatus(err, http.StatusTooManyRequests) }
 
@@ -136,7 +142,9 @@ func retryable(err error) bool {
 	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
-// responseError reads an error response into an *Error.
+// responseError reads an error response into an *Error: Kiln's API
+// nests {code, message} under "error", the sandbox API (OpenSandbox's
+// format) has them at the top level.
 func responseError(resp *http.Response) *Error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	e := &Error{Status: resp.StatusCode}
@@ -145,9 +153,14 @@ func responseError(resp *http.Response) *Error {
 			Code    string `json:"code"`
 			Message string `json:"message"`
 		} `json:"error"`
+		Code    string `json:"code"`
+		Message string `json:"message"`
 	}
-	if json.Unmarshal(body, &envelope) == nil && envelope.Error.Code != "" {
+	jsonErr := json.Unmarshal(body, &envelope)
+	if jsonErr == nil && envelope.Error.Code != "" {
 		e.Code, e.Message = envelope.Error.Code, envelope.Error.Message
+	} else if jsonErr == nil && envelope.Code != "" && envelope.Message != "" {
+		e.Code, e.Message = envelope.Code, envelope.Message
 	} else if text := strings.TrimSpace(string(body)); text != "" && !strings.HasPrefix(text, "<") {
 		e.Message = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, truncate(text, 200))
 	}

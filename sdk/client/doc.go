@@ -25,6 +25,17 @@
 //	a, err := c.UploadAttachment(ctx, "report.csv", f)
 //	run, err := c.StartRun(ctx, thread.ID, core.RunRequest{Input: core.RunInput{Text: "Check it", Attachments: []string{a.ID}}})
 //
+// Sandboxes (Kiln's OpenSandbox-compatible sandbox API) run commands and
+// hold files: create one, run a command with its output streamed, copy
+// files in and out.
+//
+//	sb, err := c.CreateSandbox(ctx, client.SandboxInput{Runtime: "wasm", Timeout: time.Hour})
+//	code, err := c.Exec(ctx, sb.ID, client.ExecRequest{Command: "echo hi"}, func(e client.ExecEvent) {
+//		if e.Type == "stdout" { fmt.Print(e.Text) }
+//	})
+//	err = c.Upload(ctx, sb.ID, "/tmp/report.csv", f, size, nil)
+//	err = c.DeleteSandbox(ctx, sb.ID)
+//
 // Every method takes a context. API errors are *Error values carrying the
 // HTTP status and the server's code and message; IsNotFound, IsConflict and
 // the other Is functions classify them. Network errors are returned as the
