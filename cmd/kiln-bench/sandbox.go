@@ -1,6 +1,9 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/kilnhq/kiln/sandbox/docker"
 )
 
 // The sandbox workload's image (.ci/docker-up builds it) and the warm
@@ -69,12 +74,20 @@ func sandboxRows(bin string, add func(figure string, v float64, unit, target str
 	}
 }
 
+// instanceLabel is the docker filter of the containers of the server on
+// data (as kiln serve labels them: the first 8 bytes of the data root's
+// SHA-256), so that other servers' sandboxes on the engine are left alone.
+func instanceLabel(data string) string {
+	sum := sha256.Sum256([]byte(data))
+	return "label=" + docker.LabelInstance + "=" + hex.EncodeToString(sum[:8])
+}
+
 // pooled counts the waiting sandboxes of a runtime in a data root: the
 // engine's labelled containers for docker, the sandbox folders for the
 // others.
 func pooled(runtime, data string) int {
 	if runtime == "docker" {
-		out, _ := exec.Command("docker", "ps", "-q", "--filter", "label=io.kiln.sandbox").Output()
+		out, _ := exec.Command("docker", "ps", "-q", "--filter", instanceLabel(data)).Output()
 		return len(strings.Fields(string(out)))
 	}
 	ents, _ := os.ReadDir(filepath.Join(data, "sandboxes-"+runtime))
@@ -114,7 +127,7 @@ func sandboxRun(bin, sdk, runtime, image, mode, pools string) (*sandboxFigures, 
 		stop()
 		// The server's sandboxes go with it: the pool's, and any a failed
 		// step left.
-		if ids, err := exec.Command("docker", "ps", "-aq", "--filter", "label=io.kiln.sandbox").Output(); err == nil && len(strings.Fields(string(ids))) > 0 {
+		if ids, err := exec.Command("docker", "ps", "-aq", "--filter", instanceLabel(data)).Output(); err == nil && len(strings.Fields(string(ids))) > 0 {
 			exec.Command("docker", append([]string{"rm", "-f"}, strings.Fields(string(ids))...)...).Run()
 		}
 	}()
