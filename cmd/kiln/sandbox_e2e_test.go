@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/core"
-	"github.com/kilnhq/kiln/sdk/client"
 )
 
 const sandboxTestImage = "kiln-test/busybox:latest"
@@ -329,20 +328,7 @@ func TestSandboxToolsEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var item *core.InboxItem
-	for item == nil {
-		page, err := c.Inbox(ctx, client.InboxOptions{Queue: core.QueueAction})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(page.Items) > 0 {
-			item = page.Items[0]
-		}
-		if r, _ := c.GetRun(ctx, run.ID); ctx.Err() != nil || r.Status.Terminal() {
-			t.Fatalf("the held write never reached Action (run %s)", r.Status)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	item := firstAction(ctx, t, c, "the held write")
 	if item.Tool != "sandbox.write_file" {
 		t.Fatalf("action item %+v, want the held sandbox.write_file", item)
 	}

@@ -60,6 +60,25 @@ func waitStatus(ctx context.Context, t *testing.T, c *client.Client, id string, 
 	}
 }
 
+// firstAction waits for the first item of the Action queue; what names
+// the call expected there, for the failure.
+func firstAction(ctx context.Context, t *testing.T, c *client.Client, what string) *core.InboxItem {
+	t.Helper()
+	for {
+		page, err := c.Inbox(ctx, client.InboxOptions{Queue: core.QueueAction})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Items) > 0 {
+			return page.Items[0]
+		}
+		if ctx.Err() != nil {
+			t.Fatal(what + " never reached Action")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // skillServer starts kiln serve on a data root with e2eSkills and
 // creates a thread; the context ends with the test, at most in 2 minutes.
 func skillServer(t *testing.T, title string) (context.Context, *procServer, *core.Thread) {
@@ -106,20 +125,7 @@ func TestSubagentsEndToEnd(t *testing.T) {
 	}
 
 	// The gated child's write waits in Action; the root stays running.
-	var item *core.InboxItem
-	for item == nil {
-		page, err := c.Inbox(ctx, client.InboxOptions{Queue: core.QueueAction})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(page.Items) > 0 {
-			item = page.Items[0]
-		}
-		if ctx.Err() != nil {
-			t.Fatal("the gated write never reached Action")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	item := firstAction(ctx, t, c, "the gated write")
 	if item.Tool != "append_file" || item.ThreadID != th.ID || !slices.Equal(item.AllowedDecisions, []string{"approve", "reject"}) {
 		t.Fatalf("action item %+v", item)
 	}
