@@ -82,8 +82,12 @@ type api struct {
 }
 
 // Handler returns the sandbox API: the routes under /v1 and at the root,
-// and /health.
-func Handler(opts Options) http.Handler {
+// and /health. specs/sandbox-api.yaml documents them; its tests compare
+// the two.
+func Handler(opts Options) http.Handler { return requestID(newRouter(opts)) }
+
+// newRouter returns the routes of Handler.
+func newRouter(opts Options) chi.Router {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -101,7 +105,7 @@ func Handler(opts Options) http.Handler {
 	})
 	r.Route("/v1", a.routes)
 	r.Group(a.routes)
-	return requestID(r)
+	return r
 }
 
 func (a *api) routes(r chi.Router) {

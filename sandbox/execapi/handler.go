@@ -34,27 +34,9 @@ func Handler(b Backend, token string) (http.Handler, error) {
 	}
 	h := &handler{b: b, cmds: newCommands(), sessions: newSessions()}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /ping", func(http.ResponseWriter, *http.Request) {})
-	mux.HandleFunc("POST /command", h.command)
-	mux.HandleFunc("DELETE /command", h.interrupt)
-	mux.HandleFunc("GET /command/{a}/{b}", h.commandInfo)
-	mux.HandleFunc("POST /session", h.newSession)
-	mux.HandleFunc("POST /session/{id}/run", h.runSession)
-	mux.HandleFunc("DELETE /session/{id}", h.deleteSession)
-	mux.HandleFunc("POST /files/upload", h.upload)
-	mux.HandleFunc("GET /files/download", h.download)
-	mux.HandleFunc("GET /files/info", h.info)
-	mux.HandleFunc("DELETE /files", h.deleteFiles)
-	mux.HandleFunc("POST /files/permissions", h.permissions)
-	mux.HandleFunc("POST /files/mv", h.move)
-	mux.HandleFunc("GET /files/search", h.search)
-	mux.HandleFunc("POST /files/replace", h.replace)
-	mux.HandleFunc("GET /directories/list", h.listDir)
-	mux.HandleFunc("POST /directories", h.makeDirs)
-	mux.HandleFunc("DELETE /directories", h.deleteDirs)
-	mux.HandleFunc("GET /metrics", h.metrics)
-	mux.HandleFunc("GET /metrics/watch", h.watchMetrics)
-	mux.HandleFunc("/proxy/{port}/{rest...}", h.proxy)
+	for _, rt := range h.routes() {
+		mux.HandleFunc(rt.pattern, rt.handle)
+	}
 	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get(TokenHeader)), want) != 1 {
@@ -63,6 +45,41 @@ func Handler(b Backend, token string) (http.Handler, error) {
 		}
 		mux.ServeHTTP(w, r)
 	}), nil
+}
+
+// route is one pattern of the execution API's http.ServeMux; a pattern
+// without a method serves every method.
+type route struct {
+	pattern string
+	handle  http.HandlerFunc
+}
+
+// routes are the execution API's. specs/sandbox-execd.yaml documents
+// them; its tests compare the two.
+func (h *handler) routes() []route {
+	return []route{
+		{"GET /ping", func(http.ResponseWriter, *http.Request) {}},
+		{"POST /command", h.command},
+		{"DELETE /command", h.interrupt},
+		{"GET /command/{a}/{b}", h.commandInfo},
+		{"POST /session", h.newSession},
+		{"POST /session/{id}/run", h.runSession},
+		{"DELETE /session/{id}", h.deleteSession},
+		{"POST /files/upload", h.upload},
+		{"GET /files/download", h.download},
+		{"GET /files/info", h.info},
+		{"DELETE /files", h.deleteFiles},
+		{"POST /files/permissions", h.permissions},
+		{"POST /files/mv", h.move},
+		{"GET /files/search", h.search},
+		{"POST /files/replace", h.replace},
+		{"GET /directories/list", h.listDir},
+		{"POST /directories", h.makeDirs},
+		{"DELETE /directories", h.deleteDirs},
+		{"GET /metrics", h.metrics},
+		{"GET /metrics/watch", h.watchMetrics},
+		{"/proxy/{port}/{rest...}", h.proxy},
+	}
 }
 
 type handler struct {
