@@ -148,9 +148,12 @@ func IsProxyPath(path string) bool {
 	return ok && (rest == "proxy" || strings.HasPrefix(rest, "proxy/"))
 }
 
-// IsAPIPath reports whether path is one of this handler's.
+// IsAPIPath reports whether path is one of this handler's: everything
+// under /v1, and the root's sandbox, snapshot and pool paths.
 func IsAPIPath(path string) bool {
-	path = strings.TrimPrefix(path, "/v1")
+	if path == "/v1" || strings.HasPrefix(path, "/v1/") {
+		return true
+	}
 	for _, p := range []string{"/sandboxes", "/snapshots", "/pools"} {
 		if path == p || strings.HasPrefix(path, p+"/") {
 			return true
