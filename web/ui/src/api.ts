@@ -99,3 +99,34 @@ export function uploadFile<T = any>(path: string, file: File, onProgress: (f: nu
   });
   return { promise, abort: () => xhr.abort() };
 }
+
+/** The prefix of OpenSandbox's lifecycle API (sandbox/api), beside /api/v1. */
+export const SANDBOX_API = "/v1";
+
+/**
+ * A call to the sandbox API with the same token as the rest (it takes a
+ * bearer token too). Its errors are {"code", "message"} at the top level;
+ * a failure throws an ApiError with them.
+ */
+export async function sandboxApi<T = any>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = { Accept: "application/json", ...authHeaders() };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  let res: Response;
+  try {
+    res = await fetch(SANDBOX_API + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store" });
+  } catch {
+    throw new ApiError(0, "network", "The server cannot be reached.");
+  }
+  if (res.status === 401) { onUnauthorized(); throw new ApiError(401, "unauthorized", "A token is needed."); }
+  if (res.status === 204) return undefined as T;
+  const text = await res.text();
+  let data: any;
+  try { data = text ? JSON.parse(text) : undefined; } catch { data = undefined; }
+  if (!res.ok) throw sandboxError(res.status, data);
+  return data as T;
+}
+
+/** The error of a failed sandbox API answer ({"code","message"}), or the status. */
+export function sandboxError(status: number, data: any): ApiError {
+  return new ApiError(status, typeof data?.code === "string" ? data.code : "error", typeof data?.message === "string" && data.message ? data.message : `HTTP ${status}`);
+}

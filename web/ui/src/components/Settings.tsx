@@ -13,7 +13,6 @@ import { McpPanel } from "./Mcp";
 
 const LATER: [string, string][] = [
   ["Triggers", "Start runs on a schedule or from events."],
-  ["Sandboxes", "Where tools run and what they may touch."],
 ];
 
 /** The sections a link can open (#/settings/<section>), in the page's order. */

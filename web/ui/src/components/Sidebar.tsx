@@ -1,6 +1,7 @@
 import { useState } from "preact/hooks";
 import { createFolder, deleteFolder, moveFolder, patchThread, renameFolder, showError, store } from "../state/app";
 import { useStore } from "../state/store";
+import { isListRoute } from "../route";
 import type { Folder } from "../types";
 
 export const DRAG_TYPE = "application/x-kiln-thread";
@@ -53,7 +54,7 @@ export function Sidebar() {
   const [adding, setAdding] = useState(false);
   const [name, setName] = useState("");
   const [err, setErr] = useState("");
-  const lr = s.route.view === "thread" || s.route.view === "settings" ? null : s.route;
+  const lr = isListRoute(s.route) ? s.route : null;
   const cur = (v: string) => (lr?.view === v ? "page" : undefined);
   async function add() {
     const n = name.trim();
@@ -88,6 +89,7 @@ export function Sidebar() {
         </form>
       )}
       <div class="side-foot">
+        <a href="#/sandboxes" data-testid="nav-sandboxes" class="nav-link" aria-current={s.route.view === "sandboxes" ? "page" : undefined}><span class="ico" aria-hidden="true">▣</span><span class="label">Sandboxes</span></a>
         <a href="#/settings" data-testid="nav-settings" class="nav-link" aria-current={s.route.view === "settings" ? "page" : undefined}><span class="ico" aria-hidden="true">⚙</span><span class="label">Settings</span></a>
         <button type="button" class="link small" onClick={() => document.dispatchEvent(new CustomEvent("kiln:shortcuts"))}>Keyboard shortcuts <kbd>?</kbd></button>
       </div>

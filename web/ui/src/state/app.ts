@@ -3,7 +3,7 @@
 import { api, ApiError, authHeaders, API, setToken, setUnauthorizedHandler } from "../api";
 import { normTheme } from "../workspace";
 import { EventStream, type SSEMessage, type StreamState } from "../sse";
-import { parseRoute, type Route } from "../route";
+import { isListRoute, parseRoute, type Route } from "../route";
 import type { Counts, Folder, Grant, InboxItem, Interrupt, KEvent, Message, ModelList, Run, SearchMatch, Settings, Status, Theme, Thread, VirtualFile } from "../types";
 import { applyEvent, initThread, withInterrupts, withMessages, withRuns, type ThreadState } from "./events";
 import { createStore } from "./store";
@@ -61,7 +61,7 @@ const NOTIFY_KEY = "kiln.notify";
 const initialRoute = parseRoute(location.hash);
 export const store = createStore<AppState>({
   route: initialRoute,
-  listRoute: initialRoute.view === "thread" || initialRoute.view === "settings" ? { view: "all" } : initialRoute,
+  listRoute: isListRoute(initialRoute) ? initialRoute : { view: "all" },
   folders: [], rows: [], rowsLoaded: false, rowsKey: "", query: "", loadingMore: false,
   actions: [], actionsLoaded: false, foldersLoaded: false,
   globalState: "connecting", threadState: "closed", everOpen: false,
@@ -427,7 +427,7 @@ export function closeThread() {
 export function onRoute() {
   const route = parseRoute(location.hash);
   const prev = S().route;
-  const isList = route.view !== "thread" && route.view !== "settings";
+  const isList = isListRoute(route);
   store.set({ route, ...(isList ? { listRoute: route } : {}) });
   if (isList) {
     if (JSON.stringify(route) !== JSON.stringify(prev) || !S().rowsLoaded) { store.set({ rowsLoaded: false }); loadList(); }
@@ -565,7 +565,7 @@ export function boot() {
   const r = S().route;
   store.set({ thread: undefined });
   onRoute();
-  if (r.view === "thread" || r.view === "settings") loadList();
+  if (!isListRoute(r)) loadList();
 }
 
 setUnauthorizedHandler(() => store.set({ needToken: true }));
