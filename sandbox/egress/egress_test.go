@@ -98,8 +98,8 @@ func TestGateRefusesWhatIsNotAConnect(t *testing.T) {
 	}
 	for req, want := range map[string]int{
 		"GET http://127.0.0.1:1/ HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n": 405,
-		"CONNECT 127.0.0.1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n":          400,
-		"not http at all\r\n\r\n":                                        400,
+		"CONNECT 127.0.0.1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n":         400,
+		"not http at all\r\n\r\n":                                       400,
 	} {
 		c, err := net.Dial("unix", sock)
 		if err != nil {
