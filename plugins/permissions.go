@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"path"
@@ -193,6 +194,17 @@ func parseNetwork(s string) (netPattern, string) {
 		return netPattern{}, fmt.Sprintf("%q is not a valid host name, IP address or \"*.\" pattern", s)
 	}
 	return p, ""
+}
+
+// CheckNetwork returns an error saying why s is not a valid entry of
+// Permissions.Network (the syntax its doc comment gives), or nil. Other
+// allowlists in the same syntax (a sandbox's networkPolicy) check their
+// entries with it.
+func CheckNetwork(s string) error {
+	if _, reason := parseNetwork(s); reason != "" {
+		return errors.New(reason)
+	}
+	return nil
 }
 
 // allowsPort reports whether a pattern's port admits port.

@@ -71,6 +71,12 @@ func (s Spec) Check(c Capabilities) error {
 	if mode != NetworkNone && !slices.Contains(c.Network, mode) {
 		return Unsupported(c.Name, fmt.Sprintf("network mode %q", mode))
 	}
+	if mode == NetworkEgress && !filepath.IsAbs(s.EgressSocket) {
+		return fmt.Errorf("%w: network mode %q needs the absolute host path of the egress socket", ErrInvalid, NetworkEgress)
+	}
+	if mode != NetworkEgress && s.EgressSocket != "" {
+		return fmt.Errorf("%w: an egress socket is for network mode %q, not %q", ErrInvalid, NetworkEgress, mode)
+	}
 	if (s.Image != "" || len(s.Entrypoint) > 0) && !c.Images {
 		return Unsupported(c.Name, "images")
 	}

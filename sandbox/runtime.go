@@ -179,6 +179,14 @@ type Spec struct {
 	// for a runtime whose sandboxes serve it themselves (ExecDialer): the
 	// in-sandbox agent refuses requests without it.
 	ExecToken string
+	// EgressSocket is, in network mode NetworkEgress, the host path of
+	// the unix socket that is the sandbox's only way out (Kiln's end of
+	// it, sandbox/egress, enforces Network.Allow): the runtime makes it
+	// reachable in the sandbox and points the sandbox's HTTP_PROXY and
+	// HTTPS_PROXY at a proxy over it. The socket is alone in its folder,
+	// which a runtime may mount whole: Kiln re-creates the socket in it
+	// when it restarts. Empty in every other mode.
+	EgressSocket string
 }
 
 // Mount is a host folder seen inside a sandbox.

@@ -31,7 +31,7 @@ func TestSpecCheck(t *testing.T) {
 		{ID: "a"},
 		{ID: "sbx_01J.x-y", Env: map[string]string{"A_1": "x", "_B": ""}, Resources: sandbox.Resources{CPUMillis: 4000, MemoryMiB: 512}},
 		{ID: "b", Network: sandbox.Network{Mode: sandbox.NetworkNone}},
-		{ID: "c", Network: sandbox.Network{Mode: sandbox.NetworkEgress, Allow: []string{"api.example.com"}}},
+		{ID: "c", Network: sandbox.Network{Mode: sandbox.NetworkEgress, Allow: []string{"api.example.com"}}, EgressSocket: "/run/kiln/c/egress.sock"},
 		{ID: strings.Repeat("x", 128)},
 	}
 	for _, s := range good {
@@ -55,6 +55,8 @@ func TestSpecCheck(t *testing.T) {
 		{sandbox.Spec{ID: "a", Resources: sandbox.Resources{CPUMillis: -1}}, sandbox.ErrInvalid, "cpu_millis -1 is negative"},
 		{sandbox.Spec{ID: "a", Network: sandbox.Network{Mode: sandbox.NetworkNone, Allow: []string{"x.com"}}}, sandbox.ErrInvalid, "allow list"},
 		{sandbox.Spec{ID: "a", Network: sandbox.Network{Mode: sandbox.NetworkEgress}}, sandbox.ErrInvalid, "needs hosts"},
+		{sandbox.Spec{ID: "a", Network: sandbox.Network{Mode: sandbox.NetworkEgress, Allow: []string{"x.com"}}}, sandbox.ErrInvalid, "egress socket"},
+		{sandbox.Spec{ID: "a", EgressSocket: "/run/egress.sock"}, sandbox.ErrInvalid, "egress socket is for"},
 		{sandbox.Spec{ID: "a", Network: sandbox.Network{Mode: "bridge"}}, sandbox.ErrInvalid, `"bridge" is not one of`},
 		{sandbox.Spec{ID: "a", Network: sandbox.Network{Mode: sandbox.NetworkOpen}}, sandbox.ErrUnsupported, `sandbox runtime "box" does not support network mode "open"`},
 		{sandbox.Spec{ID: "a", Image: "alpine"}, sandbox.ErrUnsupported, `sandbox runtime "box" does not support images`},

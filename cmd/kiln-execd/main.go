@@ -11,6 +11,11 @@
 // its status once it exits. Run as PID 1, kiln-execd also reaps the
 // orphans that reparent to it, by running itself as its only child and
 // reaping everything else. It logs to stderr and never the token.
+//
+// With --egress-proxy HOST:PORT and --egress-socket PATH it also serves
+// an HTTP proxy (CONNECT and absolute http:// requests) on HOST:PORT that
+// sends every connection through the unix socket at PATH to Kiln, which
+// allows or refuses it (sandbox/egress).
 package main
 
 import (
@@ -28,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kilnhq/kiln/sandbox/egress"
 	"github.com/kilnhq/kiln/sandbox/execapi"
 )
 
@@ -90,6 +96,8 @@ func run(args []string) (int, error) {
 	fl := flag.NewFlagSet("kiln-execd", flag.ContinueOnError)
 	listen := fl.String("listen", "", "where to serve: unix:PATH or tcp:HOST:PORT")
 	tokenFile := fl.String("token-file", "", "file holding the access token (else $KILN_EXECD_TOKEN)")
+	egressProxy := fl.String("egress-proxy", "", "serve the egress HTTP proxy on HOST:PORT (with --egress-socket)")
+	egressSocket := fl.String("egress-socket", "", "Kiln's egress unix socket, which the proxy's connections go through")
 	if err := fl.Parse(args); err != nil {
 		return 2, err
 	}
@@ -109,9 +117,20 @@ func run(args []string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
+	if (*egressProxy == "") != (*egressSocket == "") {
+		return 2, errors.New("--egress-proxy and --egress-socket go together")
+	}
 	ln, err := listenOn(*listen)
 	if err != nil {
 		return 2, err
+	}
+	if *egressProxy != "" {
+		pln, err := net.Listen("tcp", *egressProxy)
+		if err != nil {
+			return 2, fmt.Errorf("egress proxy: %w", err)
+		}
+		go egress.Proxy(pln, *egressSocket)
+		log.Printf("egress proxy on %s through %s", *egressProxy, *egressSocket)
 	}
 	srv := &http.Server{Handler: h, ErrorLog: log.Default(), ReadHeaderTimeout: 30 * time.Second}
 	served := make(chan error, 1)

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -294,6 +296,73 @@ func TestSandboxSecurityAndRestart(t *testing.T) {
 	}
 	if code, _ := sbxCall(t, srv, "DELETE", "/v1/sandboxes/"+keep, nil); code != 204 {
 		t.Errorf("delete: %d", code)
+	}
+}
+
+// TestSandboxEgress: a docker sandbox whose networkPolicy allows one
+// loopback port of the host reaches it through the proxy in the sandbox
+// (and still does after Kiln restarts) and is refused another; a default
+// sandbox reaches neither; a malformed target is refused at create.
+func TestSandboxEgress(t *testing.T) {
+	needDocker(t)
+	var servers [2]*httptest.Server
+	for i := range servers {
+		body := fmt.Sprintf("host server %d\n", i)
+		servers[i] = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) }))
+		defer servers[i].Close()
+	}
+	allowed, refused := strings.TrimPrefix(servers[0].URL, "http://"), strings.TrimPrefix(servers[1].URL, "http://")
+	data := t.TempDir()
+	env := "KILN_SANDBOX_IMAGE=" + sandboxTestImage
+	srv := startProc(t, procAddr(t), data, env)
+	create := func(policy any) string {
+		body := map[string]any{"image": map[string]string{"uri": sandboxTestImage}, "entrypoint": []string{"tail", "-f", "/dev/null"}}
+		if policy != nil {
+			body["networkPolicy"] = policy
+		}
+		code, sb := sbxCall(t, srv, "POST", "/v1/sandboxes", body)
+		if code != 202 {
+			t.Fatalf("create: %d %v", code, sb)
+		}
+		id := sb["id"].(string)
+		t.Cleanup(func() { exec.Command("docker", "rm", "-f", "kiln-"+id).Run() })
+		return id
+	}
+	egress := create(map[string]any{"defaultAction": "deny", "egress": []map[string]string{{"action": "allow", "target": allowed}}})
+	plain := create(nil)
+	// The image's busybox wget crashes (SIGSEGV) whenever http_proxy is
+	// set, proxy or not, so the request goes to $http_proxy with nc.
+	fetch := `p=${http_proxy#http://}; printf 'GET http://%[1]s/ HTTP/1.1\r\nHost: %[1]s\r\n\r\n' | nc -w 5 ${p%%:*} ${p#*:} 2>&1; echo exit=$?`
+	check := func(when string) {
+		base, token := endpoint(t, srv, egress)
+		if code, out := runIn(t, base, token, fmt.Sprintf(fetch, allowed)); code != 200 || !strings.HasPrefix(out, "HTTP/1.1 200 OK") || !strings.Contains(out, "\r\n\r\nhost server 0\n") {
+			t.Errorf("%s: the allowed host: %d %q", when, code, out)
+		}
+		if code, out := runIn(t, base, token, fmt.Sprintf(fetch, refused)); code != 200 || !strings.HasPrefix(out, "HTTP/1.1 403 Forbidden") || !strings.Contains(out, "not allowed by the sandbox's networkPolicy") {
+			t.Errorf("%s: another port: %d %q, want a 403", when, code, out)
+		}
+	}
+	check("at create")
+	base, token := endpoint(t, srv, plain)
+	for _, target := range []string{allowed, refused} {
+		if code, out := runIn(t, base, token, "env | grep -ci _proxy; wget -qO- -T 5 http://"+target+"/ 2>&1; echo exit=$?"); code != 200 || strings.Contains(out, "host server") || !strings.HasPrefix(out, "0\n") || strings.HasSuffix(out, "exit=0\n") {
+			t.Errorf("a default sandbox, %s: %d %q (want no proxy and no network)", target, code, out)
+		}
+	}
+	code, body := sbxCall(t, srv, "POST", "/v1/sandboxes", map[string]any{"image": map[string]string{"uri": sandboxTestImage},
+		"networkPolicy": map[string]any{"egress": []map[string]string{{"action": "allow", "target": "http://" + allowed}}}})
+	if code != 400 || !strings.Contains(fmt.Sprint(body["message"]), "without a scheme") {
+		t.Errorf("a malformed target: %d %v", code, body)
+	}
+
+	srv.kill()
+	srv = startProc(t, srv.addr, data, env)
+	check("after a restart")
+	if code, _ := sbxCall(t, srv, "DELETE", "/v1/sandboxes/"+egress, nil); code != 204 {
+		t.Errorf("delete: %d", code)
+	}
+	if left, _ := filepath.Glob(filepath.Join(data, "egress", "*")); len(left) != 0 {
+		t.Errorf("the deleted sandbox's egress folder is left: %v", left)
 	}
 }
 

@@ -48,8 +48,9 @@ const (
 // openSandboxes returns the sandbox service over the store: sandbox
 // records in it, host volumes from the owner's folder grants, the default
 // runtime from $KILN_SANDBOX_RUNTIME, the warm pools of
-// <data>/sandbox-pools.json. Runtimes join it as their plugins
-// are enabled; Start reconciles and starts the reaper once they have.
+// <data>/sandbox-pools.json, the egress sockets under <data>/egress
+// (none when that path is too long for a socket). Runtimes join it as
+// their plugins are enabled; Start reconciles and starts the reaper once they have.
 func openSandboxes(store core.Store, svc *core.Service, dataRoot string, log *slog.Logger) (*service.Service, error) {
 	key, err := service.LoadKey(filepath.Join(dataRoot, sandboxKeyFile))
 	if err != nil {
@@ -65,9 +66,14 @@ func openSandboxes(store core.Store, svc *core.Service, dataRoot string, log *sl
 			return nil, fmt.Errorf("%s=%q: want a positive number", envMaxSandboxes, v)
 		}
 	}
+	egressDir := filepath.Join(dataRoot, "egress")
+	if len(egressDir) > service.MaxEgressDir {
+		log.Warn("sandboxes with an egress allowlist are off: the data root is too long for their unix sockets", "folder", egressDir, "max", service.MaxEgressDir)
+		egressDir = ""
+	}
 	return service.New(service.Config{
 		Store: store, Key: key, Default: os.Getenv(envSandboxRuntime), Preferred: []string{"docker", "wasm", "js"}, Pools: pools,
-		MaxSandboxes: maxSandboxes,
+		MaxSandboxes: maxSandboxes, EgressDir: egressDir,
 		Grants: func(ctx context.Context, owner string) ([]*core.Grant, error) {
 			return svc.ListGrants(ctx, core.Principal{ID: owner})
 		},
@@ -91,7 +97,7 @@ const (
 // fails, saying how to start one, when none answers; the plugin is then
 // failed and creates fall to the next runtime.
 func dockerBuiltin(dataRoot string) (plugins.Builtin, error) {
-	m, err := builtinManifest("docker", "1.0.0", "Sandboxes as Docker containers: no network, every capability dropped, limits on memory, CPU and processes; host folders only from the user's grants.",
+	m, err := builtinManifest("docker", "1.0.0", "Sandboxes as Docker containers: no network but an allowlist through Kiln (with kiln-execd), every capability dropped, limits on memory, CPU and processes; host folders only from the user's grants.",
 		[]plugins.Capability{plugins.CapSandboxRuntime}, plugins.Permissions{}, nil)
 	if err != nil {
 		return plugins.Builtin{}, err

@@ -81,6 +81,16 @@ func CheckURL(perms plugins.Permissions, u *url.URL) error {
 	return nil
 }
 
+// Dialer returns a dial function (net.Dialer.DialContext's shape) that
+// connects only where perms allow, with the checks of NewClient's
+// transport: the host:port against AllowsHost, then every address a name
+// resolves to against AllowsResolvedAddr. A refusal wraps ErrDenied; any
+// other error is the resolver's or the dial's.
+func Dialer(perms plugins.Permissions) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &dialer{perms: perms, resolver: net.DefaultResolver}
+	return d.DialContext
+}
+
 // dialer dials only what the permissions allow.
 type dialer struct {
 	perms    plugins.Permissions

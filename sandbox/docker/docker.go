@@ -23,6 +23,14 @@
 // socket /kiln/run/execd.sock of a per-sandbox host folder
 // (<StateDir>/<Spec.ID>/run, mounted at /kiln/run), which DialExec
 // connects to; it reads Spec.ExecToken from /kiln/run/token.
+//
+// With kiln-execd the runtime also takes network mode egress: the folder
+// of Spec.EgressSocket is mounted at /kiln/egress, kiln-execd serves an
+// HTTP proxy over that socket on the sandbox's loopback (EgressProxy),
+// and HTTP_PROXY, HTTPS_PROXY, http_proxy and https_proxy point at it
+// (over any of Spec.Env's). The container's network mode stays none:
+// the proxy is the only way out, and Kiln, at the socket's other end,
+// decides what it reaches.
 package docker
 
 import (
@@ -32,6 +40,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -65,9 +74,14 @@ const (
 
 // Where kiln-execd's files are inside a sandbox.
 const (
-	execdMount = "/kiln/bin/kiln-execd"
-	runMount   = "/kiln/run"
+	execdMount  = "/kiln/bin/kiln-execd"
+	runMount    = "/kiln/run"
+	egressMount = "/kiln/egress"
 )
+
+// EgressProxy is where a sandbox in network mode egress finds its HTTP
+// proxy, on its own loopback.
+const EgressProxy = "127.0.0.1:3128"
 
 // Defaults for the Options left zero.
 const (
@@ -169,12 +183,16 @@ func New(opts Options) (*Runtime, error) {
 		cli.Close()
 		return nil, fmt.Errorf("docker sandbox runtime: no Docker engine answers at %s (%v); start one (systemctl start docker, or dockerd as root; .ci/docker-up does it for the tests) or point DOCKER_HOST at one", cli.DaemonHost(), err)
 	}
+	modes := []sandbox.NetworkMode{sandbox.NetworkNone}
+	if opts.ExecdPath != "" {
+		modes = append(modes, sandbox.NetworkEgress)
+	}
 	return &Runtime{cli: cli, opts: opts, active: map[string]*execs{}, caps: sandbox.Capabilities{
 		Name:    Name,
 		Pause:   true,
 		Images:  true,
 		Mounts:  true,
-		Network: []sandbox.NetworkMode{sandbox.NetworkNone},
+		Network: modes,
 		Max:     opts.Max,
 	}}, nil
 }
@@ -193,8 +211,8 @@ func orDefault(v, def, max int) int {
 // Close closes the connection to the engine; the sandboxes run on.
 func (r *Runtime) Close() error { return r.cli.Close() }
 
-// Capabilities: pause, images, mounts, network mode none only, and
-// Options.Max.
+// Capabilities: pause, images, mounts, network mode none (and egress
+// with kiln-execd), and Options.Max.
 func (r *Runtime) Capabilities() sandbox.Capabilities {
 	c := r.caps
 	c.Network = slices.Clone(c.Network)
@@ -340,11 +358,24 @@ func (r *Runtime) config(name, image string, spec sandbox.Spec) (*container.Conf
 	for _, m := range spec.Mounts {
 		binds = append(binds, mount.Mount{Type: mount.TypeBind, Source: m.HostPath, Target: m.Path, ReadOnly: m.ReadOnly})
 	}
+	env := spec.Env
 	if r.opts.ExecdPath != "" {
-		entry = append([]string{execdMount, "--listen", "unix:" + runMount + "/execd.sock", "--token-file", runMount + "/token", "--"}, entry...)
+		execd := []string{execdMount, "--listen", "unix:" + runMount + "/execd.sock", "--token-file", runMount + "/token"}
 		binds = append(binds,
 			mount.Mount{Type: mount.TypeBind, Source: r.opts.ExecdPath, Target: execdMount, ReadOnly: true},
 			mount.Mount{Type: mount.TypeBind, Source: r.runDir(name), Target: runMount})
+		if spec.Network.Mode == sandbox.NetworkEgress {
+			execd = append(execd, "--egress-proxy", EgressProxy, "--egress-socket", egressMount+"/"+filepath.Base(spec.EgressSocket))
+			binds = append(binds, mount.Mount{Type: mount.TypeBind, Source: filepath.Dir(spec.EgressSocket), Target: egressMount})
+			env = maps.Clone(env)
+			if env == nil {
+				env = map[string]string{}
+			}
+			for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+				env[k] = "http://" + EgressProxy
+			}
+		}
+		entry = append(append(execd, "--"), entry...)
 	}
 	res := spec.Resources
 	if res.MemoryMiB == 0 {
@@ -378,7 +409,7 @@ func (r *Runtime) config(name, image string, spec sandbox.Spec) (*container.Conf
 	return &container.Config{
 		Image:      image,
 		Entrypoint: entry,
-		Env:        envList(spec.Env),
+		Env:        envList(env),
 		Labels:     map[string]string{LabelSandbox: spec.ID, LabelInstance: r.opts.Instance},
 	}, host
 }

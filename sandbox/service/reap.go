@@ -45,7 +45,7 @@ func (s *Service) Start(ctx context.Context) error {
 
 // Reconcile brings the records in line with what each registered runtime
 // has: a live record's sandbox is recovered (its state and handle
-// updated), one the runtime lost or stopped is marked Failed with the
+// updated, and its egress gate opened again when it has an allowlist), one the runtime lost or stopped is marked Failed with the
 // reason (and a stopped one destroyed), a record left Pending by a crash
 // during its create is marked Failed and its sandbox, if the runtime made
 // one, destroyed; and a sandbox a runtime lists (sandbox.Lister) that no
@@ -117,6 +117,9 @@ func (s *Service) reconcile(ctx context.Context, r sandbox.Runtime, rec *core.Sa
 			s.log.Warn("destroy a stopped sandbox", "sandbox", rec.ID, "err", err)
 		}
 		return s.transition(ctx, rec, StateFailed, "stopped", "it stopped while Kiln was down", nil)
+	}
+	if err := s.reopenGate(rec); err != nil {
+		s.log.Warn("reopen a sandbox's egress gate (its allowed hosts are unreachable)", "sandbox", rec.ID, "err", err)
 	}
 	state := StateRunning
 	switch {

@@ -18,6 +18,14 @@
 // Store does not know (a crash between the runtime's start and the
 // record) is destroyed.
 //
+// A sandbox whose networkPolicy allows some hosts (network mode egress)
+// has an egress gate in Kiln (sandbox/egress): a unix socket under
+// Config.EgressDir that the runtime puts in the sandbox as its only way
+// out, and that connects only to the allowed hosts. The gate opens before
+// the runtime starts the sandbox, closes when the sandbox ends (destroyed,
+// deleted, expired or failed), and opens again on Reconcile after a
+// restart.
+//
 // Every sandbox has its own access token for the execution API, derived
 // from the service's key and the sandbox's ID (HMAC-SHA256), so no token
 // is ever stored.
@@ -49,6 +57,7 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/sandbox"
+	"github.com/kilnhq/kiln/sandbox/egress"
 )
 
 // Sandbox states, as the sandbox API names them.
@@ -89,6 +98,12 @@ type Config struct {
 	// ThreadTTL is how long a thread's sandbox (ForThread) lives after
 	// its last use; zero means DefaultThreadTTL.
 	ThreadTTL time.Duration
+	// EgressDir is the host folder of the sandboxes' egress sockets
+	// (network mode egress: Kiln's end, sandbox/egress, enforces the
+	// allowlist), created when missing (0700); "" refuses egress
+	// creates with EUNAVAIL. Its path must leave room for a unix socket
+	// (MaxEgressDir).
+	EgressDir string
 	// Pools are the warm pools Start keeps filled.
 	Pools  []PoolConfig
 	Now    core.Clock
@@ -121,8 +136,10 @@ type Service struct {
 	lastClaim atomic.Int64
 	// threads serialises ForThread by thread and runtime.
 	threads threadLocks
-	// onEnd are the OnEnd functions, which mu guards.
+	// onEnd are the OnEnd functions, and gates the egress gates of the
+	// live sandboxes in network mode egress by ID, which mu guards.
 	onEnd []func(id string)
+	gates map[string]*egress.Gate
 }
 
 // OnEnd has f called with a sandbox's ID once it has ended: destroyed
@@ -135,6 +152,7 @@ func (s *Service) OnEnd(f func(id string)) {
 }
 
 func (s *Service) ended(id string) {
+	s.closeGate(id)
 	s.mu.RLock()
 	fs := s.onEnd
 	s.mu.RUnlock()
@@ -203,7 +221,16 @@ func New(cfg Config) (*Service, error) {
 	if err := checkPools(cfg); err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, runtimes: map[string]sandbox.Runtime{}, pooled: map[string][]string{}, refill: make(chan struct{}, 1)}, nil
+	if cfg.EgressDir != "" {
+		if len(cfg.EgressDir) > MaxEgressDir {
+			return nil, fmt.Errorf("sandbox service: the egress folder %s is %d bytes long, more than the %d a unix socket in it allows; use a shorter data root", cfg.EgressDir, len(cfg.EgressDir), MaxEgressDir)
+		}
+		if err := os.MkdirAll(cfg.EgressDir, 0o700); err != nil {
+			return nil, fmt.Errorf("sandbox service: egress folder: %w", err)
+		}
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, runtimes: map[string]sandbox.Runtime{}, pooled: map[string][]string{}, refill: make(chan struct{}, 1),
+		gates: map[string]*egress.Gate{}}, nil
 }
 
 // AddRuntime makes a runtime available under name (its plugin's ID,
@@ -434,7 +461,11 @@ func network(p NetworkPolicy) (sandbox.Network, error) {
 			case strings.TrimSpace(e.Target) == "":
 				return sandbox.Network{}, core.Errorf(core.EINVALID, "networkPolicy.egress: a rule needs a target")
 			case e.Action == "allow":
-				allow = append(allow, e.Target)
+				t := strings.ToLower(strings.TrimSpace(e.Target))
+				if err := egress.CheckAllow([]string{t}); err != nil {
+					return sandbox.Network{}, core.Errorf(core.EINVALID, "networkPolicy.egress: %v", err)
+				}
+				allow = append(allow, t)
 			}
 		}
 		if len(allow) == 0 {
@@ -574,6 +605,12 @@ func (s *Service) create(ctx context.Context, owner string, req CreateRequest) (
 	id := newID()
 	spec := sandbox.Spec{ID: id, Image: image, Env: req.Env, Resources: res, Network: netw,
 		Entrypoint: entrypoint, Mounts: mounts, ExecToken: s.Token(id)}
+	if netw.Mode == sandbox.NetworkEgress && slices.Contains(r.Capabilities().Network, sandbox.NetworkEgress) {
+		if s.cfg.EgressDir == "" {
+			return nil, core.Errorf(core.EUNAVAIL, "networkPolicy: this server has no egress folder, so it runs no sandbox with an egress allowlist")
+		}
+		spec.EgressSocket = s.egressSocket(id)
+	}
 	if err := spec.Check(r.Capabilities()); err != nil {
 		return nil, err
 	}
@@ -595,6 +632,10 @@ func (s *Service) create(ctx context.Context, owner string, req CreateRequest) (
 	if err := s.put(ctx, rec); err != nil {
 		return nil, err
 	}
+	if err := s.openGate(id, netw); err != nil {
+		s.fail(rec, "start_failed", err)
+		return nil, err
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.StartTimeout)
 	defer cancel()
 	h, err := r.Start(sctx, spec)
@@ -604,9 +645,76 @@ func (s *Service) create(ctx context.Context, owner string, req CreateRequest) (
 	}
 	if err := s.transition(context.WithoutCancel(ctx), rec, StateRunning, "", "", &h); err != nil {
 		_ = r.Destroy(context.WithoutCancel(ctx), h)
+		s.closeGate(id)
 		return nil, err
 	}
 	return rec, nil
+}
+
+// MaxEgressDir is the longest Config.EgressDir: a unix socket's path is
+// at most 107 bytes, and a sandbox's is <EgressDir>/<16 hex>/egress.sock.
+const MaxEgressDir = 107 - len("/0123456789abcdef/egress.sock")
+
+// egressSocket is the host path of a sandbox's egress socket, alone in a
+// folder of its own, named by a short hash of the ID (a socket's path is
+// short, and an ID may be 128 bytes).
+func (s *Service) egressSocket(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return filepath.Join(s.cfg.EgressDir, hex.EncodeToString(sum[:8]), "egress.sock")
+}
+
+// openGate opens the egress gate of a sandbox in network mode egress
+// (once: a gate already open stays), creating its folder; for any other
+// mode it does nothing.
+func (s *Service) openGate(id string, netw sandbox.Network) error {
+	if netw.Mode != sandbox.NetworkEgress || s.cfg.EgressDir == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gates[id] != nil {
+		return nil
+	}
+	path := s.egressSocket(id)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("sandbox %s: egress folder: %w", id, err)
+	}
+	g, err := egress.Listen(path, netw.Allow, s.log.With("sandbox", id))
+	if err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	s.gates[id] = g
+	return nil
+}
+
+// closeGate closes a sandbox's egress gate, when it has one, and removes
+// its folder.
+func (s *Service) closeGate(id string) {
+	s.mu.Lock()
+	g := s.gates[id]
+	delete(s.gates, id)
+	s.mu.Unlock()
+	if g == nil {
+		return
+	}
+	g.Close()
+	if err := os.RemoveAll(filepath.Dir(s.egressSocket(id))); err != nil {
+		s.log.Warn("remove a sandbox's egress folder", "sandbox", id, "err", err)
+	}
+}
+
+// reopenGate opens the egress gate of a live record whose request asked
+// for an egress allowlist, as a restarted server must.
+func (s *Service) reopenGate(rec *core.Sandbox) error {
+	var req request
+	if err := json.Unmarshal(rec.Request, &req); err != nil {
+		return fmt.Errorf("sandbox %s: stored request: %w", rec.ID, err)
+	}
+	netw, err := network(req.Network)
+	if err != nil {
+		return fmt.Errorf("sandbox %s: stored networkPolicy: %w", rec.ID, err)
+	}
+	return s.openGate(rec.ID, netw)
 }
 
 // keepRunning are the entrypoints that only keep a container alive, which

@@ -174,6 +174,8 @@ func TestCreateRefusals(t *testing.T) {
 		{"main process on a runtime without images", service.CreateRequest{Entrypoint: []string{"nginx"}}, "", `does not support an entrypoint`},
 		{"network open", service.CreateRequest{Network: service.NetworkPolicy{DefaultAction: "allow"}}, "", `does not support network mode "open"`},
 		{"bad network", service.CreateRequest{Network: service.NetworkPolicy{DefaultAction: "maybe"}}, core.EINVALID, "defaultAction"},
+		{"egress on a runtime without it", service.CreateRequest{Network: service.NetworkPolicy{Egress: []service.EgressRule{{Action: "allow", Target: "api.example.com"}}}}, "", `sandbox runtime "memory" does not support network mode "egress"`},
+		{"malformed egress target", service.CreateRequest{Network: service.NetworkPolicy{Egress: []service.EgressRule{{Action: "allow", Target: "https://api.example.com/v1"}}}}, core.EINVALID, "without a scheme"},
 		{"volume outside the grants", service.CreateRequest{Volumes: []service.Volume{{Name: "v", HostPath: outside, MountPath: "/data", ReadOnly: true}}}, core.EFORBIDDEN, "not in a folder granted"},
 		{"writable volume on a read-only grant", service.CreateRequest{Volumes: []service.Volume{{Name: "v", HostPath: grant, MountPath: "/data"}}}, core.EFORBIDDEN, "read-only grant"},
 		{"volumes on a runtime without mounts", service.CreateRequest{Volumes: []service.Volume{{Name: "v", HostPath: grant, MountPath: "/data", ReadOnly: true}}}, "", "does not support host volumes"},
