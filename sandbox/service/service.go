@@ -117,13 +117,8 @@ type Service struct {
 
 	mu       sync.RWMutex
 	runtimes map[string]sandbox.Runtime
-	// creating counts the creates in flight, destroying the deleted
-	// sandboxes not yet destroyed, toward MaxSandboxes; doomed are those,
-	// destroyers the workers destroying them.
-	creating   int
-	destroying int
-	doomed     []doomed
-	destroyers int
+	// creating counts the creates in flight, toward MaxSandboxes.
+	creating int
 
 	// pooled are the pools' waiting sandboxes by pool, oldest first, which
 	// claimMu guards; fillMu orders the fillers' counts; refill wakes the
@@ -751,7 +746,7 @@ func (s *Service) reserve(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if n+s.creating+s.destroying >= s.cfg.MaxSandboxes {
+	if n+s.creating >= s.cfg.MaxSandboxes {
 		return core.Errorf(core.ELIMIT, "the server runs %d sandboxes, its limit; delete one first", s.cfg.MaxSandboxes)
 	}
 	s.creating++
@@ -892,115 +887,39 @@ func (s *Service) Open(ctx context.Context, owner, id string) (*core.Sandbox, sa
 	return rec, r, h, err
 }
 
-// Delete destroys one of owner's sandboxes and its record. On a runtime
-// that lists its sandboxes (sandbox.Lister) the record goes at once and
-// the sandbox is destroyed in the background right after (at most
-// destroyWorkers at a time, counted against MaxSandboxes until they
-// are), so that a delete costs its caller a store write rather than a
-// container's removal, and a burst of deletes does not take the CPU from
-// the creates beside it; should Kiln stop first, the next start's
-// Reconcile destroys it as a sandbox no record knows. Elsewhere the
-// sandbox is destroyed before the record goes.
+// Delete destroys one of owner's sandboxes and its record.
 func (s *Service) Delete(ctx context.Context, owner, id string) error {
 	rec, err := s.Get(ctx, owner, id)
 	if err != nil {
 		return err
 	}
-	r, h, live, err := s.target(rec)
-	if err != nil {
+	if err := s.destroy(ctx, rec); err != nil {
 		return err
 	}
-	_, later := r.(sandbox.Lister)
-	if live && !later {
-		if err := r.Destroy(ctx, h); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
-			return err
-		}
+	_, err = s.cfg.Store.Update(ctx, func(tx core.Tx) error { return tx.DeleteSandbox(id) })
+	if err == nil {
+		s.ended(id)
 	}
-	if _, err := s.cfg.Store.Update(ctx, func(tx core.Tx) error { return tx.DeleteSandbox(id) }); err != nil {
-		return err
-	}
-	s.ended(id)
-	if live && later {
-		s.destroyLater(r, h, id)
-	}
-	return nil
-}
-
-// target returns a record's runtime and handle, and whether it has a
-// sandbox to destroy; an error when it has one but its runtime is not
-// enabled.
-func (s *Service) target(rec *core.Sandbox) (sandbox.Runtime, sandbox.Handle, bool, error) {
-	var h sandbox.Handle
-	if len(rec.Handle) == 0 || rec.State == StateTerminated || rec.State == StateFailed {
-		return nil, h, false, nil
-	}
-	if err := json.Unmarshal(rec.Handle, &h); err != nil {
-		return nil, h, false, fmt.Errorf("sandbox %s: stored handle: %w", rec.ID, err)
-	}
-	r, err := s.runtime(rec.Runtime)
-	return r, h, err == nil, err
+	return err
 }
 
 // destroy destroys a record's sandbox in its runtime, when it has one.
 func (s *Service) destroy(ctx context.Context, rec *core.Sandbox) error {
-	r, h, live, err := s.target(rec)
-	if err != nil || !live {
+	if len(rec.Handle) == 0 || rec.State == StateTerminated || rec.State == StateFailed {
+		return nil
+	}
+	var h sandbox.Handle
+	if err := json.Unmarshal(rec.Handle, &h); err != nil {
+		return fmt.Errorf("sandbox %s: stored handle: %w", rec.ID, err)
+	}
+	r, err := s.runtime(rec.Runtime)
+	if err != nil {
 		return err
 	}
 	if err := r.Destroy(ctx, h); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 		return err
 	}
 	return nil
-}
-
-// destroyWorkers is how many deleted sandboxes are destroyed at once in
-// the background.
-const destroyWorkers = 2
-
-// doomed is a deleted sandbox waiting to be destroyed.
-type doomed struct {
-	r  sandbox.Runtime
-	h  sandbox.Handle
-	id string
-}
-
-// destroyLater queues a deleted sandbox for destruction, starting a
-// worker when fewer than destroyWorkers run.
-func (s *Service) destroyLater(r sandbox.Runtime, h sandbox.Handle, id string) {
-	s.mu.Lock()
-	s.doomed = append(s.doomed, doomed{r, h, id})
-	s.destroying++
-	start := s.destroyers < destroyWorkers
-	if start {
-		s.destroyers++
-	}
-	s.mu.Unlock()
-	if start {
-		go s.destroyQueued()
-	}
-}
-
-// destroyQueued destroys queued sandboxes until none is left.
-func (s *Service) destroyQueued() {
-	for {
-		s.mu.Lock()
-		if len(s.doomed) == 0 {
-			s.destroyers--
-			s.mu.Unlock()
-			return
-		}
-		d := s.doomed[0]
-		s.doomed = s.doomed[1:]
-		s.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StartTimeout)
-		if err := d.r.Destroy(ctx, d.h); err != nil && !errors.Is(err, sandbox.ErrNotFound) {
-			s.log.Warn("destroy a deleted sandbox (the next start's reconcile retries)", "sandbox", d.id, "err", err)
-		}
-		cancel()
-		s.mu.Lock()
-		s.destroying--
-		s.mu.Unlock()
-	}
 }
 
 // Pause pauses one of owner's running sandboxes.

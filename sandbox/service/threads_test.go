@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/core"
-	"github.com/kilnhq/kiln/sandbox"
-	"github.com/kilnhq/kiln/sandbox/sandboxtest"
 	"github.com/kilnhq/kiln/sandbox/service"
 )
 
@@ -149,79 +147,4 @@ func TestOnEnd(t *testing.T) {
 	if want := []string{deleted.ID, expiring.ID, threads.ID}; !slices.Equal(ended, want) {
 		t.Fatalf("ended %v, want %v", ended, want)
 	}
-}
-
-// TestDeleteInBackground: a delete answers before the runtime destroys
-// the sandbox, which still counts against the limit until it is gone; a
-// restart before then destroys it as an orphan.
-func TestDeleteInBackground(t *testing.T) {
-	e := newEnv(t)
-	release := make(chan struct{})
-	s := e.service(func(c *service.Config) { c.MaxSandboxes = 2 })
-	slow := &slowDestroy{Runtime: e.m.Runtime(sandboxtest.Options{}), wait: release}
-	s.RemoveRuntime("memory")
-	if err := s.AddRuntime("memory", slow); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	a, err := s.Create(ctx, alice, service.CreateRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := s.Create(ctx, alice, service.CreateRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Delete(ctx, alice, a.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Get(ctx, alice, a.ID); !core.IsNotFound(err) {
-		t.Fatalf("get after delete: %v", err)
-	}
-	if _, err := s.Create(ctx, alice, service.CreateRequest{}); core.ErrorCode(err) != core.ELIMIT {
-		t.Fatalf("a create while the deleted one is being destroyed: %v, want ELIMIT", err)
-	}
-	close(release)
-	waitFor(t, "the destroy", func() bool { return len(e.m.Sandboxes()) == 1 })
-	if _, err := s.Create(ctx, alice, service.CreateRequest{}); err != nil {
-		t.Fatalf("a create once it is gone: %v", err)
-	}
-
-	// A delete whose destroy never ran (Kiln stopped): the restart's
-	// reconcile destroys the orphan.
-	stuck := &slowDestroy{Runtime: e.m.Runtime(sandboxtest.Options{}), wait: make(chan struct{})}
-	defer close(stuck.wait)
-	s.RemoveRuntime("memory")
-	if err := s.AddRuntime("memory", stuck); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Delete(ctx, alice, b.ID); err != nil {
-		t.Fatal(err)
-	}
-	s2 := e.service(nil)
-	if err := s2.Reconcile(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if slices.Contains(e.m.Sandboxes(), b.ID) {
-		t.Fatalf("the orphan %s outlived the restart: %v", b.ID, e.m.Sandboxes())
-	}
-}
-
-// slowDestroy is a runtime whose Destroy waits for wait to close.
-type slowDestroy struct {
-	sandbox.Runtime
-	wait chan struct{}
-}
-
-func (r *slowDestroy) Destroy(ctx context.Context, h sandbox.Handle) error {
-	select {
-	case <-r.wait:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return r.Runtime.Destroy(ctx, h)
-}
-
-func (r *slowDestroy) List(ctx context.Context) ([]string, error) {
-	return r.Runtime.(sandbox.Lister).List(ctx)
 }
