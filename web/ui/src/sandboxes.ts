@@ -21,6 +21,15 @@ export interface SandboxPage {
 
 /** The create request's extensions key that picks the runtime (sandbox/service.ExtRuntime). */
 export const EXT_RUNTIME = "kiln.runtime";
+/** The metadata key that marks an agent thread's own sandbox (sandbox/service.MetaThread): its value is the thread's ID. */
+export const META_THREAD = "kiln.io/thread";
+
+/** The ID of the thread whose own sandbox sb is, or undefined for one no thread owns. */
+export function threadOf(sb: Pick<Sandbox, "metadata">): string | undefined {
+  const id = sb.metadata?.[META_THREAD]?.trim();
+  return id || undefined;
+}
+
 /** The execution API's port, as OpenSandbox's SDKs ask for it. */
 export const EXECD_PORT = 44772;
 

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { canPause, ExecParser, outcomeOf, parseMetadata, takesImage, untilTime } from "../src/sandboxes";
+import { canPause, ExecParser, META_THREAD, outcomeOf, parseMetadata, takesImage, threadOf, untilTime } from "../src/sandboxes";
 import { isListRoute, parseRoute, href } from "../src/route";
 
 test("untilTime: the time left, counting down; expired once past", () => {
@@ -72,4 +72,11 @@ test("route: #/sandboxes, not a list of threads", () => {
   assert.equal(isListRoute(parseRoute("#/thread/t1")), false);
   assert.equal(isListRoute(parseRoute("#/folder/f1")), true);
   assert.equal(isListRoute(parseRoute("#/unread")), true);
+});
+
+test("threadOf: the kiln.io/thread key names the thread that owns a sandbox", () => {
+  assert.equal(threadOf({ metadata: { [META_THREAD]: "thr_1", team: "ui" } }), "thr_1");
+  assert.equal(threadOf({ metadata: { team: "ui" } }), undefined);
+  assert.equal(threadOf({ metadata: { [META_THREAD]: "  " } }), undefined);
+  assert.equal(threadOf({ metadata: undefined as unknown as Record<string, string> }), undefined);
 });

@@ -6,9 +6,10 @@
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, sandboxApi } from "../api";
 import {
-  canPause, execEndpoint, EXT_RUNTIME, interruptCommand, parseMetadata, runCommand, takesImage, untilTime,
+  canPause, execEndpoint, EXT_RUNTIME, interruptCommand, parseMetadata, runCommand, takesImage, threadOf, untilTime,
   type Endpoint, type ExecOutcome, type Sandbox, type SandboxPage,
 } from "../sandboxes";
+import { href } from "../route";
 import { relTime } from "../time";
 import type { Plugin } from "../types";
 
@@ -243,6 +244,7 @@ function SandboxRow({ sb, now, pausable, open, onToggle, onChange, onDestroyed, 
   const cancel = () => { back.current = true; setConfirm(false); };
   const meta = Object.entries(sb.metadata ?? {});
   const until = untilTime(sb.expiresAt, now);
+  const thread = threadOf(sb);
 
   return (
     <li class="plugin sandbox" ref={ref} data-testid="sandbox" data-sandbox-id={sb.id} data-state={st} aria-labelledby={hid} aria-busy={busy || undefined}
@@ -260,6 +262,7 @@ function SandboxRow({ sb, now, pausable, open, onToggle, onChange, onDestroyed, 
           ? <time dateTime={sb.expiresAt} title={new Date(sb.expiresAt).toLocaleString()}>{until === "expired" ? "expired" : until}</time>
           : <span class="muted">never: it stays until destroyed</span>}</dd>
         <dt>Created</dt><dd><time dateTime={sb.createdAt} title={new Date(sb.createdAt).toLocaleString()}>{relTime(sb.createdAt, now)}</time></dd>
+        {thread && <><dt>Thread</dt><dd data-testid="sandbox-thread">An agent thread's own sandbox: <a href={href({ view: "thread", id: thread })} data-testid="sandbox-thread-link">open thread <code>{thread}</code></a></dd></>}
         <dt>Metadata</dt><dd data-testid="sandbox-metadata-list">{meta.length
           ? <ul class="sbx-meta">{meta.map(([k, v]) => <li key={k}><code>{k}={v}</code></li>)}</ul>
           : <span class="muted">none</span>}</dd>
