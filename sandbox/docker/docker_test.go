@@ -290,8 +290,12 @@ func TestExecd(t *testing.T) {
 	}
 	id := fmt.Sprintf("test-execd-%d", time.Now().UnixNano())
 	h := start(t, r, sandbox.Spec{ID: id, ExecToken: "kiln-test-token"})
-	token := filepath.Join(state, id, "run", "token")
-	if fi, err := os.Stat(token); err != nil || fi.Mode().Perm() != 0o600 {
+	// The run folder is named by a short hash of the container's name.
+	tokens, _ := filepath.Glob(filepath.Join(state, "*", "run", "token"))
+	if len(tokens) != 1 {
+		t.Fatalf("token files %v, want one", tokens)
+	}
+	if fi, err := os.Stat(tokens[0]); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the token file = %v, %v; want mode 0600", fi, err)
 	}
 	conn, err := r.DialExec(context.Background(), h)
@@ -305,7 +309,7 @@ func TestExecd(t *testing.T) {
 	if err := r.Destroy(context.Background(), h); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(state, id)); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Dir(filepath.Dir(tokens[0]))); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the run folder outlived Destroy: %v", err)
 	}
 }
