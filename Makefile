@@ -107,6 +107,7 @@ docker:
 ## the Docker runtime's, which fail rather than skip without an engine), the UI's unit tests and its
 ## browser tests against bin/kiln
 test: export KILN_REQUIRE_DOCKER := 1
+test: export KILN_EXECD_BIN := $(CURDIR)/$(BIN)/kiln-execd
 test: deps
 	@$(MAKE) --no-print-directory ui-check
 	@$(MAKE) --no-print-directory build

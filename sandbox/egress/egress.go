@@ -71,7 +71,8 @@ type Gate struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
+	conns  map[net.Conn]bool // true: a sandbox's, counted in n
+	n      int
 	closed bool
 }
 
@@ -97,7 +98,7 @@ func Listen(path string, allow []string, log *slog.Logger) (*Gate, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &Gate{ln: ln, path: path, dial: netguard.Dialer(plugins.Permissions{Network: allow}), log: log,
-		ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+		ctx: ctx, cancel: cancel, conns: map[net.Conn]bool{}}
 	go g.serve()
 	return g, nil
 }
@@ -121,20 +122,35 @@ func (g *Gate) Close() error {
 	return err
 }
 
-// track adds c to the connections Close cuts, or reports false once the
-// gate is closed.
-func (g *Gate) track(c net.Conn) bool {
+// MaxConns is how many connections one gate serves at once; past it a
+// connection is refused (503), so that a sandbox cannot spend the
+// server's file descriptors.
+const MaxConns = 256
+
+// track adds c to the connections Close cuts, or reports why not: the
+// gate is closed, or (for a sandbox's connection, capped) it serves
+// MaxConns of them already.
+func (g *Gate) track(c net.Conn, capped bool) (ok, full bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
-		return false
+		return false, false
 	}
-	g.conns[c] = struct{}{}
-	return true
+	if capped && g.n >= MaxConns {
+		return false, true
+	}
+	g.conns[c] = capped
+	if capped {
+		g.n++
+	}
+	return true, false
 }
 
 func (g *Gate) untrack(c net.Conn) {
 	g.mu.Lock()
+	if g.conns[c] {
+		g.n--
+	}
 	delete(g.conns, c)
 	g.mu.Unlock()
 	c.Close()
@@ -146,7 +162,16 @@ func (g *Gate) serve() {
 		if err != nil {
 			return
 		}
-		if !g.track(c) {
+		ok, full := g.track(c, true)
+		if full {
+			go func() {
+				c.SetWriteDeadline(time.Now().Add(headerTimeout))
+				refuse(c, http.StatusServiceUnavailable, fmt.Sprintf("the sandbox has %d connections open through Kiln's proxy, its limit", MaxConns))
+				c.Close()
+			}()
+			continue
+		}
+		if !ok {
 			c.Close()
 			return
 		}
@@ -186,7 +211,7 @@ func (g *Gate) handle(c net.Conn) {
 		refuse(c, http.StatusBadGateway, fmt.Sprintf("kiln egress: connect to %s: %v", target, err))
 		return
 	}
-	if !g.track(up) {
+	if ok, _ := g.track(up, false); !ok {
 		up.Close()
 		return
 	}

@@ -134,3 +134,58 @@ func TestCheckAllow(t *testing.T) {
 		t.Error("Listen took a malformed target")
 	}
 }
+
+// TestGateCapsConnections: past MaxConns connections at once a sandbox's
+// next is refused with 503, and one closing makes room again.
+func TestGateCapsConnections(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "egress.sock")
+	g, err := egress.Listen(sock, []string{"127.0.0.1"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	dial := func() net.Conn {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	// Connections that have not sent their CONNECT yet hold a place.
+	var open []net.Conn
+	for range egress.MaxConns {
+		open = append(open, dial())
+	}
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	// The accept loop may not have tracked the last ones yet: the
+	// refusal comes once it has.
+	var status string
+	for try := 0; try < 100 && !strings.Contains(status, " 503 "); try++ {
+		c := dial()
+		fmt.Fprintf(c, "CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n")
+		status, _ = bufio.NewReader(c).ReadString('\n')
+		c.Close()
+	}
+	if !strings.Contains(status, " 503 ") {
+		t.Fatalf("connection %d got %q, want 503", egress.MaxConns+1, status)
+	}
+	open[0].Close()
+	open = open[1:]
+	var after string
+	for try := 0; try < 100; try++ {
+		c := dial()
+		fmt.Fprintf(c, "CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n")
+		after, _ = bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if !strings.Contains(after, " 503 ") {
+			break
+		}
+	}
+	if strings.Contains(after, " 503 ") || after == "" {
+		t.Fatalf("after one closed: %q, want the CONNECT served (an error dialling port 1, not 503)", after)
+	}
+}

@@ -468,7 +468,17 @@ func TestPoolsTrimmedOnRestart(t *testing.T) {
 	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the pools to fill", func() bool { return len(e.m.Sandboxes()) == 5 })
+	// Full once every record is Pooled: a sandbox is in the runtime
+	// before its record leaves Pending.
+	pooledRecs := func() int {
+		var recs []*core.Sandbox
+		_ = e.store.View(context.Background(), func(tx core.ReadTx) (err error) {
+			recs, err = tx.Sandboxes(core.SandboxQuery{OwnerID: service.PoolOwner, States: []string{service.StatePooled}})
+			return err
+		})
+		return len(recs)
+	}
+	waitFor(t, "the pools to fill", func() bool { return pooledRecs() == 5 })
 	cancel()
 	// a shrinks to 1, b asks for more memory, c is gone.
 	smaller := []service.PoolConfig{
