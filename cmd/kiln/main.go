@@ -137,6 +137,7 @@ when a followed run waits for a decision, 130 when interrupted.`,
 	add("server", newServeCmd(), newStatusCmd(a), newToolsCmd(a), newEventsCmd(a), newLogsCmd(a), newVersionCmd(a))
 	add("server", newPluginCmd(a))
 	add("server", newProvidersCmd(a), newModelsCmd(a))
+	root.AddCommand(newSelfPluginCmd())
 	root.SetHelpCommandGroupID("server")
 	root.SetCompletionCommandGroupID("server")
 	return root
