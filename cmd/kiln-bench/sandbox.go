@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -69,12 +71,19 @@ func sandboxRows(bin string, add func(figure string, v float64, unit, target str
 	}
 }
 
+// instanceFilter selects the docker containers of the server on a data
+// root, as kiln serve labels them (the first 8 bytes of the data root's
+// sha256), and no other server's on a shared engine.
+func instanceFilter(data string) string {
+	sum := sha256.Sum256([]byte(data))
+	return "label=io.kiln.instance=" + hex.EncodeToString(sum[:8])
+}
+
 // pooled counts the waiting sandboxes of a runtime in a data root: the
-// engine's labelled containers for docker, the sandbox folders for the
-// others.
+// server's containers for docker, the sandbox folders for the others.
 func pooled(runtime, data string) int {
 	if runtime == "docker" {
-		out, _ := exec.Command("docker", "ps", "-q", "--filter", "label=io.kiln.sandbox").Output()
+		out, _ := exec.Command("docker", "ps", "-q", "--filter", instanceFilter(data)).Output()
 		return len(strings.Fields(string(out)))
 	}
 	ents, _ := os.ReadDir(filepath.Join(data, "sandboxes-"+runtime))
@@ -114,7 +123,7 @@ func sandboxRun(bin, sdk, runtime, image, mode, pools string) (*sandboxFigures, 
 		stop()
 		// The server's sandboxes go with it: the pool's, and any a failed
 		// step left.
-		if ids, err := exec.Command("docker", "ps", "-aq", "--filter", "label=io.kiln.sandbox").Output(); err == nil && len(strings.Fields(string(ids))) > 0 {
+		if ids, err := exec.Command("docker", "ps", "-aq", "--filter", instanceFilter(data)).Output(); err == nil && len(strings.Fields(string(ids))) > 0 {
 			exec.Command("docker", append([]string{"rm", "-f"}, strings.Fields(string(ids))...)...).Run()
 		}
 	}()
