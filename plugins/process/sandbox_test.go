@@ -195,3 +195,47 @@ func TestSandboxRuntimeOpenFails(t *testing.T) {
 		t.Errorf("LoadSelf without an engine: %v", err)
 	}
 }
+
+// BenchmarkSandboxRuntimeStat is the cost of the process boundary on one
+// cheap operation: Stat on the wasm runtime in-process ("direct") and
+// through a plugin process ("process").
+func BenchmarkSandboxRuntimeStat(b *testing.B) {
+	dir := b.TempDir()
+	direct, err := wasm.New(wasm.Options{Dir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer direct.Close(context.Background())
+	ctx := context.Background()
+	h, err := direct.Start(ctx, sandbox.Spec{ID: "bench-stat"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := plugins.ParseBuiltinManifest([]byte(`{"apiVersion":"kiln.dev/v1","id":"wasm","version":"1.0.0",
+		"description":"Sandboxes from a process.","provides":["sandbox-runtime"],"runtime":"builtin"}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	inst, err := process.LoadSelf(ctx, plugins.LoadRequest{ID: "wasm", Manifest: m, DataDir: b.TempDir()}, nil,
+		process.Options{Logger: testLogger(b), Env: []string{sandboxPluginEnv + "=wasm:" + dir}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer inst.Close()
+	c, err := inst.Dispense(ctx, plugins.CapSandboxRuntime)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range []struct {
+		name string
+		rt   sandbox.Runtime
+	}{{"direct", direct}, {"process", c.(sandbox.Runtime)}} {
+		b.Run(r.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := r.rt.Stat(ctx, h, "/"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
