@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
-
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/kilnhq/kiln/sandbox/docker"
 )
 
 // The sandbox workload's image (.ci/docker-up builds it) and the warm
@@ -74,20 +71,19 @@ func sandboxRows(bin string, add func(figure string, v float64, unit, target str
 	}
 }
 
-// instanceLabel is the docker filter of the containers of the server on
-// data (as kiln serve labels them: the first 8 bytes of the data root's
-// SHA-256), so that other servers' sandboxes on the engine are left alone.
-func instanceLabel(data string) string {
+// instanceFilter selects the docker containers of the server on a data
+// root, as kiln serve labels them (the first 8 bytes of the data root's
+// sha256), and no other server's on a shared engine.
+func instanceFilter(data string) string {
 	sum := sha256.Sum256([]byte(data))
-	return "label=" + docker.LabelInstance + "=" + hex.EncodeToString(sum[:8])
+	return "label=io.kiln.instance=" + hex.EncodeToString(sum[:8])
 }
 
 // pooled counts the waiting sandboxes of a runtime in a data root: the
-// engine's labelled containers for docker, the sandbox folders for the
-// others.
+// server's containers for docker, the sandbox folders for the others.
 func pooled(runtime, data string) int {
 	if runtime == "docker" {
-		out, _ := exec.Command("docker", "ps", "-q", "--filter", instanceLabel(data)).Output()
+		out, _ := exec.Command("docker", "ps", "-q", "--filter", instanceFilter(data)).Output()
 		return len(strings.Fields(string(out)))
 	}
 	ents, _ := os.ReadDir(filepath.Join(data, "sandboxes-"+runtime))
@@ -127,7 +123,7 @@ func sandboxRun(bin, sdk, runtime, image, mode, pools string) (*sandboxFigures, 
 		stop()
 		// The server's sandboxes go with it: the pool's, and any a failed
 		// step left.
-		if ids, err := exec.Command("docker", "ps", "-aq", "--filter", instanceLabel(data)).Output(); err == nil && len(strings.Fields(string(ids))) > 0 {
+		if ids, err := exec.Command("docker", "ps", "-aq", "--filter", instanceFilter(data)).Output(); err == nil && len(strings.Fields(string(ids))) > 0 {
 			exec.Command("docker", append([]string{"rm", "-f"}, strings.Fields(string(ids))...)...).Run()
 		}
 	}()

@@ -139,6 +139,7 @@ sandbox exec exits with its command's status.`,
 	add("server", newServeCmd(), newStatusCmd(a), newToolsCmd(a), newEventsCmd(a), newLogsCmd(a), newVersionCmd(a))
 	add("server", newPluginCmd(a))
 	add("server", newProvidersCmd(a), newModelsCmd(a))
+	root.AddCommand(newSelfPluginCmd())
 	root.SetHelpCommandGroupID("server")
 	root.SetCompletionCommandGroupID("server")
 	return root

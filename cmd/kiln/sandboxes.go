@@ -14,8 +14,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/process"
 	"github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/sandbox"
 	"github.com/kilnhq/kiln/sandbox/api"
@@ -25,6 +28,7 @@ import (
 	"github.com/kilnhq/kiln/sandbox/service"
 	"github.com/kilnhq/kiln/sandbox/tools"
 	"github.com/kilnhq/kiln/sandbox/wasm"
+	"github.com/kilnhq/kiln/sdk/plugin"
 	"github.com/kilnhq/kiln/web"
 )
 
@@ -92,30 +96,60 @@ const (
 	envExecd = "KILN_EXECD"
 )
 
-// dockerBuiltin is the built-in docker sandbox-runtime plugin. Its Load
-// connects to the Docker engine (DOCKER_HOST, else the local socket) and
-// fails, saying how to start one, when none answers; the plugin is then
-// failed and creates fall to the next runtime.
+// dockerEnv are the variables the docker plugin's process gets from the
+// server's environment: those the Docker client reads.
+var dockerEnv = []string{"DOCKER_HOST", "DOCKER_API_VERSION", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY"}
+
+// dockerBuiltin is the built-in docker sandbox-runtime plugin, a process
+// plugin that is this executable re-run ("kiln __plugin docker", with the
+// options below as flags), so that the Docker socket is held by a
+// process of its own. Its Load starts it, and fails, saying how to start
+// one, when no Docker engine answers (DOCKER_HOST, else the local
+// socket); the plugin is then failed and creates fall to the next
+// runtime.
 func dockerBuiltin(dataRoot string) (plugins.Builtin, error) {
-	m, err := builtinManifest("docker", "1.0.0", "Sandboxes as Docker containers: no network but an allowlist through Kiln (with kiln-execd), every capability dropped, limits on memory, CPU and processes; host folders only from the user's grants.",
-		[]plugins.Capability{plugins.CapSandboxRuntime}, plugins.Permissions{}, nil)
+	m, err := builtinManifest("docker", "1.0.0", "Sandboxes as Docker containers: no network but an allowlist through Kiln (with kiln-execd), every capability dropped, limits on memory, CPU and processes; host folders only from the user's grants. Runs as a process of its own (this kiln binary), which talks to the Docker engine.",
+		[]plugins.Capability{plugins.CapSandboxRuntime}, plugins.Permissions{Env: dockerEnv}, nil)
 	if err != nil {
 		return plugins.Builtin{}, err
 	}
-	load := func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
+	load := func(ctx context.Context, req plugins.LoadRequest) (plugins.Instance, error) {
 		// The data root names this server's containers on a shared engine.
 		sum := sha256.Sum256([]byte(dataRoot))
-		opts := docker.Options{DefaultImage: cmp.Or(os.Getenv(envSandboxImage), "busybox:latest"), Instance: hex.EncodeToString(sum[:8])}
+		args := []string{selfPluginCmd, "docker", "--image", cmp.Or(os.Getenv(envSandboxImage), "busybox:latest"), "--instance", hex.EncodeToString(sum[:8])}
 		if execd := execdPath(); execd != "" {
-			opts.ExecdPath, opts.StateDir = execd, filepath.Join(dataRoot, "sandboxes")
+			args = append(args, "--execd", execd, "--state-dir", filepath.Join(dataRoot, "sandboxes"))
 		}
-		rt, err := docker.New(opts)
-		if err != nil {
-			return nil, err
-		}
-		return plugins.Clients{ByKind: map[plugins.Capability]any{plugins.CapSandboxRuntime: rt}}, nil
+		return process.LoadSelf(ctx, req, args, process.Options{})
 	}
 	return plugins.Builtin{Manifest: m, Load: load}, nil
+}
+
+// selfPluginCmd is the hidden command of the built-in process plugins
+// (process.LoadSelf).
+const selfPluginCmd = "__plugin"
+
+// newSelfPluginCmd is "kiln __plugin docker": the built-in docker plugin,
+// serving sandbox/docker to the kiln server that started it.
+func newSelfPluginCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: selfPluginCmd, Hidden: true, Short: "Serve a built-in plugin to the kiln server that started this process"}
+	var opts docker.Options
+	dockerCmd := &cobra.Command{
+		Use:   "docker",
+		Short: "Serve the docker sandbox runtime",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			plugin.Serve(plugin.SandboxRuntime{Open: func(context.Context) (sandbox.Runtime, error) { return docker.New(opts) }})
+			return nil
+		},
+	}
+	f := dockerCmd.Flags()
+	f.StringVar(&opts.DefaultImage, "image", "", "the image of a sandbox created without one")
+	f.StringVar(&opts.Instance, "instance", "", "the name of this server's containers on a shared engine")
+	f.StringVar(&opts.ExecdPath, "execd", "", "the kiln-execd binary the sandboxes serve their execution API with")
+	f.StringVar(&opts.StateDir, "state-dir", "", "the folder of the sandboxes' run folders (with --execd)")
+	cmd.AddCommand(dockerCmd)
+	return cmd
 }
 
 // wasmBuiltin is the built-in wasm sandbox-runtime plugin: sandboxes as

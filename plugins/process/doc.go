@@ -3,14 +3,17 @@
 // kiln-plugin.json), for extensions that need the operating system (the
 // Docker socket, local programs, native libraries). It registers itself
 // from init; NewLoader makes the runtime's plugins.Loader. A process
-// plugin provides the "toolset" kind, the "model-provider" kind or both;
-// it must serve every kind its manifest lists. The wire protocol is
-// specs/proto (toolset.proto, modelprovider.proto, host.proto); plugin
-// authors write it with sdk/plugin and never see go-plugin.
+// plugin provides the "toolset", "model-provider" and "sandbox-runtime"
+// kinds, any of them; it must serve every kind its manifest lists. The
+// wire protocol is specs/proto (toolset.proto, modelprovider.proto,
+// sandboxruntime.proto, host.proto); plugin authors write it with
+// sdk/plugin and never see go-plugin. LoadSelf runs a built-in plugin the
+// same way, with this executable as its entry (the docker sandbox
+// runtime).
 //
 // Load starts the plugin and returns a *Plugin: the toolset.Toolset of its
-// tools, and through Provider the modelprovider.Remote of its model
-// provider.
+// tools, through Provider the modelprovider.Remote of its model provider
+// and through SandboxRuntime its sandbox.Runtime.
 //
 //   - Before every start the entry must be a regular file inside the
 //     plugin folder, and go-plugin's SecureConfig hashes it just before
@@ -50,14 +53,19 @@
 //     is refused.
 //   - Each call, each model list and each whole model turn has the
 //     deadline permissions.timeout_ms, which includes waiting for a
-//     restart, and reuses the one gRPC connection to the process.
+//     restart, and reuses the one gRPC connection to the process. A
+//     sandbox runtime's operations wait for a restart within it, then run
+//     as long as their own context allows (a command, a connection to a
+//     sandbox's agent).
 //   - A process that dies is started again after a backoff (100ms doubling
 //     to 10s, at most 5 restarts in any minute, then the plugin is
 //     failed). Health reports running, restarting, failed or closed, the
 //     restart count, the last error and the PID. Calls made while it
 //     restarts wait for it within their deadline. A call of an idempotent
 //     tool, and a model turn that had streamed nothing, cut off by the
-//     process's death is tried once more on the restarted process.
+//     process's death is tried once more on the restarted process, as is
+//     a sandbox operation that is safe to repeat; a restarted process
+//     recovers each sandbox before its first operation on it.
 //   - Logs (the host's, go-plugin's, the plugin's stderr and its Log
 //     callbacks) go to a *slog.Logger with plugin=<id>.
 //

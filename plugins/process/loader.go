@@ -44,9 +44,10 @@ func (loader) Carries(kind plugins.Capability) bool { return slices.Contains(kin
 // running is a process plugin as a plugins.Instance.
 type running struct{ p *Plugin }
 
-// Dispense hands out the plugin itself as the toolset and its Provider
-// for the "model-provider" kind; Load made sure the process serves every
-// kind the manifest lists.
+// Dispense hands out the plugin itself as the toolset, its Provider for
+// the "model-provider" kind and its SandboxRuntime for the
+// "sandbox-runtime" kind; Load made sure the process serves every kind
+// the manifest lists.
 func (i running) Dispense(_ context.Context, kind plugins.Capability) (any, error) {
 	if !slices.Contains(i.p.m.Provides, kind) {
 		return nil, fmt.Errorf("does not provide %q", kind)
@@ -56,6 +57,8 @@ func (i running) Dispense(_ context.Context, kind plugins.Capability) (any, erro
 		return i.p, nil
 	case plugins.CapModelProvider:
 		return modelprovider.FromRemote(i.p.id, i.p.m.Permissions, i.p.Provider()), nil
+	case plugins.CapSandboxRuntime:
+		return i.p.SandboxRuntime(), nil
 	}
 	return nil, fmt.Errorf("a process plugin cannot provide %q", kind)
 }

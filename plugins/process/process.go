@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
 	"slices"
@@ -81,8 +82,8 @@ type Options struct {
 	MaxRestartsPerMinute int
 	// Now is the clock of the restart budget; nil means time.Now.
 	Now func() time.Time
-	// Args are the command-line arguments of the entry (tests use them;
-	// installed plugins get none).
+	// Args are the command-line arguments of the entry (tests and
+	// LoadSelf use them; installed plugins get none).
 	Args []string
 	// Env holds extra NAME=value variables the host sets for the plugin,
 	// added after the declared ones (so one of the same name wins). The
@@ -167,22 +168,25 @@ type Plugin struct {
 // instance is one plugin process.
 type instance struct {
 	client  *goplugin.Client
-	version int                            // the protocol version negotiated
-	rpc     *pluginrpc.ToolsetClient       // nil unless the plugin provides a toolset
-	mp      *pluginrpc.ModelProviderClient // nil unless it provides a model provider
-	done    <-chan struct{}                // closed when the process exits
-	hostID  uint32                         // the broker ID of the host's callbacks (protocol 2), or 0
+	version int                             // the protocol version negotiated
+	rpc     *pluginrpc.ToolsetClient        // nil unless the plugin provides a toolset
+	mp      *pluginrpc.ModelProviderClient  // nil unless it provides a model provider
+	sbx     *pluginrpc.SandboxRuntimeClient // nil unless it provides a sandbox runtime
+	handles handleMap                       // the sandboxes this process started or recovered
+	done    <-chan struct{}                 // closed when the process exits
+	hostID  uint32                          // the broker ID of the host's callbacks (protocol 2), or 0
 	pid     int
 }
 
 // described is what a process says about itself at start.
 type described struct {
-	tools    *toolsetpb.DescribeResponse // nil unless it provides a toolset
-	provider []byte                      // modelprovider.RemoteDescription JSON, or nil
+	tools    *toolsetpb.DescribeResponse   // nil unless it provides a toolset
+	provider []byte                        // modelprovider.RemoteDescription JSON, or nil
+	sandbox  *pluginrpc.RuntimeDescription // nil unless it provides a sandbox runtime
 }
 
 func (d described) equal(o described) bool {
-	return proto.Equal(d.tools, o.tools) && bytes.Equal(d.provider, o.provider)
+	return proto.Equal(d.tools, o.tools) && bytes.Equal(d.provider, o.provider) && reflect.DeepEqual(d.sandbox, o.sandbox)
 }
 
 // knownEntries are the plugin executables this server verified, so that
@@ -191,11 +195,11 @@ func (d described) equal(o described) bool {
 var knownEntries integrity.Known
 
 // kinds are the kinds a process plugin can provide.
-var kinds = []plugins.Capability{plugins.CapToolset, plugins.CapModelProvider}
+var kinds = []plugins.Capability{plugins.CapToolset, plugins.CapModelProvider, plugins.CapSandboxRuntime}
 
 // Load starts the process plugin in dir described by m and returns it.
 // m must have runtime "process" and provide only kinds a process can
-// carry ("toolset", "model-provider"); the process must serve every kind m
+// carry ("toolset", "model-provider", "sandbox-runtime"); the process must serve every kind m
 // provides (a plugin of protocol version 1 serves a toolset only). Before
 // this and every later start the entry is checked (a regular file inside
 // dir) and go-plugin hashes it just before exec against m's sha256; a
@@ -451,6 +455,8 @@ func (p *Plugin) connect(ctx context.Context, client *goplugin.Client, tlsConfig
 			inst.rpc, inst.done, broker = v, v.Done, v.Broker
 		case *pluginrpc.ModelProviderClient:
 			inst.mp, inst.done, broker = v, v.Done, v.Broker
+		case *pluginrpc.SandboxRuntimeClient:
+			inst.sbx, inst.done, broker = v, v.Done, v.Broker
 		default:
 			return nil, described{}, fmt.Errorf("dispensed %T for %q", raw, c)
 		}
@@ -473,6 +479,13 @@ func (p *Plugin) connect(ctx context.Context, client *goplugin.Client, tlsConfig
 			return nil, described{}, fmt.Errorf("describe the model provider: %w", err)
 		}
 		desc.provider = resp.GetDescription()
+	}
+	if inst.sbx != nil {
+		d, err := pluginrpc.DescribeRuntime(ctx, inst.sbx)
+		if err != nil {
+			return nil, described{}, fmt.Errorf("the sandbox runtime: %w", err)
+		}
+		desc.sandbox = &d
 	}
 	return inst, desc, nil
 }
@@ -585,7 +598,7 @@ func (p *Plugin) restart() {
 		inst, desc, err := p.start(context.Background())
 		if err == nil && !desc.equal(p.desc) {
 			inst.client.Kill()
-			inst, err = nil, fmt.Errorf("%w: the restarted plugin describes different tools", plugins.ErrTransport)
+			inst, err = nil, fmt.Errorf("%w: the restarted plugin describes itself differently", plugins.ErrTransport)
 		}
 
 		p.mu.Lock()

@@ -31,6 +31,9 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
+	if backend := os.Getenv(sandboxPluginEnv); backend != "" {
+		serveSandboxRuntime(backend) // exits
+	}
 	os.Exit(run(m))
 }
 

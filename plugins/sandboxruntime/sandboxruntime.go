@@ -10,12 +10,12 @@
 // plugin, saying so, rather than attaching a runtime nothing would use.
 //
 // Runtimes: built-in plugins hand out their sandbox.Runtime through
-// plugins.Clients. The "wasm" and "process" runtimes speak ABI and
-// protocol versions that carry toolsets only, so their Dispense refuses
-// this kind; a process adapter (a sandbox.Runtime over gRPC, the natural
-// home of a Docker runtime) is for the sandbox API to add, and
-// sandboxtest.Run is then run over it as over a built-in
-// (sandboxruntime_test.go).
+// plugins.Clients, or, like the docker one, run as a process plugin
+// (plugins/process.LoadSelf); a "process" plugin hands out a
+// sandbox.Runtime over gRPC (specs/proto/sandboxruntime.proto), which
+// passes sandboxtest.Run as a built-in does (plugins/process). The
+// "wasm" runtime's ABI carries no sandbox runtime, so its Dispense
+// refuses this kind.
 package sandboxruntime
 
 import (

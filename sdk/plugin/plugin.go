@@ -1,6 +1,7 @@
 // Package plugin is the plugin-author SDK: describe what the plugin
-// serves, a Toolset (tools a model can call), a Provider (models) or both,
-// and pass it to Serve from main. Serve picks the transport for the target
+// serves, a Toolset (tools a model can call), a Provider (models), a
+// SandboxRuntime (a sandbox backend, native builds only) or several, and
+// pass it to Serve from main. Serve picks the transport for the target
 // it was compiled for; authors never see either transport:
 //
 //   - a native executable, run by Kiln's go-plugin process host: Kiln plugin

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -19,8 +20,8 @@ import (
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/toolsetpb"
 )
 
-// Serve serves the plugin's kinds — a Toolset, a Provider, or both — to
-// the Kiln process host and returns only when the host ends the plugin
+// Serve serves the plugin's kinds — a Toolset, a Provider, a
+// SandboxRuntime, or several — to the Kiln process host and returns only when the host ends the plugin
 // (then the process exits). In a native build the plugin is an executable
 // speaking go-plugin's gRPC protocol with mutual TLS (specs/proto; the
 // certificates are described in pluginrpc): Kiln plugin protocol 2, and
@@ -28,7 +29,8 @@ import (
 // it. Run by hand, outside Kiln, it says so and exits with status 1.
 //
 // A toolset with a tool without a name or handler, or with two tools of
-// the same name, a provider without Turn, or two of a kind, is a
+// the same name, a provider without Turn, a sandbox runtime with neither
+// or both of Runtime and Open, or two of a kind, is a
 // programming error: Serve prints it to stderr and exits with status 1,
 // before the host's handshake.
 func Serve(kinds ...Kind) {
@@ -54,19 +56,38 @@ func Serve(kinds ...Kind) {
 // processPlugins are the go-plugin plugin sets Serve offers, by protocol
 // version.
 func processPlugins(kinds []Kind) (map[int]goplugin.PluginSet, error) {
-	s, err := collect(kinds)
+	v2 := goplugin.PluginSet{}
+	versions := map[int]goplugin.PluginSet{pluginrpc.ProtocolV2: v2}
+	var others []Kind
+	for _, k := range kinds {
+		sr, ok := k.(SandboxRuntime)
+		if !ok {
+			others = append(others, k)
+			continue
+		}
+		if v2[pluginrpc.SandboxRuntimeName] != nil {
+			return nil, errors.New("Serve got two sandbox runtimes")
+		}
+		open, err := sr.open()
+		if err != nil {
+			return nil, err
+		}
+		v2[pluginrpc.SandboxRuntimeName] = &pluginrpc.SandboxRuntimePlugin{Impl: pluginrpc.NewRuntimeServer(open)}
+	}
+	if len(others) == 0 && len(v2) > 0 {
+		return versions, nil
+	}
+	s, err := collect(others)
 	if err != nil {
 		return nil, err
 	}
-	v2 := goplugin.PluginSet{}
-	versions := map[int]goplugin.PluginSet{pluginrpc.ProtocolV2: v2}
 	if s.toolset != nil {
 		srv, err := newProcessServer(*s.toolset)
 		if err != nil {
 			return nil, err
 		}
 		v2[pluginrpc.ToolsetName] = &pluginrpc.ToolsetPlugin{Impl: srv, OnBroker: host.setBroker}
-		if s.provider == nil {
+		if s.provider == nil && len(v2) == 1 {
 			versions[pluginrpc.ProtocolV1] = goplugin.PluginSet{pluginrpc.ToolsetName: &pluginrpc.ToolsetPlugin{Impl: srv}}
 		}
 	}

@@ -11,6 +11,8 @@ import (
 
 	goplugin "github.com/hashicorp/go-plugin"
 
+	"github.com/kilnhq/kiln/sandbox"
+	"github.com/kilnhq/kiln/sandbox/sandboxtest"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/toolsetpb"
 )
@@ -110,6 +112,30 @@ func TestProcessValidate(t *testing.T) {
 	}
 	if _, err := newProcessServer(Toolset{}); err != nil {
 		t.Errorf("empty toolset: %v", err)
+	}
+}
+
+// TestProcessPluginsSandboxRuntime: a sandbox runtime is served at
+// protocol 2 only, beside the other kinds, and Serve refuses one it
+// could not serve.
+func TestProcessPluginsSandboxRuntime(t *testing.T) {
+	rt := sandboxtest.NewMachine().Runtime(sandboxtest.Options{})
+	versions, err := processPlugins([]Kind{SandboxRuntime{Runtime: rt}, testTools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := versions[pluginrpc.ProtocolV1]; ok || len(versions[pluginrpc.ProtocolV2]) != 2 || versions[pluginrpc.ProtocolV2][pluginrpc.SandboxRuntimeName] == nil {
+		t.Errorf("plugin sets: %v", versions)
+	}
+	open := func(context.Context) (sandbox.Runtime, error) { return rt, nil }
+	for want, kinds := range map[string][]Kind{
+		"neither a Runtime nor an Open": {SandboxRuntime{}},
+		"both a Runtime and an Open":    {SandboxRuntime{Runtime: rt, Open: open}},
+		"two sandbox runtimes":          {SandboxRuntime{Runtime: rt}, SandboxRuntime{Open: open}},
+	} {
+		if _, err := processPlugins(kinds); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want %q", err, want)
+		}
 	}
 }
 

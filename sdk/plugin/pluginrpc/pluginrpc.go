@@ -2,8 +2,11 @@
 // (plugins/process) and the guest SDK (sdk/plugin): the go-plugin
 // handshake, the protocol versions, one go-plugin plugin per kind and
 // their gRPC adapters. The messages and services are generated from
-// specs/proto (toolset.proto, modelprovider.proto, host.proto) into
-// toolsetpb, modelproviderpb and hostpb.
+// specs/proto (toolset.proto, modelprovider.proto, sandboxruntime.proto,
+// host.proto) into toolsetpb, modelproviderpb, sandboxruntimepb and
+// hostpb. A sandbox runtime is served in the plugin by NewRuntimeServer
+// and reached from the host through RuntimeClient; its errors cross as
+// EncodeError encodes them.
 //
 // Both sides import this package, so a host and a plugin built from the
 // same Kiln version agree by construction; across versions go-plugin's
@@ -28,7 +31,10 @@ const (
 	// ProtocolV1 carries the "toolset" kind only, without host callbacks.
 	ProtocolV1 = 1
 	// ProtocolV2 carries one service per kind ("toolset",
-	// "model-provider") and the host's callbacks through the broker.
+	// "model-provider", "sandbox-runtime") and the host's callbacks
+	// through the broker. A kind added to it is a service added: a host
+	// learns from the manifest which ones a plugin serves, and one that
+	// does not know a kind refuses such a plugin at load.
 	ProtocolV2 = 2
 )
 
@@ -60,7 +66,7 @@ var Handshake = goplugin.HandshakeConfig{
 func HostPlugins() map[int]goplugin.PluginSet {
 	return map[int]goplugin.PluginSet{
 		ProtocolV1: {ToolsetName: &ToolsetPlugin{}},
-		ProtocolV2: {ToolsetName: &ToolsetPlugin{}, ModelProviderName: &ModelProviderPlugin{}},
+		ProtocolV2: {ToolsetName: &ToolsetPlugin{}, ModelProviderName: &ModelProviderPlugin{}, SandboxRuntimeName: &SandboxRuntimePlugin{}},
 	}
 }
 
