@@ -134,13 +134,24 @@ func TestSandboxRuntimeRestart(t *testing.T) {
 		})
 		done <- err
 	}()
-	<-started
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("the long command ended before the process was killed: %v", err)
+	case <-ctx.Done():
+		t.Fatal("the long command wrote nothing")
+	}
 	pid := inst.(plugins.HealthReporter).Health().PID
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; !errors.Is(err, plugins.ErrTransport) {
-		t.Errorf("the command cut off by the process's death: %v, want ErrTransport", err)
+	select {
+	case err := <-done:
+		if !errors.Is(err, plugins.ErrTransport) {
+			t.Errorf("the command cut off by the process's death: %v, want ErrTransport", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the command outlived the process that ran it")
 	}
 
 	var out strings.Builder
