@@ -146,7 +146,10 @@ type Occurrence struct {
 	Reason      string    `json:"reason,omitempty"`
 	RunID       string    `json:"run_id,omitempty"`
 	ThreadID    string    `json:"thread_id,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
+	// Input is the run's input (the filled prompt), kept for a buffered
+	// occurrence until its run starts.
+	Input     string    `json:"input,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
 	// RunStatus and Outcome are filled in when listed: the run's state,
 	// and what the occurrence came to (an Outcome* constant).
