@@ -150,7 +150,7 @@ type Occurrence struct {
 	// occurrence until its run starts.
 	Input     string    `json:"input,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// RunStatus and Outcome are filled in when listed: the run's state,
 	// and what the occurrence came to (an Outcome* constant).
 	RunStatus RunStatus `json:"run_status,omitempty"`
