@@ -131,7 +131,7 @@ when a followed run waits for a decision, 130 when interrupted.`,
 	}
 	add("runs", newRunCmd(a), newRunsCmd(a), newInboxCmd(a))
 	add("runs", newDecisionCmds(a)...)
-	add("organise", newThreadsCmd(a), newFoldersCmd(a))
+	add("organise", newThreadsCmd(a), newFoldersCmd(a), newTriggersCmd(a))
 	add("workspace", newGrantsCmd(a), newMemoriesCmd(a), newSettingsCmd(a), newSkillsCmd(a), newMCPServersCmd(a))
 	add("server", newMCPCmd(a))
 	add("server", newServeCmd(), newStatusCmd(a), newToolsCmd(a), newEventsCmd(a), newLogsCmd(a), newVersionCmd(a))
