@@ -213,7 +213,7 @@ type SchedulerConfig struct {
 	// OnTime is how late a slot may be dealt with and still count as on
 	// time rather than missed; zero means 30 seconds.
 	OnTime time.Duration
-	// Workers is how many triggers are dealt with at once; zero means 8.
+	// Workers is how many triggers are dealt with at once; zero means 64 (concurrent Updates commit together).
 	Workers int
 	// Poll is the longest the loop sleeps (it also looks at buffered
 	// occurrences and unattended interrupts then); zero means 1 second.
@@ -253,7 +253,7 @@ func (s *Service) NewScheduler(cfg SchedulerConfig) *Scheduler {
 		cfg.OnTime = 30 * time.Second
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = 8
+		cfg.Workers = 64
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second

@@ -49,6 +49,16 @@ type schedEnv struct {
 
 func newSchedEnv(t *testing.T, model core.Model, start time.Time) *schedEnv {
 	t.Helper()
+	return newSchedEnvTB(t, model, start)
+}
+
+// newSchedEnvB is newSchedEnv for a benchmark.
+func newSchedEnvB(b *testing.B, model core.Model) *schedEnv {
+	return newSchedEnvTB(b, model, t0)
+}
+
+func newSchedEnvTB(t testing.TB, model core.Model, start time.Time) *schedEnv {
+	t.Helper()
 	rec := &recorder{}
 	e := newEnv(t, model, rec.tool("hold", true), rec.tool("echo", true))
 	clock := &fakeClock{t: start}
