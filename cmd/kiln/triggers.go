@@ -73,9 +73,9 @@ func newTriggersListCmd(a *app) *cobra.Command {
 // triggerFlags are the flags add and edit share.
 type triggerFlags struct {
 	name, cron, tz, prompt, model, thread, secret, overlap, catchup, window, unattended string
-	allow                                                                                []string
-	enabled                                                                              bool
-	rate                                                                                 int
+	allow                                                                               []string
+	enabled                                                                             bool
+	rate                                                                                int
 }
 
 func (f *triggerFlags) register(cmd *cobra.Command) {
