@@ -343,12 +343,28 @@ func (sc *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 	}
 	var mu sync.Mutex
 	var first error
-	jobs := make(chan *Trigger)
+	// A trigger with one slot due, on time (the common case), joins a
+	// batch fired in one transaction; the others are dealt with one by one.
+	var simple, rest []*Trigger
+	for _, tr := range trs {
+		if sc.simpleDue(tr, now) {
+			simple = append(simple, tr)
+		} else {
+			rest = append(rest, tr)
+		}
+	}
+	jobs := make(chan []*Trigger)
 	var wg sync.WaitGroup
 	for range min(sc.cfg.Workers, max(len(trs), 1)) {
 		wg.Go(func() {
-			for tr := range jobs {
-				r, err := sc.due(ctx, tr, now)
+			for batch := range jobs {
+				var r TickResult
+				var err error
+				if len(batch) == 1 {
+					r, err = sc.due(ctx, batch[0], now)
+				} else {
+					r, err = sc.fireBatch(ctx, batch, now)
+				}
 				mu.Lock()
 				res.Started, res.Buffered, res.Skipped, res.Failed = res.Started+r.Started, res.Buffered+r.Buffered, res.Skipped+r.Skipped, res.Failed+r.Failed
 				if err != nil && first == nil {
@@ -358,8 +374,11 @@ func (sc *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 			}
 		})
 	}
-	for _, tr := range trs {
-		jobs <- tr
+	for i := 0; i < len(simple); i += batchSize {
+		jobs <- simple[i:min(i+batchSize, len(simple))]
+	}
+	for _, tr := range rest {
+		jobs <- []*Trigger{tr}
 	}
 	close(jobs)
 	wg.Wait()
@@ -371,6 +390,120 @@ func (sc *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 	}
 	res.Rejected, err = sc.rejectUnattended(ctx)
 	return res, err
+}
+
+// batchSize is how many simply due triggers fire in one transaction.
+const batchSize = 50
+
+// simpleDue reports whether tr has exactly one slot due at now, on time.
+func (sc *Scheduler) simpleDue(tr *Trigger, now time.Time) bool {
+	if tr.Overlap == OverlapCancelPrevious {
+		return false
+	}
+	sch, err := sc.s.schedule(tr)
+	if err != nil {
+		return false
+	}
+	first := sch.Next(sc.last(tr))
+	if first.IsZero() || first.After(now) || now.Sub(first) > sc.cfg.OnTime {
+		return false
+	}
+	next := sch.Next(first)
+	return next.IsZero() || next.After(now)
+}
+
+// fireBatch fires the one due slot of each trigger of batch (all
+// simplyDue) in one transaction, as fire does for one. When the
+// transaction fails (a slot fired already, a run that cannot start) the
+// triggers are dealt with one by one instead.
+func (sc *Scheduler) fireBatch(ctx context.Context, batch []*Trigger, now time.Time) (TickResult, error) {
+	var res TickResult
+	type item struct {
+		occ   *Occurrence
+		run   *Run
+		start bool
+	}
+	items := make([]item, len(batch))
+	err := sc.s.update(ctx, func(tx Tx) error {
+		for i, tr := range batch {
+			cur, err := tx.Trigger(tr.ID)
+			if err != nil {
+				return err
+			}
+			sch, err := sc.s.schedule(cur)
+			if err != nil {
+				return err
+			}
+			at := sch.Next(sc.last(cur))
+			if !cur.Enabled || at.IsZero() || at.After(now) {
+				return errDisabled // changed meanwhile: one by one
+			}
+			input, err := renderPrompt(cur, nil)
+			if err != nil {
+				return err
+			}
+			stamp := sc.s.now()
+			occ := &Occurrence{ID: NewID("occ", stamp), TriggerID: cur.ID, OwnerID: cur.OwnerID, Key: slotKey(at), Cause: CauseSchedule,
+				ScheduledAt: at, Input: input, Status: OccurrenceStarted, CreatedAt: stamp, UpdatedAt: stamp}
+			busy, buffered, err := overlapState(tx, cur)
+			if err != nil {
+				return err
+			}
+			var run *Run
+			start := false
+			switch {
+			case busy != "" && cur.Overlap == OverlapSkip:
+				occ.Status, occ.Reason = OccurrenceSkipped, fmt.Sprintf("overlap: run %s was still active", busy)
+			case busy != "" && cur.Overlap == OverlapBufferOne && buffered:
+				occ.Status, occ.Reason = OccurrenceSkipped, fmt.Sprintf("overlap: run %s was still active and an occurrence was already buffered", busy)
+			case busy != "" && cur.Overlap == OverlapBufferOne:
+				occ.Status, occ.Reason = OccurrenceBuffered, fmt.Sprintf("overlap: waiting for run %s to end", busy)
+			default:
+				if run, start, err = sc.s.startOccurrence(tx, Principal{ID: cur.OwnerID}, cur, occ); err != nil {
+					return err
+				}
+			}
+			if err := tx.PutOccurrence(occ); err != nil {
+				return err
+			}
+			cur.LastSlot = &at
+			if err := tx.PutTrigger(cur); err != nil {
+				return err
+			}
+			if err := emit(tx, cur.OwnerID, occ.ThreadID, occ.RunID, EventTriggerFired, occ); err != nil {
+				return err
+			}
+			items[i] = item{occ, run, start}
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return res, err
+		}
+		for _, tr := range batch {
+			r, err := sc.due(ctx, tr, now)
+			res.Started, res.Buffered, res.Skipped, res.Failed = res.Started+r.Started, res.Buffered+r.Buffered, res.Skipped+r.Skipped, res.Failed+r.Failed
+			if err != nil {
+				return res, err
+			}
+		}
+		return res, nil
+	}
+	for _, it := range items {
+		if it.start {
+			sc.s.spawn(it.run.ID)
+		}
+		switch it.occ.Status {
+		case OccurrenceStarted:
+			res.Started++
+		case OccurrenceBuffered:
+			res.Buffered++
+		case OccurrenceSkipped:
+			res.Skipped++
+		}
+	}
+	return res, nil
 }
 
 // slotKey is a cron slot's occurrence key.
