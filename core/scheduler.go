@@ -273,7 +273,8 @@ func (sc *Scheduler) Run(ctx context.Context) {
 		}
 		wait := sc.cfg.Poll
 		if next, ok := sc.nextDue(ctx); ok {
-			wait = min(wait, max(next.Sub(sc.clock.Now()), 0))
+			// At least a little: a slot that keeps failing must not spin.
+			wait = min(wait, max(next.Sub(sc.clock.Now()), 20*time.Millisecond))
 		}
 		select {
 		case <-ctx.Done():
