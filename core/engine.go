@@ -48,6 +48,31 @@ type driver struct {
 // run (or earlier queued ones) the new run is queued behind them.
 // EINVALID for empty input, an unknown model or a bad policy.
 func (s *Service) StartRun(ctx context.Context, p Principal, threadID string, req RunRequest) (*Run, error) {
+	run, err := s.prepareRun(p, threadID, req)
+	if err != nil {
+		return nil, err
+	}
+	start := false
+	err = s.update(ctx, func(tx Tx) error {
+		t, err := ownThread(tx, p, threadID)
+		if err != nil {
+			return err
+		}
+		start, err = s.placeRun(tx, p, t, run, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if start {
+		s.spawn(run.ID)
+	}
+	return run, nil
+}
+
+// prepareRun checks req and returns the run it asks for on the thread,
+// not stored yet: EINVALID for empty input, a bad policy or bad limits.
+func (s *Service) prepareRun(p Principal, threadID string, req RunRequest) (*Run, error) {
 	if strings.TrimSpace(req.Input.Text) == "" {
 		return nil, Errorf(EINVALID, "input.text must not be empty")
 	}
@@ -75,65 +100,57 @@ func (s *Service) StartRun(ctx context.Context, p Principal, threadID string, re
 	}
 	policy := s.cfg.DefaultPolicy.Merge(req.InterruptOn)
 	now := s.now()
-	run := &Run{
+	return &Run{
 		ID: NewID("run", now), ThreadID: threadID, OwnerID: p.ID, Status: RunQueued,
 		Input: req.Input, System: strings.TrimSpace(req.System), InterruptOn: policy, CreatedAt: now, UpdatedAt: now,
-	}
-	start := false
-	err := s.update(ctx, func(tx Tx) error {
-		t, err := ownThread(tx, p, threadID)
-		if err != nil {
-			return err
-		}
-		st, err := settingsOf(tx, p.ID)
-		if err != nil {
-			return err
-		}
-		run.Limits = runLimits(lim, st.Limits, s.cfg)
-		if run.WorkingFolder, err = workingFolder(tx, p, t, req.WorkingFolder); err != nil {
-			return err
-		}
-		if t.WorkingFolder == "" {
-			t.WorkingFolder = run.WorkingFolder
-		}
-		if err := claimAttachments(tx, p, t.ID, req.Input.Attachments); err != nil {
-			return err
-		}
-		run.Model = req.Model
-		if run.Model == "" {
-			run.Model = t.Model
-		}
-		if run.Model == "" {
-			run.Model = s.cfg.DefaultModel
-		}
-		if _, err := s.models(run.Model); err != nil {
-			return err
-		}
-		if t.Model == "" {
-			t.Model = run.Model
-		}
-		// A thread without an active run has no queued runs either: finish
-		// activates the next queued run in the same transaction.
-		if t.ActiveRunID != "" {
-			if err := tx.PutRun(run); err != nil {
-				return err
-			}
-			settle(t, threadChange{}, now)
-			if err := tx.PutThread(t); err != nil {
-				return err
-			}
-			return emit(tx, p.ID, t.ID, run.ID, EventRunQueued, runPayload(run))
-		}
-		start = true
-		return s.activate(tx, run, t)
-	})
+	}, nil
+}
+
+// placeRun stores run, made by prepareRun from req, on p's thread t
+// inside tx: it becomes the active run, or is queued behind the active
+// one. start reports whether the caller must spawn it after the commit.
+// EINVALID for an unknown model, working folder or attachment.
+func (s *Service) placeRun(tx Tx, p Principal, t *Thread, run *Run, req RunRequest) (start bool, err error) {
+	st, err := settingsOf(tx, p.ID)
 	if err != nil {
-		return nil, err
+		return false, err
 	}
-	if start {
-		s.spawn(run.ID)
+	run.Limits = runLimits(req.Limits, st.Limits, s.cfg)
+	if run.WorkingFolder, err = workingFolder(tx, p, t, req.WorkingFolder); err != nil {
+		return false, err
 	}
-	return run, nil
+	if t.WorkingFolder == "" {
+		t.WorkingFolder = run.WorkingFolder
+	}
+	if err := claimAttachments(tx, p, t.ID, req.Input.Attachments); err != nil {
+		return false, err
+	}
+	run.Model = req.Model
+	if run.Model == "" {
+		run.Model = t.Model
+	}
+	if run.Model == "" {
+		run.Model = s.cfg.DefaultModel
+	}
+	if _, err := s.models(run.Model); err != nil {
+		return false, err
+	}
+	if t.Model == "" {
+		t.Model = run.Model
+	}
+	// A thread without an active run has no queued runs either: finish
+	// activates the next queued run in the same transaction.
+	if t.ActiveRunID != "" {
+		if err := tx.PutRun(run); err != nil {
+			return false, err
+		}
+		settle(t, threadChange{}, s.now())
+		if err := tx.PutThread(t); err != nil {
+			return false, err
+		}
+		return false, emit(tx, p.ID, t.ID, run.ID, EventRunQueued, runPayload(run))
+	}
+	return true, s.activate(tx, run, t)
 }
 
 // runLimits are a run's limits: the request's, else the owner's settings',

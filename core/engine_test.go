@@ -105,14 +105,14 @@ func (b *blocker) Call(ctx context.Context, args json.RawMessage) (core.ToolResu
 }
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	store core.Store
 	path  string
 	model core.Model
 	tools []core.Tool
 }
 
-func newEnv(t *testing.T, model core.Model, tools ...core.Tool) *env {
+func newEnv(t testing.TB, model core.Model, tools ...core.Tool) *env {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "kiln.db")
 	st, err := sqlite.Open(path, sqlite.Options{})

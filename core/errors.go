@@ -14,6 +14,9 @@ const (
 	EINTERNAL  = "internal"    // anything else; the message is not shown to clients
 	ELIMIT     = "limit"       // a configured limit was reached
 	EUNAVAIL   = "unavailable" // the service is shutting down or not ready
+	// EUNAUTHORIZED: the credentials are missing or wrong (a webhook's
+	// secret or signature).
+	EUNAUTHORIZED = "unauthorized"
 )
 
 // ErrEffectUnknown marks a failure to run a tool that cut the call off

@@ -52,6 +52,12 @@ type Config struct {
 	// DefaultSubagents.
 	MaxSubagentDepth int
 	MaxSubagents     int
+	// Schedules parses cron triggers' expressions (plugins/builtin/cron
+	// in the server); nil means cron triggers are refused.
+	Schedules ScheduleParser
+	// TriggerKey (at least 32 bytes) seals webhook triggers' secrets in
+	// the Store; nil means webhook triggers are refused.
+	TriggerKey []byte
 }
 
 // Service is Kiln's core API: every operation a client can do, acting as a
@@ -76,6 +82,10 @@ type Service struct {
 
 	// blobMu orders storing attachment bytes and dropping unused ones.
 	blobMu sync.Mutex
+
+	// tr holds the triggers' parsed schedules and rate limiters.
+	tr     *triggerState
+	trOnce sync.Once
 
 	mu       sync.Mutex
 	active   map[string]*driver // run id -> its driver

@@ -104,6 +104,16 @@ type ReadTx interface {
 	Sandbox(id string) (*Sandbox, error)
 	Sandboxes(q SandboxQuery) ([]*Sandbox, error)
 
+	// Trigger returns a trigger (ENOTFOUND when there is none); Triggers
+	// lists those matching q, oldest first (by CreatedAt, then ID).
+	Trigger(id string) (*Trigger, error)
+	Triggers(q TriggerQuery) ([]*Trigger, error)
+	// Occurrence returns an occurrence (ENOTFOUND when there is none);
+	// Occurrences lists those matching q as OccurrenceQuery says, without
+	// RunStatus and Outcome.
+	Occurrence(id string) (*Occurrence, error)
+	Occurrences(q OccurrenceQuery) ([]*Occurrence, error)
+
 	// FileVersions returns every stored version of the thread's virtual
 	// files with Seq <= upTo, deletions included, with Data, ordered by
 	// Path then Seq: the history a fork copies.
@@ -160,6 +170,16 @@ type Tx interface {
 	// removes one (ENOTFOUND when there is none).
 	PutSandbox(sb *Sandbox) error
 	DeleteSandbox(id string) error
+
+	// PutTrigger inserts or replaces a trigger; DeleteTrigger removes one
+	// with its occurrences (ENOTFOUND when there is none).
+	PutTrigger(tr *Trigger) error
+	DeleteTrigger(id string) error
+	// PutOccurrence inserts or replaces an occurrence by ID. Another
+	// occurrence of the same trigger with the same Key is ECONFLICT: a
+	// slot or a delivery is recorded once. ENOTFOUND for an unknown
+	// trigger.
+	PutOccurrence(o *Occurrence) error
 
 	// Emit appends an event to the log. Seq and, when zero, Time are
 	// assigned; the events are returned by Update after commit.

@@ -3,6 +3,9 @@ package web
 import (
 	"bufio"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -18,6 +21,7 @@ import (
 	"github.com/kilnhq/kiln/core/coretest"
 	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/plugins/builtin"
+	"github.com/kilnhq/kiln/plugins/builtin/cron"
 )
 
 // benchServer is a Kiln API on a SQLite file, served over real HTTP.
@@ -31,8 +35,9 @@ func benchServer(b *testing.B) (*core.Service, *sqlite.Store, *httptest.Server) 
 	models := builtin.Models()
 	svc, err := core.New(core.Config{
 		Store: store, Tools: builtin.Tools(dir), DefaultModel: "scripted",
-		Models: func(ref string) (core.Model, error) { return models[ref], nil },
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Models:    func(ref string) (core.Model, error) { return models[ref], nil },
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Schedules: cron.Parse, TriggerKey: []byte("bench-trigger-key-of-32-bytes!!!"),
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -149,4 +154,42 @@ func BenchmarkList100k(b *testing.B) {
 			b.ReportMetric(percentile(lat, 0.99), "p99-ms")
 		})
 	}
+}
+
+// BenchmarkWebhookLatency: the time from sending a signed webhook
+// delivery (X-Kiln-Signature over a 1 KiB JSON body) to its 202, which
+// comes after the occurrence, its thread and its run are committed.
+func BenchmarkWebhookLatency(b *testing.B) {
+	svc, _, srv := benchServer(b)
+	v, err := svc.CreateTrigger(context.Background(), core.LocalOwner, core.TriggerInput{
+		Kind: core.TriggerWebhook, Prompt: "text {{.msg}}", Overlap: core.OverlapAllowAll, RateLimit: 100000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := `{"msg":"` + strings.Repeat("x", 1000) + `"}`
+	mac := hmac.New(sha256.New, []byte(v.Secret))
+	mac.Write([]byte(body))
+	sig := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	const samples = 1000
+	lat := make([]time.Duration, 0, samples)
+	for range b.N {
+		lat = lat[:0]
+		for range samples {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/hooks/"+v.ID, strings.NewReader(body))
+			req.Header.Set("X-Kiln-Signature", sig)
+			t0 := time.Now()
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			lat = append(lat, time.Since(t0))
+			if resp.StatusCode != http.StatusAccepted {
+				b.Fatalf("status %d", resp.StatusCode)
+			}
+		}
+	}
+	b.ReportMetric(percentile(lat, 0.50), "p50-ms")
+	b.ReportMetric(percentile(lat, 0.99), "p99-ms")
 }

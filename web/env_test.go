@@ -20,6 +20,7 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/plugins/builtin"
+	"github.com/kilnhq/kiln/plugins/builtin/cron"
 )
 
 // env is a real Kiln server for tests: a core.Service on a SQLite store in
@@ -76,6 +77,8 @@ func startEnv(t *testing.T, dir string, opts Options) *env {
 		Observer:     obs,
 		DataRoot:     dir,
 		Blobs:        core.DirBlobs{Dir: filepath.Join(dir, "attachments")},
+		Schedules:    cron.Parse,
+		TriggerKey:   []byte("web-test-trigger-key-of-32-bytes!"),
 	})
 	if err != nil {
 		t.Fatalf("core.New: %v", err)

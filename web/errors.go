@@ -13,7 +13,7 @@ import (
 
 // Web-level error codes, in addition to the core codes.
 const (
-	codeUnauthorized     = "unauthorized"           // 401: missing or wrong bearer token
+	codeUnauthorized     = core.EUNAUTHORIZED       // 401: missing or wrong bearer token
 	codeTooLarge         = "too_large"              // 413: the request body exceeds maxBody
 	codeInvalidJSON      = "invalid_json"           // 400: the body is not the expected JSON
 	codeUnsupportedMedia = "unsupported_media_type" // 415: a body that is not application/json

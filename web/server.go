@@ -168,6 +168,7 @@ func (s *server) router() chi.Router {
 	r.Get("/mcp", s.serveMCP)
 	r.Delete("/mcp", s.serveMCP)
 	r.Route("/api/v1", s.apiRoutes)
+	r.Post("/hooks/{id}", s.api(s.receiveHook))
 	if sb := s.opts.Sandboxes; sb != nil {
 		for _, p := range []string{"/v1/*", "/sandboxes", "/sandboxes/*", "/snapshots", "/snapshots/*", "/pools", "/pools/*"} {
 			r.Handle(p, sb.Handler)
@@ -203,6 +204,17 @@ func (s *server) apiRoutes(r chi.Router) {
 
 	r.Get("/interrupts/{id}", s.api(s.getInterrupt))
 	r.Post("/interrupts/{id}/decision", s.api(s.decide))
+
+	r.Get("/triggers", s.api(s.listTriggers))
+	r.Post("/triggers", s.api(s.createTrigger))
+	r.Get("/triggers/preview", s.api(s.previewSchedule))
+	r.Get("/triggers/{id}", s.api(s.getTrigger))
+	r.Patch("/triggers/{id}", s.api(s.updateTrigger))
+	r.Delete("/triggers/{id}", s.api(s.deleteTrigger))
+	r.Get("/triggers/{id}/occurrences", s.api(s.triggerOccurrences))
+	r.Get("/triggers/{id}/preview", s.api(s.previewTrigger))
+	r.Post("/triggers/{id}/run", s.api(s.fireTrigger))
+	r.Post("/triggers/{id}/rotate-secret", s.api(s.rotateTriggerSecret))
 
 	r.Get("/inbox", s.api(s.inbox))
 	r.Post("/inbox/read", s.api(s.markAllRead))

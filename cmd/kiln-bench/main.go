@@ -52,6 +52,8 @@ var benches = []bench{
 	{"./plugins/mcp", "^BenchmarkToolCall", "200x"},
 	{"./skills", "^BenchmarkCatalogLoad500", "5x"},
 	{"./core/sqlite", "^BenchmarkTaskCall", "300x"},
+	{"./core", "^BenchmarkSchedulerDispatch", "1x"},
+	{"./web", "^BenchmarkWebhookLatency", "1x"},
 }
 
 // metrics maps "BenchmarkName/sub unit" to the values of each -count run.
@@ -431,6 +433,12 @@ func main() {
 	p50, p99 := get("BenchmarkSSELatency p50-ms"), get("BenchmarkSSELatency p99-ms")
 	add("commit to SSE client over HTTP, p50", p50, "ms", "", true)
 	add("commit to SSE client over HTTP, p99", p99, "ms", "< 5 ms", p99 >= 0 && p99 < 5)
+	disp, fps := get("BenchmarkSchedulerDispatch dispatch-ms"), get("BenchmarkSchedulerDispatch fires/s")
+	add("scheduler: 10,000 cron triggers due in one second, all dispatched into runs", disp, "ms", "< 2000 ms", disp >= 0 && disp < 2000)
+	add("scheduler throughput (fires dispatched into durable runs)", fps, "fires/s", ">= 5000", fps >= 5000)
+	wh50, wh99 := get("BenchmarkWebhookLatency p50-ms"), get("BenchmarkWebhookLatency p99-ms")
+	add("webhook delivery to its 202 (signed, run started), p50", wh50, "ms", "", true)
+	add("webhook delivery to its 202 (signed, run started), p99", wh99, "ms", "< 10 ms", wh99 >= 0 && wh99 < 10)
 	rec := get("BenchmarkRecovery recovery-ms")
 	add("recovery: 1,000 crashed runs running again", rec, "ms", "< 3000 ms", rec >= 0 && rec < 3000)
 	for _, k := range []struct{ key, label string }{

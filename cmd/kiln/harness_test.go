@@ -17,6 +17,7 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/plugins/builtin"
+	"github.com/kilnhq/kiln/plugins/builtin/cron"
 	"github.com/kilnhq/kiln/plugins/registry"
 	"github.com/kilnhq/kiln/skills"
 	"github.com/kilnhq/kiln/web"
@@ -100,7 +101,8 @@ func startServerWith(t *testing.T, dir, addr string, plugins bool) *testServer {
 		t.Fatal(err)
 	}
 	svc, err := core.New(core.Config{Store: store, Models: modelResolver(models), DefaultModel: cfg.Model, Logger: logger,
-		DataRoot: dir, Blobs: core.DirBlobs{Dir: filepath.Join(dir, "attachments")}})
+		DataRoot: dir, Blobs: core.DirBlobs{Dir: filepath.Join(dir, "attachments")},
+		Schedules: cron.Parse, TriggerKey: []byte("e2e-test-trigger-key-of-32-bytes")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -133,7 +133,7 @@ sandbox exec exits with its command's status.`,
 	}
 	add("runs", newRunCmd(a), newRunsCmd(a), newInboxCmd(a))
 	add("runs", newDecisionCmds(a)...)
-	add("organise", newThreadsCmd(a), newFoldersCmd(a))
+	add("organise", newThreadsCmd(a), newFoldersCmd(a), newTriggersCmd(a))
 	add("workspace", newGrantsCmd(a), newMemoriesCmd(a), newSettingsCmd(a), newSkillsCmd(a), newMCPServersCmd(a), newSandboxCmd(a))
 	add("server", newMCPCmd(a))
 	add("server", newServeCmd(), newStatusCmd(a), newToolsCmd(a), newEventsCmd(a), newLogsCmd(a), newVersionCmd(a))

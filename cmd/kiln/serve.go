@@ -28,6 +28,7 @@ import (
 	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/builtin"
+	"github.com/kilnhq/kiln/plugins/builtin/cron"
 	"github.com/kilnhq/kiln/plugins/builtin/files"
 	"github.com/kilnhq/kiln/plugins/mcp"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
@@ -363,7 +364,13 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return err
 	}
+	triggerKey, err := service.LoadKey(filepath.Join(cfg.DataRoot, triggerKeyFile))
+	if err != nil {
+		return fmt.Errorf("trigger key: %w", err)
+	}
 	svc, err := core.New(core.Config{
+		Schedules:    cron.Parse,
+		TriggerKey:   triggerKey,
 		Tools:        []core.Tool{&skills.Task{Catalog: cat, Always: files.ReadOnly}},
 		Store:        store,
 		Models:       modelResolver(models),
@@ -437,9 +444,18 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err := svc.Start(ctx); err != nil {
 		return fmt.Errorf("start engine: %w", err)
 	}
+	// The scheduler fires cron triggers until the server stops; after a
+	// restart its first tick deals with the slots missed meanwhile.
+	schedCtx, stopSched := context.WithCancel(ctx)
+	defer stopSched()
+	go svc.NewScheduler(core.SchedulerConfig{Logger: log.With("component", "scheduler")}).Run(schedCtx)
 	srv := newHTTPServer(svc, reg, models, cat, newUserMCP(bridge, cfg.DataRoot), sandboxAPI(sbx, log.With("component", "sandboxes")), cfg, log.With("component", "web"), version, met, serverLog)
 	return serveHTTP(ctx, ln, srv, log, cfg)
 }
+
+// triggerKeyFile holds the key that seals the webhook triggers' secrets
+// in the store (created on first start, mode 0600).
+const triggerKeyFile = "triggers.key"
 
 // skillsWatchInterval is how often the custom skills folder is scanned
 // for changes (a stat per skill; a changed SKILL.md is parsed again).

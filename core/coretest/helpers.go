@@ -72,6 +72,10 @@ func put(t *testing.T, s core.Store, objs ...any) {
 				err = tx.PutFile(o)
 			case *core.Sandbox:
 				err = tx.PutSandbox(o)
+			case *core.Trigger:
+				err = tx.PutTrigger(o)
+			case *core.Occurrence:
+				err = tx.PutOccurrence(o)
 			default:
 				err = fmt.Errorf("coretest: cannot put %T", o)
 			}

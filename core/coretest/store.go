@@ -53,6 +53,8 @@ func RunStore(t *testing.T, newStore func(t *testing.T) core.Store) {
 		{"Attachments", testAttachments},
 		{"Files", testFiles},
 		{"Sandboxes", testSandboxes},
+		{"Triggers", testTriggers},
+		{"Occurrences", testOccurrences},
 		{"OwnerScoping", testOwnerScoping},
 		{"Close", testClose},
 	}
