@@ -158,9 +158,12 @@ func (s *Service) destroyByID(ctx context.Context, r sandbox.Runtime, id string)
 // a later round.
 func (s *Service) Reap(ctx context.Context) error {
 	now := s.cfg.Now()
-	var due, ended []*core.Sandbox
+	var due, orphaned, ended []*core.Sandbox
 	err := s.cfg.Store.View(ctx, func(tx core.ReadTx) (err error) {
 		if due, err = tx.Sandboxes(core.SandboxQuery{States: live, ExpiresBefore: &now}); err != nil {
+			return err
+		}
+		if orphaned, err = threadless(tx, due); err != nil {
 			return err
 		}
 		ended, err = tx.Sandboxes(core.SandboxQuery{States: []string{StateTerminated, StateFailed}})
@@ -179,8 +182,14 @@ func (s *Service) Reap(ctx context.Context) error {
 		}
 		s.log.Info("sandbox expired", "sandbox", rec.ID, "runtime", rec.Runtime)
 	}
-	if err := s.reapThreadless(ctx); err != nil {
-		return err
+	for _, rec := range orphaned {
+		if err := s.destroy(ctx, rec); err != nil {
+			s.log.Warn("destroy the sandbox of a deleted thread", "sandbox", rec.ID, "err", err)
+			continue
+		}
+		if err := s.transition(ctx, rec, StateTerminated, "thread_deleted", "its thread was deleted", nil); err != nil {
+			return err
+		}
 	}
 	for _, rec := range ended {
 		if now.Sub(rec.TransitionAt) < KeepEnded {

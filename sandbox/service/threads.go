@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -99,39 +100,24 @@ func (s *Service) ForThread(ctx context.Context, owner, thread, name string) (*c
 	return rec, r, h, err
 }
 
-// reapThreadless destroys the live thread sandboxes whose thread is gone
-// (Terminated, reason thread_deleted).
-func (s *Service) reapThreadless(ctx context.Context) error {
-	var gone []*core.Sandbox
-	err := s.cfg.Store.View(ctx, func(tx core.ReadTx) error {
-		recs, err := tx.Sandboxes(core.SandboxQuery{States: live})
-		if err != nil {
-			return err
-		}
-		for _, rec := range recs {
-			id := rec.Metadata[MetaThread]
-			if id == "" {
-				continue
-			}
-			if _, err := tx.Thread(id); core.IsNotFound(err) {
-				gone = append(gone, rec)
-			} else if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+// threadless returns the live thread sandboxes whose thread is gone,
+// leaving out those in skip (the reaper's expired ones, ended already).
+func threadless(tx core.ReadTx, skip []*core.Sandbox) ([]*core.Sandbox, error) {
+	recs, err := tx.Sandboxes(core.SandboxQuery{States: live})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, rec := range gone {
-		if err := s.destroy(ctx, rec); err != nil {
-			s.log.Warn("destroy the sandbox of a deleted thread", "sandbox", rec.ID, "err", err)
+	var gone []*core.Sandbox
+	for _, rec := range recs {
+		id := rec.Metadata[MetaThread]
+		if id == "" || slices.ContainsFunc(skip, func(d *core.Sandbox) bool { return d.ID == rec.ID }) {
 			continue
 		}
-		if err := s.transition(ctx, rec, StateTerminated, "thread_deleted", "its thread was deleted", nil); err != nil {
-			return err
+		if _, err := tx.Thread(id); core.IsNotFound(err) {
+			gone = append(gone, rec)
+		} else if err != nil {
+			return nil, err
 		}
 	}
-	return nil
+	return gone, nil
 }
