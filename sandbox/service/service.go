@@ -157,12 +157,14 @@ func (s *Service) ended(id string) {
 }
 
 // LoadKey returns the key in the file at path, creating the file (mode
-// 0600, 32 random bytes) when it is missing.
+// 0600, 32 random bytes) when it is missing. The server keeps two such
+// files: the sandboxes' (their tokens derive from it) and the triggers'
+// (it seals the webhook secrets).
 func LoadKey(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err == nil {
 		if len(b) < 32 {
-			return nil, fmt.Errorf("sandbox key %s holds %d bytes, fewer than 32; delete it to make a new one (the sandboxes' tokens change)", path, len(b))
+			return nil, fmt.Errorf("key file %s holds %d bytes, fewer than 32; delete it to make a new one (what derives from it changes: the sandboxes' tokens, or the webhook secrets, which then need rotating)", path, len(b))
 		}
 		return b, nil
 	}
