@@ -388,6 +388,13 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return err
 	}
+	met.WatchPools(func() []metrics.PoolStat {
+		var out []metrics.PoolStat
+		for _, p := range sbx.Pools() {
+			out = append(out, metrics.PoolStat{Name: p.Name, Runtime: p.Runtime, Size: p.Size, Waiting: p.Waiting, Hits: p.Hits, Misses: p.Misses})
+		}
+		return out
+	})
 	sandboxPolicy, err := sandboxInterruptOn()
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kilnhq/kiln/core"
@@ -121,6 +122,7 @@ func (s *Service) claim(ctx context.Context, p *PoolConfig, owner string, rec *c
 	for {
 		id, ok := s.popPooled(p.Name)
 		if !ok {
+			s.claims[p.Name].misses.Add(1)
 			return nil, nil
 		}
 		var got *core.Sandbox
@@ -143,10 +145,38 @@ func (s *Service) claim(ctx context.Context, p *PoolConfig, owner string, rec *c
 			return nil, err
 		}
 		if got != nil {
+			s.claims[p.Name].hits.Add(1)
 			return got, nil
 		}
 		// The record was gone or no longer waiting (reaped, lost): the next.
 	}
+}
+
+// claimCounts are a pool's claims since start: those served by a waiting
+// sandbox and those that found none and started one.
+type claimCounts struct{ hits, misses atomic.Uint64 }
+
+// PoolStat is a warm pool's state at one moment.
+type PoolStat struct {
+	PoolConfig
+	// Waiting are the pool's started sandboxes ready to be claimed.
+	Waiting int
+	// Hits and Misses count the creates since start that asked for the
+	// pool's sandbox: served by a waiting one, or started anew because
+	// none was waiting.
+	Hits, Misses uint64
+}
+
+// Pools reports each warm pool's state, in the order of the settings.
+func (s *Service) Pools() []PoolStat {
+	s.claimMu.Lock()
+	defer s.claimMu.Unlock()
+	out := make([]PoolStat, len(s.cfg.Pools))
+	for i, p := range s.cfg.Pools {
+		c := s.claims[p.Name]
+		out[i] = PoolStat{PoolConfig: p, Waiting: len(s.pooled[p.Name]), Hits: c.hits.Load(), Misses: c.misses.Load()}
+	}
+	return out
 }
 
 // popPooled takes the oldest waiting sandbox of a pool.
@@ -260,14 +290,29 @@ func (s *Service) fillPools(ctx context.Context) {
 
 // refillQuiet is how long the filler waits after the last claim before it
 // starts sandboxes again: a start costs the host CPU that a burst of
-// claims (each a few milliseconds) needs more.
+// claims (each a few milliseconds) needs more. A pool down to a quarter
+// of its size refills at once all the same (lowWater): claims that keep
+// coming must not drain it, as a cold start costs far more than a claim
+// slowed by a start beside it.
 const refillQuiet = 250 * time.Millisecond
 
-// settle returns once no claim came for refillQuiet.
+// lowWater reports whether a pool's waiting sandboxes are down to a
+// quarter of its size.
+func (s *Service) lowWater(p *PoolConfig) bool {
+	s.claimMu.Lock()
+	defer s.claimMu.Unlock()
+	return len(s.pooled[p.Name])*4 <= p.Size
+}
+
+// settle returns once no claim came for refillQuiet, or a pool is at its
+// low water.
 func (s *Service) settle(ctx context.Context) {
 	t := time.NewTimer(refillQuiet)
 	defer t.Stop()
 	for {
+		if slices.ContainsFunc(s.cfg.Pools, func(p PoolConfig) bool { return s.lowWater(&p) }) {
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -310,10 +355,10 @@ func (s *Service) poolSlot(ctx context.Context, p *PoolConfig, id string) (*core
 }
 
 // fillOne starts one sandbox for the pool when it is short of its size
-// (and the server below its limit) and no claim came for refillQuiet,
-// and reports whether it did.
+// (and the server below its limit), and no claim came for refillQuiet or
+// the pool is at its low water, and reports whether it did.
 func (s *Service) fillOne(ctx context.Context, p *PoolConfig) bool {
-	if time.Since(time.Unix(0, s.lastClaim.Load())) < refillQuiet {
+	if time.Since(time.Unix(0, s.lastClaim.Load())) < refillQuiet && !s.lowWater(p) {
 		return false // claims are coming: the next kick or tick refills
 	}
 	r, err := s.runtime(p.Runtime)

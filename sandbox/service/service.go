@@ -129,6 +129,9 @@ type Service struct {
 	refill  chan struct{}
 	// lastClaim is when the last claim came (Unix nanoseconds).
 	lastClaim atomic.Int64
+	// claims counts each pool's claims that found a sandbox waiting and
+	// those that did not, by pool name (set up at New, read-only after).
+	claims map[string]*claimCounts
 	// threads serialises ForThread by thread and runtime.
 	threads threadLocks
 	// onEnd are the OnEnd functions, and gates the egress gates of the
@@ -226,8 +229,12 @@ func New(cfg Config) (*Service, error) {
 			return nil, fmt.Errorf("sandbox service: egress folder: %w", err)
 		}
 	}
+	claims := map[string]*claimCounts{}
+	for _, p := range cfg.Pools {
+		claims[p.Name] = new(claimCounts)
+	}
 	return &Service{cfg: cfg, log: cfg.Logger, runtimes: map[string]sandbox.Runtime{}, pooled: map[string][]string{}, refill: make(chan struct{}, 1),
-		gates: map[string]*egress.Gate{}}, nil
+		claims: claims, gates: map[string]*egress.Gate{}}, nil
 }
 
 // AddRuntime makes a runtime available under name (its plugin's ID,

@@ -417,6 +417,23 @@ func TestWarmPool(t *testing.T) {
 		t.Fatalf("not a claim from the pool: %+v (pool %v)", sb, pooled)
 	}
 	waitFor(t, "the pool to refill", func() bool { return len(e.m.Sandboxes()) == 3 })
+	waitFor(t, "the refill to be ready", func() bool { return s.Pools()[0].Waiting == 2 })
+	if st := s.Pools()[0]; st.Name != "small" || st.Size != 2 || st.Hits != 1 || st.Misses != 0 {
+		t.Errorf("pool stats after one claim: %+v", st)
+	}
+	// Three claims in a row from a pool of two: the third finds none
+	// waiting and starts its own (a refill waits 250 ms after a claim, and
+	// these are microseconds apart; should one come between them anyway,
+	// all three are hits).
+	for range 3 {
+		if _, err := s.Create(ctx, alice, service.CreateRequest{Resources: map[string]string{"memory": "64Mi"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Pools()[0]; st.Hits+st.Misses != 4 || st.Misses > 1 {
+		t.Errorf("pool stats after three claims from two: %+v, want 3 hits and 1 miss", st)
+	}
+	waitFor(t, "the pool to refill again", func() bool { return s.Pools()[0].Waiting == 2 })
 	_, r, h, err := s.Open(ctx, alice, sb.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -429,16 +446,16 @@ func TestWarmPool(t *testing.T) {
 		t.Fatalf("a create with env came from the pool: %v", err)
 	}
 	page, _ := s.List(ctx, alice, service.ListQuery{})
-	if page.TotalItems != 2 {
-		t.Errorf("alice lists %d sandboxes, want her 2", page.TotalItems)
+	if page.TotalItems != 5 {
+		t.Errorf("alice lists %d sandboxes, want her 5", page.TotalItems)
 	}
 	cancel()
 	s2 := e.service(func(c *service.Config) { c.Pools = pools })
 	if err := s2.Reconcile(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(e.m.Sandboxes()); n != 4 {
-		t.Errorf("after a restart the backend has %d sandboxes, want 4 (2 pooled, 2 alice's)", n)
+	if n := len(e.m.Sandboxes()); n != 7 {
+		t.Errorf("after a restart the backend has %d sandboxes, want 7 (2 pooled, 5 alice's)", n)
 	}
 	for _, bad := range [][]service.PoolConfig{
 		{{Name: "", Runtime: "memory", Size: 1}},
@@ -450,6 +467,31 @@ func TestWarmPool(t *testing.T) {
 		if _, err := service.New(service.Config{Store: e.store, Key: e.key, Pools: bad}); err == nil {
 			t.Errorf("pools %+v were taken", bad)
 		}
+	}
+}
+
+// TestPoolSteadyClaims: claims that keep coming, each sooner than the
+// refill's quiet time after the last, do not drain the pool: it refills
+// once it is down to a quarter of its size.
+func TestPoolSteadyClaims(t *testing.T) {
+	e := newEnv(t)
+	s := e.service(func(c *service.Config) {
+		c.Pools = []service.PoolConfig{{Name: "p", Runtime: "memory", Size: 4}}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pool to fill", func() bool { return s.Pools()[0].Waiting == 4 })
+	for range 12 {
+		if _, err := s.Create(ctx, alice, service.CreateRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st := s.Pools()[0]; st.Hits != 12 || st.Misses != 0 {
+		t.Errorf("12 claims 100 ms apart from a pool of 4: %+v, want 12 hits", st)
 	}
 }
 

@@ -6,7 +6,8 @@
 //
 // Label values are bounded: tools by the registered tools, providers by
 // the catalog and the built-in models, plugins by the installed plugins.
-// Thread and run IDs are never labels.
+// Thread, run and sandbox IDs are never labels; pools are bounded by the
+// settings.
 package metrics
 
 import (
@@ -49,6 +50,7 @@ type Metrics struct {
 
 	streams atomic.Pointer[func() (open int, dropped uint64)]
 	runs    atomic.Pointer[func(context.Context) (map[core.RunStatus]int, error)]
+	pools   atomic.Pointer[func() []PoolStat]
 	log     *slog.Logger
 }
 
@@ -98,7 +100,7 @@ func New(log *slog.Logger) *Metrics {
 	})
 	m.reg.MustRegister(m.runsStarted, m.runsFinished, m.steps, m.toolCalls, m.turnSeconds, m.turnErrors, m.tokens,
 		m.commitSeconds, m.commitUpdates, m.pluginCalls, m.pluginFailures, subscribers, dropped,
-		activeRuns{m}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		activeRuns{m}, warmPools{m}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, st := range []core.RunStatus{core.RunSucceeded, core.RunFailed, core.RunCancelled} {
 		m.runsFinished.WithLabelValues(string(st)) // show zeros from the start
 	}
@@ -130,6 +132,22 @@ func (m *Metrics) WatchStreams(stats func() (open int, dropped uint64)) { m.stre
 func (m *Metrics) WatchRuns(counts func(context.Context) (map[core.RunStatus]int, error)) {
 	m.runs.Store(&counts)
 }
+
+// PoolStat is a sandbox warm pool's state, as kiln_sandbox_pool_* shows
+// it.
+type PoolStat struct {
+	Name, Runtime string
+	// Size is the pool's configured size and Waiting its sandboxes ready
+	// to be claimed.
+	Size, Waiting int
+	// Hits and Misses count the creates that asked for the pool's sandbox
+	// since start: served by a waiting one, or started anew.
+	Hits, Misses uint64
+}
+
+// WatchPools makes the kiln_sandbox_pool_* metrics read stats at each
+// scrape. A later call replaces it.
+func (m *Metrics) WatchPools(stats func() []PoolStat) { m.pools.Store(&stats) }
 
 func (m *Metrics) streamStats() (int, uint64) {
 	if f := m.streams.Load(); f != nil {
@@ -218,8 +236,37 @@ func (a activeRuns) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// warmPools collects the sandbox warm pools' figures at scrape time.
+type warmPools struct{ m *Metrics }
+
+var (
+	poolSizeDesc    = prometheus.NewDesc("kiln_sandbox_pool_size", "Configured size of each sandbox warm pool.", []string{"pool", "runtime"}, nil)
+	poolWaitingDesc = prometheus.NewDesc("kiln_sandbox_pool_waiting", "Started sandboxes of each warm pool ready to be claimed.", []string{"pool", "runtime"}, nil)
+	poolClaimsDesc  = prometheus.NewDesc("kiln_sandbox_pool_claims_total", "Creates that asked for a warm pool's sandbox, by result (hit: one was waiting; miss: none was, so it started anew).", []string{"pool", "runtime", "result"}, nil)
+)
+
+func (p warmPools) Describe(ch chan<- *prometheus.Desc) {
+	ch <- poolSizeDesc
+	ch <- poolWaitingDesc
+	ch <- poolClaimsDesc
+}
+
+func (p warmPools) Collect(ch chan<- prometheus.Metric) {
+	f := p.m.pools.Load()
+	if f == nil {
+		return
+	}
+	for _, st := range (*f)() {
+		ch <- prometheus.MustNewConstMetric(poolSizeDesc, prometheus.GaugeValue, float64(st.Size), st.Name, st.Runtime)
+		ch <- prometheus.MustNewConstMetric(poolWaitingDesc, prometheus.GaugeValue, float64(st.Waiting), st.Name, st.Runtime)
+		ch <- prometheus.MustNewConstMetric(poolClaimsDesc, prometheus.CounterValue, float64(st.Hits), st.Name, st.Runtime, "hit")
+		ch <- prometheus.MustNewConstMetric(poolClaimsDesc, prometheus.CounterValue, float64(st.Misses), st.Name, st.Runtime, "miss")
+	}
+}
+
 // Interface guards.
 var (
 	_ core.Observer        = (*Metrics)(nil)
 	_ prometheus.Collector = activeRuns{}
+	_ prometheus.Collector = warmPools{}
 )

@@ -39,6 +39,9 @@ func TestHooks(t *testing.T) {
 	m.WatchRuns(func(context.Context) (map[core.RunStatus]int, error) {
 		return map[core.RunStatus]int{core.RunRunning: 2}, nil
 	})
+	m.WatchPools(func() []PoolStat {
+		return []PoolStat{{Name: "py", Runtime: "docker", Size: 8, Waiting: 5, Hits: 40, Misses: 2}}
+	})
 	for name, c := range map[string]struct {
 		got  float64
 		want float64
@@ -61,6 +64,16 @@ func TestHooks(t *testing.T) {
 kiln_runs_active{state="interrupted"} 0
 kiln_runs_active{state="queued"} 0
 kiln_runs_active{state="running"} 2
+# HELP kiln_sandbox_pool_claims_total Creates that asked for a warm pool's sandbox, by result (hit: one was waiting; miss: none was, so it started anew).
+# TYPE kiln_sandbox_pool_claims_total counter
+kiln_sandbox_pool_claims_total{pool="py",result="hit",runtime="docker"} 40
+kiln_sandbox_pool_claims_total{pool="py",result="miss",runtime="docker"} 2
+# HELP kiln_sandbox_pool_size Configured size of each sandbox warm pool.
+# TYPE kiln_sandbox_pool_size gauge
+kiln_sandbox_pool_size{pool="py",runtime="docker"} 8
+# HELP kiln_sandbox_pool_waiting Started sandboxes of each warm pool ready to be claimed.
+# TYPE kiln_sandbox_pool_waiting gauge
+kiln_sandbox_pool_waiting{pool="py",runtime="docker"} 5
 # HELP kiln_sse_dropped_subscribers_total Event streams ended because they fell behind or their client stopped reading.
 # TYPE kiln_sse_dropped_subscribers_total counter
 kiln_sse_dropped_subscribers_total 2
@@ -68,7 +81,7 @@ kiln_sse_dropped_subscribers_total 2
 # TYPE kiln_sse_subscribers gauge
 kiln_sse_subscribers 4
 `
-	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "kiln_runs_active", "kiln_sse_subscribers", "kiln_sse_dropped_subscribers_total"); err != nil {
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "kiln_runs_active", "kiln_sandbox_pool_claims_total", "kiln_sandbox_pool_size", "kiln_sandbox_pool_waiting", "kiln_sse_subscribers", "kiln_sse_dropped_subscribers_total"); err != nil {
 		t.Error(err)
 	}
 	if n := testutil.CollectAndCount(m.turnSeconds); n != 1 {
