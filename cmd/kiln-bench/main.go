@@ -6,7 +6,7 @@
 // and its first contentful paint on loopback, measured in headless Chromium
 // by firstpaint.mjs when Node, Chromium and the UI's node_modules are there.
 //
-//	go run ./cmd/kiln-bench [-count 3] [-langgraph DIR] [-no-langgraph] [-no-paint] [-no-fanout] [-only fanout|startup|sandbox]
+//	go run ./cmd/kiln-bench [-count 3] [-langgraph DIR] [-no-langgraph] [-no-paint] [-no-fanout] [-only fanout|startup|sandbox] [-runtimes docker,wasm,js]
 package main
 
 import (
@@ -357,6 +357,7 @@ func main() {
 	paintRuns := flag.Int("paint-runs", 10, "page loads for the first-paint figure; the table shows the median")
 	noPaint := flag.Bool("no-paint", false, "skip the first-paint figure")
 	only := flag.String("only", "", "measure only this group of figures: fanout, startup or sandbox")
+	runtimes := flag.String("runtimes", "docker,wasm,js", "the sandbox runtimes to measure, comma-separated")
 	noFanout := flag.Bool("no-fanout", false, "skip the SSE fan-out figures (a few minutes)")
 	settle := flag.Duration("settle", time.Minute, "how long after the SSE clients left the server's memory is read again")
 	flag.Parse()
@@ -373,7 +374,7 @@ func main() {
 		case "startup":
 			startupRows(*bin, *count, add, note)
 		case "sandbox":
-			sandboxRows(*bin, add, note)
+			sandboxRows(*bin, strings.Split(*runtimes, ","), add, note)
 		default:
 			fmt.Fprintf(os.Stderr, "-only %q: want fanout, startup or sandbox\n", *only)
 			os.Exit(2)
@@ -503,7 +504,7 @@ func main() {
 		fanoutRows(*bin, *count, *settle, add, func(figure, why string) { rows = append(rows, row{figure, "n/a", "", "not measured: " + why}) })
 	}
 	startupRows(*bin, *count, add, func(figure, why string) { rows = append(rows, row{figure, "n/a", "", "not measured: " + why}) })
-	sandboxRows(*bin, add, func(figure, why string) { rows = append(rows, row{figure, "n/a", "", "not measured: " + why}) })
+	sandboxRows(*bin, strings.Split(*runtimes, ","), add, func(figure, why string) { rows = append(rows, row{figure, "n/a", "", "not measured: " + why}) })
 	if rssErr == nil {
 		add("idle server resident memory", rss, "MiB", "< 60 MiB", rss < 60)
 	} else {
