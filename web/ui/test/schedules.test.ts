@@ -4,6 +4,7 @@ import {
   causeLabel, createBody, errorField, fireTime, formOf, goDuration, hookUrl, isLive, needSeconds, outcomeOf, parseList, patchBody,
   scheduleText, summary, timeZones,
 } from "../src/schedules";
+import { href, isListRoute, parseRoute } from "../src/route";
 import type { Trigger } from "../src/types";
 
 const cronTrigger: Trigger = {
@@ -15,6 +16,13 @@ const hook: Trigger = {
   id: "trg_2", name: "", kind: "webhook", prompt: "Review {{.url}}", enabled: true, overlap: "skip", catchup: "latest",
   catchup_window: 3600e9, unattended: { mode: "allow", allow: ["append_file", "fs.*"] }, rate_limit: 60, created_at: "2026-01-01T00:00:00Z",
 };
+
+test("route: #/schedules, not a list of threads", () => {
+  const r = parseRoute("#/schedules");
+  assert.deepEqual(r, { view: "schedules" });
+  assert.equal(href(r), "#/schedules");
+  assert.equal(isListRoute(r), false);
+});
 
 test("hookUrl: the origin's /hooks/{id}, the id escaped", () => {
   assert.equal(hookUrl("http://127.0.0.1:8420", "trg_1"), "http://127.0.0.1:8420/hooks/trg_1");
