@@ -98,3 +98,21 @@ export interface SkillProblem { name: string; origin: string; error: SkillParseE
 export interface SkillCheck { valid: boolean; error?: SkillParseError; warnings: SkillWarning[] | null; skill?: Skill }
 /** A connected (or not) MCP server of <data>/.mcp.json. */
 export interface McpServer { id: string; state: "connecting" | "connected" | "error" | "disabled" | string; error?: string; protocol?: string; tools?: string[] | null; transport: string; plugin?: string }
+/** What a trigger's runs do with a tool call that needs approval (core.Unattended). */
+export interface Unattended { mode: "pause" | "reject" | "allow" | string; allow?: string[] }
+/** A cron or webhook trigger (GET /triggers); next only for an enabled cron trigger, secret only just after it was made or rotated. */
+export interface Trigger {
+  id: string; owner_id?: string; name: string; kind: "cron" | "webhook" | string;
+  cron?: string; timezone?: string; prompt: string; model?: string; enabled: boolean; thread_id?: string;
+  overlap?: string; catchup?: string; /** Nanoseconds. */ catchup_window?: number; unattended?: Unattended; rate_limit?: number;
+  last_slot?: string; next?: string[]; secret?: string; created_at: string; updated_at?: string;
+}
+/** What an occurrence came to: the run's state, or why none started. */
+export type Outcome = "running" | "waiting_for_action" | "succeeded" | "failed" | "cancelled" | "queued" | "buffered" | "skipped";
+/** One fire of a trigger (GET /triggers/{id}/occurrences); outcome and run_status only when listed. */
+export interface Occurrence {
+  id: string; trigger_id: string; key: string; cause: "schedule" | "catchup" | "webhook" | "manual" | string; scheduled_at: string;
+  status: "started" | "buffered" | "skipped" | "failed" | string; reason?: string; run_id?: string; thread_id?: string; input?: string;
+  run_status?: RunStatus; outcome?: Outcome | string; created_at?: string; updated_at?: string;
+}
+export interface OccurrencePage { occurrences: Occurrence[] | null; next_before?: string }

@@ -11,10 +11,6 @@ import { ProvidersPanel } from "./Providers";
 import { SkillsPanel } from "./Skills";
 import { McpPanel } from "./Mcp";
 
-const LATER: [string, string][] = [
-  ["Triggers", "Start runs on a schedule or from events."],
-];
-
 /** The sections a link can open (#/settings/<section>), in the page's order. */
 const SECTIONS: [SettingsSection, string][] = [
   ["general", "General"], ["files", "Files"], ["memories", "Memories"], ["notifications", "Notifications"], ["providers", "Providers"], ["plugins", "Plugins"], ["skills", "Skills"], ["mcp", "MCP servers"],
@@ -72,12 +68,10 @@ export function Settings() {
       <PluginsPanel />
       <SkillsPanel />
       <McpPanel />
-      {LATER.map(([name, what]) => (
-        <section key={name} class="panel later" aria-labelledby={`l-${name}`}>
-          <h2 id={`l-${name}`}>{name} <span class="badge b-later">later</span></h2>
-          <p class="muted">{what} This arrives with a later release; nothing to configure yet.</p>
-        </section>
-      ))}
+      <section class="panel" aria-labelledby="trg-set-h" data-testid="settings-triggers">
+        <h2 id="trg-set-h">Triggers</h2>
+        <p>Cron and webhook triggers, which start runs on a schedule or when a request arrives, are on the <a href={href({ view: "schedules" })} data-testid="settings-schedules-link">Schedules</a> page.</p>
+      </section>
     </div>
   );
 }

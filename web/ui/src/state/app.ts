@@ -317,6 +317,21 @@ export function schedule(what: Partial<typeof pending>) {
 
 // ---- the global stream ----
 let global: EventStream | undefined;
+type GlobalListener = (e: KEvent | undefined) => void;
+const globalListeners = new Set<GlobalListener>();
+/**
+ * Calls f with each event of the global stream (a page that shows what
+ * they change, such as Schedules, reads it again), and with undefined
+ * when the stream is back after a disconnect (anything may have changed
+ * meanwhile). Returns the function that stops it.
+ */
+export function onGlobalEvent(f: GlobalListener): () => void {
+  globalListeners.add(f);
+  return () => { globalListeners.delete(f); };
+}
+function tellListeners(e: KEvent | undefined) {
+  for (const f of [...globalListeners]) { try { f(e); } catch { /* one page's error is not the stream's */ } }
+}
 function startGlobal() {
   global?.close();
   global = new EventStream({
@@ -325,6 +340,7 @@ function startGlobal() {
     onEvent: (m: SSEMessage) => {
       let e: KEvent;
       try { e = JSON.parse(m.data); } catch { return; }
+      tellListeners(e);
       if (e.type.startsWith("folder.")) { schedule({ folders: true, list: true }); return; }
       schedule({ list: true, inbox: true });
       const th = S().thread;
@@ -334,7 +350,7 @@ function startGlobal() {
       const was = S().globalState;
       store.set({ globalState: st, everOpen: S().everOpen || st === "open" });
       if (st === "unauthorized") store.set({ needToken: true });
-      if (st === "open" && was === "reconnecting") { schedule({ list: true, inbox: true, folders: true }); loadStatus(); }
+      if (st === "open" && was === "reconnecting") { schedule({ list: true, inbox: true, folders: true }); loadStatus(); tellListeners(undefined); }
     },
   });
   global.start();
