@@ -354,6 +354,14 @@ func (sc *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 			rest = append(rest, tr)
 		}
 	}
+	// The batches' runs are driven once every batch is in: their first
+	// steps would otherwise compete with the batches still to commit.
+	var spawn []string
+	defer func() {
+		for _, id := range spawn {
+			sc.s.spawn(id)
+		}
+	}()
 	jobs := make(chan []*Trigger)
 	var wg sync.WaitGroup
 	for range min(sc.cfg.Workers, max(len(trs), 1)) {
@@ -361,12 +369,14 @@ func (sc *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 			for batch := range jobs {
 				var r TickResult
 				var err error
+				var runs []string
 				if len(batch) == 1 {
 					r, err = sc.due(ctx, batch[0], now)
 				} else {
-					r, err = sc.fireBatch(ctx, batch, now)
+					r, runs, err = sc.fireBatch(ctx, batch, now)
 				}
 				mu.Lock()
+				spawn = append(spawn, runs...)
 				res.Started, res.Buffered, res.Skipped, res.Failed = res.Started+r.Started, res.Buffered+r.Buffered, res.Skipped+r.Skipped, res.Failed+r.Failed
 				if err != nil && first == nil {
 					first = err
@@ -414,11 +424,13 @@ func (sc *Scheduler) simpleDue(tr *Trigger, now time.Time) bool {
 }
 
 // fireBatch fires the one due slot of each trigger of batch (all
-// simplyDue) in one transaction, as fire does for one. When the
-// transaction fails (a slot fired already, a run that cannot start) the
-// triggers are dealt with one by one instead.
-func (sc *Scheduler) fireBatch(ctx context.Context, batch []*Trigger, now time.Time) (TickResult, error) {
+// simplyDue) in one transaction, as fire does for one, and returns the
+// runs that are the caller's to drive. When the transaction fails (a
+// slot fired already, a run that cannot start) the triggers are dealt
+// with one by one instead.
+func (sc *Scheduler) fireBatch(ctx context.Context, batch []*Trigger, now time.Time) (TickResult, []string, error) {
 	var res TickResult
+	var spawn []string
 	type item struct {
 		occ   *Occurrence
 		run   *Run
@@ -480,20 +492,20 @@ func (sc *Scheduler) fireBatch(ctx context.Context, batch []*Trigger, now time.T
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return res, err
+			return res, nil, err
 		}
 		for _, tr := range batch {
 			r, err := sc.due(ctx, tr, now)
 			res.Started, res.Buffered, res.Skipped, res.Failed = res.Started+r.Started, res.Buffered+r.Buffered, res.Skipped+r.Skipped, res.Failed+r.Failed
 			if err != nil {
-				return res, err
+				return res, nil, err
 			}
 		}
-		return res, nil
+		return res, nil, nil
 	}
 	for _, it := range items {
 		if it.start {
-			sc.s.spawn(it.run.ID)
+			spawn = append(spawn, it.run.ID)
 		}
 		switch it.occ.Status {
 		case OccurrenceStarted:
@@ -504,7 +516,7 @@ func (sc *Scheduler) fireBatch(ctx context.Context, batch []*Trigger, now time.T
 			res.Skipped++
 		}
 	}
-	return res, nil
+	return res, spawn, nil
 }
 
 // slotKey is a cron slot's occurrence key.
