@@ -36,33 +36,8 @@ func (s *Service) fire(ctx context.Context, tr *Trigger, occ *Occurrence, advanc
 			return errDisabled
 		}
 		occ.Status, occ.Reason, occ.RunID, occ.ThreadID = OccurrenceStarted, "", "", ""
-		busy, buffered, err := overlapState(tx, cur)
-		if err != nil {
-			return err
-		}
-		switch {
-		case busy != "" && cur.Overlap == OverlapSkip:
-			occ.Status, occ.Reason = OccurrenceSkipped, fmt.Sprintf("overlap: run %s was still active", busy)
-		case busy != "" && cur.Overlap == OverlapBufferOne && buffered:
-			occ.Status, occ.Reason = OccurrenceSkipped, fmt.Sprintf("overlap: run %s was still active and an occurrence was already buffered", busy)
-		case busy != "" && cur.Overlap == OverlapBufferOne:
-			occ.Status, occ.Reason = OccurrenceBuffered, fmt.Sprintf("overlap: waiting for run %s to end", busy)
-		}
-		if occ.Status == OccurrenceStarted {
-			if run, start, err = s.startOccurrence(tx, p, cur, occ); err != nil {
-				return err
-			}
-		}
-		if err := tx.PutOccurrence(occ); err != nil {
-			return err
-		}
-		if advance != nil {
-			cur.LastSlot = advance
-			if err := tx.PutTrigger(cur); err != nil {
-				return err
-			}
-		}
-		return emit(tx, p.ID, occ.ThreadID, occ.RunID, EventTriggerFired, occ)
+		run, start, err = s.fireIn(tx, cur, occ, advance)
+		return err
 	})
 	if err == errDisabled {
 		return nil, Errorf(ECONFLICT, "trigger %q is disabled", tr.ID)
@@ -97,6 +72,39 @@ func (s *Service) fire(ctx context.Context, tr *Trigger, occ *Occurrence, advanc
 }
 
 var errDisabled = Errorf(ECONFLICT, "trigger disabled")
+
+// fireIn records occ (Status OccurrenceStarted) of the trigger cur inside
+// tx as its overlap policy says: skipped, buffered, or started with its
+// run (returned, with whether it is the caller's to drive). advance, when
+// set, becomes cur's LastSlot.
+func (s *Service) fireIn(tx Tx, cur *Trigger, occ *Occurrence, advance *time.Time) (run *Run, start bool, err error) {
+	busy, buffered, err := overlapState(tx, cur)
+	if err != nil {
+		return nil, false, err
+	}
+	switch {
+	case busy != "" && cur.Overlap == OverlapSkip:
+		occ.Status, occ.Reason = OccurrenceSkipped, fmt.Sprintf("overlap: run %s was still active", busy)
+	case busy != "" && cur.Overlap == OverlapBufferOne && buffered:
+		occ.Status, occ.Reason = OccurrenceSkipped, fmt.Sprintf("overlap: run %s was still active and an occurrence was already buffered", busy)
+	case busy != "" && cur.Overlap == OverlapBufferOne:
+		occ.Status, occ.Reason = OccurrenceBuffered, fmt.Sprintf("overlap: waiting for run %s to end", busy)
+	default:
+		if run, start, err = s.startOccurrence(tx, Principal{ID: cur.OwnerID}, cur, occ); err != nil {
+			return nil, false, err
+		}
+	}
+	if err := tx.PutOccurrence(occ); err != nil {
+		return nil, false, err
+	}
+	if advance != nil {
+		cur.LastSlot = advance
+		if err := tx.PutTrigger(cur); err != nil {
+			return nil, false, err
+		}
+	}
+	return run, start, emit(tx, cur.OwnerID, occ.ThreadID, occ.RunID, EventTriggerFired, occ)
+}
 
 // overlapState returns the run of tr's latest started occurrence when it
 // is still active, and whether an occurrence waits in the buffer.
@@ -458,32 +466,8 @@ func (sc *Scheduler) fireBatch(ctx context.Context, batch []*Trigger, now time.T
 			stamp := sc.s.now()
 			occ := &Occurrence{ID: NewID("occ", stamp), TriggerID: cur.ID, OwnerID: cur.OwnerID, Key: slotKey(at), Cause: CauseSchedule,
 				ScheduledAt: at, Input: input, Status: OccurrenceStarted, CreatedAt: stamp, UpdatedAt: stamp}
-			busy, buffered, err := overlapState(tx, cur)
+			run, start, err := sc.s.fireIn(tx, cur, occ, &at)
 			if err != nil {
-				return err
-			}
-			var run *Run
-			start := false
-			switch {
-			case busy != "" && cur.Overlap == OverlapSkip:
-				occ.Status, occ.Reason = OccurrenceSkipped, fmt.Sprintf("overlap: run %s was still active", busy)
-			case busy != "" && cur.Overlap == OverlapBufferOne && buffered:
-				occ.Status, occ.Reason = OccurrenceSkipped, fmt.Sprintf("overlap: run %s was still active and an occurrence was already buffered", busy)
-			case busy != "" && cur.Overlap == OverlapBufferOne:
-				occ.Status, occ.Reason = OccurrenceBuffered, fmt.Sprintf("overlap: waiting for run %s to end", busy)
-			default:
-				if run, start, err = sc.s.startOccurrence(tx, Principal{ID: cur.OwnerID}, cur, occ); err != nil {
-					return err
-				}
-			}
-			if err := tx.PutOccurrence(occ); err != nil {
-				return err
-			}
-			cur.LastSlot = &at
-			if err := tx.PutTrigger(cur); err != nil {
-				return err
-			}
-			if err := emit(tx, cur.OwnerID, occ.ThreadID, occ.RunID, EventTriggerFired, occ); err != nil {
 				return err
 			}
 			items[i] = item{occ, run, start}
