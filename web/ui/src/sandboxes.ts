@@ -50,20 +50,6 @@ export function takesImage(runtime: string | undefined): boolean | undefined {
   return ({ docker: true, wasm: false, js: false } as Record<string, boolean>)[runtime];
 }
 
-/** The time left until iso: "in 9m 5s", "in 2h 3m", "in 3d 4h"; "expired" once past; "" without one. */
-export function untilTime(iso: string | undefined, now = Date.now()): string {
-  if (!iso) return "";
-  const t = Date.parse(iso);
-  if (!Number.isFinite(t)) return "";
-  const s = Math.floor((t - now) / 1000);
-  if (s <= 0) return "expired";
-  const d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
-  if (d) return `in ${d}d ${h}h`;
-  if (h) return `in ${h}h ${m}m`;
-  if (m) return `in ${m}m ${sec}s`;
-  return `in ${sec}s`;
-}
-
 /**
  * Metadata as the form takes it, "k=v" pairs separated by commas or new
  * lines, parsed; throws an Error naming a pair without a key.

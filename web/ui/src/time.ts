@@ -20,3 +20,12 @@ export function duration(sec: number): string {
   if (m) return `${m}m ${s}s`;
   return `${s}s`;
 }
+
+/** The time left until iso: "in 9m 5s", "in 2h 3m", "in 3d 4h"; "expired" once past; "" without one. */
+export function untilTime(iso: string | undefined, now = Date.now()): string {
+  if (!iso) return "";
+  const t = Date.parse(iso);
+  if (!Number.isFinite(t)) return "";
+  const s = Math.floor((t - now) / 1000);
+  return s <= 0 ? "expired" : `in ${duration(s)}`;
+}

@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { canPause, ExecParser, META_THREAD, outcomeOf, parseMetadata, takesImage, threadOf, untilTime } from "../src/sandboxes";
+import { canPause, ExecParser, META_THREAD, outcomeOf, parseMetadata, takesImage, threadOf } from "../src/sandboxes";
+import { untilTime } from "../src/time";
 import { isListRoute, parseRoute, href } from "../src/route";
 
 test("untilTime: the time left, counting down; expired once past", () => {

@@ -6,11 +6,12 @@
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, sandboxApi } from "../api";
 import {
-  canPause, execEndpoint, EXT_RUNTIME, interruptCommand, parseMetadata, runCommand, takesImage, threadOf, untilTime,
+  canPause, execEndpoint, EXT_RUNTIME, interruptCommand, parseMetadata, runCommand, takesImage, threadOf,
   type Endpoint, type ExecOutcome, type Sandbox, type SandboxPage,
 } from "../sandboxes";
 import { href } from "../route";
-import { relTime } from "../time";
+import { relTime, untilTime } from "../time";
+import { message, useNow } from "./common";
 import type { Plugin } from "../types";
 
 const path = (id: string, rest = "") => `/sandboxes/${encodeURIComponent(id)}${rest}`;
@@ -20,15 +21,7 @@ const POLL_MS = 5000;
 const STATES = ["Running", "Paused", "Pending", "Failed", "Terminated"];
 const RENEW: [string, number][] = [["10 minutes", 600], ["1 hour", 3600], ["1 day", 86400]];
 
-const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 const stateClass = (st: string) => ({ Running: "b-running", Paused: "b-action", Pending: "b-queued", Failed: "b-failed", Terminated: "b-cancelled" } as Record<string, string>)[st] ?? "";
-
-/** The time now, again every ms while mounted: what makes the expiries count down. */
-function useNow(ms: number): number {
-  const [now, setNow] = useState(Date.now());
-  useEffect(() => { const t = setInterval(() => setNow(Date.now()), ms); return () => clearInterval(t); }, [ms]);
-  return now;
-}
 
 /** The runtimes the enabled sandbox-runtime plugins provide (GET /api/v1/plugins). */
 async function loadRuntimes(): Promise<string[]> {
@@ -51,7 +44,7 @@ export function SandboxesView() {
   const [open, setOpen] = useState<Record<string, boolean>>({});
   const head = useRef<HTMLHeadingElement>(null);
   const gen = useRef(0);
-  const now = useNow(1000);
+  const now = useNow();
 
   async function load() {
     const g = ++gen.current;

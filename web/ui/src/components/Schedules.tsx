@@ -11,7 +11,6 @@ import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { ApiError } from "../api";
 import { modelGroups } from "../format";
 import { href } from "../route";
-import { untilTime } from "../sandboxes";
 import {
   CATCHUPS, OVERLAPS, UNATTENDED, causeLabel, createBody, createTrigger, deleteTrigger, errorField, fireTime, fireTrigger, formOf,
   hookUrl, isLive, listOccurrences, listTriggers, localZone, needSeconds, outcomeOf, patchBody, previewSchedule, previewTrigger,
@@ -19,7 +18,8 @@ import {
 } from "../schedules";
 import { defaultModel, onGlobalEvent, store } from "../state/app";
 import { useStore } from "../state/store";
-import { relTime } from "../time";
+import { relTime, untilTime } from "../time";
+import { message, useNow } from "./common";
 import type { Occurrence, Trigger } from "../types";
 
 /** How many fire times the form's preview and a trigger's details show. */
@@ -33,22 +33,8 @@ const POLL_MS = 30000;
 /** How often a history with a run still going is read again, in case an event was missed. */
 const LIVE_POLL_MS = 5000;
 
-const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 const quiet = (e: unknown) => e instanceof ApiError && e.status === 401; // the token dialog says it
 
-// One clock for every countdown on the page.
-const tickers = new Set<() => void>();
-let tickTimer: ReturnType<typeof setInterval> | undefined;
-function useNow(): number {
-  const [now, setNow] = useState(Date.now());
-  useEffect(() => {
-    const f = () => setNow(Date.now());
-    tickers.add(f);
-    tickTimer ??= setInterval(() => tickers.forEach((g) => g()), 1000);
-    return () => { tickers.delete(f); if (!tickers.size && tickTimer) { clearInterval(tickTimer); tickTimer = undefined; } };
-  }, []);
-  return now;
-}
 function Until({ iso }: { iso: string }) {
   const u = untilTime(iso, useNow());
   return <span class="muted small">{u === "expired" ? "due" : u}</span>;

@@ -4,6 +4,25 @@ import { useStore } from "../state/store";
 import { modelGroups, type ModelOption } from "../format";
 import type { SearchMatch, Thread } from "../types";
 
+/** The text of a caught error. */
+export const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
+
+// One clock, ticking each second, for every countdown on screen.
+const tickers = new Set<() => void>();
+let tickTimer: ReturnType<typeof setInterval> | undefined;
+
+/** The time now, again each second while mounted: what makes countdowns count down. */
+export function useNow(): number {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    const f = () => setNow(Date.now());
+    tickers.add(f);
+    tickTimer ??= setInterval(() => tickers.forEach((g) => g()), 1000);
+    return () => { tickers.delete(f); if (!tickers.size && tickTimer) { clearInterval(tickTimer); tickTimer = undefined; } };
+  }, []);
+  return now;
+}
+
 /** The model choice: GET /models grouped by provider when the server has it, else the default, demo and scripted. */
 export function ModelPicker({ value, onChange, id }: { value: string; onChange: (v: string) => void; id: string }) {
   const s = useStore(store);
