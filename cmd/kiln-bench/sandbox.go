@@ -98,16 +98,17 @@ func instanceFilter(data string) string {
 
 // sandboxServer starts the server on a data root of its own for a
 // runtime's figures, with the pools file when pools is set, and returns
-// its address and how to stop it (which removes its containers).
-func sandboxServer(bin, runtime, pools string) (addr string, stop func(), err error) {
-	data, err := os.MkdirTemp("", "kb-sbx")
+// its address, its data root and how to stop it (which removes its
+// containers).
+func sandboxServer(bin, runtime, pools string) (addr, data string, stop func(), err error) {
+	data, err = os.MkdirTemp("", "kb-sbx")
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	if pools != "" {
 		if err := os.WriteFile(filepath.Join(data, "sandbox-pools.json"), []byte(pools), 0o600); err != nil {
 			os.RemoveAll(data)
-			return "", nil, err
+			return "", "", nil, err
 		}
 	}
 	// Room for the pool, a burst of 50 and the pool refilling behind it.
@@ -118,17 +119,41 @@ func sandboxServer(bin, runtime, pools string) (addr string, stop func(), err er
 	addr, stopServer, err := startServerIn(bin, data, env...)
 	if err != nil {
 		os.RemoveAll(data)
-		return "", nil, err
+		return "", "", nil, err
 	}
-	return addr, func() {
+	return addr, data, func() {
 		stopServer()
-		// The server's sandboxes go with it: the pool's, and any a failed
-		// step left.
-		if ids, err := exec.Command("docker", "ps", "-aq", "--filter", instanceFilter(data)).Output(); err == nil && len(strings.Fields(string(ids))) > 0 {
-			exec.Command("docker", append([]string{"rm", "-f"}, strings.Fields(string(ids))...)...).Run()
+		// The server's sandboxes go with it: the pool's, those it retired,
+		// and any a failed step left. One at a time: many removals at once
+		// can hang Docker 20.10 (sandbox/docker's remove).
+		if ids, err := exec.Command("docker", "ps", "-aq", "--filter", instanceFilter(data)).Output(); err == nil {
+			for _, id := range strings.Fields(string(ids)) {
+				exec.Command("docker", "rm", "-f", id).Run()
+			}
 		}
 		os.RemoveAll(data)
 	}, nil
+}
+
+// settled returns once the server on data runs no containers but its
+// warm pool's (pool of them): the docker runtime removes the containers
+// of destroyed sandboxes when it is quiet, and a phase must not measure
+// the removals of the phase before.
+func settled(data string, pool int, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		out, err := exec.Command("docker", "ps", "-aq", "--filter", instanceFilter(data)).Output()
+		n := len(strings.Fields(string(out)))
+		switch {
+		case err != nil:
+			return fmt.Errorf("docker ps: %w", err)
+		case n <= pool:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("%d containers of destroyed sandboxes were not removed in %v", n-pool, within)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // sandboxWarm measures a runtime with a warm pool of sandboxPoolSize,
@@ -137,7 +162,7 @@ func sandboxServer(bin, runtime, pools string) (addr string, stop func(), err er
 func sandboxWarm(bin, sdk, runtime, image string) (*sandboxFigures, error) {
 	pools := fmt.Sprintf(`{"pools": [{"name": "bench", "runtime": %q, "image": %q, "entrypoint": ["tail", "-f", "/dev/null"],
  "resourceLimits": {"cpu": "1", "memory": "256Mi"}, "size": %d}]}`, runtime, image, sandboxPoolSize)
-	addr, stop, err := sandboxServer(bin, runtime, pools)
+	addr, data, stop, err := sandboxServer(bin, runtime, pools)
 	if err != nil {
 		return nil, err
 	}
@@ -151,6 +176,11 @@ func sandboxWarm(bin, sdk, runtime, image string) (*sandboxFigures, error) {
 	}{{100, 1, &f.SerialOK, &f.SerialP50, nil}, {50, 10, &f.OKat10, &f.P50at10, &f.P99at10}} {
 		if err := poolsFull(addr, 2*time.Minute); err != nil {
 			return nil, err
+		}
+		if runtime == "docker" {
+			if err := settled(data, sandboxPoolSize, 2*time.Minute); err != nil {
+				return nil, err
+			}
 		}
 		fmt.Fprintf(os.Stderr, "sandbox creates, %s: %d, %d at once\n", runtime, phase.n, phase.conc)
 		times, err := createBurst(addr, runtime, image, phase.n, phase.conc)
@@ -179,7 +209,7 @@ func sandboxWarm(bin, sdk, runtime, image string) (*sandboxFigures, error) {
 // sandboxCold measures 20 serial creates of a runtime without a pool,
 // returning their P50 and how many succeeded.
 func sandboxCold(bin, runtime, image string) (float64, int, error) {
-	addr, stop, err := sandboxServer(bin, runtime, "")
+	addr, _, stop, err := sandboxServer(bin, runtime, "")
 	if err != nil {
 		return 0, 0, err
 	}

@@ -12,6 +12,10 @@
 // orphans that reparent to it, by running itself as its only child and
 // reaping everything else. It logs to stderr and never the token.
 //
+// With --retire it also serves POST /kiln/retire (RetirePath), which
+// ends every process of the sandbox's PID namespace but PID 1 and itself;
+// only for a sandbox's own PID namespace, where that is the sandbox.
+//
 // With --egress-proxy HOST:PORT and --egress-socket PATH it also serves
 // an HTTP proxy (CONNECT and absolute http:// requests) on HOST:PORT that
 // sends every connection through the unix socket at PATH to Kiln, which
@@ -98,6 +102,7 @@ func run(args []string) (int, error) {
 	tokenFile := fl.String("token-file", "", "file holding the access token (else $KILN_EXECD_TOKEN)")
 	egressProxy := fl.String("egress-proxy", "", "serve the egress HTTP proxy on HOST:PORT (with --egress-socket)")
 	egressSocket := fl.String("egress-socket", "", "Kiln's egress unix socket, which the proxy's connections go through")
+	retire := fl.Bool("retire", false, "serve POST "+RetirePath+", which SIGKILLs every process of the PID namespace but PID 1 and kiln-execd (only in a sandbox's own PID namespace)")
 	if err := fl.Parse(args); err != nil {
 		return 2, err
 	}
@@ -113,9 +118,14 @@ func run(args []string) (int, error) {
 	if token == "" {
 		return 2, errors.New("no access token: set KILN_EXECD_TOKEN or --token-file")
 	}
-	h, err := execapi.Handler(execapi.LocalBackend{}, token)
+	api, err := execapi.Handler(execapi.LocalBackend{}, token)
 	if err != nil {
 		return 1, err
+	}
+	h := &retirable{api: api, token: []byte(token)}
+	var handler http.Handler = api
+	if *retire {
+		handler = h
 	}
 	if (*egressProxy == "") != (*egressSocket == "") {
 		return 2, errors.New("--egress-proxy and --egress-socket go together")
@@ -132,7 +142,7 @@ func run(args []string) (int, error) {
 		go egress.Proxy(pln, *egressSocket)
 		log.Printf("egress proxy on %s through %s", *egressProxy, *egressSocket)
 	}
-	srv := &http.Server{Handler: h, ErrorLog: log.Default(), ReadHeaderTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: handler, ErrorLog: log.Default(), ReadHeaderTimeout: 30 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Printf("serving on %s", *listen)
@@ -150,11 +160,19 @@ func run(args []string) (int, error) {
 		for {
 			select {
 			case sig := <-sigs:
+				if h.retired.Load() {
+					return 0, nil
+				}
 				cmd.Process.Signal(sig)
 			case err := <-served:
 				cmd.Process.Kill()
 				return 1, fmt.Errorf("serve: %w", err)
 			case err := <-done:
+				if h.retired.Load() {
+					// Retired: the container goes with kiln-execd, when Kiln removes it.
+					done = nil
+					continue
+				}
 				srv.Shutdown(context.Background())
 				var ee *exec.ExitError
 				if errors.As(err, &ee) {

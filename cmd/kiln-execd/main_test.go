@@ -149,3 +149,121 @@ func TestPID1(t *testing.T) {
 		t.Fatal("kiln-execd did not exit with its child")
 	}
 }
+
+// nsProcesses lists the host PIDs and commands of the processes in the
+// PID namespace of the host process pid.
+func nsProcesses(t *testing.T, pid int) map[int]string {
+	t.Helper()
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]string{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var p int
+		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
+			continue
+		}
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p)); err != nil || l != ns {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			continue
+		}
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p))
+		out[p] = strings.TrimSpace(string(comm))
+	}
+	return out
+}
+
+// TestRetire runs kiln-execd --retire as PID 1 of a new PID namespace
+// (unshare, as root): POST /kiln/retire needs the token, ends every
+// other process of the namespace (the main command, a command's
+// detached children) before it answers, and leaves kiln-execd serving
+// 410s rather than exiting with its main command. Without --retire the
+// route does not exist.
+func TestRetire(t *testing.T) {
+	if exec.Command("unshare", "-p", "-f", "--mount-proc", "true").Run() != nil {
+		t.Skip("cannot make a PID namespace here (unshare -p needs root)")
+	}
+	dir := t.TempDir()
+	bin := build(t, dir)
+	start := func(sock string, flags ...string) (*exec.Cmd, *strings.Builder) {
+		args := append([]string{"-p", "-f", "--mount-proc", "--kill-child", bin, "--listen", "unix:" + sock}, flags...)
+		cmd := exec.Command("unshare", append(args, "--", "sleep", "1000")...)
+		cmd.Env = append(os.Environ(), "KILN_EXECD_TOKEN=s3cret")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		waitPing(t, client(sock), &stderr)
+		return cmd, &stderr
+	}
+
+	plain := filepath.Join(dir, "plain.sock")
+	start(plain)
+	if resp, _, err := client(plain)("POST", RetirePath, ""); err != nil || resp.StatusCode != 404 {
+		t.Fatalf("retire without --retire: %v %v", resp, err)
+	}
+
+	sock := filepath.Join(dir, "execd.sock")
+	cmd, stderr := start(sock, "--retire")
+	get := client(sock)
+	if _, body, err := get("POST", "/command", `{"command":"setsid sleep 1000 >/dev/null 2>&1 & echo started"}`); err != nil || !strings.Contains(body, `"text":"started\n"`) {
+		t.Fatalf("command: %v %s", err, body)
+	}
+	// unshare forks the namespace's PID 1 (kiln-execd, which runs itself
+	// again as PID 2 to serve).
+	deadline := time.Now().Add(10 * time.Second)
+	var init int
+	for init == 0 && time.Now().Before(deadline) {
+		kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+		fmt.Sscan(string(kids), &init)
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := nsProcesses(t, init)
+	sleeps := 0
+	for _, c := range before {
+		if c == "sleep" {
+			sleeps++
+		}
+	}
+	if sleeps != 2 {
+		t.Fatalf("processes before the retire: %v; want the main sleep and the detached one", before)
+	}
+
+	req, _ := http.NewRequest("POST", "http://execd"+RetirePath, nil)
+	req.Header.Set("X-EXECD-ACCESS-TOKEN", "wrong")
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	if resp, err := hc.Do(req); err != nil || resp.StatusCode != 401 {
+		t.Fatalf("retire with a wrong token: %v %v", resp, err)
+	}
+	if resp, _, err := get("GET", RetirePath, ""); err != nil || resp.StatusCode != 405 {
+		t.Fatalf("GET retire: %v %v", resp, err)
+	}
+	if len(nsProcesses(t, init)) != len(before) {
+		t.Fatalf("a refused retire ended processes: %v", nsProcesses(t, init))
+	}
+	if resp, body, err := get("POST", RetirePath, ""); err != nil || resp.StatusCode != 204 {
+		t.Fatalf("retire: %v %v %s", resp, err, body)
+	}
+	after := nsProcesses(t, init)
+	if len(after) != 2 || after[init] != "kiln-execd" {
+		t.Fatalf("processes after the retire: %v; want PID 1 and the serving kiln-execd alone", after)
+	}
+	if resp, body, err := get("POST", "/command", `{"command":"echo hi"}`); err != nil || resp.StatusCode != 410 || !strings.Contains(body, "RETIRED") {
+		t.Fatalf("a command after the retire: %v %v %s", resp, err, body)
+	}
+	// It does not end with its main command, which the retire killed.
+	time.Sleep(200 * time.Millisecond)
+	if got := nsProcesses(t, init); len(got) != 2 {
+		t.Fatalf("kiln-execd ended after the retire: %v; %s", got, stderr)
+	}
+}

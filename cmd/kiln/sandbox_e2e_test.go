@@ -223,11 +223,51 @@ func TestSandboxSDKEndToEnd(t *testing.T) {
 				t.Errorf("renew %v, after kill %q", got.Renewed, got.AfterKill)
 			}
 			if c.runtime == "docker" {
-				if out, _ := exec.Command("docker", "ps", "-aq", "--filter", "name=kiln-"+got.ID).Output(); len(bytes.TrimSpace(out)) != 0 {
-					t.Errorf("the container of the killed sandbox is still there: %s", out)
-				}
+				containerEnds(t, got.ID)
 			}
 		})
+	}
+}
+
+// removeContainers removes the containers of the docker sandbox id,
+// retired or not, one at a time (many at once can hang Docker 20.10:
+// sandbox/docker's remove).
+func removeContainers(id string) {
+	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=io.kiln.sandbox="+id).Output()
+	for _, c := range strings.Fields(string(out)) {
+		exec.Command("docker", "rm", "-f", c).Run()
+	}
+}
+
+// containerEnds checks the container of the docker sandbox id after its
+// delete: none of the sandbox's processes runs (its container is gone,
+// or retired with its init and kiln-execd alone), and the container is
+// removed within 20 seconds.
+func containerEnds(t *testing.T, id string) {
+	t.Helper()
+	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=io.kiln.sandbox="+id).Output()
+	for _, c := range strings.Fields(string(out)) {
+		top, err := exec.Command("docker", "top", c, "-o", "pid,comm").Output()
+		if err != nil {
+			continue // it stopped meanwhile
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(top)), "\n")[1:] {
+			if comm := strings.Fields(line)[1]; comm != "docker-init" && comm != "kiln-execd" {
+				t.Errorf("%s still runs in the container of the deleted sandbox %s", comm, id)
+			}
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=io.kiln.sandbox="+id).Output()
+		if len(bytes.TrimSpace(out)) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the container of the deleted sandbox %s is still there after 20 s: %s", id, out)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -247,7 +287,7 @@ func TestSandboxSecurityAndRestart(t *testing.T) {
 			t.Fatalf("create: %d %v", code, sb)
 		}
 		id := sb["id"].(string)
-		t.Cleanup(func() { exec.Command("docker", "rm", "-f", "kiln-"+id).Run() })
+		t.Cleanup(func() { removeContainers(id) })
 		return id
 	}
 	keep := create(map[string]any{"image": map[string]string{"uri": sandboxTestImage}, "entrypoint": []string{"tail", "-f", "/dev/null"}})
@@ -291,9 +331,7 @@ func TestSandboxSecurityAndRestart(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if out, _ := exec.Command("docker", "ps", "-aq", "--filter", "name=kiln-"+short).Output(); len(bytes.TrimSpace(out)) != 0 {
-		t.Errorf("the expired sandbox's container is still there")
-	}
+	containerEnds(t, short)
 	if code, _ := sbxCall(t, srv, "DELETE", "/v1/sandboxes/"+keep, nil); code != 204 {
 		t.Errorf("delete: %d", code)
 	}
@@ -325,7 +363,7 @@ func TestSandboxEgress(t *testing.T) {
 			t.Fatalf("create: %d %v", code, sb)
 		}
 		id := sb["id"].(string)
-		t.Cleanup(func() { exec.Command("docker", "rm", "-f", "kiln-"+id).Run() })
+		t.Cleanup(func() { removeContainers(id) })
 		return id
 	}
 	egress := create(map[string]any{"defaultAction": "deny", "egress": []map[string]string{{"action": "allow", "target": allowed}}})

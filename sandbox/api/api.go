@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -513,6 +514,10 @@ func (a *api) proxy(w http.ResponseWriter, r *http.Request) {
 			// This runtime's sandboxes run without an agent: served below.
 		case err != nil:
 			writeError(w, http.StatusBadGateway, "SANDBOX::AGENT_UNREACHABLE", "the sandbox's agent did not answer: "+err.Error())
+			return
+		case port == ExecdPort && strings.HasPrefix(path.Clean(rest)+"/", "/kiln/"):
+			// kiln-execd's own routes (retire) are the runtime's alone.
+			writeError(w, http.StatusNotFound, "GENERAL::NOT_FOUND", "no route for "+r.Method+" "+rest+" in the execution API")
 			return
 		default:
 			if port != ExecdPort {

@@ -2,12 +2,15 @@ package api_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -253,3 +256,69 @@ func TestPaths(t *testing.T) {
 func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
 
 func urlEscape(s string) string { return strings.NewReplacer("=", "%3D", "&", "%26").Replace(s) }
+
+// agentRuntime is the memory runtime with an agent: DialExec connects to
+// a unix socket served by an HTTP handler that records the paths it
+// gets.
+type agentRuntime struct {
+	sandbox.Runtime
+	sock string
+}
+
+func (a agentRuntime) DialExec(ctx context.Context, _ sandbox.Handle) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", a.sock)
+}
+
+// TestAgentProxy: the execution API of a runtime with an agent is
+// forwarded to it, but kiln-execd's own routes (/kiln/...) are not.
+func TestAgentProxy(t *testing.T) {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "kiln.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	svc, err := service.New(service.Config{Store: st, Key: bytes.Repeat([]byte{7}, 32), Preferred: []string{"memory"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []string
+	agent := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.URL.Path)
+		mu.Unlock()
+		json.NewEncoder(w).Encode(map[string]string{"agent": r.URL.Path})
+	})}
+	go agent.Serve(ln)
+	t.Cleanup(func() { agent.Close() })
+	if err := svc.AddRuntime("memory", agentRuntime{sandboxtest.NewMachine().Runtime(sandboxtest.Options{}), sock}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.Handler(api.Options{Service: svc, Owner: "local", Exec: echoExec}))
+	t.Cleanup(srv.Close)
+	c := client{t: t, url: srv.URL}
+	code, body, _ := c.do("POST", "/v1/sandboxes", map[string]any{"timeout": 600})
+	if code != http.StatusAccepted {
+		t.Fatalf("create: %d %v", code, body)
+	}
+	id, tok := body["id"].(string), svc.Token(body["id"].(string))
+	if code, body, _ = c.do("GET", "/v1/sandboxes/"+id+"/proxy/44772/ping", nil, api.TokenHeader, tok); code != 200 || body["agent"] != "/ping" {
+		t.Errorf("ping through the agent: %d %v", code, body)
+	}
+	for _, p := range []string{"/kiln/retire", "/kiln", "//kiln/retire", "/x/../kiln/retire"} {
+		if code, body, _ = c.do("POST", "/v1/sandboxes/"+id+"/proxy/44772"+p, nil, api.TokenHeader, tok); code != 404 {
+			t.Errorf("POST %s through the proxy: %d %v; want 404", p, code, body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || seen[0] != "/ping" {
+		t.Errorf("the agent got %v; want /ping alone", seen)
+	}
+}

@@ -24,6 +24,10 @@
 // (<StateDir>/<Spec.ID>/run, mounted at /kiln/run), which DialExec
 // connects to; it reads Spec.ExecToken from /kiln/run/token.
 //
+// With kiln-execd, Destroy ends the sandbox's processes at once and
+// leaves the removal of the container, which costs the engine far more,
+// to a janitor that works when the runtime is quiet (retire.go).
+//
 // With kiln-execd the runtime also takes network mode egress: the folder
 // of Spec.EgressSocket is mounted at /kiln/egress, kiln-execd serves an
 // HTTP proxy over that socket on the sandbox's loopback (EgressProxy),
@@ -47,6 +51,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -133,6 +138,10 @@ type Runtime struct {
 
 	mu     sync.Mutex
 	active map[string]*execs // by container ID
+
+	lastUse  atomic.Int64 // unix nanoseconds of the last operation
+	jan      *janitor
+	removing sync.Mutex // held by remove
 }
 
 var (
@@ -187,14 +196,19 @@ func New(opts Options) (*Runtime, error) {
 	if opts.ExecdPath != "" {
 		modes = append(modes, sandbox.NetworkEgress)
 	}
-	return &Runtime{cli: cli, opts: opts, active: map[string]*execs{}, caps: sandbox.Capabilities{
+	r := &Runtime{cli: cli, opts: opts, active: map[string]*execs{}, jan: newJanitor(), caps: sandbox.Capabilities{
 		Name:    Name,
 		Pause:   true,
 		Images:  true,
 		Mounts:  true,
 		Network: modes,
 		Max:     opts.Max,
-	}}, nil
+	}}
+	if err := r.adoptRetired(ctx); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("docker sandbox runtime: %w", err)
+	}
+	return r, nil
 }
 
 // orDefault is v, or def when v is 0, lowered to max when max is set.
@@ -208,8 +222,15 @@ func orDefault(v, def, max int) int {
 	return v
 }
 
-// Close closes the connection to the engine; the sandboxes run on.
-func (r *Runtime) Close() error { return r.cli.Close() }
+// Close removes the containers of destroyed sandboxes that wait for the
+// janitor (for at most 30 seconds) and closes the connection to the
+// engine; the sandboxes run on.
+func (r *Runtime) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r.closeJanitor(ctx)
+	return r.cli.Close()
+}
 
 // Capabilities: pause, images, mounts, network mode none (and egress
 // with kiln-execd), and Options.Max.
@@ -268,6 +289,7 @@ func (r *Runtime) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Handle,
 	if spec.Resources.DiskMiB > 0 {
 		return sandbox.Handle{}, sandbox.Unsupported(Name, "disk limits (disk_mib)")
 	}
+	r.touch()
 	if r.opts.ExecdPath != "" && spec.ExecToken == "" {
 		return sandbox.Handle{}, fmt.Errorf("%w: sandbox runtime %q runs kiln-execd, which needs an exec token", sandbox.ErrInvalid, Name)
 	}
@@ -296,6 +318,12 @@ func (r *Runtime) existing(ctx context.Context, name string) (sandbox.Handle, bo
 	}
 	if c.Config == nil || c.Config.Labels[LabelSandbox] != strings.TrimPrefix(name, "kiln-") {
 		return sandbox.Handle{}, false, fmt.Errorf("docker: a container named %s that is not a Kiln sandbox is in the way", name)
+	}
+	if r.marked(c.ID, name) {
+		// A destroyed sandbox of the ID, still waiting for the janitor.
+		err := r.remove(ctx, handleData{Container: c.ID, Name: name})
+		r.forget(c.ID)
+		return sandbox.Handle{}, false, err
 	}
 	if c.State != nil && !c.State.Running && !c.State.Paused {
 		if err := r.cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
@@ -360,7 +388,7 @@ func (r *Runtime) config(name, image string, spec sandbox.Spec) (*container.Conf
 	}
 	env := spec.Env
 	if r.opts.ExecdPath != "" {
-		execd := []string{execdMount, "--listen", "unix:" + runMount + "/execd.sock", "--token-file", runMount + "/token"}
+		execd := []string{execdMount, "--listen", "unix:" + runMount + "/execd.sock", "--token-file", runMount + "/token", "--retire"}
 		binds = append(binds,
 			mount.Mount{Type: mount.TypeBind, Source: r.opts.ExecdPath, Target: execdMount, ReadOnly: true},
 			mount.Mount{Type: mount.TypeBind, Source: r.runDir(name), Target: runMount})
@@ -448,28 +476,25 @@ func (r *Runtime) waitExecd(ctx context.Context, id, name string) error {
 	}
 }
 
-// Destroy removes the container of h with force, and its run folder
-// unless a new sandbox of the same Spec.ID has it.
+// Destroy ends the sandbox of h: its processes end before it returns.
+// With kiln-execd the container is retired, and removed with its run
+// folder by the janitor when the engine is quiet (retire.go); otherwise
+// it is removed with force at once, with its run folder unless a new
+// sandbox of the same Spec.ID has it.
 func (r *Runtime) Destroy(ctx context.Context, h sandbox.Handle) error {
 	d, err := r.container(h)
 	if err != nil {
 		return err
 	}
-	r.destroying(d.Container)
-	err = r.cli.ContainerRemove(ctx, d.Container, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("docker: remove %s: %w", d.Name, err)
-	}
-	if r.opts.StateDir == "" {
+	r.touch()
+	if r.isRetired(d.Container) {
 		return nil
 	}
-	if _, err := r.cli.ContainerInspect(ctx, d.Name); !cerrdefs.IsNotFound(err) {
-		return nil // a new sandbox of the ID, or an engine that did not say
+	r.destroying(d.Container)
+	if r.retire(ctx, d) == nil {
+		return nil
 	}
-	if err := os.RemoveAll(filepath.Dir(r.runDir(d.Name))); err != nil {
-		return fmt.Errorf("docker: remove the run folder of %s: %w", d.Name, err)
-	}
-	return nil
+	return r.remove(ctx, d)
 }
 
 // inspect returns the container of d, or ErrNotFound.
@@ -482,6 +507,8 @@ func (r *Runtime) inspect(ctx context.Context, d handleData) (container.InspectR
 		return c, fmt.Errorf("docker: inspect %s: %w", d.Name, err)
 	case c.State == nil || c.Config == nil || c.Config.Labels[LabelSandbox] == "":
 		return c, fmt.Errorf("%w: container %s is not a Kiln sandbox", sandbox.ErrNotFound, d.Name)
+	case r.marked(c.ID, d.Name):
+		return c, fmt.Errorf("%w: container %s was destroyed", sandbox.ErrNotFound, d.Name)
 	}
 	return c, nil
 }
@@ -522,6 +549,7 @@ func (r *Runtime) setPaused(ctx context.Context, h sandbox.Handle, pause bool) e
 	if err != nil {
 		return err
 	}
+	r.touch()
 	c, err := r.inspect(ctx, d)
 	switch {
 	case err != nil:
@@ -541,23 +569,36 @@ func (r *Runtime) setPaused(ctx context.Context, h sandbox.Handle, pause bool) e
 	if err != nil {
 		return fmt.Errorf("docker: pause or unpause %s: %w", d.Name, err)
 	}
+	r.setPausedMark(d.Container, pause)
 	return nil
 }
 
 // List returns the Spec.IDs of the engine's containers labelled
-// io.kiln.sandbox with this runtime's instance, running or not, sorted.
+// io.kiln.sandbox with this runtime's instance, running or not, sorted;
+// retired ones are destroyed sandboxes, not listed.
 func (r *Runtime) List(ctx context.Context) ([]string, error) {
+	cs, err := r.containers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, c := range cs {
+		if id := c.Labels[LabelSandbox]; !r.marked(c.ID, "kiln-"+id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
+}
+
+// containers lists the engine's containers of this runtime's instance.
+func (r *Runtime) containers(ctx context.Context) ([]container.Summary, error) {
 	cs, err := r.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
 		filters.Arg("label", LabelSandbox), filters.Arg("label", LabelInstance+"="+r.opts.Instance))})
 	if err != nil {
 		return nil, fmt.Errorf("docker: list containers: %w", err)
 	}
-	var ids []string
-	for _, c := range cs {
-		ids = append(ids, c.Labels[LabelSandbox])
-	}
-	slices.Sort(ids)
-	return slices.Compact(ids), nil
+	return cs, nil
 }
 
 // DialExec connects to the kiln-execd of h's sandbox, on the unix socket
@@ -570,6 +611,10 @@ func (r *Runtime) DialExec(ctx context.Context, h sandbox.Handle) (net.Conn, err
 	}
 	if r.opts.ExecdPath == "" {
 		return nil, sandbox.Unsupported(Name, "the execution API in the sandbox (no kiln-execd configured)")
+	}
+	r.touch()
+	if r.isRetired(d.Container) {
+		return nil, fmt.Errorf("%w: container %s was destroyed", sandbox.ErrNotFound, d.Name)
 	}
 	// No inspect first: the socket exists only while the sandbox's
 	// kiln-execd serves it, and a round trip to the engine per request

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -306,10 +307,70 @@ func TestExecd(t *testing.T) {
 	if code, _, _ := sh(t, r, h, "echo x > /kiln/bin/kiln-execd"); code == 0 {
 		t.Error("a command wrote over kiln-execd")
 	}
+	// A command's detached child, which must end with the sandbox.
+	if code, _, _ := sh(t, r, h, "setsid sleep 1000 >/dev/null 2>&1 &"); code != 0 {
+		t.Fatal("could not start a background process")
+	}
 	if err := r.Destroy(context.Background(), h); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Dir(filepath.Dir(tokens[0]))); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the run folder outlived Destroy: %v", err)
+	// The sandbox's processes have ended when Destroy returns; the
+	// container waits, retired, with its init and kiln-execd alone.
+	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=io.kiln.sandbox="+id).Output()
+	fields := strings.Fields(string(out))
+	if err != nil || len(fields) != 1 {
+		t.Fatalf("containers of the destroyed sandbox: %q, %v; want one, retired", out, err)
 	}
+	if ids, err := r.List(context.Background()); err != nil || slices.Contains(ids, id) {
+		t.Errorf("List after Destroy = %q, %v", ids, err)
+	}
+	top, err := exec.Command("docker", "top", fields[0], "-o", "pid,comm").Output()
+	if err != nil {
+		t.Fatalf("docker top: %v", err)
+	}
+	var procs []string
+	for _, line := range strings.Split(strings.TrimSpace(string(top)), "\n")[1:] {
+		procs = append(procs, strings.Fields(line)[1])
+	}
+	if len(procs) != 2 || !slices.Contains(procs, "kiln-execd") || !slices.Contains(procs, "docker-init") {
+		t.Errorf("processes in the destroyed sandbox: %q; want docker-init and kiln-execd alone", procs)
+	}
+	// Once the runtime is quiet the janitor removes it with its run folder.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=io.kiln.sandbox="+id).Output()
+		_, err := os.Stat(filepath.Dir(filepath.Dir(tokens[0])))
+		if len(bytes.TrimSpace(out)) == 0 && errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the retired container (%q) or its run folder (%v) is still there", out, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// withToken is a runtime with kiln-execd whose Start gives every Spec an
+// exec token, for the conformance suite, whose Specs have none.
+type withToken struct{ *docker.Runtime }
+
+func (w withToken) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Handle, error) {
+	if spec.ExecToken == "" {
+		spec.ExecToken = "kiln-test-token"
+	}
+	return w.Runtime.Start(ctx, spec)
+}
+
+// TestConformanceExecd: the suite again, with kiln-execd in the
+// sandboxes (as kiln serve runs them), whose Destroy retires them.
+func TestConformanceExecd(t *testing.T) {
+	bin := os.Getenv("KILN_EXECD_BIN")
+	if bin == "" {
+		t.Skip("KILN_EXECD_BIN names no static kiln-execd binary to run in the sandboxes")
+	}
+	state := t.TempDir()
+	newRuntime(t, docker.Options{}) // skips the whole suite without an engine
+	sandboxtest.Run(t, func(t *testing.T) sandbox.Runtime {
+		return withToken{newRuntime(t, docker.Options{ExecdPath: bin, StateDir: state})}
+	})
 }

@@ -98,6 +98,10 @@ func (r *Runtime) run(ctx context.Context, d handleData, p proc, events func(san
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	r.touch()
+	if r.isRetired(d.Container) {
+		return 0, fmt.Errorf("%w: container %s was destroyed", sandbox.ErrNotFound, d.Name)
+	}
 	mark := randomHex(8)
 	destroyed := r.track(d.Container)
 	defer r.untrack(d.Container)

@@ -1,0 +1,296 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+)
+
+// Destroying a sandbox that runs kiln-execd happens in two parts. At
+// once, kiln-execd SIGKILLs every process of the sandbox but itself and
+// the init (its retire route), and the file "retired" beside the
+// sandbox's run folder (not in it: the sandbox mounts that) records the
+// container's engine ID, so that any Runtime value over the same
+// StateDir, after a restart too, sees that the sandbox is gone: Destroy
+// returns when the sandbox's processes have ended. (Renaming the
+// container instead cost the engine an fsync and a network-store write
+// per delete.)
+//
+// Removing the container is the expensive part for the engine (tens of
+// milliseconds of dockerd, containerd, the shim and two runc processes),
+// several times what a warm pool's claim costs; the janitor does it one
+// container at a time, once no operation of the runtime has come for
+// retireQuiet, or at once for containers retired longer than retireMaxAge
+// or beyond retireMax waiting. A sandbox without kiln-execd, a paused
+// one, or one whose kiln-execd does not answer is removed at once.
+const (
+	retireQuiet  = 250 * time.Millisecond
+	retireMaxAge = 10 * time.Second
+	retireMax    = 64
+	// retireTimeout bounds the retire call to kiln-execd.
+	retireTimeout = 5 * time.Second
+	// retirePath is kiln-execd's RetirePath.
+	retirePath = "/kiln/retire"
+)
+
+// retiree is a container waiting for the janitor.
+type retiree struct {
+	d  handleData
+	at time.Time
+}
+
+// janitor removes retired containers.
+type janitor struct {
+	mu      sync.Mutex
+	queue   []retiree
+	retired map[string]bool // engine IDs, queued or being removed
+	paused  map[string]bool // engine IDs this Runtime paused
+	wake    chan struct{}
+	closing chan struct{}
+	done    chan struct{} // closed when sweep returns
+	swept   bool          // sweep was started
+	closed  bool
+}
+
+func newJanitor() *janitor {
+	return &janitor{retired: map[string]bool{}, paused: map[string]bool{}, wake: make(chan struct{}, 1),
+		closing: make(chan struct{}), done: make(chan struct{})}
+}
+
+// touch notes an operation: the janitor waits for quiet.
+func (r *Runtime) touch() { r.lastUse.Store(time.Now().UnixNano()) }
+
+// isRetired reports whether this Runtime retired the container id.
+func (r *Runtime) isRetired(id string) bool {
+	r.jan.mu.Lock()
+	defer r.jan.mu.Unlock()
+	return r.jan.retired[id]
+}
+
+// retiredMark is the file that records the retired container of the
+// sandbox whose container is called name.
+func (r *Runtime) retiredMark(name string) string {
+	return filepath.Join(filepath.Dir(r.runDir(name)), "retired")
+}
+
+// marked reports whether the container id, called name, was retired, by
+// this Runtime value or another over the same StateDir.
+func (r *Runtime) marked(id, name string) bool {
+	if r.isRetired(id) {
+		return true
+	}
+	if r.opts.StateDir == "" {
+		return false
+	}
+	b, err := os.ReadFile(r.retiredMark(name))
+	return err == nil && string(b) == id
+}
+
+// setPausedMark records whether this Runtime paused the container id: a
+// frozen kiln-execd cannot retire its sandbox.
+func (r *Runtime) setPausedMark(id string, paused bool) {
+	r.jan.mu.Lock()
+	defer r.jan.mu.Unlock()
+	if paused {
+		r.jan.paused[id] = true
+	} else {
+		delete(r.jan.paused, id)
+	}
+}
+
+// retire ends the sandbox's processes through its kiln-execd, marks its
+// container retired and queues it for the janitor. An error means nothing
+// was queued: the caller removes the container itself.
+func (r *Runtime) retire(ctx context.Context, d handleData) error {
+	r.jan.mu.Lock()
+	paused := r.jan.paused[d.Container]
+	r.jan.mu.Unlock()
+	if r.opts.ExecdPath == "" || paused {
+		return errors.New("no kiln-execd to retire the sandbox")
+	}
+	token, err := os.ReadFile(filepath.Join(r.runDir(d.Name), "token"))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, retireTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://sandbox"+retirePath, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("X-EXECD-ACCESS-TOKEN", string(token))
+	sock := filepath.Join(r.runDir(d.Name), "execd.sock")
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dialer net.Dialer
+		return dialer.DialContext(ctx, "unix", sock)
+	}}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("retire through kiln-execd: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("retire through kiln-execd: %s", resp.Status)
+	}
+	if err := os.WriteFile(r.retiredMark(d.Name), []byte(d.Container), 0o600); err != nil {
+		return fmt.Errorf("docker: mark %s retired: %w", d.Name, err)
+	}
+	r.enqueue(retiree{d: d, at: time.Now()})
+	return nil
+}
+
+// enqueue hands a retired container to the janitor, starting it on first
+// use.
+func (r *Runtime) enqueue(rt retiree) {
+	j := r.jan
+	j.mu.Lock()
+	if j.retired[rt.d.Container] {
+		j.mu.Unlock()
+		return
+	}
+	j.retired[rt.d.Container] = true
+	j.queue = append(j.queue, rt)
+	if !j.swept && !j.closed {
+		j.swept = true
+		go r.sweep()
+	}
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+}
+
+// sweep is the janitor's loop: it removes retired containers one at a
+// time as they fall due, until Close.
+func (r *Runtime) sweep() {
+	defer close(r.jan.done)
+	for {
+		rt, ok := r.due()
+		if !ok {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		r.remove(ctx, rt.d)
+		cancel()
+		r.forget(rt.d.Container)
+	}
+}
+
+// due waits for the next container to remove: the oldest, once the
+// runtime has been quiet for retireQuiet, it is retireMaxAge old, or
+// more than retireMax wait. ok is false once Close began.
+func (r *Runtime) due() (rt retiree, ok bool) {
+	j := r.jan
+	for {
+		j.mu.Lock()
+		wait := time.Duration(-1)
+		if len(j.queue) > 0 {
+			quiet := time.Since(time.Unix(0, r.lastUse.Load()))
+			age := time.Since(j.queue[0].at)
+			if len(j.queue) > retireMax || age >= retireMaxAge || quiet >= retireQuiet {
+				rt, j.queue = j.queue[0], j.queue[1:]
+				j.mu.Unlock()
+				return rt, true
+			}
+			wait = min(retireQuiet-quiet, retireMaxAge-age)
+		}
+		j.mu.Unlock()
+		var timer <-chan time.Time
+		if wait >= 0 {
+			timer = time.After(wait)
+		}
+		select {
+		case <-j.closing:
+			return retiree{}, false
+		case <-j.wake:
+		case <-timer:
+		}
+	}
+}
+
+// forget drops a removed container from the retired set.
+func (r *Runtime) forget(id string) {
+	r.jan.mu.Lock()
+	defer r.jan.mu.Unlock()
+	delete(r.jan.retired, id)
+}
+
+// adoptRetired queues the retired containers of this runtime's instance
+// that an earlier Runtime left (it was closed or its process ended
+// before its janitor removed them).
+func (r *Runtime) adoptRetired(ctx context.Context) error {
+	if r.opts.StateDir == "" {
+		return nil
+	}
+	cs, err := r.containers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		if d := (handleData{Container: c.ID, Name: "kiln-" + c.Labels[LabelSandbox]}); r.marked(d.Container, d.Name) {
+			r.enqueue(retiree{d: d})
+		}
+	}
+	return nil
+}
+
+// closeJanitor stops the janitor and removes what it had left, so that a
+// runtime closed cleanly leaves no retired container behind.
+func (r *Runtime) closeJanitor(ctx context.Context) {
+	j := r.jan
+	j.mu.Lock()
+	if !j.closed {
+		j.closed = true
+		close(j.closing)
+	}
+	swept := j.swept
+	j.mu.Unlock()
+	if swept {
+		<-j.done
+	}
+	j.mu.Lock()
+	left := j.queue
+	j.queue = nil
+	j.mu.Unlock()
+	for _, rt := range left {
+		if ctx.Err() != nil {
+			return
+		}
+		r.remove(ctx, rt.d)
+		r.forget(rt.d.Container)
+	}
+}
+
+// remove removes the container of d with force, and its run folder
+// unless a new sandbox of the same Spec.ID has it. Removals run one at a
+// time: besides their cost, containers ending at once can deadlock
+// Docker 20.10's network controller (moby/moby#46661, fixed in 20.10.27;
+// Debian 12 ships 20.10.24), which then hangs every later call.
+func (r *Runtime) remove(ctx context.Context, d handleData) error {
+	r.removing.Lock()
+	defer r.removing.Unlock()
+	err := r.cli.ContainerRemove(ctx, d.Container, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("docker: remove %s: %w", d.Name, err)
+	}
+	if r.opts.StateDir == "" {
+		return nil
+	}
+	if _, err := r.cli.ContainerInspect(ctx, d.Name); !cerrdefs.IsNotFound(err) {
+		return nil // a new sandbox of the ID, or an engine that did not say
+	}
+	if err := os.RemoveAll(filepath.Dir(r.runDir(d.Name))); err != nil {
+		return fmt.Errorf("docker: remove the run folder of %s: %w", d.Name, err)
+	}
+	return nil
+}
