@@ -339,7 +339,8 @@ func TestSandboxSecurityAndRestart(t *testing.T) {
 
 // TestSandboxEgress: a docker sandbox whose networkPolicy allows one
 // loopback port of the host reaches it through the proxy in the sandbox
-// (and still does after Kiln restarts) and is refused another; a default
+// (and still does after Kiln restarts) and is refused another, which a
+// deny rule takes out of the allowlist; a default
 // sandbox reaches neither; a malformed target is refused at create.
 func TestSandboxEgress(t *testing.T) {
 	needDocker(t)
@@ -366,7 +367,9 @@ func TestSandboxEgress(t *testing.T) {
 		t.Cleanup(func() { removeContainers(id) })
 		return id
 	}
-	egress := create(map[string]any{"defaultAction": "deny", "egress": []map[string]string{{"action": "allow", "target": allowed}}})
+	// The second server is allowed too, but a deny rule takes it back.
+	egress := create(map[string]any{"defaultAction": "deny", "egress": []map[string]string{
+		{"action": "allow", "target": allowed}, {"action": "allow", "target": refused}, {"action": "deny", "target": refused}}})
 	plain := create(nil)
 	// The image's busybox wget crashes (SIGSEGV) whenever http_proxy is
 	// set, proxy or not, so the request goes to $http_proxy with nc.

@@ -87,13 +87,22 @@ func CheckURL(perms plugins.Permissions, u *url.URL) error {
 // resolves to against AllowsResolvedAddr. A refusal wraps ErrDenied; any
 // other error is the resolver's or the dial's.
 func Dialer(perms plugins.Permissions) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := &dialer{perms: perms, resolver: net.DefaultResolver}
+	return DialerExcept(perms, plugins.Permissions{})
+}
+
+// DialerExcept is Dialer, refusing besides whatever deny's network
+// patterns match: the host:port as named, and each address a name
+// resolves to (so a deny rule of an address holds for every name that
+// leads there).
+func DialerExcept(perms, deny plugins.Permissions) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &dialer{perms: perms, deny: deny, resolver: net.DefaultResolver}
 	return d.DialContext
 }
 
-// dialer dials only what the permissions allow.
+// dialer dials only what the permissions allow and deny does not match.
 type dialer struct {
 	perms    plugins.Permissions
+	deny     plugins.Permissions
 	resolver *net.Resolver
 	dialer   net.Dialer
 }
@@ -110,6 +119,9 @@ func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	if !d.perms.AllowsHost(host, port) {
 		return nil, fmt.Errorf("%s: %w", addr, ErrDenied)
 	}
+	if d.deny.AllowsHost(host, port) {
+		return nil, fmt.Errorf("%s matches a deny rule: %w", addr, ErrDenied)
+	}
 	var addrs []netip.Addr
 	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
 		addrs = []netip.Addr{ip}
@@ -121,6 +133,9 @@ func (d *dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	}
 	var allowed, refused []netip.Addr
 	for _, a := range addrs {
+		if d.deny.AllowsHost(a.Unmap().String(), port) {
+			return nil, fmt.Errorf("%s resolves to %v, which matches a deny rule: %w", addr, a, ErrDenied)
+		}
 		if d.perms.AllowsResolvedAddr(a, port) {
 			allowed = append(allowed, a.Unmap())
 		} else {

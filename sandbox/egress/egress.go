@@ -78,11 +78,17 @@ type Gate struct {
 
 // Listen opens the unix socket at path (mode 0666, so that any user in
 // the sandbox may use it; removing a stale socket there first) and serves
-// it until Close: every connection is checked against allow, which
-// CheckAllow must accept. Refusals are logged to log with the sandbox's
-// attributes the caller put on it.
-func Listen(path string, allow []string, log *slog.Logger) (*Gate, error) {
+// it until Close: every connection is checked against allow and then
+// deny, both of which CheckAllow must accept: a target allow matches is
+// still refused when deny matches it, by name or by an address it
+// resolves to (a deny rule carves an exception out of an allow
+// wildcard). Refusals are logged to log with the sandbox's attributes the
+// caller put on it.
+func Listen(path string, allow, deny []string, log *slog.Logger) (*Gate, error) {
 	if err := CheckAllow(allow); err != nil {
+		return nil, err
+	}
+	if err := CheckAllow(deny); err != nil {
 		return nil, err
 	}
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
@@ -97,7 +103,7 @@ func Listen(path string, allow []string, log *slog.Logger) (*Gate, error) {
 		return nil, fmt.Errorf("egress: listen: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &Gate{ln: ln, path: path, dial: netguard.Dialer(plugins.Permissions{Network: allow}), log: log,
+	g := &Gate{ln: ln, path: path, dial: netguard.DialerExcept(plugins.Permissions{Network: allow}, plugins.Permissions{Network: deny}), log: log,
 		ctx: ctx, cancel: cancel, conns: map[net.Conn]bool{}}
 	go g.serve()
 	return g, nil

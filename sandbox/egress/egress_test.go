@@ -26,12 +26,12 @@ func hostPort(t *testing.T, srv *httptest.Server) string {
 	return u.Host
 }
 
-// proxyFor runs a Gate allowing allow and a Proxy in front of it, and
-// returns the proxy's URL.
-func proxyFor(t *testing.T, allow []string) *url.URL {
+// proxyFor runs a Gate allowing allow but deny and a Proxy in front of
+// it, and returns the proxy's URL.
+func proxyFor(t *testing.T, allow, deny []string) *url.URL {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "egress.sock")
-	g, err := egress.Listen(sock, allow, slog.New(slog.DiscardHandler))
+	g, err := egress.Listen(sock, allow, deny, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestProxyAllowsOnlyTheAllowlist(t *testing.T) {
 	secure := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "secret") }))
 	defer secure.Close()
 
-	proxy := proxyFor(t, []string{hostPort(t, hello), hostPort(t, secure)})
+	proxy := proxyFor(t, []string{hostPort(t, hello), hostPort(t, secure)}, nil)
 	tr := secure.Client().Transport.(*http.Transport).Clone()
 	tr.Proxy = http.ProxyURL(proxy)
 	c := &http.Client{Transport: tr}
@@ -90,9 +90,32 @@ func TestProxyAllowsOnlyTheAllowlist(t *testing.T) {
 	}
 }
 
+// TestDenyRules: a deny rule refuses what the allowlist lets through,
+// by the name asked for and by the address a name resolves to.
+func TestDenyRules(t *testing.T) {
+	hello := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello") }))
+	defer hello.Close()
+	denied := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Error("the denied server was reached") }))
+	defer denied.Close()
+	port := strings.Split(hostPort(t, denied), ":")[1]
+	proxy := proxyFor(t, []string{hostPort(t, hello), hostPort(t, denied), "localhost:" + port}, []string{hostPort(t, denied)})
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}
+	if code, body := get(t, c, hello.URL); code != 200 || body != "hello" {
+		t.Errorf("an allowed target: %d %q", code, body)
+	}
+	for _, u := range []string{denied.URL, "http://localhost:" + port + "/"} {
+		if code, body := get(t, c, u); code != 403 {
+			t.Errorf("%s, allowed but denied: %d %q, want 403", u, code, body)
+		}
+	}
+	if _, err := egress.Listen(filepath.Join(t.TempDir(), "e.sock"), []string{"127.0.0.1:1"}, []string{"http://x"}, slog.New(slog.DiscardHandler)); err == nil {
+		t.Error("a malformed deny rule was taken")
+	}
+}
+
 func TestGateRefusesWhatIsNotAConnect(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "egress.sock")
-	g, err := egress.Listen(sock, []string{"127.0.0.1:1"}, slog.New(slog.DiscardHandler))
+	g, err := egress.Listen(sock, []string{"127.0.0.1:1"}, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +153,7 @@ func TestCheckAllow(t *testing.T) {
 			t.Errorf("CheckAllow(%q) = nil", bad)
 		}
 	}
-	if _, err := egress.Listen(filepath.Join(t.TempDir(), "s"), []string{"bad/path"}, slog.Default()); err == nil {
+	if _, err := egress.Listen(filepath.Join(t.TempDir(), "s"), []string{"bad/path"}, nil, slog.Default()); err == nil {
 		t.Error("Listen took a malformed target")
 	}
 }
@@ -139,7 +162,7 @@ func TestCheckAllow(t *testing.T) {
 // next is refused with 503, and one closing makes room again.
 func TestGateCapsConnections(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "egress.sock")
-	g, err := egress.Listen(sock, []string{"127.0.0.1"}, slog.New(slog.DiscardHandler))
+	g, err := egress.Listen(sock, []string{"127.0.0.1"}, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

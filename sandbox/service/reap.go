@@ -17,8 +17,12 @@ const KeepEnded = time.Hour
 
 // Start reconciles the records with the runtimes registered now, then
 // runs the reaper every ReapEvery and keeps the pools filled until ctx
-// ends.
+// ends. A runtime added later (its plugin enabled) is reconciled as it is
+// added.
 func (s *Service) Start(ctx context.Context) error {
+	s.mu.Lock()
+	s.started = ctx
+	s.mu.Unlock()
 	if err := s.Reconcile(ctx); err != nil {
 		return err
 	}
@@ -44,53 +48,72 @@ func (s *Service) Start(ctx context.Context) error {
 }
 
 // Reconcile brings the records in line with what each registered runtime
-// has: a live record's sandbox is recovered (its state and handle
-// updated, and its egress gate opened again when it has an allowlist), one the runtime lost or stopped is marked Failed with the
-// reason (and a stopped one destroyed), a record left Pending by a crash
-// during its create is marked Failed and its sandbox, if the runtime made
-// one, destroyed; and a sandbox a runtime lists (sandbox.Lister) that no
-// record knows is destroyed. Records of runtimes not registered are left
-// as they are.
+// has (reconcileRuntime). Records of runtimes not registered are left as
+// they are, until their runtime is added.
 func (s *Service) Reconcile(ctx context.Context) error {
-	var recs []*core.Sandbox
-	err := s.cfg.Store.View(ctx, func(tx core.ReadTx) (err error) {
+	recs, err := s.records(ctx)
+	if err != nil {
+		return err
+	}
+	names := s.Runtimes()
+	for _, name := range names {
+		if err := s.reconcileRuntime(ctx, name, recs); err != nil {
+			return err
+		}
+	}
+	for _, rec := range recs {
+		if slices.Contains(live, rec.State) && !slices.Contains(names, rec.Runtime) {
+			s.log.Warn("sandbox kept as it is: its runtime is not enabled", "sandbox", rec.ID, "runtime", rec.Runtime)
+		}
+	}
+	return nil
+}
+
+// records reads every sandbox record.
+func (s *Service) records(ctx context.Context) (recs []*core.Sandbox, err error) {
+	err = s.cfg.Store.View(ctx, func(tx core.ReadTx) error {
 		recs, err = tx.Sandboxes(core.SandboxQuery{})
 		return err
 	})
+	return recs, err
+}
+
+// reconcileRuntime brings the records of one runtime (among recs, every
+// record) in line with what it has: a live record's sandbox is recovered
+// (its state and handle updated, and its egress gate opened again when
+// it has an allowlist), one the runtime lost or stopped is marked Failed
+// with the reason (and a stopped one destroyed), a record left Pending by
+// a crash during its create is marked Failed and its sandbox, if the
+// runtime made one, destroyed; and a sandbox the runtime lists
+// (sandbox.Lister) that no record knows is destroyed.
+func (s *Service) reconcileRuntime(ctx context.Context, name string, recs []*core.Sandbox) error {
+	r, err := s.runtime(name)
 	if err != nil {
-		return err
+		return nil // withdrawn meanwhile
 	}
 	known := map[string]bool{}
 	for _, rec := range recs {
 		known[rec.ID] = true
-		if !slices.Contains(live, rec.State) {
-			continue
-		}
-		r, err := s.runtime(rec.Runtime)
-		if err != nil {
-			s.log.Warn("sandbox kept as it is: its runtime is not enabled", "sandbox", rec.ID, "runtime", rec.Runtime)
+		if rec.Runtime != name || !slices.Contains(live, rec.State) {
 			continue
 		}
 		if err := s.reconcile(ctx, r, rec); err != nil {
 			return err
 		}
 	}
-	for _, name := range s.Runtimes() {
-		r, _ := s.runtime(name)
-		l, ok := r.(sandbox.Lister)
-		if !ok {
-			continue
-		}
-		ids, err := l.List(ctx)
-		if err != nil {
-			s.log.Warn("list a runtime's sandboxes", "runtime", name, "err", err)
-			continue
-		}
-		for _, id := range ids {
-			if !known[id] {
-				s.log.Info("destroying a sandbox no record knows", "sandbox", id, "runtime", name)
-				s.destroyByID(ctx, r, id)
-			}
+	l, ok := r.(sandbox.Lister)
+	if !ok {
+		return nil
+	}
+	ids, err := l.List(ctx)
+	if err != nil {
+		s.log.Warn("list a runtime's sandboxes", "runtime", name, "err", err)
+		return nil
+	}
+	for _, id := range ids {
+		if !known[id] {
+			s.log.Info("destroying a sandbox no record knows", "sandbox", id, "runtime", name)
+			s.destroyByID(ctx, r, id)
 		}
 	}
 	return nil
@@ -142,7 +165,9 @@ func (s *Service) destroyByID(ctx context.Context, r sandbox.Runtime, id string)
 	if err != nil || !slices.Contains(ids, id) {
 		return
 	}
-	h, err := r.Start(ctx, sandbox.Spec{ID: id})
+	// The token too: a runtime that runs an agent in its sandboxes
+	// refuses a Spec without one.
+	h, err := r.Start(ctx, sandbox.Spec{ID: id, ExecToken: s.Token(id)})
 	if err == nil {
 		err = r.Destroy(ctx, h)
 	}

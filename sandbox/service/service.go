@@ -138,6 +138,8 @@ type Service struct {
 	// live sandboxes in network mode egress by ID, which mu guards.
 	onEnd []func(id string)
 	gates map[string]*egress.Gate
+	// started is Start's context, once it was called (mu guards it).
+	started context.Context
 }
 
 // OnEnd has f called with a sandbox's ID once it has ended: destroyed
@@ -244,11 +246,25 @@ func (s *Service) AddRuntime(name string, r sandbox.Runtime) error {
 		return fmt.Errorf("sandbox runtime %q calls itself %q", name, got)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if _, dup := s.runtimes[name]; dup {
+		s.mu.Unlock()
 		return fmt.Errorf("sandbox runtime %q is already added", name)
 	}
 	s.runtimes[name] = r
+	started := s.started
+	s.mu.Unlock()
+	if started == nil {
+		return nil // Start reconciles it
+	}
+	// Enabled on a running server: its sandboxes are recovered (and their
+	// egress gates opened) before they are used, as at a start.
+	recs, err := s.records(started)
+	if err == nil {
+		err = s.reconcileRuntime(started, name, recs)
+	}
+	if err != nil {
+		s.log.Warn("reconcile the sandboxes of a runtime enabled", "runtime", name, "err", err)
+	}
 	return nil
 }
 
@@ -446,38 +462,44 @@ func resources(m map[string]string) (sandbox.Resources, error) {
 	return r, nil
 }
 
-// network turns a networkPolicy into the runtime's terms.
-func network(p NetworkPolicy) (sandbox.Network, error) {
+// network turns a networkPolicy into the runtime's terms, and the deny
+// rules that Kiln's egress gate applies over the allowlist (the runtime
+// never sees them).
+func network(p NetworkPolicy) (netw sandbox.Network, deny []string, err error) {
 	switch p.DefaultAction {
 	case "allow":
 		for _, e := range p.Egress {
 			if e.Action == "deny" {
-				return sandbox.Network{}, core.Errorf(core.EINVALID, "networkPolicy: deny rules under defaultAction allow are not supported; use defaultAction deny with allow rules")
+				return sandbox.Network{}, nil, core.Errorf(core.EINVALID, "networkPolicy: deny rules under defaultAction allow are not supported; use defaultAction deny with allow rules")
 			}
 		}
-		return sandbox.Network{Mode: sandbox.NetworkOpen}, nil
+		return sandbox.Network{Mode: sandbox.NetworkOpen}, nil, nil
 	case "", "deny":
 		var allow []string
 		for _, e := range p.Egress {
+			t := strings.ToLower(strings.TrimSpace(e.Target))
 			switch {
 			case e.Action != "allow" && e.Action != "deny":
-				return sandbox.Network{}, core.Errorf(core.EINVALID, "networkPolicy.egress: action %q: want allow or deny", e.Action)
-			case strings.TrimSpace(e.Target) == "":
-				return sandbox.Network{}, core.Errorf(core.EINVALID, "networkPolicy.egress: a rule needs a target")
-			case e.Action == "allow":
-				t := strings.ToLower(strings.TrimSpace(e.Target))
-				if err := egress.CheckAllow([]string{t}); err != nil {
-					return sandbox.Network{}, core.Errorf(core.EINVALID, "networkPolicy.egress: %v", err)
-				}
+				return sandbox.Network{}, nil, core.Errorf(core.EINVALID, "networkPolicy.egress: action %q: want allow or deny", e.Action)
+			case t == "":
+				return sandbox.Network{}, nil, core.Errorf(core.EINVALID, "networkPolicy.egress: a rule needs a target")
+			}
+			if err := egress.CheckAllow([]string{t}); err != nil {
+				return sandbox.Network{}, nil, core.Errorf(core.EINVALID, "networkPolicy.egress: %v", err)
+			}
+			if e.Action == "allow" {
 				allow = append(allow, t)
+			} else {
+				deny = append(deny, t)
 			}
 		}
 		if len(allow) == 0 {
-			return sandbox.Network{Mode: sandbox.NetworkNone}, nil
+			// Nothing allowed: the deny rules have nothing to carve from.
+			return sandbox.Network{Mode: sandbox.NetworkNone}, nil, nil
 		}
-		return sandbox.Network{Mode: sandbox.NetworkEgress, Allow: allow}, nil
+		return sandbox.Network{Mode: sandbox.NetworkEgress, Allow: allow}, deny, nil
 	}
-	return sandbox.Network{}, core.Errorf(core.EINVALID, "networkPolicy.defaultAction %q: want allow or deny", p.DefaultAction)
+	return sandbox.Network{}, nil, core.Errorf(core.EINVALID, "networkPolicy.defaultAction %q: want allow or deny", p.DefaultAction)
 }
 
 // mounts resolves host volumes against the owner's grants: each host path
@@ -584,7 +606,7 @@ func (s *Service) create(ctx context.Context, owner string, req CreateRequest) (
 	if err != nil {
 		return nil, err
 	}
-	netw, err := network(req.Network)
+	netw, deny, err := network(req.Network)
 	if err != nil {
 		return nil, err
 	}
@@ -636,7 +658,7 @@ func (s *Service) create(ctx context.Context, owner string, req CreateRequest) (
 	if err := s.put(ctx, rec); err != nil {
 		return nil, err
 	}
-	if err := s.openGate(id, netw); err != nil {
+	if err := s.openGate(id, netw, deny); err != nil {
 		s.fail(rec, "start_failed", err)
 		return nil, err
 	}
@@ -667,10 +689,11 @@ func (s *Service) egressSocket(id string) string {
 	return filepath.Join(s.cfg.EgressDir, hex.EncodeToString(sum[:8]), "egress.sock")
 }
 
-// openGate opens the egress gate of a sandbox in network mode egress
-// (once: a gate already open stays), creating its folder; for any other
-// mode it does nothing.
-func (s *Service) openGate(id string, netw sandbox.Network) error {
+// openGate opens the egress gate of a sandbox in network mode egress,
+// with the networkPolicy's deny rules over its allowlist (once: a gate
+// already open stays), creating its folder; for any other mode it does
+// nothing.
+func (s *Service) openGate(id string, netw sandbox.Network, deny []string) error {
 	if netw.Mode != sandbox.NetworkEgress || s.cfg.EgressDir == "" {
 		return nil
 	}
@@ -683,7 +706,7 @@ func (s *Service) openGate(id string, netw sandbox.Network) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("sandbox %s: egress folder: %w", id, err)
 	}
-	g, err := egress.Listen(path, netw.Allow, s.log.With("sandbox", id))
+	g, err := egress.Listen(path, netw.Allow, deny, s.log.With("sandbox", id))
 	if err != nil {
 		return fmt.Errorf("sandbox %s: %w", id, err)
 	}
@@ -714,11 +737,11 @@ func (s *Service) reopenGate(rec *core.Sandbox) error {
 	if err := json.Unmarshal(rec.Request, &req); err != nil {
 		return fmt.Errorf("sandbox %s: stored request: %w", rec.ID, err)
 	}
-	netw, err := network(req.Network)
+	netw, deny, err := network(req.Network)
 	if err != nil {
 		return fmt.Errorf("sandbox %s: stored networkPolicy: %w", rec.ID, err)
 	}
-	return s.openGate(rec.ID, netw)
+	return s.openGate(rec.ID, netw, deny)
 }
 
 // keepRunning are the entrypoints that only keep a container alive, which

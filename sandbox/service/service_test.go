@@ -3,6 +3,7 @@ package service_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"errors"
 	"os"
 	"path/filepath"
@@ -359,6 +360,69 @@ func TestRuntimeDisabled(t *testing.T) {
 	}
 	if _, err := s.Get(ctx, alice, sb.ID); err != nil {
 		t.Errorf("the record went: %v", err)
+	}
+}
+
+// needsToken is a runtime that, like docker with kiln-execd, starts no
+// sandbox without an exec token.
+type needsToken struct{ sandbox.Runtime }
+
+func (n needsToken) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Handle, error) {
+	if spec.ExecToken == "" {
+		return sandbox.Handle{}, fmt.Errorf("%w: no exec token", sandbox.ErrInvalid)
+	}
+	return n.Runtime.Start(ctx, spec)
+}
+
+func (n needsToken) List(ctx context.Context) ([]string, error) {
+	return n.Runtime.(sandbox.Lister).List(ctx)
+}
+
+// TestReconcileOnAdd: a runtime enabled on a running server is
+// reconciled as at a start: what it lost is marked so, and a sandbox no
+// record knows is destroyed (with an exec token, which such a runtime
+// needs to find it by ID).
+func TestReconcileOnAdd(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := e.service(nil)
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	alive, err := s.Create(ctx, alice, service.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, err := s.Create(ctx, alice, service.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, h, err := s.Open(ctx, alice, lost.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.RemoveRuntime("memory")
+	r := e.m.Runtime(sandboxtest.Options{})
+	if err := r.Destroy(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Start(ctx, sandbox.Spec{ID: "orphan-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(ctx, alice, lost.ID); got.State != service.StateRunning {
+		t.Fatalf("reconciled while its runtime was disabled: %+v", got)
+	}
+	if err := s.AddRuntime("memory", needsToken{r}); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{alive.ID: service.StateRunning, lost.ID: service.StateFailed} {
+		if got, err := s.Get(ctx, alice, id); err != nil || got.State != want {
+			t.Errorf("%s: %+v %v, want %s", id, got, err, want)
+		}
+	}
+	if left := e.m.Sandboxes(); !slices.Equal(left, []string{alive.ID}) {
+		t.Errorf("the backend has %v; want %s alone", left, alive.ID)
 	}
 }
 
