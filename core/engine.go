@@ -222,11 +222,18 @@ func claimAttachments(tx Tx, p Principal, threadID string, ids []string) error {
 	return nil
 }
 
-// activate makes a run its thread's active run: it appends the user's
-// message (its text, then a part for each attachment) and stores the first
-// checkpoint. The caller puts nothing else.
+// activate makes a run its thread's active run: it stores the thread
+// (which need not be stored yet: a new thread is put once, already
+// settled), appends the user's message (its text, then a part for each
+// attachment) and stores the first checkpoint. The caller puts nothing
+// else.
 func (s *Service) activate(tx Tx, run *Run, t *Thread) error {
 	now := s.now()
+	run.Status, run.StartedAt, run.UpdatedAt, run.Checkpoint = RunRunning, &now, now, 1
+	settle(t, threadChange{run: run, text: run.Input.Text}, now)
+	if err := tx.PutThread(t); err != nil {
+		return err
+	}
 	msg := &Message{ThreadID: t.ID, RunID: run.ID, Role: RoleUser, Text: run.Input.Text, CreatedAt: now}
 	if ids := run.Input.Attachments; len(ids) > 0 {
 		parts := []Part{TextPart(run.Input.Text)}
@@ -242,16 +249,11 @@ func (s *Service) activate(tx Tx, run *Run, t *Thread) error {
 	if err := tx.AppendMessages(msg); err != nil {
 		return err
 	}
-	run.Status, run.StartedAt, run.UpdatedAt, run.Checkpoint = RunRunning, &now, now, 1
 	if err := tx.PutRun(run); err != nil {
 		return err
 	}
 	cp := &Checkpoint{RunID: run.ID, Version: 1, Messages: msg.Index + 1, State: RunState{V: RunStateVersion, Phase: PhaseModel}, CreatedAt: now}
 	if err := tx.PutCheckpoint(cp); err != nil {
-		return err
-	}
-	settle(t, threadChange{run: run, text: run.Input.Text}, now)
-	if err := tx.PutThread(t); err != nil {
 		return err
 	}
 	if err := emitRun(tx, run, EventRunStarted, runPayload(run)); err != nil {

@@ -152,10 +152,8 @@ func (s *Service) startOccurrence(tx Tx, p Principal, tr *Trigger, occ *Occurren
 		if title == "" {
 			title = "Trigger " + tr.ID
 		}
+		// Stored by placeRun, with its run active: a new thread is put once.
 		t = &Thread{ID: NewID("thr", now), Title: title, Source: SourceTrigger, OwnerID: p.ID, Status: ThreadIdle, CreatedAt: now, UpdatedAt: now}
-		if err := tx.PutThread(t); err != nil {
-			return nil, false, err
-		}
 		if err := emit(tx, p.ID, t.ID, "", EventThreadCreated, t); err != nil {
 			return nil, false, err
 		}

@@ -233,19 +233,27 @@ func promptTemplate(text string) (*template.Template, error) {
 // nil for a cron slot): EINVALID when it fails or grows past
 // MaxRenderedLen.
 func renderPrompt(tr *Trigger, data any) (string, error) {
-	t, err := promptTemplate(tr.Prompt)
-	if err != nil {
-		return "", err
-	}
-	var b limitedBuffer
-	b.max = MaxRenderedLen
-	if err := t.Execute(&b, data); err != nil {
-		if b.over {
-			return "", Errorf(EINVALID, "the filled prompt exceeds %d bytes", MaxRenderedLen)
+	out := tr.Prompt
+	// A prompt without an action is its own output (a cron trigger's
+	// usually is): no template to parse for every fire.
+	if strings.Contains(out, "{{") {
+		t, err := promptTemplate(tr.Prompt)
+		if err != nil {
+			return "", err
 		}
-		return "", Errorf(EINVALID, "the prompt template failed on this payload: %s", strings.TrimPrefix(err.Error(), "template: "))
+		var b limitedBuffer
+		b.max = MaxRenderedLen
+		if err := t.Execute(&b, data); err != nil {
+			if b.over {
+				return "", Errorf(EINVALID, "the filled prompt exceeds %d bytes", MaxRenderedLen)
+			}
+			return "", Errorf(EINVALID, "the prompt template failed on this payload: %s", strings.TrimPrefix(err.Error(), "template: "))
+		}
+		out = b.String()
+	} else if len(out) > MaxRenderedLen {
+		return "", Errorf(EINVALID, "the filled prompt exceeds %d bytes", MaxRenderedLen)
 	}
-	out := strings.TrimSpace(b.String())
+	out = strings.TrimSpace(out)
 	if out == "" {
 		return "", Errorf(EINVALID, "the filled prompt is empty")
 	}

@@ -18,6 +18,39 @@ const (
 	rowMask  = 1<<rowShift - 1
 )
 
+// indexPending indexes the rows the triggers noted in search_pending
+// (migration 0010), titles and message texts as they are now, and empties
+// it: Store.commit runs it once per transaction, before COMMIT. A noted
+// row that is gone (its thread deleted) is skipped; a title noted twice
+// is indexed once, as it is at the end. Most of a run's steps note
+// nothing (tool calls and results are not searched). Every statement
+// takes a parameter, even where it is only "every key" (>= 0), because
+// the driver parses a statement without parameters every time and
+// prepares one with parameters once.
+func (x *tx) indexPending() error {
+	var pending bool
+	if err := x.queryRow("SELECT EXISTS (SELECT 1 FROM search_pending WHERE key >= ?)", 0).Scan(&pending); err != nil {
+		return fmt.Errorf("sqlite: index for search: %w", err)
+	}
+	if !pending {
+		return nil
+	}
+	for _, q := range []struct {
+		sql string
+		arg int
+	}{
+		{`INSERT INTO search (rowid, text) SELECT p.key, t.title FROM search_pending p JOIN threads t ON t.n = p.key >> 24 WHERE p.key & ? = 0`, rowMask},
+		{`INSERT INTO search (rowid, text) SELECT p.key, m.text FROM search_pending p
+ JOIN messages m ON m.thread = p.key >> 24 AND m.idx = (p.key & ?1) - 1 WHERE p.key & ?1 != 0`, rowMask},
+		{`DELETE FROM search_pending WHERE key >= ?`, 0},
+	} {
+		if _, err := x.exec("index for search", q.sql, q.arg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // matchExpr is the FTS5 query for terms, all of them required: each as a
 // prefix ("term"*), or as a word when it is shorter than core.MinPrefix.
 // Terms hold only letters and digits (SearchTerms), so nothing in them is

@@ -109,7 +109,7 @@ type Store struct {
 	wmu   sync.Mutex // held by the Update committing a group
 	qmu   sync.Mutex
 	queue []*update // Updates waiting for the next group
-	hook  func([]core.Event)
+	hook  atomic.Pointer[func([]core.Event)]
 	// onCommit is Options.OnCommit.
 	onCommit func(d time.Duration, updates int)
 
@@ -321,8 +321,9 @@ type update struct {
 // SetCommitHook sets a function that Update calls with each committed
 // Update's events (possibly none), in commit order, before that Update
 // returns. It must not block or call the Store. Set it before the first
-// Update.
-func (s *Store) SetCommitHook(hook func([]core.Event)) { s.hook = hook }
+// Update; setting another later (a Service made again over the same
+// Store, as tests do) takes effect from the next commit.
+func (s *Store) SetCommitHook(hook func([]core.Event)) { s.hook.Store(&hook) }
 
 // commit runs a group of Updates in one transaction and reports to each.
 func (s *Store) commit(group []*update) {
@@ -332,12 +333,19 @@ func (s *Store) commit(group []*update) {
 		}
 	}()
 	began := time.Now()
-	ctx := group[0].ctx
-	if len(group) > 1 {
-		// One caller's cancellation must not interrupt the others' work.
-		ctx = context.WithoutCancel(ctx)
+	// The statements of a write transaction are not interrupted: a caller
+	// whose context ended is skipped before its fn runs, and one caller's
+	// cancellation must not undo the others' work. (A cancellable context
+	// would also cost a goroutine per statement, in database/sql and in
+	// the driver.) The transaction is begun on a connection rather than
+	// as an *sql.Tx for the same reason: a Tx's own context makes every
+	// query start a goroutine that watches it.
+	ctx := context.Background()
+	conn, err := s.w.Conn(ctx)
+	if err == nil {
+		defer conn.Close()
+		_, err = conn.ExecContext(ctx, "BEGIN IMMEDIATE")
 	}
-	stx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		for _, u := range group {
 			u.err = fmt.Errorf("sqlite: begin update: %w", err)
@@ -347,7 +355,7 @@ func (s *Store) commit(group []*update) {
 	committed := false
 	defer func() {
 		if !committed {
-			stx.Rollback()
+			conn.ExecContext(ctx, "ROLLBACK")
 		}
 	}()
 	ok := 0
@@ -356,14 +364,22 @@ func (s *Store) commit(group []*update) {
 			u.err = fmt.Errorf("sqlite: begin update: %w", err)
 			continue
 		}
-		if s.run(stx, ctx, u, len(group) > 1) {
+		if s.run(conn, ctx, u, len(group) > 1) {
 			ok++
 		}
 	}
 	if ok == 0 {
 		return
 	}
-	if err := stx.Commit(); err != nil {
+	if err := (&tx{s: s, ctx: ctx, tx: conn, write: true}).indexPending(); err != nil {
+		for _, u := range group {
+			if u.err == nil && u.panic == nil {
+				u.err = err
+			}
+		}
+		return
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
 		for _, u := range group {
 			if u.err == nil && u.panic == nil {
 				u.err = fmt.Errorf("sqlite: commit: %w", err)
@@ -390,30 +406,29 @@ func (s *Store) commit(group []*update) {
 		}
 	}
 	s.mu.Unlock()
+	hook := s.hook.Load()
 	for _, u := range group {
 		if u.err == nil && u.panic == nil {
 			u.events = u.t.events
-			if s.hook != nil {
-				s.hook(u.events)
+			if hook != nil && *hook != nil {
+				(*hook)(u.events)
 			}
 		}
 	}
 }
 
-// run calls u.fn inside stx, in a savepoint when the transaction is shared,
-// and reports whether it succeeded. A failed or panicking fn is rolled
-// back to its savepoint, or the whole (unshared) transaction is abandoned.
-func (s *Store) run(stx *sql.Tx, ctx context.Context, u *update, shared bool) (ok bool) {
+// run calls u.fn in the transaction on conn, in a savepoint when the
+// transaction is shared, inserts the events it emitted, and reports
+// whether it succeeded. A failed or panicking fn is rolled back to its
+// savepoint, or the whole (unshared) transaction is abandoned.
+func (s *Store) run(conn *sql.Conn, ctx context.Context, u *update, shared bool) (ok bool) {
 	if shared {
-		if _, err := stx.ExecContext(ctx, "SAVEPOINT u"); err != nil {
+		if _, err := conn.ExecContext(ctx, "SAVEPOINT u"); err != nil {
 			u.err = fmt.Errorf("sqlite: savepoint: %w", err)
 			return false
 		}
 	}
-	u.t = &tx{s: s, ctx: u.ctx, tx: stx, write: true}
-	if shared {
-		u.t.ctx = ctx
-	}
+	u.t = &tx{s: s, ctx: ctx, tx: conn, write: true}
 	defer func() {
 		if p := recover(); p != nil {
 			u.panic, ok = p, false
@@ -422,15 +437,19 @@ func (s *Store) run(stx *sql.Tx, ctx context.Context, u *update, shared bool) (o
 			return
 		}
 		if !ok {
-			if _, err := stx.ExecContext(ctx, "ROLLBACK TO u"); err != nil && u.err == nil {
+			if _, err := conn.ExecContext(ctx, "ROLLBACK TO u"); err != nil && u.err == nil {
 				u.err = fmt.Errorf("sqlite: rollback to savepoint: %w", err)
 			}
 		}
-		if _, err := stx.ExecContext(ctx, "RELEASE u"); err != nil && ok {
+		if _, err := conn.ExecContext(ctx, "RELEASE u"); err != nil && ok {
 			u.err, ok = fmt.Errorf("sqlite: release savepoint: %w", err), false
 		}
 	}()
 	if err := u.fn(u.t); err != nil {
+		u.err = err
+		return false
+	}
+	if err := u.t.flushEvents(); err != nil {
 		u.err = err
 		return false
 	}

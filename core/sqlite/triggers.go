@@ -101,6 +101,17 @@ func (x *tx) PutTrigger(tr *core.Trigger) error {
 	if len(tr.SecretSealed) > 0 {
 		sealed = tr.SecretSealed
 	}
+	// Most puts move a trigger's last slot: an update that leaves the
+	// indexed columns alone touches no index page.
+	res, err := x.exec("put trigger", `UPDATE triggers SET enabled = ?, body = ?, secret_hash = ?, secret_sealed = ?
+		WHERE id = ? AND owner_id = ? AND kind = ? AND created_at = ?`,
+		tr.Enabled, string(body), hash, sealed, tr.ID, tr.OwnerID, tr.Kind, created)
+	if err != nil {
+		return err
+	}
+	if k, _ := res.RowsAffected(); k == 1 {
+		return nil
+	}
 	_, err = x.exec("put trigger", `INSERT INTO triggers (id, owner_id, kind, enabled, body, secret_hash, secret_sealed, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET owner_id = excluded.owner_id, kind = excluded.kind, enabled = excluded.enabled,

@@ -12,23 +12,43 @@ import (
 	"github.com/kilnhq/kiln/core"
 )
 
-// tx implements core.Tx (and, in View, core.ReadTx) on one *sql.Tx. Queries
-// are plain SQL strings: the driver's per-connection statement cache
-// (_stmt_cache_size) prepares each distinct string once per connection.
+// tx implements core.Tx (and, in View, core.ReadTx) on one transaction:
+// an *sql.Tx of a read connection, or the write connection inside BEGIN
+// IMMEDIATE. Queries are plain SQL strings: the driver's per-connection
+// statement cache (_stmt_cache_size) prepares each distinct string once
+// per connection.
 type tx struct {
 	s     *Store
 	ctx   context.Context
-	tx    *sql.Tx
+	tx    querier
 	write bool
 
 	events   []core.Event     // emitted, returned by Update after commit
 	interned map[string]int64 // strings looked up or added; cached after commit
+	// added are the strings this tx added to the table: nothing refers
+	// to them from before it. next is the index of the next message of
+	// the threads (by n) whose messages this tx knows: those it made, and
+	// those it appended to.
+	added map[int64]bool
+	next  map[int64]int64
+	// lastSeq is the seq of the newest event, once this tx knows it (0
+	// before), and unsaved the events emitted but not inserted yet
+	// (flushEvents inserts them, several rows a statement).
+	lastSeq int64
+	unsaved []any
 }
 
 var (
 	_ core.Tx     = (*tx)(nil)
 	_ core.ReadTx = (*tx)(nil)
 )
+
+// querier is what tx runs its statements on: *sql.Tx or *sql.Conn.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
 
 func (x *tx) exec(op, query string, args ...any) (sql.Result, error) {
 	res, err := x.tx.ExecContext(x.ctx, query, args...)
@@ -86,20 +106,36 @@ func (x *tx) lookup(str string) (n int64, ok bool, err error) {
 }
 
 // intern returns the n of str, adding it to the strings table if needed.
+// A string it has not seen is inserted first and looked up only when it
+// was there already: most are new IDs.
 func (x *tx) intern(str string) (int64, error) {
-	n, ok, err := x.lookup(str)
-	if err != nil || ok {
-		return n, err
+	n, _, err := x.internFresh(str)
+	return n, err
+}
+
+// internFresh is intern, also reporting whether str was added now (so
+// that nothing refers to it yet).
+func (x *tx) internFresh(str string) (n int64, fresh bool, err error) {
+	if n, ok := x.interned[str]; ok {
+		return n, x.added[n], nil
 	}
-	res, err := x.exec("intern string", "INSERT INTO strings (s) VALUES (?)", str)
+	if n, ok := x.s.cachedString(str); ok {
+		return n, false, nil
+	}
+	err = x.queryRow("INSERT INTO strings (s) VALUES (?) ON CONFLICT (s) DO NOTHING RETURNING n", str).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		n, _, err = x.lookup(str)
+		return n, false, err
+	}
 	if err != nil {
-		return 0, err
-	}
-	if n, err = res.LastInsertId(); err != nil {
-		return 0, fmt.Errorf("sqlite: intern string: %w", err)
+		return 0, false, fmt.Errorf("sqlite: intern string: %w", err)
 	}
 	x.remember(str, n)
-	return n, nil
+	if x.added == nil {
+		x.added = make(map[int64]bool)
+	}
+	x.added[n] = true
+	return n, true, nil
 }
 
 // internOpt interns str, or returns NULL for "".
@@ -270,9 +306,12 @@ func (x *tx) PutThread(t *core.Thread) error {
 	if t.ParentMessage != nil {
 		parentMessage = *t.ParentMessage
 	}
-	n, err := x.intern(t.ID)
+	n, fresh, err := x.internFresh(t.ID)
 	if err != nil {
 		return err
+	}
+	if fresh {
+		x.setNext(n, 0) // a new thread: no message yet
 	}
 	_, err = x.tx.ExecContext(x.ctx, `INSERT INTO threads (n, `+threadCols+`)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -623,28 +662,30 @@ func (x *tx) PutRun(r *core.Run) error {
 	if err != nil {
 		return err
 	}
-	n, err := x.intern(r.ID)
+	n, fresh, err := x.internFresh(r.ID)
 	if err != nil {
 		return err
 	}
 	// The engine puts its run at every step with the same thread, owner,
 	// status and creation time: updating only the other columns leaves the
 	// runs_thread and runs_active pages untouched, two fewer WAL pages per
-	// step. Anything else takes the full upsert. (A run's parent and
-	// namespace never change.)
-	res, err := x.tx.ExecContext(x.ctx, `UPDATE runs SET model = ?, input = ?, interrupt_on = ?, limits = ?,
+	// step. Anything else takes the full upsert, and a run whose ID is new
+	// the insert alone. (A run's parent and namespace never change.)
+	if !fresh {
+		res, err := x.tx.ExecContext(x.ctx, `UPDATE runs SET model = ?, input = ?, interrupt_on = ?, limits = ?,
  steps = ?, tool_calls = ?, checkpoint = ?, error = ?, cancel_requested = ?, usage = ?, updated_at = ?,
  started_at = ?, finished_at = ?, system = ?, working_folder = ?, agent = ?
 WHERE n = ? AND thread = ? AND owner_id = ? AND status = ? AND created_at = ?
  AND parent_run_id = ? AND parent_call_id = ? AND namespace = ?`,
-		r.Model, input, policy, limits, r.Steps, r.ToolCalls, r.Checkpoint, r.Error, r.CancelRequested, usage,
-		updated, started, finished, r.System, r.WorkingFolder, agent, n, thread, r.OwnerID, string(r.Status), created,
-		r.ParentRunID, r.ParentCallID, r.Namespace)
-	if err != nil {
-		return fmt.Errorf("sqlite: put run: %w", err)
-	}
-	if k, _ := res.RowsAffected(); k == 1 {
-		return nil
+			r.Model, input, policy, limits, r.Steps, r.ToolCalls, r.Checkpoint, r.Error, r.CancelRequested, usage,
+			updated, started, finished, r.System, r.WorkingFolder, agent, n, thread, r.OwnerID, string(r.Status), created,
+			r.ParentRunID, r.ParentCallID, r.Namespace)
+		if err != nil {
+			return fmt.Errorf("sqlite: put run: %w", err)
+		}
+		if k, _ := res.RowsAffected(); k == 1 {
+			return nil
+		}
 	}
 	_, err = x.tx.ExecContext(x.ctx, `INSERT INTO runs (n, id, thread, owner_id, status, model, input,
  interrupt_on, limits, steps, tool_calls, checkpoint, error, cancel_requested, usage,
@@ -722,6 +763,15 @@ func (x *tx) AppendMessages(msgs ...*core.Message) error {
 	var last string // most calls append to one thread
 	var p pos
 	var others map[string]pos
+	defer func() {
+		// What this tx now knows of each thread's next index.
+		if last != "" {
+			x.setNext(p.n, p.next)
+		}
+		for _, o := range others {
+			x.setNext(o.n, o.next)
+		}
+	}()
 	for _, m := range msgs {
 		if m == nil || m.ThreadID == "" {
 			return core.Errorf(core.EINVALID, "message needs a thread")
@@ -756,8 +806,9 @@ func (x *tx) AppendMessages(msgs ...*core.Message) error {
 					return err
 				}
 				p = pos{n: n}
-				err = x.queryRow("SELECT idx + 1 FROM messages WHERE thread = ? ORDER BY idx DESC LIMIT 1", n).Scan(&p.next)
-				if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				if next, known := x.next[n]; known {
+					p.next = next
+				} else if err := x.queryRow("SELECT idx + 1 FROM messages WHERE thread = ? ORDER BY idx DESC LIMIT 1", n).Scan(&p.next); err != nil && !errors.Is(err, sql.ErrNoRows) {
 					return fmt.Errorf("sqlite: append messages: %w", err)
 				}
 			}
@@ -776,6 +827,14 @@ func (x *tx) AppendMessages(msgs ...*core.Message) error {
 		p.next++
 	}
 	return nil
+}
+
+// setNext records the index of thread n's next message.
+func (x *tx) setNext(n, next int64) {
+	if x.next == nil {
+		x.next = make(map[int64]int64)
+	}
+	x.next[n] = next
 }
 
 // ---- checkpoints
@@ -1164,6 +1223,9 @@ func (x *tx) InboxCounts(ownerID string) (core.InboxCounts, error) {
 // ---- events
 
 func (x *tx) Events(q core.EventQuery) ([]core.Event, error) {
+	if err := x.flushEvents(); err != nil {
+		return nil, err
+	}
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 500
@@ -1215,11 +1277,43 @@ WHERE e.seq > ?`)
 }
 
 func (x *tx) LastSeq() (int64, error) {
-	var seq int64
-	if err := x.queryRow("SELECT coalesce(max(seq), 0) FROM events").Scan(&seq); err != nil {
+	if x.lastSeq > 0 {
+		return x.lastSeq, nil
+	}
+	if err := x.queryRow("SELECT coalesce(max(seq), 0) FROM events").Scan(&x.lastSeq); err != nil {
 		return 0, fmt.Errorf("sqlite: last seq: %w", err)
 	}
-	return seq, nil
+	return x.lastSeq, nil
+}
+
+// eventCols are the columns of an event row, in the order unsaved holds
+// their values.
+const eventCols = 8
+
+// flushEvents inserts the events emitted and not inserted yet, in
+// statements of 64, 32, ... 1 rows (a handful of statement texts for the
+// driver's cache). Store.run calls it when an Update's fn returns, and
+// Events before it reads.
+func (x *tx) flushEvents() error {
+	for len(x.unsaved) > 0 {
+		rows := 64
+		for rows*eventCols > len(x.unsaved) {
+			rows /= 2
+		}
+		var b strings.Builder
+		b.WriteString("INSERT INTO events (seq, thread, run, owner, type, namespace, payload, time) VALUES ")
+		for i := range rows {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+		}
+		if _, err := x.exec("emit", b.String(), x.unsaved[:rows*eventCols]...); err != nil {
+			return err
+		}
+		x.unsaved = x.unsaved[rows*eventCols:]
+	}
+	return nil
 }
 
 func (x *tx) Emit(e core.Event) error {
@@ -1256,14 +1350,14 @@ func (x *tx) Emit(e core.Event) error {
 	if err != nil {
 		return err
 	}
-	res, err := x.exec("emit", `INSERT INTO events (thread, run, owner, type, namespace, payload, time)
-VALUES (?, ?, ?, ?, ?, ?, ?)`, thread, run, owner, typ, nullText(e.Namespace), payload, when)
+	// The seq is the rowid SQLite would give: one past the newest.
+	last, err := x.LastSeq()
 	if err != nil {
 		return err
 	}
-	if e.Seq, err = res.LastInsertId(); err != nil {
-		return fmt.Errorf("sqlite: emit: %w", err)
-	}
+	e.Seq = last + 1
+	x.lastSeq = e.Seq
+	x.unsaved = append(x.unsaved, e.Seq, thread, run, owner, typ, nullText(e.Namespace), payload, when)
 	e.Time = decTime(when)
 	x.events = append(x.events, e)
 	return nil
