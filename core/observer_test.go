@@ -42,6 +42,20 @@ func (o *fakeObserver) list() []string {
 	return slices.Clone(o.lines)
 }
 
+// waitFor returns what was observed once it is want, or after 5 seconds:
+// the Observer hears of a committed step after the commit, which a
+// reader may see first.
+func (o *fakeObserver) waitFor(want []string) []string {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := o.list()
+		if slices.Equal(got, want) || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // slowTool takes a moment, so that its measured duration is above zero.
 func slowTool(name string) fakeTool {
 	return fakeTool{spec: core.ToolSpec{Name: name, Idempotent: true}, fn: func(context.Context, json.RawMessage) (core.ToolResult, error) {
@@ -93,8 +107,7 @@ func TestObserver(t *testing.T) {
 		// from the commit; the step after it.
 		"turn fake in=0 out=0 err=false", "run finished succeeded", "step model",
 	}
-	got := obs.list()
-	if !slices.Equal(got, want) {
+	if got := obs.waitFor(want); !slices.Equal(got, want) {
 		t.Errorf("observed\n%q\nwant\n%q", got, want)
 	}
 	if counts, _ := svc.RunCounts(ctx); counts[core.RunInterrupted] != 0 || len(counts) != 3 {
@@ -111,7 +124,7 @@ func TestObserverFailedTurn(t *testing.T) {
 	r := start(t, svc, e.thread(svc).ID, core.RunRequest{})
 	waitRun(t, svc, r.ID, core.RunFailed)
 	want := []string{"run started", "turn fake in=0 out=0 err=true", "run finished failed"}
-	if got := obs.list(); !slices.Equal(got, want) {
+	if got := obs.waitFor(want); !slices.Equal(got, want) {
 		t.Errorf("observed %q, want %q", got, want)
 	}
 }
