@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -344,10 +345,15 @@ type TickResult struct {
 func (sc *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 	var res TickResult
 	now := sc.clock.Now()
-	trs, err := sc.cronTriggers(ctx)
+	var all []*Trigger
+	err := sc.s.view(ctx, func(tx ReadTx) (err error) {
+		all, err = tx.Triggers(TriggerQuery{})
+		return err
+	})
 	if err != nil {
 		return res, err
 	}
+	trs := slices.DeleteFunc(slices.Clone(all), func(tr *Trigger) bool { return tr.Kind != TriggerCron || !tr.Enabled })
 	var mu sync.Mutex
 	var first error
 	// A trigger with one slot due, on time (the common case), joins a
@@ -360,12 +366,18 @@ func (sc *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 			rest = append(rest, tr)
 		}
 	}
-	// The batches' runs are driven once every batch is in: their first
-	// steps would otherwise compete with the batches still to commit.
+	// The batches' runs are handed to the engine once every batch is in
+	// (their first steps would otherwise compete with the batches still
+	// to commit), from a goroutine of their own: they are durable, and
+	// starting thousands of drivers is the engine's work, not the tick's.
 	var spawn []string
 	defer func() {
-		for _, id := range spawn {
-			sc.s.spawn(id)
+		if len(spawn) > 0 {
+			go func() {
+				for _, id := range spawn {
+					sc.s.spawn(id)
+				}
+			}()
 		}
 	}()
 	jobs := make(chan []*Trigger)
@@ -405,7 +417,7 @@ func (sc *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 	if res.Resumed, err = sc.resumeBuffered(ctx); err != nil {
 		return res, err
 	}
-	res.Rejected, err = sc.rejectUnattended(ctx)
+	res.Rejected, err = sc.rejectUnattended(ctx, all)
 	return res, err
 }
 
@@ -720,15 +732,11 @@ func (sc *Scheduler) resumeBuffered(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// rejectUnattended rejects the open interrupts of the runs of triggers
-// whose unattended mode is reject.
-func (sc *Scheduler) rejectUnattended(ctx context.Context) (int, error) {
+// rejectUnattended rejects the open interrupts of the runs of those of
+// trs whose unattended mode is reject.
+func (sc *Scheduler) rejectUnattended(ctx context.Context, trs []*Trigger) (int, error) {
 	var open []*Interrupt
 	err := sc.s.view(ctx, func(tx ReadTx) error {
-		trs, err := tx.Triggers(TriggerQuery{})
-		if err != nil {
-			return err
-		}
 		for _, tr := range trs {
 			if tr.Unattended.Mode != UnattendedReject {
 				continue
