@@ -145,6 +145,8 @@ type Runtime struct {
 	closed  bool
 	engines map[uint32]*engine                          // by memory limit in pages
 	running map[string]map[*int]context.CancelCauseFunc // by sandbox folder name
+
+	warmed sync.Once // the shell's compilation, started by the first sandbox
 }
 
 var (
@@ -152,9 +154,8 @@ var (
 	_ sandbox.Lister  = (*Runtime)(nil)
 )
 
-// New returns a Runtime over opts.Dir and starts compiling the built-in
-// shell in the background. It fails when Dir is not an absolute path or
-// cannot be created.
+// New returns a Runtime over opts.Dir. It fails when Dir is not an
+// absolute path or cannot be created.
 func New(opts Options) (*Runtime, error) {
 	if !filepath.IsAbs(opts.Dir) {
 		return nil, fmt.Errorf("wasm sandbox runtime: Options.Dir %q is not an absolute path", opts.Dir)
@@ -185,17 +186,23 @@ func New(opts Options) (*Runtime, error) {
 			Network: []sandbox.NetworkMode{sandbox.NetworkNone},
 			Max:     opts.Max,
 		}}
-	go r.warm()
 	return r, nil
 }
 
-// warm compiles the shell for the default memory limit, so that the
-// first command does not wait for it (a second on a cold cache); an
-// Exec that needs it meanwhile waits for this compilation.
+// warm starts compiling the shell for the default memory limit in the
+// background, once, when the first sandbox is started or recovered, so
+// that its first command does not wait for it (a second on a cold cache;
+// an Exec that needs it meanwhile waits for this compilation). A server
+// that runs no sandbox never holds the compiled shell (about 24 MiB of
+// machine code, and several times that in garbage while compiling).
 func (r *Runtime) warm() {
-	if e, err := r.engine(context.Background(), r.opts.DefaultMemoryMiB); err == nil {
-		r.shell(e)
-	}
+	r.warmed.Do(func() {
+		go func() {
+			if e, err := r.engine(context.Background(), r.opts.DefaultMemoryMiB); err == nil {
+				r.shell(e)
+			}
+		}()
+	})
 }
 
 // cacheDir is the compilation cache's folder in Options.Dir; sandbox
@@ -339,6 +346,7 @@ func (r *Runtime) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Handle,
 	if err := ctx.Err(); err != nil {
 		return sandbox.Handle{}, err
 	}
+	r.warm()
 	name := folderName(spec.ID)
 	dir := filepath.Join(r.opts.Dir, name)
 	if h, err := r.existing(dir, name, spec.ID); err == nil || !errors.Is(err, fs.ErrNotExist) {
@@ -430,6 +438,7 @@ func (r *Runtime) Recover(ctx context.Context, h sandbox.Handle) (sandbox.State,
 	if _, err := r.open(h); err != nil {
 		return sandbox.State{}, err
 	}
+	r.warm()
 	return sandbox.State{Status: sandbox.StatusRunning, Handle: h}, nil
 }
 
