@@ -65,6 +65,14 @@ func echoExec(_ sandbox.Runtime, _ sandbox.Handle, token string) (http.Handler, 
 }
 
 func newServer(t *testing.T) (client, *service.Service, *sandboxtest.Machine) {
+	m := sandboxtest.NewMachine()
+	c, svc := newServerOver(t, m.Runtime(sandboxtest.Options{}))
+	return c, svc, m
+}
+
+// newServerOver serves the sandbox API over a service with rt as its
+// runtime "memory".
+func newServerOver(t *testing.T, rt sandbox.Runtime) (client, *service.Service) {
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "kiln.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -74,13 +82,12 @@ func newServer(t *testing.T) (client, *service.Service, *sandboxtest.Machine) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := sandboxtest.NewMachine()
-	if err := svc.AddRuntime("memory", m.Runtime(sandboxtest.Options{})); err != nil {
+	if err := svc.AddRuntime("memory", rt); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(api.Handler(api.Options{Service: svc, Owner: "local", Exec: echoExec}))
 	t.Cleanup(srv.Close)
-	return client{t: t, url: srv.URL}, svc, m
+	return client{t: t, url: srv.URL}, svc
 }
 
 func TestLifecycle(t *testing.T) {
@@ -273,15 +280,6 @@ func (a agentRuntime) DialExec(ctx context.Context, _ sandbox.Handle) (net.Conn,
 // TestAgentProxy: the execution API of a runtime with an agent is
 // forwarded to it, but kiln-execd's own routes (/kiln/...) are not.
 func TestAgentProxy(t *testing.T) {
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "kiln.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	svc, err := service.New(service.Config{Store: st, Key: bytes.Repeat([]byte{7}, 32), Preferred: []string{"memory"}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
@@ -297,12 +295,7 @@ func TestAgentProxy(t *testing.T) {
 	})}
 	go agent.Serve(ln)
 	t.Cleanup(func() { agent.Close() })
-	if err := svc.AddRuntime("memory", agentRuntime{sandboxtest.NewMachine().Runtime(sandboxtest.Options{}), sock}); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(api.Handler(api.Options{Service: svc, Owner: "local", Exec: echoExec}))
-	t.Cleanup(srv.Close)
-	c := client{t: t, url: srv.URL}
+	c, svc := newServerOver(t, agentRuntime{sandboxtest.NewMachine().Runtime(sandboxtest.Options{}), sock})
 	code, body, _ := c.do("POST", "/v1/sandboxes", map[string]any{"timeout": 600})
 	if code != http.StatusAccepted {
 		t.Fatalf("create: %d %v", code, body)
