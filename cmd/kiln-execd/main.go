@@ -12,7 +12,7 @@
 // orphans that reparent to it, by running itself as its only child and
 // reaping everything else. It logs to stderr and never the token.
 //
-// With --retire it also serves POST /kiln/retire (RetirePath), which
+// With --retire it also serves POST /kiln/retire (execapi.RetirePath), which
 // ends every process of the sandbox's PID namespace but PID 1 and itself;
 // only for a sandbox's own PID namespace, where that is the sandbox.
 //
@@ -102,7 +102,7 @@ func run(args []string) (int, error) {
 	tokenFile := fl.String("token-file", "", "file holding the access token (else $KILN_EXECD_TOKEN)")
 	egressProxy := fl.String("egress-proxy", "", "serve the egress HTTP proxy on HOST:PORT (with --egress-socket)")
 	egressSocket := fl.String("egress-socket", "", "Kiln's egress unix socket, which the proxy's connections go through")
-	retire := fl.Bool("retire", false, "serve POST "+RetirePath+", which SIGKILLs every process of the PID namespace but PID 1 and kiln-execd (only in a sandbox's own PID namespace)")
+	retire := fl.Bool("retire", false, "serve POST "+execapi.RetirePath+", which SIGKILLs every process of the PID namespace but PID 1 and kiln-execd (only in a sandbox's own PID namespace)")
 	if err := fl.Parse(args); err != nil {
 		return 2, err
 	}

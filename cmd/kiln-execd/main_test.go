@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kilnhq/kiln/sandbox/execapi"
 )
 
 // build builds kiln-execd, static, into dir.
@@ -206,7 +208,7 @@ func TestRetire(t *testing.T) {
 
 	plain := filepath.Join(dir, "plain.sock")
 	start(plain)
-	if resp, _, err := client(plain)("POST", RetirePath, ""); err != nil || resp.StatusCode != 404 {
+	if resp, _, err := client(plain)("POST", execapi.RetirePath, ""); err != nil || resp.StatusCode != 404 {
 		t.Fatalf("retire without --retire: %v %v", resp, err)
 	}
 
@@ -236,7 +238,7 @@ func TestRetire(t *testing.T) {
 		t.Fatalf("processes before the retire: %v; want the main sleep and the detached one", before)
 	}
 
-	req, _ := http.NewRequest("POST", "http://execd"+RetirePath, nil)
+	req, _ := http.NewRequest("POST", "http://execd"+execapi.RetirePath, nil)
 	req.Header.Set("X-EXECD-ACCESS-TOKEN", "wrong")
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
@@ -245,13 +247,13 @@ func TestRetire(t *testing.T) {
 	if resp, err := hc.Do(req); err != nil || resp.StatusCode != 401 {
 		t.Fatalf("retire with a wrong token: %v %v", resp, err)
 	}
-	if resp, _, err := get("GET", RetirePath, ""); err != nil || resp.StatusCode != 405 {
+	if resp, _, err := get("GET", execapi.RetirePath, ""); err != nil || resp.StatusCode != 405 {
 		t.Fatalf("GET retire: %v %v", resp, err)
 	}
 	if len(nsProcesses(t, init)) != len(before) {
 		t.Fatalf("a refused retire ended processes: %v", nsProcesses(t, init))
 	}
-	if resp, body, err := get("POST", RetirePath, ""); err != nil || resp.StatusCode != 204 {
+	if resp, body, err := get("POST", execapi.RetirePath, ""); err != nil || resp.StatusCode != 204 {
 		t.Fatalf("retire: %v %v %s", resp, err, body)
 	}
 	after := nsProcesses(t, init)

@@ -15,15 +15,15 @@ import (
 	"github.com/kilnhq/kiln/sandbox/execapi"
 )
 
-// RetirePath is the route of --retire: a POST with the access token
+// With --retire, a POST of execapi.RetirePath with the access token
 // SIGKILLs every process of the sandbox's PID namespace but PID 1 and
 // kiln-execd itself, and answers 204 once they have all ended. From then
 // on kiln-execd serves nothing (410) and no longer ends with the main
 // command: Kiln's docker runtime answers a delete as soon as the
 // sandbox's processes are gone, and removes the container, which costs
 // the engine far more, when it is quiet. Kiln's proxy never forwards
-// this path.
-const RetirePath = "/kiln/retire"
+// this path. It refuses to kill anything outside a PID namespace of its
+// own, where kill(-1) would reach the host's processes.
 
 // retireWithin bounds how long a retire waits for the processes to end.
 const retireWithin = 5 * time.Second
@@ -37,12 +37,16 @@ type retirable struct {
 
 func (rt *retirable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
-	case r.URL.Path == RetirePath && r.Method != http.MethodPost:
+	case r.URL.Path == execapi.RetirePath && r.Method != http.MethodPost:
 		w.Header().Set("Allow", http.MethodPost)
-		writeErr(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", RetirePath+" takes POST")
-	case r.URL.Path == RetirePath && subtle.ConstantTimeCompare([]byte(r.Header.Get(execapi.TokenHeader)), rt.token) != 1:
+		writeErr(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", execapi.RetirePath+" takes POST")
+	case r.URL.Path == execapi.RetirePath && subtle.ConstantTimeCompare([]byte(r.Header.Get(execapi.TokenHeader)), rt.token) != 1:
 		writeErr(w, http.StatusUnauthorized, "UNAUTHORIZED", "missing or wrong "+execapi.TokenHeader)
-	case r.URL.Path == RetirePath:
+	case r.URL.Path == execapi.RetirePath:
+		if !inOwnPIDNamespace() {
+			writeErr(w, http.StatusInternalServerError, "RUNTIME_ERROR", "kiln-execd is not in a PID namespace of its own, so it will not kill every process it can signal")
+			return
+		}
 		rt.retired.Store(true)
 		if err := killOthers(retireWithin); err != nil {
 			writeErr(w, http.StatusInternalServerError, "RUNTIME_ERROR", err.Error())
@@ -60,6 +64,14 @@ func writeErr(w http.ResponseWriter, status int, code, message string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]string{"code": code, "message": message})
+}
+
+// inOwnPIDNamespace reports whether this process is outside the host's
+// initial PID namespace (whose /proc/self/ns/pid is always
+// pid:[4026531836], the kernel's PROC_PID_INIT_INO), as in a container.
+func inOwnPIDNamespace() bool {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	return err == nil && ns != "pid:[4026531836]"
 }
 
 // killOthers SIGKILLs every process it may signal but PID 1 and itself

@@ -139,6 +139,7 @@ func newSelfPluginCmd() *cobra.Command {
 		Short: "Serve the docker sandbox runtime",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
+			opts.Log = plugin.Log // to the server's log, through the host
 			plugin.Serve(plugin.SandboxRuntime{Open: func(context.Context) (sandbox.Runtime, error) { return docker.New(opts) }})
 			return nil
 		},

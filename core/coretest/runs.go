@@ -204,6 +204,34 @@ func testMessages(t *testing.T, s core.Store) {
 	if m3.Index != 3 || m4.Index != 4 {
 		t.Errorf("second append: indexes %d, %d; want 3, 4", m3.Index, m4.Index)
 	}
+	// One update that makes a thread, interleaves appends to it with one
+	// to another thread and puts the new thread again in between: every
+	// message gets the next index of its thread.
+	t3 := newThread("thr_3", alice, at(7))
+	x0, y, x1 := textMessage(t3.ID, "", core.RoleUser, "x0", at(7)), textMessage(t2.ID, "", core.RoleUser, "y", at(7)), textMessage(t3.ID, "", core.RoleUser, "x1", at(7))
+	x2, x3 := textMessage(t3.ID, "", core.RoleUser, "x2", at(7)), textMessage(t3.ID, "", core.RoleUser, "x3", at(7))
+	update(t, s, func(tx core.Tx) error {
+		for _, f := range []func() error{
+			func() error { return tx.PutThread(t3) },
+			func() error { return tx.AppendMessages(x0, y, x1) },
+			func() error { return tx.AppendMessages(x2) },
+			func() error { return tx.PutThread(t3) },
+			func() error { return tx.AppendMessages(x3) },
+		} {
+			if err := f(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, c := range []struct {
+		m    *core.Message
+		want int
+	}{{x0, 0}, {y, 1}, {x1, 1}, {x2, 2}, {x3, 3}} {
+		if c.m.Index != c.want {
+			t.Errorf("interleaved appends in one update: Index %d for %q, want %d", c.m.Index, c.m.Text, c.want)
+		}
+	}
 	all := []*core.Message{m0, m1, m2, m3, m4}
 	view(t, s, func(tx core.ReadTx) error {
 		got, err := tx.Messages(t1.ID, 0, 0)
@@ -227,7 +255,7 @@ func testMessages(t *testing.T, s core.Store) {
 		}
 		got, err = tx.Messages(t2.ID, 0, 0)
 		mustNil(t, "Messages", err)
-		same(t, "Messages(t2)", got, []*core.Message{n0})
+		same(t, "Messages(t2)", got, []*core.Message{n0, y})
 		// A message of text alone has no parts, not an empty list.
 		got, err = tx.Messages(t1.ID, 2, 1)
 		mustNil(t, "Messages", err)

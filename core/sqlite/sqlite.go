@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -354,8 +355,13 @@ func (s *Store) commit(group []*update) {
 	}
 	committed := false
 	defer func() {
-		if !committed {
-			conn.ExecContext(ctx, "ROLLBACK")
+		if committed {
+			return
+		}
+		if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+			// A connection that may still be in a transaction is not
+			// handed out again: the pool opens a new one.
+			conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
 	}()
 	ok := 0

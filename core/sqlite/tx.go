@@ -310,7 +310,7 @@ func (x *tx) PutThread(t *core.Thread) error {
 	if err != nil {
 		return err
 	}
-	if fresh {
+	if _, known := x.next[n]; fresh && !known {
 		x.setNext(n, 0) // a new thread: no message yet
 	}
 	_, err = x.tx.ExecContext(x.ctx, `INSERT INTO threads (n, `+threadCols+`)
@@ -764,12 +764,13 @@ func (x *tx) AppendMessages(msgs ...*core.Message) error {
 	var p pos
 	var others map[string]pos
 	defer func() {
-		// What this tx now knows of each thread's next index.
-		if last != "" {
-			x.setNext(p.n, p.next)
-		}
+		// What this tx now knows of each thread's next index (p is the
+		// latest of the last thread's; others may hold an older copy).
 		for _, o := range others {
 			x.setNext(o.n, o.next)
+		}
+		if last != "" {
+			x.setNext(p.n, p.next)
 		}
 	}()
 	for _, m := range msgs {
@@ -1296,25 +1297,27 @@ const eventCols = 8
 // Events before it reads.
 func (x *tx) flushEvents() error {
 	for len(x.unsaved) > 0 {
-		rows := 64
-		for rows*eventCols > len(x.unsaved) {
-			rows /= 2
+		k := len(insertEvents) - 1
+		for (1<<k)*eventCols > len(x.unsaved) {
+			k--
 		}
-		var b strings.Builder
-		b.WriteString("INSERT INTO events (seq, thread, run, owner, type, namespace, payload, time) VALUES ")
-		for i := range rows {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
-		}
-		if _, err := x.exec("emit", b.String(), x.unsaved[:rows*eventCols]...); err != nil {
+		n := (1 << k) * eventCols
+		if _, err := x.exec("emit", insertEvents[k], x.unsaved[:n]...); err != nil {
 			return err
 		}
-		x.unsaved = x.unsaved[rows*eventCols:]
+		x.unsaved = x.unsaved[n:]
 	}
 	return nil
 }
+
+// insertEvents[k] inserts 2^k events.
+var insertEvents = func() (qs [7]string) {
+	for k := range qs {
+		qs[k] = "INSERT INTO events (seq, thread, run, owner, type, namespace, payload, time) VALUES " +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?),", 1<<k), ",")
+	}
+	return qs
+}()
 
 func (x *tx) Emit(e core.Event) error {
 	if err := x.writable("emit"); err != nil {

@@ -39,6 +39,7 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/sandbox"
+	"github.com/kilnhq/kiln/sandbox/execapi"
 	"github.com/kilnhq/kiln/sandbox/service"
 )
 
@@ -515,7 +516,7 @@ func (a *api) proxy(w http.ResponseWriter, r *http.Request) {
 		case err != nil:
 			writeError(w, http.StatusBadGateway, "SANDBOX::AGENT_UNREACHABLE", "the sandbox's agent did not answer: "+err.Error())
 			return
-		case port == ExecdPort && strings.HasPrefix(path.Clean(rest)+"/", "/kiln/"):
+		case port == ExecdPort && strings.HasPrefix(path.Clean(rest)+"/", execapi.AgentPrefix):
 			// kiln-execd's own routes (retire) are the runtime's alone.
 			writeError(w, http.StatusNotFound, "GENERAL::NOT_FOUND", "no route for "+r.Method+" "+rest+" in the execution API")
 			return

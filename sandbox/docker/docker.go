@@ -44,6 +44,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"maps"
 	"net"
 	"os"
@@ -128,6 +130,10 @@ type Options struct {
 	// Instance names the Kiln server on a shared engine (its containers
 	// carry it as LabelInstance); "" is "default".
 	Instance string
+	// Log, when set, gets what the runtime has to report that no caller
+	// hears of (a retire that fell back to a plain removal, a removal
+	// the janitor must try again).
+	Log func(level slog.Level, msg string)
 }
 
 // Runtime is the Docker sandbox runtime. It is safe for concurrent use.
@@ -350,8 +356,12 @@ func (r *Runtime) create(ctx context.Context, name string, spec sandbox.Spec) (s
 			return sandbox.Handle{}, fmt.Errorf("docker: the sandbox's run folder: %w", err)
 		}
 		os.Remove(filepath.Join(dir, "execd.sock")) // of an earlier sandbox of the ID
-		if err := os.WriteFile(filepath.Join(dir, "token"), []byte(spec.ExecToken), 0o600); err != nil {
-			return sandbox.Handle{}, fmt.Errorf("docker: write the exec token: %w", err)
+		// kiln-execd reads the token in the run folder; Kiln its own copy,
+		// beside it, where the sandbox cannot swap it for a link.
+		for _, p := range []string{filepath.Join(dir, "token"), r.hostToken(name)} {
+			if err := os.WriteFile(p, []byte(spec.ExecToken), 0o600); err != nil {
+				return sandbox.Handle{}, fmt.Errorf("docker: write the exec token: %w", err)
+			}
 		}
 	}
 	created, err := r.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
@@ -491,8 +501,12 @@ func (r *Runtime) Destroy(ctx context.Context, h sandbox.Handle) error {
 		return nil
 	}
 	r.destroying(d.Container)
-	if r.retire(ctx, d) == nil {
+	err = r.retire(ctx, d)
+	if err == nil {
 		return nil
+	}
+	if r.opts.ExecdPath != "" && !errors.Is(err, fs.ErrNotExist) { // no token kept: gone already, or from before tokens were
+		r.logf(slog.LevelInfo, "sandbox %s: its container is removed at once (%v)", d.Name, err)
 	}
 	return r.remove(ctx, d)
 }
@@ -531,6 +545,7 @@ func (r *Runtime) Recover(ctx context.Context, h sandbox.Handle) (sandbox.State,
 	case c.State.Running:
 		st = sandbox.StatusRunning
 	}
+	r.setPausedMark(d.Container, c.State.Paused)
 	return sandbox.State{Status: st, Handle: h}, nil
 }
 
@@ -555,6 +570,7 @@ func (r *Runtime) setPaused(ctx context.Context, h sandbox.Handle, pause bool) e
 	case err != nil:
 		return err
 	case c.State.Paused == pause:
+		r.setPausedMark(d.Container, pause)
 		return nil
 	case !c.State.Running:
 		return fmt.Errorf("docker: %s is not running (%s)", d.Name, c.State.Status)
@@ -616,13 +632,25 @@ func (r *Runtime) DialExec(ctx context.Context, h sandbox.Handle) (net.Conn, err
 	if r.isRetired(d.Container) {
 		return nil, fmt.Errorf("%w: container %s was destroyed", sandbox.ErrNotFound, d.Name)
 	}
-	// No inspect first: the socket exists only while the sandbox's
-	// kiln-execd serves it, and a round trip to the engine per request
-	// would be most of a command's latency.
+	return r.dialExecd(ctx, d)
+}
+
+// dialExecd connects to the socket in the run folder of d and checks
+// that the process serving it is in d's container. The folder is the
+// sandbox's to write: a socket or a symlink planted there (to the Docker
+// engine's socket, say) must never lead Kiln out of the sandbox. No
+// inspect first: the socket exists only while the sandbox's kiln-execd
+// serves it, and a round trip to the engine per connection would be most
+// of a command's latency.
+func (r *Runtime) dialExecd(ctx context.Context, d handleData) (net.Conn, error) {
 	var dialer net.Dialer
 	conn, err := dialer.DialContext(ctx, "unix", filepath.Join(r.runDir(d.Name), "execd.sock"))
 	if err != nil {
 		return nil, fmt.Errorf("docker: dial the kiln-execd of %s: %w", d.Name, err)
+	}
+	if err := servedFrom(conn, d.Container); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("docker: the kiln-execd socket of %s: %w", d.Name, err)
 	}
 	return conn, nil
 }

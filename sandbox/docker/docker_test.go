@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -285,7 +286,7 @@ func TestExecd(t *testing.T) {
 		t.Skip("KILN_EXECD_BIN names no static kiln-execd binary to run in the sandboxes")
 	}
 	state := t.TempDir()
-	r := newRuntime(t, docker.Options{ExecdPath: bin, StateDir: state})
+	r := newRuntime(t, docker.Options{ExecdPath: bin, StateDir: state, Log: func(l slog.Level, msg string) { t.Log(msg) }})
 	if _, err := r.Start(context.Background(), sandbox.Spec{ID: "test-execd-no-token"}); !errors.Is(err, sandbox.ErrInvalid) {
 		t.Errorf("Start without an exec token: %v; want ErrInvalid", err)
 	}
@@ -306,6 +307,25 @@ func TestExecd(t *testing.T) {
 	conn.Close()
 	if code, _, _ := sh(t, r, h, "echo x > /kiln/bin/kiln-execd"); code == 0 {
 		t.Error("a command wrote over kiln-execd")
+	}
+	// The run folder is the sandbox's to write: a socket it swaps for a
+	// link to the host's Docker engine (or anything else outside the
+	// sandbox) leads Kiln nowhere, and a delete still ends the sandbox.
+	evil := start(t, r, sandbox.Spec{ID: id + "-evil", ExecToken: "kiln-test-token"})
+	if code, _, errOut := sh(t, r, evil, "rm /kiln/run/execd.sock && ln -s /var/run/docker.sock /kiln/run/execd.sock"); code != 0 {
+		t.Fatalf("planting the link: %s", errOut)
+	}
+	if c, err := r.DialExec(context.Background(), evil); err == nil {
+		c.Close()
+		t.Error("DialExec followed a link the sandbox planted to the Docker engine's socket")
+	} else if !strings.Contains(err.Error(), "not in the sandbox's container") {
+		t.Errorf("DialExec through the planted link: %v; want it refused for a process outside the sandbox", err)
+	}
+	if err := r.Destroy(context.Background(), evil); err != nil {
+		t.Fatalf("Destroy of the sandbox that planted the link: %v", err)
+	}
+	if out, _ := exec.Command("docker", "ps", "-q", "--filter", "label=io.kiln.sandbox="+id+"-evil").Output(); len(bytes.TrimSpace(out)) != 0 {
+		t.Error("the sandbox that planted the link still runs after Destroy")
 	}
 	// A command's detached child, which must end with the sandbox.
 	if code, _, _ := sh(t, r, h, "setsid sleep 1000 >/dev/null 2>&1 &"); code != 0 {

@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+
+	"github.com/kilnhq/kiln/sandbox/execapi"
 )
 
 // Destroying a sandbox that runs kiln-execd happens in two parts. At
@@ -36,10 +40,9 @@ const (
 	retireQuiet  = 250 * time.Millisecond
 	retireMaxAge = 10 * time.Second
 	retireMax    = 64
-	// retireTimeout bounds the retire call to kiln-execd.
-	retireTimeout = 5 * time.Second
-	// retirePath is kiln-execd's RetirePath.
-	retirePath = "/kiln/retire"
+	// retireTimeout bounds the retire call to kiln-execd, which gives its
+	// processes 5 seconds to end.
+	retireTimeout = 10 * time.Second
 )
 
 // retiree is a container waiting for the janitor.
@@ -59,11 +62,15 @@ type janitor struct {
 	done    chan struct{} // closed when sweep returns
 	swept   bool          // sweep was started
 	closed  bool
+	// ctx is the sweep's removals', cancelled when Close gives up on them.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 func newJanitor() *janitor {
+	ctx, cancel := context.WithCancel(context.Background())
 	return &janitor{retired: map[string]bool{}, paused: map[string]bool{}, wake: make(chan struct{}, 1),
-		closing: make(chan struct{}), done: make(chan struct{})}
+		closing: make(chan struct{}), done: make(chan struct{}), ctx: ctx, cancel: cancel}
 }
 
 // touch notes an operation: the janitor waits for quiet.
@@ -77,9 +84,15 @@ func (r *Runtime) isRetired(id string) bool {
 }
 
 // retiredMark is the file that records the retired container of the
-// sandbox whose container is called name.
+// sandbox whose container is called name, and hostToken the copy of its
+// exec token that Kiln reads: both beside its run folder, not in it, as
+// the sandbox can write there.
 func (r *Runtime) retiredMark(name string) string {
 	return filepath.Join(filepath.Dir(r.runDir(name)), "retired")
+}
+
+func (r *Runtime) hostToken(name string) string {
+	return filepath.Join(filepath.Dir(r.runDir(name)), "token")
 }
 
 // marked reports whether the container id, called name, was retired, by
@@ -95,8 +108,9 @@ func (r *Runtime) marked(id, name string) bool {
 	return err == nil && string(b) == id
 }
 
-// setPausedMark records whether this Runtime paused the container id: a
-// frozen kiln-execd cannot retire its sandbox.
+// setPausedMark records whether the container id is paused, as this
+// Runtime paused, resumed or recovered it: a frozen kiln-execd cannot
+// retire its sandbox.
 func (r *Runtime) setPausedMark(id string, paused bool) {
 	r.jan.mu.Lock()
 	defer r.jan.mu.Unlock()
@@ -104,6 +118,13 @@ func (r *Runtime) setPausedMark(id string, paused bool) {
 		r.jan.paused[id] = true
 	} else {
 		delete(r.jan.paused, id)
+	}
+}
+
+// logf logs through Options.Log, when set.
+func (r *Runtime) logf(level slog.Level, format string, args ...any) {
+	if r.opts.Log != nil {
+		r.opts.Log(level, fmt.Sprintf(format, args...))
 	}
 }
 
@@ -117,21 +138,19 @@ func (r *Runtime) retire(ctx context.Context, d handleData) error {
 	if r.opts.ExecdPath == "" || paused {
 		return errors.New("no kiln-execd to retire the sandbox")
 	}
-	token, err := os.ReadFile(filepath.Join(r.runDir(d.Name), "token"))
+	token, err := os.ReadFile(r.hostToken(d.Name))
 	if err != nil {
-		return err
+		return err // a sandbox started before the host kept a copy
 	}
 	ctx, cancel := context.WithTimeout(ctx, retireTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://sandbox"+retirePath, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://sandbox"+execapi.RetirePath, nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("X-EXECD-ACCESS-TOKEN", string(token))
-	sock := filepath.Join(r.runDir(d.Name), "execd.sock")
+	req.Header.Set(execapi.TokenHeader, string(token))
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var dialer net.Dialer
-		return dialer.DialContext(ctx, "unix", sock)
+		return r.dialExecd(ctx, d)
 	}}}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -171,7 +190,9 @@ func (r *Runtime) enqueue(rt retiree) {
 }
 
 // sweep is the janitor's loop: it removes retired containers one at a
-// time as they fall due, until Close.
+// time as they fall due, until Close. A removal that fails is logged and
+// tried again later (the container stays marked, so nothing takes it for
+// a live sandbox meanwhile).
 func (r *Runtime) sweep() {
 	defer close(r.jan.done)
 	for {
@@ -179,10 +200,19 @@ func (r *Runtime) sweep() {
 		if !ok {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		r.remove(ctx, rt.d)
+		ctx, cancel := context.WithTimeout(r.jan.ctx, time.Minute)
+		err := r.remove(ctx, rt.d)
 		cancel()
-		r.forget(rt.d.Container)
+		if err == nil {
+			r.forget(rt.d.Container)
+			continue
+		}
+		r.logf(slog.LevelWarn, "remove the container of a destroyed sandbox (tried again later): %v", err)
+		r.jan.mu.Lock()
+		if !r.jan.closed {
+			r.jan.queue = append(r.jan.queue, retiree{d: rt.d, at: time.Now()})
+		}
+		r.jan.mu.Unlock()
 	}
 }
 
@@ -218,11 +248,15 @@ func (r *Runtime) due() (rt retiree, ok bool) {
 	}
 }
 
-// forget drops a removed container from the retired set.
+// forget drops a removed container from the janitor's records, its
+// queue included.
 func (r *Runtime) forget(id string) {
-	r.jan.mu.Lock()
-	defer r.jan.mu.Unlock()
-	delete(r.jan.retired, id)
+	j := r.jan
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.retired, id)
+	delete(j.paused, id)
+	j.queue = slices.DeleteFunc(j.queue, func(rt retiree) bool { return rt.d.Container == id })
 }
 
 // adoptRetired queues the retired containers of this runtime's instance
@@ -256,7 +290,10 @@ func (r *Runtime) closeJanitor(ctx context.Context) {
 	swept := j.swept
 	j.mu.Unlock()
 	if swept {
+		// The removal under way, if any, is cut short when ctx ends.
+		stop := context.AfterFunc(ctx, j.cancel)
 		<-j.done
+		stop()
 	}
 	j.mu.Lock()
 	left := j.queue
@@ -264,9 +301,12 @@ func (r *Runtime) closeJanitor(ctx context.Context) {
 	j.mu.Unlock()
 	for _, rt := range left {
 		if ctx.Err() != nil {
-			return
+			return // the next runtime of the instance removes the rest
 		}
-		r.remove(ctx, rt.d)
+		if err := r.remove(ctx, rt.d); err != nil {
+			r.logf(slog.LevelWarn, "remove the container of a destroyed sandbox at close: %v", err)
+			continue
+		}
 		r.forget(rt.d.Container)
 	}
 }
@@ -280,7 +320,10 @@ func (r *Runtime) remove(ctx context.Context, d handleData) error {
 	r.removing.Lock()
 	defer r.removing.Unlock()
 	err := r.cli.ContainerRemove(ctx, d.Container, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !cerrdefs.IsNotFound(err) {
+	if cerrdefs.IsNotFound(err) {
+		return nil // removed already, folder and all
+	}
+	if err != nil {
 		return fmt.Errorf("docker: remove %s: %w", d.Name, err)
 	}
 	if r.opts.StateDir == "" {

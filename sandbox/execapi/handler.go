@@ -16,6 +16,15 @@ import (
 	"github.com/kilnhq/kiln/sandbox"
 )
 
+// AgentPrefix begins the routes of kiln-execd's own (not OpenSandbox's),
+// which the docker runtime calls on the sandbox's socket and Kiln's proxy
+// never forwards; RetirePath is the one that ends every process of the
+// sandbox but kiln-execd (served with --retire).
+const (
+	AgentPrefix = "/kiln/"
+	RetirePath  = AgentPrefix + "retire"
+)
+
 // TokenHeader is the request header that carries a sandbox's access
 // token.
 const TokenHeader = "X-EXECD-ACCESS-TOKEN"

@@ -57,7 +57,11 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	}
 	names := s.Runtimes()
 	for _, name := range names {
-		if err := s.reconcileRuntime(ctx, name, recs); err != nil {
+		r, err := s.runtime(name)
+		if err != nil {
+			continue // withdrawn meanwhile
+		}
+		if err := s.reconcileRuntime(ctx, name, r, recs); err != nil {
 			return err
 		}
 	}
@@ -78,19 +82,15 @@ func (s *Service) records(ctx context.Context) (recs []*core.Sandbox, err error)
 	return recs, err
 }
 
-// reconcileRuntime brings the records of one runtime (among recs, every
-// record) in line with what it has: a live record's sandbox is recovered
+// reconcileRuntime brings the records of runtime r, called name (among
+// recs, every record), in line with what it has: a live record's sandbox is recovered
 // (its state and handle updated, and its egress gate opened again when
 // it has an allowlist), one the runtime lost or stopped is marked Failed
 // with the reason (and a stopped one destroyed), a record left Pending by
 // a crash during its create is marked Failed and its sandbox, if the
 // runtime made one, destroyed; and a sandbox the runtime lists
 // (sandbox.Lister) that no record knows is destroyed.
-func (s *Service) reconcileRuntime(ctx context.Context, name string, recs []*core.Sandbox) error {
-	r, err := s.runtime(name)
-	if err != nil {
-		return nil // withdrawn meanwhile
-	}
+func (s *Service) reconcileRuntime(ctx context.Context, name string, r sandbox.Runtime, recs []*core.Sandbox) error {
 	known := map[string]bool{}
 	for _, rec := range recs {
 		known[rec.ID] = true

@@ -245,26 +245,31 @@ func (s *Service) AddRuntime(name string, r sandbox.Runtime) error {
 	if got := r.Capabilities().Name; got != name {
 		return fmt.Errorf("sandbox runtime %q calls itself %q", name, got)
 	}
+	s.mu.RLock()
+	_, dup := s.runtimes[name]
+	started := s.started
+	s.mu.RUnlock()
+	if dup {
+		return fmt.Errorf("sandbox runtime %q is already added", name)
+	}
+	if started != nil {
+		// Enabled on a running server: its sandboxes are recovered (and
+		// their egress gates opened) before anything can use it, as at a
+		// start, so that no create or claim races the reconciliation.
+		recs, err := s.records(started)
+		if err == nil {
+			err = s.reconcileRuntime(started, name, r, recs)
+		}
+		if err != nil {
+			s.log.Warn("reconcile the sandboxes of a runtime enabled", "runtime", name, "err", err)
+		}
+	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if _, dup := s.runtimes[name]; dup {
-		s.mu.Unlock()
 		return fmt.Errorf("sandbox runtime %q is already added", name)
 	}
 	s.runtimes[name] = r
-	started := s.started
-	s.mu.Unlock()
-	if started == nil {
-		return nil // Start reconciles it
-	}
-	// Enabled on a running server: its sandboxes are recovered (and their
-	// egress gates opened) before they are used, as at a start.
-	recs, err := s.records(started)
-	if err == nil {
-		err = s.reconcileRuntime(started, name, recs)
-	}
-	if err != nil {
-		s.log.Warn("reconcile the sandboxes of a runtime enabled", "runtime", name, "err", err)
-	}
 	return nil
 }
 
