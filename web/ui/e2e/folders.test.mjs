@@ -2,7 +2,7 @@
 // reorder, delete; search; folders never hide threads from Action.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { setup, startApprovalRun, tid } from "./harness.mjs";
+import { setup, startApprovalRun, tid, until } from "./harness.mjs";
 
 test("folders and search", async () => {
   const s = await setup();
@@ -28,12 +28,12 @@ test("folders and search", async () => {
     const rowA = p.locator(`${tid("thread-item")}[data-thread-id="${a.id}"]`);
     await rowA.locator(tid("thread-menu")).click();
     await rowA.locator(`[role=menuitem][data-move-folder="${kitchen.id}"]`).click();
-    await waitFor(async () => (await s.kiln.api("GET", `/threads/${a.id}`)).folder_id === kitchen.id);
+    await until(async () => (await s.kiln.api("GET", `/threads/${a.id}`)).folder_id === kitchen.id, "a in Kitchen");
 
     // Move by drag and drop.
     const rowC = p.locator(`${tid("thread-item")}[data-thread-id="${c.id}"]`);
     await rowC.dragTo(p.locator(`${tid("folder-item")}[data-folder-id="${work.id}"]`));
-    await waitFor(async () => (await s.kiln.api("GET", `/threads/${c.id}`)).folder_id === work.id);
+    await until(async () => (await s.kiln.api("GET", `/threads/${c.id}`)).folder_id === work.id, "c in Work");
 
     // The folder view lists its threads only.
     await p.click(`${tid("folder-item")}[data-folder-id="${kitchen.id}"] a`);
@@ -50,7 +50,7 @@ test("folders and search", async () => {
     await p.locator(`${tid("folder-item")}[data-folder-id="${work.id}"]`).hover();
     await p.click(`[aria-label="Move folder Work up"]`);
     await p.waitForFunction(() => [...document.querySelectorAll('[data-testid="folder-item"]')].map((e) => e.querySelector('.label')?.textContent).join(",") === "Work,Kitchen");
-    await waitFor(async () => (await s.kiln.api("GET", "/folders")).folders[0].id === work.id);
+    await until(async () => (await s.kiln.api("GET", "/folders")).folders[0].id === work.id, "Work first");
 
     // Rename.
     await p.locator(`${tid("folder-item")}[data-folder-id="${kitchen.id}"]`).hover();
@@ -83,11 +83,3 @@ test("folders and search", async () => {
     assert.deepEqual(s.errors, []);
   } finally { await s.close(); }
 });
-
-async function waitFor(cond, ms = 10000) {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 50)); // polling a condition
-  }
-}

@@ -33,6 +33,15 @@ async function waitHealthy(url, ms = 15000) {
   }
 }
 
+/** until polls cond (async) until it holds, failing after ms milliseconds. */
+export async function until(cond, what, ms = 20000) {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25)); // polling a condition
+  }
+}
+
 /** A kiln server process; restart() keeps the port and data dir. */
 export class Kiln {
   constructor({ env = {}, data } = {}) {

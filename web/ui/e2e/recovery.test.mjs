@@ -5,15 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { setup, tid } from "./harness.mjs";
-
-async function waitFor(cond, what, ms = 20000) {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25)); // polling a condition
-  }
-}
+import { setup, tid, until } from "./harness.mjs";
 
 test("recovery card after a crash inside append_file: skip", async () => {
   // The tool takes effect, then waits 3 s before returning: the kill lands in between.
@@ -28,7 +20,7 @@ test("recovery card after a crash inside append_file: skip", async () => {
     });
     await p.goto(s.front.url + "#/action");
     await p.locator(tid("empty")).waitFor();
-    await waitFor(() => existsSync(file), "append_file to write r.txt");
+    await until(() => existsSync(file), "append_file to write r.txt");
 
     await s.kiln.stop("SIGKILL");
     s.kiln.env = {}; // restart without the delay, same port and data dir
@@ -48,7 +40,7 @@ test("recovery card after a crash inside append_file: skip", async () => {
     await card.locator(tid("skip")).click();
     await p.locator(tid("approval-card")).waitFor({ state: "detached" });
     await p.waitForFunction(() => document.querySelector('[data-testid="count-action"]')?.textContent === "0");
-    await waitFor(async () => (await s.kiln.api("GET", `/runs/${run.id}`)).status === "succeeded", "the run to finish");
+    await until(async () => (await s.kiln.api("GET", `/runs/${run.id}`)).status === "succeeded", "the run to finish");
     // Not watched (the Action view was open): it lands in Unread.
     await p.waitForFunction(() => document.querySelector('[data-testid="count-unread"]')?.textContent === "1");
 
