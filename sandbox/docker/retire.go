@@ -56,7 +56,7 @@ type janitor struct {
 	mu      sync.Mutex
 	queue   []retiree
 	retired map[string]bool // engine IDs, queued or being removed
-	paused  map[string]bool // engine IDs this Runtime paused
+	paused  map[string]bool // engine IDs known paused (setPausedMark)
 	wake    chan struct{}
 	closing chan struct{}
 	done    chan struct{} // closed when sweep returns

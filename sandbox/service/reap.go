@@ -83,13 +83,13 @@ func (s *Service) records(ctx context.Context) (recs []*core.Sandbox, err error)
 }
 
 // reconcileRuntime brings the records of runtime r, called name (among
-// recs, every record), in line with what it has: a live record's sandbox is recovered
-// (its state and handle updated, and its egress gate opened again when
-// it has an allowlist), one the runtime lost or stopped is marked Failed
-// with the reason (and a stopped one destroyed), a record left Pending by
-// a crash during its create is marked Failed and its sandbox, if the
-// runtime made one, destroyed; and a sandbox the runtime lists
-// (sandbox.Lister) that no record knows is destroyed.
+// recs, every record), in line with what it has: a live record's sandbox
+// is recovered (its state and handle updated, and its egress gate opened
+// again when it has an allowlist), one the runtime lost or stopped is
+// marked Failed with the reason (and a stopped one destroyed), a record
+// left Pending by a crash during its create is marked Failed and its
+// sandbox, if the runtime made one, destroyed; and a sandbox the runtime
+// lists (sandbox.Lister) that no record knows is destroyed.
 func (s *Service) reconcileRuntime(ctx context.Context, name string, r sandbox.Runtime, recs []*core.Sandbox) error {
 	known := map[string]bool{}
 	for _, rec := range recs {
