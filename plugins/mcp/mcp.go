@@ -93,6 +93,10 @@ func DefaultBackoff(attempt int) time.Duration {
 	return min(d, 30*time.Second)
 }
 
+// DefaultCallTimeout is how long a tool call waits for its answer when
+// neither the server's configuration nor the Manager's sets a timeout.
+const DefaultCallTimeout = 10 * time.Minute
+
 // Config is a Manager's configuration. Zero fields take the defaults.
 type Config struct {
 	Servers []ServerConfig
@@ -108,8 +112,12 @@ type Config struct {
 	// PingInterval is how often a connected server is pinged to notice
 	// that it went away; default 10 s.
 	PingInterval time.Duration
-	// ConnectTimeout bounds initialize and the tool listing; default 20 s.
+	// ConnectTimeout bounds initialize, the tool listing and a ping;
+	// default 20 s.
 	ConnectTimeout time.Duration
+	// CallTimeout bounds a tools/call of a server whose configuration
+	// sets no timeout; default DefaultCallTimeout.
+	CallTimeout time.Duration
 	// ClientName and ClientVersion are sent in initialize; default
 	// "kiln" and "dev".
 	ClientName, ClientVersion string
@@ -156,6 +164,9 @@ func New(host Host, cfg Config) (*Manager, error) {
 	}
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = 20 * time.Second
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
 	}
 	if cfg.ClientName == "" {
 		cfg.ClientName = "kiln"
@@ -523,7 +534,11 @@ func (s *server) run(ctx context.Context) {
 			continue
 		}
 		attempt = 1
-		msg := sess.describe(fmt.Errorf("connection lost: %w", lostErr))
+		var me *MalformedError
+		if !errors.As(lostErr, &me) {
+			lostErr = fmt.Errorf("connection lost: %w", lostErr)
+		}
+		msg := sess.describe(lostErr)
 		s.set(func(st *ServerStatus) {
 			st.State, st.Error, st.Tools = StateError, msg, nil
 		})
@@ -560,15 +575,27 @@ func (s *server) serve(ctx context.Context, sess *session) (endReason, error) {
 			if err := s.register(ctx, sess, true); err != nil {
 				return endLost, err
 			}
+		case <-sess.suspect:
+			if err := s.ping(ctx, sess); err != nil {
+				return endLost, fmt.Errorf("a call timed out, and the server did not answer a ping either: %w", err)
+			}
 		case <-s.m.cfg.After(s.m.cfg.PingInterval):
-			pctx, cancel := context.WithTimeout(ctx, s.m.cfg.ConnectTimeout)
-			err := sess.client.Ping(pctx)
-			cancel()
-			if err != nil && ctx.Err() == nil {
+			if err := s.ping(ctx, sess); err != nil {
 				return endLost, err
 			}
 		}
 	}
+}
+
+// ping checks that the server answers, within ConnectTimeout. nil when
+// ctx ends first.
+func (s *server) ping(ctx context.Context, sess *session) error {
+	pctx, cancel := context.WithTimeout(ctx, s.m.cfg.ConnectTimeout)
+	defer cancel()
+	if err := sess.client.Ping(pctx); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
 }
 
 // register lists the session's tools and registers them, replacing the

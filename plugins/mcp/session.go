@@ -3,6 +3,8 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -12,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -31,16 +35,29 @@ type session struct {
 	// the supervisor touches it).
 	registered listed
 
-	cmdMu sync.Mutex
-	cmd   *exec.Cmd // the stdio server's process
-	tail  *tail     // its stderr
+	// timeout bounds every tools/call (ServerConfig.Timeout or
+	// Config.CallTimeout).
+	timeout time.Duration
+
+	cmdMu  sync.Mutex
+	cmd    *exec.Cmd     // the stdio server's process
+	stdout *os.File      // the read end of its output
+	exited chan struct{} // closed when it has ended
+	tail   *tail         // its stderr
 
 	cancel      context.CancelFunc
 	lostOnce    sync.Once
 	lostCh      chan struct{}
 	lostErr     error
 	listChanged chan struct{} // cap 1
-	closeOnce   sync.Once
+	// suspect (cap 1) asks the supervisor to ping the server now: a call
+	// timed out.
+	suspect   chan struct{}
+	closeOnce sync.Once
+
+	progressMu sync.Mutex
+	progress   map[string]func(json.RawMessage) // by progress token
+	tokens     atomic.Uint64
 }
 
 // lost reports the connection gone; the supervisor reconnects.
@@ -60,6 +77,8 @@ func (s *session) isClosed() bool {
 	}
 }
 
+// close ends the session. A stdio server has its input closed and
+// gracePeriod to exit before its process group is killed.
 func (s *session) close() {
 	s.closeOnce.Do(func() {
 		s.lost(errClosed)
@@ -68,11 +87,132 @@ func (s *session) close() {
 		}
 		s.cancel()
 		s.cmdMu.Lock()
-		if s.cmd != nil {
-			killGroup(s.cmd)
+		defer s.cmdMu.Unlock()
+		if s.cmd == nil {
+			return
 		}
-		s.cmdMu.Unlock()
+		select {
+		case <-s.exited:
+		case <-time.After(gracePeriod):
+		}
+		killGroup(s.cmd)
+		_ = s.stdout.Close()
 	})
+}
+
+// gracePeriod is how long a stdio server has to exit once its input is
+// closed.
+const gracePeriod = 2 * time.Second
+
+// startStdio starts def's command in dir, in a process group of its own,
+// with env alone, its stderr kept in the session's tail, and returns the
+// transport that speaks to it. Every line of its output is checked
+// (frameReader): a message that is not JSON-RPC 2.0 ends the session.
+func (s *session) startStdio(def mcpservers.Server, dir string, env []string) (transport.Interface, error) {
+	cmd := exec.Command(def.Command, def.Args...)
+	cmd.Env, cmd.Dir, cmd.Stderr = env, dir, s.tail
+	cmd.WaitDelay = gracePeriod
+	ownGroup(cmd)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	// An output pipe of our own, not StdoutPipe: Wait would close it
+	// while the last answers may still be unread.
+	out, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout = w
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		out.Close()
+		return nil, fmt.Errorf("start %s: %w", def.Command, err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
+	s.cmdMu.Lock()
+	s.cmd, s.stdout, s.exited = cmd, out, exited
+	s.cmdMu.Unlock()
+	fr := newFrameReader(out, func(m *MalformedError) { s.lost(m) })
+	fr.eof = func() {
+		// The output is read to its end: every answer is delivered.
+		select {
+		case <-exited:
+			s.lost(fmt.Errorf("the server exited (%v)", waitErr))
+		case <-time.After(gracePeriod):
+			s.lost(errors.New("the server closed its output"))
+		}
+	}
+	return transport.NewIO(fr, stdin, nil), nil
+}
+
+// watchProgress gives a call a progress token: the server's progress
+// notifications that carry it go to f until done.
+func (s *session) watchProgress(f func(json.RawMessage)) (token string, done func()) {
+	token = fmt.Sprintf("kiln-%d", s.tokens.Add(1))
+	s.progressMu.Lock()
+	if s.progress == nil {
+		s.progress = map[string]func(json.RawMessage){}
+	}
+	s.progress[token] = f
+	s.progressMu.Unlock()
+	return token, func() {
+		s.progressMu.Lock()
+		delete(s.progress, token)
+		s.progressMu.Unlock()
+	}
+}
+
+// maxProgressMessage bounds a progress notification's message, in bytes.
+const maxProgressMessage = 1 << 10
+
+// onNotification handles what the server notifies: a changed tool list,
+// and the progress of a call, passed on as {"progress", "total",
+// "message"} (total and message when the server sends them, the message
+// cut at maxProgressMessage and redacted). A progress notification whose
+// token no call in flight has, or without a numeric progress, is dropped.
+func (s *session) onNotification(n mcp.JSONRPCNotification) {
+	switch n.Method {
+	case string(mcp.MethodNotificationToolsListChanged):
+		select {
+		case s.listChanged <- struct{}{}:
+		default:
+		}
+	case string(mcp.MethodNotificationProgress):
+		f := n.Params.AdditionalFields
+		token, _ := f["progressToken"].(string)
+		s.progressMu.Lock()
+		report := s.progress[token]
+		s.progressMu.Unlock()
+		progress, ok := f["progress"].(float64)
+		if report == nil || !ok {
+			return
+		}
+		var p struct {
+			Progress float64  `json:"progress"`
+			Total    *float64 `json:"total,omitempty"`
+			Message  string   `json:"message,omitempty"`
+		}
+		p.Progress = progress
+		if total, ok := f["total"].(float64); ok {
+			p.Total = &total
+		}
+		if msg, ok := f["message"].(string); ok {
+			if len(msg) > maxProgressMessage {
+				msg = strings.ToValidUTF8(msg[:maxProgressMessage], "") + "…"
+			}
+			p.Message = redact(msg, s.secrets)
+		}
+		if b, err := json.Marshal(p); err == nil {
+			report(b)
+		}
+	}
 }
 
 // describe is err with the stderr tail, secrets redacted.
@@ -111,8 +251,13 @@ func (s *server) connect(ctx context.Context) (*session, error) {
 	m := s.m
 	sess := &session{
 		server:      s.cfg.Name,
+		timeout:     m.cfg.CallTimeout,
 		lostCh:      make(chan struct{}),
 		listChanged: make(chan struct{}, 1),
+		suspect:     make(chan struct{}, 1),
+	}
+	if s.cfg.Timeout > 0 {
+		sess.timeout = time.Duration(s.cfg.Timeout) * time.Millisecond
 	}
 	// Expand, recording every substituted value and every env and
 	// header value as a secret.
@@ -142,6 +287,9 @@ func (s *server) connect(ctx context.Context) (*session, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	sess.cancel = cancel
 	fail := func(err error) (*session, error) {
+		if sess.isClosed() {
+			err = sess.lostErr // why the handshake was cut off
+		}
 		msg := sess.describe(err)
 		sess.close()
 		return nil, fmt.Errorf("%s", msg)
@@ -155,20 +303,10 @@ func (s *server) connect(ctx context.Context) (*session, error) {
 		if dir != "" && !filepath.IsAbs(dir) && m.cfg.Dir != "" {
 			dir = filepath.Join(m.cfg.Dir, dir)
 		}
-		env := stdioEnv(def.Env)
-		t := transport.NewStdioWithOptions(def.Command, env, def.Args,
-			transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
-				cmd := exec.CommandContext(ctx, command, args...)
-				cmd.Env = env
-				cmd.Dir = dir
-				ownGroup(cmd)
-				sess.cmdMu.Lock()
-				sess.cmd = cmd
-				sess.cmdMu.Unlock()
-				return cmd, nil
-			}),
-			transport.WithCommandStderrWriter(sess.tail),
-			transport.WithCommandLogger(quiet))
+		t, err := sess.startStdio(def, dir, stdioEnv(def.Env))
+		if err != nil {
+			return fail(err)
+		}
 		c = client.NewClient(t)
 	case mcpservers.TypeHTTP:
 		c, err = client.NewStreamableHttpClient(def.URL, transport.WithHTTPHeaders(def.Headers), transport.WithContinuousListening(), transport.WithHTTPLogger(quiet))
@@ -182,15 +320,17 @@ func (s *server) connect(ctx context.Context) (*session, error) {
 	if err := c.Start(sctx); err != nil {
 		return fail(err)
 	}
-	c.OnNotification(func(n mcp.JSONRPCNotification) {
-		if n.Method == mcp.MethodNotificationToolsListChanged {
-			select {
-			case sess.listChanged <- struct{}{}:
-			default:
-			}
-		}
-	})
+	c.OnNotification(sess.onNotification)
 	c.OnConnectionLost(sess.lost)
+	// A session lost while it connects (a malformed message, an exit)
+	// ends the handshake at once.
+	go func() {
+		select {
+		case <-sess.lostCh:
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
 
 	ictx, icancel := context.WithTimeout(sctx, m.cfg.ConnectTimeout)
 	defer icancel()

@@ -24,34 +24,72 @@ type tool struct {
 
 func (t *tool) Spec() core.ToolSpec { return t.spec }
 
-// Call sends tools/call. The server's own failure (isError, or a
-// JSON-RPC error answer such as unknown tool or bad arguments) is a
-// failed result the model reads. A transport failure is a returned error:
-// it wraps core.ErrEffectUnknown once the request may have reached the
-// server, and the session is reported lost so the manager reconnects.
+// Call sends tools/call, with a progress token: the server's progress
+// notifications for the call become tool.progress events of the run
+// (core.ReportProgress). The call has the session's deadline. The
+// server's own failure (isError, or a JSON-RPC error answer such as
+// unknown tool or bad arguments) is a failed result the model reads, and
+// so are a call that outlives its deadline (it is cancelled with
+// notifications/cancelled, and the supervisor pings the server to see
+// whether it is still there) and a call cut off because the server sent a
+// malformed message (the session is dropped and reconnects). Another
+// transport failure is a returned error: it wraps core.ErrEffectUnknown
+// once the request may have reached the server, and the session is
+// reported lost so the manager reconnects. When ctx ends, Call cancels
+// the request and returns ctx.Err().
 func (t *tool) Call(ctx context.Context, args json.RawMessage) (core.ToolResult, error) {
+	sess := t.sess
 	var req mcp.CallToolRequest
 	req.Params.Name = t.spec.Name
 	if len(args) > 0 && string(args) != "null" {
 		req.Params.Arguments = args
 	}
-	if t.sess.isClosed() {
-		return core.ToolResult{}, fmt.Errorf("mcp server %q: not connected", t.sess.server)
+	if sess.isClosed() {
+		return core.ToolResult{}, fmt.Errorf("mcp server %q: not connected", sess.server)
 	}
-	res, err := t.sess.client.CallTool(ctx, req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return core.ToolResult{}, ctx.Err()
+	token, done := sess.watchProgress(func(p json.RawMessage) { core.ReportProgress(ctx, p) })
+	defer done()
+	req.Params.Meta = &mcp.Meta{ProgressToken: token}
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-sess.lostCh:
+			cancel(errSessionLost)
+		case <-cctx.Done():
 		}
-		var te *transport.Error
-		if errors.As(err, &te) {
-			t.sess.lost(err)
-			return core.ToolResult{}, fmt.Errorf("mcp server %q: tool %q: %v: %w", t.sess.server, req.Params.Name, err, core.ErrEffectUnknown)
-		}
-		return core.ErrorResult(err.Error()), nil
+	}()
+	cctx, cancelTimeout := context.WithTimeoutCause(cctx, sess.timeout, errCallTimeout)
+	defer cancelTimeout()
+	res, err := sess.client.CallTool(cctx, req)
+	if err == nil {
+		return convertResult(res), nil
 	}
-	return convertResult(res), nil
+	var me *MalformedError
+	switch {
+	case ctx.Err() != nil:
+		return core.ToolResult{}, ctx.Err()
+	case errors.Is(context.Cause(cctx), errCallTimeout):
+		select {
+		case sess.suspect <- struct{}{}:
+		default:
+		}
+		return core.ErrorResult(fmt.Sprintf("mcp server %q did not answer the call of %q within %s (its timeout): the call was cancelled, and it may or may not have taken effect", sess.server, req.Params.Name, sess.timeout)), nil
+	case sess.isClosed() && errors.As(sess.lostErr, &me):
+		return core.ErrorResult(redact(fmt.Sprintf("mcp server %q: %v; the call of %q failed (it may or may not have taken effect) and the server is being reconnected", sess.server, me, req.Params.Name), sess.secrets)), nil
+	}
+	var te *transport.Error
+	if errors.As(err, &te) {
+		sess.lost(err)
+		return core.ToolResult{}, fmt.Errorf("mcp server %q: tool %q: %v: %w", sess.server, req.Params.Name, err, core.ErrEffectUnknown)
+	}
+	return core.ErrorResult(err.Error()), nil
 }
+
+var (
+	errCallTimeout = errors.New("the call's deadline passed")
+	errSessionLost = errors.New("the session was lost")
+)
 
 // convertResult maps MCP content to parts: text to text, images to image
 // parts (inline bytes), everything else to a text line standing in for it.

@@ -71,7 +71,14 @@ type Server struct {
 	// is enabled.
 	Trust    string `json:"trust,omitempty"`
 	Disabled bool   `json:"disabled,omitempty"`
+	// Timeout is how long, in milliseconds, a tool call waits for the
+	// server's answer before it fails (as Gemini CLI reads "timeout");
+	// 0 takes the host's default. At most MaxTimeout.
+	Timeout int64 `json:"timeout,omitempty"`
 }
+
+// MaxTimeout bounds Server.Timeout: one day, in milliseconds.
+const MaxTimeout = 24 * 60 * 60 * 1000
 
 // Transports.
 const (
@@ -221,6 +228,8 @@ func check(s *Server, perms *plugins.Permissions) error {
 		return errors.New("trust and disabled are the user's to set, in their own .mcp.json, not a plugin's")
 	case s.Trust != "" && s.Trust != "all":
 		return fmt.Errorf(`trust %q: want "all" (hold none of its tools for approval) or leave it out`, s.Trust)
+	case s.Timeout < 0 || s.Timeout > MaxTimeout:
+		return fmt.Errorf("timeout %d: want milliseconds from 1 to %d (a day), or leave it out for the default", s.Timeout, MaxTimeout)
 	}
 	switch s.Type {
 	case "":

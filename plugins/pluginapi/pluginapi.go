@@ -228,4 +228,6 @@ type MCPServerConfig struct {
 	Headers  map[string]string `json:"headers,omitempty"`
 	Trust    string            `json:"trust,omitempty"`
 	Disabled bool              `json:"disabled,omitempty"`
+	// Timeout is a tool call's deadline in milliseconds; 0: the default.
+	Timeout int64 `json:"timeout,omitempty"`
 }

@@ -1,0 +1,152 @@
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// MalformedError is the reason a session ended because its server sent a
+// message that is not JSON-RPC 2.0. mcp-go drops such a line without a
+// word, so a call it answered would wait forever; the bridge checks every
+// line of a stdio server's output before mcp-go reads it.
+type MalformedError struct {
+	// Reason says what is wrong, e.g. `"jsonrpc" is not "2.0"`.
+	Reason string
+	// Excerpt is the start of the line (at most 120 bytes, valid UTF-8).
+	Excerpt string
+}
+
+func (e *MalformedError) Error() string {
+	return fmt.Sprintf("the server sent a message that is not JSON-RPC 2.0 (%s): %s", e.Reason, e.Excerpt)
+}
+
+// frameReader passes a stdio server's output to mcp-go line by line,
+// after checking that each line is one JSON-RPC 2.0 message. A line that
+// is not is dropped and reported to bad, once per line; blank lines pass
+// (mcp-go skips them).
+type frameReader struct {
+	r   *bufio.Reader
+	bad func(*MalformedError)
+	// eof, when set, is called once, when the reader returns the error
+	// that ended r (every line before it has been read).
+	eof func()
+	buf []byte // the rest of the checked line being read
+	err error  // the error that ended r
+}
+
+func newFrameReader(r io.Reader, bad func(*MalformedError)) *frameReader {
+	return &frameReader{r: bufio.NewReaderSize(r, 64<<10), bad: bad}
+}
+
+func (f *frameReader) Read(p []byte) (int, error) {
+	for len(f.buf) == 0 {
+		if f.err != nil {
+			if f.eof != nil {
+				f.eof()
+				f.eof = nil
+			}
+			return 0, f.err
+		}
+		line, err := f.r.ReadBytes('\n')
+		f.err = err
+		if len(line) == 0 {
+			continue
+		}
+		if err != nil && line[len(line)-1] != '\n' {
+			// The stream ended inside a line: mcp-go would drop it too.
+			if len(bytes.TrimSpace(line)) > 0 {
+				f.bad(malformed("the output ended inside a message", line))
+			}
+			continue
+		}
+		if m := checkMessage(line); m != nil {
+			f.bad(m)
+			continue
+		}
+		f.buf = line
+	}
+	n := copy(p, f.buf)
+	f.buf = f.buf[n:]
+	return n, nil
+}
+
+// present records that a member is there, without keeping its value.
+type present bool
+
+func (p *present) UnmarshalJSON([]byte) error { *p = true; return nil }
+
+// checkMessage returns nil when line (one line of output, blank or a
+// JSON-RPC 2.0 request, notification or response) is well formed, else
+// what is wrong with it.
+func checkMessage(line []byte) *MalformedError {
+	trimmed := bytes.TrimSpace(line)
+	if len(trimmed) == 0 {
+		return nil
+	}
+	if trimmed[0] == '[' && json.Valid(trimmed) {
+		return malformed("a batch, which MCP does not use", line)
+	}
+	var msg struct {
+		JSONRPC *string         `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  *string         `json:"method"`
+		Params  present         `json:"params"`
+		Result  present         `json:"result"`
+		Error   *struct {
+			Code    *int64  `json:"code"`
+			Message *string `json:"message"`
+		} `json:"error"`
+	}
+	err := json.Unmarshal(trimmed, &msg)
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &te) && te.Field == "":
+		return malformed("not a JSON object", line)
+	case errors.As(err, &te):
+		return malformed(fmt.Sprintf("%q is %s", te.Field, te.Value), line)
+	case err != nil:
+		return malformed("not JSON: "+err.Error(), line)
+	case msg.JSONRPC == nil || *msg.JSONRPC != "2.0":
+		return malformed(`"jsonrpc" is not "2.0"`, line)
+	}
+	id := string(msg.ID)
+	validID := id != "" && id != "null" && (id[0] == '"' || id[0] == '-' || id[0] >= '0' && id[0] <= '9')
+	hasError := msg.Error != nil // "error": null counts as absent, as mcp-go reads it
+	switch {
+	case msg.Method != nil:
+		if *msg.Method == "" {
+			return malformed(`"method" is empty`, line)
+		}
+		if id != "" && !validID {
+			return malformed(`a request's "id" is not a string or a number`, line)
+		}
+	case id == "":
+		return malformed(`neither a request (no "method") nor a response (no "id")`, line)
+	case bool(msg.Result) == hasError:
+		return malformed(`a response needs exactly one of "result" and "error"`, line)
+	case hasError && (msg.Error.Code == nil || msg.Error.Message == nil):
+		return malformed(`an error needs an integer "code" and a string "message"`, line)
+	case !validID && !(hasError && id == "null"):
+		return malformed(`a response's "id" is not a string or a number`, line)
+	}
+	return nil
+}
+
+// malformed is a MalformedError with the start of line.
+func malformed(reason string, line []byte) *MalformedError {
+	ex := bytes.TrimRight(line, "\r\n")
+	cut := len(ex) > 120
+	if cut {
+		ex = ex[:120]
+	}
+	s := strings.ToValidUTF8(string(ex), "\uFFFD")
+	if cut {
+		s = strings.TrimRight(s, "\uFFFD") + "…"
+	}
+	return &MalformedError{Reason: reason, Excerpt: s}
+}

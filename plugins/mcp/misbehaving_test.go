@@ -1,0 +1,213 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins/mcpservers"
+)
+
+// misbehaving is testdata/misbehaving.cjs as the server "bad", its calls'
+// deadline timeout (milliseconds).
+func misbehaving(t testing.TB, timeout int64) ServerConfig {
+	script, err := filepath.Abs(filepath.Join("testdata", "misbehaving.cjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ServerConfig{Server: mcpservers.Server{Name: "bad", Command: node(t), Args: []string{script}, Timeout: timeout}}
+}
+
+// held starts a manager whose reconnections wait until release is sent
+// to.
+func held(t testing.TB, host Host, cfg Config) (*Manager, chan time.Time) {
+	release := make(chan time.Time)
+	cfg.Backoff = func(int) time.Duration { return time.Hour }
+	cfg.After = func(d time.Duration) <-chan time.Time {
+		if d == time.Hour {
+			return release
+		}
+		return time.After(d)
+	}
+	return start(t, host, cfg), release
+}
+
+// timedCall calls tl and fails the test unless it returns within limit.
+func timedCall(t testing.TB, tl core.Tool, args string, limit time.Duration) (core.ToolResult, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	begin := time.Now()
+	res, err := tl.Call(ctx, json.RawMessage(args))
+	if took := time.Since(begin); took > limit {
+		t.Fatalf("%s(%s) took %s, want at most %s", tl.Spec().Name, args, took, limit)
+	}
+	return res, err
+}
+
+// TestMalformedReply: a call the server answers with a line that is not
+// JSON-RPC 2.0 fails at once with a tool error naming what is wrong, the
+// server is in error with the same reason, and it reconnects as after a
+// crash.
+func TestMalformedReply(t *testing.T) {
+	for _, tc := range []struct{ name, line, reason string }{
+		{"truncated", `{"jsonrpc":"2.0","id":$ID,"result":{"content":[{"type":"text","text":"cut`, "not JSON"},
+		{"text", `Listening on port 3000`, "not JSON"},
+		{"version", `{"jsonrpc":"1.0","id":$ID,"result":{"content":[]}}`, `"jsonrpc" is not "2.0"`},
+		{"no version", `{"id":$ID,"result":{"content":[]}}`, `"jsonrpc" is not "2.0"`},
+		{"result and error", `{"jsonrpc":"2.0","id":$ID,"result":{"content":[]},"error":{"code":1,"message":"x"}}`, `a response needs exactly one of "result" and "error"`},
+		{"neither", `{"jsonrpc":"2.0","id":$ID}`, `a response needs exactly one of "result" and "error"`},
+		{"bad error", `{"jsonrpc":"2.0","id":$ID,"error":{"code":"E1"}}`, `"error.code" is string`},
+		{"no id", `{"jsonrpc":"2.0","result":{"content":[]}}`, `neither a request`},
+		{"object id", `{"jsonrpc":"2.0","id":{"n":$ID},"result":{"content":[]}}`, `a response's "id" is not a string or a number`},
+		{"batch", `[{"jsonrpc":"2.0","id":$ID,"result":{"content":[]}}]`, "a batch"},
+		{"array", `"just a string"`, "not a JSON object"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			host := newHost()
+			m, release := held(t, host, Config{Servers: []ServerConfig{misbehaving(t, 60_000)}, PingInterval: time.Hour})
+			waitState(t, m, "bad", StateConnected)
+			args, _ := json.Marshal(map[string]string{"line": tc.line})
+			res, err := timedCall(t, host.tool(t, "mcp.bad", "reply"), string(args), 10*time.Second)
+			if err != nil {
+				t.Fatalf("call: %v, want a tool error", err)
+			}
+			if !res.IsError || !strings.Contains(res.Text(), "not JSON-RPC 2.0 ("+tc.reason) || !strings.Contains(res.Text(), `"reply" failed`) {
+				t.Errorf("result %+v", res)
+			}
+			st := waitState(t, m, "bad", StateError)
+			if !strings.Contains(st.Error, "not JSON-RPC 2.0 ("+tc.reason) || len(st.Tools) != 0 {
+				t.Errorf("status %+v", st)
+			}
+			if _, _, reg := host.count("mcp.bad"); reg {
+				t.Error("tools still registered")
+			}
+			release <- time.Now()
+			waitState(t, m, "bad", StateConnected)
+			ok := `{"jsonrpc":"2.0","id":$ID,"result":{"content":[{"type":"text","text":"fine"}]}}`
+			args, _ = json.Marshal(map[string]string{"line": ok})
+			if res := call(t, host.tool(t, "mcp.bad", "reply"), string(args)); res.IsError || res.Text() != "fine" {
+				t.Errorf("after the reconnect: %+v", res)
+			}
+		})
+	}
+}
+
+// TestMalformedAtConnect: a server that writes a banner on its output
+// before it answers is in error with the reason at once, not after the
+// connect timeout.
+func TestMalformedAtConnect(t *testing.T) {
+	sc := misbehaving(t, 0)
+	sc.Args = append([]string{"-e", `console.log("Server ready"); require(process.argv[1])`}, sc.Args...)
+	host := newHost()
+	begin := time.Now()
+	m := start(t, host, Config{Servers: []ServerConfig{sc}, Backoff: func(int) time.Duration { return time.Hour }})
+	st := waitState(t, m, "bad", StateError)
+	if !strings.Contains(st.Error, "not JSON-RPC 2.0 (not JSON") || !strings.Contains(st.Error, "Server ready") {
+		t.Errorf("status %+v", st)
+	}
+	if took := time.Since(begin); took > 10*time.Second {
+		t.Errorf("error after %s", took)
+	}
+}
+
+// TestCallTimeout: a call the server does not answer within the
+// server's timeout fails with a tool error and is cancelled on the
+// server (notifications/cancelled); a server that still answers pings
+// stays connected, one that answers nothing more is in error and
+// reconnects.
+func TestCallTimeout(t *testing.T) {
+	host := newHost()
+	m, release := held(t, host, Config{Servers: []ServerConfig{misbehaving(t, 500)}, PingInterval: time.Hour, ConnectTimeout: 5 * time.Second})
+	waitState(t, m, "bad", StateConnected)
+
+	res, err := timedCall(t, host.tool(t, "mcp.bad", "slow"), `{"ms": 20000}`, 5*time.Second)
+	if err != nil {
+		t.Fatalf("call: %v, want a tool error", err)
+	}
+	if !res.IsError || !strings.Contains(res.Text(), `did not answer the call of "slow" within 500ms`) {
+		t.Errorf("result %+v", res)
+	}
+	if res := call(t, host.tool(t, "mcp.bad", "cancelled"), `{}`); res.Text() == "[]" {
+		t.Errorf("the server saw no notifications/cancelled: %s", res.Text())
+	}
+	if st, _ := m.Status("bad"); st.State != StateConnected {
+		t.Errorf("a server that answers pings: %+v", st)
+	}
+
+	res, err = timedCall(t, host.tool(t, "mcp.bad", "hang"), `{}`, 5*time.Second)
+	if err != nil || !res.IsError || !strings.Contains(res.Text(), "within 500ms") {
+		t.Fatalf("hang: %+v, %v", res, err)
+	}
+	st := waitState(t, m, "bad", StateError)
+	if !strings.Contains(st.Error, "a call timed out, and the server did not answer a ping either") {
+		t.Errorf("status %+v", st)
+	}
+	release <- time.Now()
+	waitState(t, m, "bad", StateConnected)
+	if res := call(t, host.tool(t, "mcp.bad", "cancelled"), `{}`); res.Text() != "[]" {
+		t.Errorf("a new server: %s", res.Text())
+	}
+}
+
+// TestCallCancelled: a call whose context ends returns ctx.Err() at once
+// and is cancelled on the server.
+func TestCallCancelled(t *testing.T) {
+	host := newHost()
+	m := start(t, host, Config{Servers: []ServerConfig{misbehaving(t, 0)}, PingInterval: time.Hour})
+	waitState(t, m, "bad", StateConnected)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	_, err := host.tool(t, "mcp.bad", "slow").Call(ctx, json.RawMessage(`{"ms": 20000}`))
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(begin) > 5*time.Second {
+		t.Fatalf("call: %v after %s", err, time.Since(begin))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for call(t, host.tool(t, "mcp.bad", "cancelled"), `{}`).Text() == "[]" {
+		if time.Now().After(deadline) {
+			t.Fatal("the server saw no notifications/cancelled")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestFrameReader checks lines as the stdio transport passes them.
+func TestFrameReader(t *testing.T) {
+	for _, ok := range []string{
+		``, `   `,
+		`{"jsonrpc":"2.0","id":1,"result":{}}`,
+		`{"jsonrpc":"2.0","id":"a","result":null}`,
+		`{"jsonrpc":"2.0","id":-1,"error":{"code":-32601,"message":"no"}}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{},"error":null}`,
+		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"roots/list"}`,
+	} {
+		if m := checkMessage([]byte(ok + "\n")); m != nil {
+			t.Errorf("%s: %v", ok, m)
+		}
+	}
+	for _, bad := range []string{
+		`{"jsonrpc":"2.0","id":null,"result":{}}`,
+		`{"jsonrpc":"2.0","id":true,"method":"x"}`,
+		`{"jsonrpc":"2.0","method":""}`,
+		`{"jsonrpc":"2.0","method":5}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":1.5,"message":"x"}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{}} trailing`,
+		`null`,
+	} {
+		if m := checkMessage([]byte(bad + "\n")); m == nil {
+			t.Errorf("%s passed", bad)
+		}
+	}
+	long := `{"jsonrpc":"2.0","id":1,"result":"` + strings.Repeat("é", 200)
+	if m := checkMessage([]byte(long)); m == nil || len(m.Excerpt) > 124 || !strings.HasSuffix(m.Excerpt, "…") || strings.ContainsRune(m.Excerpt, '\uFFFD') {
+		t.Errorf("excerpt of a long line: %+v", m)
+	}
+}
