@@ -80,7 +80,7 @@ const good = `{"mcpServers": {
   "local_1": {"url": "http://localhost:3000/mcp?x=1"},
   "0-min": {"command": "/usr/local/bin/srv"},
   "old": {"type": "sse", "url": "https://docs.example.com/sse"},
-  "here": {"type": "stdio", "command": "srv", "cwd": "/srv/data"}
+  "here": {"type": "stdio", "command": "srv", "cwd": "/srv/data", "timeout": 600000}
 }}`
 
 // goodServers is what good defines, in name order.
@@ -88,7 +88,7 @@ var goodServers = []mcpservers.Server{
 	{Name: "0-min", Type: "stdio", Command: "/usr/local/bin/srv"},
 	{Name: "github", Type: "stdio", Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-github"},
 		Env: map[string]string{"GITHUB_TOKEN": "${GITHUB_TOKEN}", "LOG_LEVEL": "debug"}},
-	{Name: "here", Type: "stdio", Command: "srv", Cwd: "/srv/data"},
+	{Name: "here", Type: "stdio", Command: "srv", Cwd: "/srv/data", Timeout: 600000},
 	{Name: "local_1", Type: "http", URL: "http://localhost:3000/mcp?x=1"},
 	{Name: "old", Type: "sse", URL: "https://docs.example.com/sse"},
 	{Name: "zeta", Type: "http", URL: "https://docs.example.com/mcp", Headers: map[string]string{"Authorization": "Bearer ${DOCS_KEY}"}},
@@ -217,7 +217,10 @@ var refused = []struct {
 	{"args not an array", "", `{"mcpServers": {"x": {"command": "x", "args": "-v"}}}`, `mcp.json: server "x": args: want an array, not a string`},
 	{"env value not a string", "", `{"mcpServers": {"x": {"command": "x", "env": {"N": 1}}}}`, `mcp.json: server "x": env: want a string, not a number`},
 	{"unknown top-level field", "", `{"mcpServers": {"x": {"command": "x"}}, "inputs": []}`, `unknown field "inputs"`},
-	{"unknown server field", "", `{"mcpServers": {"x": {"command": "x", "timeout": 5}}}`, `server "x": json: unknown field "timeout"`},
+	{"unknown server field", "", `{"mcpServers": {"x": {"command": "x", "autoApprove": []}}}`, `server "x": json: unknown field "autoApprove"`},
+	{"negative timeout", "", `{"mcpServers": {"x": {"command": "x", "timeout": -1}}}`, `server "x": timeout -1: want milliseconds from 1 to 86400000`},
+	{"timeout over a day", "", `{"mcpServers": {"x": {"command": "x", "timeout": 86400001}}}`, `server "x": timeout 86400001: want milliseconds`},
+	{"timeout not a number", "", `{"mcpServers": {"x": {"command": "x", "timeout": "30s"}}}`, `server "x": timeout: want a number, not a string`},
 	{"duplicate server", "", `{"mcpServers": {"x": {"command": "x"}, "x": {"command": "rm"}}}`, "mcpServers.x: duplicate key"},
 	{"duplicate env key", "", `{"mcpServers": {"x": {"command": "x", "env": {"A": "1", "A": "2"}}}}`, "mcpServers.x.env.A: duplicate key"},
 	{"trailing data", "", `{"mcpServers": {"x": {"command": "x"}}} {"mcpServers": {}}`, "trailing data"},
