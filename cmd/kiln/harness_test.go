@@ -126,7 +126,7 @@ func startServerWith(t *testing.T, dir, addr string, plugins bool) *testServer {
 	if plugins {
 		opts.Plugins = s.plugins
 	}
-	bridge, err := openMCP(svc, dir)
+	bridge, err := openMCP(svc, dir, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins/mcp"
@@ -23,15 +24,16 @@ const mcpConfigFile = ".mcp.json"
 
 // openMCP connects the MCP servers of <data>/.mcp.json (none when the
 // file is missing or its "mcpServers" is empty) and registers their tools
-// with svc as mcp.<server>.<tool>. A file that does not parse stops the
-// server with the reason.
-func openMCP(svc *core.Service, dataRoot string) (*mcp.Manager, error) {
+// with svc as mcp.<server>.<tool>. callTimeout bounds the calls of a
+// server whose entry sets no timeout (0: mcp.DefaultCallTimeout). A file
+// that does not parse stops the server with the reason.
+func openMCP(svc *core.Service, dataRoot string, callTimeout time.Duration) (*mcp.Manager, error) {
 	path := filepath.Join(dataRoot, mcpConfigFile)
 	entries, err := readMCPFile(path)
 	if err != nil {
 		return nil, err
 	}
-	cfg := mcp.Config{Dir: dataRoot, ClientVersion: version}
+	cfg := mcp.Config{Dir: dataRoot, ClientVersion: version, CallTimeout: callTimeout}
 	if len(entries) > 0 {
 		data, err := os.ReadFile(path)
 		if err != nil {

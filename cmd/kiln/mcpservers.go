@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -106,6 +107,7 @@ func newMCPServerAddCmd(a *app) *cobra.Command {
 		in           pluginapi.MCPServerConfig
 		env, headers []string
 		trust        string
+		timeout      time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "add ID (-- COMMAND [ARGS...] | --url URL)",
@@ -147,6 +149,10 @@ never shown back.`,
 				return err
 			}
 			in.Trust = trust
+			if timeout < 0 || timeout > 0 && timeout < time.Millisecond {
+				return usageError{fmt.Errorf("--timeout %s: want a positive duration of at least 1ms, e.g. 90s or 15m", timeout)}
+			}
+			in.Timeout = timeout.Milliseconds()
 			c, err := a.client()
 			if err != nil {
 				return err
@@ -170,6 +176,7 @@ never shown back.`,
 	f.StringArrayVar(&headers, "header", nil, "a header sent to an HTTP server, `'Name: value'` (repeatable)")
 	f.StringVar(&trust, "trust", "", `"all": hold none of its tools for approval (by default those not annotated read-only wait)`)
 	f.BoolVar(&in.Disabled, "disabled", false, "add it disabled (not connected until kiln mcp-servers enable)")
+	f.DurationVar(&timeout, "timeout", 0, "how long a tool call waits for the server's answer, e.g. 90s or 30m (default: the server's KILN_MCP_TIMEOUT_MS, 10m)")
 	return cmd
 }
 

@@ -209,7 +209,7 @@ func TestMCPServersAddRemove(t *testing.T) {
 	if entries := mcpEntries(t, data); len(entries) != 0 {
 		t.Fatalf("after removing all: %v", entries)
 	}
-	m, err := openMCP(s.svc, data)
+	m, err := openMCP(s.svc, data, 0)
 	if err != nil {
 		t.Fatalf("a file without servers does not open: %v", err)
 	}
@@ -303,7 +303,7 @@ func TestMCPServersSecrets(t *testing.T) {
 func TestMCPServersCLI(t *testing.T) {
 	data := t.TempDir()
 	startServer(t, data, "")
-	r := kiln(t, "mcp-servers", "add", "tool", "--env", "TOKEN=${MY_TOKEN}", "--env", "MODE=a=b", "--cwd", "work", "--trust", "all", "--disabled", "--", "my-server", "--flag", "arg")
+	r := kiln(t, "mcp-servers", "add", "tool", "--env", "TOKEN=${MY_TOKEN}", "--env", "MODE=a=b", "--cwd", "work", "--trust", "all", "--disabled", "--timeout", "90s", "--", "my-server", "--flag", "arg")
 	if r.code != 0 {
 		t.Fatalf("add stdio: %d %s", r.code, r.stderr)
 	}
@@ -317,7 +317,7 @@ func TestMCPServersCLI(t *testing.T) {
 		t.Fatalf("add -o json: %v %s", err, r.stdout)
 	}
 	entries := mcpEntries(t, data)
-	if entries["tool"] != `{"command":"my-server","args":["--flag","arg"],"env":{"MODE":"a=b","TOKEN":"${MY_TOKEN}"},"cwd":"work","trust":"all","disabled":true}` {
+	if entries["tool"] != `{"command":"my-server","args":["--flag","arg"],"env":{"MODE":"a=b","TOKEN":"${MY_TOKEN}"},"cwd":"work","trust":"all","disabled":true,"timeout":90000}` {
 		t.Errorf("tool: %s", entries["tool"])
 	}
 	if entries["docs"] != `{"type":"sse","url":"https://docs.example.com/mcp","headers":{"Authorization":"Bearer ${DOCS_TOKEN}"},"disabled":true}` {
@@ -335,6 +335,8 @@ func TestMCPServersCLI(t *testing.T) {
 		{[]string{"add", "none"}, "give the server's command after --"},
 		{[]string{"add", "extra", "x"}, "after --"},
 		{[]string{"add", "bad", "--env", "NOVALUE", "--", "x"}, "want KEY=VALUE"},
+		{[]string{"add", "slow", "--timeout", "1us", "--", "x"}, "at least 1ms"},
+		{[]string{"add", "slow", "--timeout", "48h", "--", "x"}, "timeout 172800000: want milliseconds from 1 to 86400000"},
 		{[]string{"rm", "nope", "--yes"}, "not found"},
 		{[]string{"rm", "tool"}, "--yes"},
 	} {

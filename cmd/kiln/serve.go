@@ -31,6 +31,7 @@ import (
 	"github.com/kilnhq/kiln/plugins/builtin/cron"
 	"github.com/kilnhq/kiln/plugins/builtin/files"
 	"github.com/kilnhq/kiln/plugins/mcp"
+	"github.com/kilnhq/kiln/plugins/mcpservers"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
 	"github.com/kilnhq/kiln/plugins/registry"
 	"github.com/kilnhq/kiln/sandbox/service"
@@ -66,6 +67,10 @@ type serveConfig struct {
 	// MaxAttachment is the size limit of one upload
 	// (KILN_MAX_ATTACHMENT_MB); zero means the web default.
 	MaxAttachment int64
+	// MCPTimeout bounds a call of an MCP server whose entry in .mcp.json
+	// sets no "timeout" (KILN_MCP_TIMEOUT_MS); zero means
+	// mcp.DefaultCallTimeout.
+	MCPTimeout time.Duration
 	// Log configures the server log in <data>/logs.
 	Log logConfig
 }
@@ -96,6 +101,9 @@ Configuration (flags beat environment variables):
   KILN_MAX_STREAMS           event streams open at once (default 2048); past
                              it a new one is refused with 503
   KILN_MAX_ATTACHMENT_MB     size limit of one attachment upload (default 25)
+  KILN_MCP_TIMEOUT_MS        how long an MCP tool call waits for its answer
+                             when the server's "timeout" is not set (default
+                             ` + strconv.Itoa(int(mcp.DefaultCallTimeout.Milliseconds())) + `, 10 minutes)
   KILN_LOG_LEVEL             debug, info, warn or error (default info)
   KILN_LOG_MAX_SIZE_MB       rotate the log file at this size (default ` + strconv.Itoa(logs.DefaultMaxSizeMB) + `)
   KILN_LOG_MAX_AGE_DAYS      remove rotated log files older than this (default ` + strconv.Itoa(logs.DefaultMaxAgeDays) + `)
@@ -177,6 +185,13 @@ func loadServeConfig(flags *pflag.FlagSet, getenv func(string) string, home func
 			return serveConfig{}, fmt.Errorf("KILN_MAX_ATTACHMENT_MB: %q is not a size in MiB (a whole number from 1 to 1024)", raw)
 		}
 		cfg.MaxAttachment = int64(n) << 20
+	}
+	if raw := strings.TrimSpace(getenv("KILN_MCP_TIMEOUT_MS")); raw != "" {
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || n < 1 || n > mcpservers.MaxTimeout {
+			return serveConfig{}, fmt.Errorf("KILN_MCP_TIMEOUT_MS: %q is not a timeout in milliseconds (a whole number from 1 to %d, a day)", raw, mcpservers.MaxTimeout)
+		}
+		cfg.MCPTimeout = time.Duration(n) * time.Millisecond
 	}
 	if cfg.Log, err = loadLogConfig(getenv); err != nil {
 		return serveConfig{}, err
@@ -424,7 +439,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	builtins = append(builtins, dockerPlugin, wasmPlugin, jsPlugin, sandboxTools)
 	// MCP servers: the user's .mcp.json, and the mcp-servers bundles of
 	// plugins as they are enabled. The bridge closes after the registry.
-	bridge, err := openMCP(svc, cfg.DataRoot)
+	bridge, err := openMCP(svc, cfg.DataRoot, cfg.MCPTimeout)
 	if err != nil {
 		return err
 	}

@@ -116,6 +116,13 @@ func TestLoadServeConfig(t *testing.T) {
 			env:  map[string]string{"KILN_MAX_STREAMS": " 600 "},
 			want: serveConfig{Addr: defaultAddr, DataRoot: "/home/u/.kiln", Model: defaultModel, Loopback: true, MaxStreams: 600},
 		},
+		{
+			name: "mcp timeout",
+			env:  map[string]string{"KILN_MCP_TIMEOUT_MS": "90000"},
+			want: serveConfig{Addr: defaultAddr, DataRoot: "/home/u/.kiln", Model: defaultModel, Loopback: true, MCPTimeout: 90 * time.Second},
+		},
+		{name: "mcp timeout with a unit", env: map[string]string{"KILN_MCP_TIMEOUT_MS": "90s"}, wantErr: "KILN_MCP_TIMEOUT_MS: \"90s\" is not a timeout in milliseconds"},
+		{name: "zero mcp timeout", env: map[string]string{"KILN_MCP_TIMEOUT_MS": "0"}, wantErr: "from 1 to 86400000"},
 		{name: "bad stream cap", env: map[string]string{"KILN_MAX_STREAMS": "lots"}, wantErr: "KILN_MAX_STREAMS"},
 		{name: "zero stream cap", env: map[string]string{"KILN_MAX_STREAMS": "0"}, wantErr: "at least 1"},
 		{name: "exposed without protection", env: map[string]string{"KILN_ADDR": "0.0.0.0:8420"}, wantErr: "KILN_API_TOKEN"},
@@ -141,7 +148,8 @@ func TestLoadServeConfig(t *testing.T) {
 				t.Fatal(err)
 			}
 			if cfg.Addr != tc.want.Addr || cfg.DataRoot != tc.want.DataRoot || cfg.Model != tc.want.Model ||
-				cfg.Token != tc.want.Token || cfg.Loopback != tc.want.Loopback || !slices.Equal(cfg.AllowedOrigins, tc.want.AllowedOrigins) {
+				cfg.Token != tc.want.Token || cfg.Loopback != tc.want.Loopback || !slices.Equal(cfg.AllowedOrigins, tc.want.AllowedOrigins) ||
+				cfg.MCPTimeout != tc.want.MCPTimeout {
 				t.Fatalf("config %+v, want %+v", cfg, tc.want)
 			}
 		})
