@@ -10,8 +10,9 @@ type progressKey struct{}
 
 // ReportProgress sends a progress event (any JSON value) from inside a
 // tool call to the run's live event stream, as an ephemeral
-// "tool.progress" event: delivered to current subscribers, never stored
-// or replayed. Outside a tool call it does nothing.
+// "tool.progress" event of the run (in a subagent's namespace for a
+// subagent's call): delivered to current subscribers, never stored or
+// replayed. Outside a tool call it does nothing.
 func ReportProgress(ctx context.Context, progress json.RawMessage) {
 	if f, ok := ctx.Value(progressKey{}).(func(json.RawMessage)); ok && json.Valid(progress) {
 		f(progress)
@@ -29,6 +30,6 @@ func (r *runner) withProgress(ctx context.Context, call ToolCall) context.Contex
 		if err != nil {
 			return
 		}
-		r.s.publish(Event{OwnerID: r.run.OwnerID, ThreadID: r.run.ThreadID, RunID: r.run.ID, Type: EventToolProgress, Payload: payload, Time: r.s.now()})
+		r.s.publish(Event{OwnerID: r.run.OwnerID, ThreadID: r.run.ThreadID, RunID: r.run.ID, Namespace: r.run.Namespace, Type: EventToolProgress, Payload: payload, Time: r.s.now()})
 	})
 }

@@ -141,7 +141,12 @@ func TestSubagentDelegation(t *testing.T) {
 		"find it":    {calls(call("w1", "echo", `{"q":1}`)), {Text: "found it"}},
 		"unused one": nil,
 	}}
-	e := newEnv(t, m, rec.tool("echo", true), delegate{tools: []string{"echo"}})
+	echo := rec.tool("echo", true)
+	progressing := fakeTool{spec: echo.spec, fn: func(ctx context.Context, args json.RawMessage) (core.ToolResult, error) {
+		core.ReportProgress(ctx, json.RawMessage(`{"progress":1}`))
+		return echo.fn(ctx, args)
+	}}
+	e := newEnv(t, m, progressing, delegate{tools: []string{"echo"}})
 	svc := e.service(nil)
 	th := e.thread(svc)
 	sub := svc.Broker().Subscribe(core.Filter{ThreadID: th.ID}, 1000)
@@ -213,14 +218,14 @@ func TestSubagentDelegation(t *testing.T) {
 			if who == "child" && ev.RunID != child.ID {
 				t.Errorf("child event %s of run %s", ev.Type, ev.RunID)
 			}
-			if ev.Seq != 0 {
+			if ev.Seq != 0 || ev.Type == core.EventToolProgress {
 				seen = append(seen, who+":"+ev.Type)
 			}
 		case <-deadline:
 			t.Fatalf("events so far: %v", seen)
 		}
 	}
-	for _, want := range []string{"child:" + core.EventRunStarted, "child:" + core.EventMessage, "child:" + core.EventRunFinished, "root:" + core.EventToolStarted} {
+	for _, want := range []string{"child:" + core.EventRunStarted, "child:" + core.EventMessage, "child:" + core.EventRunFinished, "root:" + core.EventToolStarted, "child:" + core.EventToolProgress} {
 		if !slices.Contains(seen, want) {
 			t.Errorf("no %s event; got %v", want, seen)
 		}
