@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { activityTree, applyEvent, currentRun, initThread, openInterrupts, queuedRuns, rootMessages, subagents, threadModel, withMessages, type ThreadState } from "../src/state/events";
+import { activityTree, applyEvent, currentRun, initThread, openInterrupts, progressText, queuedRuns, rootMessages, subagents, threadModel, withMessages, type ThreadState } from "../src/state/events";
 import type { KEvent } from "../src/types";
 
 const T = "thr_1", R = "run_1";
@@ -179,4 +179,35 @@ test("the current run is the active one; follow-ups are queued behind it", () =>
   const after = fold(s, [ev(4, "run.finished", { status: "succeeded" }), ev(5, "run.started", { status: "running", model: "scripted" }, { run_id: R2 })]);
   assert.equal(currentRun(after)?.id, R2);
   assert.deepEqual(queuedRuns(after), []);
+});
+
+test("a tool call's progress is one Activity line that follows the latest event", () => {
+  const progress = (call: string, tool: string, p: any) => ev(0, "tool.progress", { tool_call_id: call, tool, progress: p });
+  const op = "mcp.everything.trigger-long-running-operation";
+  let s = fold(initThread(T), [
+    ev(1, "run.started", {}),
+    ev(0, "tool.started", { id: "c1", name: op, args: {} }),
+    progress("c1", op, { progress: 1, total: 3 }),
+    ev(0, "tool.started", { id: "c2", name: "mcp.bad.progress", args: {} }),
+    progress("c2", "mcp.bad.progress", { progress: 1, total: 4, message: "step 1 of 4" }),
+    progress("c1", op, { progress: 2, total: 3, message: "halfway" }),
+  ]);
+  const lines = () => s.activity.filter((a) => a.type === "tool.progress").map((a) => [a.call_id, a.summary, a.fraction]);
+  assert.deepEqual(lines(), [
+    ["c1", `${op}: 2/3 (67%) · halfway`, 2 / 3],
+    ["c2", "mcp.bad.progress: 1/4 (25%) · step 1 of 4", 0.25],
+  ]);
+  assert.equal(s.lastSeq, 1, "progress is not durable");
+  s = applyEvent(s, progress("c1", op, { progress: 3, total: 3 }));
+  assert.deepEqual(lines()[0], ["c1", `${op}: 3/3 (100%)`, 1]);
+  assert.equal(s.activity.length, 5, "updated in place, not appended");
+  assert.equal(activityTree(s, R).filter((n) => n.item.type === "tool.progress").length, 2);
+});
+
+test("progressText reads MCP progress, sandbox.exec output and anything else", () => {
+  assert.equal(progressText({ progress: 7 }), "7");
+  assert.equal(progressText({ progress: 5, total: 4 }), "5/4 (100%)");
+  assert.equal(progressText({ progress: 0.5, total: 1, message: "" }), "0.5/1 (50%)");
+  assert.equal(progressText({ stream: "stdout", text: "one\ntwo\n" }), "two");
+  assert.equal(progressText({ done: 1, of: 2 }), `{"done":1,"of":2}`);
 });

@@ -315,6 +315,7 @@ function ActivityList({ nodes, nested }: { nodes: ActivityNode[]; nested?: boole
         <li key={`${n.item.seq}-${i}`} class={`act-${n.item.type.replace(/\./g, "-")}`}>
           <span class="act-dot" aria-hidden="true" />
           <span class="act-text">{n.item.summary}</span>
+          {n.item.fraction !== undefined && <progress class="act-progress" max={1} value={n.item.fraction} aria-label={n.item.summary} />}
           {n.item.time && <time class="act-time" dateTime={n.item.time}>{new Date(n.item.time).toLocaleTimeString()}</time>}
           {n.subagents.map(({ run, nodes }) => (
             <section key={run.id} class="act-subagent" data-testid="subagent-activity" data-run-id={run.id} data-skill={run.agent?.skill} data-status={run.status}

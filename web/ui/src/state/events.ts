@@ -5,8 +5,10 @@ import type { Interrupt, KEvent, Message, Run, RunStatus, Thread } from "../type
 
 export interface Activity {
   seq: number; type: string; namespace?: string; run_id?: string; summary: string; time: string;
-  /** The tool call a tool.started event is about. */
+  /** The tool call a tool.started or tool.progress event is about. */
   call_id?: string;
+  /** How far a tool.progress with a total has come, from 0 to 1. */
+  fraction?: number;
 }
 
 export interface ThreadState {
@@ -78,6 +80,30 @@ function short(v: unknown, n = 80): string {
   return t.length > n ? t.slice(0, n - 1) + "…" : t;
 }
 
+/**
+ * A tool.progress event's progress as a line: an MCP server's
+ * {progress, total?, message?} as "2/5 (40%) · message", sandbox.exec's
+ * {stream, text} as the last line of its output, anything else as JSON.
+ */
+export function progressText(v: any): string {
+  if (typeof v?.progress === "number") {
+    const total = typeof v.total === "number" && v.total > 0 ? v.total : undefined;
+    const amount = total === undefined ? `${v.progress}` : `${v.progress}/${total} (${Math.round(100 * Math.min(v.progress / total, 1))}%)`;
+    return typeof v.message === "string" && v.message ? `${amount} · ${short(v.message, 60)}` : amount;
+  }
+  if (typeof v?.text === "string") {
+    const lines = v.text.trimEnd().split("\n");
+    return short(lines[lines.length - 1], 60);
+  }
+  return short(v, 60);
+}
+
+/** A tool.progress's fraction done (0 to 1), when its progress has a total. */
+function progressFraction(v: any): number | undefined {
+  if (typeof v?.progress !== "number" || typeof v.total !== "number" || v.total <= 0) return undefined;
+  return Math.max(0, Math.min(v.progress / v.total, 1));
+}
+
 export function summarize(e: KEvent): string {
   const p = e.payload ?? {};
   switch (e.type) {
@@ -94,6 +120,7 @@ export function summarize(e: KEvent): string {
       if (p.role === "tool") return `${p.name ?? "tool"} ${p.is_error ? "failed" : "returned"} ${short(p.text, 60)}`;
       return `${p.role === "user" ? "You" : "Model"}: ${short(p.text, 60)}`;
     case "tool.started": return `Tool ${p.name} started ${short(p.args, 60)}`;
+    case "tool.progress": return `${p.tool ?? "Tool"}: ${progressText(p.progress)}`;
     case "interrupt.created": return `${p.kind === "recovery" ? "Recovery needed" : "Approval needed"} for ${p.tool}`;
     case "interrupt.decided": return `${p.tool} ${p.decision?.decision ?? p.status}`;
     case "thread.updated": return "Thread updated";
@@ -181,7 +208,19 @@ export function applyEvent(s: ThreadState, e: KEvent): ThreadState {
   }
   if (e.type !== "message.delta") {
     const a: Activity = { seq: e.seq, type: e.type, namespace: e.namespace, run_id: e.run_id, summary: summarize(e), time: e.time,
-      ...(e.type === "tool.started" && p.id ? { call_id: p.id } : {}) };
+      ...(e.type === "tool.started" && p.id ? { call_id: p.id } : {}),
+      ...(e.type === "tool.progress" && p.tool_call_id ? { call_id: p.tool_call_id, fraction: progressFraction(p.progress) } : {}) };
+    // A call's progress is one line, updated in place.
+    if (a.type === "tool.progress" && a.call_id) {
+      for (let i = n.activity.length - 1; i >= 0; i--) {
+        const x = n.activity[i];
+        if (x.type === "tool.progress" && x.call_id === a.call_id && x.run_id === a.run_id) {
+          const act = n.activity.slice();
+          act[i] = a;
+          return { ...n, activity: act };
+        }
+      }
+    }
     const act = n.activity.length >= MAX_ACTIVITY ? n.activity.slice(1) : n.activity;
     n = { ...n, activity: [...act, a] };
   }
