@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"net/http"
 	"strings"
 )
 
@@ -149,4 +151,79 @@ func malformed(reason string, line []byte) *MalformedError {
 		s = strings.TrimRight(s, "\uFFFD") + "…"
 	}
 	return &MalformedError{Reason: reason, Excerpt: s}
+}
+
+// checkedHTTP is the HTTP client side of frameReader: it checks the
+// JSON-RPC messages of a server's answers (a JSON body, or each event of
+// an event stream) and reports a malformed one to bad. The bytes reach
+// mcp-go unchanged.
+type checkedHTTP struct {
+	base http.RoundTripper
+	bad  func(*MalformedError)
+}
+
+// maxJSONBody bounds the JSON body checkedHTTP reads whole to check.
+const maxJSONBody = 256 << 20
+
+func (c checkedHTTP) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.base.RoundTrip(req)
+	if err != nil || resp.StatusCode/100 != 2 || resp.Body == nil {
+		return resp, err // mcp-go reports a failed status itself
+	}
+	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch mediaType {
+	case "application/json":
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONBody))
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		if m := checkMessage(body); m != nil {
+			c.bad(m)
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+	case "text/event-stream":
+		resp.Body = &eventChecker{ReadCloser: resp.Body, bad: c.bad}
+	}
+	return resp, nil
+}
+
+// eventChecker passes an event stream through, checking the data of each
+// message event (no "event" field, or "message") as one JSON-RPC message;
+// other events (the SSE transport's "endpoint") pass unchecked.
+type eventChecker struct {
+	io.ReadCloser
+	bad   func(*MalformedError)
+	line  []byte // the line being read
+	data  []byte // the event's data so far
+	event string // the event's type
+}
+
+func (e *eventChecker) Read(p []byte) (int, error) {
+	n, err := e.ReadCloser.Read(p)
+	for _, b := range p[:n] {
+		if b != '\n' {
+			e.line = append(e.line, b)
+			continue
+		}
+		line := bytes.TrimSuffix(e.line, []byte("\r"))
+		switch {
+		case len(line) == 0:
+			if len(e.data) > 0 && (e.event == "" || e.event == "message") {
+				if m := checkMessage(e.data); m != nil {
+					e.bad(m)
+				}
+			}
+			e.data, e.event = e.data[:0], ""
+		case bytes.HasPrefix(line, []byte("event:")):
+			e.event = string(bytes.TrimSpace(line[len("event:"):]))
+		case bytes.HasPrefix(line, []byte("data:")):
+			if len(e.data) > 0 {
+				e.data = append(e.data, '\n')
+			}
+			e.data = append(e.data, bytes.TrimPrefix(line[len("data:"):], []byte(" "))...)
+		}
+		e.line = e.line[:0]
+	}
+	return n, err
 }

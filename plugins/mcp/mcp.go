@@ -12,6 +12,20 @@
 // lost (a failed ping or a call cut off by the transport), it withdraws
 // them and reconnects with exponential backoff.
 //
+// Calls: every tools/call has a deadline (the server's "timeout" in
+// milliseconds, else Config.CallTimeout, else DefaultCallTimeout). A call
+// past it, or whose run is cancelled, is cancelled on the server with
+// notifications/cancelled; past the deadline it is a tool error the
+// model reads, and the server is pinged at once: one that does not
+// answer is lost. Every message a server sends is checked before mcp-go
+// reads it (which drops a malformed one without a word, leaving its call
+// waiting): a line of a stdio server's output, a JSON body or an event of
+// an HTTP server's. A message that is not JSON-RPC 2.0 loses the session
+// (the status says why, with the start of the message), and the calls in
+// flight fail with a tool error. A call carries a progress token; the
+// server's notifications/progress for it become the run's tool.progress
+// events, {"progress", "total", "message"} (core.ReportProgress).
+//
 // Approval: a tool the server does not annotate readOnlyHint is held for
 // a decision by default (core.Rule{Interrupt: true} in the source's
 // default policy), unless the server's Trust is TrustAll. A run's own

@@ -1,13 +1,22 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins/mcpservers"
@@ -133,9 +142,7 @@ func TestCallTimeout(t *testing.T) {
 	if !res.IsError || !strings.Contains(res.Text(), `did not answer the call of "slow" within 500ms`) {
 		t.Errorf("result %+v", res)
 	}
-	if res := call(t, host.tool(t, "mcp.bad", "cancelled"), `{}`); res.Text() == "[]" {
-		t.Errorf("the server saw no notifications/cancelled: %s", res.Text())
-	}
+	waitCancelled(t, host.tool(t, "mcp.bad", "cancelled"), "[]")
 	if st, _ := m.Status("bad"); st.State != StateConnected {
 		t.Errorf("a server that answers pings: %+v", st)
 	}
@@ -168,10 +175,18 @@ func TestCallCancelled(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(begin) > 5*time.Second {
 		t.Fatalf("call: %v after %s", err, time.Since(begin))
 	}
+	waitCancelled(t, host.tool(t, "mcp.bad", "cancelled"), "[]")
+}
+
+// waitCancelled waits until the misbehaving server's cancelled tool
+// answers other than before: mcp-go sends notifications/cancelled after
+// the call has returned.
+func waitCancelled(t testing.TB, cancelled core.Tool, before string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for call(t, host.tool(t, "mcp.bad", "cancelled"), `{}`).Text() == "[]" {
+	for call(t, cancelled, `{}`).Text() == before {
 		if time.Now().After(deadline) {
-			t.Fatal("the server saw no notifications/cancelled")
+			t.Fatalf("the server saw no notifications/cancelled (%s)", before)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -209,5 +224,71 @@ func TestFrameReader(t *testing.T) {
 	long := `{"jsonrpc":"2.0","id":1,"result":"` + strings.Repeat("é", 200)
 	if m := checkMessage([]byte(long)); m == nil || len(m.Excerpt) > 124 || !strings.HasSuffix(m.Excerpt, "…") || strings.ContainsRune(m.Excerpt, '\uFFFD') {
 		t.Errorf("excerpt of a long line: %+v", m)
+	}
+}
+
+// TestMalformedHTTP: over streamable HTTP, a call answered with a
+// malformed JSON body or a malformed event fails with a tool error, and
+// the server is in error and reconnects.
+func TestMalformedHTTP(t *testing.T) {
+	srv := mcpserver.NewMCPServer("kiln-test", "1", mcpserver.WithToolCapabilities(true))
+	for _, name := range []string{"json", "event"} {
+		srv.AddTool(mcpgo.NewTool(name, mcpgo.WithReadOnlyHintAnnotation(true)), func(context.Context, mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+			return mcpgo.NewToolResultText("fine"), nil
+		})
+	}
+	real := mcpserver.NewStreamableHTTPServer(srv)
+	var garble atomic.Bool
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		_ = json.Unmarshal(body, &msg)
+		if msg.Method != "tools/call" || !garble.Load() {
+			real.ServeHTTP(w, r)
+			return
+		}
+		switch msg.Params.Name {
+		case "json":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"cut`, msg.ID)
+		case "event":
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s}\n\n", msg.ID)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}
+	}))
+	t.Cleanup(hs.Close)
+	for _, tc := range []struct{ tool, reason string }{
+		{"json", "not JSON"},
+		{"event", `a response needs exactly one of "result" and "error"`},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			host := newHost()
+			m, release := held(t, host, Config{Servers: []ServerConfig{{Server: mcpservers.Server{Name: "go", URL: hs.URL + "/mcp"}}}, PingInterval: time.Hour})
+			waitState(t, m, "go", StateConnected)
+			garble.Store(true)
+			res, err := timedCall(t, host.tool(t, "mcp.go", tc.tool), `{}`, 10*time.Second)
+			garble.Store(false)
+			if err != nil || !res.IsError || !strings.Contains(res.Text(), "not JSON-RPC 2.0 ("+tc.reason) {
+				t.Fatalf("call: %+v, %v", res, err)
+			}
+			st := waitState(t, m, "go", StateError)
+			if !strings.Contains(st.Error, "not JSON-RPC 2.0 ("+tc.reason) {
+				t.Errorf("status %+v", st)
+			}
+			release <- time.Now()
+			waitState(t, m, "go", StateConnected)
+			if res := call(t, host.tool(t, "mcp.go", tc.tool), `{}`); res.IsError || res.Text() != "fine" {
+				t.Errorf("after the reconnect: %+v", res)
+			}
+		})
 	}
 }

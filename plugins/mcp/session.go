@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,6 +151,13 @@ func (s *session) startStdio(def mcpservers.Server, dir string, env []string) (t
 		}
 	}
 	return transport.NewIO(fr, stdin, nil), nil
+}
+
+// httpClient is the client of an HTTP server's session: every message
+// it answers with is checked (checkedHTTP), and a malformed one ends the
+// session.
+func (s *session) httpClient() *http.Client {
+	return &http.Client{Transport: checkedHTTP{base: http.DefaultTransport, bad: func(m *MalformedError) { s.lost(m) }}}
 }
 
 // watchProgress gives a call a progress token: the server's progress
@@ -309,9 +317,10 @@ func (s *server) connect(ctx context.Context) (*session, error) {
 		}
 		c = client.NewClient(t)
 	case mcpservers.TypeHTTP:
-		c, err = client.NewStreamableHttpClient(def.URL, transport.WithHTTPHeaders(def.Headers), transport.WithContinuousListening(), transport.WithHTTPLogger(quiet))
+		c, err = client.NewStreamableHttpClient(def.URL, transport.WithHTTPHeaders(def.Headers), transport.WithContinuousListening(), transport.WithHTTPLogger(quiet),
+			transport.WithHTTPBasicClient(sess.httpClient()))
 	case mcpservers.TypeSSE:
-		c, err = client.NewSSEMCPClient(def.URL, client.WithHeaders(def.Headers))
+		c, err = client.NewSSEMCPClient(def.URL, client.WithHeaders(def.Headers), transport.WithHTTPClient(sess.httpClient()))
 	}
 	if err != nil {
 		return fail(err)
