@@ -13,6 +13,8 @@ export interface McpServerInput {
   headers?: Record<string, string>;
   trust?: "all";
   disabled?: boolean;
+  /** A tool call's deadline in milliseconds; absent: the server's default. */
+  timeout?: number;
 }
 
 /** The form's fields, as typed. */
@@ -27,6 +29,8 @@ export interface McpForm {
   headers: string;
   trust: boolean;
   disabled: boolean;
+  /** A tool call's deadline in seconds, as typed; blank: the default. */
+  timeout: string;
 }
 
 /**
@@ -70,5 +74,11 @@ export function serverInput(f: McpForm): { input?: McpServerInput; error?: strin
   }
   if (f.trust) input.trust = "all";
   if (f.disabled) input.disabled = true;
+  const timeout = f.timeout.trim();
+  if (timeout) {
+    const ms = /^\d+(\.\d+)?$/.test(timeout) ? Math.round(Number(timeout) * 1000) : NaN;
+    if (!(ms >= 1 && ms <= 86_400_000)) return { error: "Call timeout: want seconds, from 0.001 to 86400 (a day), or leave it blank for the default" };
+    input.timeout = ms;
+  }
   return { input };
 }

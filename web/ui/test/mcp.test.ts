@@ -11,7 +11,7 @@ test("parsePairs reads KEY=VALUE and Name: value lines and names a bad line", ()
   assert.deepEqual(parsePairs("", "=", "Environment"), { pairs: {} });
 });
 
-const form = (f: Partial<McpForm>): McpForm => ({ id: "", transport: "stdio", command: "", args: "", env: "", cwd: "", url: "", headers: "", trust: false, disabled: false, ...f });
+const form = (f: Partial<McpForm>): McpForm => ({ id: "", transport: "stdio", command: "", args: "", env: "", cwd: "", url: "", headers: "", trust: false, disabled: false, timeout: "", ...f });
 
 test("serverInput makes the body of a stdio or an HTTP server", () => {
   assert.deepEqual(serverInput(form({ id: " gh ", command: "npx ", args: "-y\n\n@mcp/server-github\n", env: "TOKEN=${GH}", cwd: "work", trust: true, url: "ignored" })),
@@ -19,4 +19,12 @@ test("serverInput makes the body of a stdio or an HTTP server", () => {
   assert.deepEqual(serverInput(form({ id: "docs", transport: "sse", url: "https://h/mcp", headers: "A: b", command: "ignored", disabled: true })),
     { input: { id: "docs", type: "sse", url: "https://h/mcp", headers: { A: "b" }, disabled: true } });
   assert.deepEqual(serverInput(form({ id: "x", command: "c", env: "bad" })), { error: "Environment, line 1: want KEY=VALUE" });
+});
+
+test("serverInput takes a call timeout in seconds and sends milliseconds", () => {
+  assert.deepEqual(serverInput(form({ id: "slow", command: "c", timeout: " 90 " })), { input: { id: "slow", command: "c", timeout: 90000 } });
+  assert.deepEqual(serverInput(form({ id: "fast", command: "c", timeout: "0.5" })), { input: { id: "fast", command: "c", timeout: 500 } });
+  for (const bad of ["0", "-1", "90s", "86401", "1e3"]) {
+    assert.match(serverInput(form({ id: "x", command: "c", timeout: bad })).error ?? "", /^Call timeout: want seconds/, bad);
+  }
 });

@@ -154,7 +154,7 @@ function McpRow({ x, onChange, onNote, onRemoved }: { x: McpServer; onChange: (x
   );
 }
 
-const EMPTY: McpForm = { id: "", transport: "stdio", command: "", args: "", env: "", cwd: "", url: "", headers: "", trust: false, disabled: false };
+const EMPTY: McpForm = { id: "", transport: "stdio", command: "", args: "", env: "", cwd: "", url: "", headers: "", trust: false, disabled: false, timeout: "" };
 
 /** The Add server form: the server is connected in the background and written into .mcp.json. */
 function McpAddForm({ onAdded, onClose }: { onAdded: (x: McpServer) => void; onClose: () => void }) {
@@ -228,6 +228,10 @@ function McpAddForm({ onAdded, onClose }: { onAdded: (x: McpServer) => void; onC
         </>
       )}
       <p id="mcp-new-secret" class="muted small"><code>${"{NAME}"}</code> takes the server's environment variable NAME when connecting. Values are kept in <code>.mcp.json</code> and never shown again.</p>
+      <div class="field">
+        <label for="mcp-new-timeout">Call timeout <span class="muted">(seconds; blank: the server's default, 10 minutes)</span></label>
+        <input id="mcp-new-timeout" data-testid="mcp-timeout" inputMode="decimal" {...plain} placeholder="600" value={f.timeout} onInput={text("timeout")} />
+      </div>
       <label class="check" for="mcp-new-trust">
         <input id="mcp-new-trust" type="checkbox" data-testid="mcp-trust" checked={f.trust} onChange={(e) => set("trust", (e.target as HTMLInputElement).checked)} />
         Trust all its tools <span class="muted small">— none waits for approval (by default those not marked read-only do)</span>
