@@ -150,7 +150,9 @@ func (s *session) startStdio(def mcpservers.Server, dir string, env []string) (t
 			s.lost(errors.New("the server closed its output"))
 		}
 	}
-	return transport.NewIO(fr, stdin, nil), nil
+	t := transport.NewIO(fr, stdin, nil)
+	transport.WithCommandLogger(quiet)(t)
+	return t, nil
 }
 
 // httpClient is the client of an HTTP server's session: every message

@@ -50,16 +50,16 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (core.ToolResult,
 	token, done := sess.watchProgress(func(p json.RawMessage) { core.ReportProgress(ctx, p) })
 	defer done()
 	req.Params.Meta = &mcp.Meta{ProgressToken: token}
-	cctx, cancel := context.WithCancelCause(ctx)
+	lctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go func() {
 		select {
 		case <-sess.lostCh:
 			cancel(errSessionLost)
-		case <-cctx.Done():
+		case <-lctx.Done():
 		}
 	}()
-	cctx, cancelTimeout := context.WithTimeoutCause(cctx, sess.timeout, errCallTimeout)
+	cctx, cancelTimeout := context.WithTimeoutCause(lctx, sess.timeout, errCallTimeout)
 	defer cancelTimeout()
 	res, err := sess.client.CallTool(cctx, req)
 	if err == nil {
