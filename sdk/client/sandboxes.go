@@ -345,9 +345,9 @@ type ExecRequest struct {
 }
 
 // ExecEvent is one event of a command's output stream: "init" (Text is
-// the command's ID), "stdout" and "stderr" (Text is output, whole UTF-8
-// characters), "execution_complete", "error" (Error says why) and
-// "ping".
+// the command's ID), "stdout" and "stderr" (Text is one line without its
+// ending, as OpenSandbox's execd frames output; Output gives it back with
+// one), "execution_complete", "error" (Error says why) and "ping".
 type ExecEvent struct {
 	Type string `json:"type"`
 	Text string `json:"text,omitempty"`
@@ -357,6 +357,16 @@ type ExecEvent struct {
 	// Timestamp is when the event was sent, in Unix milliseconds.
 	Timestamp int64      `json:"timestamp"`
 	Error     *ExecError `json:"error,omitempty"`
+}
+
+// Output is the text of a stdout or stderr event as the command printed
+// it: the line with a "\n" ending. An empty line's Text is already "\n",
+// and a last line the command printed without an ending gets one too.
+func (e ExecEvent) Output() string {
+	if e.Text == "\n" {
+		return e.Text
+	}
+	return e.Text + "\n"
 }
 
 // ExecError is the error event of a command that failed: Name is

@@ -183,9 +183,9 @@ func TestExecAgainstExecAPI(t *testing.T) {
 		types = append(types, ev.Type)
 		switch ev.Type {
 		case "stdout":
-			out.WriteString(ev.Text)
+			out.WriteString(ev.Output())
 		case "stderr":
-			errs.WriteString(ev.Text)
+			errs.WriteString(ev.Output())
 		}
 	})
 	if err != nil || code != 0 {
