@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -36,6 +37,11 @@ import (
 // none (docker, wasm or js); unset, docker when its plugin is enabled
 // (a Docker engine answers), else wasm, else js.
 const envSandboxRuntime = "KILN_SANDBOX_RUNTIME"
+
+// envSandboxDefaultTimeout is the lifetime of a sandbox whose create
+// over the API names no timeout: a duration of whole seconds, or "none"
+// for manual cleanup (OpenSandbox's server); unset, 30 minutes.
+const envSandboxDefaultTimeout = "KILN_SANDBOX_DEFAULT_TIMEOUT"
 
 // envMaxSandboxes bounds the live sandboxes of the server (pools'
 // included); unset, 100.
@@ -70,6 +76,14 @@ func openSandboxes(store core.Store, svc *core.Service, dataRoot string, log *sl
 			return nil, fmt.Errorf("%s=%q: want a positive number", envMaxSandboxes, v)
 		}
 	}
+	var defaultTimeout time.Duration
+	if v := os.Getenv(envSandboxDefaultTimeout); strings.EqualFold(v, "none") {
+		defaultTimeout = -1
+	} else if v != "" {
+		if defaultTimeout, err = time.ParseDuration(v); err != nil || defaultTimeout < time.Second {
+			return nil, fmt.Errorf("%s=%q: want a duration of at least 1s, such as 30m or 2h, or none", envSandboxDefaultTimeout, v)
+		}
+	}
 	egressDir := filepath.Join(dataRoot, "egress")
 	if len(egressDir) > service.MaxEgressDir {
 		log.Warn("sandboxes with an egress allowlist are off: the data root is too long for their unix sockets", "folder", egressDir, "max", service.MaxEgressDir)
@@ -77,7 +91,7 @@ func openSandboxes(store core.Store, svc *core.Service, dataRoot string, log *sl
 	}
 	return service.New(service.Config{
 		Store: store, Key: key, Default: os.Getenv(envSandboxRuntime), Preferred: []string{"docker", "wasm", "js"}, Pools: pools,
-		MaxSandboxes: maxSandboxes, EgressDir: egressDir,
+		MaxSandboxes: maxSandboxes, DefaultTimeout: defaultTimeout, EgressDir: egressDir,
 		Grants: func(ctx context.Context, owner string) ([]*core.Grant, error) {
 			return svc.ListGrants(ctx, core.Principal{ID: owner})
 		},

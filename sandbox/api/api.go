@@ -181,11 +181,23 @@ type volume struct {
 	OSSFS     json.RawMessage        `json:"ossfs,omitempty"`
 }
 
+// timeoutField is a create's timeout in seconds, telling null (manual
+// cleanup) from absent (the server's default timeout).
+type timeoutField struct {
+	Set     bool
+	Seconds *int
+}
+
+func (t *timeoutField) UnmarshalJSON(b []byte) error {
+	t.Set = true
+	return json.Unmarshal(b, &t.Seconds)
+}
+
 type createRequest struct {
 	Image          *imageSpec        `json:"image,omitempty"`
 	SnapshotID     string            `json:"snapshotId,omitempty"`
 	Entrypoint     []string          `json:"entrypoint,omitempty"`
-	Timeout        *int              `json:"timeout,omitempty"`
+	Timeout        timeoutField      `json:"timeout"`
 	ResourceLimits map[string]string `json:"resourceLimits,omitempty"`
 	// ResourceRequests are scheduling hints for a cluster; one host has
 	// nothing to schedule, so only their form is checked.
@@ -283,6 +295,10 @@ func (a *api) create(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
+	if d := a.svc.DefaultTimeout(); !in.Timeout.Set && d > 0 {
+		secs := int(d / time.Second)
+		req.Timeout = &secs
+	}
 	sb, err := a.svc.Create(r.Context(), a.opts.Owner, req)
 	if err != nil {
 		a.fail(w, err)
@@ -318,7 +334,7 @@ func toService(in createRequest) (service.CreateRequest, error) {
 	if in.Image != nil {
 		req.Image = in.Image.URI
 	}
-	req.Entrypoint, req.Timeout, req.Resources, req.Env, req.Metadata, req.Extensions = in.Entrypoint, in.Timeout, in.ResourceLimits, in.Env, in.Metadata, in.Extensions
+	req.Entrypoint, req.Timeout, req.Resources, req.Env, req.Metadata, req.Extensions = in.Entrypoint, in.Timeout.Seconds, in.ResourceLimits, in.Env, in.Metadata, in.Extensions
 	if in.NetworkPolicy != nil {
 		req.Network = *in.NetworkPolicy
 	}

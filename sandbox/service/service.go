@@ -91,6 +91,12 @@ type Config struct {
 	MaxSandboxes int
 	// MaxTimeout bounds a create's timeout; zero means a week.
 	MaxTimeout time.Duration
+	// DefaultTimeout is the lifetime of a sandbox whose create over the
+	// API names no timeout (an explicit null is manual cleanup); zero
+	// means DefaultCreateTimeout, negative none (manual cleanup, as
+	// OpenSandbox's server). It must be whole seconds and at most
+	// MaxTimeout.
+	DefaultTimeout time.Duration
 	// ReapEvery is the reaper's period; zero means one second.
 	ReapEvery time.Duration
 	// StartTimeout bounds a runtime's Start; zero means one minute.
@@ -194,6 +200,14 @@ func LoadKey(path string) ([]byte, error) {
 	return b, f.Close()
 }
 
+// DefaultCreateTimeout is the lifetime of a sandbox created over the API
+// without a timeout, unless Config.DefaultTimeout says otherwise.
+const DefaultCreateTimeout = 30 * time.Minute
+
+// DefaultTimeout is the lifetime of a sandbox whose create names no
+// timeout, or 0 when such a sandbox has none (manual cleanup).
+func (s *Service) DefaultTimeout() time.Duration { return max(s.cfg.DefaultTimeout, 0) }
+
 // New returns a Service; Start reconciles and starts the reaper.
 func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil || len(cfg.Key) < 32 {
@@ -204,6 +218,12 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.MaxTimeout <= 0 {
 		cfg.MaxTimeout = 7 * 24 * time.Hour
+	}
+	if cfg.DefaultTimeout == 0 {
+		cfg.DefaultTimeout = min(DefaultCreateTimeout, cfg.MaxTimeout)
+	}
+	if cfg.DefaultTimeout > 0 && (cfg.DefaultTimeout > cfg.MaxTimeout || cfg.DefaultTimeout%time.Second != 0) {
+		return nil, fmt.Errorf("sandbox service: the default timeout %s is not whole seconds up to the longest timeout %s", cfg.DefaultTimeout, cfg.MaxTimeout)
 	}
 	if cfg.ReapEvery <= 0 {
 		cfg.ReapEvery = time.Second

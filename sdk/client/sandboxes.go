@@ -90,7 +90,8 @@ type SandboxInput struct {
 	// default.
 	Runtime string
 	// Timeout is how long the sandbox lives before the server deletes
-	// it (whole seconds); 0 means until it is deleted.
+	// it (whole seconds); 0 means until it is deleted (sent as null: a
+	// create without a timeout gets the server's default).
 	Timeout time.Duration
 	// CPU and Memory are resource limits in Kubernetes' notation
 	// ("500m", "2"; "512Mi", "1Gi"); "" is the runtime's default.
@@ -112,7 +113,7 @@ func (c *Client) CreateSandbox(ctx context.Context, in SandboxInput) (*Sandbox, 
 	}
 	var req struct {
 		Image          *imageSpec        `json:"image,omitempty"`
-		Timeout        *int              `json:"timeout,omitempty"`
+		Timeout        *int              `json:"timeout"` // null: none (absent would be the server's default)
 		ResourceLimits map[string]string `json:"resourceLimits,omitempty"`
 		Env            map[string]string `json:"env,omitempty"`
 		Metadata       map[string]string `json:"metadata,omitempty"`

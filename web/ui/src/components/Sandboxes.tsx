@@ -134,7 +134,7 @@ function CreateForm({ runtimes, onCreated }: { runtimes?: string[]; onCreated: (
 
   async function submit() {
     setErr("");
-    const body: Record<string, unknown> = {};
+    const body: Record<string, unknown> = { timeout: null }; // null: no expiry (absent would be the server's default)
     try {
       const t = timeout.trim();
       if (t) {
