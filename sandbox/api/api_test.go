@@ -376,3 +376,36 @@ func TestAgentProxy(t *testing.T) {
 		t.Errorf("the agent got %v; want /ping alone", seen)
 	}
 }
+
+// TestUnknownRoutesJSON: a path the lifecycle API does not have, and a
+// method a path does not take, answer OpenSandbox's {code, message}
+// with 404 and 405 (and Allow), under /v1 and at the root.
+func TestUnknownRoutesJSON(t *testing.T) {
+	c, _, _ := newServer(t)
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		code         string
+	}{
+		{"GET", "/v1/nope", 404, "GENERAL::NOT_FOUND"},
+		{"GET", "/nope", 404, "GENERAL::NOT_FOUND"},
+		{"GET", "/v1/sandboxes/x/unknown", 404, "GENERAL::NOT_FOUND"},
+		{"GET", "/v1", 404, "GENERAL::NOT_FOUND"},
+		{"PUT", "/v1/sandboxes", 405, "GENERAL::METHOD_NOT_ALLOWED"},
+		{"DELETE", "/sandboxes", 405, "GENERAL::METHOD_NOT_ALLOWED"},
+		{"POST", "/v1/sandboxes/x/endpoints/44772", 405, "GENERAL::METHOD_NOT_ALLOWED"},
+		{"POST", "/health", 405, "GENERAL::METHOD_NOT_ALLOWED"},
+	} {
+		code, body, hdr := c.do(tc.method, tc.path, nil)
+		msg, _ := body["message"].(string)
+		if code != tc.status || body["code"] != tc.code || msg == "" || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
+			t.Errorf("%s %s: %d %s %v, want %d %s", tc.method, tc.path, code, hdr.Get("Content-Type"), body, tc.status, tc.code)
+		}
+		if tc.path == "/v1/sandboxes" && hdr.Get("Allow") != "GET, POST" {
+			t.Errorf("%s %s: Allow %q", tc.method, tc.path, hdr.Get("Allow"))
+		}
+		if tc.status == 405 && hdr.Get("Allow") == "" {
+			t.Errorf("%s %s: 405 without Allow", tc.method, tc.path)
+		}
+	}
+}

@@ -649,8 +649,11 @@ func (r *Runtime) dialExecd(ctx context.Context, d handleData) (net.Conn, error)
 		return nil, fmt.Errorf("docker: dial the kiln-execd of %s: %w", d.Name, err)
 	}
 	if err := servedFrom(conn, d.Container); err != nil {
+		// The detail (a host process ID) is for the server's log; the
+		// error reaches whoever holds the sandbox.
 		conn.Close()
-		return nil, fmt.Errorf("docker: the kiln-execd socket of %s: %w", d.Name, err)
+		r.logf(slog.LevelWarn, "sandbox %s: its kiln-execd socket is refused: %v", d.Name, err)
+		return nil, fmt.Errorf("docker: the kiln-execd socket of %s is not served from inside the sandbox's container (the server's log says more)", d.Name)
 	}
 	return conn, nil
 }

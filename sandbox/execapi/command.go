@@ -444,7 +444,7 @@ func (h *handler) commandInfo(w http.ResponseWriter, r *http.Request) {
 	case b == "logs":
 		h.logs(w, r, a)
 	default:
-		http.NotFound(w, r)
+		writeError(w, routeNotFound(r))
 	}
 }
 

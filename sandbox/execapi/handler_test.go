@@ -168,6 +168,43 @@ func TestLineFramerPieces(t *testing.T) {
 	}
 }
 
+// TestUnknownRoutesJSON: a path the execution API does not have (execd's
+// /code and /pty among them) and a method a path does not take answer
+// {code, message} with 404 and 405 (and Allow), not the mux's plain text.
+func TestUnknownRoutesJSON(t *testing.T) {
+	srv := serve(t, LocalBackend{})
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		code, says   string
+	}{
+		{"POST", "/code", 404, "NOT_FOUND", "no code contexts"},
+		{"GET", "/code/contexts", 404, "NOT_FOUND", "no code contexts"},
+		{"POST", "/pty", 404, "NOT_FOUND", "no /pty"},
+		{"GET", "/nope", 404, "NOT_FOUND", "GET /nope: no such route"},
+		{"GET", "/command/x/y", 404, "NOT_FOUND", "no such route"},
+		{"PUT", "/command", 405, "METHOD_NOT_ALLOWED", "PUT is not allowed on /command"},
+		{"POST", "/ping", 405, "METHOD_NOT_ALLOWED", "it takes GET, HEAD"},
+	} {
+		resp := do(t, srv, tc.method, tc.path, nil)
+		var e struct{ Code, Message string }
+		raw := read(t, resp)
+		if err := json.Unmarshal([]byte(raw), &e); err != nil || resp.StatusCode != tc.status || e.Code != tc.code || !strings.Contains(e.Message, tc.says) || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s %s: %d %s %q, want %d %s saying %q", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), raw, tc.status, tc.code, tc.says)
+		}
+		if tc.status == 405 && resp.Header.Get("Allow") == "" {
+			t.Errorf("%s %s: 405 without Allow", tc.method, tc.path)
+		}
+	}
+	// Without the token it is a 401 all the same.
+	req, _ := http.NewRequest("POST", srv.URL+"/code", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 401 {
+		t.Errorf("/code without the token: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+}
+
 func TestCommandStream(t *testing.T) {
 	srv := serve(t, LocalBackend{})
 	start := time.Now()
