@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -177,6 +178,41 @@ func TestLimits(t *testing.T) {
 	time.Sleep(3500 * time.Millisecond)
 	if code, out, _ := sh(t, r, h, "echo alive"); code != 0 || out != "alive\n" {
 		t.Errorf("after the fork loop: %d, %q", code, out)
+	}
+}
+
+// TestDiskLimit: what a sandbox writes is held to its disk size and never
+// lands on the host's disk past it: writing more than it fails in the
+// sandbox with "No space left on device" (or, where the storage driver
+// cannot limit a container, outside WritableDirs with "Read-only file
+// system"), and the container's writable layer stays within the size. A
+// sandbox without a disk size gets the default.
+func TestDiskLimit(t *testing.T) {
+	r := newRuntime(t, docker.Options{})
+	id := fmt.Sprintf("test-disk-%d", time.Now().UnixNano())
+	h := start(t, r, sandbox.Spec{ID: id, Resources: sandbox.Resources{MemoryMiB: 256, DiskMiB: 32}})
+	code, _, errOut := sh(t, r, h, "dd if=/dev/zero of=/tmp/big bs=1M count=64")
+	if code == 0 || !strings.Contains(errOut, "No space left on device") {
+		t.Errorf("64 MiB into /tmp of a sandbox of 32 MiB: exit %d, stderr %q", code, errOut)
+	}
+	if code, out, _ := sh(t, r, h, "wc -c < /tmp/big"); code != 0 || strings.TrimSpace(out) == "" || len(strings.TrimSpace(out)) > 8 {
+		t.Errorf("the file written: %d %q", code, out)
+	} else if n, _ := strconv.Atoi(strings.TrimSpace(out)); n > 32<<20 {
+		t.Errorf("%d bytes written into a sandbox of 32 MiB", n)
+	}
+	code, _, errOut = sh(t, r, h, "dd if=/dev/zero of=/var/big bs=1M count=64")
+	if code == 0 || !strings.Contains(errOut, "No space left on device") && !strings.Contains(errOut, "Read-only file system") {
+		t.Errorf("64 MiB into the root of a sandbox of 32 MiB: exit %d, stderr %q", code, errOut)
+	}
+	if out, err := exec.Command("docker", "inspect", "--size", "-f", "{{.SizeRw}}", "kiln-"+id).Output(); err != nil {
+		t.Errorf("docker inspect: %v", err)
+	} else if n, _ := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64); n > 33<<20 {
+		t.Errorf("the container's writable layer on the host's disk holds %d bytes, more than its 32 MiB", n)
+	}
+	// The default, where the folders are tmpfs: DefaultDiskMiB each.
+	d := start(t, r, sandbox.Spec{})
+	if code, out, _ := sh(t, r, d, "grep ' /tmp tmpfs' /proc/mounts"); code == 0 && !strings.Contains(out, fmt.Sprintf("size=%dk", docker.DefaultDiskMiB<<10)) {
+		t.Errorf("the /tmp of a sandbox without a disk size: %q, want %d MiB", out, docker.DefaultDiskMiB)
 	}
 }
 

@@ -430,6 +430,30 @@ func checkMetadata(m map[string]string, allowNull map[string]bool) error {
 // and returns them in the runtime's terms.
 func CheckResources(m map[string]string) (sandbox.Resources, error) { return resources(m) }
 
+// mebibytes reads the size v of resourceLimits.k in Kubernetes'
+// notation (bytes, or K, M, G and Ki, Mi, Gi; the decimal ones read as
+// the binary) in MiB, between 1 MiB and 1 TiB.
+func mebibytes(k, v string) (int, error) {
+	g := reMem.FindStringSubmatch(v)
+	if g == nil {
+		return 0, core.Errorf(core.EINVALID, "resourceLimits.%s %q: want a size such as 512Mi or 2Gi", k, v)
+	}
+	n, _ := strconv.ParseInt(g[1], 10, 64)
+	switch g[2] {
+	case "", "K", "Ki":
+		if g[2] == "" {
+			n >>= 10
+		}
+		n >>= 10
+	case "G", "Gi":
+		n <<= 10
+	}
+	if n <= 0 || n > 1<<20 {
+		return 0, core.Errorf(core.EINVALID, "resourceLimits.%s %q: want between 1 MiB and 1 TiB", k, v)
+	}
+	return int(n), nil
+}
+
 // resources turns resourceLimits into the runtime's terms.
 func resources(m map[string]string) (sandbox.Resources, error) {
 	var r sandbox.Resources
@@ -452,34 +476,17 @@ func resources(m map[string]string) (sandbox.Resources, error) {
 				r.CPUMillis = n
 			}
 		case "memory":
-			g := reMem.FindStringSubmatch(v)
-			if g == nil {
-				return r, core.Errorf(core.EINVALID, "resourceLimits.memory %q: want a size such as 512Mi or 2Gi", v)
+			n, err := mebibytes(k, v)
+			if err != nil {
+				return r, err
 			}
-			n, _ := strconv.ParseInt(g[1], 10, 64)
-			switch g[2] {
-			case "", "K", "Ki":
-				if g[2] == "" {
-					n >>= 10
-				}
-				n >>= 10
-			case "G", "Gi":
-				n <<= 10
-			}
-			if n <= 0 || n > 1<<20 {
-				return r, core.Errorf(core.EINVALID, "resourceLimits.memory %q: want between 1 MiB and 1 TiB", v)
-			}
-			r.MemoryMiB = int(n)
+			r.MemoryMiB = n
 		case "disk", "ephemeral-storage":
-			g := reMem.FindStringSubmatch(v)
-			if g == nil {
-				return r, core.Errorf(core.EINVALID, "resourceLimits.%s %q: want a size such as 1Gi", k, v)
+			n, err := mebibytes(k, v)
+			if err != nil {
+				return r, err
 			}
-			n, _ := strconv.ParseInt(g[1], 10, 64)
-			if g[2] == "G" || g[2] == "Gi" {
-				n <<= 10
-			}
-			r.DiskMiB = int(n)
+			r.DiskMiB = n
 		default:
 			return r, core.Errorf(core.EINVALID, "resourceLimits.%s: Kiln takes cpu, memory and disk (a GPU cannot be given to a sandbox here)", k)
 		}
