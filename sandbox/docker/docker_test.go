@@ -302,10 +302,6 @@ func TestListAndImages(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "kiln-test/no-such-image:1") {
 		t.Errorf("Start with an image the engine lacks: %v; want ErrUnsupported naming it", err)
 	}
-	_, err = r.Start(ctx, sandbox.Spec{ID: id + "-disk", Resources: sandbox.Resources{DiskMiB: 10}})
-	if !errors.Is(err, sandbox.ErrUnsupported) {
-		t.Errorf("Start with a disk limit: %v; want ErrUnsupported", err)
-	}
 }
 
 func TestNoEngine(t *testing.T) {
