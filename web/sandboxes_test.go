@@ -35,19 +35,23 @@ func TestSandboxAPIAuth(t *testing.T) {
 	srv := httptest.NewServer(New(nil, Options{Token: token, Loopback: true, Sandboxes: sb, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	defer srv.Close()
 	for _, c := range []struct {
-		path, header, value string
-		status              int
+		method, path, header, value string
+		status                      int
 	}{
-		{"/v1/sandboxes", "", "", 401},
-		{"/v1/sandboxes", SandboxKeyHeader, "wrong", 401},
-		{"/v1/sandboxes", SandboxKeyHeader, token, 418},
-		{"/sandboxes/x", "Authorization", "Bearer " + token, 418},
-		{"/v1/sandboxes/x/proxy/44772/ping", "", "", 418},
-		{"/health", "", "", 418},
-		{"/api/v1/threads", SandboxKeyHeader, token, 401},
+		{"GET", "/v1/sandboxes", "", "", 401},
+		{"GET", "/v1/sandboxes", SandboxKeyHeader, "wrong", 401},
+		{"GET", "/v1/sandboxes", SandboxKeyHeader, token, 418},
+		{"GET", "/sandboxes/x", "Authorization", "Bearer " + token, 418},
+		{"GET", "/v1/sandboxes/x/proxy/44772/ping", "", "", 418},
+		{"GET", "/health", "", "", 418},
+		{"GET", "/api/v1/threads", SandboxKeyHeader, token, 401},
+		// The sandbox API's own 404s and 405s, in its format.
+		{"GET", "/v1", SandboxKeyHeader, token, 418},
+		{"POST", "/health", "", "", 418},
+		{"PUT", "/v1/sandboxes", SandboxKeyHeader, token, 418},
 	} {
 		reached = ""
-		req, _ := http.NewRequest("GET", srv.URL+c.path, nil)
+		req, _ := http.NewRequest(c.method, srv.URL+c.path, nil)
 		if c.header != "" {
 			req.Header.Set(c.header, c.value)
 		}

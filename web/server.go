@@ -170,10 +170,10 @@ func (s *server) router() chi.Router {
 	r.Route("/api/v1", s.apiRoutes)
 	r.Post("/hooks/{id}", s.api(s.receiveHook))
 	if sb := s.opts.Sandboxes; sb != nil {
-		for _, p := range []string{"/v1/*", "/sandboxes", "/sandboxes/*", "/snapshots", "/snapshots/*", "/pools", "/pools/*"} {
+		// Every method: the sandbox API answers its own 404s and 405s.
+		for _, p := range []string{"/v1", "/v1/*", "/sandboxes", "/sandboxes/*", "/snapshots", "/snapshots/*", "/pools", "/pools/*", "/health"} {
 			r.Handle(p, sb.Handler)
 		}
-		r.Get("/health", sb.Handler.ServeHTTP)
 	}
 	// The web UI (web/ui/dist, embedded): one flat directory of files.
 	r.Get("/", s.serveUI)

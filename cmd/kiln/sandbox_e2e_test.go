@@ -74,7 +74,8 @@ func endpoint(t *testing.T, srv *procServer, id string) (string, string) {
 }
 
 // runIn runs a command through a sandbox's execution API and returns the
-// stdout it streamed.
+// stdout it streamed, each line (an event, as execd frames them) with a
+// "\n" ending.
 func runIn(t *testing.T, base, token, command string) (int, string) {
 	t.Helper()
 	code, out, _ := runFor(t, base, token, command, 0)
@@ -113,6 +114,9 @@ func runFor(t *testing.T, base, token, command string, timeoutMs int) (int, stri
 		}
 		if ev.Type == "stdout" {
 			stdout.WriteString(ev.Text)
+			if ev.Text != "\n" {
+				stdout.WriteString("\n")
+			}
 		}
 		if ev.Type != "ping" {
 			last = ev.Type + ":" + ev.Error.Ename + ":" + ev.Error.Evalue
@@ -159,10 +163,11 @@ func TestSandboxJSRunaways(t *testing.T) {
 
 // sdkResult is what sandbox/testdata/npm/sdk-check.mjs prints.
 type sdkResult struct {
-	ID, Stdout, Stderr, State, PausedState, ResumedState, PauseError, AfterResume, AfterKill, JSStdout string
-	ExitCode, FailedExitCode, FileBytes, JSExitCode                                                    int
-	FileSame, Renewed                                                                                  bool
-	CreateMs, RoundTripMs                                                                              float64
+	ID, State, PausedState, ResumedState, PauseError, AfterKill string
+	Stdout, Stderr, Lines, ErrLines, AfterResume, JSStdout      []string // message texts
+	ExitCode, FailedExitCode, FileBytes, JSExitCode             int
+	FileSame, Renewed                                           bool
+	CreateMs, RoundTripMs                                       float64
 }
 
 // TestSandboxSDKEndToEnd points OpenSandbox's own JavaScript SDK
@@ -203,20 +208,25 @@ func TestSandboxSDKEndToEnd(t *testing.T) {
 				t.Fatalf("%v: %s", err, out)
 			}
 			t.Logf("create %.0f ms, command round trip %.0f ms", got.CreateMs, got.RoundTripMs)
-			if got.Stdout != "hi\nhello from env\n" || got.Stderr != "oops\n" || got.ExitCode != 0 || got.FailedExitCode != 3 {
+			if !slices.Equal(got.Stdout, []string{"hi", "hello from env"}) || !slices.Equal(got.Stderr, []string{"oops"}) || got.ExitCode != 0 || got.FailedExitCode != 3 {
 				t.Errorf("commands: %+v", got)
+			}
+			// One message per line without its ending, as execd sends
+			// them; an empty line is "\n".
+			if !slices.Equal(got.Lines, []string{"one", "two", "\n", "three"}) || !slices.Equal(got.ErrLines, []string{"e1", "e2"}) {
+				t.Errorf("lines: stdout %q, stderr %q", got.Lines, got.ErrLines)
 			}
 			if got.FileBytes != 1<<20 || !got.FileSame {
 				t.Errorf("the 1 MiB file came back as %d bytes, same %v", got.FileBytes, got.FileSame)
 			}
-			if c.runtime == "js" && (got.JSStdout != "hello from env 1048576\n" || got.JSExitCode != 5) {
+			if c.runtime == "js" && (!slices.Equal(got.JSStdout, []string{"hello from env 1048576"}) || got.JSExitCode != 5) {
 				t.Errorf("a js command: exit code %d, stdout %q", got.JSExitCode, got.JSStdout)
 			}
 			pause := got.PausedState == "Paused" && got.ResumedState == "Running"
 			if c.runtime != "docker" { // wasm and js cannot pause
 				pause = got.PauseError == "501"
 			}
-			if got.State != "Running" || !pause || got.AfterResume != "after resume\n" {
+			if got.State != "Running" || !pause || !slices.Equal(got.AfterResume, []string{"after resume"}) {
 				t.Errorf("states: %+v", got)
 			}
 			if !got.Renewed || got.AfterKill != "404" {
@@ -376,7 +386,7 @@ func TestSandboxEgress(t *testing.T) {
 	fetch := `p=${http_proxy#http://}; printf 'GET http://%[1]s/ HTTP/1.1\r\nHost: %[1]s\r\n\r\n' | nc -w 5 ${p%%:*} ${p#*:} 2>&1; echo exit=$?`
 	check := func(when string) {
 		base, token := endpoint(t, srv, egress)
-		if code, out := runIn(t, base, token, fmt.Sprintf(fetch, allowed)); code != 200 || !strings.HasPrefix(out, "HTTP/1.1 200 OK") || !strings.Contains(out, "\r\n\r\nhost server 0\n") {
+		if code, out := runIn(t, base, token, fmt.Sprintf(fetch, allowed)); code != 200 || !strings.HasPrefix(out, "HTTP/1.1 200 OK") || !strings.Contains(out, "\n\nhost server 0\n") {
 			t.Errorf("%s: the allowed host: %d %q", when, code, out)
 		}
 		if code, out := runIn(t, base, token, fmt.Sprintf(fetch, refused)); code != 200 || !strings.HasPrefix(out, "HTTP/1.1 403 Forbidden") || !strings.Contains(out, "not allowed by the sandbox's networkPolicy") {

@@ -344,9 +344,9 @@ line of JSON instead.`,
 						_ = writeJSONLine(out, ev)
 					}
 				case ev.Type == "stdout":
-					io.WriteString(out, ev.Text)
+					io.WriteString(out, ev.Output())
 				case ev.Type == "stderr":
-					io.WriteString(errw, ev.Text)
+					io.WriteString(errw, ev.Output())
 				}
 			})
 			var ee *client.ExecError

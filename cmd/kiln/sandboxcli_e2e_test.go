@@ -68,7 +68,7 @@ func TestSandboxCLIEndToEnd(t *testing.T) {
 		t.Errorf("exec false: exit %d, stderr %q", r.code, r.stderr)
 	}
 	r = run("-o", "json", "exec", id, "--", "echo", "json")
-	mustContain(t, "exec -o json", r.stdout, `"type":"init"`, `{"type":"stdout","text":"json\n"`, `"type":"execution_complete"`)
+	mustContain(t, "exec -o json", r.stdout, `"type":"init"`, `{"type":"stdout","text":"json",`, `"type":"execution_complete"`)
 	if r = run("exec", id, "--timeout", "1s", "--", "sleep", "10"); r.code != exitFailure || !strings.Contains(r.stderr, "did not finish within --timeout 1s") {
 		t.Errorf("exec past its timeout: exit %d, stderr %q", r.code, r.stderr)
 	}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -36,6 +37,11 @@ import (
 // none (docker, wasm or js); unset, docker when its plugin is enabled
 // (a Docker engine answers), else wasm, else js.
 const envSandboxRuntime = "KILN_SANDBOX_RUNTIME"
+
+// envSandboxDefaultTimeout is the lifetime of a sandbox whose create
+// over the API names no timeout: a duration of whole seconds, or "none"
+// for manual cleanup (OpenSandbox's server); unset, 30 minutes.
+const envSandboxDefaultTimeout = "KILN_SANDBOX_DEFAULT_TIMEOUT"
 
 // envMaxSandboxes bounds the live sandboxes of the server (pools'
 // included); unset, 100.
@@ -70,6 +76,14 @@ func openSandboxes(store core.Store, svc *core.Service, dataRoot string, log *sl
 			return nil, fmt.Errorf("%s=%q: want a positive number", envMaxSandboxes, v)
 		}
 	}
+	var defaultTimeout time.Duration
+	if v := os.Getenv(envSandboxDefaultTimeout); strings.EqualFold(v, "none") {
+		defaultTimeout = -1
+	} else if v != "" {
+		if defaultTimeout, err = time.ParseDuration(v); err != nil || defaultTimeout < time.Second {
+			return nil, fmt.Errorf("%s=%q: want a duration of at least 1s, such as 30m or 2h, or none", envSandboxDefaultTimeout, v)
+		}
+	}
 	egressDir := filepath.Join(dataRoot, "egress")
 	if len(egressDir) > service.MaxEgressDir {
 		log.Warn("sandboxes with an egress allowlist are off: the data root is too long for their unix sockets", "folder", egressDir, "max", service.MaxEgressDir)
@@ -77,7 +91,7 @@ func openSandboxes(store core.Store, svc *core.Service, dataRoot string, log *sl
 	}
 	return service.New(service.Config{
 		Store: store, Key: key, Default: os.Getenv(envSandboxRuntime), Preferred: []string{"docker", "wasm", "js"}, Pools: pools,
-		MaxSandboxes: maxSandboxes, EgressDir: egressDir,
+		MaxSandboxes: maxSandboxes, DefaultTimeout: defaultTimeout, EgressDir: egressDir,
 		Grants: func(ctx context.Context, owner string) ([]*core.Grant, error) {
 			return svc.ListGrants(ctx, core.Principal{ID: owner})
 		},
@@ -89,6 +103,10 @@ func openSandboxes(store core.Store, svc *core.Service, dataRoot string, log *sl
 const (
 	// envSandboxImage is the image of a sandbox created without one.
 	envSandboxImage = "KILN_SANDBOX_IMAGE"
+	// envSandboxDisk is the disk size of a docker sandbox whose create
+	// names none (resourceLimits disk or ephemeral-storage), such as 2Gi;
+	// unset, docker.DefaultDiskMiB.
+	envSandboxDisk = "KILN_SANDBOX_DISK"
 	// envExecd is the static kiln-execd binary bind-mounted into docker
 	// sandboxes; unset, the kiln-execd beside the kiln executable, when
 	// there is one. Without it Kiln serves their execution API itself,
@@ -113,10 +131,19 @@ func dockerBuiltin(dataRoot string) (plugins.Builtin, error) {
 	if err != nil {
 		return plugins.Builtin{}, err
 	}
+	var disk sandbox.Resources
+	if v := os.Getenv(envSandboxDisk); v != "" {
+		if disk, err = service.CheckResources(map[string]string{"disk": v}); err != nil {
+			return plugins.Builtin{}, fmt.Errorf("%s=%q: want a size such as 1Gi or 512Mi, from 1 MiB to 1 TiB", envSandboxDisk, v)
+		}
+	}
 	load := func(ctx context.Context, req plugins.LoadRequest) (plugins.Instance, error) {
 		// The data root names this server's containers on a shared engine.
 		sum := sha256.Sum256([]byte(dataRoot))
 		args := []string{selfPluginCmd, "docker", "--image", cmp.Or(os.Getenv(envSandboxImage), "busybox:latest"), "--instance", hex.EncodeToString(sum[:8])}
+		if disk.DiskMiB > 0 {
+			args = append(args, "--disk-mib", strconv.Itoa(disk.DiskMiB))
+		}
 		if execd := execdPath(); execd != "" {
 			args = append(args, "--execd", execd, "--state-dir", filepath.Join(dataRoot, "sandboxes"))
 		}
@@ -149,6 +176,7 @@ func newSelfPluginCmd() *cobra.Command {
 	f.StringVar(&opts.Instance, "instance", "", "the name of this server's containers on a shared engine")
 	f.StringVar(&opts.ExecdPath, "execd", "", "the kiln-execd binary the sandboxes serve their execution API with")
 	f.StringVar(&opts.StateDir, "state-dir", "", "the folder of the sandboxes' run folders (with --execd)")
+	f.IntVar(&opts.Defaults.DiskMiB, "disk-mib", 0, "the disk size of a sandbox created without one, in MiB (0: the runtime's default)")
 	cmd.AddCommand(dockerCmd)
 	return cmd
 }

@@ -99,8 +99,15 @@ func newRouter(opts Options) chi.Router {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "GENERAL::NOT_FOUND", "no route for "+r.Method+" "+r.URL.Path)
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, "GENERAL::METHOD_NOT_ALLOWED", r.Method+" is not allowed on "+r.URL.Path)
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			if r.Match(chi.NewRouteContext(), m, req.URL.Path) {
+				allow = append(allow, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, http.StatusMethodNotAllowed, "GENERAL::METHOD_NOT_ALLOWED", req.Method+" is not allowed on "+req.URL.Path+"; it takes "+strings.Join(allow, ", "))
 	})
 	r.Get("/health", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "healthy"})
@@ -181,11 +188,23 @@ type volume struct {
 	OSSFS     json.RawMessage        `json:"ossfs,omitempty"`
 }
 
+// timeoutField is a create's timeout in seconds, telling null (manual
+// cleanup) from absent (the server's default timeout).
+type timeoutField struct {
+	Set     bool
+	Seconds *int
+}
+
+func (t *timeoutField) UnmarshalJSON(b []byte) error {
+	t.Set = true
+	return json.Unmarshal(b, &t.Seconds)
+}
+
 type createRequest struct {
 	Image          *imageSpec        `json:"image,omitempty"`
 	SnapshotID     string            `json:"snapshotId,omitempty"`
 	Entrypoint     []string          `json:"entrypoint,omitempty"`
-	Timeout        *int              `json:"timeout,omitempty"`
+	Timeout        timeoutField      `json:"timeout"`
 	ResourceLimits map[string]string `json:"resourceLimits,omitempty"`
 	// ResourceRequests are scheduling hints for a cluster; one host has
 	// nothing to schedule, so only their form is checked.
@@ -283,6 +302,10 @@ func (a *api) create(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
+	if d := a.svc.DefaultTimeout(); !in.Timeout.Set && d > 0 {
+		secs := int(d / time.Second)
+		req.Timeout = &secs
+	}
 	sb, err := a.svc.Create(r.Context(), a.opts.Owner, req)
 	if err != nil {
 		a.fail(w, err)
@@ -318,7 +341,7 @@ func toService(in createRequest) (service.CreateRequest, error) {
 	if in.Image != nil {
 		req.Image = in.Image.URI
 	}
-	req.Entrypoint, req.Timeout, req.Resources, req.Env, req.Metadata, req.Extensions = in.Entrypoint, in.Timeout, in.ResourceLimits, in.Env, in.Metadata, in.Extensions
+	req.Entrypoint, req.Timeout, req.Resources, req.Env, req.Metadata, req.Extensions = in.Entrypoint, in.Timeout.Seconds, in.ResourceLimits, in.Env, in.Metadata, in.Extensions
 	if in.NetworkPolicy != nil {
 		req.Network = *in.NetworkPolicy
 	}

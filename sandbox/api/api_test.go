@@ -73,12 +73,23 @@ func newServer(t *testing.T) (client, *service.Service, *sandboxtest.Machine) {
 // newServerOver serves the sandbox API over a service with rt as its
 // runtime "memory".
 func newServerOver(t *testing.T, rt sandbox.Runtime) (client, *service.Service) {
+	return newServerCfg(t, rt, service.Config{})
+}
+
+// openStore opens a SQLite store of its own for the test.
+func openStore(t *testing.T) *sqlite.Store {
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "kiln.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	svc, err := service.New(service.Config{Store: st, Key: bytes.Repeat([]byte{7}, 32), Preferred: []string{"memory"}})
+	return st
+}
+
+// newServerCfg is newServerOver with the service's settings in cfg.
+func newServerCfg(t *testing.T, rt sandbox.Runtime, cfg service.Config) (client, *service.Service) {
+	cfg.Store, cfg.Key, cfg.Preferred = openStore(t), bytes.Repeat([]byte{7}, 32), []string{"memory"}
+	svc, err := service.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +99,56 @@ func newServerOver(t *testing.T, rt sandbox.Runtime) (client, *service.Service) 
 	srv := httptest.NewServer(api.Handler(api.Options{Service: svc, Owner: "local", Exec: echoExec}))
 	t.Cleanup(srv.Close)
 	return client{t: t, url: srv.URL}, svc
+}
+
+// TestDefaultTimeout: a create naming no timeout (`{}`, as an SDK that
+// leaves it out) expires after the server's default timeout, 30 minutes
+// unless the setting says otherwise; an explicit null is manual cleanup;
+// a default of none (negative) keeps OpenSandbox's manual cleanup.
+func TestDefaultTimeout(t *testing.T) {
+	expiry := func(c client, body string) time.Duration {
+		t.Helper()
+		code, sb, _ := c.do("POST", "/v1/sandboxes", body)
+		if code != http.StatusAccepted {
+			t.Fatalf("create %s: %d %v", body, code, sb)
+		}
+		if sb["expiresAt"] == nil {
+			return 0
+		}
+		at, err1 := time.Parse(time.RFC3339Nano, sb["expiresAt"].(string))
+		created, err2 := time.Parse(time.RFC3339Nano, sb["createdAt"].(string))
+		if err1 != nil || err2 != nil {
+			t.Fatalf("create %s: %v", body, sb)
+		}
+		// The info answers the same expiry as the create.
+		if _, got, _ := c.do("GET", "/v1/sandboxes/"+sb["id"].(string), nil); got["expiresAt"] != sb["expiresAt"] {
+			t.Errorf("info %v, create %v", got["expiresAt"], sb["expiresAt"])
+		}
+		return at.Sub(created)
+	}
+	c, _, _ := newServer(t)
+	if got := expiry(c, `{}`); got != service.DefaultCreateTimeout {
+		t.Errorf("{} expires after %s, want the default %s", got, service.DefaultCreateTimeout)
+	}
+	if got := expiry(c, `{"timeout": null}`); got != 0 {
+		t.Errorf("an explicit null expires after %s, want manual cleanup", got)
+	}
+	if got := expiry(c, `{"timeout": 90}`); got != 90*time.Second {
+		t.Errorf("a timeout of 90 expires after %s", got)
+	}
+	c, _ = newServerCfg(t, sandboxtest.NewMachine().Runtime(sandboxtest.Options{}), service.Config{DefaultTimeout: 2 * time.Hour})
+	if got := expiry(c, `{}`); got != 2*time.Hour {
+		t.Errorf("with a default of 2h, {} expires after %s", got)
+	}
+	c, _ = newServerCfg(t, sandboxtest.NewMachine().Runtime(sandboxtest.Options{}), service.Config{DefaultTimeout: -1})
+	if got := expiry(c, `{}`); got != 0 {
+		t.Errorf("with no default, {} expires after %s", got)
+	}
+	for _, d := range []time.Duration{8 * 24 * time.Hour, 1500 * time.Millisecond} {
+		if _, err := service.New(service.Config{Store: openStore(t), Key: bytes.Repeat([]byte{7}, 32), DefaultTimeout: d}); err == nil {
+			t.Errorf("a default timeout of %s (a week at most, whole seconds) was taken", d)
+		}
+	}
 }
 
 func TestLifecycle(t *testing.T) {
@@ -313,5 +374,38 @@ func TestAgentProxy(t *testing.T) {
 	defer mu.Unlock()
 	if len(seen) != 1 || seen[0] != "/ping" {
 		t.Errorf("the agent got %v; want /ping alone", seen)
+	}
+}
+
+// TestUnknownRoutesJSON: a path the lifecycle API does not have, and a
+// method a path does not take, answer OpenSandbox's {code, message}
+// with 404 and 405 (and Allow), under /v1 and at the root.
+func TestUnknownRoutesJSON(t *testing.T) {
+	c, _, _ := newServer(t)
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		code         string
+	}{
+		{"GET", "/v1/nope", 404, "GENERAL::NOT_FOUND"},
+		{"GET", "/nope", 404, "GENERAL::NOT_FOUND"},
+		{"GET", "/v1/sandboxes/x/unknown", 404, "GENERAL::NOT_FOUND"},
+		{"GET", "/v1", 404, "GENERAL::NOT_FOUND"},
+		{"PUT", "/v1/sandboxes", 405, "GENERAL::METHOD_NOT_ALLOWED"},
+		{"DELETE", "/sandboxes", 405, "GENERAL::METHOD_NOT_ALLOWED"},
+		{"POST", "/v1/sandboxes/x/endpoints/44772", 405, "GENERAL::METHOD_NOT_ALLOWED"},
+		{"POST", "/health", 405, "GENERAL::METHOD_NOT_ALLOWED"},
+	} {
+		code, body, hdr := c.do(tc.method, tc.path, nil)
+		msg, _ := body["message"].(string)
+		if code != tc.status || body["code"] != tc.code || msg == "" || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
+			t.Errorf("%s %s: %d %s %v, want %d %s", tc.method, tc.path, code, hdr.Get("Content-Type"), body, tc.status, tc.code)
+		}
+		if tc.path == "/v1/sandboxes" && hdr.Get("Allow") != "GET, POST" {
+			t.Errorf("%s %s: Allow %q", tc.method, tc.path, hdr.Get("Allow"))
+		}
+		if tc.status == 405 && hdr.Get("Allow") == "" {
+			t.Errorf("%s %s: 405 without Allow", tc.method, tc.path)
+		}
 	}
 }

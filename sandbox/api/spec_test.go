@@ -62,7 +62,7 @@ func TestSpecGolden(t *testing.T) {
 	if id == "" {
 		t.Fatalf("create: %v", created)
 	}
-	manual := do("POST", "/sandboxes", `{}`, 202)
+	manual := do("POST", "/sandboxes", `{"timeout": null}`, 202)
 	if manual["expiresAt"] != nil {
 		t.Errorf("a sandbox without a timeout: %v", manual)
 	}

@@ -95,7 +95,16 @@ const (
 	DefaultMemoryMiB = 512
 	DefaultCPUMillis = 1000
 	DefaultPidsLimit = 512
+	DefaultDiskMiB   = 1024
 )
+
+// WritableDirs are the folders of a sandbox that stay writable when its
+// root filesystem is read-only (Options.ReadOnlyRoot, or a storage
+// driver that cannot limit a container's size): each is a tmpfs of the
+// sandbox's disk size, in memory, so what is written there counts
+// toward the sandbox's memory too. They start empty: what the image
+// has there is hidden.
+var WritableDirs = []string{"/tmp", "/var/tmp", "/root", "/home", "/workspace"}
 
 // keepRunning is the main process of a sandbox whose Spec has no
 // entrypoint. An image's own entrypoint and command are not used: most
@@ -111,14 +120,18 @@ type Options struct {
 	// field sets no limit.
 	Max sandbox.Resources
 	// Defaults are the limits of a Spec that leaves a resource zero;
-	// zero fields are DefaultMemoryMiB and DefaultCPUMillis, lowered to
-	// Max when that is less. DiskMiB is unused: Start refuses disk
-	// limits.
+	// zero fields are DefaultMemoryMiB, DefaultCPUMillis and
+	// DefaultDiskMiB, lowered to Max when that is less.
 	Defaults sandbox.Resources
 	// PidsLimit caps the processes of a sandbox; 0 is DefaultPidsLimit.
 	PidsLimit int64
-	// ReadOnlyRoot makes a sandbox's root filesystem read-only, with a
-	// writable tmpfs at /tmp.
+	// ReadOnlyRoot makes a sandbox's root filesystem read-only, with
+	// WritableDirs writable. Without it a sandbox's writes go to its
+	// container's writable layer, limited to its disk size by the
+	// storage driver (--storage-opt size) where the driver can; where it
+	// cannot (overlay2 on anything but xfs with pquota, the common case)
+	// the root is read-only all the same, since a writable layer there
+	// has no limit but the host's disk.
 	ReadOnlyRoot bool
 	// ExecdPath is the host path of the static kiln-execd binary; when
 	// set, sandboxes serve the execution API themselves (DialExec) and
@@ -141,6 +154,10 @@ type Runtime struct {
 	cli  *client.Client
 	opts Options
 	caps sandbox.Capabilities
+	// sizeOpt is whether the engine's storage driver limits a
+	// container's writable layer (--storage-opt size), once probed.
+	probe           sync.Mutex
+	probed, sizeOpt bool
 
 	mu     sync.Mutex
 	active map[string]*execs // by container ID
@@ -188,6 +205,7 @@ func New(opts Options) (*Runtime, error) {
 	}
 	opts.Defaults.MemoryMiB = orDefault(opts.Defaults.MemoryMiB, DefaultMemoryMiB, opts.Max.MemoryMiB)
 	opts.Defaults.CPUMillis = orDefault(opts.Defaults.CPUMillis, DefaultCPUMillis, opts.Max.CPUMillis)
+	opts.Defaults.DiskMiB = orDefault(opts.Defaults.DiskMiB, DefaultDiskMiB, opts.Max.DiskMiB)
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		return nil, fmt.Errorf("docker sandbox runtime: %w", err)
@@ -286,14 +304,12 @@ const maxSocketPath = 107
 // Start creates and starts the container of spec, or returns the handle
 // of the one of spec.ID that exists (starting it when it does not run).
 // An image not on the engine is refused with an *UnsupportedError (the
-// runtime does not pull), and so is a disk limit (Docker enforces one
-// only on some storage drivers).
+// runtime does not pull). What the sandbox writes is limited to its
+// disk size (Spec.Resources.DiskMiB, else the default): see
+// Options.ReadOnlyRoot.
 func (r *Runtime) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Handle, error) {
 	if err := spec.Check(r.caps); err != nil {
 		return sandbox.Handle{}, err
-	}
-	if spec.Resources.DiskMiB > 0 {
-		return sandbox.Handle{}, sandbox.Unsupported(Name, "disk limits (disk_mib)")
 	}
 	r.touch()
 	if r.opts.ExecdPath != "" && spec.ExecToken == "" {
@@ -310,6 +326,31 @@ func (r *Runtime) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Handle,
 		}
 		return h, err
 	}
+}
+
+// probeSizeOpt finds out, once, whether the engine's storage driver
+// limits a container's size: it creates (and removes) a container of
+// image, present on the engine, with --storage-opt size.
+func (r *Runtime) probeSizeOpt(ctx context.Context, image string) error {
+	r.probe.Lock()
+	defer r.probe.Unlock()
+	if r.probed || r.opts.ReadOnlyRoot {
+		return nil
+	}
+	c, err := r.cli.ContainerCreate(ctx, &container.Config{Image: image, Entrypoint: []string{"true"}},
+		&container.HostConfig{NetworkMode: network, StorageOpt: map[string]string{"size": "64m"}}, nil, nil, "")
+	if ctx.Err() != nil {
+		return fmt.Errorf("docker: probe the storage driver: %w", ctx.Err())
+	}
+	r.probed, r.sizeOpt = true, err == nil
+	if err != nil {
+		r.logf(slog.LevelInfo, "the Docker engine's storage driver cannot limit a container's size (%v): sandboxes get a read-only root, with tmpfs folders of their disk size at %s", err, strings.Join(WritableDirs, ", "))
+		return nil
+	}
+	if err := r.cli.ContainerRemove(context.WithoutCancel(ctx), c.ID, container.RemoveOptions{Force: true}); err != nil {
+		r.logf(slog.LevelWarn, "remove the container that probed the storage driver, %s: %v", c.ID, err)
+	}
+	return nil
 }
 
 // existing returns the handle of the container called name, started,
@@ -348,6 +389,9 @@ func (r *Runtime) create(ctx context.Context, name string, spec sandbox.Spec) (s
 		return sandbox.Handle{}, sandbox.Unsupported(Name, fmt.Sprintf("image %q (it is not on the Docker engine, and the runtime does not pull)", image))
 	} else if err != nil {
 		return sandbox.Handle{}, fmt.Errorf("docker: inspect image %s: %w", image, err)
+	}
+	if err := r.probeSizeOpt(ctx, image); err != nil {
+		return sandbox.Handle{}, err
 	}
 	cfg, host := r.config(name, image, spec)
 	if r.opts.ExecdPath != "" {
@@ -422,7 +466,13 @@ func (r *Runtime) config(name, image string, spec sandbox.Spec) (*container.Conf
 	if res.CPUMillis == 0 {
 		res.CPUMillis = r.opts.Defaults.CPUMillis
 	}
+	if res.DiskMiB == 0 {
+		res.DiskMiB = r.opts.Defaults.DiskMiB
+	}
 	mem := int64(res.MemoryMiB) << 20
+	r.probe.Lock()
+	readOnly := r.opts.ReadOnlyRoot || !r.sizeOpt
+	r.probe.Unlock()
 	pids := r.opts.PidsLimit
 	init := true
 	host := &container.HostConfig{
@@ -430,7 +480,7 @@ func (r *Runtime) config(name, image string, spec sandbox.Spec) (*container.Conf
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},
 		IpcMode:        container.IPCModePrivate,
-		ReadonlyRootfs: r.opts.ReadOnlyRoot,
+		ReadonlyRootfs: readOnly,
 		Init:           &init,
 		Mounts:         binds,
 		LogConfig:      container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "1m", "max-file": "1"}},
@@ -441,8 +491,13 @@ func (r *Runtime) config(name, image string, spec sandbox.Spec) (*container.Conf
 			PidsLimit:  &pids,
 		},
 	}
-	if r.opts.ReadOnlyRoot {
-		host.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777"}
+	if readOnly {
+		host.Tmpfs = map[string]string{}
+		for _, d := range WritableDirs {
+			host.Tmpfs[d] = fmt.Sprintf("rw,exec,nosuid,nodev,size=%dm,mode=%s", res.DiskMiB, map[bool]string{true: "1777", false: "755"}[strings.HasSuffix(d, "tmp")])
+		}
+	} else {
+		host.StorageOpt = map[string]string{"size": fmt.Sprintf("%dm", res.DiskMiB)}
 	}
 	return &container.Config{
 		Image:      image,
@@ -649,8 +704,11 @@ func (r *Runtime) dialExecd(ctx context.Context, d handleData) (net.Conn, error)
 		return nil, fmt.Errorf("docker: dial the kiln-execd of %s: %w", d.Name, err)
 	}
 	if err := servedFrom(conn, d.Container); err != nil {
+		// The detail (a host process ID) is for the server's log; the
+		// error reaches whoever holds the sandbox.
 		conn.Close()
-		return nil, fmt.Errorf("docker: the kiln-execd socket of %s: %w", d.Name, err)
+		r.logf(slog.LevelWarn, "sandbox %s: its kiln-execd socket is refused: %v", d.Name, err)
+		return nil, fmt.Errorf("docker: the kiln-execd socket of %s is not served from inside the sandbox's container (the server's log says more)", d.Name)
 	}
 	return conn, nil
 }

@@ -12,7 +12,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,6 +181,41 @@ func TestLimits(t *testing.T) {
 	}
 }
 
+// TestDiskLimit: what a sandbox writes is held to its disk size and never
+// lands on the host's disk past it: writing more than it fails in the
+// sandbox with "No space left on device" (or, where the storage driver
+// cannot limit a container, outside WritableDirs with "Read-only file
+// system"), and the container's writable layer stays within the size. A
+// sandbox without a disk size gets the default.
+func TestDiskLimit(t *testing.T) {
+	r := newRuntime(t, docker.Options{})
+	id := fmt.Sprintf("test-disk-%d", time.Now().UnixNano())
+	h := start(t, r, sandbox.Spec{ID: id, Resources: sandbox.Resources{MemoryMiB: 256, DiskMiB: 32}})
+	code, _, errOut := sh(t, r, h, "dd if=/dev/zero of=/tmp/big bs=1M count=64")
+	if code == 0 || !strings.Contains(errOut, "No space left on device") {
+		t.Errorf("64 MiB into /tmp of a sandbox of 32 MiB: exit %d, stderr %q", code, errOut)
+	}
+	if code, out, _ := sh(t, r, h, "wc -c < /tmp/big"); code != 0 || strings.TrimSpace(out) == "" || len(strings.TrimSpace(out)) > 8 {
+		t.Errorf("the file written: %d %q", code, out)
+	} else if n, _ := strconv.Atoi(strings.TrimSpace(out)); n > 32<<20 {
+		t.Errorf("%d bytes written into a sandbox of 32 MiB", n)
+	}
+	code, _, errOut = sh(t, r, h, "dd if=/dev/zero of=/var/big bs=1M count=64")
+	if code == 0 || !strings.Contains(errOut, "No space left on device") && !strings.Contains(errOut, "Read-only file system") {
+		t.Errorf("64 MiB into the root of a sandbox of 32 MiB: exit %d, stderr %q", code, errOut)
+	}
+	if out, err := exec.Command("docker", "inspect", "--size", "-f", "{{.SizeRw}}", "kiln-"+id).Output(); err != nil {
+		t.Errorf("docker inspect: %v", err)
+	} else if n, _ := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64); n > 33<<20 {
+		t.Errorf("the container's writable layer on the host's disk holds %d bytes, more than its 32 MiB", n)
+	}
+	// The default, where the folders are tmpfs: DefaultDiskMiB each.
+	d := start(t, r, sandbox.Spec{})
+	if code, out, _ := sh(t, r, d, "grep ' /tmp tmpfs' /proc/mounts"); code == 0 && !strings.Contains(out, fmt.Sprintf("size=%dk", docker.DefaultDiskMiB<<10)) {
+		t.Errorf("the /tmp of a sandbox without a disk size: %q, want %d MiB", out, docker.DefaultDiskMiB)
+	}
+}
+
 func TestMounts(t *testing.T) {
 	r := newRuntime(t, docker.Options{})
 	ro, rw, other := t.TempDir(), t.TempDir(), t.TempDir()
@@ -265,10 +302,6 @@ func TestListAndImages(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrUnsupported) || !strings.Contains(err.Error(), "kiln-test/no-such-image:1") {
 		t.Errorf("Start with an image the engine lacks: %v; want ErrUnsupported naming it", err)
 	}
-	_, err = r.Start(ctx, sandbox.Spec{ID: id + "-disk", Resources: sandbox.Resources{DiskMiB: 10}})
-	if !errors.Is(err, sandbox.ErrUnsupported) {
-		t.Errorf("Start with a disk limit: %v; want ErrUnsupported", err)
-	}
 }
 
 func TestNoEngine(t *testing.T) {
@@ -286,7 +319,14 @@ func TestExecd(t *testing.T) {
 		t.Skip("KILN_EXECD_BIN names no static kiln-execd binary to run in the sandboxes")
 	}
 	state := t.TempDir()
-	r := newRuntime(t, docker.Options{ExecdPath: bin, StateDir: state, Log: func(l slog.Level, msg string) { t.Log(msg) }})
+	var logMu sync.Mutex
+	var logs strings.Builder
+	r := newRuntime(t, docker.Options{ExecdPath: bin, StateDir: state, Log: func(l slog.Level, msg string) {
+		t.Log(msg)
+		logMu.Lock()
+		logs.WriteString(msg + "\n")
+		logMu.Unlock()
+	}})
 	if _, err := r.Start(context.Background(), sandbox.Spec{ID: "test-execd-no-token"}); !errors.Is(err, sandbox.ErrInvalid) {
 		t.Errorf("Start without an exec token: %v; want ErrInvalid", err)
 	}
@@ -318,9 +358,16 @@ func TestExecd(t *testing.T) {
 	if c, err := r.DialExec(context.Background(), evil); err == nil {
 		c.Close()
 		t.Error("DialExec followed a link the sandbox planted to the Docker engine's socket")
-	} else if !strings.Contains(err.Error(), "not in the sandbox's container") {
-		t.Errorf("DialExec through the planted link: %v; want it refused for a process outside the sandbox", err)
+	} else if !strings.Contains(err.Error(), "not served from inside the sandbox's container") || strings.Contains(err.Error(), "process") {
+		// The error reaches the sandbox's holder: no host process ID in
+		// it, only in the server's log.
+		t.Errorf("DialExec through the planted link: %v; want it refused for a process outside the sandbox, without host details", err)
 	}
+	logMu.Lock()
+	if !strings.Contains(logs.String(), "which is not in the sandbox's container") {
+		t.Errorf("the log does not say which process served the planted socket:\n%s", logs.String())
+	}
+	logMu.Unlock()
 	if err := r.Destroy(context.Background(), evil); err != nil {
 		t.Fatalf("Destroy of the sandbox that planted the link: %v", err)
 	}

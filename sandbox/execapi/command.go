@@ -1,6 +1,7 @@
 package execapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -66,39 +67,102 @@ func (s *eventStream) send(e event) {
 	s.rc.Flush()
 }
 
-// utf8Splitter holds back the end of a chunk that starts a UTF-8
-// character the next chunk ends, so that no event splits one.
-type utf8Splitter struct{ held []byte }
+// maxLine is the longest line one output event carries: a longer line
+// goes out in pieces of at most maxLine bytes, each cut before a UTF-8
+// character starts, so that what a command prints without a line ending
+// is held to a bound.
+const maxLine = 64 << 10
 
-func (u *utf8Splitter) split(p []byte) string {
-	b := append(u.held, p...)
-	n := len(b)
-	for i := 1; i <= 3 && i <= len(b); i++ {
-		c := b[len(b)-i]
-		if utf8.RuneStart(c) {
-			if !utf8.FullRune(b[len(b)-i:]) {
-				n = len(b) - i
-			}
-			break
-		}
-	}
-	u.held = append([]byte(nil), b[n:]...)
-	return string(b[:n])
+// lineFramer turns one stream of a command's output into events as
+// execd frames them: one event per line, its text without the line
+// ending ("\n", "\r\n" or a lone "\r"), an empty line as the text "\n",
+// and a last line without an ending sent by flush when the command ends.
+// Each stream has its own framer, so a line of stdout and one of stderr
+// never share an event; the events of the two go out in the order their
+// lines ended.
+type lineFramer struct {
+	typ     string
+	s       *eventStream
+	line    []byte // the current line's text not sent yet
+	started bool   // the current line has text, sent or not
+	lastCR  bool   // the last byte was a "\r" that ended a line
 }
 
-// streamOut returns an output function that sends each stream's text as
-// events.
-func streamOut(s *eventStream) func(sandbox.Stream, []byte) {
-	var out, errs utf8Splitter
-	return func(st sandbox.Stream, p []byte) {
-		typ, u := "stdout", &out
-		if st == sandbox.Stderr {
-			typ, u = "stderr", &errs
+func (f *lineFramer) write(p []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexAny(p, "\r\n")
+		if i < 0 {
+			f.add(p)
+			return
 		}
-		if t := u.split(p); t != "" {
-			s.send(event{Type: typ, Text: t})
+		f.add(p[:i])
+		switch {
+		case len(f.line) > 0:
+			f.emit(len(f.line))
+		case f.started:
+			// a long line whose last piece went out at maxLine
+		case p[i] == '\n' && f.lastCR:
+			// the "\n" of a "\r\n" whose "\r" ended the line
+		default:
+			f.s.send(event{Type: f.typ, Text: "\n"})
 		}
+		f.started, f.lastCR = false, p[i] == '\r'
+		p = p[i+1:]
 	}
+}
+
+// add appends text without line endings, sending maxLine pieces.
+func (f *lineFramer) add(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	f.started, f.lastCR = true, false
+	f.line = append(f.line, p...)
+	for len(f.line) > maxLine {
+		n := maxLine
+		for k := 0; k < utf8.UTFMax-1 && !utf8.RuneStart(f.line[n]); k++ {
+			n--
+		}
+		if !utf8.RuneStart(f.line[n]) {
+			n = maxLine // not UTF-8 there: cut anywhere
+		}
+		f.emit(n)
+	}
+}
+
+// emit sends the first n bytes of the line held and keeps the rest.
+func (f *lineFramer) emit(n int) {
+	f.s.send(event{Type: f.typ, Text: string(f.line[:n])})
+	f.line = append(f.line[:0], f.line[n:]...)
+}
+
+// flush sends what is held of a last line without an ending.
+func (f *lineFramer) flush() {
+	if len(f.line) > 0 {
+		f.emit(len(f.line))
+	}
+}
+
+// outFramer frames a command's stdout and stderr as events.
+type outFramer struct{ out, err lineFramer }
+
+func newOutFramer(s *eventStream) *outFramer {
+	return &outFramer{out: lineFramer{typ: "stdout", s: s}, err: lineFramer{typ: "stderr", s: s}}
+}
+
+// write is the output function of a run.
+func (o *outFramer) write(st sandbox.Stream, p []byte) {
+	if st == sandbox.Stderr {
+		o.err.write(p)
+		return
+	}
+	o.out.write(p)
+}
+
+// flush sends the last lines without an ending, stdout's first.
+func (o *outFramer) flush() {
+	o.out.flush()
+	o.err.flush()
 }
 
 // finish sends the end of a run: execution_complete for exit code 0, an
@@ -345,11 +409,13 @@ func (h *handler) command(w http.ResponseWriter, r *http.Request) {
 	defer cancel(nil)
 	stop := func() {}
 	ran := false
+	out := newOutFramer(s)
 	code, err := h.b.Run(ctx, bc, func() {
 		ran = true
 		s.send(event{Type: "init", Text: c.id})
 		stop = pinger(s)
-	}, streamOut(s))
+	}, out.write)
+	out.flush()
 	stop()
 	if !ran {
 		writeError(w, err)
@@ -378,7 +444,7 @@ func (h *handler) commandInfo(w http.ResponseWriter, r *http.Request) {
 	case b == "logs":
 		h.logs(w, r, a)
 	default:
-		http.NotFound(w, r)
+		writeError(w, routeNotFound(r))
 	}
 }
 

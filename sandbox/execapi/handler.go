@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kilnhq/kiln/sandbox"
@@ -52,9 +53,50 @@ func Handler(b Backend, token string) (http.Handler, error) {
 			writeError(w, &apiError{http.StatusUnauthorized, "UNAUTHORIZED", "missing or wrong " + TokenHeader})
 			return
 		}
+		if hd, pattern := mux.Handler(r); pattern == "" {
+			noRoute(w, r, hd)
+			return
+		}
 		mux.ServeHTTP(w, r)
 	}), nil
 }
+
+// noRoute answers a request no route takes, which the mux's handler hd
+// would answer in plain text: a 404 or 405 (with Allow) as
+// {"code","message"}, anything else (a redirect) as hd does.
+func noRoute(w http.ResponseWriter, r *http.Request, hd http.Handler) {
+	a := &muxAnswer{h: http.Header{}, status: http.StatusOK}
+	hd.ServeHTTP(a, r)
+	switch a.status {
+	case http.StatusNotFound:
+		writeError(w, routeNotFound(r))
+	case http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", a.h.Get("Allow"))
+		writeError(w, &apiError{http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", fmt.Sprintf("%s is not allowed on %s; it takes %s", r.Method, r.URL.Path, a.h.Get("Allow"))})
+	default:
+		hd.ServeHTTP(w, r)
+	}
+}
+
+// routeNotFound is the error of a request for a path the execution API
+// does not have.
+func routeNotFound(r *http.Request) error {
+	msg := fmt.Sprintf("%s %s: no such route in the execution API", r.Method, r.URL.Path)
+	if strings.HasPrefix(r.URL.Path, "/code") || strings.HasPrefix(r.URL.Path, "/pty") {
+		msg += "; Kiln's has no code contexts (/code) and no /pty: run commands with /command or in a /session"
+	}
+	return &apiError{http.StatusNotFound, "NOT_FOUND", msg}
+}
+
+// muxAnswer keeps the status and headers of an answer, dropping its body.
+type muxAnswer struct {
+	h      http.Header
+	status int
+}
+
+func (m *muxAnswer) Header() http.Header         { return m.h }
+func (m *muxAnswer) Write(p []byte) (int, error) { return len(p), nil }
+func (m *muxAnswer) WriteHeader(status int)      { m.status = status }
 
 // route is one pattern of the execution API's http.ServeMux; a pattern
 // without a method serves every method.

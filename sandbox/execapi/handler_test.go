@@ -14,9 +14,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kilnhq/kiln/sandbox"
 	"github.com/kilnhq/kiln/sandbox/sandboxtest"
@@ -95,14 +97,112 @@ func events(t *testing.T, srv *httptest.Server, path, body string) []event {
 	return evs
 }
 
+// text is the texts of the events of type typ, joined by "|".
 func text(evs []event, typ string) string {
-	var b strings.Builder
+	var texts []string
 	for _, e := range evs {
 		if e.Type == typ {
-			b.WriteString(e.Text)
+			texts = append(texts, e.Text)
 		}
 	}
-	return b.String()
+	return strings.Join(texts, "|")
+}
+
+// TestLineFraming: output arrives as execd sends it, one event per line
+// without its ending ("\n", "\r\n" or a lone "\r"), an empty line as
+// "\n", a last line without an ending at the end, stdout and stderr
+// apart, in a command and in a session.
+func TestLineFraming(t *testing.T) {
+	srv := serve(t, LocalBackend{})
+	cmd := `printf 'a\nb\n\nc\r\nd\re\r\n\r\nlast'; printf 'x\ny' >&2`
+	evs := events(t, srv, "/command", `{"command":`+strconv.Quote(cmd)+`}`)
+	if got, want := text(evs, "stdout"), "a|b|\n|c|d|e|\n|last"; got != want {
+		t.Errorf("stdout %q, want %q", got, want)
+	}
+	if got := text(evs, "stderr"); got != "x|y" {
+		t.Errorf("stderr %q", got)
+	}
+	var s struct {
+		SessionID string `json:"session_id"`
+	}
+	json.Unmarshal([]byte(want(t, do(t, srv, "POST", "/session", nil), 200)), &s)
+	evs = events(t, srv, "/session/"+s.SessionID+"/run", `{"command":`+strconv.Quote(cmd)+`}`)
+	if got := text(evs, "stdout") + " " + text(evs, "stderr"); got != "a|b|\n|c|d|e|\n|last x|y" {
+		t.Errorf("in a session: %q", got)
+	}
+}
+
+// TestLineFramerPieces: a line ending split between two writes is one
+// ending, and a line longer than maxLine goes out in pieces of at most
+// maxLine bytes that do not split a UTF-8 character and together are the
+// line.
+func TestLineFramerPieces(t *testing.T) {
+	rec := httptest.NewRecorder()
+	o := newOutFramer(newEventStream(rec))
+	long := strings.Repeat("€", maxLine/3+1000) // 3 bytes each: maxLine is not a multiple
+	for _, p := range []string{"a\r", "\nb", "\r", "\n", long[:1000], long[1000:] + "\n"} {
+		o.write(sandbox.Stdout, []byte(p))
+	}
+	o.write(sandbox.Stderr, []byte(strings.Repeat("z", 2*maxLine)))
+	o.flush()
+	var out, errs []string
+	for _, obj := range strings.Split(strings.TrimSuffix(rec.Body.String(), "\n\n"), "\n\n") {
+		var e event
+		if err := json.Unmarshal([]byte(obj), &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Type == "stderr" {
+			errs = append(errs, e.Text)
+		} else {
+			out = append(out, e.Text)
+		}
+	}
+	if len(out) != 4 || out[0] != "a" || out[1] != "b" || out[2]+out[3] != long {
+		t.Fatalf("stdout: %d events, %q, %d bytes in all", len(out), out[:min(2, len(out))], len(strings.Join(out, "")))
+	}
+	if len(out[2]) > maxLine || !utf8.ValidString(out[2]) || !utf8.ValidString(out[3]) {
+		t.Errorf("the long line's pieces: %d and %d bytes, valid UTF-8 %v %v", len(out[2]), len(out[3]), utf8.ValidString(out[2]), utf8.ValidString(out[3]))
+	}
+	if len(errs) != 2 || len(errs[0]) != maxLine || len(errs[1]) != maxLine {
+		t.Errorf("stderr without a line ending: %d events", len(errs))
+	}
+}
+
+// TestUnknownRoutesJSON: a path the execution API does not have (execd's
+// /code and /pty among them) and a method a path does not take answer
+// {code, message} with 404 and 405 (and Allow), not the mux's plain text.
+func TestUnknownRoutesJSON(t *testing.T) {
+	srv := serve(t, LocalBackend{})
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		code, says   string
+	}{
+		{"POST", "/code", 404, "NOT_FOUND", "no code contexts"},
+		{"GET", "/code/contexts", 404, "NOT_FOUND", "no code contexts"},
+		{"POST", "/pty", 404, "NOT_FOUND", "no /pty"},
+		{"GET", "/nope", 404, "NOT_FOUND", "GET /nope: no such route"},
+		{"GET", "/command/x/y", 404, "NOT_FOUND", "no such route"},
+		{"PUT", "/command", 405, "METHOD_NOT_ALLOWED", "PUT is not allowed on /command"},
+		{"POST", "/ping", 405, "METHOD_NOT_ALLOWED", "it takes GET, HEAD"},
+	} {
+		resp := do(t, srv, tc.method, tc.path, nil)
+		var e struct{ Code, Message string }
+		raw := read(t, resp)
+		if err := json.Unmarshal([]byte(raw), &e); err != nil || resp.StatusCode != tc.status || e.Code != tc.code || !strings.Contains(e.Message, tc.says) || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s %s: %d %s %q, want %d %s saying %q", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Content-Type"), raw, tc.status, tc.code, tc.says)
+		}
+		if tc.status == 405 && resp.Header.Get("Allow") == "" {
+			t.Errorf("%s %s: 405 without Allow", tc.method, tc.path)
+		}
+	}
+	// Without the token it is a 401 all the same.
+	req, _ := http.NewRequest("POST", srv.URL+"/code", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 401 {
+		t.Errorf("/code without the token: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 }
 
 func TestCommandStream(t *testing.T) {
@@ -112,17 +212,17 @@ func TestCommandStream(t *testing.T) {
 	if d := time.Since(start); d > 800*time.Millisecond {
 		t.Errorf("echo hi took %v", d)
 	}
-	if len(evs) != 3 || evs[0].Type != "init" || evs[0].Text == "" || evs[1].Type != "stdout" || evs[1].Text != "hi\n" || evs[2].Type != "execution_complete" || evs[2].ExecutionTime == nil {
+	if len(evs) != 3 || evs[0].Type != "init" || evs[0].Text == "" || evs[1].Type != "stdout" || evs[1].Text != "hi" || evs[2].Type != "execution_complete" || evs[2].ExecutionTime == nil {
 		t.Fatalf("events %+v", evs)
 	}
 
 	evs = events(t, srv, "/command", `{"command":"echo oops >&2; exit 3","cwd":"/tmp","envs":{"A":"1"}}`)
 	last := evs[len(evs)-1]
-	if text(evs, "stderr") != "oops\n" || last.Type != "error" || last.Error.Ename != "CommandExecError" || last.Error.Evalue != "3" {
+	if text(evs, "stderr") != "oops" || last.Type != "error" || last.Error.Ename != "CommandExecError" || last.Error.Evalue != "3" {
 		t.Fatalf("events %+v", evs)
 	}
 	evs = events(t, srv, "/command", `{"command":"printf %s \"$A\"; pwd","cwd":"/tmp","envs":{"A":"x"}}`)
-	if got := text(evs, "stdout"); got != "x/tmp\n" {
+	if got := text(evs, "stdout"); got != "x/tmp" {
 		t.Fatalf("stdout %q", got)
 	}
 
@@ -190,7 +290,7 @@ func TestSession(t *testing.T) {
 		t.Fatalf("first run %q %+v", got, evs)
 	}
 	evs = run(`{"command":"pwd; echo $K; echo e >&2; false"}`)
-	if got := text(evs, "stdout"); got != filepath.Join(dir, "sub")+"\nv\n" || text(evs, "stderr") != "e\n" || evs[len(evs)-1].Error.Evalue != "1" {
+	if got := text(evs, "stdout"); got != filepath.Join(dir, "sub")+"|v" || text(evs, "stderr") != "e" || evs[len(evs)-1].Error.Evalue != "1" {
 		t.Fatalf("second run %q %+v", got, evs)
 	}
 	want(t, do(t, srv, "DELETE", "/session/"+s.SessionID, nil), 200)
@@ -403,11 +503,11 @@ func TestRuntimeBackend(t *testing.T) {
 	}
 	srv := serve(t, RuntimeBackend{Runtime: rt, Handle: h})
 	evs := events(t, srv, "/command", `{"command":"echo hi; echo err >&2; exit 3","cwd":"/workspace"}`)
-	if evs[0].Type != "init" || text(evs, "stdout") != "hi\n" || text(evs, "stderr") != "err\n" || evs[len(evs)-1].Error.Evalue != "3" {
+	if evs[0].Type != "init" || text(evs, "stdout") != "hi" || text(evs, "stderr") != "err" || evs[len(evs)-1].Error.Evalue != "3" {
 		t.Fatalf("events %+v", evs)
 	}
 	evs = events(t, srv, "/command", `{"command":"cat /etc/hostname"}`)
-	if text(evs, "stdout") != "box\n" || evs[len(evs)-1].Type != "execution_complete" {
+	if text(evs, "stdout") != "box" || evs[len(evs)-1].Type != "execution_complete" {
 		t.Fatalf("events %+v", evs)
 	}
 	want(t, upload(t, srv, "/workspace/a.txt", 644, strings.NewReader("hello")), 200)

@@ -168,7 +168,9 @@ func (h *handler) runSession(w http.ResponseWriter, r *http.Request) {
 	es := newEventStream(w)
 	es.send(event{Type: "init", Text: id})
 	stop := pinger(es)
-	code, err := s.collect(ctx, streamOut(es))
+	out := newOutFramer(es)
+	code, err := s.collect(ctx, out.write)
+	out.flush()
 	stop()
 	if err != nil {
 		h.sessions.remove(id)

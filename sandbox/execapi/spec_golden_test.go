@@ -72,6 +72,9 @@ func TestSpecGolden(t *testing.T) {
 			t.Errorf("stream without %s: %s", typ, out)
 		}
 	}
+	if !bytes.Contains(out, []byte(`"type":"stdout","text":"hi",`)) {
+		t.Errorf("stdout is not one line without its ending: %s", out)
+	}
 	if out := js("POST", "/command", `{"command":"exit 3","cwd":"`+dir+`"}`, 200); !bytes.Contains(out, []byte(`"evalue":"3"`)) {
 		t.Errorf("exit 3: %s", out)
 	}

@@ -91,6 +91,12 @@ type Config struct {
 	MaxSandboxes int
 	// MaxTimeout bounds a create's timeout; zero means a week.
 	MaxTimeout time.Duration
+	// DefaultTimeout is the lifetime of a sandbox whose create over the
+	// API names no timeout (an explicit null is manual cleanup); zero
+	// means DefaultCreateTimeout, negative none (manual cleanup, as
+	// OpenSandbox's server). It must be whole seconds and at most
+	// MaxTimeout.
+	DefaultTimeout time.Duration
 	// ReapEvery is the reaper's period; zero means one second.
 	ReapEvery time.Duration
 	// StartTimeout bounds a runtime's Start; zero means one minute.
@@ -194,6 +200,14 @@ func LoadKey(path string) ([]byte, error) {
 	return b, f.Close()
 }
 
+// DefaultCreateTimeout is the lifetime of a sandbox created over the API
+// without a timeout, unless Config.DefaultTimeout says otherwise.
+const DefaultCreateTimeout = 30 * time.Minute
+
+// DefaultTimeout is the lifetime of a sandbox whose create names no
+// timeout, or 0 when such a sandbox has none (manual cleanup).
+func (s *Service) DefaultTimeout() time.Duration { return max(s.cfg.DefaultTimeout, 0) }
+
 // New returns a Service; Start reconciles and starts the reaper.
 func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil || len(cfg.Key) < 32 {
@@ -204,6 +218,12 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.MaxTimeout <= 0 {
 		cfg.MaxTimeout = 7 * 24 * time.Hour
+	}
+	if cfg.DefaultTimeout == 0 {
+		cfg.DefaultTimeout = min(DefaultCreateTimeout, cfg.MaxTimeout)
+	}
+	if cfg.DefaultTimeout > 0 && (cfg.DefaultTimeout > cfg.MaxTimeout || cfg.DefaultTimeout%time.Second != 0) {
+		return nil, fmt.Errorf("sandbox service: the default timeout %s is not whole seconds up to the longest timeout %s", cfg.DefaultTimeout, cfg.MaxTimeout)
 	}
 	if cfg.ReapEvery <= 0 {
 		cfg.ReapEvery = time.Second
@@ -410,6 +430,30 @@ func checkMetadata(m map[string]string, allowNull map[string]bool) error {
 // and returns them in the runtime's terms.
 func CheckResources(m map[string]string) (sandbox.Resources, error) { return resources(m) }
 
+// mebibytes reads the size v of resourceLimits.k in Kubernetes'
+// notation (bytes, or K, M, G and Ki, Mi, Gi; the decimal ones read as
+// the binary) in MiB, between 1 MiB and 1 TiB.
+func mebibytes(k, v string) (int, error) {
+	g := reMem.FindStringSubmatch(v)
+	if g == nil {
+		return 0, core.Errorf(core.EINVALID, "resourceLimits.%s %q: want a size such as 512Mi or 2Gi", k, v)
+	}
+	n, _ := strconv.ParseInt(g[1], 10, 64)
+	switch g[2] {
+	case "", "K", "Ki":
+		if g[2] == "" {
+			n >>= 10
+		}
+		n >>= 10
+	case "G", "Gi":
+		n <<= 10
+	}
+	if n <= 0 || n > 1<<20 {
+		return 0, core.Errorf(core.EINVALID, "resourceLimits.%s %q: want between 1 MiB and 1 TiB", k, v)
+	}
+	return int(n), nil
+}
+
 // resources turns resourceLimits into the runtime's terms.
 func resources(m map[string]string) (sandbox.Resources, error) {
 	var r sandbox.Resources
@@ -432,34 +476,17 @@ func resources(m map[string]string) (sandbox.Resources, error) {
 				r.CPUMillis = n
 			}
 		case "memory":
-			g := reMem.FindStringSubmatch(v)
-			if g == nil {
-				return r, core.Errorf(core.EINVALID, "resourceLimits.memory %q: want a size such as 512Mi or 2Gi", v)
+			n, err := mebibytes(k, v)
+			if err != nil {
+				return r, err
 			}
-			n, _ := strconv.ParseInt(g[1], 10, 64)
-			switch g[2] {
-			case "", "K", "Ki":
-				if g[2] == "" {
-					n >>= 10
-				}
-				n >>= 10
-			case "G", "Gi":
-				n <<= 10
-			}
-			if n <= 0 || n > 1<<20 {
-				return r, core.Errorf(core.EINVALID, "resourceLimits.memory %q: want between 1 MiB and 1 TiB", v)
-			}
-			r.MemoryMiB = int(n)
+			r.MemoryMiB = n
 		case "disk", "ephemeral-storage":
-			g := reMem.FindStringSubmatch(v)
-			if g == nil {
-				return r, core.Errorf(core.EINVALID, "resourceLimits.%s %q: want a size such as 1Gi", k, v)
+			n, err := mebibytes(k, v)
+			if err != nil {
+				return r, err
 			}
-			n, _ := strconv.ParseInt(g[1], 10, 64)
-			if g[2] == "G" || g[2] == "Gi" {
-				n <<= 10
-			}
-			r.DiskMiB = int(n)
+			r.DiskMiB = n
 		default:
 			return r, core.Errorf(core.EINVALID, "resourceLimits.%s: Kiln takes cpu, memory and disk (a GPU cannot be given to a sandbox here)", k)
 		}

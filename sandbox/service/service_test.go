@@ -169,6 +169,8 @@ func TestCreateRefusals(t *testing.T) {
 		{"gpu", service.CreateRequest{Resources: map[string]string{"gpu": "1"}}, core.EINVALID, "resourceLimits.gpu"},
 		{"bad cpu", service.CreateRequest{Resources: map[string]string{"cpu": "lots"}}, core.EINVALID, "resourceLimits.cpu"},
 		{"bad memory", service.CreateRequest{Resources: map[string]string{"memory": "2TB"}}, core.EINVALID, "resourceLimits.memory"},
+		{"disk under a MiB", service.CreateRequest{Resources: map[string]string{"ephemeral-storage": "512Ki"}}, core.EINVALID, "resourceLimits.ephemeral-storage \"512Ki\": want between 1 MiB and 1 TiB"},
+		{"disk of 0", service.CreateRequest{Resources: map[string]string{"disk": "0"}}, core.EINVALID, "resourceLimits.disk"},
 		{"bad timeout", service.CreateRequest{Timeout: timeout(0)}, core.EINVALID, "timeout 0"},
 		{"bad metadata", service.CreateRequest{Metadata: map[string]string{"a b": "c"}}, core.EINVALID, "metadata key"},
 		{"image on a runtime without images", service.CreateRequest{Image: "alpine"}, core.EINVALID, `has one environment`},
@@ -610,5 +612,15 @@ func TestPoolsTrimmedOnRestart(t *testing.T) {
 	}
 	if byPool["a"] != 1 || byPool["b"] != 1 || byPool["c"] != 0 || len(recs) != 2 {
 		t.Fatalf("pool records after the restart: %v", byPool)
+	}
+}
+
+// TestDiskSizes: a disk size reads as memory's does, in MiB.
+func TestDiskSizes(t *testing.T) {
+	for in, want := range map[string]int{"2Gi": 2048, "300Mi": 300, "300M": 300, "4194304Ki": 4096, "1073741824": 1024} {
+		r, err := service.CheckResources(map[string]string{"ephemeral-storage": in})
+		if err != nil || r.DiskMiB != want {
+			t.Errorf("ephemeral-storage %q: %d MiB, %v; want %d", in, r.DiskMiB, err, want)
+		}
 	}
 }

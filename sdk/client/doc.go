@@ -31,7 +31,7 @@
 //
 //	sb, err := c.CreateSandbox(ctx, client.SandboxInput{Runtime: "wasm", Timeout: time.Hour})
 //	code, err := c.Exec(ctx, sb.ID, client.ExecRequest{Command: "echo hi"}, func(e client.ExecEvent) {
-//		if e.Type == "stdout" { fmt.Print(e.Text) }
+//		if e.Type == "stdout" { fmt.Print(e.Output()) }
 //	})
 //	err = c.Upload(ctx, sb.ID, "/tmp/report.csv", f, size, nil)
 //	err = c.DeleteSandbox(ctx, sb.ID)

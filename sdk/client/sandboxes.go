@@ -90,7 +90,8 @@ type SandboxInput struct {
 	// default.
 	Runtime string
 	// Timeout is how long the sandbox lives before the server deletes
-	// it (whole seconds); 0 means until it is deleted.
+	// it (whole seconds); 0 means until it is deleted (sent as null: a
+	// create without a timeout gets the server's default).
 	Timeout time.Duration
 	// CPU and Memory are resource limits in Kubernetes' notation
 	// ("500m", "2"; "512Mi", "1Gi"); "" is the runtime's default.
@@ -112,7 +113,7 @@ func (c *Client) CreateSandbox(ctx context.Context, in SandboxInput) (*Sandbox, 
 	}
 	var req struct {
 		Image          *imageSpec        `json:"image,omitempty"`
-		Timeout        *int              `json:"timeout,omitempty"`
+		Timeout        *int              `json:"timeout"` // null: none (absent would be the server's default)
 		ResourceLimits map[string]string `json:"resourceLimits,omitempty"`
 		Env            map[string]string `json:"env,omitempty"`
 		Metadata       map[string]string `json:"metadata,omitempty"`
@@ -345,9 +346,9 @@ type ExecRequest struct {
 }
 
 // ExecEvent is one event of a command's output stream: "init" (Text is
-// the command's ID), "stdout" and "stderr" (Text is output, whole UTF-8
-// characters), "execution_complete", "error" (Error says why) and
-// "ping".
+// the command's ID), "stdout" and "stderr" (Text is one line without its
+// ending, as OpenSandbox's execd frames output; Output gives it back with
+// one), "execution_complete", "error" (Error says why) and "ping".
 type ExecEvent struct {
 	Type string `json:"type"`
 	Text string `json:"text,omitempty"`
@@ -357,6 +358,16 @@ type ExecEvent struct {
 	// Timestamp is when the event was sent, in Unix milliseconds.
 	Timestamp int64      `json:"timestamp"`
 	Error     *ExecError `json:"error,omitempty"`
+}
+
+// Output is the text of a stdout or stderr event as the command printed
+// it: the line with a "\n" ending. An empty line's Text is already "\n",
+// and a last line the command printed without an ending gets one too.
+func (e ExecEvent) Output() string {
+	if e.Text == "\n" {
+		return e.Text
+	}
+	return e.Text + "\n"
 }
 
 // ExecError is the error event of a command that failed: Name is

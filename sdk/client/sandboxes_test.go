@@ -62,8 +62,9 @@ func TestSandboxLifecycleRoutes(t *testing.T) {
 		if sb.ID != "sbx-1" || sb.Status.State != SandboxRunning || sb.Runtime != "docker" || sb.ExpiresAt == nil || sb.Metadata[MetaThread] != "thr_1" {
 			t.Errorf("sandbox %+v", sb)
 		}
-		// No timeout is manual cleanup: the field is absent.
-		if _, err := c.CreateSandbox(ctx, SandboxInput{}); err != nil || got.body != "{}" {
+		// No timeout is manual cleanup: the field is null (absent is the
+		// server's default timeout).
+		if _, err := c.CreateSandbox(ctx, SandboxInput{}); err != nil || got.body != `{"timeout":null}` {
 			t.Errorf("empty create: %v, body %q", err, got.body)
 		}
 	})
@@ -183,9 +184,9 @@ func TestExecAgainstExecAPI(t *testing.T) {
 		types = append(types, ev.Type)
 		switch ev.Type {
 		case "stdout":
-			out.WriteString(ev.Text)
+			out.WriteString(ev.Output())
 		case "stderr":
-			errs.WriteString(ev.Text)
+			errs.WriteString(ev.Output())
 		}
 	})
 	if err != nil || code != 0 {

@@ -18,9 +18,19 @@ const sandbox = await Sandbox.create({
 });
 out.createMs = Date.now() - t0;
 out.id = sandbox.id;
+// Output comes as execd frames it: one message per line, without the
+// line ending (an empty line is "\n"; a last line without an ending too).
+const texts = (ms) => ms.map((m) => m.text);
 const ok = await sandbox.commands.run("echo hi; echo $KIT_GREETING; echo oops >&2");
-out.stdout = ok.logs.stdout.map((m) => m.text).join("");
-out.stderr = ok.logs.stderr.map((m) => m.text).join("");
+out.stdout = texts(ok.logs.stdout);
+out.stderr = texts(ok.logs.stderr);
+// The wasm and js boxes have no printf: there, no "\r\n" and no last line
+// without an ending.
+const lines = await sandbox.commands.run(runtime === "docker"
+  ? "printf 'one\\ntwo\\r\\n\\nthree'; printf 'e1\\ne2\\n' >&2"
+  : "echo one; echo two; echo; echo three; echo e1 >&2; echo e2 >&2");
+out.lines = texts(lines.logs.stdout);
+out.errLines = texts(lines.logs.stderr);
 out.exitCode = ok.exitCode;
 const t1 = Date.now();
 await sandbox.commands.run("true");
@@ -37,7 +47,7 @@ out.fileSame = createHash("sha256").update(back).digest("hex") === want;
 if (runtime === "js") {
   // A command line that is one js command runs JavaScript in the sandbox.
   const js = await sandbox.commands.run(`js -e "const fs = require('fs'); console.log(process.env.KIT_GREETING, fs.readFileSync('/tmp/kit-1mib.txt', 'utf8').length); process.exit(5)"`);
-  out.jsStdout = js.logs.stdout.map((m) => m.text).join("");
+  out.jsStdout = texts(js.logs.stdout);
   out.jsExitCode = js.exitCode;
 }
 const info = await sandbox.getInfo();
@@ -52,7 +62,7 @@ try {
   out.pauseError = String(e?.statusCode ?? e?.message ?? e);
 }
 const again = await sandbox.commands.run("echo after resume");
-out.afterResume = again.logs.stdout.map((m) => m.text).join("");
+out.afterResume = texts(again.logs.stdout);
 const renewed = await sandbox.renew(3600);
 out.renewed = !!renewed.expiresAt;
 await sandbox.kill();

@@ -109,6 +109,16 @@ export class ExecParser {
   }
 }
 
+/**
+ * The output of a stdout or stderr event as the command printed it. As
+ * execd, the server sends one event per line without its ending, and an
+ * empty line as "\n"; this gives each line its "\n" back.
+ */
+export function outputOf(e: ExecEvent): string {
+  const t = e.text ?? "";
+  return t === "\n" ? t : t + "\n";
+}
+
 /** How a command ended: its exit code, or an error (interrupted, timed out, refused). */
 export type ExecOutcome =
   | { kind: "exit"; code: number; ms?: number }

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { canPause, ExecParser, META_THREAD, outcomeOf, parseMetadata, takesImage, threadOf } from "../src/sandboxes";
+import { canPause, ExecParser, META_THREAD, outcomeOf, outputOf, parseMetadata, takesImage, threadOf } from "../src/sandboxes";
 import { untilTime } from "../src/time";
 import { isListRoute, parseRoute, href } from "../src/route";
 
@@ -17,14 +17,14 @@ test("untilTime: the time left, counting down; expired once past", () => {
 });
 
 test("ExecParser: execd's events in any chunks, blank lines between, a bad line said", () => {
-  const stream = '{"type":"init","text":"c1","timestamp":1}\n\n{"type":"stdout","text":"hello\\n","timestamp":2}\n\n{"type":"error","error":{"ename":"CommandExecError","evalue":"3","traceback":[]}}\n\n';
+  const stream = '{"type":"init","text":"c1","timestamp":1}\n\n{"type":"stdout","text":"hello","timestamp":2}\n\n{"type":"error","error":{"ename":"CommandExecError","evalue":"3","traceback":[]}}\n\n';
   for (const size of [1, 3, 7, stream.length]) {
     const p = new ExecParser();
     const evs = [];
     for (let i = 0; i < stream.length; i += size) evs.push(...p.feed(stream.slice(i, i + size)));
     evs.push(...p.end());
     assert.deepEqual(evs.map((e) => e.type), ["init", "stdout", "error"], `chunks of ${size}`);
-    assert.equal(evs[1].text, "hello\n");
+    assert.equal(evs[1].text, "hello");
   }
   const p = new ExecParser();
   assert.deepEqual(p.feed('{"type":"ping","text":"pong"}'), [], "no line end yet");
@@ -32,6 +32,12 @@ test("ExecParser: execd's events in any chunks, blank lines between, a bad line 
   const bad = new ExecParser().feed("<html>\n");
   assert.equal(bad[0].type, "error");
   assert.equal(bad[0].error?.ename, "BadStream");
+});
+
+test("outputOf: a line event gets its ending back, an empty line stays one", () => {
+  assert.equal(outputOf({ type: "stdout", text: "hello" }), "hello\n");
+  assert.equal(outputOf({ type: "stderr", text: "\n" }), "\n");
+  assert.equal(["a", "\n", "b"].map((text) => outputOf({ type: "stdout", text })).join(""), "a\n\nb\n");
 });
 
 test("outcomeOf: exit 0, a failing command's code, an interrupt, other errors; nothing for output", () => {

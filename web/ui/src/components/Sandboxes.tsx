@@ -6,7 +6,7 @@
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError, sandboxApi } from "../api";
 import {
-  canPause, execEndpoint, EXT_RUNTIME, interruptCommand, parseMetadata, runCommand, takesImage, threadOf,
+  canPause, execEndpoint, EXT_RUNTIME, interruptCommand, outputOf, parseMetadata, runCommand, takesImage, threadOf,
   type Endpoint, type ExecOutcome, type Sandbox, type SandboxPage,
 } from "../sandboxes";
 import { href } from "../route";
@@ -134,7 +134,7 @@ function CreateForm({ runtimes, onCreated }: { runtimes?: string[]; onCreated: (
 
   async function submit() {
     setErr("");
-    const body: Record<string, unknown> = {};
+    const body: Record<string, unknown> = { timeout: null }; // null: no expiry (absent would be the server's default)
     try {
       const t = timeout.trim();
       if (t) {
@@ -348,7 +348,7 @@ function ExecBox({ id, sb }: { id: string; sb: Sandbox }) {
       ep.current ??= await execEndpoint(sb.id);
       const outcome = await runCommand(ep.current, command, (e) => {
         if (e.type === "init") { commandId.current = e.text; update(n, (x) => ({ ...x, started: true })); }
-        else if ((e.type === "stdout" || e.type === "stderr") && e.text) update(n, (x) => append(x, { stream: e.type as Chunk["stream"], text: e.text! }));
+        else if ((e.type === "stdout" || e.type === "stderr") && e.text) update(n, (x) => append(x, { stream: e.type as Chunk["stream"], text: outputOf(e) }));
       }, ac.signal);
       update(n, (x) => ({ ...x, outcome }));
       setCmd("");
