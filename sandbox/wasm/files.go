@@ -273,8 +273,23 @@ func (r *Runtime) Remove(ctx context.Context, h sandbox.Handle, p string) error 
 	if _, err := rt.Lstat(rel(p)); err != nil {
 		return pathError("remove", p, err)
 	}
-	if err := rt.RemoveAll(rel(p)); err != nil {
+	if err := rt.removeAll(rel(p)); err != nil {
 		return pathError("remove", p, err)
 	}
 	return nil
+}
+
+// removeAll removes name with all it holds, as the package's removeAll
+// does on the host.
+func (r root) removeAll(name string) error {
+	if r.RemoveAll(name) == nil {
+		return nil
+	}
+	fs.WalkDir(r.FS(), name, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			r.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return r.RemoveAll(name)
 }

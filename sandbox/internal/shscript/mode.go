@@ -31,14 +31,14 @@ func ParseMode(s string, old fs.FileMode) (fs.FileMode, error) {
 		if err != nil || n > 0o7777 {
 			return 0, bad
 		}
-		return fromClassic(fs.FileMode(n)), nil
+		return FromUnix(uint32(n)), nil
 	}
 	m := old & modeBits
 	for _, clause := range strings.Split(s, ",") {
 		i := 0
-		var who fs.FileMode
+		var who uint32
 		for ; i < len(clause) && strings.IndexByte("ugoa", clause[i]) >= 0; i++ {
-			who |= map[byte]fs.FileMode{'u': 0o4700, 'g': 0o2070, 'o': 0o1007, 'a': 0o7777}[clause[i]]
+			who |= map[byte]uint32{'u': 0o4700, 'g': 0o2070, 'o': 0o1007, 'a': 0o7777}[clause[i]]
 		}
 		mask := who
 		if who == 0 {
@@ -53,7 +53,7 @@ func ParseMode(s string, old fs.FileMode) (fs.FileMode, error) {
 				return 0, bad
 			}
 			i++
-			var perm fs.FileMode // in the classic 0o7777 layout
+			var perm uint32 // as st_mode has them
 			for ; i < len(clause) && strings.IndexByte("rwxXst", clause[i]) >= 0; i++ {
 				switch clause[i] {
 				case 'r':
@@ -72,7 +72,7 @@ func ParseMode(s string, old fs.FileMode) (fs.FileMode, error) {
 					perm |= 0o1000
 				}
 			}
-			cur := classic(m)
+			cur := UnixBits(m)
 			switch op {
 			case '+':
 				cur |= perm & mask
@@ -85,28 +85,30 @@ func ParseMode(s string, old fs.FileMode) (fs.FileMode, error) {
 				}
 				cur = cur&^clear | perm&mask
 			}
-			m = fromClassic(cur)
+			m = FromUnix(cur)
 		}
 	}
 	return m, nil
 }
 
-// classic is m's bits as st_mode has them (sticky 01000, and so on).
-func classic(m fs.FileMode) fs.FileMode {
-	c := m & fs.ModePerm
-	for fm, bit := range map[fs.FileMode]fs.FileMode{fs.ModeSetuid: 0o4000, fs.ModeSetgid: 0o2000, fs.ModeSticky: 0o1000} {
+// UnixBits is m's permission, setuid, setgid and sticky bits as
+// st_mode has them (sticky 0o1000).
+func UnixBits(m fs.FileMode) uint32 {
+	u := uint32(m & fs.ModePerm)
+	for fm, bit := range map[fs.FileMode]uint32{fs.ModeSetuid: 0o4000, fs.ModeSetgid: 0o2000, fs.ModeSticky: 0o1000} {
 		if m&fm != 0 {
-			c |= bit
+			u |= bit
 		}
 	}
-	return c
+	return u
 }
 
-// fromClassic is classic's inverse.
-func fromClassic(c fs.FileMode) fs.FileMode {
-	m := c & fs.ModePerm
-	for bit, fm := range map[fs.FileMode]fs.FileMode{0o4000: fs.ModeSetuid, 0o2000: fs.ModeSetgid, 0o1000: fs.ModeSticky} {
-		if c&bit != 0 {
+// FromUnix is UnixBits' inverse: the fs.FileMode of st_mode's low 12
+// bits.
+func FromUnix(u uint32) fs.FileMode {
+	m := fs.FileMode(u & 0o777)
+	for bit, fm := range map[uint32]fs.FileMode{0o4000: fs.ModeSetuid, 0o2000: fs.ModeSetgid, 0o1000: fs.ModeSticky} {
+		if u&bit != 0 {
 			m |= fm
 		}
 	}
