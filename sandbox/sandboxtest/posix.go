@@ -53,7 +53,7 @@ var testCases = []testCase{
 	{"test ! -e missing", 0}, {"test ! -e file", 1}, {"test !", 0},
 	{"test -e file -a -d dir", 0}, {"test -e file -a -d file", 1},
 	{"test -e missing -o -d dir", 0}, {"test -e missing -o -f dir", 1},
-	{"test '(' -e missing -o -f file ')' -a -n x", 0}, {"test '(' -e missing ')'", 1},
+	{"test '(' -e missing -o -f file ')' -a -n x", 0},
 	{"test 1 -eq a", 2}, {"test a -lt 1", 2},
 	{"[ -d dir ]", 0}, {"[ -f dir ]", 1}, {"[ abc = abc ]", 0}, {"[ ! abc = abc ]", 1}, {"[ ]", 1},
 	{"[ 5 -gt 10 ]", 1}, {`[ -n "$HOME$PWD" ]`, 0},

@@ -34,6 +34,7 @@ func TestTest(t *testing.T) {
 		{"test -n a -a -z b -o -e exe", 0, ""},
 		{"test -n a -o -z b -a -e missing", 0, ""},
 		{"test ( -n a -o -z b ) -a -e missing", 1, ""},
+		{"test ( -e missing )", 1, ""},
 		{"test ( -e file", 2, "test: closing paren expected"},
 		{"test = = =", 0, ""},
 		{"test -f file -a", 2, "test: argument expected"},
