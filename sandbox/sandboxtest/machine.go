@@ -403,19 +403,9 @@ func (b *box) write(p string, data []byte, perm fs.FileMode, parents, appendTo b
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
-	var missing []string
-	for d := path.Dir(p); ; d = path.Dir(d) {
-		n, ok := b.files[d]
-		if ok && !n.dir {
-			return fmt.Errorf("%s: %w", d, errNotDir)
-		}
-		if ok {
-			break
-		}
-		if !parents {
-			return fs.ErrNotExist
-		}
-		missing = append(missing, d)
+	missing, err := b.missing(p, parents)
+	if err != nil {
+		return err
 	}
 	n, ok := b.files[p]
 	switch {
@@ -436,6 +426,26 @@ func (b *box) write(p string, data []byte, perm fs.FileMode, parents, appendTo b
 	return nil
 }
 
+// missing returns the folders above p that are not there, under b.mu:
+// fs.ErrNotExist without parents when there are any, and an error when
+// one above p is a file.
+func (b *box) missing(p string, parents bool) ([]string, error) {
+	var missing []string
+	for d := path.Dir(p); ; d = path.Dir(d) {
+		n, ok := b.files[d]
+		if ok && !n.dir {
+			return nil, fmt.Errorf("%s: %w", d, errNotDir)
+		}
+		if ok {
+			return missing, nil
+		}
+		if !parents {
+			return nil, fs.ErrNotExist
+		}
+		missing = append(missing, d)
+	}
+}
+
 // mkdir makes the folder p with mode; with parents, it makes the
 // missing folders above it (0755) and finds an existing p fine.
 func (b *box) mkdir(p string, mode fs.FileMode, parents bool) error {
@@ -448,19 +458,9 @@ func (b *box) mkdir(p string, mode fs.FileMode, parents bool) error {
 		return fs.ErrExist
 	}
 	now := time.Now()
-	var missing []string
-	for d := path.Dir(p); ; d = path.Dir(d) {
-		n, ok := b.files[d]
-		if ok && !n.dir {
-			return fmt.Errorf("%s: %w", d, errNotDir)
-		}
-		if ok {
-			break
-		}
-		if !parents {
-			return fs.ErrNotExist
-		}
-		missing = append(missing, d)
+	missing, err := b.missing(p, parents)
+	if err != nil {
+		return err
 	}
 	for _, d := range missing {
 		b.files[d] = &node{dir: true, mode: 0o755, mod: now}

@@ -70,8 +70,16 @@ func plainFile(fi fs.FileInfo) error {
 }
 
 // open opens the file at the sandbox path p for reading.
-func (r root) open(p string) (*os.File, error) {
-	f, err := r.OpenFile(rel(p), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+func (r root) open(p string) (*os.File, error) { return r.openPlain(p, os.O_RDONLY) }
+
+// appendTo opens the file at the sandbox path p for appending; it must
+// be there.
+func (r root) appendTo(p string) (*os.File, error) { return r.openPlain(p, os.O_WRONLY|os.O_APPEND) }
+
+// openPlain opens the file at the sandbox path p with flag, refusing one
+// that is not a regular file with one hard link.
+func (r root) openPlain(p string, flag int) (*os.File, error) {
+	f, err := r.OpenFile(rel(p), flag|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, pathError("open", p, err)
 	}

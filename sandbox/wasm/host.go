@@ -8,7 +8,6 @@ import (
 	"os"
 	"path"
 	"strings"
-	"syscall"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -186,22 +185,4 @@ func checkHostPath(p string) experimentalsys.Errno {
 		return experimentalsys.EINVAL
 	}
 	return 0
-}
-
-// appendTo opens the file at the sandbox path p for appending; it must
-// be there, a regular file with one hard link.
-func (r root) appendTo(p string) (*os.File, error) {
-	f, err := r.OpenFile(rel(p), os.O_WRONLY|os.O_APPEND|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, pathError("open", p, err)
-	}
-	fi, err := f.Stat()
-	if err == nil {
-		err = plainFile(fi)
-	}
-	if err != nil {
-		f.Close()
-		return nil, pathError("open", p, err)
-	}
-	return f, nil
 }
