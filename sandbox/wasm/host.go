@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/tetratelabs/wazero"
@@ -70,9 +71,9 @@ func (st *execState) spawn(ctx context.Context, req hostabi.Spawn) int {
 	target := func(t hostabi.Target) (io.Writer, error) {
 		switch {
 		case t.Stream == 1:
-			return st.out.writer(1), nil
+			return st.out.writer(sandbox.Stdout), nil
 		case t.Stream == 2 || t.Path == "":
-			return st.out.writer(2), nil
+			return st.out.writer(sandbox.Stderr), nil
 		case outs[t.Path] != nil:
 			return outs[t.Path], nil
 		}
@@ -85,7 +86,7 @@ func (st *execState) spawn(ctx context.Context, req hostabi.Spawn) int {
 	}
 	stderr, err := target(req.Stderr)
 	if err != nil {
-		return fail(st.out.writer(2), 2, "sh: cannot write to %s: %s", req.Stderr.Path, unwrapPath(err))
+		return fail(st.out.writer(sandbox.Stderr), 2, "sh: cannot write to %s: %s", req.Stderr.Path, unwrapPath(err))
 	}
 	stdout, err := target(req.Stdout)
 	if err != nil {
@@ -120,7 +121,8 @@ func (st *execState) spawn(ctx context.Context, req hostabi.Spawn) int {
 		defer f.Close()
 		stdin = f
 	}
-	env := append(req.Env[:len(req.Env):len(req.Env)], "PWD="+req.Dir)
+	env := slices.DeleteFunc(slices.Clone(req.Env), func(kv string) bool { return strings.HasPrefix(kv, "PWD=") })
+	env = append(env, "PWD="+req.Dir)
 	err = runModule(ctx, st.e, st.b, mod, proc{argv: req.Argv, env: env, stdin: stdin, stdout: stdout, stderr: stderr})
 	if ctx.Err() != nil {
 		return 137 // the Exec ends with ctx's error
