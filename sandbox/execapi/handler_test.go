@@ -524,9 +524,20 @@ func TestRuntimeBackend(t *testing.T) {
 	if len(list) != 3 || list[0].Path != "/etc" || list[0].Type != "directory" {
 		t.Fatalf("list %+v", list)
 	}
+	// Modes go through the sandbox's mkdir -m and chmod.
+	want(t, do(t, srv, "POST", "/directories", strings.NewReader(`{"/tmp/d/e":{"mode":750}}`)), 200)
+	want(t, do(t, srv, "POST", "/files/permissions", strings.NewReader(`{"/tmp/b.txt":{"mode":600}}`)), 200)
+	var infos map[string]fileJSON
+	json.Unmarshal([]byte(want(t, do(t, srv, "GET", "/files/info?path=/tmp/d/e&path=/tmp/b.txt&path=/tmp/d", nil), 200)), &infos)
+	if infos["/tmp/d/e"].Mode != 750 || infos["/tmp/b.txt"].Mode != 600 || infos["/tmp/d"].Mode != 755 {
+		t.Fatalf("modes after POST /directories and /files/permissions: %+v", infos)
+	}
+	if body := want(t, do(t, srv, "POST", "/files/permissions", strings.NewReader(`{"/tmp/missing":{"mode":600}}`)), 404); !strings.Contains(body, "missing") {
+		t.Errorf("chmod of a missing file: %s", body)
+	}
 	for _, c := range []struct{ method, path, body string }{
 		{"POST", "/session", `{}`},
-		{"POST", "/files/permissions", `{"/tmp/b.txt":{"mode":600}}`},
+		{"POST", "/files/permissions", `{"/tmp/b.txt":{"owner":"root"}}`},
 		{"GET", "/metrics", ""},
 		{"GET", "/proxy/8080/x", ""},
 		{"POST", "/command", `{"command":"true","uid":0}`},

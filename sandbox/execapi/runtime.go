@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"strings"
 
 	"github.com/kilnhq/kiln/sandbox"
 )
@@ -15,10 +16,9 @@ import (
 // RuntimeBackend is one sandbox of a sandbox.Runtime that has no
 // execution API of its own (WASM, JS): commands go to Runtime.Exec (a
 // command line as ["sh", "-c", line]) and files to its file methods.
-// Sessions, running as another user, ownership, permission bits of
-// existing files, metrics, the port proxy and renaming folders are
-// unsupported; MkdirAll runs mkdir -p in the sandbox; Stat follows
-// symlinks, as Runtime.Stat does.
+// Sessions, running as another user, ownership, metrics, the port proxy
+// and renaming folders are unsupported; MkdirAll runs mkdir -p and Chmod
+// chmod in the sandbox; Stat follows symlinks, as Runtime.Stat does.
 type RuntimeBackend struct {
 	Runtime sandbox.Runtime
 	Handle  sandbox.Handle
@@ -102,8 +102,13 @@ func (b RuntimeBackend) Rename(ctx context.Context, src, dst string) error {
 	return b.Remove(ctx, src)
 }
 
-func (b RuntimeBackend) Chmod(context.Context, string, fs.FileMode) error {
-	return b.unsupported("changing permission bits")
+// Chmod runs chmod on a file that is there; a sandbox without chmod
+// makes it unsupported.
+func (b RuntimeBackend) Chmod(ctx context.Context, p string, perm fs.FileMode) error {
+	if _, err := b.Stat(ctx, p); err != nil {
+		return err
+	}
+	return b.tool(ctx, "changing permission bits", "chmod", fmt.Sprintf("%o", perm.Perm()), p)
 }
 
 func (b RuntimeBackend) Chown(context.Context, string, string, string) error {
@@ -116,6 +121,13 @@ func (b RuntimeBackend) MkdirAll(ctx context.Context, p string, perm fs.FileMode
 	if perm != 0 {
 		argv = []string{"mkdir", "-p", "-m", fmt.Sprintf("%o", perm.Perm()), p}
 	}
+	return b.tool(ctx, "making folders", argv...)
+}
+
+// tool runs a program of the sandbox for a file operation, what: one
+// that is not found (127) makes the operation unsupported, another
+// failure is an error with its stderr.
+func (b RuntimeBackend) tool(ctx context.Context, what string, argv ...string) error {
 	var stderr bytes.Buffer
 	code, err := b.Run(ctx, Command{Args: argv}, func() {}, func(s sandbox.Stream, d []byte) {
 		if s == sandbox.Stderr {
@@ -126,9 +138,9 @@ func (b RuntimeBackend) MkdirAll(ctx context.Context, p string, perm fs.FileMode
 	case err != nil:
 		return err
 	case code == 127:
-		return b.unsupported("making folders")
+		return b.unsupported(what)
 	case code != 0:
-		return fmt.Errorf("mkdir -p %s: exit code %d: %s", p, code, bytes.TrimSpace(stderr.Bytes()))
+		return fmt.Errorf("%s: exit code %d: %s", strings.Join(argv, " "), code, bytes.TrimSpace(stderr.Bytes()))
 	}
 	return nil
 }

@@ -24,7 +24,8 @@ import (
 // values over it (Runtime), as the daemon outlives a restarted server.
 //
 // A sandbox is a tree of files in memory, and its commands run in a small
-// interpreter: the programs echo, cat, sleep, pwd, true, false and sh
+// interpreter: the programs echo, cat, sleep, pwd, true, false, test
+// and [ (sandbox/internal/shscript.Test), mkdir (-p, -m), chmod and sh
 // (with -c), and in sh scripts also exit and cd, ";", "&&", "||",
 // quoting, $NAME, ${NAME} and $? expansion, and the redirections >, >>,
 // <, 2>, >&2 and 2>&1. Anything else is "not found" (exit code 127).
@@ -126,9 +127,10 @@ func (r *memory) Start(_ context.Context, spec sandbox.Spec) (sandbox.Handle, er
 		now := time.Now()
 		b = &box{id: spec.ID, rt: r.o.Name, n: r.m.n, env: map[string]string{}, files: map[string]*node{}}
 		b.ctx, b.cancel = context.WithCancel(context.Background())
-		for _, d := range []string{"/", "/etc", "/tmp", "/workspace"} {
+		for _, d := range []string{"/", "/etc", "/workspace"} {
 			b.files[d] = &node{dir: true, mode: 0o755, mod: now}
 		}
+		b.files["/tmp"] = &node{dir: true, mode: fs.ModeSticky | 0o777, mod: now}
 		b.files["/etc/hostname"] = &node{data: []byte(spec.ID + "\n"), mode: 0o644, mod: now}
 		b.env["PATH"] = "/usr/bin:/bin"
 		for k, v := range spec.Env {
@@ -401,19 +403,9 @@ func (b *box) write(p string, data []byte, perm fs.FileMode, parents, appendTo b
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
-	var missing []string
-	for d := path.Dir(p); ; d = path.Dir(d) {
-		n, ok := b.files[d]
-		if ok && !n.dir {
-			return fmt.Errorf("%s: %w", d, errNotDir)
-		}
-		if ok {
-			break
-		}
-		if !parents {
-			return fs.ErrNotExist
-		}
-		missing = append(missing, d)
+	missing, err := b.missing(p, parents)
+	if err != nil {
+		return err
 	}
 	n, ok := b.files[p]
 	switch {
@@ -431,6 +423,49 @@ func (b *box) write(p string, data []byte, perm fs.FileMode, parents, appendTo b
 		perm = n.mode // a redirection, as open(2) with O_TRUNC: the mode stays
 	}
 	b.files[p] = &node{data: bytes.Clone(data), mode: cmp.Or(perm, 0o644), mod: now}
+	return nil
+}
+
+// missing returns the folders above p that are not there, under b.mu:
+// fs.ErrNotExist without parents when there are any, and an error when
+// one above p is a file.
+func (b *box) missing(p string, parents bool) ([]string, error) {
+	var missing []string
+	for d := path.Dir(p); ; d = path.Dir(d) {
+		n, ok := b.files[d]
+		if ok && !n.dir {
+			return nil, fmt.Errorf("%s: %w", d, errNotDir)
+		}
+		if ok {
+			return missing, nil
+		}
+		if !parents {
+			return nil, fs.ErrNotExist
+		}
+		missing = append(missing, d)
+	}
+}
+
+// mkdir makes the folder p with mode; with parents, it makes the
+// missing folders above it (0755) and finds an existing p fine.
+func (b *box) mkdir(p string, mode fs.FileMode, parents bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n, ok := b.files[p]; ok {
+		if parents && n.dir {
+			return nil
+		}
+		return fs.ErrExist
+	}
+	now := time.Now()
+	missing, err := b.missing(p, parents)
+	if err != nil {
+		return err
+	}
+	for _, d := range missing {
+		b.files[d] = &node{dir: true, mode: 0o755, mod: now}
+	}
+	b.files[p] = &node{dir: true, mode: mode, mod: now}
 	return nil
 }
 

@@ -8,9 +8,10 @@
 //
 // The suite starts its sandboxes from the runtime's default environment
 // (Spec.Image empty), which must have a POSIX sh and the programs echo,
-// cat, sleep (with fractions of a second), pwd, true and false, as
-// busybox and alpine do; a runtime that needs an image for that fills it
-// in for the suite. It writes its files under /tmp/kiln-kit in each
+// cat, sleep (with fractions of a second), pwd, true, false, test and [
+// (with POSIX's operators), mkdir (with -p and -m) and chmod (octal
+// modes), and a /tmp of mode 1777, as busybox and alpine do; a runtime
+// that needs an image for that fills it in for the suite. It writes its files under /tmp/kiln-kit in each
 // sandbox, and destroys every sandbox it started. A whole run takes some
 // seconds of sleeping commands.
 //
@@ -73,6 +74,9 @@ func Run(t *testing.T, newRuntime NewRuntime) {
 		{"ConcurrentExec", s.testConcurrentExec},
 		{"Files", s.testFiles},
 		{"Paths", s.testPaths},
+		{"Tmp", s.testTmp},
+		{"TestBuiltin", s.testTestBuiltin},
+		{"DirModes", s.testDirModes},
 		{"Destroy", s.testDestroy},
 		{"Restart", s.testRestart},
 		{"HandleVersion", s.testHandleVersion},

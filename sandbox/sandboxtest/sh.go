@@ -87,6 +87,16 @@ func (sh *shell) program(args []string) (int, error) {
 		return 0, nil
 	case "false":
 		return 1, nil
+	case "test", "[":
+		code, msg := shscript.Test(args, sh.stat)
+		if msg != "" {
+			sh.fail(code, "%s\n", msg)
+		}
+		return code, nil
+	case "mkdir":
+		return sh.mkdir(args[1:])
+	case "chmod":
+		return sh.chmod(args[1:])
 	case "sh":
 		if len(args) < 3 || args[1] != "-c" {
 			return sh.fail(2, "sh: only sh -c SCRIPT is understood here\n")
@@ -96,6 +106,57 @@ func (sh *shell) program(args []string) (int, error) {
 		return sub.script(args[2])
 	}
 	return sh.fail(127, "sh: %s: not found\n", args[0])
+}
+
+// stat describes the file at name for test.
+func (sh *shell) stat(name string) (shscript.File, bool) {
+	sh.b.mu.Lock()
+	defer sh.b.mu.Unlock()
+	n, ok := sh.b.files[sh.abs(name)]
+	if !ok {
+		return shscript.File{}, false
+	}
+	fi := n.info(name)
+	return shscript.File{Mode: fi.Mode, Size: fi.Size}, true
+}
+
+// mkdir makes folders: [-p] [-m MODE] DIR...
+func (sh *shell) mkdir(args []string) (int, error) {
+	parents, mode, names, err := shscript.MkdirArgs(args)
+	if err != nil {
+		return sh.fail(1, "mkdir: %v\n", err)
+	}
+	code := 0
+	for _, name := range names {
+		if err := sh.b.mkdir(sh.abs(name), mode, parents); err != nil {
+			code, _ = sh.fail(1, "mkdir: %s: %v\n", name, err)
+		}
+	}
+	return code, nil
+}
+
+// chmod sets modes: MODE FILE...
+func (sh *shell) chmod(args []string) (int, error) {
+	if len(args) < 2 {
+		return sh.fail(1, "chmod: want a mode and a file\n")
+	}
+	code := 0
+	for _, name := range args[1:] {
+		sh.b.mu.Lock()
+		n, ok := sh.b.files[sh.abs(name)]
+		var err error = fs.ErrNotExist
+		if ok {
+			var m fs.FileMode
+			if m, err = shscript.ParseMode(args[0], n.info(name).Mode); err == nil {
+				n.mode = m
+			}
+		}
+		sh.b.mu.Unlock()
+		if err != nil {
+			code, _ = sh.fail(1, "chmod: %s: %v\n", name, err)
+		}
+	}
+	return code, nil
 }
 
 // fail writes a message to stderr and returns code.

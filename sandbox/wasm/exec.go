@@ -24,6 +24,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/kilnhq/kiln/sandbox"
+	"github.com/kilnhq/kiln/sandbox/internal/shscript"
 )
 
 //go:generate env GOOS=wasip1 GOARCH=wasm GOFLAGS= go build -trimpath -buildvcs=false "-ldflags=-s -w -buildid=" -o sh.wasm ./guest/sh
@@ -37,7 +38,7 @@ var shellWasm []byte
 // builtins are the names of the programs the built-in shell runs.
 var builtins = map[string]bool{
 	"sh": true, "echo": true, "cat": true, "sleep": true, "pwd": true, "true": true, "false": true,
-	"ls": true, "mkdir": true, "rm": true, "mv": true, "env": true,
+	"ls": true, "mkdir": true, "rm": true, "mv": true, "env": true, "test": true, "[": true, "chmod": true,
 }
 
 // maxModuleSize is the largest module a sandbox may run.
@@ -73,6 +74,10 @@ func (r *Runtime) engine(ctx context.Context, mib int) (*engine, error) {
 	if _, err := wasi_snapshot_preview1.Instantiate(context.WithoutCancel(ctx), rt); err != nil {
 		rt.Close(ctx)
 		return nil, fmt.Errorf("wasm sandbox runtime: instantiate WASI: %w", err)
+	}
+	if err := instantiateHost(context.WithoutCancel(ctx), rt); err != nil {
+		rt.Close(ctx)
+		return nil, fmt.Errorf("wasm sandbox runtime: instantiate the shell's host functions: %w", err)
 	}
 	e := &engine{rt: rt, wasi: rt.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions()}
 	r.engines[pages] = e
@@ -192,13 +197,16 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 		if mod, err = r.shell(e); err != nil {
 			return sandbox.ExitStatus{}, err
 		}
-	case strings.HasSuffix(name, ".wasm"):
+	case isModuleName(name):
 		code, found, err := readModule(root, name, dir)
 		if err != nil {
 			return sandbox.ExitStatus{}, err
 		}
 		if !found {
 			return notFound(out, name), nil
+		}
+		if !isModule(code) {
+			return sandbox.ExitStatus{}, fmt.Errorf("%w: exec %s: not a WebAssembly module", sandbox.ErrInvalid, name)
 		}
 		if mod, err = r.compile(e, code); errors.Is(err, errClosed) {
 			return sandbox.ExitStatus{}, err
@@ -229,13 +237,59 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 
 	stdin := newStdin(ctx, req.Stdin)
 	defer stdin.stop()
+	env := maps.Clone(b.meta.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, req.Env)
+	env["PWD"] = dir
+	var environ []string
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		environ = append(environ, k+"="+env[k])
+	}
+
+	if err := r.acquire(); err != nil {
+		return sandbox.ExitStatus{}, err
+	}
+	ctx = context.WithValue(ctx, execKey{}, &execState{e: e, b: b, root: root, out: out, stdin: stdin})
+	stderr := out.writer(sandbox.Stderr)
+	err = runModule(ctx, e, b, mod, proc{argv: req.Command, env: environ, stdin: stdin, stdout: out.writer(sandbox.Stdout), stderr: stderr})
+	r.busy.RUnlock()
+	if ctx.Err() != nil {
+		out.close()
+		// Destroyed, closed, past MaxExecTime, or the caller's ctx ended
+		// (its cause, when it has one, wrapped too).
+		cause := context.Cause(ctx)
+		if !errors.Is(cause, ctx.Err()) && !errors.Is(cause, sandbox.ErrNotFound) && !errors.Is(cause, errClosed) {
+			cause = fmt.Errorf("%w: %w", ctx.Err(), cause)
+		}
+		return sandbox.ExitStatus{}, fmt.Errorf("exec %q: %w", name, cause)
+	}
+	code := exitCode(err, name, stderr)
+	out.close()
+	return sandbox.ExitStatus{Code: code}, nil
+}
+
+// proc is how one module runs: its argv, environment (KEY=VALUE) and
+// standard streams.
+type proc struct {
+	argv           []string
+	env            []string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// runModule runs mod in e as p says, over the files of b, until it ends or
+// ctx does, and returns what instantiating it returned (exitCode reads
+// it). The caller holds r.busy.
+func runModule(ctx context.Context, e *engine, b *box, mod wazero.CompiledModule, p proc) error {
 	cfg := wazero.NewModuleConfig().
 		WithName("").
-		WithArgs(req.Command...).
-		WithStdin(stdin).
-		WithStdout(out.writer(sandbox.Stdout)).
-		WithStderr(out.writer(sandbox.Stderr)).
-		WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(noSymlinks{sysfs.DirFS(b.root())}, "/")).
+		WithArgs(p.argv...).
+		WithStdin(p.stdin).
+		WithStdout(p.stdout).
+		WithStderr(p.stderr).
+		WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(mount{sysfs.DirFS(b.root())}, "/")).
 		WithSysWalltime().
 		WithSysNanotime().
 		WithNanosleep(func(ns int64) {
@@ -247,44 +301,39 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 			}
 		}).
 		WithRandSource(rand.Reader)
-	env := maps.Clone(b.meta.Env)
-	if env == nil {
-		env = map[string]string{}
-	}
-	maps.Copy(env, req.Env)
-	env["PWD"] = dir
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		cfg = cfg.WithEnv(k, env[k])
-	}
-
-	if err := r.acquire(); err != nil {
-		return sandbox.ExitStatus{}, err
+	for _, kv := range p.env {
+		k, v, _ := strings.Cut(kv, "=")
+		cfg = cfg.WithEnv(k, v)
 	}
 	inst, err := e.rt.InstantiateModule(ctx, mod, cfg)
 	if inst != nil {
 		inst.Close(context.WithoutCancel(ctx))
 	}
-	r.busy.RUnlock()
-	out.close()
-	if ctx.Err() != nil {
-		// Destroyed, closed, past MaxExecTime, or the caller's ctx ended
-		// (its cause, when it has one, wrapped too).
-		cause := context.Cause(ctx)
-		if !errors.Is(cause, ctx.Err()) && !errors.Is(cause, sandbox.ErrNotFound) && !errors.Is(cause, errClosed) {
-			cause = fmt.Errorf("%w: %w", ctx.Err(), cause)
-		}
-		return sandbox.ExitStatus{}, fmt.Errorf("exec %q: %w", name, cause)
-	}
+	return err
+}
+
+// exitCode is the exit code of a module whose run returned err: its
+// own, or 134 for a trap (out of memory, unreachable), as an abort ends,
+// with the trap written to stderr.
+func exitCode(err error, name string, stderr io.Writer) int {
 	var exit *sys.ExitError
 	switch {
 	case err == nil:
-		return sandbox.ExitStatus{Code: 0}, nil
+		return 0
 	case errors.As(err, &exit):
-		return sandbox.ExitStatus{Code: int(exit.ExitCode() & 255)}, nil
+		return int(exit.ExitCode() & 255)
 	}
-	// A trap: the module ran and failed.
-	out.write(sandbox.Stderr, []byte(fmt.Sprintf("%s: %v\n", name, err)))
-	return sandbox.ExitStatus{Code: 134}, nil
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	return 134
+}
+
+// isModule reports whether code starts as a WebAssembly binary does.
+func isModule(code []byte) bool { return bytes.HasPrefix(code, []byte("\x00asm")) }
+
+// isModuleName reports whether a command names a module of the
+// sandbox's files: a path (with a "/") or a name ending in ".wasm".
+func isModuleName(name string) bool {
+	return strings.Contains(name, "/") || strings.HasSuffix(name, ".wasm")
 }
 
 // notFound ends a command whose program is not there, as a shell does.
@@ -317,8 +366,12 @@ func (r *Runtime) track(name string, cancel context.CancelCauseFunc) (untrack fu
 }
 
 // readModule reads the module a command names (see the package doc);
-// found is false when there is none.
+// found is false when there is none, or the name is no module's
+// (isModuleName).
 func readModule(root root, name, dir string) (code []byte, found bool, err error) {
+	if !isModuleName(name) {
+		return nil, false, nil
+	}
 	var candidates []string
 	switch {
 	case strings.HasPrefix(name, "/"):
@@ -341,12 +394,36 @@ func readModule(root root, name, dir string) (code []byte, found bool, err error
 	return nil, false, nil
 }
 
-// noSymlinks is a WASI filesystem that cannot make symlinks: wazero's
-// DirFS follows a relative one out of its folder.
-type noSymlinks struct{ experimentalsys.FS }
+// mount is the WASI filesystem of a command: the sandbox's folder,
+// without symlinks (wazero's DirFS follows a relative one out of its
+// folder), where new files and folders get the modes a POSIX umask of
+// 022 gives (wazero makes them 0600 and 0700).
+type mount struct{ experimentalsys.FS }
 
 // Symlink refuses.
-func (noSymlinks) Symlink(string, string) experimentalsys.Errno { return experimentalsys.EPERM }
+func (mount) Symlink(string, string) experimentalsys.Errno { return experimentalsys.EPERM }
+
+// Mkdir makes a folder of mode 0755.
+func (m mount) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
+	if errno := m.FS.Mkdir(p, perm); errno != 0 {
+		return errno
+	}
+	return m.FS.Chmod(p, 0o777&^shscript.Umask)
+}
+
+// OpenFile gives a file it creates mode 0644.
+func (m mount) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
+	creates := false
+	if flag&experimentalsys.O_CREAT != 0 {
+		_, errno := m.FS.Lstat(p)
+		creates = errno == experimentalsys.ENOENT
+	}
+	f, errno := m.FS.OpenFile(p, flag, perm)
+	if errno == 0 && creates {
+		m.FS.Chmod(p, 0o666&^shscript.Umask)
+	}
+	return f, errno
+}
 
 // streams passes a command's output to the events callback, one write
 // at a time and never after close.

@@ -70,8 +70,16 @@ func plainFile(fi fs.FileInfo) error {
 }
 
 // open opens the file at the sandbox path p for reading.
-func (r root) open(p string) (*os.File, error) {
-	f, err := r.OpenFile(rel(p), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+func (r root) open(p string) (*os.File, error) { return r.openPlain(p, os.O_RDONLY) }
+
+// appendTo opens the file at the sandbox path p for appending; it must
+// be there.
+func (r root) appendTo(p string) (*os.File, error) { return r.openPlain(p, os.O_WRONLY|os.O_APPEND) }
+
+// openPlain opens the file at the sandbox path p with flag, refusing one
+// that is not a regular file with one hard link.
+func (r root) openPlain(p string, flag int) (*os.File, error) {
+	f, err := r.OpenFile(rel(p), flag|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, pathError("open", p, err)
 	}
@@ -273,8 +281,23 @@ func (r *Runtime) Remove(ctx context.Context, h sandbox.Handle, p string) error 
 	if _, err := rt.Lstat(rel(p)); err != nil {
 		return pathError("remove", p, err)
 	}
-	if err := rt.RemoveAll(rel(p)); err != nil {
+	if err := rt.removeAll(rel(p)); err != nil {
 		return pathError("remove", p, err)
 	}
 	return nil
+}
+
+// removeAll removes name with all it holds, as the package's removeAll
+// does on the host.
+func (r root) removeAll(name string) error {
+	if r.RemoveAll(name) == nil {
+		return nil
+	}
+	fs.WalkDir(r.FS(), name, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			r.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return r.RemoveAll(name)
 }

@@ -19,15 +19,25 @@
 // Exec runs Command[0] as a fresh instance of a module:
 //
 //   - "sh", and the names of its builtins (echo, cat, sleep, pwd, true,
-//     false, ls, mkdir, rm, mv, env), run the built-in shell, sh.wasm
-//     (guest/sh: a small sh compiled from Go), with Command as its
-//     arguments. It cannot start other modules: inside a script any
-//     other program is "not found".
-//   - A name ending in ".wasm" runs that module of the sandbox's files:
-//     an absolute path, a relative one with a "/" (against Dir), or a
-//     bare name found in /bin, then in Dir. Its argv is Command.
+//     false, test, [, ls, mkdir, chmod, rm, mv, env), run the built-in
+//     shell, sh.wasm (guest/sh: a small sh compiled from Go), with
+//     Command as its arguments.
+//   - A path (a name with a "/") or a name ending in ".wasm" runs that
+//     module of the sandbox's files: an absolute path, a relative one
+//     (against Dir), or a bare name found in /bin, then in Dir. Its argv
+//     is Command; its mode bits are not asked for. A file that is no
+//     WebAssembly module is an error wrapping sandbox.ErrInvalid.
 //   - Anything else ends with code 127 and "sh: NAME: not found" on
 //     stderr.
+//
+// Inside a script the shell has the runtime start a module the same
+// way (the host functions of internal/hostabi, which the shell alone may
+// import), with the shell's environment, working folder and
+// redirections, in the same engine (so under the same memory limit, each
+// of the two instances) and under the command's ctx and MaxExecTime (its
+// compilation included). There a missing module ends with 127, and a
+// file that cannot execute (no module, a folder, an import refused) with
+// 126 and the reason on stderr, as sh's do.
 //
 // A module may import functions of wasi_snapshot_preview1 alone, as
 // WASI has them and none of its sock_* ones; any other import is refused
@@ -65,6 +75,13 @@
 // guest to one.
 //
 // # Files
+//
+// A sandbox starts with the folder /tmp, of mode 1777 (a sandbox made
+// before there was one gets it from Recover). Commands make folders 0755
+// and files 0644, as a umask of 022 does (wazero's WASI makes them 0700
+// and 0600); chmod and mkdir -m set any mode but that of "/", through a
+// host function, as WASI has no permission bits. Remove and Destroy
+// remove a folder a command made unreadable to its owner too.
 //
 // The file operations go through os.Root on the sandbox's root folder,
 // so no ".." and no symlink reaches out of it, and they refuse a
@@ -368,6 +385,9 @@ func (r *Runtime) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Handle,
 	if err := os.Mkdir(filepath.Join(tmp, "root"), 0o700); err != nil {
 		return sandbox.Handle{}, fmt.Errorf("wasm sandbox runtime: start %s: %w", spec.ID, err)
 	}
+	if err := makeTmp(filepath.Join(tmp, "root")); err != nil {
+		return sandbox.Handle{}, fmt.Errorf("wasm sandbox runtime: start %s: %w", spec.ID, err)
+	}
 	if err := os.Rename(tmp, dir); err != nil {
 		// Another Start of the same ID won the race.
 		if h, err2 := r.existing(dir, name, spec.ID); err2 == nil {
@@ -415,7 +435,7 @@ func (r *Runtime) Destroy(ctx context.Context, h sandbox.Handle) error {
 		}
 		return fmt.Errorf("wasm sandbox runtime: destroy %s: %w", b.meta.ID, err)
 	}
-	if err := os.RemoveAll(trash); err != nil {
+	if err := removeAll(trash); err != nil {
 		return fmt.Errorf("wasm sandbox runtime: destroy %s: remove its files: %w", b.meta.ID, err)
 	}
 	return nil
@@ -426,8 +446,35 @@ func (r *Runtime) Destroy(ctx context.Context, h sandbox.Handle) error {
 func removeTrash(dir string) {
 	trash, _ := filepath.Glob(filepath.Join(dir, "*.destroyed-*"))
 	for _, p := range trash {
-		os.RemoveAll(p)
+		removeAll(p)
 	}
+}
+
+// removeAll removes the host path p with all it holds, also the folders
+// a command made unwritable or unreadable to their owner (chmod 500):
+// Kiln is that owner.
+func removeAll(p string) error {
+	if os.RemoveAll(p) == nil {
+		return nil
+	}
+	filepath.WalkDir(p, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			os.Chmod(p, 0o700) // before WalkDir reads it
+		}
+		return nil
+	})
+	return os.RemoveAll(p)
+}
+
+// makeTmp makes the folder /tmp in the sandbox folder root, of mode
+// 1777 as on a POSIX system (the host folder above it is the runtime's
+// own, 0700).
+func makeTmp(root string) error {
+	p := filepath.Join(root, "tmp")
+	if err := os.Mkdir(p, 0o777); err != nil {
+		return err
+	}
+	return os.Chmod(p, fs.ModeSticky|0o777)
 }
 
 var errDestroyed = fmt.Errorf("%w: the sandbox was destroyed while the command ran", sandbox.ErrNotFound)
@@ -435,8 +482,15 @@ var errDestroyed = fmt.Errorf("%w: the sandbox was destroyed while the command r
 // Recover finds the sandbox running while its folder is there, and
 // returns h as it is.
 func (r *Runtime) Recover(ctx context.Context, h sandbox.Handle) (sandbox.State, error) {
-	if _, err := r.open(h); err != nil {
+	b, err := r.open(h)
+	if err != nil {
 		return sandbox.State{}, err
+	}
+	// A sandbox made before the runtime made /tmp gets it now.
+	if _, err := os.Lstat(filepath.Join(b.root(), "tmp")); errors.Is(err, fs.ErrNotExist) {
+		if err := makeTmp(b.root()); err != nil && !errors.Is(err, fs.ErrExist) {
+			return sandbox.State{}, fmt.Errorf("wasm sandbox runtime: recover %s: %w", b.meta.ID, err)
+		}
 	}
 	r.warm()
 	return sandbox.State{Status: sandbox.StatusRunning, Handle: h}, nil

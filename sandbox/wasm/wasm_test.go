@@ -148,6 +148,84 @@ func TestUserModule(t *testing.T) {
 	}
 }
 
+// A module uploaded into the sandbox runs by its path from a command
+// line (sh -c, as the execution API sends one): with its arguments, the
+// shell's environment, working folder and redirections, and its exit
+// code; a file that is no module ends with 126, a missing one with 127.
+func TestModuleFromShell(t *testing.T) {
+	code := guest(t)
+	r := newRuntime(t, t.TempDir())
+	h := start(t, r, sandbox.Spec{ID: "spawn", Env: map[string]string{"GUEST_VAR": "from spec"}})
+	write(t, r, h, "/tmp/hello.wasm", code)
+	write(t, r, h, "/workspace/x.wasm", code)
+	write(t, r, h, "/tmp/notes.txt", []byte("plain text\n"))
+	write(t, r, h, "/bin/refused.wasm", importModule("wasi_snapshot_preview1", "sock_accept", 3))
+	for _, c := range []struct {
+		script, dir    string
+		stdout, stderr string
+		code           int
+	}{
+		{"/tmp/hello.wasm args a 'b c'", "", "args=a,b c var=from spec pwd=/\n", "to stderr\n", 3},
+		{"cd /tmp && ./hello.wasm args x", "", "args=x var=from spec pwd=/tmp\n", "to stderr\n", 3},
+		{"./hello.wasm args", "/tmp", "args= var=from spec pwd=/tmp\n", "to stderr\n", 3},
+		{"hello.wasm args", "/tmp", "args= var=from spec pwd=/tmp\n", "to stderr\n", 3},
+		{"/workspace/x.wasm args; echo code $?", "", "args= var=from spec pwd=/\ncode 3\n", "to stderr\n", 0},
+		{"/tmp/hello.wasm args y > /tmp/out 2>&1; echo $?; cat /tmp/out", "", "3\nargs=y var=from spec pwd=/\nto stderr\n", "", 0},
+		{"/tmp/hello.wasm args 2>/tmp/err >&2; cat /tmp/err", "", "args= var=from spec pwd=/\nto stderr\n", "", 0},
+		{"/tmp/hello.wasm args 2>&1 >/tmp/out; cat /tmp/out", "", "to stderr\nargs= var=from spec pwd=/\n", "", 0},
+		{"/tmp/hello.wasm args && echo no || echo failed", "", "args= var=from spec pwd=/\nfailed\n", "to stderr\n", 0},
+		{"/tmp/notes.txt", "", "", "sh: /tmp/notes.txt: cannot execute: not a WebAssembly module (this sandbox runs WASI modules and the built-in sh's programs)\n", 126},
+		{"/tmp", "", "", "sh: /tmp: cannot execute: is a folder\n", 126},
+		{"/tmp/missing.wasm", "", "", "sh: /tmp/missing.wasm: not found\n", 127},
+		{"python3 x.py", "", "", "sh: python3: not found\n", 127},
+		{"refused.wasm", "", "", "sh: refused.wasm: cannot execute: the module imports wasi_snapshot_preview1.sock_accept: a sandbox has no network, and no sockets\n", 126},
+	} {
+		stdout, stderr, code := run(t, r, h, sandbox.ExecRequest{Command: []string{"sh", "-c", c.script}, Dir: c.dir})
+		if stdout != c.stdout || stderr != c.stderr || code != c.code {
+			t.Errorf("sh -c %q = %d, %q, %q; want %d, %q, %q", c.script, code, stdout, stderr, c.code, c.stdout, c.stderr)
+		}
+	}
+	// Its stdin is the command's, or a redirection's.
+	write(t, r, h, "/tmp/in.txt", []byte("from a file"))
+	for _, c := range []struct {
+		script string
+		stdin  string
+		want   string
+	}{
+		{"/tmp/hello.wasm cat", "from the command", "from the command"},
+		{"/tmp/hello.wasm cat < /tmp/in.txt", "", "from a file"},
+	} {
+		stdout, stderr, code := run(t, r, h, sandbox.ExecRequest{Command: []string{"sh", "-c", c.script}, Stdin: strings.NewReader(c.stdin)})
+		if stdout != c.want || code != 0 {
+			t.Errorf("sh -c %q = %d, %q, %q; want 0, %q", c.script, code, stdout, stderr, c.want)
+		}
+	}
+}
+
+// A module the shell starts has the command's memory cap and deadline.
+func TestModuleFromShellLimits(t *testing.T) {
+	code := guest(t)
+	r := newRuntime(t, t.TempDir())
+	h := start(t, r, sandbox.Spec{ID: "limits", Resources: sandbox.Resources{MemoryMiB: 32}})
+	write(t, r, h, "/tmp/g.wasm", code)
+	// The shell and the module compiled before the clocks start.
+	run(t, r, h, sandbox.ExecRequest{Command: []string{"sh", "-c", "/tmp/g.wasm args"}})
+	stdout, stderr, st := run(t, r, h, sandbox.ExecRequest{Command: []string{"sh", "-c", "/tmp/g.wasm bomb; echo after $?"}})
+	if !strings.Contains(stdout, "after ") || strings.Contains(stdout, "after 0") || st != 0 {
+		t.Errorf("a memory bomb started by the shell under a 32 MiB cap = %d, stdout %q, stderr %q; want it stopped at the cap and the script going on", st, stdout, firstLine(stderr))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	begin := time.Now()
+	_, err := r.Exec(ctx, h, sandbox.ExecRequest{Command: []string{"sh", "-c", "/tmp/g.wasm loop"}}, func(sandbox.ExecEvent) {})
+	if took := time.Since(begin); !errors.Is(err, context.DeadlineExceeded) || took > 10*time.Second {
+		t.Errorf("an endless loop started by the shell under a 1s deadline = %v after %v; want DeadlineExceeded", err, took)
+	}
+	if stdout, _, code := run(t, r, h, sandbox.ExecRequest{Command: []string{"echo", "fine"}}); code != 0 || stdout != "fine\n" {
+		t.Errorf("after: %d, %q", code, stdout)
+	}
+}
+
 // importModule is a WebAssembly module that imports one function, of
 // params i32 parameters and an i32 result, and does nothing.
 func importModule(module, name string, params int) []byte {
@@ -308,7 +386,7 @@ func TestFileEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
-		if e.Mode&fs.ModeSymlink == 0 {
+		if e.Name != "tmp" && e.Mode&fs.ModeSymlink == 0 { // /tmp is the sandbox's from the start
 			t.Errorf("read dir shows %s as %v; want a symlink, not followed", e.Name, e.Mode)
 		}
 	}
@@ -404,6 +482,34 @@ func TestShellBuiltins(t *testing.T) {
 	}
 	if _, stderr, code := run(t, r, h, sandbox.ExecRequest{Command: []string{"sh", "-c", "echo a | cat"}}); code != 2 || !strings.Contains(stderr, "syntax error") {
 		t.Errorf("a pipe = %d, %q; want a syntax error", code, stderr)
+	}
+}
+
+// chmod and mkdir -m set the modes the file operations report, test
+// reads them, and a folder a command locked (mode 000, 500) is still
+// removed by Remove and Destroy.
+func TestModes(t *testing.T) {
+	r := newRuntime(t, t.TempDir())
+	h := start(t, r, sandbox.Spec{ID: "modes"})
+	ctx := context.Background()
+	script := `mkdir -p -m 500 /tmp/ro/in && echo data > /tmp/f && chmod u+x,go-r /tmp/f && test -x /tmp/f && [ -r /tmp/f ] && chmod 444 /tmp/f && [ ! -w /tmp/f ] && echo ok; mkdir -m 000 /tmp/locked; chmod 700 /tmp/ro; echo x > /tmp/ro/in/g; chmod 500 /tmp/ro/in; chmod 755 /; echo $?`
+	stdout, stderr, code := run(t, r, h, sandbox.ExecRequest{Command: []string{"sh", "-c", script}})
+	if stdout != "ok\n1\n" || code != 0 {
+		t.Errorf("modes script = %d, %q, stderr %q; want 0, %q", code, stdout, stderr, "ok\n1\n")
+	}
+	for p, want := range map[string]fs.FileMode{"/tmp/f": 0o444, "/tmp/ro/in": fs.ModeDir | 0o500, "/tmp/locked": fs.ModeDir, "/tmp": fs.ModeDir | fs.ModeSticky | 0o777} {
+		if fi, err := r.Stat(ctx, h, p); err != nil || fi.Mode != want {
+			t.Errorf("stat %s = %v, %v; want %v", p, fi.Mode, err, want)
+		}
+	}
+	if err := r.Remove(ctx, h, "/tmp/ro"); err != nil {
+		t.Errorf("remove of a folder holding one of mode 500: %v", err)
+	}
+	if err := r.Destroy(ctx, h); err != nil {
+		t.Errorf("destroy of a sandbox holding a folder of mode 000: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(r.opts.Dir, folderName("modes"))); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the sandbox's folder after Destroy: %v", err)
 	}
 }
 

@@ -3,7 +3,9 @@
 // in-memory test Machine): statements joined by ";", newlines, "&&" and
 // "||", words with single and double quotes, $NAME, ${NAME} and $?, and
 // the redirections >, >>, <, 2>, >&2, 1>&2 and 2>&1. Running the
-// statements is each shell's own.
+// statements is each shell's own; the programs both shells have alike
+// are here too: test and [ (Test), and the mode operands of chmod and
+// mkdir -m (ParseMode, MkdirArgs).
 package shscript
 
 import (

@@ -19,7 +19,11 @@ import (
 //	appendFileSync(path, data)       array, a DataView or an ArrayBuffer
 //	existsSync(path)                 boolean
 //	readdirSync(path)                the names in the directory, sorted
-//	mkdirSync(path[, {recursive}])   recursive: make parents, no error if it exists
+//	mkdirSync(path[, {recursive}])   recursive: make parents, no error if it exists;
+//	                                 a mode (mkdirSync(path, 0o700) or {mode})
+//	                                 other than 0o777 or 0o755 throws ENOTSUP:
+//	                                 WASI has no permission bits (sh's chmod
+//	                                 and mkdir -m set them)
 //	unlinkSync(path)                 removes a file
 //	rmdirSync(path)                  removes an empty directory
 //	renameSync(from, to)
@@ -121,9 +125,16 @@ func (f *fsModule) readdir(p string) []string {
 func (f *fsModule) mkdir(call goja.FunctionCall) goja.Value {
 	p := call.Argument(0).String()
 	recursive := false
-	if o, ok := call.Argument(1).(*goja.Object); ok {
+	mode := call.Argument(1)
+	if o, ok := mode.(*goja.Object); ok {
 		if r := o.Get("recursive"); r != nil {
 			recursive = r.ToBoolean()
+		}
+		mode = o.Get("mode")
+	}
+	if mode != nil && !goja.IsUndefined(mode) && !goja.IsNull(mode) {
+		if m := mode.ToInteger(); m != 0o777 && m != 0o755 {
+			f.throw("ENOTSUP", -95, "operation not supported: a folder mode (WASI has no permission bits; sh's mkdir -m and chmod set them)", "mkdir", p)
 		}
 	}
 	if recursive {
@@ -203,6 +214,11 @@ func (f *fsModule) check(err error, sys, path string) {
 			desc = en.Error()
 		}
 	}
+	f.throw(code, errno, desc, sys, path)
+}
+
+// throw throws an Error as node's: "CODE: desc, sys 'path'".
+func (f *fsModule) throw(code string, errno int, desc, sys, path string) {
 	e := f.vm.NewGoError(errors.New(code + ": " + desc + ", " + sys + " '" + path + "'"))
 	must(e.Set("name", "Error"))
 	must(e.Set("code", code))

@@ -9,26 +9,39 @@
 // >, >>, <, 2>, >&2, 1>&2 and 2>&1; comments. Pipes, "&", globs,
 // assignments and control flow are syntax errors or literal text. The
 // programs are builtins, run in the same process: echo, cat, sleep, pwd,
-// true, false, ls, mkdir, rm, mv, env, and exit and cd. Any other name
-// ends with 127 and "not found", as a shell's does: a module cannot
-// start another module. Started as one of the program names (argv[0] is
+// true, false, test and [, ls, mkdir (-p, -m MODE), chmod, rm, mv, env,
+// and exit and cd. Any other name is a module of the sandbox's files (a
+// path, or a name ending in ".wasm"), which the runtime runs for the
+// shell (the host function spawn of sandbox/wasm/internal/hostabi) with
+// the shell's environment, working folder and redirections; a name that
+// is none ends with 127 and "not found", a file that is no module with
+// 126, as a shell's do. Started as one of the program names (argv[0] is
 // "echo", not "sh") it runs that program with the other arguments.
 //
 // It works on the WASI filesystem the runtime mounts at "/". Go's wasip1
-// port takes the working folder from $PWD, which the runtime sets.
+// port takes the working folder from $PWD, which the runtime sets. WASI
+// has no permission bits: chmod, mkdir -m and test -r, -w and -x use the
+// host functions chmod and mode.
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/kilnhq/kiln/sandbox/internal/shscript"
+	"github.com/kilnhq/kiln/sandbox/wasm/internal/hostabi"
 )
 
 func main() {
@@ -37,7 +50,8 @@ func main() {
 		args = []string{"sh"}
 	}
 	args[0] = path.Base(args[0])
-	sh := &shell{env: environ(), stdin: os.Stdin, out: [3]io.Writer{nil, os.Stdout, os.Stderr}}
+	sh := &shell{env: environ(), stdin: os.Stdin, out: [3]io.Writer{nil, os.Stdout, os.Stderr},
+		to: [3]hostabi.Target{{}, {Stream: 1}, {Stream: 2}}}
 	if wd, err := os.Getwd(); err == nil {
 		sh.dir = wd
 	} else {
@@ -65,6 +79,11 @@ type shell struct {
 	stdin  io.Reader
 	out    [3]io.Writer // [1] stdout, [2] stderr
 	status int          // $?
+
+	// to and from say where out and stdin lead, for a module the shell
+	// starts: the command's streams or the files of redirections.
+	to   [3]hostabi.Target
+	from string // "" is the command's stdin
 }
 
 // exitError ends the script with a code (the exit builtin).
@@ -101,6 +120,14 @@ func (sh *shell) program(args []string) int {
 		return 0
 	case "false":
 		return 1
+	case "test", "[":
+		code, msg := shscript.Test(args, sh.stat)
+		if msg != "" {
+			sh.fail(code, "%s\n", msg)
+		}
+		return code
+	case "chmod":
+		return sh.chmod(args[1:])
 	case "ls":
 		return sh.ls(args[1:])
 	case "mkdir":
@@ -126,7 +153,78 @@ func (sh *shell) program(args []string) int {
 		}
 		return 0
 	}
-	return sh.fail(127, "sh: %s: not found\n", args[0])
+	return sh.spawn(args)
+}
+
+// spawn has the runtime run the module args[0] names (hostabi).
+func (sh *shell) spawn(args []string) int {
+	env := make([]string, 0, len(sh.env))
+	for _, k := range slices.Sorted(maps.Keys(sh.env)) {
+		env = append(env, k+"="+sh.env[k])
+	}
+	req, err := json.Marshal(hostabi.Spawn{Argv: args, Env: env, Dir: sh.dir, Stdin: sh.from, Stdout: sh.to[1], Stderr: sh.to[2]})
+	if err != nil {
+		return sh.fail(126, "sh: %s: %v\n", args[0], err)
+	}
+	return spawnRaw(req)
+}
+
+// mode returns the mode of the file at the absolute path p.
+func mode(p string) (fs.FileMode, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return 0, err
+	}
+	n := modeRaw(p)
+	if n < 0 {
+		return 0, &fs.PathError{Op: "stat", Path: p, Err: syscall.Errno(-n)}
+	}
+	return fi.Mode().Type() | shscript.FromUnix(uint32(n)), nil
+}
+
+// chmod sets the mode of the file at the absolute path p.
+func chmod(p string, m fs.FileMode) error {
+	if errno := chmodRaw(p, shscript.UnixBits(m)); errno != 0 {
+		return &fs.PathError{Op: "chmod", Path: p, Err: syscall.Errno(errno)}
+	}
+	return nil
+}
+
+// stat describes the file at name for test.
+func (sh *shell) stat(name string) (shscript.File, bool) {
+	p := sh.abs(name)
+	fi, err := os.Stat(p)
+	if err != nil {
+		return shscript.File{}, false
+	}
+	m, err := mode(p)
+	if err != nil {
+		return shscript.File{}, false
+	}
+	return shscript.File{Mode: m, Size: fi.Size()}, true
+}
+
+// chmod sets modes: MODE FILE...
+func (sh *shell) chmod(args []string) int {
+	if len(args) < 2 {
+		return sh.fail(1, "chmod: want a mode and a file\n")
+	}
+	code := 0
+	for _, name := range args[1:] {
+		p := sh.abs(name)
+		old, err := mode(p)
+		var m fs.FileMode
+		if err == nil {
+			m, err = shscript.ParseMode(args[0], old)
+		}
+		if err == nil {
+			err = chmod(p, m)
+		}
+		if err != nil {
+			code = sh.fail(1, "chmod: %s: %s\n", name, describeBare(err))
+		}
+	}
+	return code
 }
 
 // sh runs "sh -c SCRIPT", "sh FILE" or "sh" (the script on stdin).
@@ -280,15 +378,26 @@ func (sh *shell) ls(args []string) int {
 	return code
 }
 
+// mkdir makes folders: [-p] [-m MODE] DIR...; the mode is the last
+// folder's, and an existing one keeps its own.
 func (sh *shell) mkdir(args []string) int {
-	opt, names := flags(args)
+	parents, m, names, err := shscript.MkdirArgs(args)
+	if err != nil {
+		return sh.fail(1, "mkdir: %v\n", err)
+	}
 	code := 0
 	for _, name := range names {
-		var err error
-		if opt['p'] {
-			err = os.MkdirAll(sh.abs(name), 0o755)
+		p := sh.abs(name)
+		if fi, err := os.Stat(p); parents && err == nil && fi.IsDir() {
+			continue
+		}
+		if parents {
+			err = os.MkdirAll(p, 0o755)
 		} else {
-			err = os.Mkdir(sh.abs(name), 0o755)
+			err = os.Mkdir(p, 0o755)
+		}
+		if err == nil {
+			err = chmod(p, m)
 		}
 		if err != nil {
 			code = sh.fail(1, "mkdir: %s: %s\n", name, describeBare(err))

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/kilnhq/kiln/sandbox/internal/shscript"
+	"github.com/kilnhq/kiln/sandbox/wasm/internal/hostabi"
 )
 
 // This file is the shell's grammar: the same subset as the in-memory
@@ -56,18 +57,18 @@ func (sh *shell) simple(st shscript.Stmt) (code int, exit bool) {
 			if r.Op == "2>" {
 				fd = 2
 			}
-			sub.out[fd] = f
+			sub.out[fd], sub.to[fd] = f, hostabi.Target{Path: sh.abs(target)}
 		case "<":
 			f, err := os.Open(sh.abs(target))
 			if err != nil {
 				return sh.fail(2, "sh: cannot open %s: %s\n", target, describeBare(err)), false
 			}
 			defer f.Close()
-			sub.stdin = f
+			sub.stdin, sub.from = f, sh.abs(target)
 		case ">&2", "1>&2":
-			sub.out[1] = sub.out[2]
+			sub.out[1], sub.to[1] = sub.out[2], sub.to[2]
 		case "2>&1":
-			sub.out[2] = sub.out[1]
+			sub.out[2], sub.to[2] = sub.out[1], sub.to[1]
 		}
 	}
 	if len(args) == 0 {

@@ -5,6 +5,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 )
@@ -20,6 +21,8 @@ func main() {
 		fmt.Printf("args=%s var=%s pwd=%s\n", strings.Join(os.Args[2:], ","), os.Getenv("GUEST_VAR"), wd)
 		fmt.Fprintln(os.Stderr, "to stderr")
 		os.Exit(3)
+	case "cat": // copies stdin to stdout
+		io.Copy(os.Stdout, os.Stdin)
 	case "escape": // tries to read the host file os.Args[3] (relative to / as os.Args[2]) out of the sandbox
 		rel, host := os.Args[2], os.Args[3]
 		if err := os.Symlink(rel, "/link"); err != nil {
