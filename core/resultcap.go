@@ -18,7 +18,8 @@ const MaxResultInline = MaxImageBytes
 
 // TextCap keeps the first and last Max/2 bytes of the text written to it
 // and counts the bytes between, which it leaves out: output of any size
-// costs at most Max bytes of memory. It is safe for concurrent use.
+// costs at most Max bytes of memory, and String makes room for the line
+// that states the cut within Max. It is safe for concurrent use.
 type TextCap struct {
 	Max int
 
@@ -62,9 +63,10 @@ func (c *TextCap) Cut() int64 {
 	return c.cut
 }
 
-// String returns what was kept, as valid UTF-8: the whole text when
-// nothing was left out, else its head, a line saying how many bytes were
-// left out, and its tail. A character the cut split is left out whole.
+// String returns what was kept, as valid UTF-8 and at most Max bytes
+// long: the whole text when nothing was left out, else its head, a line
+// saying how many bytes were left out, and its tail. A character the cut
+// split is left out whole.
 func (c *TextCap) String() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -72,31 +74,43 @@ func (c *TextCap) String() string {
 		return strings.ToValidUTF8(string(c.head)+string(c.tail), "\uFFFD")
 	}
 	head, tail, cut := c.head, c.tail, c.cut
-	for i := 1; i < utf8.UTFMax && i <= len(head); i++ {
-		if r := head[len(head)-i]; utf8.RuneStart(r) {
-			if !utf8.FullRune(head[len(head)-i:]) {
-				cut += int64(i)
-				head = head[:len(head)-i]
+	for {
+		// Drop a character split at the end of head or the start of tail.
+		for i := 1; i < utf8.UTFMax && i <= len(head); i++ {
+			if utf8.RuneStart(head[len(head)-i]) {
+				if !utf8.FullRune(head[len(head)-i:]) {
+					cut += int64(i)
+					head = head[:len(head)-i]
+				}
+				break
 			}
+		}
+		for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
+			tail = tail[1:]
+			cut++
+		}
+		// Make room for the marker, within Max.
+		over := len(head) + len(CutMarker(cut)) + len(tail) - c.Max
+		if over <= 0 || len(head)+len(tail) == 0 {
 			break
 		}
+		h := min(len(head), (over+1)/2)
+		t := min(len(tail), over-h)
+		head, tail = head[:len(head)-h], tail[t:]
+		cut += int64(h + t)
 	}
-	for i := 0; i < utf8.UTFMax-1 && len(tail) > 0 && !utf8.RuneStart(tail[0]); i++ {
-		tail = tail[1:]
-		cut++
-	}
-	return strings.ToValidUTF8(string(head)+CutMarker(cut, c.Max/2)+string(tail), "\uFFFD")
+	return strings.ToValidUTF8(string(head)+CutMarker(cut)+string(tail), "\uFFFD")
 }
 
 // CutMarker is the line that stands for the cut bytes left out between
-// the first and last kept bytes of a capped output.
-func CutMarker(cut int64, kept int) string {
-	return fmt.Sprintf("\n[... %d bytes of output left out: kept the first and last %s ...]\n", cut, FormatBytes(int64(kept)))
+// the head and the tail of a capped output.
+func CutMarker(cut int64) string {
+	return fmt.Sprintf("\n[... %d bytes of output left out ...]\n", cut)
 }
 
-// CapText returns s when it is at most max bytes long, else its first
-// and last max/2 bytes with a line saying how many were left out between
-// (see TextCap). The result never shares s's memory when s is cut.
+// CapText returns s when it is at most max bytes long, else its head
+// and tail with a line saying how many bytes were left out between, in at
+// most max bytes (see TextCap). The result never shares s's memory when s is cut.
 func CapText(s string, max int) string {
 	if len(s) <= max {
 		return s
@@ -137,15 +151,7 @@ func CapResult(res ToolResult, max int) ToolResult {
 			}
 			c.WriteString(p.Text)
 		case len(p.Data) > 0 && inline+len(p.Data) > MaxResultInline:
-			what := "file"
-			if p.Type == PartImage {
-				what = "image"
-			}
-			if p.Name != "" {
-				what += " " + p.Name
-			}
-			out.Content = append(out.Content, TextPart(fmt.Sprintf("[%s (%s, %s) left out: a tool result keeps %s of inline images and files]",
-				what, p.MIME, FormatBytes(int64(len(p.Data))), FormatBytes(MaxResultInline))))
+			out.Content = append(out.Content, LeftOut(p, int64(len(p.Data))))
 		default:
 			inline += len(p.Data)
 			out.Content = append(out.Content, p)
@@ -155,4 +161,19 @@ func CapResult(res ToolResult, max int) ToolResult {
 		out.Content[at].Text = c.String()
 	}
 	return out
+}
+
+// LeftOut is the text part that stands for the image or file part p, of
+// size bytes, when a tool result cannot keep its data (see
+// MaxResultInline).
+func LeftOut(p Part, size int64) Part {
+	what := "file"
+	if p.Type == PartImage {
+		what = "image"
+	}
+	if p.Name != "" {
+		what += " " + p.Name
+	}
+	return TextPart(fmt.Sprintf("[%s (%s, %s) left out: a tool result keeps %s of inline images and files]",
+		what, p.MIME, FormatBytes(size), FormatBytes(MaxResultInline)))
 }

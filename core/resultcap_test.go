@@ -15,26 +15,31 @@ func TestCapText(t *testing.T) {
 	if got := core.CapText("short", 10); got != "short" {
 		t.Errorf("CapText within the limit = %q", got)
 	}
+	// The marker (40 bytes here) fits within the limit with what is kept.
 	s := "BEGIN" + strings.Repeat("x", 1000) + "END"
-	got := core.CapText(s, 100)
-	want := "BEGIN" + strings.Repeat("x", 45) + core.CutMarker(int64(len(s)-100), 50) + strings.Repeat("x", 47) + "END"
-	if got != want {
-		t.Errorf("CapText = %q, want %q", got, want)
+	got := core.CapText(s, 200)
+	want := "BEGIN" + strings.Repeat("x", 75) + core.CutMarker(int64(len(s)-160)) + strings.Repeat("x", 77) + "END"
+	if got != want || len(got) != 200 {
+		t.Errorf("CapText = %q (%d bytes), want %q", got, len(got), want)
+	}
+	if again := core.CapText(got, 200); again != got {
+		t.Errorf("CapText of a capped text = %q", again)
 	}
 	// A character split by the cut is left out whole, and counted.
 	s = strings.Repeat("é", 100) // 200 bytes
-	got = core.CapText(s, 51)
-	if !utf8.ValidString(got) || strings.Contains(got, "\uFFFD") || !strings.Contains(got, "[... 152 bytes of output left out") {
+	got = core.CapText(s, 101)
+	if !utf8.ValidString(got) || strings.Contains(got, "\uFFFD") || len(got) > 101 ||
+		got != strings.Repeat("é", 15)+core.CutMarker(140)+strings.Repeat("é", 15) {
 		t.Errorf("CapText of a split character = %q", got)
 	}
 	// Written in pieces, the same text keeps the same bytes.
 	var c core.TextCap
-	c.Max = 100
+	c.Max = 200
 	s = "BEGIN" + strings.Repeat("y", 1000) + "END"
 	for i := 0; i < len(s); i += 7 {
 		c.Write([]byte(s[i:min(i+7, len(s))]))
 	}
-	if c.String() != core.CapText(s, 100) || c.Cut() != int64(len(s)-100) {
+	if c.String() != core.CapText(s, 200) || c.Cut() != int64(len(s)-200) {
 		t.Errorf("TextCap in pieces = %q (cut %d)", c.String(), c.Cut())
 	}
 }
@@ -49,9 +54,9 @@ func TestCapResult(t *testing.T) {
 		core.TextPart("HEAD" + strings.Repeat("a", 80)), img, core.TextPart(strings.Repeat("b", 80) + "TAIL"),
 	}}
 	got := core.CapResult(res, 100)
-	if !got.IsError || len(got.Content) != 2 || got.Content[1].Type != core.PartImage ||
+	if !got.IsError || len(got.Content) != 2 || got.Content[1].Type != core.PartImage || len(got.Content[0].Text) > 100 ||
 		!strings.HasPrefix(got.Content[0].Text, "HEAD") || !strings.HasSuffix(got.Content[0].Text, "TAIL") ||
-		!strings.Contains(got.Content[0].Text, "[... 69 bytes of output left out") {
+		!strings.Contains(got.Content[0].Text, "[... 109 bytes of output left out ...]") {
 		t.Errorf("CapResult of two text parts and an image = %+v", got)
 	}
 	if err := core.CheckParts(got.Content); err != nil {
@@ -83,8 +88,8 @@ func TestToolResultCapped(t *testing.T) {
 	if len(res) != 2 {
 		t.Fatalf("results %d", len(res))
 	}
-	cut := fmt.Sprintf("[... %d bytes of output left out: kept the first and last 2 KiB ...]", 1000008-4<<10)
-	if r := res[0]; !strings.HasPrefix(r, "BEGIN") || !strings.HasSuffix(r, "END") || !strings.Contains(r, cut) || len(r) > 4<<10+100 {
+	if r := res[0]; r != core.CapText("BEGIN"+strings.Repeat("x", 1000000)+"END", 4<<10) || len(r) != 4<<10 ||
+		!strings.HasPrefix(r, "BEGIN") || !strings.HasSuffix(r, "END") || !strings.Contains(r, fmt.Sprintf("\n[... %d bytes of output left out ...]\n", 1000008-4<<10+43)) {
 		t.Errorf("huge result stored as %d bytes: %.80q ... %.80q", len(r), r, r[max(0, len(r)-80):])
 	}
 	if res[1] != "BEGIN"+strings.Repeat("x", 10)+"END" {
