@@ -55,6 +55,33 @@ func TestMCPStdio(t *testing.T) {
 	if done["status"] != "succeeded" || !strings.Contains(done["answer"].(string), "Done from MCP.") {
 		t.Fatalf("wait_run: %v", done)
 	}
+
+	// A decision on a missing interrupt names it, over stdio as at /mcp.
+	decide := func(c *mcpclient.Client) string {
+		t.Helper()
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = "decide", map[string]any{"interrupt_id": "int_missing", "decision": "approve"}
+		res, err := c.CallTool(ctx, req)
+		if err != nil || !res.IsError || len(res.Content) != 1 {
+			t.Fatalf("decide on a missing interrupt: %v %+v", err, res)
+		}
+		return res.Content[0].(mcp.TextContent).Text
+	}
+	hc, err := mcpclient.NewStreamableHttpClient("http://" + s.addr + "/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.Close()
+	if err := hc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hc.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	overStdio, overHTTP := decide(c), decide(hc)
+	if !strings.Contains(overHTTP, "int_missing") || overStdio != overHTTP {
+		t.Errorf("decide on a missing interrupt: %q over stdio, %q at /mcp", overStdio, overHTTP)
+	}
 }
 
 // TestMCPBridgeEndToEnd: kiln serve connects the MCP servers of
