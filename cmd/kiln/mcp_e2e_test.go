@@ -56,6 +56,27 @@ func TestMCPStdio(t *testing.T) {
 		t.Fatalf("wait_run: %v", done)
 	}
 
+	// The thread is a resource, read with its messages; the skills are
+	// prompts; the log level can be set.
+	list, err := c.ListResources(ctx, mcp.ListResourcesRequest{})
+	if err != nil || len(list.Resources) != 1 || list.Resources[0].URI != "kiln://threads/"+started["thread_id"].(string) {
+		t.Fatalf("resources/list: %v %+v", err, list)
+	}
+	rr := mcp.ReadResourceRequest{}
+	rr.Params.URI = list.Resources[0].URI
+	read, err := c.ReadResource(ctx, rr)
+	if err != nil || len(read.Contents) != 1 || !strings.Contains(read.Contents[0].(mcp.TextResourceContents).Text, "Done from MCP.") {
+		t.Fatalf("resources/read: %v %+v", err, read)
+	}
+	if _, err := c.ListPrompts(ctx, mcp.ListPromptsRequest{}); err != nil {
+		t.Fatalf("prompts/list: %v", err)
+	}
+	lv := mcp.SetLevelRequest{}
+	lv.Params.Level = mcp.LoggingLevelWarning
+	if err := c.SetLevel(ctx, lv); err != nil {
+		t.Fatalf("logging/setLevel: %v", err)
+	}
+
 	// A decision on a missing interrupt names it, over stdio as at /mcp.
 	decide := func(c *mcpclient.Client) string {
 		t.Helper()
