@@ -32,6 +32,11 @@ type CallEnv struct {
 	// Skill is the skill a subagent's run follows (its files are the
 	// subagent's to read), "" for a run the user started.
 	Skill string
+	// MaxResult is how many bytes of text the engine keeps of the call's
+	// result (Config.MaxToolResult). The engine caps every result itself;
+	// a tool that holds a large output may cap it sooner (CapResult) to
+	// spare memory.
+	MaxResult int
 }
 
 // VirtualFS is a thread's virtual filesystem during a tool step: reads see

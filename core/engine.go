@@ -1230,6 +1230,7 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 				if err := CheckParts(res.Content); err != nil {
 					res = ErrorResult(fmt.Sprintf("%s returned a malformed result: %s", call.Name, ErrorMessage(err)))
 				}
+				res = CapResult(res, r.s.cfg.MaxToolResult)
 				if res.IsError {
 					outcome = ToolError
 				}

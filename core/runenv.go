@@ -52,7 +52,7 @@ func (r *runner) callEnv(ctx context.Context) (*CallEnv, error) {
 		Grants: w.grants, WorkingFolder: w.working,
 		Memory: w.settings.Memory && r.s.MemoryDir() != "", MemoryDir: r.s.MemoryDir(),
 		Attachments: w.atts, OpenAttachment: r.s.OpenAttachment,
-		Files: r.files, Skill: r.skill(),
+		Files: r.files, Skill: r.skill(), MaxResult: r.s.cfg.MaxToolResult,
 	}, nil
 }
 

@@ -28,6 +28,11 @@ type Config struct {
 	// zero means 200 steps and 500 tool calls.
 	MaxSteps     int
 	MaxToolCalls int
+	// MaxToolResult is how many bytes of text one tool result keeps: the
+	// engine caps every result (built-in, plugin and MCP tools alike) to
+	// its first and last half with a line saying how much was left out
+	// (CapResult) before it stores it. Zero means DefaultMaxToolResult.
+	MaxToolResult int
 	// ShutdownGrace is how long Shutdown lets a step in flight finish before
 	// cancelling it; zero means 10 seconds.
 	ShutdownGrace time.Duration
@@ -106,6 +111,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.MaxToolCalls <= 0 {
 		cfg.MaxToolCalls = 500
+	}
+	if cfg.MaxToolResult <= 0 {
+		cfg.MaxToolResult = DefaultMaxToolResult
 	}
 	if cfg.MaxSubagentDepth <= 0 {
 		cfg.MaxSubagentDepth = DefaultSubagentDepth

@@ -55,6 +55,11 @@ func (o *observedWriter) Write(b []byte) (int, error) {
 // Unwrap returns the underlying ResponseWriter.
 func (o *observedWriter) Unwrap() http.ResponseWriter { return o.ResponseWriter }
 
+// Flush sends what is buffered. Handlers that look for http.Flusher
+// itself rather than use a ResponseController (mcp-go's standalone GET
+// stream of /mcp) stream through it.
+func (o *observedWriter) Flush() { http.NewResponseController(o.ResponseWriter).Flush() }
+
 // Hijack takes the connection over (an event stream does, to write its
 // own 200 response): the log records it as 200.
 func (o *observedWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {

@@ -148,7 +148,7 @@ func newServer(svc *core.Service, opts Options) *server {
 		s.metrics = opts.Metrics.Handler()
 	}
 	if svc != nil {
-		s.mcp = mcpserver.HTTP(mcpserver.New(mcpserver.Service(svc, core.LocalOwner), opts.Version))
+		s.mcp = mcpserver.HTTP(mcpserver.New(mcpserver.Service(svc, core.LocalOwner, opts.Skills, opts.Logs), opts.Version))
 	}
 	uiAssets() // read and compress the UI now rather than on the first request
 	return s

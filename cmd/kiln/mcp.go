@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/spf13/cobra"
@@ -17,9 +18,11 @@ func newMCPCmd(a *app) *cobra.Command {
 		Short: "Serve Kiln's tools to an MCP client over stdio",
 		Long: `Serve Kiln as an MCP server on standard input and output, for MCP clients
 that start their servers as programs (editors, other agents). The tools
-(start_run, wait_run, read_thread, list_inbox, decide) act on the Kiln
-server named by --server and --token, like every other command. A server
-reachable over HTTP serves the same tools at /mcp.`,
+(start_run, wait_run, read_thread, list_inbox, decide), the threads as
+resources (kiln://threads/{id}), the skills as prompts and the server log
+as log notifications (after logging/setLevel) act on the Kiln server named
+by --server and --token, like every other command. A server reachable over
+HTTP serves the same at /mcp.`,
 		Example: `  {"mcpServers": {"kiln": {"command": "kiln", "args": ["mcp"]}}}`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -38,4 +41,38 @@ type sdkBackend struct{ *client.Client }
 
 func (b sdkBackend) Inbox(ctx context.Context, queue string) (*core.InboxPage, error) {
 	return b.Client.Inbox(ctx, client.InboxOptions{Queue: queue})
+}
+
+func (b sdkBackend) ListThreads(ctx context.Context, cursor string) (*core.ThreadPage, error) {
+	return b.Client.ListThreads(ctx, client.ThreadListOptions{Cursor: cursor, Limit: 100})
+}
+
+func (b sdkBackend) Skills(ctx context.Context) ([]mcpserver.Skill, error) {
+	list, err := b.Client.Skills(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]mcpserver.Skill, 0, len(list.Skills))
+	for _, sk := range list.Skills {
+		out = append(out, mcpserver.Skill{Name: sk.Name, Description: sk.Description})
+	}
+	return out, nil
+}
+
+func (b sdkBackend) Skill(ctx context.Context, name string) (*mcpserver.Skill, error) {
+	sk, err := b.Client.Skill(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return &mcpserver.Skill{Name: sk.Name, Description: sk.Description, Body: sk.Body}, nil
+}
+
+func (b sdkBackend) FollowLogs(ctx context.Context, level string, fn func(json.RawMessage) error) error {
+	return b.Client.FollowLogs(ctx, client.LogFollowOptions{Level: level}, func(r client.LogRecord) error {
+		line, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		return fn(line)
+	})
 }

@@ -55,6 +55,54 @@ func TestMCPStdio(t *testing.T) {
 	if done["status"] != "succeeded" || !strings.Contains(done["answer"].(string), "Done from MCP.") {
 		t.Fatalf("wait_run: %v", done)
 	}
+
+	// The thread is a resource, read with its messages; the skills are
+	// prompts; the log level can be set.
+	list, err := c.ListResources(ctx, mcp.ListResourcesRequest{})
+	if err != nil || len(list.Resources) != 1 || list.Resources[0].URI != "kiln://threads/"+started["thread_id"].(string) {
+		t.Fatalf("resources/list: %v %+v", err, list)
+	}
+	rr := mcp.ReadResourceRequest{}
+	rr.Params.URI = list.Resources[0].URI
+	read, err := c.ReadResource(ctx, rr)
+	if err != nil || len(read.Contents) != 1 || !strings.Contains(read.Contents[0].(mcp.TextResourceContents).Text, "Done from MCP.") {
+		t.Fatalf("resources/read: %v %+v", err, read)
+	}
+	if _, err := c.ListPrompts(ctx, mcp.ListPromptsRequest{}); err != nil {
+		t.Fatalf("prompts/list: %v", err)
+	}
+	lv := mcp.SetLevelRequest{}
+	lv.Params.Level = mcp.LoggingLevelWarning
+	if err := c.SetLevel(ctx, lv); err != nil {
+		t.Fatalf("logging/setLevel: %v", err)
+	}
+
+	// A decision on a missing interrupt names it, over stdio as at /mcp.
+	decide := func(c *mcpclient.Client) string {
+		t.Helper()
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = "decide", map[string]any{"interrupt_id": "int_missing", "decision": "approve"}
+		res, err := c.CallTool(ctx, req)
+		if err != nil || !res.IsError || len(res.Content) != 1 {
+			t.Fatalf("decide on a missing interrupt: %v %+v", err, res)
+		}
+		return res.Content[0].(mcp.TextContent).Text
+	}
+	hc, err := mcpclient.NewStreamableHttpClient("http://" + s.addr + "/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.Close()
+	if err := hc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hc.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	overStdio, overHTTP := decide(c), decide(hc)
+	if !strings.Contains(overHTTP, "int_missing") || overStdio != overHTTP {
+		t.Errorf("decide on a missing interrupt: %q over stdio, %q at /mcp", overStdio, overHTTP)
+	}
 }
 
 // TestMCPBridgeEndToEnd: kiln serve connects the MCP servers of

@@ -71,6 +71,9 @@ type serveConfig struct {
 	// sets no "timeout" (KILN_MCP_TIMEOUT_MS); zero means
 	// mcp.DefaultCallTimeout.
 	MCPTimeout time.Duration
+	// MaxToolResult is how many bytes of text one tool result keeps
+	// (KILN_MAX_TOOL_RESULT_KB); zero means core.DefaultMaxToolResult.
+	MaxToolResult int
 	// Log configures the server log in <data>/logs.
 	Log logConfig
 }
@@ -104,6 +107,9 @@ Configuration (flags beat environment variables):
   KILN_MCP_TIMEOUT_MS        how long an MCP tool call waits for its answer
                              when the server's "timeout" is not set (default
                              ` + strconv.Itoa(int(mcp.DefaultCallTimeout.Milliseconds())) + `, 10 minutes)
+  KILN_MAX_TOOL_RESULT_KB    KiB of text one tool result keeps (default ` + strconv.Itoa(core.DefaultMaxToolResult>>10) + `);
+                             a longer one keeps its first and last half and
+                             says how many bytes it left out
   KILN_LOG_LEVEL             debug, info, warn or error (default info)
   KILN_LOG_MAX_SIZE_MB       rotate the log file at this size (default ` + strconv.Itoa(logs.DefaultMaxSizeMB) + `)
   KILN_LOG_MAX_AGE_DAYS      remove rotated log files older than this (default ` + strconv.Itoa(logs.DefaultMaxAgeDays) + `)
@@ -192,6 +198,13 @@ func loadServeConfig(flags *pflag.FlagSet, getenv func(string) string, home func
 			return serveConfig{}, fmt.Errorf("KILN_MCP_TIMEOUT_MS: %q is not a timeout in milliseconds (a whole number from 1 to %d, a day)", raw, mcpservers.MaxTimeout)
 		}
 		cfg.MCPTimeout = time.Duration(n) * time.Millisecond
+	}
+	if raw := strings.TrimSpace(getenv("KILN_MAX_TOOL_RESULT_KB")); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > 16<<10 {
+			return serveConfig{}, fmt.Errorf("KILN_MAX_TOOL_RESULT_KB: %q is not a size in KiB (a whole number from 1 to 16384)", raw)
+		}
+		cfg.MaxToolResult = n << 10
 	}
 	if cfg.Log, err = loadLogConfig(getenv); err != nil {
 		return serveConfig{}, err
@@ -384,17 +397,18 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 		return fmt.Errorf("trigger key: %w", err)
 	}
 	svc, err := core.New(core.Config{
-		Schedules:    cron.Parse,
-		TriggerKey:   triggerKey,
-		Tools:        []core.Tool{&skills.Task{Catalog: cat, Always: files.ReadOnly}},
-		Store:        store,
-		Models:       modelResolver(models),
-		DefaultModel: cfg.Model,
-		Logger:       log.With("component", "core"),
-		Redactor:     red,
-		Observer:     met,
-		DataRoot:     cfg.DataRoot,
-		Blobs:        core.DirBlobs{Dir: filepath.Join(cfg.DataRoot, "attachments")},
+		Schedules:     cron.Parse,
+		TriggerKey:    triggerKey,
+		Tools:         []core.Tool{&skills.Task{Catalog: cat, Always: files.ReadOnly}},
+		Store:         store,
+		Models:        modelResolver(models),
+		DefaultModel:  cfg.Model,
+		Logger:        log.With("component", "core"),
+		Redactor:      red,
+		Observer:      met,
+		DataRoot:      cfg.DataRoot,
+		MaxToolResult: cfg.MaxToolResult,
+		Blobs:         core.DirBlobs{Dir: filepath.Join(cfg.DataRoot, "attachments")},
 	})
 	if err != nil {
 		return fmt.Errorf("create service: %w", err)

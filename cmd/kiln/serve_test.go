@@ -125,6 +125,12 @@ func TestLoadServeConfig(t *testing.T) {
 		{name: "zero mcp timeout", env: map[string]string{"KILN_MCP_TIMEOUT_MS": "0"}, wantErr: "from 1 to 86400000"},
 		{name: "bad stream cap", env: map[string]string{"KILN_MAX_STREAMS": "lots"}, wantErr: "KILN_MAX_STREAMS"},
 		{name: "zero stream cap", env: map[string]string{"KILN_MAX_STREAMS": "0"}, wantErr: "at least 1"},
+		{
+			name: "tool result cap",
+			env:  map[string]string{"KILN_MAX_TOOL_RESULT_KB": "64"},
+			want: serveConfig{Addr: defaultAddr, DataRoot: "/home/u/.kiln", Model: defaultModel, Loopback: true, MaxToolResult: 64 << 10},
+		},
+		{name: "bad tool result cap", env: map[string]string{"KILN_MAX_TOOL_RESULT_KB": "0"}, wantErr: "KILN_MAX_TOOL_RESULT_KB: \"0\" is not a size in KiB"},
 		{name: "exposed without protection", env: map[string]string{"KILN_ADDR": "0.0.0.0:8420"}, wantErr: "KILN_API_TOKEN"},
 		{name: "flag exposes", args: []string{"--addr", ":8420"}, wantErr: "KILN_ALLOWED_ORIGINS"},
 		{name: "unknown model", env: map[string]string{"KILN_MODEL": "gpt-9"}, wantErr: "built in: demo, scripted; or <provider>:<model>"},

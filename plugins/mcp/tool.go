@@ -63,7 +63,7 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (core.ToolResult,
 	defer cancelTimeout()
 	res, err := sess.client.CallTool(cctx, req)
 	if err == nil {
-		return convertResult(res), nil
+		return core.CapResult(convertResult(res), maxResult(ctx)), nil
 	}
 	var me *MalformedError
 	switch {
@@ -84,6 +84,16 @@ func (t *tool) Call(ctx context.Context, args json.RawMessage) (core.ToolResult,
 		return core.ToolResult{}, fmt.Errorf("mcp server %q: tool %q: %v: %w", sess.server, req.Params.Name, err, core.ErrEffectUnknown)
 	}
 	return core.ErrorResult(err.Error()), nil
+}
+
+// maxResult is how many bytes of text the engine keeps of a call's result:
+// the bridge caps a result as it converts it, so the server's answer,
+// however large, is garbage once Call returns.
+func maxResult(ctx context.Context) int {
+	if env := core.CallEnvFrom(ctx); env != nil && env.MaxResult > 0 {
+		return env.MaxResult
+	}
+	return core.DefaultMaxToolResult
 }
 
 var (
@@ -114,6 +124,9 @@ func convertContent(c mcp.Content) core.Part {
 		return core.TextPart(tc.Text)
 	}
 	if ic, ok := mcp.AsImageContent(c); ok {
+		if n := base64.StdEncoding.DecodedLen(len(ic.Data)); n > core.MaxResultInline {
+			return core.LeftOut(core.Part{Type: core.PartImage, MIME: ic.MIMEType}, int64(n))
+		}
 		data, err := base64.StdEncoding.DecodeString(ic.Data)
 		if err == nil && len(data) > 0 && strings.HasPrefix(ic.MIMEType, "image/") {
 			return core.Part{Type: core.PartImage, MIME: ic.MIMEType, Data: data}

@@ -23,7 +23,6 @@ import (
 	"io/fs"
 	"path"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -42,8 +41,9 @@ const (
 	// MaxOutput is how much of a command's output a result keeps: the
 	// first and last halves when it wrote more, with what was cut said.
 	MaxOutput = 64 << 10
-	// MaxRead is the most sandbox.read_file returns.
-	MaxRead = 256 << 10
+	// MaxRead is the most sandbox.read_file returns: with its note on
+	// where to read on, within core.DefaultMaxToolResult.
+	MaxRead = 248 << 10
 	// MaxWrite is the most sandbox.write_file writes.
 	MaxWrite = 8 << 20
 	// DefaultTimeout and MaxTimeout bound a command (timeout_s).
@@ -166,7 +166,7 @@ func run(ctx context.Context, o Opener, runtime string, req sandbox.ExecRequest,
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	out := &capped{max: MaxOutput}
+	out := &core.TextCap{Max: MaxOutput}
 	st, err := r.Exec(cctx, h, req, func(ev sandbox.ExecEvent) {
 		out.Write(ev.Data)
 		if p, err := json.Marshal(map[string]string{"stream": ev.Stream.String(), "text": strings.ToValidUTF8(string(ev.Data), "\uFFFD")}); err == nil {
@@ -190,40 +190,6 @@ func run(ctx context.Context, o Opener, runtime string, req sandbox.ExecRequest,
 		text += "\n"
 	}
 	return core.TextResult(fmt.Sprintf("%s[exit code %d]", text, st.Code)), nil
-}
-
-// capped keeps the first and last max/2 bytes written, counting the rest.
-type capped struct {
-	mu        sync.Mutex
-	max       int
-	head      []byte
-	tail      []byte
-	truncated int64
-}
-
-func (c *capped) Write(p []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	half := c.max / 2
-	if n := min(half-len(c.head), len(p)); n > 0 {
-		c.head = append(c.head, p[:n]...)
-		p = p[n:]
-	}
-	c.tail = append(c.tail, p...)
-	if over := len(c.tail) - half; over > 0 {
-		c.truncated += int64(over)
-		c.tail = append(c.tail[:0], c.tail[over:]...)
-	}
-}
-
-func (c *capped) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := string(c.head)
-	if c.truncated > 0 {
-		s += fmt.Sprintf("\n[... %d bytes of output left out ...]\n", c.truncated)
-	}
-	return strings.ToValidUTF8(s+string(c.tail), "\uFFFD")
 }
 
 type readFile struct{ o Opener }

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kilnhq/kiln/core"
 )
 
 // DefaultURL is the address a local `kiln serve` listens on.
@@ -88,6 +90,19 @@ func (e *Error) Error() string {
 		return e.Message
 	}
 	return fmt.Sprintf("HTTP %d %s", e.Status, http.StatusText(e.Status))
+}
+
+// As makes an error a Kiln server answered (one with a Code) a
+// *core.Error with the same code and message, so errors.As and
+// core.ErrorMessage treat an error relayed through the SDK as the core's
+// own: what `kiln mcp` answers is what /mcp answers.
+func (e *Error) As(target any) bool {
+	t, ok := target.(**core.Error)
+	if !ok || e.Code == "" {
+		return false
+	}
+	*t = &core.Error{Code: e.Code, Message: e.Message}
+	return true
 }
 
 func hasStatus(err error, status int) bool {

@@ -385,6 +385,15 @@ func TestErrors(t *testing.T) {
 		if tt.status != 404 && IsNotFound(err) {
 			t.Errorf("%d: IsNotFound is true", tt.status)
 		}
+		// A Kiln server's answer is the core's error it came from; another
+		// server's is not a core error.
+		wantCode, wantMsg := tt.code, tt.msg
+		if tt.code == "" {
+			wantCode, wantMsg = core.EINTERNAL, "internal error"
+		}
+		if core.ErrorCode(err) != wantCode || core.ErrorMessage(err) != wantMsg {
+			t.Errorf("%d: core.ErrorCode, ErrorMessage = %q, %q; want %q, %q", tt.status, core.ErrorCode(err), core.ErrorMessage(err), wantCode, wantMsg)
+		}
 	}
 	if IsNotFound(errors.New("x")) || IsNotFound(nil) {
 		t.Error("IsNotFound of a non-API error is true")

@@ -1,6 +1,8 @@
 // Package mcpserver is Kiln as an MCP server: tools that let another agent
 // or MCP client hand work to Kiln (start a run, wait for it, read a
-// thread, list the inbox, decide an interrupt). The same tools are served
+// thread, list the inbox, decide an interrupt); the threads as resources
+// (kiln://threads/{id}: the thread and its messages), the skills as
+// prompts, and the server log as log notifications (logging/setLevel). The same tools are served
 // over Streamable HTTP at /mcp, in-process over the core (Service), and
 // over stdio by `kiln mcp`, which reaches a Kiln server through the Go SDK.
 // mark3labs/mcp-go speaks the protocol, both the current revision and the
@@ -19,6 +21,8 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/skills"
+	"github.com/kilnhq/kiln/web/logs"
 )
 
 // Backend is the part of Kiln the tools use: the Go SDK's client (for
@@ -31,6 +35,25 @@ type Backend interface {
 	Inbox(ctx context.Context, queue string) (*core.InboxPage, error)
 	ListInterrupts(ctx context.Context, runID string) ([]*core.Interrupt, error)
 	Decide(ctx context.Context, interruptID string, d core.Decision) (*core.Interrupt, error)
+	// ListThreads returns a page of threads, newest first, from cursor
+	// ("" for the first page).
+	ListThreads(ctx context.Context, cursor string) (*core.ThreadPage, error)
+	GetThread(ctx context.Context, id string) (*core.Thread, error)
+	// Skills lists the skills (without bodies); Skill returns one with
+	// its body, or ENOTFOUND.
+	Skills(ctx context.Context) ([]Skill, error)
+	Skill(ctx context.Context, name string) (*Skill, error)
+	// FollowLogs calls fn with each record of the server log written from
+	// now on at level or above (debug, info, warn or error), as the
+	// redacted JSON line the log holds, until ctx ends or fn fails.
+	FollowLogs(ctx context.Context, level string, fn func(record json.RawMessage) error) error
+}
+
+// Skill is a skill as a prompt shows it.
+type Skill struct {
+	Name        string
+	Description string
+	Body        string
 }
 
 // Wait limits of wait_run.
@@ -41,8 +64,13 @@ const (
 
 // New returns an MCP server with Kiln's tools over b. version is Kiln's.
 func New(b Backend, version string) *server.MCPServer {
+	hooks := &server.Hooks{}
 	s := server.NewMCPServer("kiln", version,
 		server.WithToolCapabilities(false),
+		server.WithResourceCapabilities(false, false),
+		server.WithPromptCapabilities(false),
+		server.WithLogging(),
+		server.WithHooks(hooks),
 		server.WithRecovery(),
 		server.WithInstructions("Kiln runs long AI agent tasks in threads on a server. start_run hands it a task, wait_run waits for the outcome, "+
 			"read_thread shows the conversation, list_inbox lists finished work (unread) and calls waiting for a decision (action), decide answers one."))
@@ -80,6 +108,9 @@ func New(b Backend, version string) *server.MCPServer {
 		mcp.WithObject("args", mcp.Description("The new arguments, for edit.")),
 		mcp.WithIdempotentHintAnnotation(true),
 	), t.decide)
+	addResources(s, hooks, b)
+	addPrompts(s, hooks, b)
+	addLogging(s, hooks, b)
 	return s
 }
 
@@ -205,6 +236,12 @@ func (t tools) readThread(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	if err != nil {
 		return fail(err)
 	}
+	return mcp.NewToolResultText(transcript(msgs)), nil
+}
+
+// transcript renders a thread's messages: each one's index, role (and
+// tool name), text and tool calls; "(no messages)" for none.
+func transcript(msgs []*core.Message) string {
 	var b strings.Builder
 	for _, m := range msgs {
 		fmt.Fprintf(&b, "#%d %s", m.Index, m.Role)
@@ -221,7 +258,7 @@ func (t tools) readThread(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	if b.Len() == 0 {
 		b.WriteString("(no messages)")
 	}
-	return mcp.NewToolResultText(b.String()), nil
+	return b.String()
 }
 
 func (t tools) listInbox(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -250,12 +287,80 @@ func (t tools) decide(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 	return jsonResult(map[string]any{"interrupt_id": in.ID, "status": in.Status, "decision": in.Decision.Decision, "run_id": in.RunID})
 }
 
-// Service is the Backend of the core, acting as p: what /mcp serves.
-func Service(svc *core.Service, p core.Principal) Backend { return service{svc: svc, p: p} }
+// Service is the Backend of the core, acting as p, with the skill catalog
+// cat and the server log log (either may be nil: no skills, no log): what
+// /mcp serves.
+func Service(svc *core.Service, p core.Principal, cat *skills.Catalog, log *logs.Log) Backend {
+	return service{svc: svc, p: p, cat: cat, log: log}
+}
 
 type service struct {
 	svc *core.Service
 	p   core.Principal
+	cat *skills.Catalog
+	log *logs.Log
+}
+
+// threadPage is how many threads one resources/list page holds.
+const threadPage = 100
+
+func (s service) ListThreads(ctx context.Context, cursor string) (*core.ThreadPage, error) {
+	page, err := s.svc.ListThreads(ctx, s.p, core.ThreadQuery{Limit: threadPage, Cursor: cursor})
+	return &page, err
+}
+
+func (s service) GetThread(ctx context.Context, id string) (*core.Thread, error) {
+	return s.svc.GetThread(ctx, s.p, id)
+}
+
+func (s service) Skills(context.Context) ([]Skill, error) {
+	if s.cat == nil {
+		return nil, nil
+	}
+	var out []Skill
+	for _, e := range s.cat.List() {
+		out = append(out, Skill{Name: e.Name, Description: e.Description})
+	}
+	return out, nil
+}
+
+func (s service) Skill(_ context.Context, name string) (*Skill, error) {
+	if s.cat != nil {
+		if e, ok := s.cat.Get(name); ok {
+			return &Skill{Name: e.Name, Description: e.Description, Body: e.Body}, nil
+		}
+	}
+	return nil, core.Errorf(core.ENOTFOUND, "skill %q not found", name)
+}
+
+func (s service) FollowLogs(ctx context.Context, level string, fn func(json.RawMessage) error) error {
+	if s.log == nil {
+		return core.Errorf(core.ENOTFOUND, "this server keeps no log")
+	}
+	min, err := logs.ParseLevel(level)
+	if err != nil {
+		return err
+	}
+	f, err := s.log.Follow(logs.Query{MinLevel: min, Level: true}, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-f.Done():
+			return nil
+		case line := <-f.Records():
+			if !f.Match(line) {
+				continue
+			}
+			if err := fn(line); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 func (s service) CreateThread(ctx context.Context, in core.ThreadInput) (*core.Thread, error) {

@@ -28,6 +28,14 @@ const token = "0123456789abcdef0123456789abcdef-token"
 // model and the built-in tools.
 func startKiln(t *testing.T) *httptest.Server {
 	t.Helper()
+	srv, _, _ := startKilnWith(t, web.Options{})
+	return srv
+}
+
+// startKilnWith is startKiln with more of web.Options set; it returns the
+// core too.
+func startKilnWith(t *testing.T, opts web.Options) (*httptest.Server, *core.Service, string) {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(filepath.Join(dir, "kiln.db"), sqlite.Options{})
 	if err != nil {
@@ -52,9 +60,10 @@ func startKiln(t *testing.T) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { svc.Shutdown(context.Background()) })
-	srv := httptest.NewServer(web.New(svc, web.Options{Token: token, Loopback: true, Version: "test"}))
+	opts.Token, opts.Loopback, opts.Version = token, true, "test"
+	srv := httptest.NewServer(web.New(svc, opts))
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, svc, dir
 }
 
 func connect(t *testing.T, srv *httptest.Server, version string) *client.Client {

@@ -176,7 +176,7 @@ func TestReadFileLargeGrantFile(t *testing.T) {
 	}
 	// The default limit, cut by the output cap.
 	out = ok(t, f.env, "read_file", obj{"path": "big.log"})
-	if len(out) > MaxReadOutput+200 || !strings.Contains(out, "[output cut at 256 KiB after line") {
+	if len(out) > MaxReadOutput+200 || !strings.Contains(out, "[output cut at 248 KiB after line") {
 		t.Errorf("read_file of a big file returned %d bytes ending %q", len(out), out[len(out)-120:])
 	}
 	tail := ok(t, f.env, "read_file", obj{"path": "big.log", "offset": 59999})

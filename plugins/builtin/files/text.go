@@ -21,8 +21,9 @@ const (
 	// characters; longer lines are cut with a marker.
 	MaxLineChars = 2000
 	// MaxReadOutput is the most text one read_file call returns, in
-	// bytes; the note at its end says where to go on.
-	MaxReadOutput = 256 << 10
+	// bytes; the note at its end says where to go on. With the note it
+	// stays within core.DefaultMaxToolResult.
+	MaxReadOutput = 248 << 10
 )
 
 // sniffLen is how much of a file decides whether it is text.
