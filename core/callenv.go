@@ -32,6 +32,9 @@ type CallEnv struct {
 	// Skill is the skill a subagent's run follows (its files are the
 	// subagent's to read), "" for a run the user started.
 	Skill string
+	// Commands are the patterns a subagent's commands must match
+	// (RunAgent.Commands, CommandAllowed); empty, any command.
+	Commands []string
 }
 
 // VirtualFS is a thread's virtual filesystem during a tool step: reads see
