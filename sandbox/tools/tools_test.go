@@ -82,7 +82,7 @@ func call(t *testing.T, ctx context.Context, tool core.Tool, args string) core.T
 
 func TestSandboxTools(t *testing.T) {
 	s, ctx := setup(t, false)
-	ts := byName(tools.Sandbox(s))
+	ts := byName(tools.Sandbox(s, nil))
 	exec, read, write := ts["exec"], ts["read_file"], ts["write_file"]
 	if exec.Spec().Idempotent || !read.Spec().Idempotent || !write.Spec().Idempotent {
 		t.Fatal("exec must not be idempotent; the file tools must")
@@ -160,7 +160,7 @@ func TestSandboxTools(t *testing.T) {
 
 func TestExecOutput(t *testing.T) {
 	s, ctx := setup(t, false)
-	exec := byName(tools.Sandbox(s))["exec"]
+	exec := byName(tools.Sandbox(s, nil))["exec"]
 
 	// Long output keeps its head and its tail.
 	_, r, h, err := s.ForThread(ctx, "alice", "thr_1", "")
