@@ -102,6 +102,10 @@ func (b box) open(ctx context.Context, runtime string) (*core.Sandbox, sandbox.R
 		return rec, r, h, nil
 	}
 	if err := st.StageSkill(rec, env.Skill, fsys); err != nil {
+		var ce *core.Error
+		if errors.As(err, &ce) {
+			err = errors.New(ce.Message)
+		}
 		return nil, nil, sandbox.Handle{}, fmt.Errorf("the %s skill's folder cannot be shown in this thread's sandbox: %w", env.Skill, err)
 	}
 	return rec, r, h, nil

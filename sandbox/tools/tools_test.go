@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/kilnhq/kiln/core"
@@ -223,5 +225,38 @@ func TestJSEval(t *testing.T) {
 	page, _ := s.List(ctx, "alice", service.ListQuery{})
 	if page.TotalItems != 1 || page.Items[0].Runtime != "js" {
 		t.Fatalf("sandboxes: %+v", page.Items)
+	}
+}
+
+// TestSkillSubagentCalls: a skill's subagent's commands keep to its
+// command patterns, and its calls stage the skill's folder first, which
+// the wasm runtime (no mounts) refuses, saying why.
+func TestSkillSubagentCalls(t *testing.T) {
+	s, _ := setup(t, false)
+	skill := fstest.MapFS{"SKILL.md": {Data: []byte("---\nname: tally\n---\n")}}
+	ts := byName(tools.Sandbox(s, func(name string) (fs.FS, bool) { return skill, name == "tally" }))
+	exec, read := ts["exec"], ts["read_file"]
+	in := func(skill string, commands ...string) context.Context {
+		return core.WithCallEnv(context.Background(), &core.CallEnv{RunID: "run_2", ThreadID: "thr_1", OwnerID: "alice", Skill: skill, Commands: commands})
+	}
+	refused := "sandbox.exec: the tally skill allows only commands matching echo *, true (its allowed-tools); this one is not (a command with ; & | ` $( or a line break matches none)"
+	for _, cmd := range []string{"cat /x", "echo a; cat /x", "echo $(cat /x)", "true && cat /x"} {
+		args, _ := json.Marshal(map[string]string{"command": cmd})
+		if res := call(t, in("tally", "echo *", "true"), exec, string(args)); !res.IsError || res.Text() != refused {
+			t.Errorf("%q: %+v", cmd, res)
+		}
+	}
+	noMounts := "the tally skill's folder cannot be shown in this thread's sandbox: the wasm sandbox runtime mounts no host folders, so it cannot show a skill's folder at /skills/<name>/ to run its scripts; run such skills on a runtime that does (docker)"
+	if res := call(t, in("tally", "echo *"), exec, `{"command":"echo hi"}`); !res.IsError || res.Text() != noMounts {
+		t.Errorf("exec of a skill on wasm: %+v", res)
+	}
+	if res := call(t, in("tally"), read, `{"path":"/skills/tally/SKILL.md"}`); !res.IsError || !strings.Contains(res.Text(), noMounts) {
+		t.Errorf("read_file of a skill on wasm: %+v", res)
+	}
+	// A skill the catalog no longer has, and a root run, run as before.
+	for _, ctx := range []context.Context{in("gone"), in("")} {
+		if res := call(t, ctx, exec, `{"command":"echo hi"}`); res.IsError || res.Text() != "hi\n[exit code 0]" {
+			t.Errorf("exec: %+v", res)
+		}
 	}
 }
