@@ -30,7 +30,7 @@ func setup(t *testing.T, withJS bool) (*service.Service, context.Context) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	s, err := service.New(service.Config{Store: st, Key: bytes.Repeat([]byte("k"), 32), Preferred: []string{"wasm"}})
+	s, err := service.New(service.Config{Store: st, Key: bytes.Repeat([]byte("k"), 32), Preferred: []string{"wasm"}, SkillsDir: filepath.Join(dir, "skills")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,29 +229,34 @@ func TestJSEval(t *testing.T) {
 }
 
 // TestSkillSubagentCalls: a skill's subagent's commands keep to its
-// command patterns, and its calls stage the skill's folder first, which
-// the wasm runtime (no mounts) refuses, saying why.
+// command patterns, and its calls stage the skill's folder first, read-only
+// at /skills/<name>/ in the thread's wasm sandbox.
 func TestSkillSubagentCalls(t *testing.T) {
 	s, _ := setup(t, false)
-	skill := fstest.MapFS{"SKILL.md": {Data: []byte("---\nname: tally\n---\n")}}
+	skill := fstest.MapFS{"SKILL.md": {Data: []byte("---\nname: tally\n---\n")}, "scripts/run.sh": {Data: []byte("echo tally ran\n")}}
 	ts := byName(tools.Sandbox(s, func(name string) (fs.FS, bool) { return skill, name == "tally" }))
-	exec, read := ts["exec"], ts["read_file"]
+	exec, read, write := ts["exec"], ts["read_file"], ts["write_file"]
 	in := func(skill string, commands ...string) context.Context {
 		return core.WithCallEnv(context.Background(), &core.CallEnv{RunID: "run_2", ThreadID: "thr_1", OwnerID: "alice", Skill: skill, Commands: commands})
 	}
-	refused := "sandbox.exec: the tally skill allows only commands matching echo *, true (its allowed-tools); this one is not (a command with ; & | ` $( or a line break matches none)"
-	for _, cmd := range []string{"cat /x", "echo a; cat /x", "echo $(cat /x)", "true && cat /x"} {
+	refused := "sandbox.exec: the tally skill allows only commands matching sh *, true (its allowed-tools); this one is not (a command with ; & | ` $( or a line break matches none)"
+	for _, cmd := range []string{"cat /x", "sh a; cat /x", "sh $(cat /x)", "true && cat /x"} {
 		args, _ := json.Marshal(map[string]string{"command": cmd})
-		if res := call(t, in("tally", "echo *", "true"), exec, string(args)); !res.IsError || res.Text() != refused {
+		if res := call(t, in("tally", "sh *", "true"), exec, string(args)); !res.IsError || res.Text() != refused {
 			t.Errorf("%q: %+v", cmd, res)
 		}
 	}
-	noMounts := "the tally skill's folder cannot be shown in this thread's sandbox: the wasm sandbox runtime mounts no host folders, so it cannot show a skill's folder at /skills/<name>/ to run its scripts; run such skills on a runtime that does (docker)"
-	if res := call(t, in("tally", "echo *"), exec, `{"command":"echo hi"}`); !res.IsError || res.Text() != noMounts {
-		t.Errorf("exec of a skill on wasm: %+v", res)
+	if res := call(t, in("tally", "sh *"), exec, `{"command":"sh /skills/tally/scripts/run.sh"}`); res.IsError || res.Text() != "tally ran\n[exit code 0]" {
+		t.Errorf("the skill's script: %+v", res)
 	}
-	if res := call(t, in("tally"), read, `{"path":"/skills/tally/SKILL.md"}`); !res.IsError || !strings.Contains(res.Text(), noMounts) {
-		t.Errorf("read_file of a skill on wasm: %+v", res)
+	if res := call(t, in("tally"), read, `{"path":"/skills/tally/SKILL.md"}`); res.IsError || !strings.HasPrefix(res.Text(), "---\nname: tally") {
+		t.Errorf("sandbox.read_file of the skill: %+v", res)
+	}
+	if res := call(t, in("tally"), write, `{"path":"/skills/tally/scripts/run.sh","content":"echo changed"}`); !res.IsError || !strings.Contains(res.Text(), "read-only file system") {
+		t.Errorf("sandbox.write_file into the skill: %+v", res)
+	}
+	if res := call(t, in("tally"), exec, `{"command":"echo x > /skills/tally/new.txt"}`); res.IsError || !strings.Contains(res.Text(), "Read-only file system") {
+		t.Errorf("a command's write into the skill: %+v", res)
 	}
 	// A skill the catalog no longer has, and a root run, run as before.
 	for _, ctx := range []context.Context{in("gone"), in("")} {

@@ -229,13 +229,21 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 
 	stdin := newStdin(ctx, req.Stdin)
 	defer stdin.stop()
+	fsc := wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(noSymlinks{sysfs.DirFS(b.root())}, "/")
+	for _, m := range b.meta.Mounts {
+		var mfs experimentalsys.FS = noSymlinks{sysfs.DirFS(m.Host)}
+		if m.ReadOnly {
+			mfs = readOnly{&sysfs.ReadFS{FS: mfs}}
+		}
+		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(mfs, m.Path)
+	}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithArgs(req.Command...).
 		WithStdin(stdin).
 		WithStdout(out.writer(sandbox.Stdout)).
 		WithStderr(out.writer(sandbox.Stderr)).
-		WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(noSymlinks{sysfs.DirFS(b.root())}, "/")).
+		WithFSConfig(fsc).
 		WithSysWalltime().
 		WithSysNanotime().
 		WithNanosleep(func(ns int64) {
@@ -347,6 +355,18 @@ type noSymlinks struct{ experimentalsys.FS }
 
 // Symlink refuses.
 func (noSymlinks) Symlink(string, string) experimentalsys.Errno { return experimentalsys.EPERM }
+
+// readOnly is wazero's read-only filesystem with EROFS, not ENOSYS, for
+// a file opened to write, as a read-only mount says on Linux.
+type readOnly struct{ *sysfs.ReadFS }
+
+// OpenFile refuses to open for writing with EROFS.
+func (r readOnly) OpenFile(path string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
+	if flag&(experimentalsys.O_WRONLY|experimentalsys.O_RDWR) != 0 && flag&experimentalsys.O_DIRECTORY == 0 {
+		return nil, experimentalsys.EROFS
+	}
+	return r.ReadFS.OpenFile(path, flag, perm)
+}
 
 // streams passes a command's output to the events callback, one write
 // at a time and never after close.
