@@ -18,7 +18,8 @@ import (
 // Code's form.
 var scriptSkills = map[string]string{
 	"tally/SKILL.md":          "---\nname: tally\ndescription: Counts its arguments with a script.\n---\n# Tally\nRun scripts/count.sh with the words.\n",
-	"tally/scripts/count.sh":  "#!/bin/sh\necho \"tally of $#: $*\"\n",
+	"tally/scripts/count.sh":  "echo tally of\ncat /skills/tally/words.txt\n",
+	"tally/words.txt":         "red green\n",
 	"limited/SKILL.md":        "---\nname: limited\ndescription: Greets, by a script only.\nallowed-tools: Bash(sh:*) Read\n---\n# Limited\nRun scripts/hi.sh.\n",
 	"limited/scripts/hi.sh":   "echo hi from limited\n",
 	"limited/references/a.md": "A reference.\n",
@@ -85,10 +86,10 @@ func TestSkillScriptsDocker(t *testing.T) {
 	defer cancel()
 	script := strings.Join([]string{
 		taskLine("tally",
-			`tool sandbox.exec {"command": "sh /skills/tally/scripts/count.sh red green"}`,
+			`tool sandbox.exec {"command": "sh /skills/tally/scripts/count.sh"}`,
 			`tool sandbox.exec {"command": "echo x > /skills/tally/new.txt"}`,
 			`tool sandbox.write_file {"path": "/skills/tally/scripts/count.sh", "content": "echo changed"}`,
-			`tool sandbox.exec {"command": "ls -A /skills/tally; sh /skills/tally/scripts/count.sh again"}`,
+			`tool sandbox.exec {"command": "ls -A /skills/tally; sh /skills/tally/scripts/count.sh"}`,
 			"text tally counted 2"),
 		taskLine("limited",
 			`tool sandbox.exec {"command": "sh /skills/limited/scripts/hi.sh"}`,
@@ -105,7 +106,7 @@ func TestSkillScriptsDocker(t *testing.T) {
 	if len(tally) != 4 {
 		t.Fatalf("tally's results: %q", tally)
 	}
-	if tally[0] != "sandbox.exec: tally of 2: red green\n[exit code 0]" {
+	if tally[0] != "sandbox.exec: tally of\nred green\n[exit code 0]" {
 		t.Errorf("the script's run: %q", tally[0])
 	}
 	for _, r := range tally[1:3] {
@@ -113,7 +114,7 @@ func TestSkillScriptsDocker(t *testing.T) {
 			t.Errorf("a write into the skill's folder: %q, want it refused as read-only", r)
 		}
 	}
-	if tally[3] != "sandbox.exec: SKILL.md\nscripts\ntally of 1: again\n[exit code 0]" {
+	if tally[3] != "sandbox.exec: SKILL.md\nscripts\nwords.txt\ntally of\nred green\n[exit code 0]" {
 		t.Errorf("the skill's folder after the writes: %q", tally[3])
 	}
 	scope := func(extra ...string) []string {
@@ -140,6 +141,51 @@ func TestSkillScriptsDocker(t *testing.T) {
 
 	root := results[""]
 	if len(root) != 3 || root[0] != "task: tally counted 2" || root[1] != "task: limited greeted" || root[2] != "sandbox.exec: limited\ntally\n[exit code 0]" {
+		t.Errorf("the parent's results: %q", root)
+	}
+}
+
+// TestSkillScriptsWasm: the same on the wasm runtime (no Docker), whose
+// small shell runs the skill's script from /skills/tally/ and refuses
+// writes there; the limited skill keeps to its Bash(sh:*).
+func TestSkillScriptsWasm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs kiln serve")
+	}
+	data := t.TempDir()
+	writeSkills(t, data, scriptSkills)
+	srv := startProc(t, procAddr(t), data, "DOCKER_HOST=unix:///nonexistent.sock", "KILN_SANDBOX_RUNTIME=wasm")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	script := strings.Join([]string{
+		taskLine("tally",
+			`tool sandbox.exec {"command": "sh /skills/tally/scripts/count.sh"}`,
+			`tool sandbox.exec {"command": "echo x > /skills/tally/new.txt"}`,
+			`tool sandbox.write_file {"path": "/skills/tally/words.txt", "content": "blue"}`,
+			"text tally counted 2"),
+		taskLine("limited",
+			`tool sandbox.exec {"command": "sh /skills/limited/scripts/hi.sh"}`,
+			`tool sandbox.exec {"command": "cat /skills/limited/references/a.md"}`,
+			"text limited greeted"),
+		`tool sandbox.exec {"command": "ls /skills; cat /skills/tally/words.txt"}`,
+		"text parent done",
+	}, "\n")
+	results, _ := skillRuns(ctx, t, srv.client(), script)
+	tally := results["tally"]
+	if len(tally) != 3 || tally[0] != "sandbox.exec: tally of\nred green\n[exit code 0]" {
+		t.Fatalf("tally's results: %q", tally)
+	}
+	for _, r := range tally[1:] {
+		if !strings.Contains(strings.ToLower(r), "read-only file system") {
+			t.Errorf("a write into the skill's folder: %q, want it refused as read-only", r)
+		}
+	}
+	limited := results["limited"]
+	if len(limited) != 2 || limited[0] != "sandbox.exec: hi from limited\n[exit code 0]" || !strings.Contains(limited[1], "allows only commands matching sh *") {
+		t.Errorf("limited's results: %q", limited)
+	}
+	root := results[""]
+	if len(root) != 3 || root[0] != "task: tally counted 2" || root[2] != "sandbox.exec: limited\ntally\nred green\n[exit code 0]" {
 		t.Errorf("the parent's results: %q", root)
 	}
 }
