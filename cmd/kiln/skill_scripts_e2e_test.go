@@ -25,12 +25,14 @@ var scriptSkills = map[string]string{
 	"limited/references/a.md": "A reference.\n",
 }
 
-// skillRuns starts the script in a new thread of srv and waits for the
-// root run to end; it returns the thread's tool results by the skill of
+// skillRuns starts the script in a new thread of c's server and waits
+// (at most 2 minutes) for the root run to end; it returns the thread's tool results by the skill of
 // the run that called ("" for the root), each "tool: result", and the
 // subagents' runs by skill.
-func skillRuns(ctx context.Context, t *testing.T, c *client.Client, script string) (map[string][]string, map[string]*core.Run) {
+func skillRuns(t *testing.T, c *client.Client, script string) (map[string][]string, map[string]*core.Run) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	th, err := c.CreateThread(ctx, core.ThreadInput{Title: "skill scripts"})
 	if err != nil {
 		t.Fatal(err)
@@ -81,9 +83,6 @@ func TestSkillScriptsDocker(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := startProc(t, procAddr(t), data, "KILN_SANDBOX_IMAGE="+sandboxTestImage, "KILN_SANDBOX_RUNTIME=docker")
-	c := srv.client()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	script := strings.Join([]string{
 		taskLine("tally",
 			`tool sandbox.exec {"command": "sh /skills/tally/scripts/count.sh"}`,
@@ -100,7 +99,7 @@ func TestSkillScriptsDocker(t *testing.T) {
 		`tool sandbox.exec {"command": "ls /skills"}`,
 		"text parent done",
 	}, "\n")
-	results, runs := skillRuns(ctx, t, c, script)
+	results, runs := skillRuns(t, srv.client(), script)
 
 	tally := results["tally"]
 	if len(tally) != 4 {
@@ -155,8 +154,6 @@ func TestSkillScriptsWasm(t *testing.T) {
 	data := t.TempDir()
 	writeSkills(t, data, scriptSkills)
 	srv := startProc(t, procAddr(t), data, "DOCKER_HOST=unix:///nonexistent.sock", "KILN_SANDBOX_RUNTIME=wasm")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	script := strings.Join([]string{
 		taskLine("tally",
 			`tool sandbox.exec {"command": "sh /skills/tally/scripts/count.sh"}`,
@@ -170,7 +167,7 @@ func TestSkillScriptsWasm(t *testing.T) {
 		`tool sandbox.exec {"command": "ls /skills; cat /skills/tally/words.txt"}`,
 		"text parent done",
 	}, "\n")
-	results, _ := skillRuns(ctx, t, srv.client(), script)
+	results, _ := skillRuns(t, srv.client(), script)
 	tally := results["tally"]
 	if len(tally) != 3 || tally[0] != "sandbox.exec: tally of\nred green\n[exit code 0]" {
 		t.Fatalf("tally's results: %q", tally)
