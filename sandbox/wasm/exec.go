@@ -231,7 +231,7 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 	defer stdin.stop()
 	fsc := wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(noSymlinks{sysfs.DirFS(b.root())}, "/")
 	for _, m := range b.meta.Mounts {
-		var mfs experimentalsys.FS = noSymlinks{sysfs.DirFS(m.Host)}
+		var mfs experimentalsys.FS = hostMount{sysfs.DirFS(m.Host)}
 		if m.ReadOnly {
 			mfs = readOnly{&sysfs.ReadFS{FS: mfs}}
 		}

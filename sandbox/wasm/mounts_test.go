@@ -26,6 +26,18 @@ func TestMounts(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ro, "tally", "scripts", "count.sh"), []byte("echo tally ran\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A symlink the host put in a mounted folder is not followed out of it.
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("host secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rel, _ := filepath.Rel(rw, secret)
+	if err := os.Symlink(rel, filepath.Join(rw, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Dir(rel), filepath.Join(rw, "dirlink")); err != nil {
+		t.Fatal(err)
+	}
 	h := start(t, r, sandbox.Spec{ID: "mounts", Mounts: []sandbox.Mount{{HostPath: ro, Path: "/skills", ReadOnly: true}, {HostPath: rw, Path: "/out"}}})
 	ctx := context.Background()
 
@@ -60,6 +72,20 @@ func TestMounts(t *testing.T) {
 	}
 	if ents, err := r.ReadDir(ctx, h, "/"); err != nil || len(ents) != 2 || ents[0].Name != "out" || ents[1].Name != "skills" {
 		t.Errorf("ReadDir / = %+v %v; want the mount points", ents, err)
+	}
+
+	for _, script := range []string{"cat /out/link", "cat /out/dirlink/secret", "echo x > /out/link", "ls /out/dirlink"} {
+		if stdout, stderr, code := run(t, r, h, sandbox.ExecRequest{Command: []string{"sh", "-c", script}}); code == 0 || strings.Contains(stdout, "secret") {
+			t.Errorf("%q = %d, %q, %q; want the link refused", script, code, stdout, stderr)
+		}
+	}
+	for _, p := range []string{"/out/link", "/out/dirlink/secret"} {
+		if _, err := r.ReadFile(ctx, h, p); err == nil {
+			t.Errorf("ReadFile %s followed the link out", p)
+		}
+	}
+	if b, _ := os.ReadFile(secret); string(b) != "host secret\n" {
+		t.Errorf("the host file behind the link: %q", b)
 	}
 
 	// The writable mount takes writes from both sides of the API.

@@ -79,7 +79,8 @@
 // WASI filesystem at their paths, over an empty mount point in root/;
 // a read-only one refuses every change (EROFS), from a command and from
 // the file operations, which go through os.Root on the host folder for
-// a path under the mount.
+// a path under the mount. A command follows no symlink the host put in
+// a mounted folder (EACCES) and makes none.
 package wasm
 
 import (
