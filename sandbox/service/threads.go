@@ -59,10 +59,10 @@ func (t *threadLocks) lock(key string) func() {
 // thread's first use: no network, no host folders but its skills folder
 // (read-only at SkillsPath, on a runtime with mounts, when the service
 // has a SkillsDir: see StageSkill), the runtime's default environment and
-// limits, metadata MetaThread; so it is never claimed from a warm pool
-// when it has the skills folder. Its expiry is ThreadTTL
-// after its last use (each use that finds less than half of it left
-// renews it), and the reaper destroys it once the thread is deleted.
+// limits, metadata MetaThread (with the skills folder it is never
+// claimed from a warm pool). Its expiry is ThreadTTL after its last use
+// (each use that finds less than half of it left renews it), and the
+// reaper destroys it once the thread is deleted.
 // Calls for one thread and runtime at once share one sandbox. A paused
 // sandbox is returned as it is (its commands fail with
 // sandbox.ErrPaused); one that ended (expired, failed, destroyed) is
