@@ -37,6 +37,9 @@ type CallEnv struct {
 	// a tool that holds a large output may cap it sooner (CapResult) to
 	// spare memory.
 	MaxResult int
+	// Commands are the patterns a subagent's commands must match
+	// (RunAgent.Commands, CommandAllowed); empty, any command.
+	Commands []string
 }
 
 // VirtualFS is a thread's virtual filesystem during a tool step: reads see

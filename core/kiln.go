@@ -155,12 +155,15 @@ type Run struct {
 
 // RunAgent is what a subagent's run follows: the skill's name, the tools
 // it may call (names or path.Match globs) besides the always-offered
-// read-only file tools, and its interruptOn, which adds to the run's
-// InterruptOn (see Service.holds). The instructions are the run's System.
+// read-only file tools, its interruptOn, which adds to the run's
+// InterruptOn (see Service.holds), and the command patterns its
+// sandbox.exec calls must match (CommandAllowed; none: any command). The
+// instructions are the run's System.
 type RunAgent struct {
 	Skill       string   `json:"skill"`
 	Tools       []string `json:"tools,omitempty"`
 	InterruptOn Policy   `json:"interrupt_on,omitempty"`
+	Commands    []string `json:"commands,omitempty"`
 }
 
 // Depth is how many parents the run has: 0 for a root run.

@@ -52,8 +52,16 @@ func (r *runner) callEnv(ctx context.Context) (*CallEnv, error) {
 		Grants: w.grants, WorkingFolder: w.working,
 		Memory: w.settings.Memory && r.s.MemoryDir() != "", MemoryDir: r.s.MemoryDir(),
 		Attachments: w.atts, OpenAttachment: r.s.OpenAttachment,
-		Files: r.files, Skill: r.skill(), MaxResult: r.s.cfg.MaxToolResult,
+		Files: r.files, Skill: r.skill(), Commands: r.commands(), MaxResult: r.s.cfg.MaxToolResult,
 	}, nil
+}
+
+// commands are the command patterns of a subagent's run, or nil.
+func (r *runner) commands() []string {
+	if r.run.Agent == nil {
+		return nil
+	}
+	return r.run.Agent.Commands
 }
 
 // skill is the name of the skill a subagent's run follows, or "".

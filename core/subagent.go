@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -239,4 +240,49 @@ func waitingChildren(cp *Checkpoint) []string {
 		}
 	}
 	return ids
+}
+
+// commandControl are the shell characters that could start a second
+// command in a command line (a list, a pipe, a substitution).
+var commandControl = []string{";", "&", "|", "`", "$(", "<(", ">(", "\n", "\r"}
+
+// CommandAllowed reports whether a command line matches one of the
+// patterns (the Bash(...) entries of a skill's allowed-tools): * matches
+// any run of characters, and a pattern ending in " *" also matches its
+// prefix alone ("ls *" matches ls and ls -la, not lsof). A line holding a
+// character that could start a second command (; & | ` $( <( >( or a line
+// break) matches no pattern but "*", so that "python *" does not let
+// "python x; rm y" through. No patterns means any command.
+func CommandAllowed(patterns []string, line string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	line = strings.TrimSpace(line)
+	control := slices.ContainsFunc(commandControl, func(c string) bool { return strings.Contains(line, c) })
+	for _, p := range patterns {
+		p = strings.TrimSpace(p)
+		if p == "*" {
+			return true
+		}
+		if control {
+			continue
+		}
+		if commandPattern(p).MatchString(line) {
+			return true
+		}
+	}
+	return false
+}
+
+// commandPattern compiles a command pattern of CommandAllowed.
+func commandPattern(p string) *regexp.Regexp {
+	tail := ""
+	if before, ok := strings.CutSuffix(p, " *"); ok {
+		p, tail = before, `(?:\s.*)?`
+	}
+	parts := strings.Split(p, "*")
+	for i, s := range parts {
+		parts[i] = regexp.QuoteMeta(s)
+	}
+	return regexp.MustCompile(`^` + strings.Join(parts, ".*") + tail + `$`)
 }

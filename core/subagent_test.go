@@ -558,3 +558,37 @@ func TestForkAcrossASubagent(t *testing.T) {
 		t.Errorf("fork at a subagent's message: %v", err)
 	}
 }
+
+func TestCommandAllowed(t *testing.T) {
+	for _, c := range []struct {
+		patterns []string
+		line     string
+		want     bool
+	}{
+		{nil, "rm -rf /", true},
+		{[]string{"python *"}, "python /skills/x/scripts/a.py --n 2", true},
+		{[]string{"python *"}, "python", true},
+		{[]string{"python *"}, "  python a.py  ", true},
+		{[]string{"python *"}, "python3 a.py", false},
+		{[]string{"python *"}, "sh a.sh", false},
+		{[]string{"python *"}, "python a.py; rm -rf /", false},
+		{[]string{"python *"}, "python a.py && sh", false},
+		{[]string{"python *"}, "python a.py | sh", false},
+		{[]string{"python *"}, "python $(sh)", false},
+		{[]string{"python *"}, "python `sh`", false},
+		{[]string{"python *"}, "python a.py\nsh", false},
+		{[]string{"python *"}, "python a.py > /tmp/out.txt", true},
+		{[]string{"python*"}, "python3 a.py", true},
+		{[]string{"git diff *", "git log *"}, "git log -1", true},
+		{[]string{"git diff *"}, "git status", false},
+		{[]string{"npm run test"}, "npm run test", true},
+		{[]string{"npm run test"}, "npm run test2", false},
+		{[]string{"git * main"}, "git push origin main", true},
+		{[]string{"*"}, "a; b", true},
+		{[]string{"a.b *"}, "axb", false},
+	} {
+		if got := core.CommandAllowed(c.patterns, c.line); got != c.want {
+			t.Errorf("CommandAllowed(%q, %q) = %v, want %v", c.patterns, c.line, got, c.want)
+		}
+	}
+}

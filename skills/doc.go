@@ -4,7 +4,9 @@
 // two --- lines, then a markdown body of instructions. Parse reads one,
 // following the open Agent Skills specification (name, description,
 // license, compatibility, metadata, allowed-tools) plus Kiln's optional
-// fields (tools, interruptOn, model). Errors are *ParseError values that
+// fields (tools, interruptOn, model); allowed-tools in Claude Code's form
+// (Bash, Read, Bash(python:*) ...) maps to Kiln's tools (AllowedTool) and
+// joins tools. Errors are *ParseError values that
 // carry the line of the offending field; unknown fields are kept in
 // Skill.Extra and reported as warnings.
 //

@@ -38,12 +38,18 @@ type Skill struct {
 	License       string            `json:"license,omitempty"`
 	Compatibility string            `json:"compatibility,omitempty"`
 	Metadata      map[string]string `json:"metadata,omitempty"`
-	// AllowedTools is the spec's experimental allowed-tools, split on
-	// spaces and kept as written.
+	// AllowedTools is the spec's experimental allowed-tools, split into
+	// entries and kept as written. Its entries are also in Tools, mapped
+	// to Kiln's names (AllowedTool).
 	AllowedTools []string `json:"allowed_tools,omitempty"`
-	// Tools are the tools the skill uses, normalized (NormalizeRef); they
-	// may hold path.Match wildcards.
+	// Tools are the tools the skill uses, normalized (NormalizeRef): those
+	// of Kiln's tools field and those allowed-tools maps to. They may hold
+	// path.Match wildcards.
 	Tools []string `json:"tools,omitempty"`
+	// Commands are the command patterns allowed-tools' Bash(...) entries
+	// limit sandbox.exec to (core.CommandAllowed); empty when sandbox.exec
+	// is not limited (or not a tool of the skill).
+	Commands []string `json:"commands,omitempty"`
 	// InterruptOn holds calls to these tools (or globs) for a decision.
 	InterruptOn core.Policy `json:"interrupt_on,omitempty"`
 	// Model is the model the skill asks for, if any.
@@ -193,7 +199,7 @@ func (p *parser) frontmatter(name string, fm []byte) (*Skill, error) {
 	}
 	s := &Skill{}
 	seen := map[string]bool{}
-	var nameNode, descNode, toolsNode, policyNode *yaml.Node
+	var nameNode, descNode, toolsNode, policyNode, allowedNode *yaml.Node
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
@@ -223,7 +229,8 @@ func (p *parser) frontmatter(name string, fm []byte) (*Skill, error) {
 		case "metadata":
 			s.Metadata, err = p.metadata(v)
 		case "allowed-tools":
-			s.AllowedTools, err = p.list(key, v, false)
+			allowedNode = v
+			s.AllowedTools, err = p.allowedList(v)
 		case "tools":
 			toolsNode = k
 			s.Tools, err = p.tools(v)
@@ -259,7 +266,12 @@ func (p *parser) frontmatter(name string, fm []byte) (*Skill, error) {
 	case utf8.RuneCountInString(s.Description) > MaxDescriptionLen:
 		return nil, p.errAt(descNode, "description is %d characters; at most %d", utf8.RuneCountInString(s.Description), MaxDescriptionLen)
 	}
-	if toolsNode != nil && policyNode != nil {
+	if allowedNode != nil {
+		if err := p.allowed(s, allowedNode); err != nil {
+			return nil, err
+		}
+	}
+	if (toolsNode != nil || allowedNode != nil) && policyNode != nil {
 		p.undeclared(s, policyNode)
 	}
 	return s, nil
@@ -570,6 +582,11 @@ func (s *Skill) Validate() error {
 			return err
 		} else if n != ref {
 			return fmt.Errorf("tool reference %q is not normalized (want %q)", ref, n)
+		}
+	}
+	for _, c := range s.Commands {
+		if strings.TrimSpace(c) == "" {
+			return fmt.Errorf("commands: an empty command pattern")
 		}
 	}
 	for ref := range s.InterruptOn {

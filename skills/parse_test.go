@@ -175,6 +175,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte("---\nname: fuzz\ndescription: d\n---\n"))
+	f.Add([]byte("---\nname: fuzz\ndescription: d\nallowed-tools: Bash(git diff:*), Read(x) mcp__a__b ((Bash) :*\n---\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		s, _, err := skills.Parse("fuzz", src)
 		if err != nil {

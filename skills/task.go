@@ -25,9 +25,16 @@ type Task struct {
 	// the read-only file tools, so that it can read the files beside its
 	// SKILL.md (at MountPath).
 	Always []string
+	// Sandbox are the tools of the thread's sandbox (sandbox.exec and its
+	// file tools). A skill that names no tools (neither tools nor
+	// allowed-tools, as most published skills) gets those of them that
+	// are registered besides Always, so that it can run its scripts,
+	// which the sandbox shows read-only at MountPath.
+	Sandbox []string
 }
 
-// MountPath is where a subagent's file tools show its skill's folder.
+// MountPath is where a subagent's file tools, and the thread's sandbox,
+// show its skill's folder.
 func MountPath(name string) string { return "/skills/" + name + "/" }
 
 // taskSchema is the tool's argument schema, with the skill names as an
@@ -110,16 +117,32 @@ func (t *Task) Delegate(_ context.Context, args json.RawMessage, tools []string)
 	if ok, why := e.Ready(tools); !ok {
 		return nil, core.Errorf(core.EUNAVAIL, "the %s skill is not ready (%s); %s", e.Name, why, t.roster(tools))
 	}
+	return &core.Subagent{
+		Agent:  core.RunAgent{Skill: e.Name, Tools: t.scope(e, tools), InterruptOn: e.InterruptOn, Commands: e.Commands},
+		Prompt: a.Prompt, System: instructions(e), Model: e.Model,
+	}, nil
+}
+
+// scope is the tool surface of the subagent of e, given the registered
+// tools: Always and the skill's tools, or, for a skill that names none,
+// Always and the registered Sandbox tools.
+func (t *Task) scope(e Entry, tools []string) []string {
 	scope := append([]string{}, t.Always...)
-	for _, ref := range e.Tools {
+	add := e.Tools
+	if len(e.Tools) == 0 && len(e.AllowedTools) == 0 {
+		add = nil
+		for _, name := range t.Sandbox {
+			if slices.Contains(tools, name) {
+				add = append(add, name)
+			}
+		}
+	}
+	for _, ref := range add {
 		if !slices.Contains(scope, ref) {
 			scope = append(scope, ref)
 		}
 	}
-	return &core.Subagent{
-		Agent:  core.RunAgent{Skill: e.Name, Tools: scope, InterruptOn: e.InterruptOn},
-		Prompt: a.Prompt, System: instructions(e), Model: e.Model,
-	}, nil
+	return scope
 }
 
 // roster names the ready skills, for a refusal.
@@ -140,6 +163,7 @@ func (t *Task) roster(tools []string) string {
 func instructions(e Entry) string {
 	return fmt.Sprintf("You are the %s subagent: another agent handed you the task in the user message. "+
 		"Follow the skill below. Its folder (SKILL.md and any scripts/, references/ or assets/ beside it) is readable at %s with the file tools. "+
-		"Your final reply is returned to that agent as the task's result: make it complete and self-contained.\n\n%s",
+		"If you have sandbox.exec, the same folder is at %[2]s in the sandbox, read-only: run its scripts from there (for example python %[2]sscripts/<script>.py) and write what they make elsewhere, such as /tmp. "+
+		"Your final reply is returned to that agent as the task's result: make it complete and self-contained.\n\n%[3]s",
 		e.Name, MountPath(e.Name), e.Body)
 }

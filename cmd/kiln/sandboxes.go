@@ -59,7 +59,8 @@ const (
 // records in it, host volumes from the owner's folder grants, the default
 // runtime from $KILN_SANDBOX_RUNTIME, the warm pools of
 // <data>/sandbox-pools.json, the egress sockets under <data>/egress
-// (none when that path is too long for a socket). Runtimes join it as
+// (none when that path is too long for a socket), the skills staged into
+// thread sandboxes under <data>/sandbox-skills. Runtimes join it as
 // their plugins are enabled; Start reconciles and starts the reaper once they have.
 func openSandboxes(store core.Store, svc *core.Service, dataRoot string, log *slog.Logger) (*service.Service, error) {
 	key, err := service.LoadKey(filepath.Join(dataRoot, sandboxKeyFile))
@@ -91,7 +92,7 @@ func openSandboxes(store core.Store, svc *core.Service, dataRoot string, log *sl
 	}
 	return service.New(service.Config{
 		Store: store, Key: key, Default: os.Getenv(envSandboxRuntime), Preferred: []string{"docker", "wasm", "js"}, Pools: pools,
-		MaxSandboxes: maxSandboxes, DefaultTimeout: defaultTimeout, EgressDir: egressDir,
+		MaxSandboxes: maxSandboxes, DefaultTimeout: defaultTimeout, EgressDir: egressDir, SkillsDir: filepath.Join(dataRoot, "sandbox-skills"),
 		Grants: func(ctx context.Context, owner string) ([]*core.Grant, error) {
 			return svc.ListGrants(ctx, core.Principal{ID: owner})
 		},
@@ -240,7 +241,9 @@ func jsBuiltin(dataRoot string, sbx *service.Service, policy core.Policy) (plugi
 // use unattended.
 const envSandboxInterruptOn = "KILN_SANDBOX_INTERRUPT_ON"
 
-// sandboxToolNames are the tools envSandboxInterruptOn may name.
+// sandboxToolNames are the tools envSandboxInterruptOn may name; the
+// first three, the thread sandbox's, are those a skill that names no
+// tools gets.
 var sandboxToolNames = []string{"sandbox.exec", "sandbox.read_file", "sandbox.write_file", "js.eval"}
 
 // sandboxInterruptOn reads $KILN_SANDBOX_INTERRUPT_ON into the default
@@ -276,14 +279,15 @@ func sandboxInterruptOn() (map[string]core.Policy, error) {
 // sandboxToolsBuiltin is the built-in plugin "sandbox" of the tools
 // sandbox.exec, sandbox.read_file and sandbox.write_file, over each
 // thread's own sandbox on the server's default runtime, held for
-// approval as policy says.
-func sandboxToolsBuiltin(sbx *service.Service, policy core.Policy) (plugins.Builtin, error) {
+// approval as policy says; a skill's subagent finds its skill's folder
+// (skillFiles) at /skills/<name>/ in it.
+func sandboxToolsBuiltin(sbx *service.Service, policy core.Policy, skillFiles tools.SkillFiles) (plugins.Builtin, error) {
 	m, err := builtinManifest("sandbox", "1.0.0", "The tools sandbox.exec, sandbox.read_file and sandbox.write_file: commands and files in the thread's own sandbox (the server's default runtime), made on first use and destroyed with the thread or an hour after its last use.",
 		[]plugins.Capability{plugins.CapToolset}, plugins.Permissions{}, policy)
 	if err != nil {
 		return plugins.Builtin{}, err
 	}
-	return plugins.Builtin{Manifest: m, Load: clients(map[plugins.Capability]any{plugins.CapToolset: toolset.Of(tools.Sandbox(sbx)...)})}, nil
+	return plugins.Builtin{Manifest: m, Load: clients(map[plugins.Capability]any{plugins.CapToolset: toolset.Of(tools.Sandbox(sbx, skillFiles)...)})}, nil
 }
 
 // execdPath is $KILN_EXECD, else the kiln-execd beside this executable,

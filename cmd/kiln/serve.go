@@ -380,10 +380,11 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	go cat.Watch(ctx, skillsWatchInterval, func(err error) {
 		log.Warn("reload skills", "component", "skills", "err", err)
 	})
-	fileTools := files.ToolsWith(files.Options{SkillFiles: func(name string) (fs.FS, bool) {
+	skillFiles := func(name string) (fs.FS, bool) {
 		e, ok := cat.Get(name)
 		return e.FS(), ok
-	}})
+	}
+	fileTools := files.ToolsWith(files.Options{SkillFiles: skillFiles})
 	tools, err := delayTools(append(builtin.Tools(scratch), fileTools...), os.Getenv(envToolDelay))
 	if err != nil {
 		return err
@@ -399,7 +400,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	svc, err := core.New(core.Config{
 		Schedules:     cron.Parse,
 		TriggerKey:    triggerKey,
-		Tools:         []core.Tool{&skills.Task{Catalog: cat, Always: files.ReadOnly}},
+		Tools:         []core.Tool{&skills.Task{Catalog: cat, Always: files.ReadOnly, Sandbox: sandboxToolNames[:3]}},
 		Store:         store,
 		Models:        modelResolver(models),
 		DefaultModel:  cfg.Model,
@@ -446,7 +447,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return err
 	}
-	sandboxTools, err := sandboxToolsBuiltin(sbx, sandboxPolicy["sandbox"])
+	sandboxTools, err := sandboxToolsBuiltin(sbx, sandboxPolicy["sandbox"], skillFiles)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,8 @@ func testRunRoundTrip(t *testing.T, s core.Store) {
 		Input: core.RunInput{Attachments: []string{"att_3"}}, CreatedAt: at(6), UpdatedAt: at(6)}
 	child := &core.Run{ID: "run_child", ThreadID: th.ID, OwnerID: alice, Status: core.RunRunning,
 		ParentRunID: full.ID, ParentCallID: "call_7", Namespace: "run_full/run_child",
-		Agent:     &core.RunAgent{Skill: "research", Tools: []string{"read_file", "mcp.web.*"}, InterruptOn: core.Policy{"mcp.web.post": {Interrupt: true}}},
+		Agent: &core.RunAgent{Skill: "research", Tools: []string{"read_file", "mcp.web.*"}, InterruptOn: core.Policy{"mcp.web.post": {Interrupt: true}},
+			Commands: []string{"python *"}},
 		CreatedAt: at(7), UpdatedAt: at(7)}
 	put(t, s, th, full, bare, empty, attached, child)
 	view(t, s, func(tx core.ReadTx) error {

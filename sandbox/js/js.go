@@ -164,6 +164,7 @@ func New(opts Options) (*Runtime, error) {
 	}
 	caps := w.Capabilities()
 	caps.Name = Name
+	caps.Mounts = false // its scripts see the sandbox's own folder alone
 	return &Runtime{opts: opts, caps: caps, wasm: w, engines: map[int]*engineSlot{}, running: map[string]map[*int]context.CancelCauseFunc{}}, nil
 }
 

@@ -88,7 +88,7 @@ func checkPools(cfg Config) error {
 // entrypoint and resources as the runtime gets them), when the create
 // asks for nothing a started sandbox cannot take on.
 func (s *Service) poolFor(c sandbox.Capabilities, req CreateRequest, spec sandbox.Spec) *PoolConfig {
-	if len(req.Env) > 0 || len(req.Volumes) > 0 || spec.Network.Mode != sandbox.NetworkNone {
+	if len(req.Env) > 0 || len(spec.Mounts) > 0 || spec.Network.Mode != sandbox.NetworkNone {
 		return nil
 	}
 	for i := range s.cfg.Pools {

@@ -110,6 +110,12 @@ type Config struct {
 	// creates with EUNAVAIL. Its path must leave room for a unix socket
 	// (MaxEgressDir).
 	EgressDir string
+	// SkillsDir is the host folder of the skills staged into thread
+	// sandboxes (StageSkill): a folder per sandbox, named by its ID and
+	// mounted read-only at SkillsPath in each thread sandbox whose
+	// runtime has Capabilities.Mounts. It is created when missing
+	// (0700); "" stages no skills.
+	SkillsDir string
 	// Pools are the warm pools Start keeps filled.
 	Pools  []PoolConfig
 	Now    core.Clock
@@ -140,6 +146,10 @@ type Service struct {
 	claims map[string]*claimCounts
 	// threads serialises ForThread by thread and runtime.
 	threads threadLocks
+	// staged are the fingerprints of the skills StageSkill copied, by
+	// sandbox ID and skill name; stageMu guards it and orders the copies.
+	stageMu sync.Mutex
+	staged  map[string]string
 	// onEnd are the OnEnd functions, and gates the egress gates of the
 	// live sandboxes in network mode egress by ID, which mu guards.
 	onEnd []func(id string)
@@ -159,6 +169,7 @@ func (s *Service) OnEnd(f func(id string)) {
 
 func (s *Service) ended(id string) {
 	s.closeGate(id)
+	s.dropSkills(id)
 	s.mu.RLock()
 	fs := s.onEnd
 	s.mu.RUnlock()
@@ -242,6 +253,11 @@ func New(cfg Config) (*Service, error) {
 	}
 	if err := checkPools(cfg); err != nil {
 		return nil, err
+	}
+	if cfg.SkillsDir != "" {
+		if err := os.MkdirAll(cfg.SkillsDir, 0o700); err != nil {
+			return nil, fmt.Errorf("sandbox service: %w", err)
+		}
 	}
 	if cfg.EgressDir != "" {
 		if len(cfg.EgressDir) > MaxEgressDir {
@@ -608,12 +624,13 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 	if err := checkMetadata(req.Metadata, nil); err != nil {
 		return nil, err
 	}
-	return s.create(ctx, owner, req)
+	return s.create(ctx, owner, req, false)
 }
 
 // create is Create for a request whose metadata Kiln set (its reserved
-// keys allowed).
-func (s *Service) create(ctx context.Context, owner string, req CreateRequest) (*core.Sandbox, error) {
+// keys allowed). With skills, on a runtime with mounts and a SkillsDir,
+// the sandbox gets its skills folder (StageSkill) at SkillsPath.
+func (s *Service) create(ctx context.Context, owner string, req CreateRequest, skills bool) (*core.Sandbox, error) {
 	name := s.DefaultRuntime()
 	for _, k := range slices.Sorted(maps.Keys(req.Extensions)) {
 		switch k {
@@ -661,6 +678,10 @@ func (s *Service) create(ctx context.Context, owner string, req CreateRequest) (
 		return nil, err
 	}
 	id := newID()
+	skills = skills && s.cfg.SkillsDir != "" && r.Capabilities().Mounts
+	if skills {
+		mounts = append(mounts, sandbox.Mount{HostPath: s.skillsDir(id), Path: SkillsPath, ReadOnly: true})
+	}
 	spec := sandbox.Spec{ID: id, Image: image, Env: req.Env, Resources: res, Network: netw,
 		Entrypoint: entrypoint, Mounts: mounts, ExecToken: s.Token(id)}
 	if netw.Mode == sandbox.NetworkEgress && slices.Contains(r.Capabilities().Network, sandbox.NetworkEgress) {
@@ -693,6 +714,12 @@ func (s *Service) create(ctx context.Context, owner string, req CreateRequest) (
 	if err := s.openGate(id, netw, deny); err != nil {
 		s.fail(rec, "start_failed", err)
 		return nil, err
+	}
+	if skills {
+		if err := mkdirShared(s.skillsDir(id)); err != nil {
+			s.fail(rec, "start_failed", err)
+			return nil, err
+		}
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.StartTimeout)
 	defer cancel()

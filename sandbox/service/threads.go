@@ -56,10 +56,13 @@ func (t *threadLocks) lock(key string) func() {
 
 // ForThread returns the thread's own sandbox on the runtime name ("" is
 // the server's default), with its runtime and handle, creating it on the
-// thread's first use: no network, no host folders, the runtime's default
-// environment and limits, metadata MetaThread. Its expiry is ThreadTTL
-// after its last use (each use that finds less than half of it left
-// renews it), and the reaper destroys it once the thread is deleted.
+// thread's first use: no network, no host folders but its skills folder
+// (read-only at SkillsPath, on a runtime with mounts, when the service
+// has a SkillsDir: see StageSkill), the runtime's default environment and
+// limits, metadata MetaThread (with the skills folder it is never
+// claimed from a warm pool). Its expiry is ThreadTTL after its last use
+// (each use that finds less than half of it left renews it), and the
+// reaper destroys it once the thread is deleted.
 // Calls for one thread and runtime at once share one sandbox. A paused
 // sandbox is returned as it is (its commands fail with
 // sandbox.ErrPaused); one that ended (expired, failed, destroyed) is
@@ -92,7 +95,7 @@ func (s *Service) ForThread(ctx context.Context, owner, thread, name string) (*c
 	}
 	secs := int(ttl / time.Second)
 	rec, err := s.create(ctx, owner, CreateRequest{Timeout: &secs, Metadata: map[string]string{MetaThread: thread},
-		Extensions: map[string]string{ExtRuntime: name}})
+		Extensions: map[string]string{ExtRuntime: name}}, true)
 	if err != nil {
 		return nil, nil, sandbox.Handle{}, err
 	}

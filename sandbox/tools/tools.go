@@ -51,26 +51,64 @@ const (
 	MaxTimeout     = time.Hour
 )
 
+// SkillFiles returns the folder of the skill named name (its SKILL.md,
+// scripts/ ...), or false when there is none.
+type SkillFiles func(name string) (fs.FS, bool)
+
+// Stager is an Opener that can show a skill's folder read-only at
+// /skills/<name>/ in a thread's sandbox: the sandbox service's
+// StageSkill.
+type Stager interface {
+	StageSkill(rec *core.Sandbox, name string, fsys fs.FS) error
+}
+
 // Sandbox returns exec, read_file and write_file (the plugin "sandbox"
 // makes them sandbox.exec and so on) over the default runtime's thread
-// sandboxes.
-func Sandbox(o Opener) []core.Tool {
-	return []core.Tool{exec{o}, readFile{o}, writeFile{o}}
+// sandboxes. When a skill's subagent calls one, the skill's folder
+// (skills, when not nil) is staged into the sandbox first, if o is a
+// Stager, so that its scripts run at /skills/<name>/; a sandbox that
+// cannot show it fails the call, saying why.
+func Sandbox(o Opener, skills SkillFiles) []core.Tool {
+	b := box{o, skills}
+	return []core.Tool{exec{b}, readFile{b}, writeFile{b}}
 }
 
 // JS returns eval (js.eval, as the js plugin's) over the js runtime's
 // thread sandboxes.
 func JS(o Opener) []core.Tool {
-	return []core.Tool{eval{o}}
+	return []core.Tool{eval{box{o: o}}}
 }
 
-// open returns the sandbox of the calling run's thread.
-func open(ctx context.Context, o Opener, runtime string) (*core.Sandbox, sandbox.Runtime, sandbox.Handle, error) {
+// box opens the thread sandboxes of the tools.
+type box struct {
+	o      Opener
+	skills SkillFiles
+}
+
+// open returns the sandbox of the calling run's thread on runtime, with
+// the skill of a subagent's run staged into it (on the default runtime).
+func (b box) open(ctx context.Context, runtime string) (*core.Sandbox, sandbox.Runtime, sandbox.Handle, error) {
 	env := core.CallEnvFrom(ctx)
 	if env == nil || env.ThreadID == "" {
 		return nil, nil, sandbox.Handle{}, core.Errorf(core.EINVALID, "sandbox tools run only in a thread's run")
 	}
-	return o.ForThread(ctx, env.OwnerID, env.ThreadID, runtime)
+	rec, r, h, err := b.o.ForThread(ctx, env.OwnerID, env.ThreadID, runtime)
+	if err != nil || env.Skill == "" || runtime != "" || b.skills == nil {
+		return rec, r, h, err
+	}
+	st, ok := b.o.(Stager)
+	fsys, found := b.skills(env.Skill)
+	if !ok || !found {
+		return rec, r, h, nil
+	}
+	if err := st.StageSkill(rec, env.Skill, fsys); err != nil {
+		var ce *core.Error
+		if errors.As(err, &ce) {
+			err = errors.New(ce.Message)
+		}
+		return nil, nil, sandbox.Handle{}, fmt.Errorf("the %s skill's folder cannot be shown in this thread's sandbox: %w", env.Skill, err)
+	}
+	return rec, r, h, nil
 }
 
 // failure is the tool's own failure for err: the model reads it. A ctx
@@ -103,7 +141,7 @@ func absPath(tool, p string) (string, error) {
 	return path.Clean(p), nil
 }
 
-type exec struct{ o Opener }
+type exec struct{ b box }
 
 func (exec) Spec() core.ToolSpec {
 	return core.ToolSpec{
@@ -135,6 +173,10 @@ func (t exec) Call(ctx context.Context, args json.RawMessage) (core.ToolResult, 
 	if strings.TrimSpace(a.Command) == "" {
 		return core.ErrorResult("sandbox.exec: command is empty"), nil
 	}
+	if env := core.CallEnvFrom(ctx); env != nil && !core.CommandAllowed(env.Commands, a.Command) {
+		return core.ErrorResult(fmt.Sprintf("sandbox.exec: the %s skill allows only commands matching %s (its allowed-tools); this one is not "+
+			"(a command with ; & | ` $( or a line break matches none)", env.Skill, strings.Join(env.Commands, ", "))), nil
+	}
 	req := sandbox.ExecRequest{Command: []string{"sh", "-c", a.Command}}
 	if a.Cwd != "" {
 		dir, err := absPath("sandbox.exec", a.Cwd)
@@ -146,13 +188,13 @@ func (t exec) Call(ctx context.Context, args json.RawMessage) (core.ToolResult, 
 	if a.Stdin != nil {
 		req.Stdin = strings.NewReader(*a.Stdin)
 	}
-	return run(ctx, t.o, "", req, a.TimeoutS, "sandbox.exec")
+	return run(ctx, t.b, "", req, a.TimeoutS, "sandbox.exec")
 }
 
 // run runs req in the thread's sandbox of runtime and makes its result:
 // the output (kept to MaxOutput), then the exit code. Output is also sent
 // as it comes as the call's progress ({"stream", "text"}).
-func run(ctx context.Context, o Opener, runtime string, req sandbox.ExecRequest, timeoutS int, tool string) (core.ToolResult, error) {
+func run(ctx context.Context, b box, runtime string, req sandbox.ExecRequest, timeoutS int, tool string) (core.ToolResult, error) {
 	timeout := DefaultTimeout
 	if timeoutS != 0 {
 		if timeoutS < 1 || time.Duration(timeoutS)*time.Second > MaxTimeout {
@@ -160,7 +202,7 @@ func run(ctx context.Context, o Opener, runtime string, req sandbox.ExecRequest,
 		}
 		timeout = time.Duration(timeoutS) * time.Second
 	}
-	_, r, h, err := open(ctx, o, runtime)
+	_, r, h, err := b.open(ctx, runtime)
 	if err != nil {
 		return failure(ctx, err)
 	}
@@ -192,7 +234,7 @@ func run(ctx context.Context, o Opener, runtime string, req sandbox.ExecRequest,
 	return core.TextResult(fmt.Sprintf("%s[exit code %d]", text, st.Code)), nil
 }
 
-type readFile struct{ o Opener }
+type readFile struct{ b box }
 
 func (readFile) Spec() core.ToolSpec {
 	return core.ToolSpec{
@@ -227,7 +269,7 @@ func (t readFile) Call(ctx context.Context, args json.RawMessage) (core.ToolResu
 	if limit == 0 {
 		limit = MaxRead
 	}
-	_, r, h, err := open(ctx, t.o, "")
+	_, r, h, err := t.b.open(ctx, "")
 	if err != nil {
 		return failure(ctx, err)
 	}
@@ -274,7 +316,7 @@ func trimPartialRune(b []byte) []byte {
 	return b
 }
 
-type writeFile struct{ o Opener }
+type writeFile struct{ b box }
 
 func (writeFile) Spec() core.ToolSpec {
 	return core.ToolSpec{
@@ -312,7 +354,7 @@ func (t writeFile) Call(ctx context.Context, args json.RawMessage) (core.ToolRes
 	if a.Executable {
 		perm = 0o755
 	}
-	_, r, h, err := open(ctx, t.o, "")
+	_, r, h, err := t.b.open(ctx, "")
 	if err != nil {
 		return failure(ctx, err)
 	}
@@ -322,7 +364,7 @@ func (t writeFile) Call(ctx context.Context, args json.RawMessage) (core.ToolRes
 	return core.TextResult(fmt.Sprintf("wrote %d bytes to %s", len(a.Content), p)), nil
 }
 
-type eval struct{ o Opener }
+type eval struct{ b box }
 
 func (eval) Spec() core.ToolSpec {
 	return core.ToolSpec{
@@ -359,5 +401,5 @@ func (t eval) Call(ctx context.Context, args json.RawMessage) (core.ToolResult, 
 		return core.ErrorResult("js.eval: " + err.Error()), nil
 	}
 	req := sandbox.ExecRequest{Command: []string{"js", "-e", fmt.Sprintf(evalPrelude, quoted)}}
-	return run(ctx, t.o, "js", req, a.TimeoutS, "js.eval")
+	return run(ctx, t.b, "js", req, a.TimeoutS, "js.eval")
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/kilnhq/kiln/core"
@@ -28,7 +30,7 @@ func setup(t *testing.T, withJS bool) (*service.Service, context.Context) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	s, err := service.New(service.Config{Store: st, Key: bytes.Repeat([]byte("k"), 32), Preferred: []string{"wasm"}})
+	s, err := service.New(service.Config{Store: st, Key: bytes.Repeat([]byte("k"), 32), Preferred: []string{"wasm"}, SkillsDir: filepath.Join(dir, "skills")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +84,7 @@ func call(t *testing.T, ctx context.Context, tool core.Tool, args string) core.T
 
 func TestSandboxTools(t *testing.T) {
 	s, ctx := setup(t, false)
-	ts := byName(tools.Sandbox(s))
+	ts := byName(tools.Sandbox(s, nil))
 	exec, read, write := ts["exec"], ts["read_file"], ts["write_file"]
 	if exec.Spec().Idempotent || !read.Spec().Idempotent || !write.Spec().Idempotent {
 		t.Fatal("exec must not be idempotent; the file tools must")
@@ -160,7 +162,7 @@ func TestSandboxTools(t *testing.T) {
 
 func TestExecOutput(t *testing.T) {
 	s, ctx := setup(t, false)
-	exec := byName(tools.Sandbox(s))["exec"]
+	exec := byName(tools.Sandbox(s, nil))["exec"]
 
 	// Long output keeps its head and its tail.
 	_, r, h, err := s.ForThread(ctx, "alice", "thr_1", "")
@@ -223,5 +225,43 @@ func TestJSEval(t *testing.T) {
 	page, _ := s.List(ctx, "alice", service.ListQuery{})
 	if page.TotalItems != 1 || page.Items[0].Runtime != "js" {
 		t.Fatalf("sandboxes: %+v", page.Items)
+	}
+}
+
+// TestSkillSubagentCalls: a skill's subagent's commands keep to its
+// command patterns, and its calls stage the skill's folder first, read-only
+// at /skills/<name>/ in the thread's wasm sandbox.
+func TestSkillSubagentCalls(t *testing.T) {
+	s, _ := setup(t, false)
+	skill := fstest.MapFS{"SKILL.md": {Data: []byte("---\nname: tally\n---\n")}, "scripts/run.sh": {Data: []byte("echo tally ran\n")}}
+	ts := byName(tools.Sandbox(s, func(name string) (fs.FS, bool) { return skill, name == "tally" }))
+	exec, read, write := ts["exec"], ts["read_file"], ts["write_file"]
+	in := func(skill string, commands ...string) context.Context {
+		return core.WithCallEnv(context.Background(), &core.CallEnv{RunID: "run_2", ThreadID: "thr_1", OwnerID: "alice", Skill: skill, Commands: commands})
+	}
+	refused := "sandbox.exec: the tally skill allows only commands matching sh *, true (its allowed-tools); this one is not (a command with ; & | ` $( or a line break matches none)"
+	for _, cmd := range []string{"cat /x", "sh a; cat /x", "sh $(cat /x)", "true && cat /x"} {
+		args, _ := json.Marshal(map[string]string{"command": cmd})
+		if res := call(t, in("tally", "sh *", "true"), exec, string(args)); !res.IsError || res.Text() != refused {
+			t.Errorf("%q: %+v", cmd, res)
+		}
+	}
+	if res := call(t, in("tally", "sh *"), exec, `{"command":"sh /skills/tally/scripts/run.sh"}`); res.IsError || res.Text() != "tally ran\n[exit code 0]" {
+		t.Errorf("the skill's script: %+v", res)
+	}
+	if res := call(t, in("tally"), read, `{"path":"/skills/tally/SKILL.md"}`); res.IsError || !strings.HasPrefix(res.Text(), "---\nname: tally") {
+		t.Errorf("sandbox.read_file of the skill: %+v", res)
+	}
+	if res := call(t, in("tally"), write, `{"path":"/skills/tally/scripts/run.sh","content":"echo changed"}`); !res.IsError || !strings.Contains(res.Text(), "read-only file system") {
+		t.Errorf("sandbox.write_file into the skill: %+v", res)
+	}
+	if res := call(t, in("tally"), exec, `{"command":"echo x > /skills/tally/new.txt"}`); res.IsError || !strings.Contains(res.Text(), "Read-only file system") {
+		t.Errorf("a command's write into the skill: %+v", res)
+	}
+	// A skill the catalog no longer has, and a root run, run as before.
+	for _, ctx := range []context.Context{in("gone"), in("")} {
+		if res := call(t, ctx, exec, `{"command":"echo hi"}`); res.IsError || res.Text() != "hi\n[exit code 0]" {
+			t.Errorf("exec: %+v", res)
+		}
 	}
 }

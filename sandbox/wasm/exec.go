@@ -283,13 +283,21 @@ type proc struct {
 // ctx does, and returns what instantiating it returned (exitCode reads
 // it). The caller holds r.busy.
 func runModule(ctx context.Context, e *engine, b *box, mod wazero.CompiledModule, p proc) error {
+	fsc := wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(mount{sysfs.DirFS(b.root())}, "/")
+	for _, m := range b.meta.Mounts {
+		var mfs experimentalsys.FS = hostMount{sysfs.DirFS(m.Host)}
+		if m.ReadOnly {
+			mfs = readOnly{&sysfs.ReadFS{FS: mfs}}
+		}
+		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(mfs, m.Path)
+	}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithArgs(p.argv...).
 		WithStdin(p.stdin).
 		WithStdout(p.stdout).
 		WithStderr(p.stderr).
-		WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(mount{sysfs.DirFS(b.root())}, "/")).
+		WithFSConfig(fsc).
 		WithSysWalltime().
 		WithSysNanotime().
 		WithNanosleep(func(ns int64) {
@@ -423,6 +431,18 @@ func (m mount) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) 
 		m.FS.Chmod(p, 0o666&^shscript.Umask)
 	}
 	return f, errno
+}
+
+// readOnly is wazero's read-only filesystem with EROFS, not ENOSYS, for
+// a file opened to write, as a read-only mount says on Linux.
+type readOnly struct{ *sysfs.ReadFS }
+
+// OpenFile refuses to open for writing with EROFS.
+func (r readOnly) OpenFile(path string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
+	if flag&(experimentalsys.O_WRONLY|experimentalsys.O_RDWR) != 0 && flag&experimentalsys.O_DIRECTORY == 0 {
+		return nil, experimentalsys.EROFS
+	}
+	return r.ReadFS.OpenFile(path, flag, perm)
 }
 
 // streams passes a command's output to the events callback, one write

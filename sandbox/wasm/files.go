@@ -111,32 +111,55 @@ func (r root) readFile(p string, max int64) ([]byte, error) {
 	return data, nil
 }
 
-// files opens the sandbox of h for a file operation on p.
-func (r *Runtime) files(ctx context.Context, h sandbox.Handle, op, p string) (root, error) {
+// files opens the sandbox of h for a file operation on p: the folder p
+// is in (the sandbox's root folder, or the host folder of the mount that
+// holds p) and p's path in it. A change (write) under a read-only mount
+// is refused with EROFS, and the removal of a mount point.
+func (r *Runtime) files(ctx context.Context, h sandbox.Handle, op, p string, write bool) (root, string, error) {
 	if err := ctx.Err(); err != nil {
-		return root{}, err
+		return root{}, "", err
 	}
 	b, err := r.open(h)
 	if err != nil {
-		return root{}, err
+		return root{}, "", err
 	}
 	if err := sandbox.CheckPath(op, p); err != nil {
-		return root{}, err
+		return root{}, "", err
 	}
-	return openRoot(b)
+	var in *mountMeta
+	for i, m := range b.meta.Mounts {
+		if (p == m.Path || strings.HasPrefix(p, m.Path+"/")) && (in == nil || len(m.Path) > len(in.Path)) {
+			in = &b.meta.Mounts[i]
+		}
+	}
+	if in == nil {
+		rt, err := openRoot(b)
+		return rt, p, err
+	}
+	switch {
+	case write && in.ReadOnly:
+		return root{}, "", pathError(op, p, syscall.EROFS)
+	case op == "remove" && p == in.Path:
+		return root{}, "", pathError(op, p, fmt.Errorf("%w: a mount point is not removed", sandbox.ErrInvalid))
+	}
+	rt, err := os.OpenRoot(in.Host)
+	if err != nil {
+		return root{}, "", fmt.Errorf("wasm sandbox runtime: open the mount %s of sandbox %s: %w", in.Path, b.meta.ID, err)
+	}
+	return root{rt}, path.Join("/", strings.TrimPrefix(p, in.Path)), nil
 }
 
 // ReadFile opens the file at path; a folder, a file that is not a
 // regular one or has more than one hard link is refused.
 func (r *Runtime) ReadFile(ctx context.Context, h sandbox.Handle, p string) (io.ReadCloser, error) {
-	rt, err := r.files(ctx, h, "read", p)
+	rt, q, err := r.files(ctx, h, "read", p, false)
 	if err != nil {
 		return nil, err
 	}
 	defer rt.Close()
-	f, err := rt.open(p)
+	f, err := rt.open(q)
 	if err != nil {
-		return nil, err
+		return nil, pathError("open", p, err)
 	}
 	return &ctxFile{ctx: ctx, f: f}, nil
 }
@@ -159,27 +182,27 @@ func (c *ctxFile) Close() error { return c.f.Close() }
 // WriteFile writes the file at path, through os.Root; an existing file
 // that is not a regular one or has more than one hard link is refused.
 func (r *Runtime) WriteFile(ctx context.Context, h sandbox.Handle, p string, data io.Reader, perm fs.FileMode) error {
-	rt, err := r.files(ctx, h, "write", p)
+	rt, q, err := r.files(ctx, h, "write", p, true)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	if p == "/" {
+	if q == "/" {
 		return pathError("write", p, errors.New("is a folder"))
 	}
 	if perm == 0 {
 		perm = 0o644
 	}
 	perm &= fs.ModePerm
-	if err := rt.MkdirAll(rel(path.Dir(p)), 0o755); err != nil {
+	if err := rt.MkdirAll(rel(path.Dir(q)), 0o755); err != nil {
 		return pathError("write", p, err)
 	}
-	if fi, err := rt.Lstat(rel(p)); err == nil {
+	if fi, err := rt.Lstat(rel(q)); err == nil {
 		if err := plainFile(fi); err != nil {
 			return pathError("write", p, err)
 		}
 	}
-	f, err := rt.OpenFile(rel(p), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, perm)
+	f, err := rt.OpenFile(rel(q), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, perm)
 	if err != nil {
 		return pathError("write", p, err)
 	}
@@ -223,12 +246,12 @@ func info(p string, fi fs.FileInfo) sandbox.FileInfo {
 
 // Stat describes path, following symlinks inside the sandbox only.
 func (r *Runtime) Stat(ctx context.Context, h sandbox.Handle, p string) (sandbox.FileInfo, error) {
-	rt, err := r.files(ctx, h, "stat", p)
+	rt, q, err := r.files(ctx, h, "stat", p, false)
 	if err != nil {
 		return sandbox.FileInfo{}, err
 	}
 	defer rt.Close()
-	fi, err := rt.Root.Stat(rel(p))
+	fi, err := rt.Root.Stat(rel(q))
 	if err != nil {
 		return sandbox.FileInfo{}, pathError("stat", p, err)
 	}
@@ -238,12 +261,12 @@ func (r *Runtime) Stat(ctx context.Context, h sandbox.Handle, p string) (sandbox
 // ReadDir lists the folder at path, sorted by name, without following
 // symlinks.
 func (r *Runtime) ReadDir(ctx context.Context, h sandbox.Handle, p string) ([]sandbox.FileInfo, error) {
-	rt, err := r.files(ctx, h, "readdir", p)
+	rt, q, err := r.files(ctx, h, "readdir", p, false)
 	if err != nil {
 		return nil, err
 	}
 	defer rt.Close()
-	f, err := rt.Open(rel(p))
+	f, err := rt.Open(rel(q))
 	if err != nil {
 		return nil, pathError("readdir", p, err)
 	}
@@ -270,7 +293,7 @@ func (r *Runtime) ReadDir(ctx context.Context, h sandbox.Handle, p string) ([]sa
 // Remove removes the file or folder at path with all it holds; a
 // symlink is removed, not followed.
 func (r *Runtime) Remove(ctx context.Context, h sandbox.Handle, p string) error {
-	rt, err := r.files(ctx, h, "remove", p)
+	rt, q, err := r.files(ctx, h, "remove", p, true)
 	if err != nil {
 		return err
 	}
@@ -278,10 +301,10 @@ func (r *Runtime) Remove(ctx context.Context, h sandbox.Handle, p string) error 
 	if p == "/" {
 		return pathError("remove", p, fmt.Errorf("%w: the sandbox's root folder is not removed", sandbox.ErrInvalid))
 	}
-	if _, err := rt.Lstat(rel(p)); err != nil {
+	if _, err := rt.Lstat(rel(q)); err != nil {
 		return pathError("remove", p, err)
 	}
-	if err := rt.removeAll(rel(p)); err != nil {
+	if err := rt.removeAll(rel(q)); err != nil {
 		return pathError("remove", p, err)
 	}
 	return nil

@@ -91,6 +91,13 @@
 // symlink out of the folder ("../../etc/passwd"): the mount refuses
 // path_symlink altogether (EPERM), so the folder never holds a symlink
 // (the file operations cannot make one either).
+//
+// Spec.Mounts (Capabilities.Mounts) are host folders mounted into the
+// WASI filesystem at their paths, over an empty mount point in root/;
+// a read-only one refuses every change (EROFS), from a command and from
+// the file operations, which go through os.Root on the host folder for
+// a path under the mount. A command follows no symlink the host put in
+// a mounted folder (EACCES) and makes none.
 package wasm
 
 import (
@@ -200,6 +207,7 @@ func New(opts Options) (*Runtime, error) {
 	r := &Runtime{opts: opts, cache: cache, engines: map[uint32]*engine{}, running: map[string]map[*int]context.CancelCauseFunc{},
 		caps: sandbox.Capabilities{
 			Name:    Name,
+			Mounts:  true,
 			Network: []sandbox.NetworkMode{sandbox.NetworkNone},
 			Max:     opts.Max,
 		}}
@@ -269,6 +277,14 @@ type meta struct {
 	Incarnation string            `json:"incarnation"`
 	Env         map[string]string `json:"env,omitempty"`
 	MemoryMiB   int               `json:"memory_mib"`
+	Mounts      []mountMeta       `json:"mounts,omitempty"`
+}
+
+// mountMeta is a Spec.Mount as sandbox.json keeps it.
+type mountMeta struct {
+	Host     string `json:"host"`
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"read_only,omitempty"`
 }
 
 const metaFile = "sandbox.json"
@@ -373,6 +389,15 @@ func (r *Runtime) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Handle,
 	if m.MemoryMiB == 0 {
 		m.MemoryMiB = r.opts.DefaultMemoryMiB
 	}
+	for _, mt := range spec.Mounts {
+		if mt.Path == "/" {
+			return sandbox.Handle{}, fmt.Errorf("%w: a mount at /", sandbox.ErrInvalid)
+		}
+		if fi, err := os.Stat(mt.HostPath); err != nil || !fi.IsDir() {
+			return sandbox.Handle{}, fmt.Errorf("%w: mount %s: the host path %s is not a folder", sandbox.ErrInvalid, mt.Path, mt.HostPath)
+		}
+		m.Mounts = append(m.Mounts, mountMeta{Host: mt.HostPath, Path: mt.Path, ReadOnly: mt.ReadOnly})
+	}
 	tmp, err := os.MkdirTemp(r.opts.Dir, name+".new-")
 	if err != nil {
 		return sandbox.Handle{}, fmt.Errorf("wasm sandbox runtime: start %s: %w", spec.ID, err)
@@ -387,6 +412,11 @@ func (r *Runtime) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Handle,
 	}
 	if err := makeTmp(filepath.Join(tmp, "root")); err != nil {
 		return sandbox.Handle{}, fmt.Errorf("wasm sandbox runtime: start %s: %w", spec.ID, err)
+	}
+	for _, mt := range m.Mounts { // its mount point, as a listing of the folder above shows it
+		if err := os.MkdirAll(filepath.Join(tmp, "root", filepath.FromSlash(mt.Path)), 0o755); err != nil {
+			return sandbox.Handle{}, fmt.Errorf("wasm sandbox runtime: start %s: %w", spec.ID, err)
+		}
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		// Another Start of the same ID won the race.

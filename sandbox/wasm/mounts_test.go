@@ -1,0 +1,112 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/kilnhq/kiln/sandbox"
+)
+
+// Mounts: a read-only host folder runs its scripts and refuses every
+// change, from a command and from the file operations; a writable one
+// takes them; the sandbox's own files stay where they were.
+func TestMounts(t *testing.T) {
+	r := newRuntime(t, t.TempDir())
+	ro, rw := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(ro, "tally", "scripts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ro, "tally", "scripts", "count.sh"), []byte("echo tally ran\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A symlink the host put in a mounted folder is not followed out of it.
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("host secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rel, _ := filepath.Rel(rw, secret)
+	if err := os.Symlink(rel, filepath.Join(rw, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Dir(rel), filepath.Join(rw, "dirlink")); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, r, sandbox.Spec{ID: "mounts", Mounts: []sandbox.Mount{{HostPath: ro, Path: "/skills", ReadOnly: true}, {HostPath: rw, Path: "/out"}}})
+	ctx := context.Background()
+
+	if stdout, stderr, code := run(t, r, h, sandbox.ExecRequest{Command: []string{"sh", "/skills/tally/scripts/count.sh"}}); stdout != "tally ran\n" || code != 0 {
+		t.Errorf("a script of the read-only mount = %d, %q, %q", code, stdout, stderr)
+	}
+	for _, script := range []string{"echo x > /skills/new.txt", "echo x > /skills/tally/scripts/count.sh", "mkdir /skills/d", "rm /skills/tally/scripts/count.sh"} {
+		if _, stderr, code := run(t, r, h, sandbox.ExecRequest{Command: []string{"sh", "-c", script}}); code == 0 || !strings.Contains(stderr, "Read-only file system") {
+			t.Errorf("%q = %d, %q; want it refused", script, code, stderr)
+		}
+	}
+	if err := r.WriteFile(ctx, h, "/skills/tally/x", strings.NewReader("x"), 0); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("WriteFile into the read-only mount: %v", err)
+	}
+	if err := r.Remove(ctx, h, "/skills/tally"); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("Remove in the read-only mount: %v", err)
+	}
+	if err := r.Remove(ctx, h, "/out"); !errors.Is(err, sandbox.ErrInvalid) {
+		t.Errorf("Remove of a mount point: %v", err)
+	}
+	rc, err := r.ReadFile(ctx, h, "/skills/tally/scripts/count.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if !bytes.HasPrefix(b, []byte("echo tally")) {
+		t.Errorf("ReadFile through the mount: %q", b)
+	}
+	if fi, err := r.Stat(ctx, h, "/skills/tally"); err != nil || !fi.IsDir() {
+		t.Errorf("Stat through the mount: %+v %v", fi, err)
+	}
+	if ents, err := r.ReadDir(ctx, h, "/"); err != nil || len(ents) != 2 || ents[0].Name != "out" || ents[1].Name != "skills" {
+		t.Errorf("ReadDir / = %+v %v; want the mount points", ents, err)
+	}
+
+	for _, script := range []string{"cat /out/link", "cat /out/dirlink/secret", "echo x > /out/link", "ls /out/dirlink"} {
+		if stdout, stderr, code := run(t, r, h, sandbox.ExecRequest{Command: []string{"sh", "-c", script}}); code == 0 || strings.Contains(stdout, "secret") {
+			t.Errorf("%q = %d, %q, %q; want the link refused", script, code, stdout, stderr)
+		}
+	}
+	for _, p := range []string{"/out/link", "/out/dirlink/secret"} {
+		if _, err := r.ReadFile(ctx, h, p); err == nil {
+			t.Errorf("ReadFile %s followed the link out", p)
+		}
+	}
+	if b, _ := os.ReadFile(secret); string(b) != "host secret\n" {
+		t.Errorf("the host file behind the link: %q", b)
+	}
+
+	// The writable mount takes writes from both sides of the API.
+	if _, stderr, code := run(t, r, h, sandbox.ExecRequest{Command: []string{"sh", "-c", "echo made > /out/a.txt"}}); code != 0 {
+		t.Fatalf("a write into the writable mount = %d, %q", code, stderr)
+	}
+	write(t, r, h, "/out/sub/b.txt", []byte("written"))
+	for name, want := range map[string]string{"a.txt": "made\n", "sub/b.txt": "written"} {
+		if b, err := os.ReadFile(filepath.Join(rw, name)); err != nil || string(b) != want {
+			t.Errorf("host %s = %q, %v", name, b, err)
+		}
+	}
+	if err := r.Remove(ctx, h, "/out/sub"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(rw, "sub")); !os.IsNotExist(err) {
+		t.Errorf("removed through the mount: %v", err)
+	}
+
+	// A host path that is no folder is refused at Start.
+	if _, err := r.Start(ctx, sandbox.Spec{ID: "bad-mount", Mounts: []sandbox.Mount{{HostPath: filepath.Join(ro, "none"), Path: "/m"}}}); !errors.Is(err, sandbox.ErrInvalid) {
+		t.Errorf("a missing host folder: %v", err)
+	}
+}
