@@ -1,4 +1,4 @@
-// The Schedules page's logic: the calls of /api/v1/triggers, the form of
+// The Triggers page's logic: the calls of /api/v1/triggers, the form of
 // a trigger and the create or patch body it makes, and how schedules,
 // fire times and occurrences read. Pure functions, no DOM, unit tested.
 import { api } from "./api";

@@ -17,10 +17,11 @@ const hook: Trigger = {
   catchup_window: 3600e9, unattended: { mode: "allow", allow: ["append_file", "fs.*"] }, rate_limit: 60, created_at: "2026-01-01T00:00:00Z",
 };
 
-test("route: #/schedules, not a list of threads", () => {
-  const r = parseRoute("#/schedules");
-  assert.deepEqual(r, { view: "schedules" });
-  assert.equal(href(r), "#/schedules");
+test("route: #/triggers, not a list of threads; #/schedules (the page's old name) opens it too", () => {
+  const r = parseRoute("#/triggers");
+  assert.deepEqual(r, { view: "triggers" });
+  assert.equal(href(r), "#/triggers");
+  assert.deepEqual(parseRoute("#/schedules"), { view: "triggers" });
   assert.equal(isListRoute(r), false);
 });
 

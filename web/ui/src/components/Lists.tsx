@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { decide, defaultModel, loadList, markAllRead, newThread, patchThread, setQuery, showError, store, type Row } from "../state/app";
 import { useStore } from "../state/store";
+import { fireTime, localZone } from "../schedules";
 import { relTime } from "../time";
 import { ApprovalCard } from "./ApprovalCard";
 import { AttachButton, AttachmentChips, FolderPicker, useAttachments, useFileDrop } from "./Attachments";
@@ -83,7 +84,13 @@ export function NewThreadBox() {
   );
 }
 
-function ThreadItem({ r, selected, inUnread }: { r: Row; selected: boolean; inUnread: boolean }) {
+/**
+ * A thread's row. folder is the name of the thread's folder, shown unless
+ * the list is that folder; a thread a trigger started says when it fired
+ * (to the second, in the browser's zone), which tells that trigger's
+ * threads apart: they share its name.
+ */
+function ThreadItem({ r, selected, inUnread, folder }: { r: Row; selected: boolean; inUnread: boolean; folder?: string }) {
   return (
     <li class={`row ${r.unread && !inUnread ? "is-unread" : ""} ${selected ? "sel" : ""}`} data-testid="thread-item" data-thread-id={r.id}
       draggable onDragStart={(e) => { e.dataTransfer?.setData(DRAG_TYPE, r.id); e.dataTransfer?.setData("text/plain", r.title); if (e.dataTransfer) e.dataTransfer.effectAllowed = "move"; }}>
@@ -94,6 +101,10 @@ function ThreadItem({ r, selected, inUnread }: { r: Row; selected: boolean; inUn
           <time class="row-time" dateTime={r.time} title={new Date(r.time).toLocaleString()}>{relTime(r.time)}</time>
         </span>
         <span class="row-bottom">
+          {r.source === "trigger" && r.created && (
+            <span class="row-origin" data-testid="row-trigger">◷ fired <time dateTime={r.created}>{fireTime(r.created, localZone(), true)}</time></span>
+          )}
+          {folder && <span class="row-folder" data-testid="row-folder" title={`In folder ${folder}`}><span aria-hidden="true">▸ </span>{folder}</span>}
           <span class="row-preview">{r.match && r.match.in === "message" ? <Snippet m={r.match} /> : r.preview || <span class="muted">No messages yet</span>}</span>
         </span>
       </a>
@@ -135,7 +146,8 @@ export function ListView() {
       ) : (
         <>
           <ul class="rows" data-testid="thread-list" aria-label={title} aria-busy={!s.rowsLoaded}>
-            {s.rows.map((row) => <ThreadItem key={row.id} r={row} selected={row.id === sel} inUnread={unread} />)}
+            {s.rows.map((row) => <ThreadItem key={row.id} r={row} selected={row.id === sel} inUnread={unread}
+              folder={r.view === "folder" && r.id === row.folderId ? undefined : s.folders.find((f) => f.id === row.folderId)?.name} />)}
           </ul>
           <More cursor={s.rowsCursor} loading={s.loadingMore} label="threads" />
         </>
