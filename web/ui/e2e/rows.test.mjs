@@ -1,6 +1,6 @@
 // What a thread's row tells apart: the folder the thread is in (in every
 // list but that folder's own), and for the threads a trigger started, all
-// named after it, when it fired.
+// named after it, which fire it was: when, in the trigger's zone, and how.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { setup, shot, tid, until } from "./harness.mjs";
@@ -37,7 +37,11 @@ test("rows: a thread's folder by name; a trigger's threads by when it fired", as
     };
     const a = await fired(o1.thread_id), b = await fired(o2.thread_id);
     assert.equal(a.title, b.title, "the trigger's threads share its name");
-    assert.match(a.text, /^◷ fired \w{3}, \d{1,2} \w{3} \d{4}, \d\d:\d\d:\d\d/);
+    // When it fired, in the trigger's zone (Berlin, in winter: CET), and how (Run now, not the schedule).
+    assert.match(a.text, /^◷ fired \w{3}, \d{1,2} \w{3} \d{4}, \d\d:\d\d(:\d\d)? CE[S]?T \(run now\)$/);
+    const th = await s.kiln.api("GET", `/threads/${o1.thread_id}`);
+    assert.equal(th.trigger?.occurrence_id, o1.id, "the API says which fire started the thread");
+    assert.equal(await p.locator(`${row(o1.thread_id)} ${tid("row-trigger")} time`).getAttribute("datetime"), th.trigger.scheduled_at);
     assert.notEqual(a.text, b.text, "the trigger's threads are told apart by when it fired");
 
     // In the folder's own list, the folder is not repeated.

@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { decide, defaultModel, loadList, markAllRead, newThread, patchThread, setQuery, showError, store, type Row } from "../state/app";
 import { useStore } from "../state/store";
-import { fireTime, localZone } from "../schedules";
+import { fireLabel } from "../schedules";
 import { relTime } from "../time";
 import { ApprovalCard } from "./ApprovalCard";
 import { AttachButton, AttachmentChips, FolderPicker, useAttachments, useFileDrop } from "./Attachments";
@@ -86,10 +86,18 @@ export function NewThreadBox() {
 
 /**
  * A thread's row. folder is the name of the thread's folder, shown unless
- * the list is that folder; a thread a trigger started says when it fired
- * (to the second, in the browser's zone), which tells that trigger's
- * threads apart: they share its name.
+ * the list is that folder; a thread a trigger started says which fire it
+ * was (fireLabel), which tells that trigger's threads apart.
  */
+function FireText({ r }: { r: Row }) {
+  const f = fireLabel(r.fire, r.created!);
+  return (
+    <span class="row-origin" data-testid="row-trigger" title={r.fire ? `Trigger ${r.fire.name || r.fire.id}` : undefined}>
+      ◷ fired <time dateTime={f.at}>{f.when}</time>{f.how && ` (${f.how})`}{f.summary && <span class="row-fire-summary">: {f.summary}</span>}
+    </span>
+  );
+}
+
 function ThreadItem({ r, selected, inUnread, folder }: { r: Row; selected: boolean; inUnread: boolean; folder?: string }) {
   return (
     <li class={`row ${r.unread && !inUnread ? "is-unread" : ""} ${selected ? "sel" : ""}`} data-testid="thread-item" data-thread-id={r.id}
@@ -101,9 +109,7 @@ function ThreadItem({ r, selected, inUnread, folder }: { r: Row; selected: boole
           <time class="row-time" dateTime={r.time} title={new Date(r.time).toLocaleString()}>{relTime(r.time)}</time>
         </span>
         <span class="row-bottom">
-          {r.source === "trigger" && r.created && (
-            <span class="row-origin" data-testid="row-trigger">◷ fired <time dateTime={r.created}>{fireTime(r.created, localZone(), true)}</time></span>
-          )}
+          {r.source === "trigger" && r.created && <FireText r={r} />}
           {folder && <span class="row-folder" data-testid="row-folder" title={`In folder ${folder}`}><span aria-hidden="true">▸ </span>{folder}</span>}
           <span class="row-preview">{r.match && r.match.in === "message" ? <Snippet m={r.match} /> : r.preview || <span class="muted">No messages yet</span>}</span>
         </span>
