@@ -56,18 +56,44 @@ type Thread struct {
 	// thread and the index of the assistant message it was forked at.
 	ParentThreadID string `json:"parent_thread_id,omitempty"`
 	ParentMessage  *int   `json:"parent_message_index,omitempty"`
-	Status         string `json:"status"`
-	ActiveRunID    string `json:"active_run_id,omitempty"`
-	UnreadRunID    string `json:"unread_run_id,omitempty"`
-	Unread         bool   `json:"unread"`
-	OpenActions    int    `json:"open_actions"`
-	LastMessage    string `json:"last_message,omitempty"`
+	// OccurrenceID is the trigger occurrence a thread of source trigger
+	// was started for, or "" (stored; the wire has Trigger instead).
+	OccurrenceID string `json:"-"`
+	// Trigger describes that occurrence's fire, filled in when threads
+	// are read (describeFires); nil when the thread has none or its
+	// trigger was deleted (with its occurrences).
+	Trigger     *ThreadTrigger `json:"trigger,omitempty"`
+	Status      string         `json:"status"`
+	ActiveRunID string         `json:"active_run_id,omitempty"`
+	UnreadRunID string         `json:"unread_run_id,omitempty"`
+	Unread      bool           `json:"unread"`
+	OpenActions int            `json:"open_actions"`
+	LastMessage string         `json:"last_message,omitempty"`
 	// Usage sums the model tokens of every run on the thread.
 	Usage     Usage     `json:"usage"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 	// Match is where a search matched the thread, in search results only.
 	Match *SearchMatch `json:"match,omitempty"`
+}
+
+// ThreadTrigger is the fire of a trigger that started a thread: a
+// trigger's threads share its name, and differ by when it fired and by
+// what it was given.
+type ThreadTrigger struct {
+	ID           string `json:"id"` // the trigger's
+	Name         string `json:"name,omitempty"`
+	Kind         string `json:"kind"`
+	Timezone     string `json:"timezone,omitempty"` // a cron trigger's IANA zone ("" is UTC)
+	OccurrenceID string `json:"occurrence_id"`
+	Cause        string `json:"cause"` // schedule, catchup, webhook or manual
+	// ScheduledAt is when it fired: the slot of a scheduled or caught-up
+	// fire, the arrival of a webhook or a Run now.
+	ScheduledAt time.Time `json:"scheduled_at"`
+	// Summary is the run's input (the prompt, filled with a webhook's
+	// payload) as thread lists preview text: one line, cut at 140
+	// characters.
+	Summary string `json:"summary,omitempty"`
 }
 
 // Thread statuses, derived from the thread's runs (by settle, in

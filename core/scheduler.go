@@ -154,7 +154,7 @@ func (s *Service) startOccurrence(tx Tx, p Principal, tr *Trigger, occ *Occurren
 			title = "Trigger " + tr.ID
 		}
 		// Stored by placeRun, with its run active: a new thread is put once.
-		t = &Thread{ID: NewID("thr", now), Title: title, Source: SourceTrigger, OwnerID: p.ID, Status: ThreadIdle, CreatedAt: now, UpdatedAt: now}
+		t = &Thread{ID: NewID("thr", now), Title: title, Source: SourceTrigger, OccurrenceID: occ.ID, OwnerID: p.ID, Status: ThreadIdle, CreatedAt: now, UpdatedAt: now}
 		if err := emit(tx, p.ID, t.ID, "", EventThreadCreated, t); err != nil {
 			return nil, false, err
 		}

@@ -165,6 +165,68 @@ func TestSchedulerOnTime(t *testing.T) {
 	}
 }
 
+// TestThreadTrigger: a thread a trigger started says which fire it was
+// (the trigger, its zone, when, what it was given), in a list and read
+// alone; two fires of one trigger differ; a deleted trigger leaves its
+// threads without one.
+func TestThreadTrigger(t *testing.T) {
+	se := newSchedEnv(t, listModel{}, t0)
+	ctx := context.Background()
+	tr := se.trigger(core.TriggerInput{Name: "nightly", Cron: "@every 1m", Timezone: "Europe/Berlin", Prompt: "write the report"})
+	se.tick(nil)
+	se.clock.add(61 * time.Second)
+	se.tick(nil)
+	first, _ := se.history(tr.ID)
+	waitRun(t, se.svc, first[0].RunID, core.RunSucceeded) // else Run now is skipped (overlap skip)
+	se.clock.add(7 * time.Second)
+	manual, err := se.svc.FireTrigger(ctx, owner, tr.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	occs, h := se.history(tr.ID)
+	wantHistory(t, h, "schedule:started", "manual:started")
+	for _, o := range occs {
+		waitRun(t, se.svc, o.RunID, core.RunSucceeded)
+	}
+	mine, err := se.svc.CreateThread(ctx, owner, core.ThreadInput{Title: "by hand"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := se.svc.ListThreads(ctx, owner, core.ThreadQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fires := map[string]*core.ThreadTrigger{}
+	for _, th := range page.Threads {
+		fires[th.ID] = th.Trigger
+	}
+	if fires[mine.ID] != nil {
+		t.Errorf("a person's thread has a trigger: %+v", fires[mine.ID])
+	}
+	for _, o := range occs {
+		got := fires[o.ThreadID]
+		want := &core.ThreadTrigger{ID: tr.ID, Name: "nightly", Kind: core.TriggerCron, Timezone: "Europe/Berlin", OccurrenceID: o.ID,
+			Cause: o.Cause, ScheduledAt: o.ScheduledAt, Summary: "write the report"}
+		if got == nil || *got != *want {
+			t.Errorf("thread %s in the list: trigger = %+v, want %+v", o.ThreadID, got, want)
+		}
+		th, err := se.svc.GetThread(ctx, owner, o.ThreadID)
+		if err != nil || th.Trigger == nil || *th.Trigger != *want {
+			t.Errorf("thread %s read alone: trigger = %+v, %v", o.ThreadID, th.Trigger, err)
+		}
+	}
+	if a, b := fires[occs[0].ThreadID], fires[manual.ThreadID]; a == nil || b == nil || a.ScheduledAt.Equal(b.ScheduledAt) || a.Cause == b.Cause {
+		t.Errorf("two fires read alike: %+v, %+v", a, b)
+	}
+	if err := se.svc.DeleteTrigger(ctx, owner, tr.ID); err != nil {
+		t.Fatal(err)
+	}
+	th, err := se.svc.GetThread(ctx, owner, manual.ThreadID)
+	if err != nil || th.Trigger != nil || th.Source != core.SourceTrigger {
+		t.Errorf("after the trigger's deletion: %+v, %v", th, err)
+	}
+}
+
 // TestOverlapPolicies: a run held for approval stays active; each policy
 // then does what it says with the next slots.
 func TestOverlapPolicies(t *testing.T) {

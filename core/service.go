@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -357,7 +358,10 @@ func (s *Service) ListThreads(ctx context.Context, p Principal, q ThreadQuery) (
 	err := s.view(ctx, func(tx ReadTx) error {
 		ts, next, err := tx.Threads(q)
 		page = ThreadPage{Threads: ts, NextCursor: next}
-		return err
+		if err != nil {
+			return err
+		}
+		return describeFires(tx, ts...)
 	})
 	if page.Threads == nil {
 		page.Threads = []*Thread{}
@@ -369,10 +373,41 @@ func (s *Service) ListThreads(ctx context.Context, p Principal, q ThreadQuery) (
 func (s *Service) GetThread(ctx context.Context, p Principal, id string) (*Thread, error) {
 	var t *Thread
 	err := s.view(ctx, func(tx ReadTx) (err error) {
-		t, err = ownThread(tx, p, id)
-		return err
+		if t, err = ownThread(tx, p, id); err != nil {
+			return err
+		}
+		return describeFires(tx, t)
 	})
 	return t, err
+}
+
+// describeFires fills in the Trigger of each thread a trigger started,
+// from the occurrence it was started for and that trigger: the one place
+// a thread's fire is described. A thread whose occurrence is gone (its
+// trigger was deleted) keeps a nil Trigger.
+func describeFires(tx ReadTx, ts ...*Thread) error {
+	for _, t := range ts {
+		if t.OccurrenceID == "" {
+			continue
+		}
+		occ, err := tx.Occurrence(t.OccurrenceID)
+		if IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("describe thread %s's fire: %w", t.ID, err)
+		}
+		tr, err := tx.Trigger(occ.TriggerID)
+		if IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("describe thread %s's fire: %w", t.ID, err)
+		}
+		t.Trigger = &ThreadTrigger{ID: tr.ID, Name: tr.Name, Kind: tr.Kind, Timezone: tr.Timezone, OccurrenceID: occ.ID,
+			Cause: occ.Cause, ScheduledAt: occ.ScheduledAt, Summary: preview(occ.Input)}
+	}
+	return nil
 }
 
 // ThreadPatch changes a thread; nil fields stay as they are. FolderID ""

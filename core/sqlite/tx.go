@@ -172,18 +172,19 @@ type scanner interface{ Scan(dest ...any) error }
 
 const threadCols = `id, owner_id, folder_id, title, pinned, source, model, status,
  active_run_id, unread_run_id, open_actions, last_message, created_at, updated_at,
- input_tokens, output_tokens, working_folder, parent_thread_id, parent_message`
+ input_tokens, output_tokens, working_folder, parent_thread_id, parent_message, occurrence_id`
 
 func scanThread(sc scanner) (*core.Thread, error) {
 	var t core.Thread
-	var folder, unread sql.NullString
+	var folder, unread, occurrence sql.NullString
 	var created, updated int64
 	var parentMessage sql.NullInt64
 	if err := sc.Scan(&t.ID, &t.OwnerID, &folder, &t.Title, &t.Pinned, &t.Source, &t.Model, &t.Status,
 		&t.ActiveRunID, &unread, &t.OpenActions, &t.LastMessage, &created, &updated,
-		&t.Usage.InputTokens, &t.Usage.OutputTokens, &t.WorkingFolder, &t.ParentThreadID, &parentMessage); err != nil {
+		&t.Usage.InputTokens, &t.Usage.OutputTokens, &t.WorkingFolder, &t.ParentThreadID, &parentMessage, &occurrence); err != nil {
 		return nil, err
 	}
+	t.OccurrenceID = occurrence.String
 	if parentMessage.Valid {
 		i := int(parentMessage.Int64)
 		t.ParentMessage = &i
@@ -314,7 +315,7 @@ func (x *tx) PutThread(t *core.Thread) error {
 		x.setNext(n, 0) // a new thread: no message yet
 	}
 	_, err = x.tx.ExecContext(x.ctx, `INSERT INTO threads (n, `+threadCols+`)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (n) DO UPDATE SET owner_id = excluded.owner_id, folder_id = excluded.folder_id,
  title = excluded.title, pinned = excluded.pinned, source = excluded.source, model = excluded.model,
  status = excluded.status, active_run_id = excluded.active_run_id, unread_run_id = excluded.unread_run_id,
@@ -322,10 +323,10 @@ ON CONFLICT (n) DO UPDATE SET owner_id = excluded.owner_id, folder_id = excluded
  created_at = excluded.created_at, updated_at = excluded.updated_at,
  input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
  working_folder = excluded.working_folder, parent_thread_id = excluded.parent_thread_id,
- parent_message = excluded.parent_message`,
+ parent_message = excluded.parent_message, occurrence_id = excluded.occurrence_id`,
 		n, t.ID, t.OwnerID, nullText(t.FolderID), t.Title, t.Pinned, t.Source, t.Model, t.Status,
 		t.ActiveRunID, nullText(t.UnreadRunID), t.OpenActions, t.LastMessage, created, updated,
-		t.Usage.InputTokens, t.Usage.OutputTokens, t.WorkingFolder, t.ParentThreadID, parentMessage)
+		t.Usage.InputTokens, t.Usage.OutputTokens, t.WorkingFolder, t.ParentThreadID, parentMessage, nullText(t.OccurrenceID))
 	if isForeignKey(err) {
 		return core.Errorf(core.ENOTFOUND, "thread %q: folder %q not found", t.ID, t.FolderID)
 	}

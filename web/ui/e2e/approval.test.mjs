@@ -57,7 +57,7 @@ test("approve from the Action view, then read it from Unread", async () => {
     // Settings, light.
     await p.click(tid("nav-settings"));
     await p.waitForSelector(`${tid("settings")} ${tid("status-version")}`);
-    assert.equal(await p.locator(tid("settings-schedules-link")).getAttribute("href"), "#/schedules");
+    assert.equal(await p.locator(tid("settings-schedules-link")).getAttribute("href"), "#/triggers");
     await p.waitForSelector(`${tid("plugin")}[data-plugin-id="util"]`);
     await shot(p, "settings");
 

@@ -51,6 +51,7 @@ test("edit, reject and respond", async () => {
     const call = p.locator(tid("tool-call")).first();
     await call.locator("summary").click();
     assert.match(await call.textContent(), /Not in this folder, please\./);
+    assert.equal(await call.locator(tid("tool-state")).textContent(), "rejected", "a rejected call is not an error");
 
     // Respond with text: an empty answer is refused inline.
     c = await openCard(s, "Respond to me");
@@ -66,6 +67,7 @@ test("edit, reject and respond", async () => {
     const call2 = p.locator(tid("tool-call")).first();
     await call2.locator("summary").click();
     assert.match(await call2.textContent(), /I wrote it by hand\./);
+    assert.equal(await call2.locator(tid("tool-state")).textContent(), "answered", "an answered call did not run");
     assert.deepEqual(s.errors, []);
   } finally { await s.close(); }
 });

@@ -1,4 +1,4 @@
-// The Schedules page against a real server's triggers: a cron trigger is
+// The Triggers page against a real server's triggers: a cron trigger is
 // created from the page (a bad expression or zone shows the server's
 // reason beside its field and creates nothing; the preview shows the
 // server's next fire times as the expression is typed, asked for once
@@ -29,11 +29,14 @@ test("schedules: create a cron trigger (bad ones refused), preview, list, disabl
   try {
     await p.goto(s.front.url + "#/all");
     await p.locator(tid("empty")).waitFor();
-    assert.equal(await p.locator(tid("nav-schedules")).getAttribute("href"), "#/schedules");
-    await p.keyboard.press("g"); // g then t: the shortcut to Schedules
+    assert.equal(await p.locator(tid("nav-schedules")).getAttribute("href"), "#/triggers");
+    await p.keyboard.press("g"); // g then t: the shortcut to Triggers
     await p.keyboard.press("t");
     await p.locator(tid("schedules-empty")).waitFor();
     assert.equal(await p.locator(tid("nav-schedules")).getAttribute("aria-current"), "page");
+    // One name for the page everywhere: Triggers (specs/RATIONALE.md).
+    assert.equal(await p.locator(`${tid("nav-schedules")} .label`).textContent(), "Triggers");
+    assert.equal(await p.locator("#main h1").textContent(), "Triggers");
     assert.equal(await p.locator(tid("schedules-total")).textContent(), "0");
     await audit(p, "schedules, empty");
 
@@ -210,7 +213,7 @@ test("schedules: a webhook trigger's secret is shown once, rotated, not shown af
   const p = s.page;
   try {
     await s.context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: s.kiln.url });
-    await p.goto(s.front.url + "#/schedules");
+    await p.goto(s.front.url + "#/schedules"); // the page's old address still opens it
     await p.locator(tid("schedules-empty")).waitFor();
     await p.click(tid("trigger-new"));
     const form = p.locator(tid("trigger-form"));

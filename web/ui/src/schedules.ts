@@ -1,8 +1,8 @@
-// The Schedules page's logic: the calls of /api/v1/triggers, the form of
+// The Triggers page's logic: the calls of /api/v1/triggers, the form of
 // a trigger and the create or patch body it makes, and how schedules,
 // fire times and occurrences read. Pure functions, no DOM, unit tested.
 import { api } from "./api";
-import type { Occurrence, OccurrencePage, Trigger } from "./types";
+import type { Occurrence, OccurrencePage, ThreadTrigger, Trigger } from "./types";
 
 const path = (id: string, rest = "") => `/triggers/${encodeURIComponent(id)}${rest}`;
 
@@ -103,6 +103,24 @@ export function fireTime(iso: string, timezone = "", seconds = false): string {
   };
   try { return new Intl.DateTimeFormat("en-GB", { ...opts, timeZone: timezone || "UTC" }).format(d); }
   catch { return new Intl.DateTimeFormat("en-GB", { ...opts, timeZone: "UTC" }).format(d); }
+}
+
+/**
+ * What a thread's row says of the trigger fire that started it, which is
+ * what tells that trigger's threads apart (they share its name): when it
+ * fired, in the trigger's zone (with seconds off a whole minute), the
+ * cause when it is not the schedule (as the trigger's history names it),
+ * and for a webhook what it was sent (the filled prompt).
+ * Without the fire (an older server, a deleted trigger) the thread's
+ * creation, in the browser's zone, with seconds.
+ */
+export function fireLabel(fire: ThreadTrigger | undefined, createdAt: string, browserZone = localZone()): { when: string; how: string; summary: string; at: string } {
+  if (!fire) return { when: fireTime(createdAt, browserZone, true), how: "", summary: "", at: createdAt };
+  const how = fire.cause === "schedule" ? "" : causeLabel(fire.cause);
+  return {
+    when: fireTime(fire.scheduled_at, fire.timezone, needSeconds([fire.scheduled_at])), how,
+    summary: fire.cause === "webhook" ? fire.summary ?? "" : "", at: fire.scheduled_at,
+  };
 }
 
 /** Whether any of the times falls off a whole minute (an @every 30s, a 6-field expression): they are then shown with seconds. */

@@ -9,6 +9,13 @@ export interface Thread {
   working_folder?: string;
   /** A fork's parent thread and the index of the parent's assistant message it was taken at. */
   parent_thread_id?: string; parent_message_index?: number;
+  /** Of a thread a trigger started: which fire it was (absent once the trigger is deleted). */
+  trigger?: ThreadTrigger;
+}
+/** The fire of a trigger that started a thread (core.ThreadTrigger). */
+export interface ThreadTrigger {
+  id: string; name?: string; kind: "cron" | "webhook" | string; timezone?: string; occurrence_id: string;
+  cause: "schedule" | "catchup" | "webhook" | "manual" | string; scheduled_at: string; summary?: string;
 }
 /** Where a search matched (search results only); match marks the words that matched. */
 export interface SnippetPart { text: string; match?: boolean }

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
-  causeLabel, createBody, errorField, fireTime, formOf, goDuration, hookUrl, isLive, needSeconds, outcomeOf, parseList, patchBody,
+  causeLabel, createBody, errorField, fireLabel, fireTime, formOf, goDuration, hookUrl, isLive, needSeconds, outcomeOf, parseList, patchBody,
   scheduleText, summary, timeZones,
 } from "../src/schedules";
 import { href, isListRoute, parseRoute } from "../src/route";
@@ -17,10 +17,11 @@ const hook: Trigger = {
   catchup_window: 3600e9, unattended: { mode: "allow", allow: ["append_file", "fs.*"] }, rate_limit: 60, created_at: "2026-01-01T00:00:00Z",
 };
 
-test("route: #/schedules, not a list of threads", () => {
-  const r = parseRoute("#/schedules");
-  assert.deepEqual(r, { view: "schedules" });
-  assert.equal(href(r), "#/schedules");
+test("route: #/triggers, not a list of threads; #/schedules (the page's old name) opens it too", () => {
+  const r = parseRoute("#/triggers");
+  assert.deepEqual(r, { view: "triggers" });
+  assert.equal(href(r), "#/triggers");
+  assert.deepEqual(parseRoute("#/schedules"), { view: "triggers" });
   assert.equal(isListRoute(r), false);
 });
 
@@ -138,4 +139,17 @@ test("timeZones: UTC first, no duplicate", () => {
   assert.equal(z[0], "UTC");
   assert.equal(z.filter((x) => x === "UTC").length, 1);
   assert.ok(z.includes("Europe/Berlin"));
+});
+
+test("fireLabel: a trigger's thread by its fire, in the trigger's zone; a webhook's by what it was sent; else by its creation", () => {
+  const at = "2026-12-03T08:00:00Z";
+  assert.deepEqual(fireLabel({ id: "trg_1", kind: "cron", timezone: "Europe/Berlin", occurrence_id: "occ_1", cause: "schedule", scheduled_at: at, summary: "write the report" }, "2026-12-03T08:00:01Z"),
+    { when: "Thu, 3 Dec 2026, 09:00 CET", how: "", summary: "", at });
+  const byHand = fireLabel({ id: "trg_1", kind: "cron", timezone: "Europe/Berlin", occurrence_id: "occ_2", cause: "manual", scheduled_at: "2026-12-03T08:00:07.5Z" }, at);
+  assert.equal(byHand.when, "Thu, 3 Dec 2026, 09:00:07 CET", "seconds off a whole minute");
+  assert.equal(byHand.how, "run now");
+  const hook = fireLabel({ id: "trg_2", kind: "webhook", occurrence_id: "occ_3", cause: "webhook", scheduled_at: at, summary: "Review PR #42: fix the parser" }, at);
+  assert.deepEqual([hook.when, hook.how, hook.summary], ["Thu, 3 Dec 2026, 08:00 UTC", "webhook", "Review PR #42: fix the parser"]);
+  // Without the fire (an older server, a deleted trigger): the thread's creation, with seconds.
+  assert.deepEqual(fireLabel(undefined, "2026-12-03T08:00:00Z", "UTC"), { when: "Thu, 3 Dec 2026, 08:00:00 UTC", how: "", summary: "", at: "2026-12-03T08:00:00Z" });
 });

@@ -16,7 +16,7 @@ const SHORTCUTS: [string, string][] = [
   ["/", "Search"],
   ["c", "Write: focus the composer"],
   ["u", "Back to the list"],
-  ["g then a / u / i / t / b / s", "Go to All, Unread, Action (inbox), Schedules, Sandboxes or Settings"],
+  ["g then a / u / i / t / b / s", "Go to All, Unread, Action (inbox), Triggers, Sandboxes or Settings"],
   ["?", "Show or hide this list"],
   ["Escape", "Close dialogs and menus"],
 ];
@@ -83,7 +83,7 @@ export function App() {
       if (helpRef.current && e.key !== "?") return;
       if (gPending.current) {
         gPending.current = false;
-        const to: Record<string, string> = { a: "#/all", u: "#/unread", i: "#/action", t: "#/schedules", b: "#/sandboxes", s: "#/settings" };
+        const to: Record<string, string> = { a: "#/all", u: "#/unread", i: "#/action", t: "#/triggers", b: "#/sandboxes", s: "#/settings" };
         if (to[e.key]) { e.preventDefault(); go(to[e.key]); return; }
       }
       const main = document.getElementById("main");
@@ -134,7 +134,7 @@ export function App() {
       )}
       <Sidebar />
       <main id="main" tabIndex={-1}>
-        {v === "thread" ? <ThreadView /> : v === "settings" ? <Settings /> : v === "sandboxes" ? <SandboxesView /> : v === "schedules" ? <SchedulesView /> : v === "action" ? <ActionView /> : <ListView />}
+        {v === "thread" ? <ThreadView /> : v === "settings" ? <Settings /> : v === "sandboxes" ? <SandboxesView /> : v === "triggers" ? <SchedulesView /> : v === "action" ? <ActionView /> : <ListView />}
       </main>
       {v === "thread" && <ActivityPanel />}
       {help && <Shortcuts onClose={() => setHelp(false)} />}

@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { decide, defaultModel, loadList, markAllRead, newThread, patchThread, setQuery, showError, store, type Row } from "../state/app";
 import { useStore } from "../state/store";
+import { fireLabel } from "../schedules";
 import { relTime } from "../time";
 import { ApprovalCard } from "./ApprovalCard";
 import { AttachButton, AttachmentChips, FolderPicker, useAttachments, useFileDrop } from "./Attachments";
@@ -83,7 +84,21 @@ export function NewThreadBox() {
   );
 }
 
-function ThreadItem({ r, selected, inUnread }: { r: Row; selected: boolean; inUnread: boolean }) {
+/**
+ * A thread's row. folder is the name of the thread's folder, shown unless
+ * the list is that folder; a thread a trigger started says which fire it
+ * was (fireLabel), which tells that trigger's threads apart.
+ */
+function FireText({ r }: { r: Row }) {
+  const f = fireLabel(r.fire, r.created!);
+  return (
+    <span class="row-origin" data-testid="row-trigger" title={r.fire ? `Trigger ${r.fire.name || r.fire.id}` : undefined}>
+      ◷ fired <time dateTime={f.at}>{f.when}</time>{f.how && ` (${f.how})`}{f.summary && <span class="row-fire-summary">: {f.summary}</span>}
+    </span>
+  );
+}
+
+function ThreadItem({ r, selected, inUnread, folder }: { r: Row; selected: boolean; inUnread: boolean; folder?: string }) {
   return (
     <li class={`row ${r.unread && !inUnread ? "is-unread" : ""} ${selected ? "sel" : ""}`} data-testid="thread-item" data-thread-id={r.id}
       draggable onDragStart={(e) => { e.dataTransfer?.setData(DRAG_TYPE, r.id); e.dataTransfer?.setData("text/plain", r.title); if (e.dataTransfer) e.dataTransfer.effectAllowed = "move"; }}>
@@ -94,6 +109,8 @@ function ThreadItem({ r, selected, inUnread }: { r: Row; selected: boolean; inUn
           <time class="row-time" dateTime={r.time} title={new Date(r.time).toLocaleString()}>{relTime(r.time)}</time>
         </span>
         <span class="row-bottom">
+          {r.source === "trigger" && r.created && <FireText r={r} />}
+          {folder && <span class="row-folder" data-testid="row-folder" title={`In folder ${folder}`}><span aria-hidden="true">▸ </span>{folder}</span>}
           <span class="row-preview">{r.match && r.match.in === "message" ? <Snippet m={r.match} /> : r.preview || <span class="muted">No messages yet</span>}</span>
         </span>
       </a>
@@ -135,7 +152,8 @@ export function ListView() {
       ) : (
         <>
           <ul class="rows" data-testid="thread-list" aria-label={title} aria-busy={!s.rowsLoaded}>
-            {s.rows.map((row) => <ThreadItem key={row.id} r={row} selected={row.id === sel} inUnread={unread} />)}
+            {s.rows.map((row) => <ThreadItem key={row.id} r={row} selected={row.id === sel} inUnread={unread}
+              folder={r.view === "folder" && r.id === row.folderId ? undefined : s.folders.find((f) => f.id === row.folderId)?.name} />)}
           </ul>
           <More cursor={s.rowsCursor} loading={s.loadingMore} label="threads" />
         </>

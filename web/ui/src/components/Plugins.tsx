@@ -107,8 +107,8 @@ function PluginRow({ p, onChange, onGone, onRemoved }: {
       <div class="plugin-head">
         <h3 id={hid}><code>{p.id}</code> <span class="muted small">{p.version}</span></h3>
         <span class="badges">
-          <span class="badge" data-testid="plugin-runtime">{p.runtime}</span>
-          {p.builtin && <span class="badge" data-testid="plugin-builtin">built-in</span>}
+          {/* A built-in's runtime is "builtin": one badge says so. */}
+          <span class="badge" data-testid="plugin-runtime" data-runtime={p.runtime}>{p.builtin ? "built-in" : p.runtime}</span>
           <span class={`badge b-${p.status}`} data-testid="plugin-status">{p.status}</span>
         </span>
         <span class="plugin-actions">

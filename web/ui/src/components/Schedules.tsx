@@ -1,4 +1,4 @@
-// The Schedules page (#/schedules): the owner's cron and webhook
+// The Triggers page (#/triggers): the owner's cron and webhook
 // triggers (/api/v1/triggers) with their schedule and time zone or
 // webhook URL, enabled state and next fire times; a form that creates or
 // edits one, previewing the next fire times of the expression as it is
@@ -156,7 +156,7 @@ export function SchedulesView() {
   return (
     <div class="view schedules" data-testid="schedules">
       <header class="view-head">
-        <h1>Schedules</h1>
+        <h1>Triggers</h1>
         {!missing && <button type="button" class="primary sm" ref={newBtn} data-testid="trigger-new" aria-expanded={creating} aria-controls={creating ? "sched-new" : undefined}
           onClick={() => setCreating((c) => !c)}>New trigger</button>}
       </header>
@@ -168,7 +168,7 @@ export function SchedulesView() {
       )}
       <section class="panel" aria-labelledby="sched-h">
         <div class="panel-head">
-          <h2 id="sched-h" tabIndex={-1} ref={head}>Triggers{list ? <span class="muted small" data-testid="schedules-total">{list.length}</span> : null}</h2>
+          <h2 id="sched-h" tabIndex={-1} ref={head}>All triggers{list ? <span class="muted small" data-testid="schedules-total">{list.length}</span> : null}</h2>
           {!missing && <button type="button" class="sm" data-testid="schedules-refresh" onClick={() => { setNote(""); load(); }}>Refresh</button>}
         </div>
         <p class="sr-only" role="status" data-testid="schedules-note">{note}</p>

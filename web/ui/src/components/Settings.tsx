@@ -16,16 +16,40 @@ const SECTIONS: [SettingsSection, string][] = [
   ["general", "General"], ["files", "Files"], ["memories", "Memories"], ["notifications", "Notifications"], ["providers", "Providers"], ["plugins", "Plugins"], ["skills", "Skills"], ["mcp", "MCP servers"],
 ];
 
+/**
+ * keepInView scrolls view so that el starts right under view's sticky
+ * header, and keeps it there while the panels above it load and change
+ * height, until the person scrolls, clicks or types (or 10 s pass). It
+ * returns the function that stops it.
+ */
+function keepInView(view: HTMLElement, el: HTMLElement): () => void {
+  const head = view.querySelector<HTMLElement>(".view-head");
+  const pin = () => { view.scrollTop = el.offsetTop - (head?.offsetHeight ?? 0) - 12; };
+  pin();
+  const ro = typeof ResizeObserver === "undefined" ? undefined : new ResizeObserver(pin);
+  for (const c of view.children) ro?.observe(c);
+  const user = ["wheel", "touchstart", "pointerdown", "keydown"];
+  const stop = () => {
+    ro?.disconnect();
+    clearTimeout(timer);
+    for (const t of user) view.removeEventListener(t, stop);
+  };
+  const timer = setTimeout(stop, 10000);
+  for (const t of user) view.addEventListener(t, stop, { passive: true });
+  return stop;
+}
+
 export function Settings() {
   const s = useStore(store);
   const st = s.status;
   const section = s.route.view === "settings" ? s.route.section : undefined;
   // A link to a section scrolls to it and moves the focus to its heading.
   useEffect(() => {
-    if (!section) return;
-    const el = document.getElementById(`set-${section}`);
-    el?.scrollIntoView({ block: "start" });
-    el?.querySelector<HTMLElement>("h2")?.focus({ preventScroll: true });
+    const view = document.querySelector<HTMLElement>("[data-testid=settings]");
+    const el = section && document.getElementById(`set-${section}`);
+    if (!view || !el) return;
+    el.querySelector<HTMLElement>("h2")?.focus({ preventScroll: true });
+    return keepInView(view, el);
   }, [section]);
   return (
     <div class="view settings" data-testid="settings">
@@ -70,7 +94,7 @@ export function Settings() {
       <McpPanel />
       <section class="panel" aria-labelledby="trg-set-h" data-testid="settings-triggers">
         <h2 id="trg-set-h">Triggers</h2>
-        <p>Cron and webhook triggers, which start runs on a schedule or when a request arrives, are on the <a href={href({ view: "schedules" })} data-testid="settings-schedules-link">Schedules</a> page.</p>
+        <p>Cron and webhook triggers, which start runs on a schedule or when a request arrives, are on the <a href={href({ view: "triggers" })} data-testid="settings-schedules-link">Triggers</a> page.</p>
       </section>
     </div>
   );

@@ -89,7 +89,7 @@ export function Sidebar() {
         </form>
       )}
       <div class="side-foot">
-        <a href="#/schedules" data-testid="nav-schedules" class="nav-link" aria-current={s.route.view === "schedules" ? "page" : undefined}><span class="ico" aria-hidden="true">◷</span><span class="label">Schedules</span></a>
+        <a href="#/triggers" data-testid="nav-schedules" class="nav-link" aria-current={s.route.view === "triggers" ? "page" : undefined}><span class="ico" aria-hidden="true">◷</span><span class="label">Triggers</span></a>
         <a href="#/sandboxes" data-testid="nav-sandboxes" class="nav-link" aria-current={s.route.view === "sandboxes" ? "page" : undefined}><span class="ico" aria-hidden="true">▣</span><span class="label">Sandboxes</span></a>
         <a href="#/settings" data-testid="nav-settings" class="nav-link" aria-current={s.route.view === "settings" ? "page" : undefined}><span class="ico" aria-hidden="true">⚙</span><span class="label">Settings</span></a>
         <button type="button" class="link small" onClick={() => document.dispatchEvent(new CustomEvent("kiln:shortcuts"))}>Keyboard shortcuts <kbd>?</kbd></button>

@@ -18,16 +18,27 @@ function shortArgs(a: unknown): string {
   return t.length > 70 ? t.slice(0, 69) + "…" : t;
 }
 
-/** A tool call with its result; a task call names the subagent that answers it, with its state. */
-function ToolCallView({ call, result, sub }: { call: ToolCall; result?: Message; sub?: Run }) {
-  const state = !result ? "pending" : result.is_error ? "error" : "done";
+/**
+ * The badge of a call a person decided on: a rejected or skipped call did
+ * not fail, and an answered one did not run, so neither reads "error" or
+ * "done" (the result says what the model was told).
+ */
+const DECIDED: Record<string, string> = { reject: "rejected", skip: "skipped", respond: "answered" };
+
+/**
+ * A tool call with its result; a task call names the subagent that answers
+ * it, with its state. decision is how a person decided on the call, if
+ * one did.
+ */
+function ToolCallView({ call, result, sub, decision }: { call: ToolCall; result?: Message; sub?: Run; decision?: string }) {
+  const state = !result ? "pending" : (decision && DECIDED[decision]) || (result.is_error ? "error" : "done");
   return (
     <details class={`tool ${state}`} data-testid="tool-call" data-tool={call.name} data-result-index={result?.index}>
       <summary>
         <span class="tool-arrow" aria-hidden="true">→</span> <code class="tool-name">{call.name}</code> <span class="tool-args">{shortArgs(call.args)}</span>
         {sub && <span class="muted small" data-testid="subagent" data-run-id={sub.id} data-status={sub.status}>
           subagent <strong>{sub.agent?.skill}</strong> <span class={`badge b-${sub.status}`}>{sub.status}</span></span>}
-        <span class={`tool-state s-${state}`}>{state === "pending" ? "waiting" : state === "error" ? "error" : "done"}</span>
+        <span class={`tool-state s-${state}`} data-testid="tool-state">{state === "pending" ? "waiting" : state}</span>
       </summary>
       <div class="tool-body">
         <div class="small muted">Arguments</div>
@@ -81,7 +92,8 @@ function Messages({ t, cards, canFork }: { t: ThreadState; cards: Interrupt[]; c
             {forkErr?.index === m.index && <p class="card-error" role="alert" data-testid="fork-error">{forkErr.msg}</p>}
             {m.tool_calls?.map((c) => (
               <Fragment key={c.id}>
-                <ToolCallView call={c} result={results.get(c.id)} sub={m.run_id ? subagents(t, m.run_id).get(c.id) : undefined} />
+                <ToolCallView call={c} result={results.get(c.id)} sub={m.run_id ? subagents(t, m.run_id).get(c.id) : undefined}
+                  decision={byCall.get(c.id)?.filter((i) => i.decision).pop()?.decision?.decision} />
                 {byCall.get(c.id)?.map((i) => <ApprovalCard key={i.id} it={i} />)}
               </Fragment>
             ))}
@@ -200,11 +212,31 @@ export function ThreadView() {
   const drop = useFileDrop(att);
   const filesBtn = useRef<HTMLButtonElement>(null);
   const scroller = useRef<HTMLDivElement>(null);
+  // The conversation follows what runs add (messages, a waiting card)
+  // while it is scrolled to the end: stick, which only the person's own
+  // scrolling turns off (a scroll event for a position follow set is not
+  // theirs, even when more arrived before it was delivered).
   const stick = useRef(true);
+  const followed = useRef(-1);
+  const follow = () => {
+    const el = scroller.current;
+    if (!el || !stick.current) return;
+    el.scrollTop = el.scrollHeight;
+    followed.current = el.scrollTop;
+  };
   const count = (t?.messages.length ?? 0) + Object.values(t?.streaming ?? {}).join("").length + Object.keys(t?.interrupts ?? {}).length + Object.keys(t?.runs ?? {}).length;
-  useEffect(() => { const el = scroller.current; if (el && stick.current) el.scrollTop = el.scrollHeight; }, [count, t?.id]);
+  useLayoutEffect(() => { stick.current = true; }, [t?.id]);
+  useLayoutEffect(follow, [count, t?.id]);
+  // The conversation's own height changes too (the run bar above it grows when a run waits).
   useEffect(() => {
-    setText(""); setModel(""); setFolder(undefined); setErr(""); setRenaming(false); setShowFiles(false); stick.current = true;
+    const el = scroller.current;
+    if (!el || typeof ResizeObserver === "undefined") return;
+    const ro = new ResizeObserver(follow);
+    ro.observe(el);
+    return () => ro.disconnect();
+  }, [t?.id]);
+  useEffect(() => {
+    setText(""); setModel(""); setFolder(undefined); setErr(""); setRenaming(false); setShowFiles(false);
     // Attachments not sent in the thread left behind are deleted.
     return () => att.clear(true);
   }, [t?.id]);
@@ -284,7 +316,10 @@ export function ThreadView() {
       </div>
       {showFiles && <FilesPanel id="thread-files" threadId={t.id} onClose={closeFiles} />}
       {run?.status === "failed" && <div class="run-error" role="alert"><strong>The run failed.</strong> {run.error || "No reason was given."}</div>}
-      <div class="convo" ref={scroller} onScroll={(e) => { const el = e.currentTarget as HTMLDivElement; stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80; }}>
+      <div class="convo" ref={scroller} onScroll={(e) => {
+        const el = e.currentTarget as HTMLDivElement;
+        if (el.scrollTop !== followed.current) stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
+      }}>
         {!t.messages.length && !Object.keys(t.streaming).length && <p class="empty">No messages yet. Tell the agent what to do below.</p>}
         <Messages t={t} cards={cards} canFork={canFork} />
       </div>

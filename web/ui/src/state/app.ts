@@ -4,13 +4,15 @@ import { api, ApiError, authHeaders, API, setToken, setUnauthorizedHandler } fro
 import { normTheme } from "../workspace";
 import { EventStream, type SSEMessage, type StreamState } from "../sse";
 import { isListRoute, parseRoute, type Route } from "../route";
-import type { Counts, Folder, Grant, InboxItem, Interrupt, KEvent, Message, ModelList, Run, SearchMatch, Settings, Status, Theme, Thread, VirtualFile } from "../types";
+import type { Counts, Folder, Grant, InboxItem, Interrupt, KEvent, Message, ModelList, Run, SearchMatch, Settings, Status, Theme, Thread, ThreadTrigger, VirtualFile } from "../types";
 import { applyEvent, initThread, withInterrupts, withMessages, withRuns, type ThreadState } from "./events";
 import { createStore } from "./store";
 
 export interface Row {
   id: string; title: string; preview?: string; time: string; pinned?: boolean; status?: string;
   unread: boolean; openActions: number; runStatus?: string; folderId?: string; match?: SearchMatch;
+  /** Who started the thread (user, trigger, fork) and when; a trigger's threads differ by its fire. */
+  source?: string; created?: string; fire?: ThreadTrigger;
   /** What the row's menu acts on (every row has one). */
   menu: Pick<Thread, "id" | "title" | "pinned" | "folder_id" | "unread">;
 }
@@ -92,7 +94,7 @@ export function showError(e: unknown) {
 
 export const threadRow = (t: Thread): Row => ({
   id: t.id, title: t.title, preview: t.last_message, time: t.updated_at, pinned: t.pinned, status: t.status,
-  unread: t.unread, openActions: t.open_actions, folderId: t.folder_id, match: t.match, menu: t,
+  unread: t.unread, openActions: t.open_actions, folderId: t.folder_id, match: t.match, menu: t, source: t.source, created: t.created_at, fire: t.trigger,
 });
 const unreadRow = (i: InboxItem): Row => ({
   id: i.thread_id, title: i.thread_title, preview: i.preview, time: i.time, pinned: i.pinned, unread: true, openActions: 0,
@@ -321,7 +323,7 @@ type GlobalListener = (e: KEvent | undefined) => void;
 const globalListeners = new Set<GlobalListener>();
 /**
  * Calls f with each event of the global stream (a page that shows what
- * they change, such as Schedules, reads it again), and with undefined
+ * they change, such as Triggers, reads it again), and with undefined
  * when the stream is back after a disconnect (anything may have changed
  * meanwhile). Returns the function that stops it.
  */
