@@ -70,8 +70,8 @@ func TestMounts(t *testing.T) {
 	if fi, err := r.Stat(ctx, h, "/skills/tally"); err != nil || !fi.IsDir() {
 		t.Errorf("Stat through the mount: %+v %v", fi, err)
 	}
-	if ents, err := r.ReadDir(ctx, h, "/"); err != nil || len(ents) != 2 || ents[0].Name != "out" || ents[1].Name != "skills" {
-		t.Errorf("ReadDir / = %+v %v; want the mount points", ents, err)
+	if ents, err := r.ReadDir(ctx, h, "/"); err != nil || len(ents) != 3 || ents[0].Name != "out" || ents[1].Name != "skills" || ents[2].Name != "tmp" {
+		t.Errorf("ReadDir / = %+v %v; want the mount points and /tmp", ents, err)
 	}
 
 	for _, script := range []string{"cat /out/link", "cat /out/dirlink/secret", "echo x > /out/link", "ls /out/dirlink"} {
