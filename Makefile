@@ -123,8 +123,11 @@ test-short:
 vet:
 	$(GO) vet ./...
 
-## bench: the figures the issues ask for, as a table (LangGraph JS alongside and the UI's first paint when Node is present)
-bench: build
+## bench: the figures the issues ask for, as a table (LangGraph JS alongside and the UI's first paint when Node is present);
+## deps first, as for test: the MCP benchmarks run the npm MCP servers, the sandbox figures the Docker
+## engine and OpenSandbox's JS SDK, the first paint Chromium and the UI's node_modules
+bench: deps
+	@$(MAKE) --no-print-directory build
 	$(GO) run ./cmd/kiln-bench
 
 ## fuzz: run every fuzz target for FUZZTIME each
