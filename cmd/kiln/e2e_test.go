@@ -381,7 +381,7 @@ func TestStatusToolsEvents(t *testing.T) {
 	s := startServer(t, t.TempDir(), "")
 	r := kiln(t, "status")
 	mustContain(t, "status", r.stdout, "Server:         "+s.url+" (up)", "Version:        v-test",
-		"Default model:  scripted", "Inbox:          0 unread, 0 actions")
+		"Default model:  scripted", "Inbox:          0 unread, 0 actions", "Search:         "+s.store.SearchMode()+" (")
 	r = kiln(t, "status", "-o", "json")
 	var st client.ServerStatus
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.Version != "v-test" {

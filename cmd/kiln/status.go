@@ -43,10 +43,20 @@ func newStatusCmd(a *app) *cobra.Command {
 			field("Started", fmt.Sprintf("%s (up %s)", ago(s.StartedAt, time.Now()), duration(time.Duration(s.UptimeSeconds)*time.Second)))
 			field("Active runs", strconv.Itoa(s.ActiveRuns))
 			field("Subscribers", strconv.Itoa(s.Subscribers))
+			field("Search", searchMode(st, s.Search))
 			field("Inbox", fmt.Sprintf("%d unread, %s", inbox.Counts.Unread, actions(st, inbox.Counts.Action)))
 			return nil
 		},
 	}
+}
+
+// searchMode describes the server's search mode; basic is highlighted,
+// with how to get full-text search.
+func searchMode(st style, mode string) string {
+	if mode == "basic" {
+		return st.yellow("basic") + " (no full-text index: build kiln with -tags sqlite_fts5)"
+	}
+	return mode + " (full text)"
 }
 
 // actions formats the Action count, highlighted when something waits.
