@@ -347,7 +347,7 @@ func TestOutputHelpers(t *testing.T) {
 	}
 	at := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
 	for _, tt := range []struct {
-		t          time.Time
+		t        time.Time
 		tz, want string
 	}{
 		{at, "Europe/Berlin", "Thu 2026-12-03 09:00 CET"},
