@@ -16,9 +16,11 @@ func TestHealthz(t *testing.T) {
 	e := newEnv(t, Options{Token: strings.Repeat("t", 40)})
 	e.token = ""
 	var body map[string]string
-	e.call("GET", "/healthz", "", http.StatusOK, &body)
-	if body["status"] != "ok" {
-		t.Fatalf("healthz body %v", body)
+	for _, path := range []string{"/healthz", "/api/v1/healthz"} {
+		e.call("GET", path, "", http.StatusOK, &body)
+		if body["status"] != "ok" {
+			t.Fatalf("%s body %v", path, body)
+		}
 	}
 }
 

@@ -233,6 +233,7 @@ func (s *server) apiRoutes(r chi.Router) {
 	s.pluginRoutes(r)
 	s.providerRoutes(r)
 	r.Get("/status", s.api(s.status))
+	r.Get("/healthz", s.healthz) // apiHealthz: no token
 	r.Get("/logs", s.api(s.listLogs))
 	r.Get("/logs/stream", s.streamLogs)
 	r.Get("/events", s.allEvents)
