@@ -8,6 +8,8 @@ ADDR     ?= 127.0.0.1:8420
 # Thread search is SQLite's FTS5, which go-sqlite3 compiles in with the
 # sqlite_fts5 build tag: every go command here (and the go commands the
 # tests run) gets it. By hand: go build -tags sqlite_fts5 ./cmd/kiln.
+# Without the tag (a plain go build or go install) kiln works with basic
+# search (a scan, unranked); test-plain keeps that build working.
 GOTAGS   := sqlite_fts5
 export GOFLAGS := -tags=$(GOTAGS) $(GOFLAGS)
 # CHROMIUM is the browser of the UI's end-to-end tests and of the first-paint figure.
@@ -32,7 +34,7 @@ MCP_MODULES := $(MCP_NPM)/node_modules/.package-lock.json
 SBX_NPM     := sandbox/testdata/npm
 SBX_MODULES := $(SBX_NPM)/node_modules/.package-lock.json
 
-.PHONY: all build kiln examples run ui ui-check deps docker test test-short bench fuzz vet clean
+.PHONY: all build kiln examples run ui ui-check deps docker test test-plain test-short bench fuzz vet clean
 
 all: build
 
@@ -112,9 +114,17 @@ test: deps
 	@$(MAKE) --no-print-directory ui-check
 	@$(MAKE) --no-print-directory build
 	$(GO) vet ./...
+	@$(MAKE) --no-print-directory test-plain
 	$(GO) test -count=1 -timeout 15m ./...
 	cd $(UI) && $(NPM) test
 	cd $(UI) && KILN_BIN=$(CURDIR)/$(BIN)/kiln $(NPM) run e2e
+
+## test-plain: the build without the sqlite_fts5 tag, as `go install` makes it: vet, build, and the
+## store's and core's tests, whose searches then run in basic mode
+test-plain:
+	GOFLAGS= $(GO) vet ./core/... ./cmd/kiln
+	GOFLAGS= $(GO) build -o /dev/null ./cmd/kiln
+	GOFLAGS= $(GO) test -count=1 ./core/...
 
 ## test-short: the Go unit tests only
 test-short:
@@ -123,8 +133,11 @@ test-short:
 vet:
 	$(GO) vet ./...
 
-## bench: the figures the issues ask for, as a table (LangGraph JS alongside and the UI's first paint when Node is present)
-bench: build
+## bench: the figures the issues ask for, as a table (LangGraph JS alongside and the UI's first paint when Node is present);
+## deps first, as for test: the MCP benchmarks run the npm MCP servers, the sandbox figures the Docker
+## engine and OpenSandbox's JS SDK, the first paint Chromium and the UI's node_modules
+bench: deps
+	@$(MAKE) --no-print-directory build
 	$(GO) run ./cmd/kiln-bench
 
 ## fuzz: run every fuzz target for FUZZTIME each

@@ -72,6 +72,29 @@ func TermMatches(word, term string) bool {
 	return strings.HasPrefix(word, term)
 }
 
+// TextMatches reports whether every one of terms matches a word of text
+// (TermMatches), as a search matches a title or a message text: the
+// rule of a store without a full-text index. No terms match nothing.
+func TextMatches(text string, terms []string) bool {
+	if len(terms) == 0 {
+		return false
+	}
+	found := make([]bool, len(terms))
+	left := len(terms)
+	for _, w := range words(text) {
+		f := fold(text[w[0]:w[1]])
+		for i, t := range terms {
+			if !found[i] && TermMatches(f, t) {
+				found[i] = true
+				if left--; left == 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // fold lowers a word and drops its diacritics.
 func fold(w string) string {
 	ascii := true

@@ -12,11 +12,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"text/template"
 	"time"
+	"unicode/utf8"
 )
 
 // Trigger events.
@@ -728,11 +731,13 @@ func (s *Service) FireTrigger(ctx context.Context, p Principal, id string) (*Occ
 // the authentication headers.
 type Delivery struct {
 	Body []byte
-	// Token is the bearer token or X-Kiln-Token header; Signature the
-	// "sha256=<hex>" HMAC of the body (or of "<Timestamp>.<body>" when
-	// Timestamp, unix seconds, is given).
+	// Token is the bearer token or X-Kiln-Token header. Signatures maps
+	// each signature header sent (X-Kiln-Signature, X-Hub-Signature-256)
+	// to its "sha256=<hex>" HMAC of the body, or of "<Timestamp>.<body>"
+	// when Timestamp, unix seconds, is given. Every credential sent must
+	// verify: one right signature does not excuse a wrong one.
 	Token      string
-	Signature  string
+	Signatures map[string]string
 	Timestamp  string
 	DeliveryID string
 }
@@ -741,8 +746,8 @@ type Delivery struct {
 // the payload. ENOTFOUND for no such webhook trigger, EUNAUTHORIZED for
 // a missing or wrong secret or signature or a stale timestamp, ECONFLICT
 // for a disabled trigger or a delivery ID seen before, ELIMIT past the
-// trigger's rate limit, EINVALID for a body that is not JSON or a prompt
-// that cannot be filled; nothing is started in all those cases.
+// trigger's rate limit, EINVALID for a body that is not UTF-8 JSON or a
+// prompt that cannot be filled; nothing is started in all those cases.
 func (s *Service) Deliver(ctx context.Context, triggerID string, d Delivery) (*Occurrence, error) {
 	var tr *Trigger
 	err := s.view(ctx, func(tx ReadTx) (err error) {
@@ -767,11 +772,9 @@ func (s *Service) Deliver(ctx context.Context, triggerID string, d Delivery) (*O
 	if len(d.DeliveryID) > 200 {
 		return nil, Errorf(EINVALID, "the delivery id is longer than 200 bytes")
 	}
-	var data any
-	if len(bytes.TrimSpace(d.Body)) > 0 {
-		if err := json.Unmarshal(d.Body, &data); err != nil {
-			return nil, Errorf(EINVALID, "the payload is not JSON: %s", err)
-		}
+	data, err := parsePayload(d.Body)
+	if err != nil {
+		return nil, err
 	}
 	input, err := renderPrompt(tr, data)
 	if err != nil {
@@ -793,45 +796,65 @@ func (s *Service) Deliver(ctx context.Context, triggerID string, d Delivery) (*O
 	return o, err
 }
 
-// authenticate checks a delivery's secret or signature in constant time.
+// parsePayload decodes a webhook body: nil for an empty one, else JSON
+// in valid UTF-8. EINVALID otherwise (encoding/json would quietly turn
+// bytes that are not UTF-8 into U+FFFD, so they are refused first).
+func parsePayload(body []byte) (any, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, nil
+	}
+	if !utf8.Valid(body) {
+		return nil, Errorf(EINVALID, "the payload is not valid UTF-8")
+	}
+	var data any
+	if err := json.Unmarshal(body, &data); err != nil {
+		return nil, Errorf(EINVALID, "the payload is not JSON: %s", err)
+	}
+	return data, nil
+}
+
+// authenticate checks a delivery's secret and signatures in constant
+// time. At least one credential must be sent, and every one sent must
+// verify.
 func (s *Service) authenticate(tr *Trigger, d Delivery) error {
 	unauthorized := Errorf(EUNAUTHORIZED, "the webhook secret or signature is missing or wrong")
-	switch {
-	case d.Token != "":
+	if d.Token == "" && len(d.Signatures) == 0 {
+		return unauthorized
+	}
+	if d.Token != "" {
 		sum := sha256.Sum256([]byte(d.Token))
 		if len(tr.SecretHash) != len(sum) || subtle.ConstantTimeCompare(sum[:], tr.SecretHash) != 1 {
 			return unauthorized
 		}
-		return nil
-	case d.Signature != "":
-		hexSig, ok := strings.CutPrefix(d.Signature, "sha256=")
-		got, err := hex.DecodeString(hexSig)
-		if !ok || err != nil {
-			return unauthorized
-		}
-		secret, err := s.openSecret(tr)
-		if err != nil {
-			return err
-		}
-		mac := hmac.New(sha256.New, secret)
-		if d.Timestamp != "" {
-			ts, err := strconv.ParseInt(d.Timestamp, 10, 64)
-			if err != nil {
-				return Errorf(EUNAUTHORIZED, "X-Kiln-Timestamp must be unix seconds")
-			}
-			if skew := s.now().Sub(time.Unix(ts, 0)); skew > SignatureTolerance || skew < -SignatureTolerance {
-				return Errorf(EUNAUTHORIZED, "the signed timestamp is more than %s from the server's clock", SignatureTolerance)
-			}
-			mac.Write([]byte(d.Timestamp + "."))
-		}
-		mac.Write(d.Body)
-		if !hmac.Equal(mac.Sum(nil), got) {
-			return unauthorized
-		}
-		return nil
-	default:
-		return unauthorized
 	}
+	if len(d.Signatures) == 0 {
+		return nil
+	}
+	secret, err := s.openSecret(tr)
+	if err != nil {
+		return err
+	}
+	mac := hmac.New(sha256.New, secret)
+	if d.Timestamp != "" {
+		ts, err := strconv.ParseInt(d.Timestamp, 10, 64)
+		if err != nil {
+			return Errorf(EUNAUTHORIZED, "X-Kiln-Timestamp must be unix seconds")
+		}
+		if skew := s.now().Sub(time.Unix(ts, 0)); skew > SignatureTolerance || skew < -SignatureTolerance {
+			return Errorf(EUNAUTHORIZED, "the signed timestamp is more than %s from the server's clock", SignatureTolerance)
+		}
+		mac.Write([]byte(d.Timestamp + "."))
+	}
+	mac.Write(d.Body)
+	want := mac.Sum(nil)
+	for _, name := range slices.Sorted(maps.Keys(d.Signatures)) {
+		hexSig, ok := strings.CutPrefix(d.Signatures[name], "sha256=")
+		got, err := hex.DecodeString(hexSig)
+		if !ok || err != nil || !hmac.Equal(want, got) {
+			return Errorf(EUNAUTHORIZED, "the %s signature is malformed or does not match the body", name)
+		}
+	}
+	return nil
 }
 
 // allow takes a token from tr's rate limiter.

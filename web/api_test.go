@@ -16,9 +16,11 @@ func TestHealthz(t *testing.T) {
 	e := newEnv(t, Options{Token: strings.Repeat("t", 40)})
 	e.token = ""
 	var body map[string]string
-	e.call("GET", "/healthz", "", http.StatusOK, &body)
-	if body["status"] != "ok" {
-		t.Fatalf("healthz body %v", body)
+	for _, path := range []string{"/healthz", "/api/v1/healthz"} {
+		e.call("GET", path, "", http.StatusOK, &body)
+		if body["status"] != "ok" {
+			t.Fatalf("%s body %v", path, body)
+		}
 	}
 }
 
@@ -230,7 +232,7 @@ func TestDeleteThreadWithActiveRun(t *testing.T) {
 }
 
 func TestToolsAndStatus(t *testing.T) {
-	e := newEnv(t, Options{Version: "v1.2.3", DataRoot: "/data", DefaultModel: "scripted"})
+	e := newEnv(t, Options{Version: "v1.2.3", DataRoot: "/data", DefaultModel: "scripted", Search: "basic"})
 	var tools struct{ Tools []core.ToolSpec }
 	e.call("GET", "/api/v1/tools", "", http.StatusOK, &tools)
 	var names []string
@@ -242,12 +244,12 @@ func TestToolsAndStatus(t *testing.T) {
 	}
 	var st map[string]any
 	e.call("GET", "/api/v1/status", "", http.StatusOK, &st)
-	for _, k := range []string{"version", "data_root", "default_model", "started_at", "uptime_seconds", "active_runs", "subscribers"} {
+	for _, k := range []string{"version", "data_root", "default_model", "started_at", "uptime_seconds", "active_runs", "subscribers", "search"} {
 		if _, ok := st[k]; !ok {
 			t.Errorf("status lacks %q: %v", k, st)
 		}
 	}
-	if st["version"] != "v1.2.3" || st["data_root"] != "/data" || st["default_model"] != "scripted" {
+	if st["version"] != "v1.2.3" || st["data_root"] != "/data" || st["default_model"] != "scripted" || st["search"] != "basic" {
 		t.Fatalf("status %v", st)
 	}
 }

@@ -247,6 +247,9 @@ type statusBody struct {
 	ActiveRuns    int       `json:"active_runs"`
 	// Subscribers counts the open event streams.
 	Subscribers int `json:"subscribers"`
+	// Search is how thread and inbox searches run: "fts5" (full text,
+	// ranked) or "basic" (a scan, unranked: a build without FTS5).
+	Search string `json:"search"`
 }
 
 func (s *server) status(_ http.ResponseWriter, _ *http.Request) (int, any, error) {
@@ -259,5 +262,6 @@ func (s *server) status(_ http.ResponseWriter, _ *http.Request) (int, any, error
 		UptimeSeconds: int64(time.Since(s.opts.StartedAt).Seconds()),
 		ActiveRuns:    s.svc.ActiveRuns(),
 		Subscribers:   streams,
+		Search:        s.opts.Search,
 	}, nil
 }

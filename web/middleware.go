@@ -191,7 +191,7 @@ func isLoopbackHost(hostport string) bool {
 }
 
 // requireToken demands the bearer token on /api requests when one is
-// configured.
+// configured; the liveness check (apiHealthz) needs none, as /healthz.
 func (s *server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if sb := s.opts.Sandboxes; sb != nil && sb.IsAPIPath(r.URL.Path) {
@@ -200,7 +200,7 @@ func (s *server) requireToken(next http.Handler) http.Handler {
 			}
 			return
 		}
-		if !isAPIPath(r.URL.Path) || s.authorized(w, r) {
+		if !isAPIPath(r.URL.Path) || r.URL.Path == apiHealthz || s.authorized(w, r) {
 			next.ServeHTTP(w, r)
 		}
 	})
@@ -276,6 +276,10 @@ func (s *server) tokenMatches(token string) bool {
 }
 
 // isAPIPath reports whether path is under /api.
+// apiHealthz is the liveness check under the API's prefix, the same as
+// /healthz, for clients and probes that address everything below it.
+const apiHealthz = "/api/v1/healthz"
+
 func isAPIPath(path string) bool {
 	return path == "/api" || strings.HasPrefix(path, "/api/")
 }

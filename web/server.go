@@ -28,8 +28,9 @@ type Options struct {
 	// origins (http(s)://localhost, 127.0.0.1 or [::1], any port) are
 	// allowed in addition to AllowedOrigins.
 	Loopback bool
-	// Version, DataRoot and DefaultModel are reported by GET /api/v1/status.
-	Version, DataRoot, DefaultModel string
+	// Version, DataRoot and DefaultModel are reported by GET /api/v1/status,
+	// and so is Search, the store's search mode ("fts5" or "basic").
+	Version, DataRoot, DefaultModel, Search string
 	// Heartbeat is the interval of the comment lines that keep event streams
 	// alive through proxies; zero means 15 seconds.
 	Heartbeat time.Duration
@@ -232,6 +233,7 @@ func (s *server) apiRoutes(r chi.Router) {
 	s.pluginRoutes(r)
 	s.providerRoutes(r)
 	r.Get("/status", s.api(s.status))
+	r.Get("/healthz", s.healthz) // apiHealthz: no token
 	r.Get("/logs", s.api(s.listLogs))
 	r.Get("/logs/stream", s.streamLogs)
 	r.Get("/events", s.allEvents)

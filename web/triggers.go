@@ -113,6 +113,8 @@ func (s *server) previewSchedule(_ http.ResponseWriter, r *http.Request) (int, a
 
 // receiveHook is POST /hooks/{id}: a webhook delivery. The body is read
 // raw (at most core.MaxPayloadLen bytes, else 413) for the signature.
+// Every credential header sent goes to the core, which requires all of
+// them to verify.
 func (s *server) receiveHook(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	if r.ContentLength > core.MaxPayloadLen {
 		return 0, nil, errorf(codeTooLarge, "the payload exceeds %d bytes", core.MaxPayloadLen)
@@ -128,11 +130,18 @@ func (s *server) receiveHook(w http.ResponseWriter, r *http.Request) (int, any, 
 	h := r.Header
 	d := core.Delivery{Body: body, Token: h.Get("X-Kiln-Token"), Timestamp: h.Get("X-Kiln-Timestamp")}
 	if tok, ok := strings.CutPrefix(h.Get("Authorization"), "Bearer "); ok {
-		d.Token = strings.TrimSpace(tok)
+		if tok = strings.TrimSpace(tok); d.Token != "" && d.Token != tok {
+			return 0, nil, errorf(core.EUNAUTHORIZED, "the webhook secret or signature is missing or wrong")
+		}
+		d.Token = tok
 	}
-	d.Signature = h.Get("X-Kiln-Signature")
-	if d.Signature == "" {
-		d.Signature = h.Get("X-Hub-Signature-256")
+	for _, name := range []string{"X-Kiln-Signature", "X-Hub-Signature-256"} {
+		if v := h.Values(name); len(v) > 0 {
+			if d.Signatures == nil {
+				d.Signatures = map[string]string{}
+			}
+			d.Signatures[name] = strings.Join(v, ",")
+		}
 	}
 	d.DeliveryID = h.Get("X-Kiln-Delivery")
 	if d.DeliveryID == "" {

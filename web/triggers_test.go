@@ -105,6 +105,7 @@ func TestWebhooks(t *testing.T) {
 		t.Fatal("GET shows the secret")
 	}
 	body := `{"msg":"hello"}`
+	notUTF8 := "{\"msg\":\"caf\xe9\"}" // Latin-1, which encoding/json would turn into U+FFFD
 	now := strconv.FormatInt(time.Now().Unix(), 10)
 	stale := strconv.FormatInt(time.Now().Add(-6*time.Minute).Unix(), 10)
 	path := "/hooks/" + tr.ID
@@ -132,6 +133,13 @@ func TestWebhooks(t *testing.T) {
 		{"timestamp not signed", path, body, map[string]string{"X-Kiln-Signature": sign(tr.Secret, body), "X-Kiln-Timestamp": now}, 401},
 		{"oversized body", path, `{"msg":"` + strings.Repeat("a", core.MaxPayloadLen) + `"}`, map[string]string{"Authorization": "Bearer " + tr.Secret}, 413},
 		{"not JSON", path, `{"msg":`, map[string]string{"Authorization": "Bearer " + tr.Secret}, 400},
+		{"signed, not UTF-8", path, notUTF8, map[string]string{"X-Kiln-Signature": sign(tr.Secret, notUTF8)}, 400},
+		{"secret, not UTF-8", path, notUTF8, map[string]string{"X-Kiln-Token": tr.Secret}, 400},
+		{"right Kiln signature, wrong GitHub one", path, body, map[string]string{"X-Kiln-Signature": sign(tr.Secret, body), "X-Hub-Signature-256": sign("another secret of thirty-two chars", body)}, 401},
+		{"wrong Kiln signature, right GitHub one", path, body, map[string]string{"X-Kiln-Signature": sign("another secret of thirty-two chars", body), "X-Hub-Signature-256": sign(tr.Secret, body)}, 401},
+		{"right secret, wrong signature", path, body, map[string]string{"X-Kiln-Token": tr.Secret, "X-Kiln-Signature": sign("another secret of thirty-two chars", body)}, 401},
+		{"right secret, empty GitHub signature", path, body, map[string]string{"X-Kiln-Token": tr.Secret, "X-Hub-Signature-256": "sha256="}, 401},
+		{"right bearer, wrong X-Kiln-Token", path, body, map[string]string{"Authorization": "Bearer " + tr.Secret, "X-Kiln-Token": strings.Repeat("x", 64)}, 401},
 		{"unknown trigger", "/hooks/trg_nope", body, map[string]string{"Authorization": "Bearer " + tr.Secret}, 404},
 	} {
 		r := e.raw("POST", c.path, c.body, c.header)

@@ -342,6 +342,23 @@ func TestOutputHelpers(t *testing.T) {
 			t.Errorf("duration(%v) = %q, want %q", d, got, want)
 		}
 	}
+	if got := started(time.Date(2026, 12, 6, 0, 38, 12, 0, time.UTC), time.Hour+52*time.Minute); got != "2026-12-06 00:38:12 UTC (up 1h52m)" {
+		t.Errorf("started = %q", got)
+	}
+	at := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		t        time.Time
+		tz, want string
+	}{
+		{at, "Europe/Berlin", "Thu 2026-12-03 09:00 CET"},
+		{at, "", "Thu 2026-12-03 08:00 UTC"},
+		{at, "Mars/Base", "Thu 2026-12-03 08:00 UTC"},
+		{at.Add(30 * time.Second), "Asia/Tokyo", "Thu 2026-12-03 17:00:30 JST"},
+	} {
+		if got := fireTime(tt.t, tt.tz); got != tt.want {
+			t.Errorf("fireTime(%v, %q) = %q, want %q", tt.t, tt.tz, got, tt.want)
+		}
+	}
 	if got := truncate("a  b\nc", 10); got != "a b c" {
 		t.Errorf("truncate = %q", got)
 	}

@@ -381,7 +381,10 @@ func TestStatusToolsEvents(t *testing.T) {
 	s := startServer(t, t.TempDir(), "")
 	r := kiln(t, "status")
 	mustContain(t, "status", r.stdout, "Server:         "+s.url+" (up)", "Version:        v-test",
-		"Default model:  scripted", "Inbox:          0 unread, 0 actions")
+		"Default model:  scripted", "Inbox:          0 unread, 0 actions", "Search:         "+s.store.SearchMode()+" (", " (up ")
+	if strings.Contains(r.stdout, " ago") {
+		t.Errorf("status gives an age beside the uptime:\n%s", r.stdout)
+	}
 	r = kiln(t, "status", "-o", "json")
 	var st client.ServerStatus
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.Version != "v-test" {
@@ -504,9 +507,13 @@ func TestListsAcrossThreads(t *testing.T) {
 		t.Errorf("threads ls --search lists a thread that does not match:\n%s", r.stdout)
 	}
 	r = kiln(t, "inbox", "unread", "--search", "holiday")
-	mustContain(t, "inbox --search", r.stdout, "MATCH", runs[1].ThreadID, "[Holiday]")
-	if strings.Contains(r.stdout, runs[0].ThreadID) {
-		t.Errorf("inbox --search lists a thread that does not match:\n%s", r.stdout)
+	mustContain(t, "inbox --search", r.stdout, `Unread: 1 of 2 match "holiday"`, "MATCH", runs[1].ThreadID, "[Holiday]")
+	if strings.Contains(r.stdout, runs[0].ThreadID) || strings.Contains(r.stdout, "Unread (2)") {
+		t.Errorf("inbox --search lists a thread that does not match, or the queue's count above the match:\n%s", r.stdout)
+	}
+	r = kiln(t, "inbox", "--search", "zebra")
+	if want := "Action: 0 of 1 match \"zebra\"\n\nUnread: 0 of 2 match \"zebra\"\n"; r.stdout != want {
+		t.Errorf("inbox --search zebra:\n%s\nwant\n%s", r.stdout, want)
 	}
 	r = kiln(t, "threads", "read", "--all")
 	if r.stdout != "Marked 2 threads as read.\n" {

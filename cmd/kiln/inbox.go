@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -60,7 +61,7 @@ you last read them. Without an argument both queues are shown.`,
 				if i > 0 {
 					fmt.Fprintln(w)
 				}
-				a.renderQueue(w, pages[q], search != "")
+				a.renderQueue(w, pages[q], search)
 			}
 			return nil
 		},
@@ -72,13 +73,16 @@ you last read them. Without an argument both queues are shown.`,
 	return cmd
 }
 
-// renderQueue writes one inbox queue as a table; searched adds the match.
-func (a *app) renderQueue(w io.Writer, page *core.InboxPage, searched bool) {
+// renderQueue writes one inbox queue as a table; a search adds the match.
+func (a *app) renderQueue(w io.Writer, page *core.InboxPage, search string) {
 	st, now := styleFor(w), time.Now()
+	searched := search != ""
+	fmt.Fprintln(w, st.bold(queueTitle(page, search)))
 	if page.Queue == core.QueueAction {
-		fmt.Fprintln(w, st.bold(fmt.Sprintf("Action (%d)", page.Counts.Action)))
 		if len(page.Items) == 0 {
-			fmt.Fprintln(w, st.dim("Nothing is waiting for a decision."))
+			if !searched {
+				fmt.Fprintln(w, st.dim("Nothing is waiting for a decision."))
+			}
 			return
 		}
 		t := &table{st: st, header: withMatch([]string{"INTERRUPT", "TOOL", "ARGS", "THREAD", "WAITING"}, searched)}
@@ -98,9 +102,10 @@ func (a *app) renderQueue(w io.Writer, page *core.InboxPage, searched bool) {
 		// short, and the JSON has them whole with the run and thread IDs.
 		fmt.Fprintln(w, st.dim("Decide with: kiln approve|reject|edit|respond INTERRUPT (full ARGS: kiln inbox action -o json)"))
 	} else {
-		fmt.Fprintln(w, st.bold(fmt.Sprintf("Unread (%d)", page.Counts.Unread)))
 		if len(page.Items) == 0 {
-			fmt.Fprintln(w, st.dim("All caught up."))
+			if !searched {
+				fmt.Fprintln(w, st.dim("All caught up."))
+			}
 			return
 		}
 		t := &table{st: st, header: withMatch([]string{"THREAD", "TITLE", "RUN", "PREVIEW", "FINISHED"}, searched)}
@@ -117,6 +122,25 @@ func (a *app) renderQueue(w io.Writer, page *core.InboxPage, searched bool) {
 	if page.NextCursor != "" {
 		fmt.Fprintln(w, st.dim(fmt.Sprintf("More items: kiln inbox %s --cursor %s", page.Queue, page.NextCursor)))
 	}
+}
+
+// queueTitle is the line above a queue: its name and count ("Unread
+// (5)"), or for a search how many of its items match ("Unread: 2 of 5
+// match "invoice"", "50+" when more pages follow), so the queue's count
+// is never shown above a list of matches.
+func queueTitle(page *core.InboxPage, search string) string {
+	name, total := "Unread", page.Counts.Unread
+	if page.Queue == core.QueueAction {
+		name, total = "Action", page.Counts.Action
+	}
+	if search == "" {
+		return fmt.Sprintf("%s (%d)", name, total)
+	}
+	n := strconv.Itoa(len(page.Items))
+	if page.NextCursor != "" {
+		n += "+"
+	}
+	return fmt.Sprintf("%s: %s of %d match %q", name, n, total, search)
 }
 
 // withMatch adds the MATCH column to a search's header.

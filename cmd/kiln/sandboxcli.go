@@ -222,15 +222,7 @@ expire and, for an agent thread's own sandbox, its thread.`,
 			now := time.Now()
 			t := &table{st: st, header: []string{"ID", "STATE", "RUNTIME", "IMAGE", "EXPIRES", "THREAD"}}
 			for _, sb := range list {
-				image := "-"
-				if sb.Image != nil && sb.Image.URI != "" {
-					image = sb.Image.URI
-				}
-				thread := sb.Metadata[client.MetaThread]
-				if thread == "" {
-					thread = "-"
-				}
-				t.add(sb.ID, sandboxState(st, sb.Status.State), sb.Runtime, image, expiresIn(sb.ExpiresAt, now), thread)
+				t.add(sandboxRow(st, sb, now)...)
 			}
 			t.render(w)
 			for _, sb := range list {
@@ -246,6 +238,27 @@ expire and, for an agent thread's own sandbox, its thread.`,
 	f.StringArrayVar(&meta, "meta", nil, "only sandboxes with this metadata label, `KEY=VALUE` (repeatable)")
 	_ = cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions([]string{"Pending", "Running", "Paused", "Failed"}, noFiles))
 	return cmd
+}
+
+// sandboxRow is a sandbox's row of sandbox ls: ID, state, runtime, image
+// ("(default)" when the create named none, as an agent thread's own
+// sandbox does: the runtime's default image or its one environment),
+// when it expires ("-" once it failed or terminated: it is gone, or kept
+// only to say why) and its thread ("-" for none).
+func sandboxRow(st style, sb *client.Sandbox, now time.Time) []string {
+	image := "(default)"
+	if sb.Image != nil && sb.Image.URI != "" {
+		image = sb.Image.URI
+	}
+	expires := expiresIn(sb.ExpiresAt, now)
+	if sb.Status.State == client.SandboxFailed || sb.Status.State == client.SandboxTerminated {
+		expires = "-"
+	}
+	thread := sb.Metadata[client.MetaThread]
+	if thread == "" {
+		thread = "-"
+	}
+	return []string{sb.ID, sandboxState(st, sb.Status.State), sb.Runtime, image, expires, thread}
 }
 
 // sandboxState colours a sandbox state by what it means for the user.

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kilnhq/kiln/sdk/client"
 )
 
 func TestSandboxPath(t *testing.T) {
@@ -99,5 +102,27 @@ func TestElapsedLine(t *testing.T) {
 	stop() // twice is harmless
 	if want := "\rStarting a wasm sandbox… 0s\x1b[K\r\x1b[K"; b.String() != want {
 		t.Errorf("elapsed line: %q, want %q", b.String(), want)
+	}
+}
+
+// TestSandboxRow: an agent's sandbox (created without an image) shows
+// "(default)", not "-"; a failed or terminated one no countdown.
+func TestSandboxRow(t *testing.T) {
+	now := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
+	later := now.Add(29 * time.Minute)
+	agent := &client.Sandbox{ID: "sbx_1", Runtime: "docker", ExpiresAt: &later, Metadata: map[string]string{client.MetaThread: "thr_1"}}
+	agent.Status.State = client.SandboxRunning
+	failed := &client.Sandbox{ID: "sbx_2", Runtime: "docker", Image: &client.SandboxImage{URI: "python:3.12-slim"}, ExpiresAt: &later}
+	failed.Status.State = client.SandboxFailed
+	for _, tc := range []struct {
+		sb   *client.Sandbox
+		want []string
+	}{
+		{agent, []string{"sbx_1", "Running", "docker", "(default)", "in 29m00s", "thr_1"}},
+		{failed, []string{"sbx_2", "Failed", "docker", "python:3.12-slim", "-", "-"}},
+	} {
+		if got := sandboxRow(style{}, tc.sb, now); !slices.Equal(got, tc.want) {
+			t.Errorf("sandboxRow(%s) = %q, want %q", tc.sb.ID, got, tc.want)
+		}
 	}
 }

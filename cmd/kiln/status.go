@@ -40,13 +40,31 @@ func newStatusCmd(a *app) *cobra.Command {
 			field("Version", s.Version)
 			field("Default model", s.DefaultModel)
 			field("Data", s.DataRoot)
-			field("Started", fmt.Sprintf("%s (up %s)", ago(s.StartedAt, time.Now()), duration(time.Duration(s.UptimeSeconds)*time.Second)))
+			field("Started", started(s.StartedAt.Local(), time.Duration(s.UptimeSeconds)*time.Second))
 			field("Active runs", strconv.Itoa(s.ActiveRuns))
 			field("Subscribers", strconv.Itoa(s.Subscribers))
+			field("Search", searchMode(st, s.Search))
 			field("Inbox", fmt.Sprintf("%d unread, %s", inbox.Counts.Unread, actions(st, inbox.Counts.Action)))
 			return nil
 		},
 	}
+}
+
+// started is the status's start line: when, as a time (in at's zone),
+// and how long ago, from the server's own uptime: "2026-12-06 00:38:12
+// UTC (up 1h52m)". It was a rounded age beside the exact uptime, "1h ago
+// (up 1h52m)", which read as two answers.
+func started(at time.Time, up time.Duration) string {
+	return fmt.Sprintf("%s (up %s)", at.Format("2006-01-02 15:04:05 MST"), duration(up))
+}
+
+// searchMode describes the server's search mode; basic is highlighted,
+// with how to get full-text search.
+func searchMode(st style, mode string) string {
+	if mode == "basic" {
+		return st.yellow("basic") + " (no full-text index: build kiln with -tags sqlite_fts5)"
+	}
+	return mode + " (full text)"
 }
 
 // actions formats the Action count, highlighted when something waits.

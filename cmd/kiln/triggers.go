@@ -60,7 +60,7 @@ func newTriggersListCmd(a *app) *cobra.Command {
 					}
 				}
 				if len(tr.Next) > 0 {
-					next = tr.Next[0].Local().Format(time.RFC3339)
+					next = fireTime(tr.Next[0], tr.Timezone)
 				}
 				t.add(tr.ID, tr.Name, tr.Kind, sched, strconv.FormatBool(tr.Enabled), next)
 			}
@@ -190,7 +190,7 @@ func (a *app) printTrigger(w io.Writer, v *core.TriggerView, done string) error 
 		fmt.Fprintf(w, "Secret (shown once; keep it): %s\n", v.Secret)
 	}
 	for _, t := range v.Next {
-		fmt.Fprintf(w, "next: %s\n", t.Local().Format(time.RFC3339))
+		fmt.Fprintf(w, "next: %s\n", fireTime(t, v.Timezone))
 	}
 	return nil
 }
@@ -256,13 +256,17 @@ func newTriggersHistoryCmd(a *app) *cobra.Command {
 			if a.jsonOutput() {
 				return writeJSON(w, page)
 			}
+			tr, err := c.GetTrigger(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
 			if len(page.Occurrences) == 0 {
 				fmt.Fprintln(w, "No occurrences yet.")
 				return nil
 			}
 			t := &table{st: styleFor(w), header: []string{"SCHEDULED", "CAUSE", "OUTCOME", "RUN", "REASON"}}
 			for _, o := range page.Occurrences {
-				t.add(o.ScheduledAt.Local().Format(time.RFC3339), o.Cause, o.Outcome, o.RunID, o.Reason)
+				t.add(fireTime(o.ScheduledAt, tr.Timezone), o.Cause, o.Outcome, o.RunID, o.Reason)
 			}
 			t.render(w)
 			return nil
@@ -290,8 +294,12 @@ func newTriggersPreviewCmd(a *app) *cobra.Command {
 			if a.jsonOutput() {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"next": next})
 			}
+			tr, err := c.GetTrigger(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
 			for _, t := range next {
-				fmt.Fprintln(cmd.OutOrStdout(), t.Local().Format(time.RFC3339))
+				fmt.Fprintln(cmd.OutOrStdout(), fireTime(t, tr.Timezone))
 			}
 			return nil
 		},
@@ -317,4 +325,20 @@ func newTriggersRotateCmd(a *app) *cobra.Command {
 			return a.printTrigger(cmd.OutOrStdout(), v, "Rotated the secret of")
 		},
 	}
+}
+
+// fireTime formats a trigger's time as the web UI does: in the trigger's
+// zone (tz, "" or an unknown zone is UTC), 24-hour, with the zone's
+// abbreviation, and seconds only when the time is off a whole minute:
+// "Thu 2026-12-03 09:00 CET".
+func fireTime(t time.Time, tz string) string {
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		loc = time.UTC
+	}
+	layout := "Mon 2006-01-02 15:04 MST"
+	if t.Second() != 0 || t.Nanosecond() != 0 {
+		layout = "Mon 2006-01-02 15:04:05 MST"
+	}
+	return t.In(loc).Format(layout)
 }

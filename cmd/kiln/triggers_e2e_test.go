@@ -109,3 +109,22 @@ func TestTriggersEndToEnd(t *testing.T) {
 		t.Fatalf("rm: %s", r.stderr)
 	}
 }
+
+// TestTriggerTimesInTheirZone: add, ls, preview and history show a
+// trigger's times in its own zone, named, as the web UI does (they were
+// in the CLI's local zone, UTC on a server, while the UI said JST).
+func TestTriggerTimesInTheirZone(t *testing.T) {
+	startServer(t, t.TempDir(), "")
+	r := kiln(t, "triggers", "add", "cron", "--cron", "30 9 * * *", "--timezone", "Asia/Tokyo", "--prompt", "text Morning.")
+	if r.code != 0 {
+		t.Fatalf("add: exit %d: %s", r.code, r.stderr)
+	}
+	mustContain(t, "triggers add", r.stdout, " 09:30 JST\n")
+	id := triggerIDRe.FindString(r.stdout)
+	mustContain(t, "triggers ls", kiln(t, "triggers", "ls").stdout, "30 9 * * * (Asia/Tokyo)", " 09:30 JST")
+	mustContain(t, "triggers preview", kiln(t, "triggers", "preview", id, "-n", "2").stdout, " 09:30 JST\n")
+	if r := kiln(t, "triggers", "run", id); r.code != 0 {
+		t.Fatalf("run: exit %d: %s", r.code, r.stderr)
+	}
+	mustContain(t, "triggers history", kiln(t, "triggers", "history", id).stdout, " JST ")
+}

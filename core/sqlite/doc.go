@@ -13,8 +13,11 @@
 // The thread list, both inbox queues and the inbox counts are index range
 // scans (partial indexes for the queues), paged with keyset cursors.
 //
-// Known limits: thread search is a LIKE scan, case-insensitive for ASCII
-// only (FTS5 needs a build tag Kiln does not use); times must lie between
+// Thread search runs on an FTS5 index the Store builds itself when the
+// SQLite linked in has FTS5 (the sqlite_fts5 build tag), and as a scan
+// with the same word rules, unranked, when it has not (SearchMode).
+//
+// Known limits: times must lie between
 // the years 1678 and 2262, and the instant 1970-01-01T00:00:00Z reads back
 // as the zero time; interned strings are never deleted.
 package sqlite

@@ -37,12 +37,22 @@ import (
 //     64 MB after its next checkpoint.
 const writerDriver = "sqlite3_kiln_writer"
 
+// readerDriver is go-sqlite3 for the read connections. Both drivers add
+// the SQL function of SearchBasic mode (matchFunc).
+const readerDriver = "sqlite3_kiln_reader"
+
 func init() {
 	sql.Register(writerDriver, &sqlite3.SQLiteDriver{
 		ConnectHook: func(c *sqlite3.SQLiteConn) error {
+			if err := c.RegisterFunc(matchFunc, matchText, true); err != nil {
+				return err
+			}
 			_, err := c.Exec("PRAGMA page_size = 1024; PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 16000; PRAGMA journal_size_limit = 67108864", nil)
 			return err
 		},
+	})
+	sql.Register(readerDriver, &sqlite3.SQLiteDriver{
+		ConnectHook: func(c *sqlite3.SQLiteConn) error { return c.RegisterFunc(matchFunc, matchText, true) },
 	})
 }
 
@@ -68,6 +78,10 @@ type Options struct {
 	// the committing goroutine while the write lock is held, so it must
 	// return at once (update a metric, nothing more).
 	OnCommit func(d time.Duration, updates int)
+
+	// basicSearch makes tests search in SearchBasic mode where the SQLite
+	// has FTS5, as a build without it does.
+	basicSearch bool
 }
 
 // Store is a core.Store on one SQLite database file.
@@ -113,6 +127,8 @@ type Store struct {
 	hook  atomic.Pointer[func([]core.Event)]
 	// onCommit is Options.OnCommit.
 	onCommit func(d time.Duration, updates int)
+	// search is the search mode, SearchFTS5 or SearchBasic, fixed at Open.
+	search string
 
 	updates, commits atomic.Int64
 }
@@ -130,7 +146,9 @@ func (s *Store) Stats() Stats { return Stats{Updates: s.updates.Load(), Commits:
 const maxCachedStrings = 1 << 16
 
 // Open opens or creates the database at path, applies the migrations it is
-// missing, each in its own transaction, and returns the Store. It refuses a
+// missing, each in its own transaction, readies the search of the SQLite
+// linked in (SearchMode; FTS5's index is built or rebuilt here when it is
+// missing or stale), and returns the Store. It refuses a
 // database whose schema is newer than this build (ErrSchemaTooNew). path must
 // name a file; ":memory:" is not supported because Updates and Views use
 // separate connections.
@@ -163,11 +181,20 @@ func Open(path string, opts Options) (*Store, error) {
 		s.w.Close()
 		return nil, err
 	}
-	if err := checkFTS5(s.w); err != nil {
+	fts5, err := hasFTS5(s.w)
+	if err != nil {
 		s.w.Close()
 		return nil, err
 	}
+	s.search = SearchBasic
+	if fts5 && !opts.basicSearch {
+		s.search = SearchFTS5
+	}
 	if err := migrate(context.Background(), s.w, s.now); err != nil {
+		s.w.Close()
+		return nil, err
+	}
+	if err := s.prepareSearch(context.Background()); err != nil {
 		s.w.Close()
 		return nil, err
 	}
@@ -176,7 +203,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if readers <= 0 {
 		readers = max(4, runtime.GOMAXPROCS(0))
 	}
-	s.r, err = sql.Open("sqlite3", uri+"?mode=ro&_busy_timeout=10000&_cache_size=-16000&_stmt_cache_size=128")
+	s.r, err = sql.Open(readerDriver, uri+"?mode=ro&_busy_timeout=10000&_cache_size=-16000&_stmt_cache_size=128")
 	if err != nil {
 		s.w.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
@@ -212,23 +239,6 @@ func (s *Store) checkWriter() error {
 	}
 	if fk != 1 {
 		return fmt.Errorf("sqlite: open %s: foreign keys are not enforced by this SQLite build", s.path)
-	}
-	return nil
-}
-
-// ErrNoFTS5 is wrapped by the error Open returns when SQLite was built
-// without FTS5, which thread search needs: go-sqlite3 compiles it in only
-// with the sqlite_fts5 build tag.
-var ErrNoFTS5 = errors.New("this build of kiln has no SQLite full-text search (FTS5): build it with -tags sqlite_fts5 (make build does)")
-
-// checkFTS5 fails with ErrNoFTS5 unless the SQLite linked in has FTS5.
-func checkFTS5(db *sql.DB) error {
-	var on bool
-	if err := db.QueryRow("SELECT sqlite_compileoption_used('ENABLE_FTS5')").Scan(&on); err != nil {
-		return fmt.Errorf("sqlite: %w", err)
-	}
-	if !on {
-		return fmt.Errorf("sqlite: %w", ErrNoFTS5)
 	}
 	return nil
 }

@@ -211,7 +211,7 @@ func (x *tx) Thread(id string) (*core.Thread, error) {
 
 // Threads walks threads_owner (or threads_folder) backwards from the cursor,
 // so a page costs its own rows whatever the owner's thread count. A search
-// goes through the FTS5 index instead (searchThreads).
+// goes through the search index instead (searchThreads).
 func (x *tx) Threads(q core.ThreadQuery) ([]*core.Thread, string, error) {
 	if q.OwnerID == "" {
 		return nil, "", core.Errorf(core.EINVALID, "thread query needs an owner")
@@ -1085,8 +1085,9 @@ func (x *tx) Inbox(q core.InboxQuery) ([]*core.InboxItem, string, error) {
 		// and keeps the unread ones; otherwise the queue's index is walked.
 		from, best := "threads t INDEXED BY threads_unread", "0"
 		if len(terms) > 0 {
-			from, best = "("+matchedThreadsByTime+") m CROSS JOIN threads t ON t.n = m.tn", "m.best" // CROSS: m drives
-			args = append([]any{matchExpr(terms)}, args...)
+			sub, sargs := x.matchedThreads(terms)
+			from, best = "("+sub+") m CROSS JOIN threads t ON t.n = m.tn", "m.best" // CROSS: m drives
+			args = append(sargs, args...)
 		}
 		query = `SELECT t.id, t.title, t.folder_id, t.unread_run_id, r.status, t.last_message, t.updated_at, t.pinned, ` + best + `
 FROM ` + from + `
@@ -1108,8 +1109,9 @@ FROM interrupts i INDEXED BY interrupts_open
 WHERE i.owner_id = ? AND i.status = 'open'`
 		if len(terms) > 0 {
 			// Its thread matches, or every term starts a word of the tool's name.
-			query += " AND (i.thread IN (SELECT tn FROM (" + matchedThreadsByTime + "))"
-			args = append(args, matchExpr(terms))
+			sub, sargs := x.matchedThreads(terms)
+			query += " AND (i.thread IN (SELECT tn FROM (" + sub + "))"
+			args = append(args, sargs...)
 			words := ` (' ' || replace(replace(replace(lower(i.tool), '_', ' '), '.', ' '), '-', ' '))`
 			query += " OR (1"
 			for _, t := range terms {

@@ -83,6 +83,8 @@ type ServerStatus struct {
 	UptimeSeconds int64     `json:"uptime_seconds"`
 	ActiveRuns    int       `json:"active_runs"`
 	Subscribers   int       `json:"subscribers"`
+	// Search is the server's search mode: "fts5" or "basic".
+	Search string `json:"search"`
 }
 
 // CreateThread creates a thread.

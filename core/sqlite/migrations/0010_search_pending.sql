@@ -10,23 +10,18 @@
 -- messages as they are then, with one INSERT per transaction just before
 -- it commits, and empties the table (core/sqlite/search.go,
 -- indexPending). Searches run in other transactions, so they never see
--- a row that is not indexed.
+-- a row that is not indexed. (0013 replaces the triggers of a title
+-- change and of a deleted thread, which wrote to search directly.)
 CREATE TABLE search_pending (
     key INTEGER PRIMARY KEY  -- the search rowid to index
 );
 
-DROP TRIGGER search_thread_insert;
+DROP TRIGGER IF EXISTS search_thread_insert;
 CREATE TRIGGER search_thread_insert AFTER INSERT ON threads BEGIN
     INSERT OR IGNORE INTO search_pending (key) VALUES (new.n << 24);
 END;
 
-DROP TRIGGER search_thread_title;
-CREATE TRIGGER search_thread_title AFTER UPDATE OF title ON threads WHEN new.title IS NOT old.title BEGIN
-    DELETE FROM search WHERE rowid = old.n << 24;
-    INSERT OR IGNORE INTO search_pending (key) VALUES (new.n << 24);
-END;
-
-DROP TRIGGER search_message_insert;
+DROP TRIGGER IF EXISTS search_message_insert;
 CREATE TRIGGER search_message_insert AFTER INSERT ON messages
 WHEN new.role IN ('user', 'assistant') AND new.text != '' BEGIN
     INSERT OR IGNORE INTO search_pending (key) VALUES ((new.thread << 24) | (new.idx + 1));
