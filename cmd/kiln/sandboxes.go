@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -241,10 +242,12 @@ func jsBuiltin(dataRoot string, sbx *service.Service, policy core.Policy) (plugi
 // use unattended.
 const envSandboxInterruptOn = "KILN_SANDBOX_INTERRUPT_ON"
 
-// sandboxToolNames are the tools envSandboxInterruptOn may name; the
-// first three, the thread sandbox's, are those a skill that names no
-// tools gets.
-var sandboxToolNames = []string{"sandbox.exec", "sandbox.read_file", "sandbox.write_file", "js.eval"}
+// sandboxToolNames are the tools envSandboxInterruptOn may name.
+var sandboxToolNames = slices.Concat(skillSandboxTools, []string{"js.eval"})
+
+// skillSandboxTools are the sandbox tools a skill that names no tools
+// gives its subagent, to run the scripts beside its SKILL.md.
+var skillSandboxTools = []string{"sandbox.exec", "sandbox.read_file", "sandbox.write_file"}
 
 // sandboxInterruptOn reads $KILN_SANDBOX_INTERRUPT_ON into the default
 // interruptOn of each plugin of sandbox tools, by plugin ID and keyed by

@@ -403,7 +403,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	svc, err := core.New(core.Config{
 		Schedules:     cron.Parse,
 		TriggerKey:    triggerKey,
-		Tools:         []core.Tool{&skills.Task{Catalog: cat, Always: files.ReadOnly, Sandbox: sandboxToolNames[:3]}},
+		Tools:         []core.Tool{&skills.Task{Catalog: cat, Always: files.ReadOnly, Sandbox: skillSandboxTools}},
 		Store:         store,
 		Models:        modelResolver(models),
 		DefaultModel:  cfg.Model,
