@@ -173,12 +173,13 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 	if dir == "" {
 		dir = "/"
 	}
-	root, err := openRoot(b)
+	pl, err := b.resolve(dir)
 	if err != nil {
 		return sandbox.ExitStatus{}, err
 	}
-	defer root.Close()
-	if fi, err := root.Stat(rel(dir)); err != nil || !fi.IsDir() {
+	fi, err := pl.Stat(rel(pl.path))
+	pl.Close()
+	if err != nil || !fi.IsDir() {
 		if err == nil {
 			err = errors.New("not a folder")
 		}
@@ -198,7 +199,7 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 			return sandbox.ExitStatus{}, err
 		}
 	case isModuleName(name):
-		code, found, err := readModule(root, name, dir)
+		code, found, err := readModule(b, name, dir)
 		if err != nil {
 			return sandbox.ExitStatus{}, err
 		}
@@ -251,7 +252,7 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 	if err := r.acquire(); err != nil {
 		return sandbox.ExitStatus{}, err
 	}
-	ctx = context.WithValue(ctx, execKey{}, &execState{e: e, b: b, root: root, out: out, stdin: stdin})
+	ctx = context.WithValue(ctx, execKey{}, &execState{e: e, b: b, out: out, stdin: stdin})
 	stderr := out.writer(sandbox.Stderr)
 	err = runModule(ctx, e, b, mod, proc{argv: req.Command, env: environ, stdin: stdin, stdout: out.writer(sandbox.Stdout), stderr: stderr})
 	r.busy.RUnlock()
@@ -285,7 +286,7 @@ type proc struct {
 func runModule(ctx context.Context, e *engine, b *box, mod wazero.CompiledModule, p proc) error {
 	fsc := wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(mount{sysfs.DirFS(b.root())}, "/")
 	for _, m := range b.meta.Mounts {
-		var mfs experimentalsys.FS = hostMount{sysfs.DirFS(m.Host)}
+		var mfs experimentalsys.FS = mount{hostMount{sysfs.DirFS(m.Host)}}
 		if m.ReadOnly {
 			mfs = readOnly{&sysfs.ReadFS{FS: mfs}}
 		}
@@ -373,10 +374,10 @@ func (r *Runtime) track(name string, cancel context.CancelCauseFunc) (untrack fu
 	}, nil
 }
 
-// readModule reads the module a command names (see the package doc);
-// found is false when there is none, or the name is no module's
-// (isModuleName).
-func readModule(root root, name, dir string) (code []byte, found bool, err error) {
+// readModule reads the module a command names (see the package doc),
+// in the sandbox's folder or a mount; found is false when there is none,
+// or the name is no module's (isModuleName).
+func readModule(b *box, name, dir string) (code []byte, found bool, err error) {
 	if !isModuleName(name) {
 		return nil, false, nil
 	}
@@ -390,7 +391,7 @@ func readModule(root root, name, dir string) (code []byte, found bool, err error
 		candidates = []string{path.Join("/bin", name), path.Join(dir, name)}
 	}
 	for _, p := range candidates {
-		code, err := root.readFile(p, maxModuleSize)
+		code, err := b.readFile(p, maxModuleSize)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue
@@ -402,10 +403,11 @@ func readModule(root root, name, dir string) (code []byte, found bool, err error
 	return nil, false, nil
 }
 
-// mount is the WASI filesystem of a command: the sandbox's folder,
-// without symlinks (wazero's DirFS follows a relative one out of its
-// folder), where new files and folders get the modes a POSIX umask of
-// 022 gives (wazero makes them 0600 and 0700).
+// mount is a folder in the WASI filesystem of a command (the sandbox's
+// own, or a mounted host folder's hostMount) without symlinks (wazero's
+// DirFS follows a relative one out of its folder), where new files and
+// folders get the modes a POSIX umask of 022 gives (wazero makes them
+// 0600 and 0700).
 type mount struct{ experimentalsys.FS }
 
 // Symlink refuses.

@@ -111,21 +111,32 @@ func (r root) readFile(p string, max int64) ([]byte, error) {
 	return data, nil
 }
 
-// files opens the sandbox of h for a file operation on p: the folder p
-// is in (the sandbox's root folder, or the host folder of the mount that
-// holds p) and p's path in it. A change (write) under a read-only mount
-// is refused with EROFS, and the removal of a mount point.
-func (r *Runtime) files(ctx context.Context, h sandbox.Handle, op, p string, write bool) (root, string, error) {
-	if err := ctx.Err(); err != nil {
-		return root{}, "", err
-	}
-	b, err := r.open(h)
-	if err != nil {
-		return root{}, "", err
-	}
-	if err := sandbox.CheckPath(op, p); err != nil {
-		return root{}, "", err
-	}
+// place is where a sandbox path is on the host: the folder that holds
+// it, opened with os.Root (the caller closes it), and its path there.
+type place struct {
+	root
+	// path is the path in root, absolute and clean ("/" for the folder
+	// itself).
+	path string
+	// readOnly is true under a read-only mount: no change is made there
+	// (EROFS).
+	readOnly bool
+	// own is true in the sandbox's own folder, false in a host folder
+	// mounted in: only in its own folder may the runtime change modes
+	// of its own accord (to remove a folder a command locked).
+	own bool
+}
+
+// mountPoint reports whether pl is a mount's host folder itself.
+func (pl place) mountPoint() bool { return !pl.own && pl.path == "/" }
+
+// resolve finds the sandbox path p (absolute) on the host: in the host
+// folder of the innermost mount that holds it, else in the sandbox's
+// own folder. It is the one mapping of sandbox paths for the file
+// operations, the shell's host functions and the modules they start, as
+// runModule's WASI mounts are for commands.
+func (b *box) resolve(p string) (place, error) {
+	p = path.Clean(p)
 	var in *mountMeta
 	for i, m := range b.meta.Mounts {
 		if (p == m.Path || strings.HasPrefix(p, m.Path+"/")) && (in == nil || len(m.Path) > len(in.Path)) {
@@ -134,30 +145,70 @@ func (r *Runtime) files(ctx context.Context, h sandbox.Handle, op, p string, wri
 	}
 	if in == nil {
 		rt, err := openRoot(b)
-		return rt, p, err
-	}
-	switch {
-	case write && in.ReadOnly:
-		return root{}, "", pathError(op, p, syscall.EROFS)
-	case op == "remove" && p == in.Path:
-		return root{}, "", pathError(op, p, fmt.Errorf("%w: a mount point is not removed", sandbox.ErrInvalid))
+		return place{root: rt, path: p, own: true}, err
 	}
 	rt, err := os.OpenRoot(in.Host)
 	if err != nil {
-		return root{}, "", fmt.Errorf("wasm sandbox runtime: open the mount %s of sandbox %s: %w", in.Path, b.meta.ID, err)
+		return place{}, fmt.Errorf("wasm sandbox runtime: open the mount %s of sandbox %s: %w", in.Path, b.meta.ID, err)
 	}
-	return root{rt}, path.Join("/", strings.TrimPrefix(p, in.Path)), nil
+	return place{root: root{rt}, path: path.Join("/", strings.TrimPrefix(p, in.Path)), readOnly: in.ReadOnly}, nil
+}
+
+// readFile reads the file at the sandbox path p whole, as root.readFile
+// does, wherever resolve finds it.
+func (b *box) readFile(p string, max int64) ([]byte, error) {
+	pl, err := b.resolve(p)
+	if err != nil {
+		return nil, err
+	}
+	defer pl.Close()
+	data, err := pl.readFile(pl.path, max)
+	if err != nil {
+		return nil, pathError("read", p, err)
+	}
+	return data, nil
+}
+
+// files opens the sandbox of h for a file operation on p and resolves
+// p. A change (write) under a read-only mount is refused with EROFS, and
+// the removal of a mount point.
+func (r *Runtime) files(ctx context.Context, h sandbox.Handle, op, p string, write bool) (place, error) {
+	if err := ctx.Err(); err != nil {
+		return place{}, err
+	}
+	b, err := r.open(h)
+	if err != nil {
+		return place{}, err
+	}
+	if err := sandbox.CheckPath(op, p); err != nil {
+		return place{}, err
+	}
+	pl, err := b.resolve(p)
+	if err != nil {
+		return place{}, err
+	}
+	switch {
+	case write && pl.readOnly:
+		err = pathError(op, p, syscall.EROFS)
+	case op == "remove" && pl.mountPoint():
+		err = pathError(op, p, fmt.Errorf("%w: a mount point is not removed", sandbox.ErrInvalid))
+	}
+	if err != nil {
+		pl.Close()
+		return place{}, err
+	}
+	return pl, nil
 }
 
 // ReadFile opens the file at path; a folder, a file that is not a
 // regular one or has more than one hard link is refused.
 func (r *Runtime) ReadFile(ctx context.Context, h sandbox.Handle, p string) (io.ReadCloser, error) {
-	rt, q, err := r.files(ctx, h, "read", p, false)
+	pl, err := r.files(ctx, h, "read", p, false)
 	if err != nil {
 		return nil, err
 	}
-	defer rt.Close()
-	f, err := rt.open(q)
+	defer pl.Close()
+	f, err := pl.open(pl.path)
 	if err != nil {
 		return nil, pathError("open", p, err)
 	}
@@ -182,11 +233,12 @@ func (c *ctxFile) Close() error { return c.f.Close() }
 // WriteFile writes the file at path, through os.Root; an existing file
 // that is not a regular one or has more than one hard link is refused.
 func (r *Runtime) WriteFile(ctx context.Context, h sandbox.Handle, p string, data io.Reader, perm fs.FileMode) error {
-	rt, q, err := r.files(ctx, h, "write", p, true)
+	pl, err := r.files(ctx, h, "write", p, true)
 	if err != nil {
 		return err
 	}
-	defer rt.Close()
+	defer pl.Close()
+	rt, q := pl.root, pl.path
 	if q == "/" {
 		return pathError("write", p, errors.New("is a folder"))
 	}
@@ -246,12 +298,12 @@ func info(p string, fi fs.FileInfo) sandbox.FileInfo {
 
 // Stat describes path, following symlinks inside the sandbox only.
 func (r *Runtime) Stat(ctx context.Context, h sandbox.Handle, p string) (sandbox.FileInfo, error) {
-	rt, q, err := r.files(ctx, h, "stat", p, false)
+	pl, err := r.files(ctx, h, "stat", p, false)
 	if err != nil {
 		return sandbox.FileInfo{}, err
 	}
-	defer rt.Close()
-	fi, err := rt.Root.Stat(rel(q))
+	defer pl.Close()
+	fi, err := pl.Root.Stat(rel(pl.path))
 	if err != nil {
 		return sandbox.FileInfo{}, pathError("stat", p, err)
 	}
@@ -261,12 +313,12 @@ func (r *Runtime) Stat(ctx context.Context, h sandbox.Handle, p string) (sandbox
 // ReadDir lists the folder at path, sorted by name, without following
 // symlinks.
 func (r *Runtime) ReadDir(ctx context.Context, h sandbox.Handle, p string) ([]sandbox.FileInfo, error) {
-	rt, q, err := r.files(ctx, h, "readdir", p, false)
+	pl, err := r.files(ctx, h, "readdir", p, false)
 	if err != nil {
 		return nil, err
 	}
-	defer rt.Close()
-	f, err := rt.Open(rel(q))
+	defer pl.Close()
+	f, err := pl.Open(rel(pl.path))
 	if err != nil {
 		return nil, pathError("readdir", p, err)
 	}
@@ -291,34 +343,39 @@ func (r *Runtime) ReadDir(ctx context.Context, h sandbox.Handle, p string) ([]sa
 }
 
 // Remove removes the file or folder at path with all it holds; a
-// symlink is removed, not followed.
+// symlink is removed, not followed. In the sandbox's own folder a folder
+// a command locked (chmod 500, 000) is removed too; in a mounted host
+// folder no mode is changed, and what its modes protect stays.
 func (r *Runtime) Remove(ctx context.Context, h sandbox.Handle, p string) error {
-	rt, q, err := r.files(ctx, h, "remove", p, true)
+	pl, err := r.files(ctx, h, "remove", p, true)
 	if err != nil {
 		return err
 	}
-	defer rt.Close()
+	defer pl.Close()
 	if p == "/" {
 		return pathError("remove", p, fmt.Errorf("%w: the sandbox's root folder is not removed", sandbox.ErrInvalid))
 	}
-	if _, err := rt.Lstat(rel(q)); err != nil {
+	if _, err := pl.Lstat(rel(pl.path)); err != nil {
 		return pathError("remove", p, err)
 	}
-	if err := rt.removeAll(rel(q)); err != nil {
+	if err := pl.removeAll(rel(pl.path), pl.own); err != nil {
 		return pathError("remove", p, err)
 	}
 	return nil
 }
 
-// removeAll removes name with all it holds, as the package's removeAll
-// does on the host.
-func (r root) removeAll(name string) error {
-	if r.RemoveAll(name) == nil {
-		return nil
+// removeAll removes name with all it holds. When that fails and unlock
+// is true, it sets every folder under name to 0700 and tries again: for
+// the folders a command made unwritable or unreadable to their owner
+// (Kiln, in the runtime's own folders; never a host folder mounted in).
+func (r root) removeAll(name string, unlock bool) error {
+	err := r.RemoveAll(name)
+	if err == nil || !unlock {
+		return err
 	}
 	fs.WalkDir(r.FS(), name, func(p string, d fs.DirEntry, err error) error {
 		if d != nil && d.IsDir() {
-			r.Chmod(p, 0o700)
+			r.Chmod(p, 0o700) // before WalkDir reads it
 		}
 		return nil
 	})

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -28,11 +30,11 @@ import (
 type execKey struct{}
 
 // execState is what a host function needs of the Exec that runs the
-// shell calling it.
+// shell calling it. Paths go through b.resolve, so the host functions
+// see the mounts as the shell's WASI calls do.
 type execState struct {
 	e     *engine
 	b     *box
-	root  root
 	out   *streams
 	stdin io.Reader // the command's standard input
 }
@@ -77,7 +79,7 @@ func (st *execState) spawn(ctx context.Context, req hostabi.Spawn) int {
 		case outs[t.Path] != nil:
 			return outs[t.Path], nil
 		}
-		f, err := st.root.appendTo(t.Path)
+		f, err := st.openFile(t.Path, true)
 		if err != nil {
 			return nil, err
 		}
@@ -93,7 +95,7 @@ func (st *execState) spawn(ctx context.Context, req hostabi.Spawn) int {
 		return fail(stderr, 2, "sh: cannot write to %s: %s", req.Stdout.Path, unwrapPath(err))
 	}
 	name := req.Argv[0]
-	code, found, err := readModule(st.root, name, req.Dir)
+	code, found, err := readModule(st.b, name, req.Dir)
 	switch {
 	case err != nil:
 		return fail(stderr, 126, "sh: %s: cannot execute: %s", name, unwrapPath(err))
@@ -114,7 +116,7 @@ func (st *execState) spawn(ctx context.Context, req hostabi.Spawn) int {
 	}
 	stdin := st.stdin
 	if req.Stdin != "" {
-		f, err := st.root.open(req.Stdin)
+		f, err := st.openFile(req.Stdin, false)
 		if err != nil {
 			return fail(stderr, 1, "sh: cannot open %s: %s", req.Stdin, unwrapPath(err))
 		}
@@ -130,6 +132,24 @@ func (st *execState) spawn(ctx context.Context, req hostabi.Spawn) int {
 	return exitCode(err, name, stderr)
 }
 
+// openFile opens the file at the sandbox path p (absolute) for reading,
+// or for appending when write (it must be there; EROFS under a
+// read-only mount), refusing one that is not a plain file.
+func (st *execState) openFile(p string, write bool) (*os.File, error) {
+	pl, err := st.b.resolve(p)
+	if err != nil {
+		return nil, err
+	}
+	defer pl.Close() // the file stays open
+	switch {
+	case write && pl.readOnly:
+		return nil, pathError("open", p, syscall.EROFS)
+	case write:
+		return pl.appendTo(pl.path)
+	}
+	return pl.open(pl.path)
+}
+
 // fail writes a line to w and returns code.
 func fail(w io.Writer, code int, format string, args ...any) int {
 	fmt.Fprintf(w, format+"\n", args...)
@@ -140,33 +160,51 @@ func fail(w io.Writer, code int, format string, args ...any) int {
 func hostChmod(ctx context.Context, m api.Module, stack []uint64) {
 	st, p := hostPath(ctx, m, stack, "chmod")
 	errno := checkHostPath(p)
-	switch {
-	case errno != 0:
-	case p == "/":
-		errno = experimentalsys.EPERM // the host folder itself stays the runtime's
-	default:
-		errno = experimentalsys.UnwrapOSError(st.root.Chmod(rel(p), shscript.FromUnix(api.DecodeU32(stack[2]))))
+	if errno == 0 {
+		errno = st.chmod(p, shscript.FromUnix(api.DecodeU32(stack[2])))
 	}
-	stack[0] = api.EncodeU32(uint32(errno))
+	stack[0] = api.EncodeU32(wasiErrno(errno))
+}
+
+// chmod sets the mode of the file or folder at the sandbox path p
+// (absolute and clean): EPERM for "/", which stays the runtime's, EROFS
+// under a read-only mount.
+func (st *execState) chmod(p string, mode fs.FileMode) experimentalsys.Errno {
+	if p == "/" {
+		return experimentalsys.EPERM
+	}
+	pl, err := st.b.resolve(p)
+	if err != nil {
+		return experimentalsys.UnwrapOSError(err)
+	}
+	defer pl.Close()
+	if pl.readOnly {
+		if _, err := pl.Stat(rel(pl.path)); err != nil {
+			return experimentalsys.UnwrapOSError(err)
+		}
+		return experimentalsys.EROFS
+	}
+	return experimentalsys.UnwrapOSError(pl.Chmod(rel(pl.path), mode))
 }
 
 // hostMode is mode: it returns the mode of a file or folder.
 func hostMode(ctx context.Context, m api.Module, stack []uint64) {
 	st, p := hostPath(ctx, m, stack, "mode")
 	errno := checkHostPath(p)
-	var bits uint32
+	var fi fs.FileInfo
 	if errno == 0 {
-		fi, err := st.root.Stat(rel(p))
-		errno = experimentalsys.UnwrapOSError(err)
-		if errno == 0 {
-			bits = shscript.UnixBits(fi.Mode())
+		pl, err := st.b.resolve(p)
+		if err == nil {
+			fi, err = pl.Stat(rel(pl.path))
+			pl.Close()
 		}
+		errno = experimentalsys.UnwrapOSError(err)
 	}
 	if errno != 0 {
-		stack[0] = api.EncodeI32(-int32(errno))
+		stack[0] = api.EncodeI32(-int32(wasiErrno(errno)))
 		return
 	}
-	stack[0] = api.EncodeI32(int32(bits))
+	stack[0] = api.EncodeI32(int32(shscript.UnixBits(fi.Mode())))
 }
 
 // hostPath reads the Exec's state and the path of the first two
@@ -178,6 +216,24 @@ func hostPath(ctx context.Context, m api.Module, stack []uint64, fn string) (*ex
 		panic("wasm sandbox runtime: " + fn + ": a malformed request")
 	}
 	return st, string(data)
+}
+
+// wasiErrno is WASI preview1's number of errno (what the guest's
+// syscall.Errno holds); wazero numbers its Errno values otherwise.
+func wasiErrno(errno experimentalsys.Errno) uint32 {
+	if n, ok := wasiErrnos[errno]; ok || errno == 0 {
+		return n
+	}
+	return wasiErrnos[experimentalsys.EIO]
+}
+
+// wasiErrnos are WASI preview1's numbers of wazero's Errno values.
+var wasiErrnos = map[experimentalsys.Errno]uint32{
+	experimentalsys.EACCES: 2, experimentalsys.EAGAIN: 6, experimentalsys.EBADF: 8, experimentalsys.EEXIST: 20,
+	experimentalsys.EFAULT: 21, experimentalsys.EINTR: 27, experimentalsys.EINVAL: 28, experimentalsys.EIO: 29,
+	experimentalsys.EISDIR: 31, experimentalsys.ELOOP: 32, experimentalsys.ENAMETOOLONG: 37, experimentalsys.ENOENT: 44,
+	experimentalsys.ENOSYS: 52, experimentalsys.ENOTDIR: 54, experimentalsys.ERANGE: 68, experimentalsys.ENOTEMPTY: 55,
+	experimentalsys.ENOTSOCK: 57, experimentalsys.ENOTSUP: 58, experimentalsys.EPERM: 63, experimentalsys.EROFS: 69,
 }
 
 // checkHostPath returns EINVAL for a path that is not absolute and

@@ -9,9 +9,10 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 )
 
-// hostMount is a mounted host folder as commands see it: wazero's DirFS
-// would follow a relative symlink the host put in it out of the folder,
-// so no path through a symlink is followed (EACCES), and none is made
+// hostMount is a mounted host folder as commands see it (inside a mount,
+// which gives new files their modes): wazero's DirFS would follow a
+// relative symlink the host put in it out of the folder, so no path
+// through a symlink is followed (EACCES); the mount around it makes none
 // (EPERM). A symlink itself can be listed, lstat'ed and read.
 type hostMount struct{ experimentalsys.FS }
 
@@ -110,9 +111,6 @@ func (m hostMount) Link(from, to string) experimentalsys.Errno {
 	}
 	return m.FS.Link(from, to)
 }
-
-// Symlink refuses, as mount does.
-func (hostMount) Symlink(string, string) experimentalsys.Errno { return experimentalsys.EPERM }
 
 func (m hostMount) Readlink(p string) (string, experimentalsys.Errno) {
 	if errno := m.through(p, false); errno != 0 {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -108,5 +110,98 @@ func TestMounts(t *testing.T) {
 	// A host path that is no folder is refused at Start.
 	if _, err := r.Start(ctx, sandbox.Spec{ID: "bad-mount", Mounts: []sandbox.Mount{{HostPath: filepath.Join(ro, "none"), Path: "/m"}}}); !errors.Is(err, sandbox.ErrInvalid) {
 		t.Errorf("a missing host folder: %v", err)
+	}
+}
+
+// The shell's host functions (chmod, mode, spawn) and the file
+// operations see the mounts as WASI does: mkdir and chmod in a writable
+// mount, test on files of both, EROFS for chmod in a read-only one,
+// redirections into and out of mounts, a module run by its path in a
+// mount; new files and folders get the umask's modes there too.
+func TestMountsShell(t *testing.T) {
+	code := guest(t)
+	r := newRuntime(t, t.TempDir())
+	ro, rw := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(ro, "tally"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ro, "tally", "data"), []byte("from the skill"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(rw, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(rw, "bin", "g.wasm"), code, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, r, sandbox.Spec{ID: "mounts-shell", Mounts: []sandbox.Mount{{HostPath: ro, Path: "/skills", ReadOnly: true}, {HostPath: rw, Path: "/out"}}})
+	ctx := context.Background()
+
+	for _, c := range []struct{ script, stdout string }{
+		{"mkdir /out/x && mkdir -p -m 700 /out/a/b && echo hi > /out/f && echo ok", "ok\n"},
+		{"test -f /skills/tally/data && [ -d /skills/tally ] && test -e /skills && test -f /out/f && [ -d /out/a/b ] && [ ! -x /out/f ] && echo yes", "yes\n"},
+		{"test -f /skills/tally/none || echo missing", "missing\n"},
+		{"/out/bin/g.wasm args a > /out/res; echo $?; cat /out/res", "3\nargs=a var= pwd=/\n"},
+		{"/out/bin/g.wasm cat < /skills/tally/data > /out/copy; cat /out/copy", "from the skill"},
+		{"cd /out/bin && ./g.wasm args b 2>&1", "args=b var= pwd=/out/bin\nto stderr\n"},
+	} {
+		if stdout, stderr, code := run(t, r, h, sandbox.ExecRequest{Command: []string{"sh", "-c", c.script}}); stdout != c.stdout {
+			t.Errorf("sh -c %q = %d, %q, %q; want %q", c.script, code, stdout, stderr, c.stdout)
+		}
+	}
+	for p, want := range map[string]fs.FileMode{"/out/x": fs.ModeDir | 0o755, "/out/a": fs.ModeDir | 0o755, "/out/a/b": fs.ModeDir | 0o700, "/out/f": 0o644} {
+		if fi, err := r.Stat(ctx, h, p); err != nil || fi.Mode != want {
+			t.Errorf("Stat %s = %v, %v; want %v", p, fi.Mode, err, want)
+		}
+	}
+	if _, stderr, code := run(t, r, h, sandbox.ExecRequest{Command: []string{"sh", "-c", "chmod 600 /skills/tally/data"}}); code != 1 || !strings.Contains(strings.ToLower(stderr), "read-only file system") {
+		t.Errorf("chmod in the read-only mount = %d, %q; want 1, read-only file system", code, stderr)
+	}
+	if fi, err := os.Stat(filepath.Join(ro, "tally", "data")); err != nil || fi.Mode() != 0o644 {
+		t.Errorf("the host file after chmod in the read-only mount: %v, %v", fi.Mode(), err)
+	}
+
+	// A module in a mount runs by its path, from Exec too.
+	for _, req := range []sandbox.ExecRequest{
+		{Command: []string{"/out/bin/g.wasm", "args", "c"}},
+		{Command: []string{"./g.wasm", "args", "c"}, Dir: "/out/bin"},
+	} {
+		if stdout, stderr, code := run(t, r, h, req); code != 3 || !strings.HasPrefix(stdout, "args=c ") {
+			t.Errorf("exec %q in %q = %d, %q, %q; want 3, args=c", req.Command, req.Dir, code, stdout, stderr)
+		}
+	}
+}
+
+// Remove in a mount that fails partway changes no mode in the host
+// folder: unlocking folders to remove them is for the sandbox's own.
+func TestMountsRemoveKeepsModes(t *testing.T) {
+	r := newRuntime(t, t.TempDir())
+	rw := t.TempDir()
+	in := filepath.Join(rw, "keep", "in")
+	if err := os.MkdirAll(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(in, "f")
+	if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(in, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(in, 0o755) })
+	if os.Geteuid() == 0 {
+		// Root removes from a folder of mode 500: an immutable file
+		// makes the removal fail instead.
+		if out, err := exec.Command("chattr", "+i", f).CombinedOutput(); err != nil {
+			t.Skipf("chattr +i (root needs an immutable file to fail a removal): %v %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("chattr", "-i", f).Run() })
+	}
+	h := start(t, r, sandbox.Spec{ID: "mounts-remove", Mounts: []sandbox.Mount{{HostPath: rw, Path: "/out"}}})
+	if err := r.Remove(context.Background(), h, "/out/keep"); err == nil {
+		t.Fatal("Remove of a folder holding a file that cannot be removed succeeded")
+	}
+	if fi, err := os.Stat(in); err != nil || fi.Mode().Perm() != 0o500 {
+		t.Errorf("the host folder's mode after the failed Remove = %v, %v; want 0500", fi.Mode(), err)
 	}
 }

@@ -23,10 +23,11 @@
 //     shell, sh.wasm (guest/sh: a small sh compiled from Go), with
 //     Command as its arguments.
 //   - A path (a name with a "/") or a name ending in ".wasm" runs that
-//     module of the sandbox's files: an absolute path, a relative one
-//     (against Dir), or a bare name found in /bin, then in Dir. Its argv
-//     is Command; its mode bits are not asked for. A file that is no
-//     WebAssembly module is an error wrapping sandbox.ErrInvalid.
+//     module of the sandbox's files (its folder or a mount): an
+//     absolute path, a relative one (against Dir), or a bare name found
+//     in /bin, then in Dir. Its argv is Command; its mode bits are not
+//     asked for. A file that is no WebAssembly module is an error
+//     wrapping sandbox.ErrInvalid.
 //   - Anything else ends with code 127 and "sh: NAME: not found" on
 //     stderr.
 //
@@ -79,9 +80,10 @@
 // A sandbox starts with the folder /tmp, of mode 1777 (a sandbox made
 // before there was one gets it from Recover). Commands make folders 0755
 // and files 0644, as a umask of 022 does (wazero's WASI makes them 0700
-// and 0600); chmod and mkdir -m set any mode but that of "/", through a
-// host function, as WASI has no permission bits. Remove and Destroy
-// remove a folder a command made unreadable to its owner too.
+// and 0600), in the mounts too; chmod and mkdir -m set any mode but that
+// of "/", through a host function, as WASI has no permission bits. Remove
+// and Destroy remove a folder a command made unreadable to its owner too,
+// in the sandbox's own folder: in a mount, Remove changes no mode.
 //
 // The file operations go through os.Root on the sandbox's root folder,
 // so no ".." and no symlink reaches out of it, and they refuse a
@@ -96,8 +98,11 @@
 // WASI filesystem at their paths, over an empty mount point in root/;
 // a read-only one refuses every change (EROFS), from a command and from
 // the file operations, which go through os.Root on the host folder for
-// a path under the mount. A command follows no symlink the host put in
-// a mounted folder (EACCES) and makes none.
+// a path under the mount. The shell's host functions (chmod, test's
+// mode, a module's redirections and its file) map paths as the file
+// operations do (box.resolve), so a mount works for them as the
+// sandbox's folder does. A command follows no symlink the host put in a
+// mounted folder (EACCES) and makes none.
 package wasm
 
 import (
@@ -480,20 +485,15 @@ func removeTrash(dir string) {
 	}
 }
 
-// removeAll removes the host path p with all it holds, also the folders
-// a command made unwritable or unreadable to their owner (chmod 500):
-// Kiln is that owner.
+// removeAll removes the host path p (a folder of the runtime's own)
+// with all it holds, also the folders a command locked (root.removeAll).
 func removeAll(p string) error {
-	if os.RemoveAll(p) == nil {
-		return nil
+	r, err := os.OpenRoot(filepath.Dir(p))
+	if err != nil {
+		return err
 	}
-	filepath.WalkDir(p, func(p string, d fs.DirEntry, err error) error {
-		if d != nil && d.IsDir() {
-			os.Chmod(p, 0o700) // before WalkDir reads it
-		}
-		return nil
-	})
-	return os.RemoveAll(p)
+	defer r.Close()
+	return root{r}.removeAll(filepath.Base(p), true)
 }
 
 // makeTmp makes the folder /tmp in the sandbox folder root, of mode

@@ -497,6 +497,10 @@ func TestModes(t *testing.T) {
 	if stdout != "ok\n1\n" || code != 0 {
 		t.Errorf("modes script = %d, %q, stderr %q; want 0, %q", code, stdout, stderr, "ok\n1\n")
 	}
+	// The host's errno reaches the shell as WASI numbers it.
+	if _, stderr, code := run(t, r, h, sandbox.ExecRequest{Command: []string{"chmod", "755", "/"}}); code != 1 || stderr != "chmod: /: Permission denied\n" {
+		t.Errorf("chmod 755 / = %d, %q; want 1, Permission denied", code, stderr)
+	}
 	for p, want := range map[string]fs.FileMode{"/tmp/f": 0o444, "/tmp/ro/in": fs.ModeDir | 0o500, "/tmp/locked": fs.ModeDir, "/tmp": fs.ModeDir | fs.ModeSticky | 0o777} {
 		if fi, err := r.Stat(ctx, h, p); err != nil || fi.Mode != want {
 			t.Errorf("stat %s = %v, %v; want %v", p, fi.Mode, err, want)
