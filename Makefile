@@ -119,12 +119,12 @@ test: deps
 	cd $(UI) && $(NPM) test
 	cd $(UI) && KILN_BIN=$(CURDIR)/$(BIN)/kiln $(NPM) run e2e
 
-## test-plain: the build without the sqlite_fts5 tag, as `go install` makes it: vet, build, and the
-## store's and core's tests, whose searches then run in basic mode
+## test-plain: the build without the sqlite_fts5 tag, as `go install` makes it: vet everything, build,
+## and the tests of the store, core and the HTTP API, whose searches then run in basic mode
 test-plain:
-	GOFLAGS= $(GO) vet ./core/... ./cmd/kiln
+	GOFLAGS= $(GO) vet ./...
 	GOFLAGS= $(GO) build -o /dev/null ./cmd/kiln
-	GOFLAGS= $(GO) test -count=1 ./core/...
+	GOFLAGS= $(GO) test -count=1 ./core/... ./web/...
 
 ## test-short: the Go unit tests only
 test-short:
