@@ -81,3 +81,21 @@ func CallEnvFrom(ctx context.Context) *CallEnv {
 type LocalCaller interface {
 	Local(args json.RawMessage) bool
 }
+
+// PageNoteRoom is the room PageSize leaves in a result for the note a
+// paged read ends with (where to read on), in bytes.
+const PageNoteRoom = 256
+
+// PageSize is the most text a tool that reads in pages (read_file) may
+// return in one call of ctx: limit, or less when the result the engine
+// keeps (CallEnv.MaxResult, else DefaultMaxToolResult) could not hold it
+// and its note of at most PageNoteRoom bytes. A page within it is never
+// cut by the engine, so the note's offset to read on follows the last
+// byte the model saw. It is at least 1.
+func PageSize(ctx context.Context, limit int) int {
+	keep := DefaultMaxToolResult
+	if env := CallEnvFrom(ctx); env != nil && env.MaxResult > 0 {
+		keep = env.MaxResult
+	}
+	return max(1, min(limit, keep-PageNoteRoom))
+}

@@ -232,7 +232,7 @@ func TestDeleteThreadWithActiveRun(t *testing.T) {
 }
 
 func TestToolsAndStatus(t *testing.T) {
-	e := newEnv(t, Options{Version: "v1.2.3", DataRoot: "/data", DefaultModel: "scripted", Search: "basic"})
+	e := newEnv(t, Options{Version: "v1.2.3", DataRoot: "/data", DefaultModel: "scripted"})
 	var tools struct{ Tools []core.ToolSpec }
 	e.call("GET", "/api/v1/tools", "", http.StatusOK, &tools)
 	var names []string
@@ -249,7 +249,7 @@ func TestToolsAndStatus(t *testing.T) {
 			t.Errorf("status lacks %q: %v", k, st)
 		}
 	}
-	if st["version"] != "v1.2.3" || st["data_root"] != "/data" || st["default_model"] != "scripted" || st["search"] != "basic" {
+	if st["version"] != "v1.2.3" || st["data_root"] != "/data" || st["default_model"] != "scripted" || st["search"] != e.store.SearchMode() {
 		t.Fatalf("status %v", st)
 	}
 }

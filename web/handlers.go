@@ -262,6 +262,16 @@ func (s *server) status(_ http.ResponseWriter, _ *http.Request) (int, any, error
 		UptimeSeconds: int64(time.Since(s.opts.StartedAt).Seconds()),
 		ActiveRuns:    s.svc.ActiveRuns(),
 		Subscribers:   streams,
-		Search:        s.opts.Search,
+		Search:        searchMode(s.svc.Store()),
 	}, nil
+}
+
+// searchMode is how st runs thread and inbox searches, as /status says:
+// "fts5" for a store that reports it (the sqlite Store built with FTS5),
+// else "basic".
+func searchMode(st core.Store) string {
+	if m, ok := st.(interface{ SearchMode() string }); ok && m.SearchMode() == "fts5" {
+		return "fts5"
+	}
+	return "basic"
 }

@@ -275,11 +275,11 @@ func (s *server) tokenMatches(token string) bool {
 	return subtle.ConstantTimeCompare(sum[:], s.tokenHash[:]) == 1
 }
 
-// isAPIPath reports whether path is under /api.
 // apiHealthz is the liveness check under the API's prefix, the same as
 // /healthz, for clients and probes that address everything below it.
 const apiHealthz = "/api/v1/healthz"
 
+// isAPIPath reports whether path is under /api.
 func isAPIPath(path string) bool {
 	return path == "/api" || strings.HasPrefix(path, "/api/")
 }

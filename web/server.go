@@ -28,9 +28,9 @@ type Options struct {
 	// origins (http(s)://localhost, 127.0.0.1 or [::1], any port) are
 	// allowed in addition to AllowedOrigins.
 	Loopback bool
-	// Version, DataRoot and DefaultModel are reported by GET /api/v1/status,
-	// and so is Search, the store's search mode ("fts5" or "basic").
-	Version, DataRoot, DefaultModel, Search string
+	// Version, DataRoot and DefaultModel are reported by GET /api/v1/status
+	// (with the store's search mode: see searchMode).
+	Version, DataRoot, DefaultModel string
 	// Heartbeat is the interval of the comment lines that keep event streams
 	// alive through proxies; zero means 15 seconds.
 	Heartbeat time.Duration

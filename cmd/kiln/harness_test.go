@@ -107,7 +107,7 @@ func startServerWith(t *testing.T, dir, addr string, plugins bool) *testServer {
 		t.Fatal(err)
 	}
 	s := &testServer{t: t, store: store, svc: svc, logs: logs}
-	opts := web.Options{Version: "v-test", DataRoot: dir, DefaultModel: "scripted", Search: store.SearchMode(), Logger: logger}
+	opts := web.Options{Version: "v-test", DataRoot: dir, DefaultModel: "scripted", Logger: logger}
 	// As in kiln serve: the built-in tools and models come through the
 	// plugin registry, which loads before the engine starts. Only with
 	// plugins does the API serve it.

@@ -152,7 +152,10 @@ never shown back.`,
 			if timeout < 0 || timeout > 0 && timeout < time.Millisecond {
 				return usageError{fmt.Errorf("--timeout %s: want a positive duration of at least 1ms, e.g. 90s or 15m", timeout)}
 			}
-			in.Timeout = timeout.Milliseconds()
+			if timeout > 0 {
+				ms := timeout.Milliseconds()
+				in.Timeout = &ms
+			}
 			c, err := a.client()
 			if err != nil {
 				return err

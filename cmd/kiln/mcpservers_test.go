@@ -148,6 +148,7 @@ func TestMCPServersAddRemove(t *testing.T) {
 		{`{"id":"x","type":"http","command":"a"}`, 400, "is for a url"},
 		{`{"id":"x"}`, 400, "needs a command"},
 		{`{"id":"x","command":"a","trust":"some"}`, 400, "trust"},
+		{`{"id":"x","command":"a","timeout":0}`, 400, "timeout 0: want milliseconds from 1 to 86400000"},
 		{`{"id":"x","command":"a","headers":{"A":"b"}}`, 400, "headers are for a url"},
 		{`{"id":"x","comand":"a"}`, 400, "unknown field"},
 		{`{"id":"x","command":"a"`, 400, "malformed JSON"},

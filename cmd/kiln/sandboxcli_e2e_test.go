@@ -96,6 +96,18 @@ func TestSandboxCLIEndToEnd(t *testing.T) {
 	if r = run("exec", id, "--", "ls /data"); !strings.Contains(r.stdout, "blob.bin") {
 		t.Errorf("ls /data: %q", r.stdout)
 	}
+	// exec prints output byte for byte: a line longer than the 64 KiB
+	// pieces it comes in, and a last line without an ending.
+	text := strings.Repeat("x", 150<<10) + "\n\nend"
+	if err := os.WriteFile(filepath.Join(dir, "long.txt"), []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r = run("cp", filepath.Join(dir, "long.txt"), id+":/data/"); r.code != 0 {
+		t.Fatalf("cp long.txt: exit %d", r.code)
+	}
+	if r = run("exec", id, "--", "cat /data/long.txt"); r.code != 0 || r.stdout != text {
+		t.Errorf("exec cat of a long line: exit %d, %d bytes, %d newlines; want %d bytes, 2 newlines", r.code, len(r.stdout), strings.Count(r.stdout, "\n"), len(text))
+	}
 	r = run("cp", id+":/data/blob.bin", dir+"/back.bin")
 	if r.code != 0 {
 		t.Fatalf("cp out: exit %d", r.code)

@@ -489,7 +489,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	schedCtx, stopSched := context.WithCancel(ctx)
 	defer stopSched()
 	go svc.NewScheduler(core.SchedulerConfig{Logger: log.With("component", "scheduler")}).Run(schedCtx)
-	srv := newHTTPServer(svc, reg, models, cat, newUserMCP(bridge, cfg.DataRoot), sandboxAPI(sbx, log.With("component", "sandboxes")), cfg, log.With("component", "web"), version, store.SearchMode(), met, serverLog)
+	srv := newHTTPServer(svc, reg, models, cat, newUserMCP(bridge, cfg.DataRoot), sandboxAPI(sbx, log.With("component", "sandboxes")), cfg, log.With("component", "web"), version, met, serverLog)
 	return serveHTTP(ctx, ln, srv, log, cfg)
 }
 
@@ -574,7 +574,7 @@ func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv cor
 // newHTTPServer returns the http.Server of the API. Its BaseContext is
 // cancelled when Shutdown starts, which ends the event streams that would
 // otherwise keep Shutdown waiting.
-func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, cat *skills.Catalog, bridge *userMCP, sandboxes *web.SandboxAPI, cfg serveConfig, log *slog.Logger, version, search string,
+func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, cat *skills.Catalog, bridge *userMCP, sandboxes *web.SandboxAPI, cfg serveConfig, log *slog.Logger, version string,
 	met *metrics.Metrics, serverLog *logs.Log) *http.Server {
 	if version == "" {
 		version = "dev"
@@ -583,7 +583,7 @@ func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, c
 	srv := &http.Server{
 		Handler: web.New(svc, web.Options{
 			Token: cfg.Token, AllowedOrigins: cfg.AllowedOrigins, Loopback: cfg.Loopback,
-			Version: version, DataRoot: cfg.DataRoot, DefaultModel: cfg.Model, Search: search, Logger: log,
+			Version: version, DataRoot: cfg.DataRoot, DefaultModel: cfg.Model, Logger: log,
 			StartedAt: time.Now(), Plugins: reg, Providers: models, MaxStreams: cfg.MaxStreams, MaxAttachment: cfg.MaxAttachment,
 			Metrics: met, Logs: serverLog, Skills: cat, MCPServers: bridge, Sandboxes: sandboxes,
 		}),

@@ -10,6 +10,8 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+
+	"github.com/kilnhq/kiln/core"
 )
 
 // MalformedError is the reason a session ended because its server sent a
@@ -160,50 +162,92 @@ func malformed(reason string, line []byte) *MalformedError {
 type checkedHTTP struct {
 	base http.RoundTripper
 	bad  func(*MalformedError)
+	// max bounds the message checkedHTTP holds to check it; 0 is
+	// maxMessage.
+	max int
 }
 
-// maxJSONBody bounds the JSON body checkedHTTP reads whole to check.
-const maxJSONBody = 256 << 20
+// maxMessage is the longest message checkedHTTP holds to check it: a
+// JSON body, or an event of a stream (its data, and each line). A longer
+// one is reported malformed, which ends the session, so a server cannot
+// make Kiln hold more. 64 MiB is four times the largest tool result a
+// server keeps (KILN_MAX_TOOL_RESULT_KB is at most 16 MiB).
+const maxMessage = 64 << 20
+
+// tooLong is the MalformedError of a message longer than max bytes, whose
+// start is start.
+func tooLong(max int, start []byte) *MalformedError {
+	return malformed("longer than "+core.FormatBytes(int64(max)), start)
+}
 
 func (c checkedHTTP) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := c.base.RoundTrip(req)
 	if err != nil || resp.StatusCode/100 != 2 || resp.Body == nil {
 		return resp, err // mcp-go reports a failed status itself
 	}
+	max := c.max
+	if max == 0 {
+		max = maxMessage
+	}
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mediaType {
 	case "application/json":
-		body, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONBody))
+		body, err := io.ReadAll(io.LimitReader(resp.Body, int64(max)+1))
 		resp.Body.Close()
 		if err != nil {
 			return nil, err
 		}
-		if m := checkMessage(body); m != nil {
+		if len(body) > max {
+			body = body[:max]
+			c.bad(tooLong(max, body))
+		} else if m := checkMessage(body); m != nil {
 			c.bad(m)
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 	case "text/event-stream":
-		resp.Body = &eventChecker{ReadCloser: resp.Body, bad: c.bad}
+		resp.Body = &eventChecker{ReadCloser: resp.Body, bad: c.bad, max: max}
 	}
 	return resp, nil
 }
 
 // eventChecker passes an event stream through, checking the data of each
 // message event (no "event" field, or "message") as one JSON-RPC message;
-// other events (the SSE transport's "endpoint") pass unchecked.
+// other events (the SSE transport's "endpoint") pass unchecked. An event
+// of any type whose data, or one of whose lines, is longer than max bytes
+// is reported malformed and not held.
 type eventChecker struct {
 	io.ReadCloser
-	bad   func(*MalformedError)
-	line  []byte // the line being read
-	data  []byte // the event's data so far
-	event string // the event's type
+	bad     func(*MalformedError)
+	max     int
+	line    []byte // the line being read
+	lineLen int    // its length, held or not
+	cr      bool   // its last byte is "\r"
+	data    []byte // the event's data so far
+	event   string // the event's type
+	over    bool   // the event passed max: reported, and skipped to its end
 }
 
 func (e *eventChecker) Read(p []byte) (int, error) {
 	n, err := e.ReadCloser.Read(p)
 	for _, b := range p[:n] {
 		if b != '\n' {
-			e.line = append(e.line, b)
+			e.lineLen++
+			e.cr = b == '\r'
+			if !e.over {
+				e.line = append(e.line, b)
+				if len(e.line) > e.max {
+					e.bad(tooLong(e.max, e.line))
+					e.over, e.line, e.data = true, nil, nil
+				}
+			}
+			continue
+		}
+		blank := e.lineLen == 0 || e.lineLen == 1 && e.cr
+		e.lineLen, e.cr = 0, false
+		if e.over {
+			if blank {
+				e.over, e.event = false, ""
+			}
 			continue
 		}
 		line := bytes.TrimSuffix(e.line, []byte("\r"))
@@ -222,6 +266,10 @@ func (e *eventChecker) Read(p []byte) (int, error) {
 				e.data = append(e.data, '\n')
 			}
 			e.data = append(e.data, bytes.TrimPrefix(line[len("data:"):], []byte(" "))...)
+			if len(e.data) > e.max {
+				e.bad(tooLong(e.max, e.data))
+				e.over, e.data = true, nil
+			}
 		}
 		e.line = e.line[:0]
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -290,5 +291,59 @@ func TestMalformedHTTP(t *testing.T) {
 				t.Errorf("after the reconnect: %+v", res)
 			}
 		})
+	}
+}
+
+// TestCheckedHTTPMaxMessage: a JSON body or an event longer than the
+// checker's max is reported malformed once, without being held whole;
+// the bytes still pass unchanged, and the events after it are checked
+// again.
+func TestCheckedHTTPMaxMessage(t *testing.T) {
+	const max = 1 << 10
+	msg := func(n int) string { return `{"jsonrpc":"2.0","id":1,"result":"` + strings.Repeat("x", n) + `"}` }
+	stream := "event: message\ndata: " + msg(100) + "\n\n" + // fine
+		"data: " + msg(600) + "\ndata: " + msg(600) + "\n\n" + // data over max, in lines under it
+		"event: message\ndata: " + msg(100) + "\n\n" + // fine
+		"data: " + msg(3000) + "\r\n\r\n" + // one line over max
+		"data: {\"jsonrpc\":\"2.0\",\"id\":1}\n\n" // malformed, checked again
+	bodies := map[string]string{"/small": msg(500), "/big": msg(2000)}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/events" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, stream)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, bodies[r.URL.Path])
+	}))
+	t.Cleanup(hs.Close)
+	var reasons []string
+	c := &http.Client{Transport: checkedHTTP{base: http.DefaultTransport, bad: func(m *MalformedError) { reasons = append(reasons, m.Reason) }, max: max}}
+	get := func(path string) (string, io.ReadCloser) {
+		resp, err := c.Get(hs.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := resp.Body
+		b, err := io.ReadAll(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b), body
+	}
+	if b, _ := get("/small"); b != bodies["/small"] || len(reasons) != 0 {
+		t.Fatalf("a body within max: %d bytes, reports %q", len(b), reasons)
+	}
+	if b, _ := get("/big"); len(b) != max || !slices.Equal(reasons, []string{"longer than 1 KiB"}) {
+		t.Fatalf("a body over max: %d bytes passed, reports %q", len(b), reasons)
+	}
+	reasons = nil
+	b, body := get("/events")
+	want := []string{"longer than 1 KiB", "longer than 1 KiB", `a response needs exactly one of "result" and "error"`}
+	if b != stream || !slices.Equal(reasons, want) {
+		t.Errorf("events: passed unchanged %v, reports %q, want %q", b == stream, reasons, want)
+	}
+	if ec := body.(*eventChecker); cap(ec.line) > 2*max || cap(ec.data) > 2*max {
+		t.Errorf("the checker holds %d and %d bytes", cap(ec.line), cap(ec.data))
 	}
 }

@@ -72,8 +72,9 @@ type Server struct {
 	Trust    string `json:"trust,omitempty"`
 	Disabled bool   `json:"disabled,omitempty"`
 	// Timeout is how long, in milliseconds, a tool call waits for the
-	// server's answer before it fails (as Gemini CLI reads "timeout");
-	// 0 takes the host's default. At most MaxTimeout.
+	// server's answer before it fails (as Gemini CLI reads "timeout"),
+	// 1 to MaxTimeout; 0 (left out: "timeout": 0 is refused) takes the
+	// host's default.
 	Timeout int64 `json:"timeout,omitempty"`
 }
 
@@ -197,8 +198,13 @@ func Parse(data []byte, perms *plugins.Permissions) ([]Server, error) {
 		if err := decode(doc.Servers[name], &s); err != nil {
 			return nil, fmt.Errorf("%s: server %q: %w", File, name, err)
 		}
+		// Timeout's zero is also its absence: see whether it was given.
+		var given struct {
+			Timeout *int64 `json:"timeout"`
+		}
+		_ = json.Unmarshal(doc.Servers[name], &given) // decoded above
 		s.Name = name
-		if err := check(&s, perms); err != nil {
+		if err := check(&s, given.Timeout != nil, perms); err != nil {
 			return nil, fmt.Errorf("%s: server %q: %w", File, name, err)
 		}
 		out = append(out, s)
@@ -222,13 +228,15 @@ func decode(data []byte, v any) error {
 	return err
 }
 
-func check(s *Server, perms *plugins.Permissions) error {
+// check checks s, whose timeout was given when timeout is true (0
+// included), and sets its default type.
+func check(s *Server, timeout bool, perms *plugins.Permissions) error {
 	switch {
 	case perms != nil && (s.Trust != "" || s.Disabled):
 		return errors.New("trust and disabled are the user's to set, in their own .mcp.json, not a plugin's")
 	case s.Trust != "" && s.Trust != "all":
 		return fmt.Errorf(`trust %q: want "all" (hold none of its tools for approval) or leave it out`, s.Trust)
-	case s.Timeout < 0 || s.Timeout > MaxTimeout:
+	case timeout && (s.Timeout < 1 || s.Timeout > MaxTimeout):
 		return fmt.Errorf("timeout %d: want milliseconds from 1 to %d (a day), or leave it out for the default", s.Timeout, MaxTimeout)
 	}
 	switch s.Type {

@@ -228,6 +228,7 @@ type MCPServerConfig struct {
 	Headers  map[string]string `json:"headers,omitempty"`
 	Trust    string            `json:"trust,omitempty"`
 	Disabled bool              `json:"disabled,omitempty"`
-	// Timeout is a tool call's deadline in milliseconds; 0: the default.
-	Timeout int64 `json:"timeout,omitempty"`
+	// Timeout is a tool call's deadline in milliseconds, 1 to 86400000
+	// (a day); nil: the server's default.
+	Timeout *int64 `json:"timeout,omitempty"`
 }

@@ -25,6 +25,7 @@ const pingEvery = 3 * time.Second
 type event struct {
 	Type          string     `json:"type"`
 	Text          string     `json:"text,omitempty"`
+	Partial       bool       `json:"partial,omitempty"`
 	ExecutionTime *int64     `json:"execution_time,omitempty"`
 	Timestamp     int64      `json:"timestamp"`
 	Error         *execError `json:"error,omitempty"`
@@ -77,6 +78,11 @@ const maxLine = 64 << 10
 // execd frames them: one event per line, its text without the line
 // ending ("\n", "\r\n" or a lone "\r"), an empty line as the text "\n",
 // and a last line without an ending sent by flush when the command ends.
+// A piece of a line longer than maxLine and a last line without an
+// ending are marked partial (a Kiln field execd does not send): the
+// client appends no line ending to them, so Kiln's clients get the
+// output back byte for byte (but a "\r" ending, which comes back as
+// "\n").
 // Each stream has its own framer, so a line of stdout and one of stderr
 // never share an event; the events of the two go out in the order their
 // lines ended.
@@ -98,7 +104,7 @@ func (f *lineFramer) write(p []byte) {
 		f.add(p[:i])
 		switch {
 		case len(f.line) > 0:
-			f.emit(len(f.line))
+			f.emit(len(f.line), false)
 		case f.started:
 			// a long line whose last piece went out at maxLine
 		case p[i] == '\n' && f.lastCR:
@@ -126,20 +132,21 @@ func (f *lineFramer) add(p []byte) {
 		if !utf8.RuneStart(f.line[n]) {
 			n = maxLine // not UTF-8 there: cut anywhere
 		}
-		f.emit(n)
+		f.emit(n, true)
 	}
 }
 
-// emit sends the first n bytes of the line held and keeps the rest.
-func (f *lineFramer) emit(n int) {
-	f.s.send(event{Type: f.typ, Text: string(f.line[:n])})
+// emit sends the first n bytes of the line held and keeps the rest;
+// partial says they do not end the line.
+func (f *lineFramer) emit(n int, partial bool) {
+	f.s.send(event{Type: f.typ, Text: string(f.line[:n]), Partial: partial})
 	f.line = append(f.line[:0], f.line[n:]...)
 }
 
 // flush sends what is held of a last line without an ending.
 func (f *lineFramer) flush() {
 	if len(f.line) > 0 {
-		f.emit(len(f.line))
+		f.emit(len(f.line), true)
 	}
 }
 

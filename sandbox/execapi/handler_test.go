@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -146,16 +147,23 @@ func TestLineFramerPieces(t *testing.T) {
 	o.write(sandbox.Stderr, []byte(strings.Repeat("z", 2*maxLine)))
 	o.flush()
 	var out, errs []string
+	var partial []bool
 	for _, obj := range strings.Split(strings.TrimSuffix(rec.Body.String(), "\n\n"), "\n\n") {
 		var e event
 		if err := json.Unmarshal([]byte(obj), &e); err != nil {
 			t.Fatal(err)
 		}
+		partial = append(partial, e.Partial)
 		if e.Type == "stderr" {
 			errs = append(errs, e.Text)
 		} else {
 			out = append(out, e.Text)
 		}
+	}
+	// the first piece of each long line, and stderr's last line (no
+	// ending), do not end their lines
+	if want := []bool{false, false, true, false, true, true}; !slices.Equal(partial, want) {
+		t.Errorf("partial %v, want %v", partial, want)
 	}
 	if len(out) != 4 || out[0] != "a" || out[1] != "b" || out[2]+out[3] != long {
 		t.Fatalf("stdout: %d events, %q, %d bytes in all", len(out), out[:min(2, len(out))], len(strings.Join(out, "")))

@@ -258,6 +258,9 @@ func New(cfg Config) (*Service, error) {
 		if err := os.MkdirAll(cfg.SkillsDir, 0o700); err != nil {
 			return nil, fmt.Errorf("sandbox service: %w", err)
 		}
+		if err := removeStaging(cfg.SkillsDir); err != nil {
+			return nil, fmt.Errorf("sandbox service: skills folder: %w", err)
+		}
 	}
 	if cfg.EgressDir != "" {
 		if len(cfg.EgressDir) > MaxEgressDir {

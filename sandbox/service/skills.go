@@ -29,6 +29,26 @@ const (
 // SkillsPath.
 func (s *Service) skillsDir(id string) string { return filepath.Join(s.cfg.SkillsDir, id) }
 
+// stagePrefix starts the names of the folders in SkillsDir (beside the
+// sandboxes' folders, never in one) that StageSkill copies a skill into
+// before it renames it into place, and of the old copies it replaces.
+const stagePrefix = ".stage-"
+
+// removeStaging removes what a StageSkill cut short by a crash left in
+// dir (a SkillsDir) before any stage starts.
+func removeStaging(dir string) error {
+	left, err := filepath.Glob(filepath.Join(dir, stagePrefix+"*"))
+	if err != nil {
+		return err
+	}
+	for _, p := range left {
+		if err := os.RemoveAll(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // StageSkill shows the skill folder fsys at SkillsPath/<name>/ in the
 // thread sandbox rec, read-only: Kiln copies it into the sandbox's skills
 // folder on the host (SkillsDir/<id>/<name>), which the sandbox mounts
@@ -37,7 +57,9 @@ func (s *Service) skillsDir(id string) string { return filepath.Join(s.cfg.Skill
 // are copied (symbolic links and files linked from elsewhere are left
 // out, as the file tools refuse them); files keep whether they are
 // executable. A copy that is current (the same paths, sizes, modes and
-// times) is kept; a changed skill replaces it whole, by a rename.
+// times) is kept; a changed skill replaces it whole, by a rename: it is
+// copied in SkillsDir, out of every mount, so a sandbox never sees a
+// half-copied folder.
 //
 // A sandbox without a skills folder (its runtime mounts no host folders,
 // or it was made before) is EUNAVAIL, saying so; a skill over
@@ -63,7 +85,9 @@ func (s *Service) StageSkill(rec *core.Sandbox, name string, fsys fs.FS) error {
 			return nil
 		}
 	}
-	tmp, err := os.MkdirTemp(dir, ".stage-")
+	// Copied beside the mounted folder, on the same filesystem, the skill
+	// shows in the sandbox only whole, by the rename.
+	tmp, err := os.MkdirTemp(s.cfg.SkillsDir, stagePrefix)
 	if err != nil {
 		return fmt.Errorf("stage skill %s: %w", name, err)
 	}
@@ -75,7 +99,7 @@ func (s *Service) StageSkill(rec *core.Sandbox, name string, fsys fs.FS) error {
 		return fmt.Errorf("stage skill %s: %w", name, err)
 	}
 	if _, err := os.Lstat(dest); err == nil {
-		old := tmp + ".old"
+		old := tmp + ".old" // out of the mount too
 		if err := os.Rename(dest, old); err != nil {
 			return fmt.Errorf("stage skill %s: %w", name, err)
 		}

@@ -47,7 +47,14 @@ func (m *mounting) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Handle
 func TestStageSkill(t *testing.T) {
 	e := newEnv(t)
 	dir := filepath.Join(t.TempDir(), "sandbox-skills")
+	// What a stage cut short by a crash left goes when the service starts.
+	if err := os.MkdirAll(filepath.Join(dir, ".stage-123", "scripts"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	s := e.service(func(c *service.Config) { c.SkillsDir = dir })
+	if _, err := os.Stat(filepath.Join(dir, ".stage-123")); !os.IsNotExist(err) {
+		t.Errorf("a crashed stage's folder: %v", err)
+	}
 	rt := &mounting{Runtime: e.m.Runtime(sandboxtest.Options{Name: "mnt"})}
 	if err := s.AddRuntime("mnt", rt); err != nil {
 		t.Fatal(err)
@@ -128,14 +135,31 @@ func TestStageSkill(t *testing.T) {
 	if after, _ := os.Stat(staged); !os.SameFile(before, after) {
 		t.Error("an unchanged skill was copied again")
 	}
+	// While it copies, the sandbox's folder holds only the staged skill
+	// (never a half-copied one); the copy is made beside it.
 	write("scripts/count.sh", "echo two, changed\n", 0o700)
-	if err := s.StageSkill(rec, "tally", os.DirFS(src)); err != nil {
+	var seen []string
+	spy := spyFS{FS: os.DirFS(src), open: func() {
+		ents, _ := os.ReadDir(box)
+		for _, e := range ents {
+			if e.Name() != "tally" {
+				seen = append(seen, e.Name())
+			}
+		}
+	}}
+	if err := s.StageSkill(rec, "tally", spy); err != nil {
 		t.Fatal(err)
+	}
+	if len(seen) != 0 {
+		t.Errorf("while staging, the sandbox saw %v", seen)
 	}
 	if b, _ := os.ReadFile(filepath.Join(staged, "scripts/count.sh")); string(b) != "echo two, changed\n" {
 		t.Errorf("after a change: %q", b)
 	}
-	if left, _ := filepath.Glob(filepath.Join(box, ".stage-*")); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(dir, "*", ".stage-*")); len(left) != 0 {
+		t.Errorf("staging left %v", left)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".stage-*")); len(left) != 0 {
 		t.Errorf("staging left %v", left)
 	}
 
@@ -168,4 +192,15 @@ func TestStageSkill(t *testing.T) {
 	if _, err := os.Stat(box); !os.IsNotExist(err) {
 		t.Errorf("the ended sandbox's skills folder: %v", err)
 	}
+}
+
+// spyFS is an fs.FS that calls open before each Open.
+type spyFS struct {
+	fs.FS
+	open func()
+}
+
+func (f spyFS) Open(name string) (fs.File, error) {
+	f.open()
+	return f.FS.Open(name)
 }

@@ -42,7 +42,8 @@ const (
 	// first and last halves when it wrote more, with what was cut said.
 	MaxOutput = 64 << 10
 	// MaxRead is the most sandbox.read_file returns: with its note on
-	// where to read on, within core.DefaultMaxToolResult.
+	// where to read on, within core.DefaultMaxToolResult. A server that
+	// keeps less of a result gets smaller pages (core.PageSize).
 	MaxRead = 248 << 10
 	// MaxWrite is the most sandbox.write_file writes.
 	MaxWrite = 8 << 20
@@ -269,6 +270,7 @@ func (t readFile) Call(ctx context.Context, args json.RawMessage) (core.ToolResu
 	if limit == 0 {
 		limit = MaxRead
 	}
+	limit = core.PageSize(ctx, limit)
 	_, r, h, err := t.b.open(ctx, "")
 	if err != nil {
 		return failure(ctx, err)

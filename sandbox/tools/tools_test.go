@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -157,6 +160,43 @@ func TestSandboxTools(t *testing.T) {
 	// Outside a thread's run the tools refuse.
 	if res, err := exec.Call(context.Background(), json.RawMessage(`{"command":"true"}`)); err != nil || !res.IsError {
 		t.Fatalf("exec without a run: %+v, %v", res, err)
+	}
+}
+
+// TestReadFileSmallResultCap: with a server that keeps less of a result
+// than MaxRead, sandbox.read_file's pages and notes fit in it, so the
+// engine cuts nothing, and reading on from each note's offset gives the
+// file back byte for byte.
+func TestReadFileSmallResultCap(t *testing.T) {
+	s, _ := setup(t, false)
+	env := &core.CallEnv{RunID: "run_1", ThreadID: "thr_1", OwnerID: "alice", MaxResult: 4 << 10}
+	ctx := core.WithCallEnv(context.Background(), env)
+	read, write := byName(tools.Sandbox(s, nil))["read_file"], byName(tools.Sandbox(s, nil))["write_file"]
+	var b strings.Builder
+	for i := 0; b.Len() < 20000; i++ {
+		fmt.Fprintf(&b, "line %d\n", i)
+	}
+	if res := call(t, ctx, write, fmt.Sprintf(`{"path":"/work/big.txt","content":%q}`, b.String())); res.IsError {
+		t.Fatalf("write: %+v", res)
+	}
+	note := regexp.MustCompile(`\n\[\d+ of \d+ bytes shown; read on with offset (\d+)\]$`)
+	var got strings.Builder
+	pages := 0
+	for offset := 0; ; pages++ {
+		res := call(t, ctx, read, fmt.Sprintf(`{"path":"/work/big.txt","offset":%d}`, offset))
+		out := res.Text()
+		if res.IsError || len(out) > env.MaxResult || core.CapText(out, env.MaxResult) != out {
+			t.Fatalf("page at offset %d: %d bytes, over the %d the engine keeps (error %v)", offset, len(out), env.MaxResult, res.IsError)
+		}
+		m := note.FindStringSubmatch(out)
+		got.WriteString(note.ReplaceAllString(out, ""))
+		if m == nil {
+			break
+		}
+		offset, _ = strconv.Atoi(m[1])
+	}
+	if got.String() != b.String() || pages < 5 {
+		t.Errorf("read %d bytes in %d pages, want the file's %d bytes back in many", got.Len(), pages, b.Len())
 	}
 }
 

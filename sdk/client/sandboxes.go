@@ -347,11 +347,16 @@ type ExecRequest struct {
 
 // ExecEvent is one event of a command's output stream: "init" (Text is
 // the command's ID), "stdout" and "stderr" (Text is one line without its
-// ending, as OpenSandbox's execd frames output; Output gives it back with
-// one), "execution_complete", "error" (Error says why) and "ping".
+// ending, as OpenSandbox's execd frames output, or a piece of one;
+// Output gives it back as printed), "execution_complete", "error" (Error
+// says why) and "ping".
 type ExecEvent struct {
 	Type string `json:"type"`
 	Text string `json:"text,omitempty"`
+	// Partial marks a stdout or stderr event whose Text does not end its
+	// line: a piece of a line longer than 64 KiB, or a last line the
+	// command printed without an ending. Kiln sends it; execd does not.
+	Partial bool `json:"partial,omitempty"`
 	// ExecutionTime is how long the command ran, in milliseconds, on
 	// execution_complete.
 	ExecutionTime *int64 `json:"execution_time,omitempty"`
@@ -361,10 +366,14 @@ type ExecEvent struct {
 }
 
 // Output is the text of a stdout or stderr event as the command printed
-// it: the line with a "\n" ending. An empty line's Text is already "\n",
-// and a last line the command printed without an ending gets one too.
+// it: the line with a "\n" ending, or the Text alone for a Partial event,
+// so that the Outputs of a stream joined are the command's output byte
+// for byte (but a "\r\n" or lone "\r" ending, which comes back as "\n").
+// An empty line's Text is already "\n". From a server that does not send
+// Partial (OpenSandbox's execd), a line over 64 KiB gains a "\n" every
+// 64 KiB and a last line without an ending gains one.
 func (e ExecEvent) Output() string {
-	if e.Text == "\n" {
+	if e.Partial || e.Text == "\n" {
 		return e.Text
 	}
 	return e.Text + "\n"

@@ -276,3 +276,25 @@ func TestUploadDownloadAgainstExecAPI(t *testing.T) {
 		t.Errorf("a relative path: %v", err)
 	}
 }
+
+// TestExecOutputExact: a line longer than the 64 KiB pieces the server
+// sends and a last line without an ending come back from the joined
+// Outputs byte for byte, with no "\n" added between pieces or at the end.
+func TestExecOutputExact(t *testing.T) {
+	c, _ := execServer(t)
+	var out strings.Builder
+	cmd := "head -c 153600 /dev/zero | tr '\\0' x; echo; echo; echo end | tr -d '\\n'"
+	code, err := c.Exec(context.Background(), "sbx-1", ExecRequest{Command: cmd}, func(ev ExecEvent) {
+		if ev.Type == "stdout" {
+			out.WriteString(ev.Output())
+		}
+	})
+	if err != nil || code != 0 {
+		t.Fatalf("exec: %d %v", code, err)
+	}
+	if want := strings.Repeat("x", 153600) + "\n\nend"; out.String() != want {
+		got := out.String()
+		t.Errorf("output: %d bytes, %d newlines, ends %q; want %d bytes, 2 newlines, ends %q",
+			len(got), strings.Count(got, "\n"), got[max(0, len(got)-8):], len(want), want[len(want)-8:])
+	}
+}

@@ -108,16 +108,10 @@ func addPrompts(s *server.MCPServer, hooks *server.Hooks, b Backend) {
 // logging/setLevel (re)starts following b's log at that level for the
 // session, and each record (redacted, as the log holds it) becomes a
 // notifications/message with the record as its data and its component as
-// the logger. Following stops when the session ends.
-func addLogging(s *server.MCPServer, hooks *server.Hooks, b Backend) {
-	var mu sync.Mutex
-	follows := map[string]context.CancelFunc{}
-	stop := func(id string) {
-		if cancel := follows[id]; cancel != nil {
-			cancel()
-			delete(follows, id)
-		}
-	}
+// the logger. Following stops when the session ends or a record cannot be
+// sent to it. It returns the follows, for tests.
+func addLogging(s *server.MCPServer, hooks *server.Hooks, b Backend) *logFollows {
+	f := &logFollows{m: map[string]*logFollow{}}
 	hooks.AddAfterSetLevel(func(ctx context.Context, _ any, req *mcp.SetLevelRequest, _ *mcp.EmptyResult) {
 		sess := server.ClientSessionFromContext(ctx)
 		if sess == nil {
@@ -125,27 +119,60 @@ func addLogging(s *server.MCPServer, hooks *server.Hooks, b Backend) {
 		}
 		id := sess.SessionID()
 		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		mu.Lock()
-		stop(id)
-		follows[id] = cancel
-		mu.Unlock()
-		go b.FollowLogs(fctx, kilnLevel(req.Params.Level), func(rec json.RawMessage) error {
-			var head struct{ Level, Component string }
-			json.Unmarshal(rec, &head)
-			err := s.SendNotificationToSpecificClient(id, string(mcp.MethodNotificationMessage), map[string]any{
-				"level": mcpLevel(head.Level), "logger": head.Component, "data": rec,
+		lf := &logFollow{cancel: cancel}
+		f.mu.Lock()
+		f.stop(id)
+		f.m[id] = lf
+		f.mu.Unlock()
+		go func() {
+			defer f.end(id, lf)
+			b.FollowLogs(fctx, kilnLevel(req.Params.Level), func(rec json.RawMessage) error {
+				var head struct{ Level, Component string }
+				json.Unmarshal(rec, &head)
+				err := s.SendNotificationToSpecificClient(id, string(mcp.MethodNotificationMessage), map[string]any{
+					"level": mcpLevel(head.Level), "logger": head.Component, "data": rec,
+				})
+				if errors.Is(err, server.ErrNotificationChannelBlocked) {
+					return nil // a client that reads too slowly misses records
+				}
+				return err
 			})
-			if errors.Is(err, server.ErrNotificationChannelBlocked) {
-				return nil // a client that reads too slowly misses records
-			}
-			return err
-		})
+		}()
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, sess server.ClientSession) {
-		mu.Lock()
-		defer mu.Unlock()
-		stop(sess.SessionID())
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.stop(sess.SessionID())
 	})
+	return f
+}
+
+// logFollows is the log follow of each session that set a level, by
+// session ID. A follow leaves it when it ends, whether its session
+// unregistered or not.
+type logFollows struct {
+	mu sync.Mutex
+	m  map[string]*logFollow
+}
+
+type logFollow struct{ cancel context.CancelFunc }
+
+// stop ends the follow of session id, if any; f.mu is held.
+func (f *logFollows) stop(id string) {
+	if lf := f.m[id]; lf != nil {
+		lf.cancel()
+		delete(f.m, id)
+	}
+}
+
+// end removes lf, which has ended, unless a later follow replaced it.
+func (f *logFollows) end(id string, lf *logFollow) {
+	lf.cancel()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m[id] == lf {
+		delete(f.m, id)
+	}
 }
 
 // kilnLevel is the least level of Kiln's log (debug, info, warn, error)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -182,6 +184,48 @@ func TestReadFileLargeGrantFile(t *testing.T) {
 	tail := ok(t, f.env, "read_file", obj{"path": "big.log", "offset": 59999})
 	if !strings.HasSuffix(tail, "\tline 60000 "+pad) {
 		t.Errorf("read_file at the end = %q", tail)
+	}
+}
+
+// TestReadFileSmallResultCap: with a server that keeps less of a result
+// than MaxReadOutput, read_file's pages and notes fit in it, so the engine
+// cuts nothing, and reading on from each note's offset goes through every
+// line; a first line longer than the page is cut to fit, with a marker.
+func TestReadFileSmallResultCap(t *testing.T) {
+	f := newFixture(t)
+	f.env.MaxResult = 4 << 10
+	var b strings.Builder
+	for i := 1; i <= 500; i++ {
+		fmt.Fprintf(&b, "line %d %s\n", i, strings.Repeat("y", i%200))
+	}
+	put(t, filepath.Join(f.proj, "mid.log"), b.String())
+	next := regexp.MustCompile(`\[output cut at [^]]* after line (\d+); read on with offset=(\d+)\]$`)
+	seen, pages := 0, 0
+	for offset := 1; ; pages++ {
+		out := ok(t, f.env, "read_file", obj{"path": "mid.log", "offset": offset})
+		if len(out) > f.env.MaxResult || core.CapText(out, f.env.MaxResult) != out {
+			t.Fatalf("page at offset %d: %d bytes, over the %d the engine keeps", offset, len(out), f.env.MaxResult)
+		}
+		for _, l := range strings.Split(strings.TrimSuffix(next.ReplaceAllString(out, ""), "\n"), "\n") {
+			seen++
+			if want := fmt.Sprintf("%6d\tline %d %s", seen, seen, strings.Repeat("y", seen%200)); l != want {
+				t.Fatalf("page at offset %d: line %q, want %q", offset, l, want)
+			}
+		}
+		m := next.FindStringSubmatch(out)
+		if m == nil {
+			break
+		}
+		offset, _ = strconv.Atoi(m[2])
+	}
+	if seen != 500 || pages < 10 {
+		t.Errorf("read %d lines in %d pages, want 500 in many", seen, pages)
+	}
+	f.env.MaxResult = 1 << 10
+	put(t, filepath.Join(f.proj, "wide.txt"), strings.Repeat("é", MaxLineChars)+"\nnext\n")
+	out := ok(t, f.env, "read_file", obj{"path": "wide.txt"})
+	if len(out) > f.env.MaxResult || !strings.Contains(out, "[… line cut at 768 bytes to fit the result]\n[output cut at 768 B after line 1; read on with offset=2]") {
+		t.Errorf("a line wider than the page: %d bytes, %q", len(out), out[max(0, len(out)-120):])
 	}
 }
 

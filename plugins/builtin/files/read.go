@@ -68,7 +68,8 @@ func runRead(ctx context.Context, env *view, args json.RawMessage) (string, erro
 	if len(head) == 0 {
 		return t.path + " is empty (0 bytes)", nil
 	}
-	p, err := readPage(txt, offset, limit)
+	size := core.PageSize(ctx, MaxReadOutput)
+	p, err := readPage(txt, offset, limit, size)
 	if err != nil {
 		return "", pathErr(t.path, err)
 	}
@@ -77,7 +78,7 @@ func runRead(ctx context.Context, env *view, args json.RawMessage) (string, erro
 	}
 	switch {
 	case p.full:
-		return p.text + fmt.Sprintf("[output cut at %d KiB after line %d; read on with offset=%d]", MaxReadOutput>>10, p.last, p.last+1), nil
+		return p.text + fmt.Sprintf("[output cut at %s after line %d; read on with offset=%d]", core.FormatBytes(int64(size)), p.last, p.last+1), nil
 	case p.more:
 		return p.text + fmt.Sprintf("[lines %d-%d shown; more follow: read on with offset=%d]", p.first, p.last, p.last+1), nil
 	}

@@ -22,7 +22,8 @@ const (
 	MaxLineChars = 2000
 	// MaxReadOutput is the most text one read_file call returns, in
 	// bytes; the note at its end says where to go on. With the note it
-	// stays within core.DefaultMaxToolResult.
+	// stays within core.DefaultMaxToolResult; a server that keeps less of
+	// a result gets smaller pages (core.PageSize).
 	MaxReadOutput = 248 << 10
 )
 
@@ -139,8 +140,9 @@ type page struct {
 }
 
 // readPage returns the lines offset (1-based) to offset+limit-1 of t,
-// numbered like cat -n, within MaxReadOutput bytes.
-func readPage(t *text, offset, limit int) (page, error) {
+// numbered like cat -n, within size bytes. A first line longer than size
+// is cut to fit, with a marker.
+func readPage(t *text, offset, limit, size int) (page, error) {
 	p := page{first: offset, last: offset - 1}
 	for n := 1; n < offset; n++ {
 		if _, _, err := t.next(false); err == io.EOF {
@@ -168,15 +170,30 @@ func readPage(t *text, offset, limit int) (page, error) {
 			line += cutMarker
 		}
 		entry := numbered(n, line)
-		if b.Len()+len(entry) > MaxReadOutput && n > offset {
-			p.more, p.full = true, true
-			break
+		if b.Len()+len(entry) > size {
+			if n > offset {
+				p.more, p.full = true, true
+				break
+			}
+			entry = fitLine(entry, size)
 		}
 		b.WriteString(entry)
 		p.last = n
 	}
 	p.text = b.String()
 	return p, nil
+}
+
+// fitLine cuts a numbered line longer than size bytes to fit in them,
+// before a UTF-8 character, with a marker that says so (the marker alone
+// when even it does not fit).
+func fitLine(entry string, size int) string {
+	marker := fmt.Sprintf(" [… line cut at %d bytes to fit the result]\n", size)
+	n := max(0, size-len(marker))
+	for n > 0 && !utf8.RuneStart(entry[n]) {
+		n--
+	}
+	return entry[:n] + marker
 }
 
 // numbered is one line as cat -n shows it.

@@ -219,6 +219,7 @@ var refused = []struct {
 	{"unknown top-level field", "", `{"mcpServers": {"x": {"command": "x"}}, "inputs": []}`, `unknown field "inputs"`},
 	{"unknown server field", "", `{"mcpServers": {"x": {"command": "x", "autoApprove": []}}}`, `server "x": json: unknown field "autoApprove"`},
 	{"negative timeout", "", `{"mcpServers": {"x": {"command": "x", "timeout": -1}}}`, `server "x": timeout -1: want milliseconds from 1 to 86400000`},
+	{"zero timeout", "", `{"mcpServers": {"x": {"command": "x", "timeout": 0}}}`, `server "x": timeout 0: want milliseconds from 1 to 86400000 (a day), or leave it out for the default`},
 	{"timeout over a day", "", `{"mcpServers": {"x": {"command": "x", "timeout": 86400001}}}`, `server "x": timeout 86400001: want milliseconds`},
 	{"timeout not a number", "", `{"mcpServers": {"x": {"command": "x", "timeout": "30s"}}}`, `server "x": timeout: want a number, not a string`},
 	{"duplicate server", "", `{"mcpServers": {"x": {"command": "x"}, "x": {"command": "rm"}}}`, "mcpServers.x: duplicate key"},

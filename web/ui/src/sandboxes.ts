@@ -73,6 +73,8 @@ export function parseMetadata(text: string): Record<string, string> | undefined 
 export interface ExecEvent {
   type: "init" | "stdout" | "stderr" | "result" | "execution_complete" | "error" | "ping" | string;
   text?: string;
+  /** Kiln only: text does not end its line (a piece of a long line, or a last line without an ending). */
+  partial?: boolean;
   execution_time?: number;
   timestamp?: number;
   error?: { ename: string; evalue: string; traceback?: string[] };
@@ -112,11 +114,13 @@ export class ExecParser {
 /**
  * The output of a stdout or stderr event as the command printed it. As
  * execd, the server sends one event per line without its ending, and an
- * empty line as "\n"; this gives each line its "\n" back.
+ * empty line as "\n"; this gives each line its "\n" back, but not to a
+ * partial event (a piece of a line over 64 KiB, or a last line printed
+ * without an ending), so the outputs joined are the command's output.
  */
 export function outputOf(e: ExecEvent): string {
   const t = e.text ?? "";
-  return t === "\n" ? t : t + "\n";
+  return e.partial || t === "\n" ? t : t + "\n";
 }
 
 /** How a command ended: its exit code, or an error (interrupted, timed out, refused). */

@@ -34,10 +34,12 @@ test("ExecParser: execd's events in any chunks, blank lines between, a bad line 
   assert.equal(bad[0].error?.ename, "BadStream");
 });
 
-test("outputOf: a line event gets its ending back, an empty line stays one", () => {
+test("outputOf: a line event gets its ending back, an empty line stays one, a partial one gets none", () => {
   assert.equal(outputOf({ type: "stdout", text: "hello" }), "hello\n");
   assert.equal(outputOf({ type: "stderr", text: "\n" }), "\n");
   assert.equal(["a", "\n", "b"].map((text) => outputOf({ type: "stdout", text })).join(""), "a\n\nb\n");
+  const evs = [{ text: "xx", partial: true }, { text: "x" }, { text: "\n" }, { text: "end", partial: true }];
+  assert.equal(evs.map((e) => outputOf({ type: "stdout", ...e })).join(""), "xxx\n\nend", "partial pieces get no ending");
 });
 
 test("outcomeOf: exit 0, a failing command's code, an interrupt, other errors; nothing for output", () => {
