@@ -23,14 +23,7 @@ import (
 // logging/setLevel warning receives the server's next warning (not the
 // info line before it), redacted.
 func TestResourcesPromptsLogging(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
-	npm := filepath.Join("..", "..", "plugins", "mcp", "testdata", "npm")
-	if _, err := os.Stat(filepath.Join(npm, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		t.Fatalf("the TypeScript MCP SDK is not installed; run make deps (%v)", err)
-	}
+	node, npm := typeScriptSDK(t)
 	skillDir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(skillDir, "summarize"), 0o755); err != nil {
 		t.Fatal(err)

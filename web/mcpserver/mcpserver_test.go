@@ -173,14 +173,7 @@ func TestHandWorkToKiln(t *testing.T) {
 // npm, installed by make deps) hands Kiln a task over Streamable HTTP,
 // approves the call it waits on and sees the run finish.
 func TestTypeScriptSDKClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
-	dir := filepath.Join("..", "..", "plugins", "mcp", "testdata", "npm")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		t.Fatalf("the TypeScript MCP SDK is not installed; run make deps (%v)", err)
-	}
+	node, dir := typeScriptSDK(t)
 	srv := startKiln(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -232,4 +225,20 @@ func TestMCPNeedsTheToken(t *testing.T) {
 			t.Errorf("%v: %d, want %d", c.header, resp.StatusCode, c.want)
 		}
 	}
+}
+
+// typeScriptSDK is node and the folder whose node_modules holds the
+// official TypeScript MCP SDK (installed by make deps); it skips the test
+// without node and fails it without the SDK.
+func typeScriptSDK(t *testing.T) (node, dir string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	dir = filepath.Join("..", "..", "plugins", "mcp", "testdata", "npm")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Fatalf("the TypeScript MCP SDK is not installed; run make deps (%v)", err)
+	}
+	return node, dir
 }
