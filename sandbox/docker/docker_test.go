@@ -378,6 +378,9 @@ func TestExecd(t *testing.T) {
 	if code, _, _ := sh(t, r, h, "setsid sleep 1000 >/dev/null 2>&1 &"); code != 0 {
 		t.Fatal("could not start a background process")
 	}
+	// The janitor is held off while the test looks into the retired
+	// container; a slow machine gives it quiet enough to remove it first.
+	docker.SetRetireQuiet(r, time.Hour)
 	if err := r.Destroy(context.Background(), h); err != nil {
 		t.Fatal(err)
 	}
@@ -403,6 +406,7 @@ func TestExecd(t *testing.T) {
 		t.Errorf("processes in the destroyed sandbox: %q; want docker-init and kiln-execd alone", procs)
 	}
 	// Once the runtime is quiet the janitor removes it with its run folder.
+	docker.SetRetireQuiet(r, 250*time.Millisecond)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=io.kiln.sandbox="+id).Output()

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -57,6 +58,9 @@ type janitor struct {
 	queue   []retiree
 	retired map[string]bool // engine IDs, queued or being removed
 	paused  map[string]bool // engine IDs known paused (setPausedMark)
+	// quiet is how long no operation must come before a removal:
+	// retireQuiet, but for the tests that watch a retired container.
+	quiet   atomic.Int64
 	wake    chan struct{}
 	closing chan struct{}
 	done    chan struct{} // closed when sweep returns
@@ -69,8 +73,10 @@ type janitor struct {
 
 func newJanitor() *janitor {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &janitor{retired: map[string]bool{}, paused: map[string]bool{}, wake: make(chan struct{}, 1),
+	j := &janitor{retired: map[string]bool{}, paused: map[string]bool{}, wake: make(chan struct{}, 1),
 		closing: make(chan struct{}), done: make(chan struct{}), ctx: ctx, cancel: cancel}
+	j.quiet.Store(int64(retireQuiet))
+	return j
 }
 
 // touch notes an operation: the janitor waits for quiet.
@@ -225,14 +231,14 @@ func (r *Runtime) due() (rt retiree, ok bool) {
 		j.mu.Lock()
 		wait := time.Duration(-1)
 		if len(j.queue) > 0 {
-			quiet := time.Since(time.Unix(0, r.lastUse.Load()))
+			quiet, want := time.Since(time.Unix(0, r.lastUse.Load())), time.Duration(j.quiet.Load())
 			age := time.Since(j.queue[0].at)
-			if len(j.queue) > retireMax || age >= retireMaxAge || quiet >= retireQuiet {
+			if len(j.queue) > retireMax || age >= retireMaxAge || quiet >= want {
 				rt, j.queue = j.queue[0], j.queue[1:]
 				j.mu.Unlock()
 				return rt, true
 			}
-			wait = min(retireQuiet-quiet, retireMaxAge-age)
+			wait = min(want-quiet, retireMaxAge-age)
 		}
 		j.mu.Unlock()
 		var timer <-chan time.Time
