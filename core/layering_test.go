@@ -29,6 +29,8 @@ var layers = []struct {
 			"github.com/mattn/go-sqlite3",
 			"github.com/santhosh-tekuri/jsonschema/",
 			"golang.org/x/text/",
+			// The server log (core/logs) rotates its files with lumberjack.
+			"gopkg.in/natefinch/lumberjack.v2",
 		},
 		stdDenied: []string{"net/http"},
 	},

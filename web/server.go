@@ -10,8 +10,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/logs"
 	"github.com/kilnhq/kiln/skills"
-	"github.com/kilnhq/kiln/web/logs"
 	"github.com/kilnhq/kiln/web/mcpserver"
 	"github.com/kilnhq/kiln/web/metrics"
 )

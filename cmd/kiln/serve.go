@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/logs"
 	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/builtin"
@@ -37,7 +38,6 @@ import (
 	"github.com/kilnhq/kiln/sandbox/service"
 	"github.com/kilnhq/kiln/skills"
 	"github.com/kilnhq/kiln/web"
-	"github.com/kilnhq/kiln/web/logs"
 	"github.com/kilnhq/kiln/web/metrics"
 )
 
