@@ -359,7 +359,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	// slog.Default()) is redacted and reaches the file too.
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(log)
-	met := metrics.New(log.With("component", "metrics"))
+	met := metrics.New()
 	dbPath := filepath.Join(cfg.DataRoot, "kiln.db")
 	store, err := sqlite.Open(dbPath, sqlite.Options{OnCommit: met.StoreCommit})
 	if err != nil {
@@ -417,6 +417,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return fmt.Errorf("create service: %w", err)
 	}
+	met.WatchRuns(svc.RunCounts)
 	sbx, err := openSandboxes(store, svc, cfg.DataRoot, log.With("component", "sandboxes"))
 	if err != nil {
 		return err
