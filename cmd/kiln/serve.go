@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/kilnhq/kiln/cmd/kiln/internal/metrics"
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/core/logs"
 	"github.com/kilnhq/kiln/core/sqlite"
@@ -38,7 +39,6 @@ import (
 	"github.com/kilnhq/kiln/sandbox/service"
 	"github.com/kilnhq/kiln/skills"
 	"github.com/kilnhq/kiln/web"
-	"github.com/kilnhq/kiln/web/metrics"
 )
 
 // Defaults of kiln serve.
