@@ -6,7 +6,7 @@ package main
 import (
 	// Kinds.
 	_ "github.com/kilnhq/kiln/plugins/mcp/mcpservers"
-	_ "github.com/kilnhq/kiln/plugins/modelprovider"
+	_ "github.com/kilnhq/kiln/plugins/providers/modelprovider"
 	_ "github.com/kilnhq/kiln/plugins/sandboxruntime"
 	_ "github.com/kilnhq/kiln/plugins/skillbundle"
 	_ "github.com/kilnhq/kiln/plugins/toolset"
