@@ -11,8 +11,8 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/core/logs"
+	"github.com/kilnhq/kiln/plugins/mcp/kilnserver"
 	"github.com/kilnhq/kiln/skills"
-	"github.com/kilnhq/kiln/web/mcpserver"
 )
 
 // Options configures the HTTP API.
@@ -145,7 +145,7 @@ func newServer(svc *core.Service, opts Options) *server {
 		s.metrics = metricsHandler(opts.Metrics, s.log)
 	}
 	if svc != nil {
-		s.mcp = mcpserver.HTTP(mcpserver.New(mcpserver.Service(svc, core.LocalOwner, opts.Skills, opts.Logs), opts.Version))
+		s.mcp = kilnserver.HTTP(kilnserver.New(kilnserver.Service(svc, core.LocalOwner, opts.Skills, opts.Logs), opts.Version))
 	}
 	uiAssets() // read and compress the UI now rather than on the first request
 	return s

@@ -1,0 +1,135 @@
+package wire_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/kilnhq/kiln/sdk/plugin/wire"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of testdata/")
+
+// contracts holds one value of every contract type, every field set, as
+// its golden file under testdata/ has it. A field renamed, retyped or
+// dropped changes the encoding and fails TestGolden: a compiled plugin
+// would no longer be understood.
+var contracts = map[string]any{
+	"part_text":  wire.Text("3"),
+	"part_image": wire.Image("image/png", []byte("\x89PNG")),
+	"part_file":  wire.Part{Type: wire.PartFile, MIME: "application/pdf", Name: "r.pdf", URI: "https://example.com/r.pdf"},
+	"part_json":  wire.Part{Type: wire.PartJSON, JSON: json.RawMessage(`{"sum":3}`)},
+	"tool_spec":  wire.ToolSpec{Name: "add", Description: "Adds two numbers.", Schema: json.RawMessage(`{"type":"object"}`), Idempotent: true},
+	"tool_result": wire.ToolResult{V: wire.Version, IsError: true, Parts: []wire.Part{
+		wire.Text("b must be a number"), wire.Image("image/png", []byte{1, 2}),
+	}},
+	"turn_request": wire.TurnRequest{V: wire.Version, RunID: "r1", Model: "parrot-1", System: "Be brief.",
+		Messages: []wire.Message{
+			{Role: wire.RoleUser, Parts: []wire.Part{wire.Text("hi"), wire.Image("image/jpeg", []byte{3})}},
+			{Role: wire.RoleAssistant, Parts: []wire.Part{wire.Text("adding")}, ToolCalls: []wire.ToolCall{{ID: "c1", Name: "add", Args: json.RawMessage(`{"a":1}`)}}},
+			{Role: wire.RoleTool, ToolCallID: "c1", Name: "add", IsError: true, Parts: []wire.Part{wire.Text("no b")}},
+		},
+		Tools: []wire.ToolSpec{{Name: "add", Description: "Adds.", Schema: json.RawMessage(`{}`), Idempotent: true}},
+	},
+	"turn_response": wire.TurnResponse{V: wire.Version, Text: "Hello",
+		ToolCalls: []wire.ToolCall{{ID: "c2", Name: "add", Args: json.RawMessage(`{}`)}},
+		Usage:     wire.Usage{InputTokens: 12, OutputTokens: 3}},
+	"turn_event_delta":    wire.TurnEvent{Delta: "Hel"},
+	"turn_event_response": wire.TurnEvent{Response: &wire.TurnResponse{V: wire.Version, Text: "Hello"}},
+	"turn_event_error":    wire.TurnEvent{Error: `unknown model "x"`},
+	"provider_description": wire.ProviderDescription{V: wire.Version, Name: "Parrot", Models: []string{"parrot-1"},
+		Settings: []wire.Setting{{Name: "api_key", Secret: true, Required: true, Env: []string{"PARROT_KEY"}, Default: "d", Values: []string{"d", "e"}, Help: "The key."}}},
+	"model_info": wire.ModelInfo{ID: "parrot-1", Name: "Parrot 1", ContextSize: 8192},
+}
+
+// TestGolden compares every contract's encoding with its golden file and
+// decodes the file back into the same value.
+func TestGolden(t *testing.T) {
+	for name, v := range contracts {
+		t.Run(name, func(t *testing.T) {
+			got, err := json.MarshalIndent(v, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			file := filepath.Join("testdata", name+".json")
+			if *update {
+				if err := os.WriteFile(file, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatalf("%v (go test -run TestGolden -update writes it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%T encodes as\n%s\nwant (%s)\n%s\na field's JSON name or type changed: compiled plugins would no longer be understood", v, got, file, want)
+			}
+			back := reflect.New(reflect.TypeOf(v))
+			dec := json.NewDecoder(bytes.NewReader(want))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(back.Interface()); err != nil {
+				t.Fatalf("decode %s: %v", file, err)
+			}
+			again, _ := json.Marshal(back.Interface())
+			if orig, _ := json.Marshal(v); !bytes.Equal(again, orig) {
+				t.Errorf("%s decodes as %s, want %s", file, again, orig)
+			}
+		})
+	}
+}
+
+// TestEveryContractHasGolden fails on a golden file no contract writes
+// (a type removed without a thought for the plugins that send it).
+func TestEveryContractHasGolden(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		name := filepath.Base(f)
+		name = name[:len(name)-len(".json")]
+		if _, ok := contracts[name]; !ok {
+			t.Errorf("%s has no contract value in wire_test.go", f)
+		}
+	}
+}
+
+func TestPartCheck(t *testing.T) {
+	good := []wire.Part{
+		wire.Text(""), wire.Text("x"), wire.Image("image/png", []byte{1}),
+		wire.FileRef("a.pdf", "application/pdf", "https://x/a.pdf"), wire.File("a", "text/plain", []byte{}),
+		{Type: wire.PartJSON, JSON: json.RawMessage(`[1]`)},
+	}
+	for _, p := range good {
+		if err := p.Check(); err != nil {
+			t.Errorf("%+v: %v", p, err)
+		}
+	}
+	bad := []wire.Part{
+		{Type: "video", MIME: "video/mp4", Data: []byte{1}},
+		{Type: wire.PartText, Text: "x", MIME: "text/plain"},
+		{Type: wire.PartText, Text: "\xff"},
+		{Type: wire.PartImage, MIME: "application/pdf", Data: []byte{1}},
+		{Type: wire.PartImage, MIME: "image/png"},
+		{Type: wire.PartImage, MIME: "image/png", Data: []byte{1}, URI: "https://x"},
+		{Type: wire.PartFile, Data: []byte{1}},
+		{Type: wire.PartJSON, JSON: json.RawMessage(`{`)},
+		{Type: wire.PartJSON, Text: "x", JSON: json.RawMessage(`1`)},
+	}
+	for _, p := range bad {
+		if err := p.Check(); err == nil {
+			t.Errorf("%+v passed Check", p)
+		}
+	}
+	if err := (wire.ToolResult{V: wire.Version + 1}).Check(); err == nil {
+		t.Error("a result of a newer payload version passed Check")
+	}
+	if got := wire.Result(wire.Text("a"), wire.Image("image/png", []byte{1}), wire.Part{Type: wire.PartJSON, JSON: json.RawMessage(`{"b":1}`)}).Text(); got != "a\n{\"b\":1}" {
+		t.Errorf("Text = %q", got)
+	}
+}
