@@ -55,9 +55,9 @@ var layers = []struct {
 		// with the SDK (plugins/pluginapi) and never links a transport.
 		// What is process-wide it is handed in Options: the server log
 		// (core/logs) and the metrics (cmd/kiln/internal/metrics, which
-		// it cannot import).
+		// it cannot import), whose registry it serves with promhttp.
 		pkgs: "github.com/kilnhq/kiln/web/...",
-		allowed: []string{
+		allowed: slices.Concat(prometheusClient, []string{
 			"github.com/kilnhq/kiln/core/",
 			"github.com/kilnhq/kiln/plugins",
 			"github.com/kilnhq/kiln/plugins/pluginapi",
@@ -67,14 +67,6 @@ var layers = []struct {
 			"golang.org/x/text/",
 			// The server log's file rotation (core/logs).
 			"gopkg.in/natefinch/lumberjack.v2",
-			// The Prometheus client (promhttp serves the registry it is
-			// given) and what it needs.
-			"github.com/prometheus/",
-			"github.com/beorn7/perks/",
-			"github.com/cespare/xxhash/",
-			"github.com/munnerz/goautoneg",
-			"golang.org/x/sys/",
-			"google.golang.org/protobuf/",
 			// The skill catalog and its parsers.
 			"github.com/kilnhq/kiln/skills",
 			"github.com/yuin/goldmark/",
@@ -86,7 +78,7 @@ var layers = []struct {
 			"github.com/google/uuid",
 			"github.com/spf13/cast",
 			"github.com/yosida95/uritemplate/",
-		},
+		}),
 	},
 	{
 		// skills: the SKILL.md parser and catalog, a library the server
@@ -130,20 +122,13 @@ var layers = []struct {
 		// Observer and types, plugins for ErrTransport, the Prometheus
 		// client. Nothing of web, nothing else of the host.
 		pkgs: "github.com/kilnhq/kiln/cmd/kiln/internal/metrics",
-		allowed: []string{
+		allowed: slices.Concat(prometheusClient, []string{
 			"github.com/kilnhq/kiln/cmd/kiln/internal/metrics",
 			"github.com/kilnhq/kiln/core",
 			"github.com/kilnhq/kiln/plugins",
 			"github.com/santhosh-tekuri/jsonschema/",
 			"golang.org/x/text/",
-			// The Prometheus client and what it needs.
-			"github.com/prometheus/",
-			"github.com/beorn7/perks/",
-			"github.com/cespare/xxhash/",
-			"github.com/munnerz/goautoneg",
-			"golang.org/x/sys/",
-			"google.golang.org/protobuf/",
-		},
+		}),
 	},
 	{
 		// plugins: the extension host, its kinds, runtimes and bundled
@@ -158,7 +143,8 @@ var layers = []struct {
 		// plugins/inproc and plugins/builtin/util import sdk/plugin.
 		pkgs:   "github.com/kilnhq/kiln/plugins/...",
 		except: []string{"github.com/kilnhq/kiln/plugins/plugintest"},
-		allowed: []string{
+		// The process runtime (plugins/process) adds processTransport.
+		allowed: slices.Concat(processTransport, []string{
 			"github.com/kilnhq/kiln/plugins/",
 			"github.com/kilnhq/kiln/core/", // core/sqlite for the kits' stores, core/logs for Kiln's MCP server
 			"github.com/kilnhq/kiln/sandbox",
@@ -167,25 +153,10 @@ var layers = []struct {
 			"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/",
 			"github.com/mattn/go-sqlite3",
 			"github.com/santhosh-tekuri/jsonschema/",
-			"gopkg.in/natefinch/lumberjack.v2",
+			"gopkg.in/natefinch/lumberjack.v2", // the server log's files (core/logs)
 			"golang.org/x/text/",
 			// The WASM runtime (plugins/wasm).
 			"github.com/tetratelabs/wazero/",
-			// The process runtime (plugins/process): go-plugin, gRPC and
-			// what they need.
-			"github.com/hashicorp/go-plugin/",
-			"github.com/hashicorp/go-hclog",
-			"github.com/hashicorp/yamux",
-			"github.com/oklog/run",
-			"github.com/fatih/color",
-			"github.com/mattn/go-colorable",
-			"github.com/mattn/go-isatty",
-			"github.com/golang/protobuf/",
-			"google.golang.org/grpc/",
-			"google.golang.org/genproto/googleapis/rpc/",
-			"google.golang.org/protobuf/",
-			"golang.org/x/net/",
-			"golang.org/x/sys/",
 			// MCP (plugins/mcp): mcp-go and what it needs.
 			"github.com/mark3labs/mcp-go/",
 			"github.com/google/jsonschema-go/",
@@ -201,35 +172,23 @@ var layers = []struct {
 			// The built-in tools: file globs, cron expressions.
 			"github.com/bmatcuk/doublestar/",
 			"github.com/netresearch/go-cron",
-		},
+		}),
 	},
 	{
 		// plugins/plugintest: the toolset conformance kit, linked into
 		// tests only. It checks every transport against the calc
 		// example's tools as their author declared them, so it is the one
-		// host package that links the SDK (calctools).
+		// host package that links the SDK (calctools): the host's and the
+		// SDK's allowlists, as far as it reaches.
 		pkgs: "github.com/kilnhq/kiln/plugins/plugintest",
-		allowed: []string{
+		allowed: slices.Concat(processTransport, []string{
 			"github.com/kilnhq/kiln/plugins/",
 			"github.com/kilnhq/kiln/core",
 			"github.com/kilnhq/kiln/sandbox",
 			"github.com/kilnhq/kiln/sdk/plugin/",
 			"github.com/santhosh-tekuri/jsonschema/",
 			"golang.org/x/text/",
-			"github.com/hashicorp/go-plugin/",
-			"github.com/hashicorp/go-hclog",
-			"github.com/hashicorp/yamux",
-			"github.com/oklog/run",
-			"github.com/fatih/color",
-			"github.com/mattn/go-colorable",
-			"github.com/mattn/go-isatty",
-			"github.com/golang/protobuf/",
-			"google.golang.org/grpc/",
-			"google.golang.org/genproto/googleapis/rpc/",
-			"google.golang.org/protobuf/",
-			"golang.org/x/net/",
-			"golang.org/x/sys/",
-		},
+		}),
 	},
 	{
 		// sdk/plugin: the plugin-author SDK, which every plugin links.
@@ -240,23 +199,10 @@ var layers = []struct {
 		// Fails until sandbox runtimes' Spec, Capabilities and Handle are
 		// wire types: sdk/plugin and sdk/plugin/pluginrpc import sandbox.
 		pkgs: "github.com/kilnhq/kiln/sdk/plugin/...",
-		allowed: []string{
+		allowed: slices.Concat(processTransport, []string{
 			"github.com/kilnhq/kiln/sdk/plugin/",
-			"github.com/hashicorp/go-plugin/",
-			"github.com/hashicorp/go-hclog",
-			"github.com/hashicorp/yamux",
-			"github.com/oklog/run",
-			"github.com/fatih/color",
-			"github.com/mattn/go-colorable",
-			"github.com/mattn/go-isatty",
-			"github.com/golang/protobuf/",
-			"google.golang.org/grpc/",
-			"google.golang.org/genproto/googleapis/rpc/",
-			"google.golang.org/protobuf/",
-			"golang.org/x/net/",
-			"golang.org/x/sys/",
 			"golang.org/x/text/",
-		},
+		}),
 	},
 	{
 		// sdk/plugin as a WASM guest builds it (GOOS=wasip1): the SDK's
@@ -268,6 +214,34 @@ var layers = []struct {
 		env:     []string{"GOOS=wasip1", "GOARCH=wasm"},
 		allowed: []string{"github.com/kilnhq/kiln/sdk/plugin/"},
 	},
+}
+
+// prometheusClient is the Prometheus client and what it needs.
+var prometheusClient = []string{
+	"github.com/prometheus/",
+	"github.com/beorn7/perks/",
+	"github.com/cespare/xxhash/",
+	"github.com/munnerz/goautoneg",
+	"golang.org/x/sys/",
+	"google.golang.org/protobuf/",
+}
+
+// processTransport is what a process plugin's transport links, on both
+// sides: go-plugin, gRPC, protobuf and what they need.
+var processTransport = []string{
+	"github.com/hashicorp/go-plugin/",
+	"github.com/hashicorp/go-hclog",
+	"github.com/hashicorp/yamux",
+	"github.com/oklog/run",
+	"github.com/fatih/color",
+	"github.com/mattn/go-colorable",
+	"github.com/mattn/go-isatty",
+	"github.com/golang/protobuf/",
+	"google.golang.org/grpc/",
+	"google.golang.org/genproto/googleapis/rpc/",
+	"google.golang.org/protobuf/",
+	"golang.org/x/net/",
+	"golang.org/x/sys/",
 }
 
 // TestLayering checks every layer's dependencies against its allowlist.
