@@ -23,6 +23,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
+	"github.com/kilnhq/kiln/plugins/wasmrt"
 	"github.com/kilnhq/kiln/sandbox"
 	"github.com/kilnhq/kiln/sandbox/internal/shscript"
 )
@@ -57,7 +58,7 @@ type engine struct {
 // engine returns the engine for a memory limit, creating it on first
 // use.
 func (r *Runtime) engine(ctx context.Context, mib int) (*engine, error) {
-	pages := uint32(mib) * 16 // of 64 KiB
+	pages := wasmrt.Pages(mib)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -66,14 +67,9 @@ func (r *Runtime) engine(ctx context.Context, mib int) (*engine, error) {
 	if e, ok := r.engines[pages]; ok {
 		return e, nil
 	}
-	cfg := wazero.NewRuntimeConfig().
-		WithCompilationCache(r.cache).
-		WithMemoryLimitPages(pages).
-		WithCloseOnContextDone(true)
-	rt := wazero.NewRuntimeWithConfig(context.WithoutCancel(ctx), cfg)
-	if _, err := wasi_snapshot_preview1.Instantiate(context.WithoutCancel(ctx), rt); err != nil {
-		rt.Close(ctx)
-		return nil, fmt.Errorf("wasm sandbox runtime: instantiate WASI: %w", err)
+	rt, err := wasmrt.New(context.WithoutCancel(ctx), r.cache, pages)
+	if err != nil {
+		return nil, fmt.Errorf("wasm sandbox runtime: %w", err)
 	}
 	if err := instantiateHost(context.WithoutCancel(ctx), rt); err != nil {
 		rt.Close(ctx)
