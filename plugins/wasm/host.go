@@ -66,7 +66,7 @@ type LoadOptions struct {
 	// drops the events.
 	Emit func(ctx context.Context, event json.RawMessage)
 	// KV is the plugin's own key/value namespace, behind the kv_* host
-	// functions (KVNamespace adapts a core.KVStore). It is called during
+	// functions (plugins.KVNamespace adapts a core.KVStore). It is called during
 	// tool calls, under their deadline, and concurrently when calls run
 	// at once. nil gives the plugin none: the kv_* calls fail with "kv is
 	// not available".
