@@ -25,7 +25,7 @@ const kilnPluginID = "kiln"
 // builtinPlugins are the plugins that ship inside the kiln binary, all
 // run in-process and all loaded by the registry like installed ones: the
 // kiln plugin (its tools in scratch, wrapped by the testing knob of
-// envToolDelay), util, and one model provider per catalog entry, whose
+// envToolDelay), util, and one model provider per registered vendor (hub.Registered), whose
 // network permission is its API host under the settings h has now.
 func builtinPlugins(scratch string, tools []core.Tool, h *hub.Hub) ([]plugins.Builtin, error) {
 	var models []hub.BareModel
@@ -52,21 +52,21 @@ func builtinPlugins(scratch string, tools []core.Tool, h *hub.Hub) ([]plugins.Bu
 	out := []plugins.Builtin{
 		{Manifest: kiln, BareTools: true, DataDir: scratch, Load: clients(map[plugins.Capability]any{
 			plugins.CapToolset:       toolset.Of(tools...),
-			plugins.CapModelProvider: modelprovider.Static{Bare: models},
+			plugins.CapModelProvider: modelprovider.Description{Bare: models},
 		})},
 		{Manifest: utilM, Load: func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
 			ts := inproc.New(util.Toolset())
 			return plugins.Clients{ByKind: map[plugins.Capability]any{plugins.CapToolset: ts}, OnClose: ts.Close}, nil
 		}},
 	}
-	for _, d := range hub.Catalog(providerFactories) {
+	for _, d := range hub.Registered() {
 		m, err := builtinManifest(d.ID, "1.0.0", d.Name+" models, as "+d.ID+":<model>",
 			[]plugins.Capability{plugins.CapModelProvider}, plugins.Permissions{Network: h.HostsOf(d)}, nil)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, plugins.Builtin{Manifest: m, Load: clients(map[plugins.Capability]any{
-			plugins.CapModelProvider: modelprovider.Static{Def: &d},
+			plugins.CapModelProvider: modelprovider.Description{Def: &d},
 		})})
 	}
 	return out, nil

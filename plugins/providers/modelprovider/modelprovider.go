@@ -32,11 +32,16 @@ type Provider interface {
 	Describe(ctx context.Context) (Description, error)
 }
 
-// Description is what a provider plugin offers.
+// Description is what a provider plugin offers. A Description is itself
+// a Provider that describes itself with it: what a built-in plugin hands
+// out.
 type Description struct {
 	Def  *hub.Def
 	Bare []hub.BareModel
 }
+
+// Describe returns d.
+func (d Description) Describe(context.Context) (Description, error) { return d, nil }
 
 // Host takes a plugin's provider while it is enabled: *hub.Hub.
 type Host interface {
@@ -111,13 +116,6 @@ func (Kind) Forget(_ context.Context, a plugins.Attach) error {
 	return nil
 }
 
-// Static is a Provider that describes itself with a fixed Description:
-// what a built-in provider hands out.
-type Static Description
-
-// Describe returns the description.
-func (s Static) Describe(context.Context) (Description, error) { return Description(s), nil }
-
 // Remote is a provider plugin as a runtime reaches it (over gRPC, through
 // a WASM module, or in-process from the plugin SDK): it describes itself
 // once, then lists models and runs turns with the settings the hub
@@ -175,7 +173,6 @@ func (p remote) Describe(ctx context.Context) (Description, error) {
 		return Description{}, err
 	}
 	def := &hub.Def{ID: p.id, Name: cmp.Or(d.Name, p.id), Models: d.Models}
-	var required []string
 	for _, s := range d.Settings {
 		if s.Name == "" || strings.ContainsAny(s.Name, " \t\n") {
 			return Description{}, fmt.Errorf("a setting without a valid name (%q)", s.Name)
@@ -185,18 +182,7 @@ func (p remote) Describe(ctx context.Context) (Description, error) {
 				return Description{}, fmt.Errorf("setting %s reads environment variable %s, which the plugin does not declare in permissions.env", s.Name, e)
 			}
 		}
-		def.Settings = append(def.Settings, hub.SettingDef{Name: s.Name, Secret: s.Secret, Env: s.Env, Default: s.Default, Values: s.Values, Help: s.Help})
-		if s.Required {
-			required = append(required, s.Name)
-		}
-	}
-	def.Configured = func(values map[string]string) bool {
-		for _, name := range required {
-			if values[name] == "" {
-				return false
-			}
-		}
-		return true
+		def.Settings = append(def.Settings, hub.SettingDef{Name: s.Name, Secret: s.Secret, Required: s.Required, Env: s.Env, Default: s.Default, Values: s.Values, Help: s.Help})
 	}
 	hosts := slices.Clone(p.perms.Network)
 	def.Hosts = func(map[string]string) []string { return hosts }
@@ -240,3 +226,11 @@ func (b bound) Models(ctx context.Context) ([]providers.ModelInfo, error) {
 func (b bound) Turn(ctx context.Context, model string, req core.ModelRequest, delta func(string)) (core.ModelResponse, error) {
 	return b.r.Turn(ctx, b.settings, model, req, delta)
 }
+
+// Interface guards.
+var (
+	_ plugins.Kind       = Kind{}
+	_ Provider           = Description{}
+	_ Provider           = remote{}
+	_ providers.Provider = bound{}
+)
