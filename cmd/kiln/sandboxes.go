@@ -116,20 +116,16 @@ const (
 	envExecd = "KILN_EXECD"
 )
 
-// dockerEnv are the variables the docker plugin's process gets from the
-// server's environment: those the Docker client reads.
-var dockerEnv = []string{"DOCKER_HOST", "DOCKER_API_VERSION", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY"}
-
 // dockerBuiltin is the built-in docker sandbox-runtime plugin, a process
 // plugin that is this executable re-run ("kiln __plugin docker", with the
 // options below as flags), so that the Docker socket is held by a
-// process of its own. Its Load starts it, and fails, saying how to start
-// one, when no Docker engine answers (DOCKER_HOST, else the local
-// socket); the plugin is then failed and creates fall to the next
-// runtime.
+// process of its own, which gets from the server's environment the
+// variables its manifest declares (those the Docker client reads). Its
+// Load starts it, and fails, saying how to start one, when no Docker
+// engine answers (DOCKER_HOST, else the local socket); the plugin is then
+// failed and creates fall to the next runtime.
 func dockerBuiltin(dataRoot string) (plugins.Builtin, error) {
-	m, err := builtinManifest("docker", "1.0.0", "Sandboxes as Docker containers: no network but an allowlist through Kiln (with kiln-execd), every capability dropped, limits on memory, CPU and processes; host folders only from the user's grants. Runs as a process of its own (this kiln binary), which talks to the Docker engine.",
-		[]plugins.Capability{plugins.CapSandboxRuntime}, plugins.Permissions{Env: dockerEnv}, nil)
+	m, err := plugins.BuiltinManifest(docker.Name, nil)
 	if err != nil {
 		return plugins.Builtin{}, err
 	}
@@ -189,8 +185,7 @@ func newSelfPluginCmd() *cobra.Command {
 // no network and nothing to install. Its Load fails only when the
 // folder cannot be created.
 func wasmBuiltin(dataRoot string) (plugins.Builtin, error) {
-	m, err := builtinManifest("wasm", "1.0.0", "Sandboxes as WASI modules run in-process by wazero: a built-in sh and the sandbox's own .wasm programs, a folder of its own as /, no network, a memory limit per command.",
-		[]plugins.Capability{plugins.CapSandboxRuntime}, plugins.Permissions{}, nil)
+	m, err := plugins.BuiltinManifest(wasm.Name, nil)
 	if err != nil {
 		return plugins.Builtin{}, err
 	}
@@ -212,12 +207,11 @@ func wasmBuiltin(dataRoot string) (plugins.Builtin, error) {
 // whose js and node commands run JavaScript (goja in a WASI guest) with
 // a memory cap and a deadline, and no network. It also provides the
 // js.eval tool, over each thread's js sandbox, held for approval as
-// policy says. The guest compiles in the background into <data>/cache/js,
+// policy says (its manifest's interruptOn). The guest compiles in the background into <data>/cache/js,
 // so Load does not wait for it; it fails only when the folder cannot be
 // created.
 func jsBuiltin(dataRoot string, sbx *service.Service, policy core.Policy) (plugins.Builtin, error) {
-	m, err := builtinManifest("js", "1.0.0", "Sandboxes that run JavaScript (js or node: goja compiled to WASI, run in-process by wazero) beside a built-in sh: a folder of its own as /, no network, a memory limit and a deadline per command. Its tool js.eval runs a script in the thread's own js sandbox.",
-		[]plugins.Capability{plugins.CapSandboxRuntime, plugins.CapToolset}, plugins.Permissions{}, policy)
+	m, err := plugins.BuiltinManifest(js.Name, withInterruptOn(policy))
 	if err != nil {
 		return plugins.Builtin{}, err
 	}
@@ -282,15 +276,22 @@ func sandboxInterruptOn() (map[string]core.Policy, error) {
 // sandboxToolsBuiltin is the built-in plugin "sandbox" of the tools
 // sandbox.exec, sandbox.read_file and sandbox.write_file, over each
 // thread's own sandbox on the server's default runtime, held for
-// approval as policy says; a skill's subagent finds its skill's folder
+// approval as policy says (its manifest's interruptOn); a skill's subagent finds its skill's folder
 // (skillFiles) at /skills/<name>/ in it.
 func sandboxToolsBuiltin(sbx *service.Service, policy core.Policy, skillFiles tools.SkillFiles) (plugins.Builtin, error) {
-	m, err := builtinManifest("sandbox", "1.0.0", "The tools sandbox.exec, sandbox.read_file and sandbox.write_file: commands and files in the thread's own sandbox (the server's default runtime), made on first use and destroyed with the thread or an hour after its last use.",
-		[]plugins.Capability{plugins.CapToolset}, plugins.Permissions{}, policy)
+	m, err := plugins.BuiltinManifest(tools.PluginID, withInterruptOn(policy))
 	if err != nil {
 		return plugins.Builtin{}, err
 	}
 	return plugins.Builtin{Manifest: m, Load: clients(map[plugins.Capability]any{plugins.CapToolset: toolset.Of(tools.Sandbox(sbx, skillFiles)...)})}, nil
+}
+
+// withInterruptOn is the edit of a built-in sandbox tools plugin's
+// manifest (plugins.BuiltinManifest) that sets its interruptOn to policy,
+// from $KILN_SANDBOX_INTERRUPT_ON (sandboxInterruptOn): the one part of
+// those manifests that follows the server's settings.
+func withInterruptOn(policy core.Policy) func(*plugins.Manifest) {
+	return func(m *plugins.Manifest) { m.InterruptOn = policy }
 }
 
 // execdPath is $KILN_EXECD, else the kiln-execd beside this executable,

@@ -455,6 +455,9 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 		return err
 	}
 	builtins = append(builtins, dockerPlugin, wasmPlugin, jsPlugin, sandboxTools)
+	if err := checkBuiltins(builtins); err != nil {
+		return err
+	}
 	// MCP servers: the user's .mcp.json, and the mcp-servers bundles of
 	// plugins as they are enabled. The bridge closes after the registry.
 	bridge, err := openMCP(svc, cfg.DataRoot, cfg.MCPTimeout)

@@ -23,12 +23,6 @@ import (
 	"github.com/kilnhq/kiln/sdk/plugin"
 )
 
-// ID and Version identify the plugin.
-const (
-	ID      = "util"
-	Version = "1.0.0"
-)
-
 // Limits of calc.
 const (
 	maxExpression = 1000 // bytes

@@ -1,6 +1,11 @@
 package bedrock
 
-import "github.com/kilnhq/kiln/plugins/providers/hub"
+import (
+	_ "embed"
+
+	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/providers/hub"
+)
 
 // def describes the Bedrock provider to the provider hub: it is
 // configured by an API key, an access key pair or a profile, and reaches
@@ -33,4 +38,14 @@ var def = hub.Def{
 	New:    New,
 }
 
-func init() { hub.Register(def) }
+// manifest describes the built-in plugin of the provider. Its network
+// permission is the API host under the default settings; the server
+// replaces it with the host under the current ones (hub.Hub.HostsOf).
+//
+//go:embed kiln-plugin.json
+var manifest []byte
+
+func init() {
+	hub.Register(def)
+	plugins.RegisterBuiltin(manifest)
+}

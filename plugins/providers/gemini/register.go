@@ -1,6 +1,11 @@
 package gemini
 
-import "github.com/kilnhq/kiln/plugins/providers/hub"
+import (
+	_ "embed"
+
+	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/providers/hub"
+)
 
 // def describes the Gemini provider to the provider hub.
 var def = hub.Def{
@@ -13,4 +18,14 @@ var def = hub.Def{
 	New:    New,
 }
 
-func init() { hub.Register(def) }
+// manifest describes the built-in plugin of the provider. Its network
+// permission is the API host under the default settings; the server
+// replaces it with the host under the current ones (hub.Hub.HostsOf).
+//
+//go:embed kiln-plugin.json
+var manifest []byte
+
+func init() {
+	hub.Register(def)
+	plugins.RegisterBuiltin(manifest)
+}

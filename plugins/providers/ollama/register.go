@@ -1,6 +1,11 @@
 package ollama
 
-import "github.com/kilnhq/kiln/plugins/providers/hub"
+import (
+	_ "embed"
+
+	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/providers/hub"
+)
 
 // def describes the Ollama provider to the provider hub: no setting is
 // required (a local Ollama needs no key), and a bare OLLAMA_HOST means
@@ -15,4 +20,14 @@ var def = hub.Def{
 	New:      New,
 }
 
-func init() { hub.Register(def) }
+// manifest describes the built-in plugin of the provider. Its network
+// permission is the API host under the default settings; the server
+// replaces it with the host under the current ones (hub.Hub.HostsOf).
+//
+//go:embed kiln-plugin.json
+var manifest []byte
+
+func init() {
+	hub.Register(def)
+	plugins.RegisterBuiltin(manifest)
+}
