@@ -77,3 +77,21 @@ func TestCheckBuiltins(t *testing.T) {
 		t.Errorf("one twice: %v", err)
 	}
 }
+
+// TestSandboxRuntimes: the built-in plugins that provide a sandbox runtime
+// are exactly sandboxRuntimes, the one list kiln names them by.
+func TestSandboxRuntimes(t *testing.T) {
+	var got []string
+	for _, id := range plugins.RegisteredBuiltins() {
+		m, err := plugins.BuiltinManifest(id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(m.Provides, plugins.CapSandboxRuntime) {
+			got = append(got, id)
+		}
+	}
+	if want := slices.Sorted(slices.Values(sandboxRuntimes)); !slices.Equal(got, want) {
+		t.Errorf("built-in sandbox runtimes %v, want those of sandboxRuntimes %v", got, want)
+	}
+}

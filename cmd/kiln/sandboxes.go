@@ -34,9 +34,17 @@ import (
 	"github.com/kilnhq/kiln/web"
 )
 
+// sandboxRuntimes are the sandbox runtimes built into kiln, by the names
+// their packages give them (each the ID of its built-in plugin and the
+// runtime's Capabilities.Name), in the order a sandbox create naming none
+// prefers them: docker when its plugin is enabled (a Docker engine
+// answers), else wasm, else js. Everything in kiln that lists or names
+// them uses these.
+var sandboxRuntimes = []string{docker.Name, wasm.Name, js.Name}
+
 // envSandboxRuntime names the runtime that serves a sandbox create naming
-// none (docker, wasm or js); unset, docker when its plugin is enabled
-// (a Docker engine answers), else wasm, else js.
+// none (one of sandboxRuntimes); unset, the first of them whose plugin is
+// enabled.
 const envSandboxRuntime = "KILN_SANDBOX_RUNTIME"
 
 // envSandboxDefaultTimeout is the lifetime of a sandbox whose create
@@ -92,7 +100,7 @@ func openSandboxes(store core.Store, svc *core.Service, dataRoot string, log *sl
 		egressDir = ""
 	}
 	return service.New(service.Config{
-		Store: store, Key: key, Default: os.Getenv(envSandboxRuntime), Preferred: []string{"docker", "wasm", "js"}, Pools: pools,
+		Store: store, Key: key, Default: os.Getenv(envSandboxRuntime), Preferred: sandboxRuntimes, Pools: pools,
 		MaxSandboxes: maxSandboxes, DefaultTimeout: defaultTimeout, EgressDir: egressDir, SkillsDir: filepath.Join(dataRoot, "sandbox-skills"),
 		Grants: func(ctx context.Context, owner string) ([]*core.Grant, error) {
 			return svc.ListGrants(ctx, core.Principal{ID: owner})
@@ -116,6 +124,27 @@ const (
 	envExecd = "KILN_EXECD"
 )
 
+// sandboxBuiltins are the built-in plugins of the sandbox runtimes (in
+// the order of sandboxRuntimes) and of the sandbox tools, over sbx; the
+// tools' interruptOn is policy's entry of their plugin
+// (sandboxInterruptOn).
+func sandboxBuiltins(dataRoot string, sbx *service.Service, policy map[string]core.Policy, skillFiles tools.SkillFiles) ([]plugins.Builtin, error) {
+	var out []plugins.Builtin
+	for _, b := range []func() (plugins.Builtin, error){
+		func() (plugins.Builtin, error) { return dockerBuiltin(dataRoot) },
+		func() (plugins.Builtin, error) { return wasmBuiltin(dataRoot) },
+		func() (plugins.Builtin, error) { return jsBuiltin(dataRoot, sbx, policy[js.Name]) },
+		func() (plugins.Builtin, error) { return sandboxToolsBuiltin(sbx, policy[tools.PluginID], skillFiles) },
+	} {
+		p, err := b()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // dockerBuiltin is the built-in docker sandbox-runtime plugin, a process
 // plugin that is this executable re-run ("kiln __plugin docker", with the
 // options below as flags), so that the Docker socket is held by a
@@ -138,7 +167,7 @@ func dockerBuiltin(dataRoot string) (plugins.Builtin, error) {
 	load := func(ctx context.Context, req plugins.LoadRequest) (plugins.Instance, error) {
 		// The data root names this server's containers on a shared engine.
 		sum := sha256.Sum256([]byte(dataRoot))
-		args := []string{selfPluginCmd, "docker", "--image", cmp.Or(os.Getenv(envSandboxImage), "busybox:latest"), "--instance", hex.EncodeToString(sum[:8])}
+		args := []string{selfPluginCmd, docker.Name, "--image", cmp.Or(os.Getenv(envSandboxImage), "busybox:latest"), "--instance", hex.EncodeToString(sum[:8])}
 		if disk.DiskMiB > 0 {
 			args = append(args, "--disk-mib", strconv.Itoa(disk.DiskMiB))
 		}
@@ -160,7 +189,7 @@ func newSelfPluginCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: selfPluginCmd, Hidden: true, Short: "Serve a built-in plugin to the kiln server that started this process"}
 	var opts docker.Options
 	dockerCmd := &cobra.Command{
-		Use:   "docker",
+		Use:   docker.Name,
 		Short: "Serve the docker sandbox runtime",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {

@@ -438,23 +438,11 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return err
 	}
-	dockerPlugin, err := dockerBuiltin(cfg.DataRoot)
+	sandboxPlugins, err := sandboxBuiltins(cfg.DataRoot, sbx, sandboxPolicy, skillFiles)
 	if err != nil {
 		return err
 	}
-	wasmPlugin, err := wasmBuiltin(cfg.DataRoot)
-	if err != nil {
-		return err
-	}
-	jsPlugin, err := jsBuiltin(cfg.DataRoot, sbx, sandboxPolicy["js"])
-	if err != nil {
-		return err
-	}
-	sandboxTools, err := sandboxToolsBuiltin(sbx, sandboxPolicy["sandbox"], skillFiles)
-	if err != nil {
-		return err
-	}
-	builtins = append(builtins, dockerPlugin, wasmPlugin, jsPlugin, sandboxTools)
+	builtins = append(builtins, sandboxPlugins...)
 	if err := checkBuiltins(builtins); err != nil {
 		return err
 	}
