@@ -10,7 +10,6 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/builtin"
 	"github.com/kilnhq/kiln/plugins/builtin/util"
-	"github.com/kilnhq/kiln/plugins/inproc"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
 	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
 	"github.com/kilnhq/kiln/plugins/toolset"
@@ -42,10 +41,7 @@ func builtinPlugins(scratch string, tools []core.Tool, h *hub.Hub) ([]plugins.Bu
 			plugins.CapToolset:       toolset.Of(tools...),
 			plugins.CapModelProvider: modelprovider.Description{Bare: models},
 		})},
-		{Manifest: utilM, Load: func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
-			ts := inproc.New(util.Toolset())
-			return plugins.Clients{ByKind: map[plugins.Capability]any{plugins.CapToolset: ts}, OnClose: ts.Close}, nil
-		}},
+		{Manifest: utilM, Load: clients(map[plugins.Capability]any{plugins.CapToolset: toolset.Of(util.Tools()...)})},
 	}
 	for _, d := range hub.Registered() {
 		m, err := providerManifest(d, h)
