@@ -2,9 +2,9 @@ package main
 
 // The extension kinds, runtimes and model providers built into kiln. Each
 // registers itself from init (plugins.RegisterKind,
-// plugins.RegisterRuntime, hub.Register); the registry and the provider
-// hub know them only through that. A kind, runtime or provider is added
-// to kiln here.
+// plugins.RegisterRuntime, modelprovider.RegisterBuiltin); the registry
+// and the provider hub know them only through that. A kind, runtime or
+// provider is added to kiln here.
 import (
 	// Kinds.
 	_ "github.com/kilnhq/kiln/plugins/mcpservers"

@@ -7,7 +7,8 @@
 // providers are written with sdk/plugin instead of this package.
 //
 // Each built-in provider lives in its own subpackage, which registers its
-// definition with the hub from init (hub.Register), and is written
+// definition and its built-in plugin from init
+// (modelprovider.RegisterBuiltin), and is written
 // against this file only: it receives its Settings (credentials already
 // resolved) and an *http.Client from the host — a client that enforces the
 // provider's network permission, so a provider reaches its own API host

@@ -4,8 +4,8 @@ import (
 	_ "embed"
 	"strconv"
 
-	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
 )
 
 // def describes the Anthropic provider to the provider hub.
@@ -21,14 +21,9 @@ var def = hub.Def{
 	New:    New,
 }
 
-// manifest describes the built-in plugin of the provider. Its network
-// permission is the API host under the default settings; the server
-// replaces it with the host under the current ones (hub.Hub.HostsOf).
+// manifest describes the provider's built-in plugin.
 //
 //go:embed kiln-plugin.json
 var manifest []byte
 
-func init() {
-	hub.Register(def)
-	plugins.RegisterBuiltin(manifest)
-}
+func init() { modelprovider.RegisterBuiltin(def, manifest) }

@@ -8,8 +8,9 @@
 // configured base URL (netguard).
 //
 // The built-in providers' vendors (plugins/providers/openai, ...) each
-// register their Def from init (Register); a plugin's provider reaches the
-// hub through the "model-provider" kind (plugins/providers/modelprovider).
+// register their Def from init (Register, through
+// modelprovider.RegisterBuiltin); a plugin's provider reaches the hub
+// through the "model-provider" kind (plugins/providers/modelprovider).
 package hub
 
 import (

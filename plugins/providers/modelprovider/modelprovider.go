@@ -107,6 +107,25 @@ func (Kind) Attach(ctx context.Context, a plugins.Attach) (plugins.Attached, err
 	}}, nil
 }
 
+// RegisterBuiltin registers a built-in provider, from the init function
+// of its vendor's package: d with the provider hub (hub.Register) and
+// manifest, the package's embedded kiln-plugin.json, as its built-in
+// plugin (plugins.RegisterBuiltin). The manifest's network permission is
+// the API host under the default settings; the server puts the host under
+// the current ones in its place (Hub.HostsOf). It panics, as those do, and
+// when the manifest is not d's plugin: another ID, or no model-provider.
+func RegisterBuiltin(d hub.Def, manifest []byte) {
+	m, err := plugins.ParseBuiltinManifest(manifest)
+	switch {
+	case err != nil:
+		panic(fmt.Sprintf("modelprovider.RegisterBuiltin: provider %q: %v", d.ID, err))
+	case m.ID != d.ID || !slices.Contains(m.Provides, plugins.CapModelProvider):
+		panic(fmt.Sprintf("modelprovider.RegisterBuiltin: the manifest of provider %q is plugin %q providing %v", d.ID, m.ID, m.Provides))
+	}
+	hub.Register(d)
+	plugins.RegisterBuiltin(manifest)
+}
+
 // Forget drops what the hub keeps about a removed provider plugin: its
 // settings, stored credentials among them, and its listing.
 func (Kind) Forget(_ context.Context, a plugins.Attach) error {

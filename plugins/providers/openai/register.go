@@ -3,8 +3,8 @@ package openai
 import (
 	_ "embed"
 
-	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
 )
 
 // def describes the OpenAI provider to the provider hub.
@@ -19,14 +19,9 @@ var def = hub.Def{
 	New:    New,
 }
 
-// manifest describes the built-in plugin of the provider. Its network
-// permission is the API host under the default settings; the server
-// replaces it with the host under the current ones (hub.Hub.HostsOf).
+// manifest describes the provider's built-in plugin.
 //
 //go:embed kiln-plugin.json
 var manifest []byte
 
-func init() {
-	hub.Register(def)
-	plugins.RegisterBuiltin(manifest)
-}
+func init() { modelprovider.RegisterBuiltin(def, manifest) }
