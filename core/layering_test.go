@@ -136,13 +136,9 @@ var layers = []struct {
 		// contracts and the process protocol), never sdk/plugin itself,
 		// so a plugin and the host can each change their side; nothing of
 		// web or cmd. Guest programs under testdata/ are main packages
-		// that go list ./... does not list. plugintest has a layer of its
-		// own; no package here may import it.
-		//
-		// Fails until the built-in tools stop being SDK toolsets:
-		// plugins/inproc and plugins/builtin/util import sdk/plugin.
-		pkgs:   "github.com/kilnhq/kiln/plugins/...",
-		except: []string{"github.com/kilnhq/kiln/plugins/plugintest"},
+		// that go list ./... does not list; the conformance kits
+		// (plugintest, toolsettest, ...) are host packages like the rest.
+		pkgs: "github.com/kilnhq/kiln/plugins/...",
 		// The process runtime (plugins/process) adds processTransport.
 		allowed: slices.Concat(processTransport, []string{
 			"github.com/kilnhq/kiln/plugins/",
@@ -172,22 +168,6 @@ var layers = []struct {
 			// The built-in tools: file globs, cron expressions.
 			"github.com/bmatcuk/doublestar/",
 			"github.com/netresearch/go-cron",
-		}),
-	},
-	{
-		// plugins/plugintest: the toolset conformance kit, linked into
-		// tests only. It checks every transport against the calc
-		// example's tools as their author declared them, so it is the one
-		// host package that links the SDK (calctools): the host's and the
-		// SDK's allowlists, as far as it reaches.
-		pkgs: "github.com/kilnhq/kiln/plugins/plugintest",
-		allowed: slices.Concat(processTransport, []string{
-			"github.com/kilnhq/kiln/plugins/",
-			"github.com/kilnhq/kiln/core",
-			"github.com/kilnhq/kiln/sandbox",
-			"github.com/kilnhq/kiln/sdk/plugin/",
-			"github.com/santhosh-tekuri/jsonschema/",
-			"golang.org/x/text/",
 		}),
 	},
 	{
