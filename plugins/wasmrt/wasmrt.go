@@ -58,7 +58,7 @@ func New(ctx context.Context, cache wazero.CompilationCache, pages uint32) (waze
 	r := wazero.NewRuntimeWithConfig(ctx, cfg)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
 		r.Close(ctx)
-		return nil, fmt.Errorf("instantiate WASI: %w", err)
+		return nil, fmt.Errorf("instantiate wasi: %w", err)
 	}
 	return r, nil
 }
