@@ -42,7 +42,7 @@ type providerRequest struct {
 // response into v; the module's {"error"} is its own failure, not a
 // transport failure.
 func (r remote) call(ctx context.Context, req providerRequest, want string, v any) error {
-	req.Kind = plugins.CapModelProvider
+	req.Kind = modelprovider.Name
 	if req.Settings == nil {
 		req.Settings = map[string]string{}
 	}

@@ -123,13 +123,6 @@ type Usage struct {
 	OutputTokens int `json:"output_tokens"`
 }
 
-// A Kind is what a plugin serves: a Toolset, a Provider, or (passed to
-// Serve together) both.
-type Kind interface{ kind() string }
-
-func (Toolset) kind() string  { return "toolset" }
-func (Provider) kind() string { return "model-provider" }
-
 // kindsServed is what Serve was given, checked.
 type kindsServed struct {
 	toolset  *Toolset
