@@ -133,15 +133,18 @@ func processPlugins(kinds []Kind) (map[int]goplugin.PluginSet, error) {
 	return versions, nil
 }
 
-// ProcessPlugins serves the toolset at every protocol version.
+// ProcessPlugins serves the toolset at every protocol version: its
+// results as parts at protocol 3, as their text before.
 func (ts Toolset) ProcessPlugins(h ProcessHost) (map[int]goplugin.Plugin, error) {
 	srv, err := newProcessServer(ts)
 	if err != nil {
 		return nil, err
 	}
+	text := &processServer{ts: srv.ts, specs: srv.specs, text: true}
 	return map[int]goplugin.Plugin{
-		pluginrpc.ProtocolV1: &pluginrpc.ToolsetPlugin{Impl: srv},
-		pluginrpc.ProtocolV2: &pluginrpc.ToolsetPlugin{Impl: srv, OnBroker: h.OnBroker},
+		pluginrpc.ProtocolV1: &pluginrpc.ToolsetPlugin{Impl: text},
+		pluginrpc.ProtocolV2: &pluginrpc.ToolsetPlugin{Impl: text, OnBroker: h.OnBroker},
+		pluginrpc.ProtocolV3: &pluginrpc.ToolsetPlugin{Impl: srv, OnBroker: h.OnBroker},
 	}, nil
 }
 
@@ -226,9 +229,13 @@ type processServer struct {
 	toolsetpb.UnimplementedToolsetServer
 	ts    Toolset
 	specs *toolsetpb.DescribeResponse
+	// text answers as protocols 1 and 2 do: a result's text, or its
+	// failure's; protocol 3 sends the parts.
+	text bool
 }
 
-// newProcessServer checks ts and prepares its description.
+// newProcessServer checks ts and prepares its description; the server
+// answers with parts (protocol 3).
 func newProcessServer(ts Toolset) (*processServer, error) {
 	if err := processValidate(&ts); err != nil {
 		return nil, err
@@ -271,12 +278,16 @@ func (s *processServer) Describe(context.Context, *toolsetpb.DescribeRequest) (*
 // The handler's context names the call, for Emit.
 func (s *processServer) Call(ctx context.Context, req *toolsetpb.CallRequest) (*toolsetpb.CallResponse, error) {
 	ctx = ProcessHost{}.CallContext(ctx, req.GetHost(), req.GetCallId())
-	t := s.ts.find(req.GetTool())
-	if t == nil {
-		return &toolsetpb.CallResponse{Error: fmt.Sprintf("unknown tool %q", req.GetTool())}, nil
+	var res Result
+	if t := s.ts.find(req.GetTool()); t != nil {
+		res = processRunHandler(ctx, t, req.GetArgs())
+	} else {
+		res = wire.ErrorResult(fmt.Sprintf("unknown tool %q", req.GetTool()))
 	}
-	res := processRunHandler(ctx, t, req.GetArgs())
-	if res.IsError {
+	switch {
+	case !s.text:
+		return pluginrpc.FromToolResult(res), nil
+	case res.IsError:
 		return &toolsetpb.CallResponse{Error: res.Text()}, nil
 	}
 	return &toolsetpb.CallResponse{Result: res.Text()}, nil

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -42,16 +43,21 @@ var testTools = Toolset{Tools: []Tool{
 	}},
 	{Name: "mute", Handler: func(context.Context, json.RawMessage) (Result, error) { return Result{IsError: true}, nil }},
 	{Name: "sum", Handler: func(context.Context, json.RawMessage) (Result, error) { return JSONResult(map[string]int{"sum": 3}) }},
+	{Name: "pic", Handler: func(context.Context, json.RawMessage) (Result, error) {
+		return wire.Result(wire.Text("a dot"), wire.Image("image/png", []byte{1, 2})), nil
+	}},
 }}
 
-// testClient connects the guest's server for ts and the host's adapter in
-// one process (go-plugin's TestPluginGRPCConn, over a real gRPC socket).
-func testClient(t testing.TB, ts Toolset) toolsetpb.ToolsetClient {
+// testClient connects the guest's server for ts at protocol version v
+// and the host's adapter in one process (go-plugin's TestPluginGRPCConn,
+// over a real gRPC socket).
+func testClient(t testing.TB, ts Toolset, v int) toolsetpb.ToolsetClient {
 	t.Helper()
-	srv, err := newProcessServer(ts)
+	plugins, err := ts.ProcessPlugins(ProcessHost{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv := plugins[v].(*pluginrpc.ToolsetPlugin).Impl
 	client, _ := goplugin.TestPluginGRPCConn(t, false, goplugin.PluginSet{
 		pluginrpc.ToolsetName: &pluginrpc.ToolsetPlugin{Impl: srv},
 	})
@@ -64,15 +70,18 @@ func testClient(t testing.TB, ts Toolset) toolsetpb.ToolsetClient {
 	return raw.(toolsetpb.ToolsetClient)
 }
 
+// TestProcessAdapters: the tools described, and their results as
+// protocol 2 sends them (text, or the failure's) and as protocol 3 does
+// (parts, with the error flag).
 func TestProcessAdapters(t *testing.T) {
-	c := testClient(t, testTools)
+	c := testClient(t, testTools, pluginrpc.ProtocolV2)
 	ctx := context.Background()
 
 	desc, err := c.Describe(ctx, &toolsetpb.DescribeRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(desc.Tools) != 8 {
+	if len(desc.Tools) != 9 {
 		t.Fatalf("Describe = %v", desc)
 	}
 	if d := desc.Tools[0]; d.Name != "echo" || d.Description != "Echo." || string(d.Schema) != `{"type":"object"}` || !d.Idempotent {
@@ -94,6 +103,7 @@ func TestProcessAdapters(t *testing.T) {
 		{"refuse", `{}`, "", "not today"},
 		{"mute", `{}`, "", "tool failed"},
 		{"sum", `{}`, `{"sum":3}`, ""},
+		{"pic", `{}`, "a dot", ""},
 	} {
 		cctx, cancel := context.WithTimeout(ctx, 5e9)
 		resp, err := c.Call(cctx, &toolsetpb.CallRequest{Tool: tc.tool, Args: []byte(tc.args)})
@@ -104,6 +114,30 @@ func TestProcessAdapters(t *testing.T) {
 		}
 		if resp.Result != tc.result || resp.Error != tc.err {
 			t.Errorf("%s: got (%q, %q), want (%q, %q)", tc.tool, resp.Result, resp.Error, tc.result, tc.err)
+		}
+	}
+
+	c3 := testClient(t, testTools, pluginrpc.ProtocolV3)
+	for _, tc := range []struct {
+		tool string
+		want wire.ToolResult
+	}{
+		{"echo", wire.TextResult(`{"a":1}`)},
+		{"fail", wire.ErrorResult("boom")},
+		{"silent", wire.ErrorResult("tool failed")},
+		{"panic", wire.ErrorResult(`tool "panic" panicked: oops`)},
+		{"nope", wire.ErrorResult(`unknown tool "nope"`)},
+		{"mute", wire.ErrorResult("tool failed")},
+		{"sum", wire.Result(wire.Part{Type: wire.PartJSON, JSON: json.RawMessage(`{"sum":3}`)})},
+		{"pic", wire.Result(wire.Text("a dot"), wire.Image("image/png", []byte{1, 2}))},
+	} {
+		resp, err := c3.Call(ctx, &toolsetpb.CallRequest{Tool: tc.tool, Args: []byte(`{"a":1}`)})
+		if err != nil {
+			t.Errorf("%s: transport error %v", tc.tool, err)
+			continue
+		}
+		if got := pluginrpc.ToolResult(resp); resp.Result != "" || resp.Error != "" || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s at protocol 3: %v, want %+v", tc.tool, resp, tc.want)
 		}
 	}
 }
@@ -151,7 +185,7 @@ func TestProcessPluginsSandboxRuntime(t *testing.T) {
 // BenchmarkGRPCConnCall is the in-process floor of a call: the same
 // adapters over go-plugin's test connection (no TLS, no subprocess).
 func BenchmarkGRPCConnCall(b *testing.B) {
-	c := testClient(b, testTools)
+	c := testClient(b, testTools, pluginrpc.ProtocolV3)
 	args := []byte(`{"data":"` + strings.Repeat("x", 1024-11) + `"}`)
 	ctx := context.Background()
 	for b.Loop() {

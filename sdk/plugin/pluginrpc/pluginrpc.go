@@ -34,15 +34,24 @@ const (
 	// "model-provider", "sandbox-runtime") and the host's callbacks
 	// through the broker. A kind added to it is a service added: a host
 	// learns from the manifest which ones a plugin serves, and one that
-	// does not know a kind refuses such a plugin at load.
+	// does not know a kind refuses such a plugin at load. The model
+	// provider's and the sandbox runtime's JSON payloads are the shapes
+	// of Kiln's Go types of the time (the host keeps them frozen), a tool
+	// result is text.
 	ProtocolV2 = 2
+	// ProtocolV3 is protocol 2 with the plugin contracts of
+	// sdk/plugin/wire: a tool result is parts (text, images, files,
+	// JSON) with an error flag, and every JSON payload is a wire type
+	// (wire.TurnRequest, wire.TurnResponse, wire.ProviderDescription,
+	// wire.SandboxSpec, wire.SandboxCapabilities).
+	ProtocolV3 = 3
 )
 
 // ProtocolVersion is the newest application protocol version.
-const ProtocolVersion = ProtocolV2
+const ProtocolVersion = ProtocolV3
 
 // Versions are the protocol versions this Kiln speaks, oldest first.
-var Versions = []int{ProtocolV1, ProtocolV2}
+var Versions = []int{ProtocolV1, ProtocolV2, ProtocolV3}
 
 // The go-plugin plugin names, one per kind: the kinds' names.
 const (
