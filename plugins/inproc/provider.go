@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"runtime/debug"
 
-	"github.com/kilnhq/kiln/core"
-	"github.com/kilnhq/kiln/plugins/providers"
 	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
+	"github.com/kilnhq/kiln/plugins/wireconv/protocol2"
+	"github.com/kilnhq/kiln/sdk/plugin/wire"
 	sdkplugin "github.com/kilnhq/kiln/sdk/plugin"
 )
 
@@ -22,17 +22,17 @@ func Provider(p sdkplugin.Provider) modelprovider.Remote { return provider{p} }
 
 type provider struct{ p sdkplugin.Provider }
 
-func (p provider) Describe(context.Context) (modelprovider.RemoteDescription, error) {
-	d := modelprovider.RemoteDescription{Name: p.p.Name, Models: p.p.Models}
+func (p provider) Describe(context.Context) (wire.ProviderDescription, error) {
+	d := wire.ProviderDescription{V: wire.Version, Name: p.p.Name, Models: p.p.Models}
 	for _, s := range p.p.Settings {
-		d.Settings = append(d.Settings, modelprovider.RemoteSetting{
+		d.Settings = append(d.Settings, wire.Setting{
 			Name: s.Name, Secret: s.Secret, Required: s.Required, Env: s.Env, Default: s.Default, Values: s.Values, Help: s.Help,
 		})
 	}
 	return d, nil
 }
 
-func (p provider) Models(ctx context.Context, settings map[string]string) (out []providers.ModelInfo, err error) {
+func (p provider) Models(ctx context.Context, settings map[string]string) (out []wire.ModelInfo, err error) {
 	if p.p.ListModels == nil {
 		return nil, nil
 	}
@@ -42,14 +42,14 @@ func (p provider) Models(ctx context.Context, settings map[string]string) (out [
 		return nil, err
 	}
 	for _, m := range models {
-		out = append(out, providers.ModelInfo{ID: m.ID, Name: m.Name, ContextSize: m.ContextSize})
+		out = append(out, wire.ModelInfo{ID: m.ID, Name: m.Name, ContextSize: m.ContextSize})
 	}
 	return out, nil
 }
 
-func (p provider) Turn(ctx context.Context, settings map[string]string, model string, req core.ModelRequest, delta func(string)) (resp core.ModelResponse, err error) {
+func (p provider) Turn(ctx context.Context, settings map[string]string, model string, req wire.TurnRequest, delta func(string)) (resp wire.TurnResponse, err error) {
 	var in sdkplugin.TurnRequest
-	if err := roundTrip(req, &in); err != nil {
+	if err := roundTrip(protocol2.FromTurnRequest(req), &in); err != nil {
 		return resp, err
 	}
 	if delta == nil {
@@ -60,8 +60,9 @@ func (p provider) Turn(ctx context.Context, settings map[string]string, model st
 	if err != nil {
 		return resp, err
 	}
-	err = roundTrip(out, &resp)
-	return resp, err
+	var old protocol2.TurnResponse
+	err = roundTrip(out, &old)
+	return old.WireTurnResponse(), err
 }
 
 // roundTrip converts from into to through their JSON, as the wire does.

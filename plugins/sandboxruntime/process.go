@@ -14,13 +14,17 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/wireconv/protocol2"
 	"github.com/kilnhq/kiln/sandbox"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/sandboxruntimepb"
 )
 
 // The "sandbox-runtime" kind over the process runtime:
-// specs/proto/sandboxruntime.proto, from protocol 2 on.
+// specs/proto/sandboxruntime.proto, from protocol 2 on. A spec and the
+// capabilities are the plugin contracts (wire.SandboxSpec,
+// wire.SandboxCapabilities) from protocol 3 on, protocol 2's frozen
+// shapes (plugins/wireconv/protocol2) before.
 
 func init() { process.RegisterKind(Name, processKind{}) }
 
@@ -38,7 +42,15 @@ func (processKind) Plugin(v int) goplugin.GRPCPlugin {
 // Describe asks the process's runtime to describe itself (the plugin
 // makes the runtime then).
 func (processKind) Describe(ctx context.Context, c *process.Conn) (any, error) {
-	return pluginrpc.DescribeRuntime(ctx, c.Client.(*sandboxConn).client)
+	return pluginrpc.DescribeRuntime(ctx, c.Client.(*sandboxConn).client, shapes(c))
+}
+
+// shapes are the JSON shapes of c's protocol version.
+func shapes(c *process.Conn) pluginrpc.SandboxShapes {
+	if c.Version < pluginrpc.ProtocolV3 {
+		return protocol2.SandboxShapes{}
+	}
+	return pluginrpc.WireShapes
 }
 
 // Client is the process's sandbox runtime.
@@ -176,7 +188,7 @@ func (r *sandboxRemote) call(ctx context.Context, h sandbox.Handle, repeat bool,
 	err := r.p.Do(ctx, Name, func(c *process.Conn) (bool, error) {
 		ran = true
 		sc := c.Client.(*sandboxConn)
-		rc := pluginrpc.RuntimeClient{Client: sc.client, Caps: r.caps}
+		rc := pluginrpc.RuntimeClient{Client: sc.client, Caps: r.caps, Shapes: shapes(c)}
 		var err error
 		if h.Version != 0 || h.Data != nil {
 			var now sandbox.Handle
@@ -334,9 +346,11 @@ func (r *sandboxRemote) dialExec(ctx context.Context, h sandbox.Handle) (net.Con
 
 // Interface guards.
 var (
-	_ sandbox.Pauser     = (*sandboxRemote)(nil)
-	_ sandbox.Lister     = listingRemote{}
-	_ sandbox.ExecDialer = dialingRemote{}
-	_ sandbox.Lister     = listingDialingRemote{}
-	_ sandbox.ExecDialer = listingDialingRemote{}
+	_ process.Kind            = processKind{}
+	_ pluginrpc.SandboxShapes = protocol2.SandboxShapes{}
+	_ sandbox.Pauser          = (*sandboxRemote)(nil)
+	_ sandbox.Lister          = listingRemote{}
+	_ sandbox.ExecDialer      = dialingRemote{}
+	_ sandbox.Lister          = listingDialingRemote{}
+	_ sandbox.ExecDialer      = listingDialingRemote{}
 )

@@ -148,7 +148,8 @@ func (ts Toolset) ProcessPlugins(h ProcessHost) (map[int]goplugin.Plugin, error)
 	}, nil
 }
 
-// ProcessPlugins serves the provider from protocol 2 on.
+// ProcessPlugins serves the provider at protocol 3, whose payloads are
+// the contracts of package wire.
 func (p Provider) ProcessPlugins(h ProcessHost) (map[int]goplugin.Plugin, error) {
 	if p.Turn == nil {
 		return nil, errors.New("the provider has no Turn")
@@ -157,16 +158,17 @@ func (p Provider) ProcessPlugins(h ProcessHost) (map[int]goplugin.Plugin, error)
 	if err != nil {
 		return nil, err
 	}
-	return map[int]goplugin.Plugin{pluginrpc.ProtocolV2: &pluginrpc.ModelProviderPlugin{Impl: srv, OnBroker: h.OnBroker}}, nil
+	return map[int]goplugin.Plugin{pluginrpc.ProtocolV3: &pluginrpc.ModelProviderPlugin{Impl: srv, OnBroker: h.OnBroker}}, nil
 }
 
-// ProcessPlugins serves the runtime from protocol 2 on.
+// ProcessPlugins serves the runtime at protocol 3, whose spec and
+// capabilities are the contracts of package wire.
 func (s SandboxRuntime) ProcessPlugins(ProcessHost) (map[int]goplugin.Plugin, error) {
 	open, err := s.open()
 	if err != nil {
 		return nil, err
 	}
-	return map[int]goplugin.Plugin{pluginrpc.ProtocolV2: &pluginrpc.SandboxRuntimePlugin{Impl: pluginrpc.NewRuntimeServer(open)}}, nil
+	return map[int]goplugin.Plugin{pluginrpc.ProtocolV3: &pluginrpc.SandboxRuntimePlugin{Impl: pluginrpc.NewRuntimeServer(open)}}, nil
 }
 
 // pipedTLS returns the TLS configuration of the plugin's server when the

@@ -159,7 +159,7 @@ func TestProcessValidate(t *testing.T) {
 }
 
 // TestProcessPluginsSandboxRuntime: a sandbox runtime is served at
-// protocol 2 only, beside the other kinds, and Serve refuses one it
+// protocol 3 only, beside the other kinds, and Serve refuses one it
 // could not serve.
 func TestProcessPluginsSandboxRuntime(t *testing.T) {
 	rt := sandboxtest.NewMachine().Runtime(sandboxtest.Options{})
@@ -167,7 +167,7 @@ func TestProcessPluginsSandboxRuntime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := versions[pluginrpc.ProtocolV1]; ok || len(versions[pluginrpc.ProtocolV2]) != 2 || versions[pluginrpc.ProtocolV2][pluginrpc.SandboxRuntimeName] == nil {
+	if len(versions) != 1 || len(versions[pluginrpc.ProtocolV3]) != 2 || versions[pluginrpc.ProtocolV3][pluginrpc.SandboxRuntimeName] == nil {
 		t.Errorf("plugin sets: %v", versions)
 	}
 	open := func(context.Context) (sandbox.Runtime, error) { return rt, nil }

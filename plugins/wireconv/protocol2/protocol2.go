@@ -200,6 +200,25 @@ func (c Capabilities) SandboxCapabilities() sandbox.Capabilities {
 	return out
 }
 
+// SandboxShapes write a spec and read capabilities in protocol 2's JSON
+// (pluginrpc.SandboxShapes).
+type SandboxShapes struct{}
+
+// EncodeSpec writes spec as a protocol 2 plugin reads it.
+func (SandboxShapes) EncodeSpec(spec sandbox.Spec) ([]byte, error) {
+	return json.Marshal(FromSpec(spec))
+}
+
+// DecodeCapabilities reads the capabilities a protocol 2 plugin
+// described.
+func (SandboxShapes) DecodeCapabilities(data []byte) (sandbox.Capabilities, error) {
+	var c Capabilities
+	if err := json.Unmarshal(data, &c); err != nil {
+		return sandbox.Capabilities{}, err
+	}
+	return c.SandboxCapabilities(), nil
+}
+
 func fromResources(r sandbox.Resources) Resources {
 	return Resources{CPUMillis: r.CPUMillis, MemoryMiB: r.MemoryMiB, DiskMiB: r.DiskMiB}
 }

@@ -36,7 +36,7 @@ func connect(t *testing.T, rt sandbox.Runtime) pluginrpc.RuntimeClient {
 		t.Fatal(err)
 	}
 	c := raw.(sandboxruntimepb.SandboxRuntimeClient)
-	d, err := pluginrpc.DescribeRuntime(context.Background(), c)
+	d, err := pluginrpc.DescribeRuntime(context.Background(), c, pluginrpc.WireShapes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestDescribeFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pluginrpc.DescribeRuntime(context.Background(), raw.(sandboxruntimepb.SandboxRuntimeClient)); err == nil || err.Error() != "no Docker engine answers" {
+	if _, err := pluginrpc.DescribeRuntime(context.Background(), raw.(sandboxruntimepb.SandboxRuntimeClient), pluginrpc.WireShapes); err == nil || err.Error() != "no Docker engine answers" {
 		t.Errorf("Describe: %v", err)
 	}
 }
