@@ -9,8 +9,8 @@ import (
 
 	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
 	"github.com/kilnhq/kiln/plugins/wireconv/protocol2"
-	"github.com/kilnhq/kiln/sdk/plugin/wire"
 	sdkplugin "github.com/kilnhq/kiln/sdk/plugin"
+	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
 // Provider runs a plugin author's model provider (sdk/plugin) inside the

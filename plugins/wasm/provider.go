@@ -31,10 +31,10 @@ func (r remote) Describe(context.Context) (wire.ProviderDescription, error) {
 
 // providerRequest is kiln_call's request to a module's model provider.
 type providerRequest struct {
-	Kind     plugins.Capability `json:"kind"`
-	Op       string             `json:"op"` // "models" or "turn"
-	Settings map[string]string  `json:"settings"`
-	Model    string             `json:"model,omitempty"`
+	Kind     plugins.Capability     `json:"kind"`
+	Op       string                 `json:"op"` // "models" or "turn"
+	Settings map[string]string      `json:"settings"`
+	Model    string                 `json:"model,omitempty"`
 	Request  *protocol2.TurnRequest `json:"request,omitempty"`
 }
 

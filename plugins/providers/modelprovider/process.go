@@ -61,7 +61,9 @@ type processRemote struct {
 	desc wire.ProviderDescription
 }
 
-func (r processRemote) Describe(context.Context) (wire.ProviderDescription, error) { return r.desc, nil }
+func (r processRemote) Describe(context.Context) (wire.ProviderDescription, error) {
+	return r.desc, nil
+}
 
 func (r processRemote) Models(ctx context.Context, settings map[string]string) ([]wire.ModelInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.p.Timeout())
