@@ -24,7 +24,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/kilnhq/kiln/cmd/kiln/internal/metrics"
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/logs"
 	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/builtin"
@@ -41,8 +43,6 @@ import (
 	"github.com/kilnhq/kiln/sandbox/service"
 	"github.com/kilnhq/kiln/skills"
 	"github.com/kilnhq/kiln/web"
-	"github.com/kilnhq/kiln/web/logs"
-	"github.com/kilnhq/kiln/web/metrics"
 )
 
 // Defaults of kiln serve.
@@ -363,7 +363,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	// slog.Default()) is redacted and reaches the file too.
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(log)
-	met := metrics.New(log.With("component", "metrics"))
+	met := metrics.New()
 	dbPath := filepath.Join(cfg.DataRoot, "kiln.db")
 	store, err := sqlite.Open(dbPath, sqlite.Options{OnCommit: met.StoreCommit})
 	if err != nil {
@@ -421,6 +421,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return fmt.Errorf("create service: %w", err)
 	}
+	met.WatchRuns(svc.RunCounts)
 	sbx, err := openSandboxes(store, svc, cfg.DataRoot, log.With("component", "sandboxes"))
 	if err != nil {
 		return err
@@ -442,23 +443,14 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return err
 	}
-	dockerPlugin, err := dockerBuiltin(cfg.DataRoot)
+	sandboxPlugins, err := sandboxBuiltins(cfg.DataRoot, sbx, sandboxPolicy, skillFiles)
 	if err != nil {
 		return err
 	}
-	wasmPlugin, err := wasmBuiltin(cfg.DataRoot)
-	if err != nil {
+	builtins = append(builtins, sandboxPlugins...)
+	if err := checkBuiltins(builtins); err != nil {
 		return err
 	}
-	jsPlugin, err := jsBuiltin(cfg.DataRoot, sbx, sandboxPolicy["js"])
-	if err != nil {
-		return err
-	}
-	sandboxTools, err := sandboxToolsBuiltin(sbx, sandboxPolicy["sandbox"], skillFiles)
-	if err != nil {
-		return err
-	}
-	builtins = append(builtins, dockerPlugin, wasmPlugin, jsPlugin, sandboxTools)
 	// MCP servers: the user's .mcp.json, and the mcp-servers bundles of
 	// plugins as they are enabled. The bridge closes after the registry.
 	bridge, err := openMCP(svc, cfg.DataRoot, cfg.MCPTimeout)

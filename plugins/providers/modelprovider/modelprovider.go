@@ -37,11 +37,16 @@ type Provider interface {
 	Describe(ctx context.Context) (Description, error)
 }
 
-// Description is what a provider plugin offers.
+// Description is what a provider plugin offers. A Description is itself
+// a Provider that describes itself with it: what a built-in plugin hands
+// out.
 type Description struct {
 	Def  *hub.Def
 	Bare []hub.BareModel
 }
+
+// Describe returns d.
+func (d Description) Describe(context.Context) (Description, error) { return d, nil }
 
 // Host takes a plugin's provider while it is enabled: *hub.Hub.
 type Host interface {
@@ -107,6 +112,25 @@ func (Kind) Attach(ctx context.Context, a plugins.Attach) (plugins.Attached, err
 	}}, nil
 }
 
+// RegisterBuiltin registers a built-in provider, from the init function
+// of its vendor's package: d with the provider hub (hub.Register) and
+// manifest, the package's embedded kiln-plugin.json, as its built-in
+// plugin (plugins.RegisterBuiltin). The manifest's network permission is
+// the API host under the default settings; the server puts the host under
+// the current ones in its place (Hub.HostsOf). It panics, as those do, and
+// when the manifest is not d's plugin: another ID, or no model-provider.
+func RegisterBuiltin(d hub.Def, manifest []byte) {
+	m, err := plugins.ParseBuiltinManifest(manifest)
+	switch {
+	case err != nil:
+		panic(fmt.Sprintf("modelprovider.RegisterBuiltin: provider %q: %v", d.ID, err))
+	case m.ID != d.ID || !slices.Contains(m.Provides, Name):
+		panic(fmt.Sprintf("modelprovider.RegisterBuiltin: the manifest of provider %q is plugin %q providing %v", d.ID, m.ID, m.Provides))
+	}
+	hub.Register(d)
+	plugins.RegisterBuiltin(manifest)
+}
+
 // Forget drops what the hub keeps about a removed provider plugin: its
 // settings, stored credentials among them, and its listing.
 func (Kind) Forget(_ context.Context, a plugins.Attach) error {
@@ -115,13 +139,6 @@ func (Kind) Forget(_ context.Context, a plugins.Attach) error {
 	}
 	return nil
 }
-
-// Static is a Provider that describes itself with a fixed Description:
-// what a built-in provider hands out.
-type Static Description
-
-// Describe returns the description.
-func (s Static) Describe(context.Context) (Description, error) { return Description(s), nil }
 
 // Remote is a provider plugin as a runtime reaches it (over gRPC, through
 // a WASM module, or in-process from the plugin SDK), in the plugin
@@ -164,7 +181,6 @@ func (p remote) Describe(ctx context.Context) (Description, error) {
 		return Description{}, err
 	}
 	def := &hub.Def{ID: p.id, Name: cmp.Or(d.Name, p.id), Models: d.Models}
-	var required []string
 	for _, s := range d.Settings {
 		if s.Name == "" || strings.ContainsAny(s.Name, " \t\n") {
 			return Description{}, fmt.Errorf("a setting without a valid name (%q)", s.Name)
@@ -174,18 +190,7 @@ func (p remote) Describe(ctx context.Context) (Description, error) {
 				return Description{}, fmt.Errorf("setting %s reads environment variable %s, which the plugin does not declare in permissions.env", s.Name, e)
 			}
 		}
-		def.Settings = append(def.Settings, hub.SettingDef{Name: s.Name, Secret: s.Secret, Env: s.Env, Default: s.Default, Values: s.Values, Help: s.Help})
-		if s.Required {
-			required = append(required, s.Name)
-		}
-	}
-	def.Configured = func(values map[string]string) bool {
-		for _, name := range required {
-			if values[name] == "" {
-				return false
-			}
-		}
-		return true
+		def.Settings = append(def.Settings, hub.SettingDef{Name: s.Name, Secret: s.Secret, Required: s.Required, Env: s.Env, Default: s.Default, Values: s.Values, Help: s.Help})
 	}
 	hosts := slices.Clone(p.perms.Network)
 	def.Hosts = func(map[string]string) []string { return hosts }
@@ -249,7 +254,7 @@ var (
 	_ plugins.Kind       = Kind{}
 	_ plugins.Forgetter  = Kind{}
 	_ Host               = (*hub.Hub)(nil)
-	_ Provider           = Static{}
+	_ Provider           = Description{}
 	_ Provider           = remote{}
 	_ providers.Provider = bound{}
 )

@@ -1,6 +1,5 @@
 // Package parrotmodel is the parrot example's model (see the parrot
-// command), in a package of its own so that it can also run in-process
-// (plugins/inproc) and in the model-provider kind's conformance kit.
+// command), in a package of its own so that a test can call it directly.
 package parrotmodel
 
 import (
