@@ -28,9 +28,11 @@ var (
 // RegisterBuiltin registers the manifest of a plugin built into the kiln
 // binary — the package's embedded kiln-plugin.json — from an init
 // function. It panics, as a programming error, when ParseBuiltinManifest
-// refuses the manifest or its ID is registered already.
+// refuses the manifest or its ID is registered already; the kinds it
+// provides, which may register after it, are checked by BuiltinManifest.
 func RegisterBuiltin(manifest []byte) {
-	m, err := ParseBuiltinManifest(manifest)
+	p := parser{builtin: true, anyKind: true}
+	m, err := p.parse(manifest)
 	if err != nil {
 		panic(fmt.Sprintf("plugins.RegisterBuiltin: %v", err))
 	}

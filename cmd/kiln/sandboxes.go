@@ -28,6 +28,7 @@ import (
 	"github.com/kilnhq/kiln/sandbox/docker"
 	"github.com/kilnhq/kiln/sandbox/execapi"
 	"github.com/kilnhq/kiln/sandbox/js"
+	"github.com/kilnhq/kiln/sandbox/sandboxplugin"
 	"github.com/kilnhq/kiln/sandbox/service"
 	"github.com/kilnhq/kiln/sandbox/tools"
 	"github.com/kilnhq/kiln/sandbox/wasm"
@@ -195,7 +196,7 @@ func newSelfPluginCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			opts.Log = plugin.Log // to the server's log, through the host
-			plugin.Serve(plugin.SandboxRuntime{Open: func(context.Context) (sandbox.Runtime, error) { return docker.New(opts) }})
+			plugin.Serve(sandboxplugin.Runtime{Open: func(context.Context) (sandbox.Runtime, error) { return docker.New(opts) }})
 			return nil
 		},
 	}

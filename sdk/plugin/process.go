@@ -161,16 +161,6 @@ func (p Provider) ProcessPlugins(h ProcessHost) (map[int]goplugin.Plugin, error)
 	return map[int]goplugin.Plugin{pluginrpc.ProtocolV3: &pluginrpc.ModelProviderPlugin{Impl: srv, OnBroker: h.OnBroker}}, nil
 }
 
-// ProcessPlugins serves the runtime at protocol 3, whose spec and
-// capabilities are the contracts of package wire.
-func (s SandboxRuntime) ProcessPlugins(ProcessHost) (map[int]goplugin.Plugin, error) {
-	open, err := s.open()
-	if err != nil {
-		return nil, err
-	}
-	return map[int]goplugin.Plugin{pluginrpc.ProtocolV3: &pluginrpc.SandboxRuntimePlugin{Impl: pluginrpc.NewRuntimeServer(open)}}, nil
-}
-
 // pipedTLS returns the TLS configuration of the plugin's server when the
 // host asks for the certificate pipe (pluginrpc.CertFDEnv): a fresh P-256
 // certificate, written to the pipe when go-plugin asks for the

@@ -12,8 +12,6 @@ import (
 
 	goplugin "github.com/hashicorp/go-plugin"
 
-	"github.com/kilnhq/kiln/sandbox"
-	"github.com/kilnhq/kiln/sandbox/sandboxtest"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/toolsetpb"
 	"github.com/kilnhq/kiln/sdk/plugin/wire"
@@ -158,23 +156,47 @@ func TestProcessValidate(t *testing.T) {
 	}
 }
 
-// TestProcessPluginsSandboxRuntime: a sandbox runtime is served at
-// protocol 3 only, beside the other kinds, and Serve refuses one it
-// could not serve.
-func TestProcessPluginsSandboxRuntime(t *testing.T) {
-	rt := sandboxtest.NewMachine().Runtime(sandboxtest.Options{})
-	versions, err := processPlugins([]Kind{SandboxRuntime{Runtime: rt}, testTools})
+// onlyAt is a kind defined outside the SDK, served at the protocol
+// versions it lists.
+type onlyAt []int
+
+func (onlyAt) KindName() string { return "only-at" }
+
+func (o onlyAt) ProcessPlugins(ProcessHost) (map[int]goplugin.Plugin, error) {
+	out := map[int]goplugin.Plugin{}
+	for _, v := range o {
+		out[v] = &pluginrpc.ToolsetPlugin{}
+	}
+	return out, nil
+}
+
+// notProcess is a kind that cannot be served over the process transport.
+type notProcess struct{}
+
+func (notProcess) KindName() string { return "not-process" }
+
+// TestProcessPlugins: Serve offers the protocol versions that carry
+// every kind given, a kind defined outside the SDK among them, and
+// refuses what it could not serve.
+func TestProcessPlugins(t *testing.T) {
+	versions, err := processPlugins([]Kind{onlyAt{2, 3}, testTools})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(versions) != 1 || len(versions[pluginrpc.ProtocolV3]) != 2 || versions[pluginrpc.ProtocolV3][pluginrpc.SandboxRuntimeName] == nil {
+	if len(versions) != 2 || len(versions[pluginrpc.ProtocolV2]) != 2 || versions[pluginrpc.ProtocolV3]["only-at"] == nil || versions[pluginrpc.ProtocolV3]["toolset"] == nil {
 		t.Errorf("plugin sets: %v", versions)
 	}
-	open := func(context.Context) (sandbox.Runtime, error) { return rt, nil }
+	if versions, err := processPlugins([]Kind{testTools}); err != nil || len(versions) != 3 {
+		t.Errorf("a toolset alone: %v, %v; want protocols 1 to 3", versions, err)
+	}
 	for want, kinds := range map[string][]Kind{
-		"neither a Runtime nor an Open": {SandboxRuntime{}},
-		"both a Runtime and an Open":    {SandboxRuntime{Runtime: rt, Open: open}},
-		`got "sandbox-runtime" twice`:   {SandboxRuntime{Runtime: rt}, SandboxRuntime{Open: open}},
+		`got "only-at" twice`: {onlyAt{3}, onlyAt{3}},
+		`no Kiln plugin protocol version carries every kind given`: {onlyAt{2}, Provider{Turn: func(context.Context, Settings, string, TurnRequest, func(string)) (TurnResponse, error) {
+			return TurnResponse{}, nil
+		}}},
+		`cannot serve plugin.notProcess`: {notProcess{}},
+		`the provider has no Turn`:       {Provider{}},
+		`needs a kind to serve`:          nil,
 	} {
 		if _, err := processPlugins(kinds); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("err = %v, want %q", err, want)

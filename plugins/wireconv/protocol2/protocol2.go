@@ -201,7 +201,7 @@ func (c Capabilities) SandboxCapabilities() sandbox.Capabilities {
 }
 
 // SandboxShapes write a spec and read capabilities in protocol 2's JSON
-// (pluginrpc.SandboxShapes).
+// (sandboxrpc.SandboxShapes).
 type SandboxShapes struct{}
 
 // EncodeSpec writes spec as a protocol 2 plugin reads it.

@@ -1,12 +1,13 @@
 // Package pluginrpc is the process-plugin wire protocol shared by the host
 // (plugins/process) and the guest SDK (sdk/plugin): the go-plugin
-// handshake, the protocol versions, one go-plugin plugin per kind and
-// their gRPC adapters. The messages and services are generated from
-// specs/proto (toolset.proto, modelprovider.proto, sandboxruntime.proto,
-// host.proto) into toolsetpb, modelproviderpb, sandboxruntimepb and
-// hostpb. A sandbox runtime is served in the plugin by NewRuntimeServer
-// and reached from the host through RuntimeClient; its errors cross as
-// EncodeError encodes them.
+// handshake, the protocol versions, the go-plugin plugins of the
+// "toolset" and "model-provider" kinds and their conversions to the
+// plugin contracts (sdk/plugin/wire). The messages and services are
+// generated from specs/proto (toolset.proto, modelprovider.proto,
+// sandboxruntime.proto, host.proto) into toolsetpb, modelproviderpb,
+// sandboxruntimepb and hostpb. The "sandbox-runtime" kind's plugin,
+// server and client are in sandbox/sandboxrpc, written against package
+// sandbox, which the SDK does not link.
 //
 // Both sides import this package, so a host and a plugin built from the
 // same Kiln version agree by construction; across versions go-plugin's
