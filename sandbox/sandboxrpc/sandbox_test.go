@@ -17,9 +17,9 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/kilnhq/kiln/sandbox"
+	"github.com/kilnhq/kiln/sandbox/sandboxrpc"
 	"github.com/kilnhq/kiln/sandbox/sandboxtest"
 	"github.com/kilnhq/kiln/sandbox/wasm"
-	"github.com/kilnhq/kiln/sandbox/sandboxrpc"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/sandboxruntimepb"
 )
 
