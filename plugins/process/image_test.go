@@ -177,4 +177,3 @@ func pretty(v any) string {
 	}
 	return string(b)
 }
-
