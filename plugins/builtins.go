@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -27,21 +28,40 @@ var (
 
 // RegisterBuiltin registers the manifest of a plugin built into the kiln
 // binary — the package's embedded kiln-plugin.json — from an init
-// function. It panics, as a programming error, when ParseBuiltinManifest
-// refuses the manifest or its ID is registered already; the kinds it
-// provides, which may register after it, are checked by BuiltinManifest.
+// function. It reads only the ID (PeekManifest): the kinds a manifest
+// provides register from their own packages' init functions, which may
+// run later, so the whole manifest is checked when the server asks for it
+// (BuiltinManifest), and by the repository's manifest tests. It panics,
+// as a programming error, when the manifest has no ID or the ID is
+// registered already.
 func RegisterBuiltin(manifest []byte) {
-	p := parser{builtin: true, anyKind: true}
-	m, err := p.parse(manifest)
+	id, _, err := PeekManifest(manifest)
 	if err != nil {
 		panic(fmt.Sprintf("plugins.RegisterBuiltin: %v", err))
 	}
 	builtinMu.Lock()
 	defer builtinMu.Unlock()
-	if _, dup := builtinReg[m.ID]; dup {
-		panic(fmt.Sprintf("plugins.RegisterBuiltin: built-in plugin %q registered twice", m.ID))
+	if _, dup := builtinReg[id]; dup {
+		panic(fmt.Sprintf("plugins.RegisterBuiltin: built-in plugin %q registered twice", id))
 	}
-	builtinReg[m.ID] = slices.Clone(manifest)
+	builtinReg[id] = slices.Clone(manifest)
+}
+
+// PeekManifest reads a manifest's id and provides, and nothing else, for
+// the init functions that register built-ins: it checks only that the
+// document is a JSON object with an id.
+func PeekManifest(manifest []byte) (id string, provides []Capability, err error) {
+	var head struct {
+		ID       string       `json:"id"`
+		Provides []Capability `json:"provides"`
+	}
+	if err := json.Unmarshal(manifest, &head); err != nil {
+		return "", nil, fmt.Errorf("a built-in manifest that is not a JSON object: %w", err)
+	}
+	if head.ID == "" {
+		return "", nil, errors.New("a built-in manifest without an id")
+	}
+	return head.ID, head.Provides, nil
 }
 
 // RegisteredBuiltins lists the IDs of the registered built-in plugins,

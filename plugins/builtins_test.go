@@ -8,9 +8,14 @@ import (
 const testBuiltin = `{"apiVersion": "kiln.dev/v1", "id": "test-builtin", "version": "1.2.3", "description": "A test.",
 	"provides": ["model-provider"], "runtime": "builtin", "permissions": {"network": ["api.example.com:443"]}}`
 
-// The test binary registers the test's built-in once (go test -count
-// runs the tests again in the same process).
-func init() { RegisterBuiltin([]byte(testBuiltin)) }
+// The test binary registers the test's built-ins once (go test -count
+// runs the tests again in the same process): a good one, and two that
+// register (only the ID is read then) and fail when the server asks.
+func init() {
+	RegisterBuiltin([]byte(testBuiltin))
+	RegisterBuiltin([]byte(strings.Replace(strings.Replace(testBuiltin, `"builtin"`, `"wasm"`, 1), "test-builtin", "test-builtin-wasm", 1)))
+	RegisterBuiltin([]byte(strings.Replace(strings.Replace(testBuiltin, `"runtime": "builtin"`, `"runtime": "builtin", "entry": "x.wasm"`, 1), "test-builtin", "test-builtin-entry", 1)))
+}
 
 // TestRegisterBuiltin: a registered manifest is looked up by its ID,
 // parsed anew for every caller; an edit is applied and checked by the
@@ -52,13 +57,18 @@ func TestRegisterBuiltin(t *testing.T) {
 	}
 }
 
-// TestRegisterBuiltinRefuses: a manifest the built-in parser refuses, or a
-// second one of an ID, panics at registration.
+// TestRegisterBuiltinRefuses: a manifest without an ID, or a second one of
+// an ID, panics at registration; one the built-in parser refuses is
+// refused when the server asks for it.
 func TestRegisterBuiltinRefuses(t *testing.T) {
+	for id, want := range map[string]string{"test-builtin-wasm": "runtime", "test-builtin-entry": "entry"} {
+		if _, err := BuiltinManifest(id, nil); err == nil || !strings.Contains(err.Error(), "invalid plugin manifest") || !strings.Contains(err.Error(), want) {
+			t.Errorf("BuiltinManifest(%s): %v, want the parser's refusal naming %q", id, err, want)
+		}
+	}
 	for _, tt := range []struct{ name, manifest, want string }{
-		{"installed runtime", strings.Replace(testBuiltin, `"builtin"`, `"wasm"`, 1), "runtime"},
-		{"an entry", strings.Replace(testBuiltin, `"runtime": "builtin"`, `"runtime": "builtin", "entry": "x.wasm"`, 1), "entry"},
-		{"not JSON", "{", "invalid plugin manifest"},
+		{"not JSON", "{", "not a JSON object"},
+		{"no ID", `{"apiVersion": "kiln.dev/v1"}`, "without an id"},
 		{"duplicate", testBuiltin, "registered twice"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -233,10 +233,6 @@ type parser struct {
 	errs []FieldError
 	// builtin parses a built-in's manifest: runtime "builtin", no entry.
 	builtin bool
-	// anyKind accepts any kind in "provides": RegisterBuiltin runs in
-	// init, maybe before the kinds registered, and BuiltinManifest
-	// checks them when the server reads the manifest.
-	anyKind bool
 }
 
 func (p *parser) fail(field, format string, args ...any) {
@@ -409,7 +405,7 @@ func (p *parser) provides(raw json.RawMessage) []Capability {
 		}
 		c := Capability(s)
 		switch {
-		case !p.anyKind && !known(c):
+		case !known(c):
 			p.fail(f, "%q is not one of %s", s, quoteList(RegisteredKinds()))
 		case slices.Contains(out, c):
 			p.fail(f, "%q is listed twice", s)

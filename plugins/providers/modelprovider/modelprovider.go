@@ -120,12 +120,12 @@ func (Kind) Attach(ctx context.Context, a plugins.Attach) (plugins.Attached, err
 // the current ones in its place (Hub.HostsOf). It panics, as those do, and
 // when the manifest is not d's plugin: another ID, or no model-provider.
 func RegisterBuiltin(d hub.Def, manifest []byte) {
-	m, err := plugins.ParseBuiltinManifest(manifest)
+	id, provides, err := plugins.PeekManifest(manifest)
 	switch {
 	case err != nil:
 		panic(fmt.Sprintf("modelprovider.RegisterBuiltin: provider %q: %v", d.ID, err))
-	case m.ID != d.ID || !slices.Contains(m.Provides, Name):
-		panic(fmt.Sprintf("modelprovider.RegisterBuiltin: the manifest of provider %q is plugin %q providing %v", d.ID, m.ID, m.Provides))
+	case id != d.ID || !slices.Contains(provides, Name):
+		panic(fmt.Sprintf("modelprovider.RegisterBuiltin: the manifest of provider %q is plugin %q providing %v", d.ID, id, provides))
 	}
 	hub.Register(d)
 	plugins.RegisterBuiltin(manifest)

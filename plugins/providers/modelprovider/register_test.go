@@ -10,7 +10,7 @@ import (
 )
 
 // TestRegisterBuiltinRefuses: a built-in provider whose manifest is not
-// its plugin's (another ID, another kind) or does not parse panics at
+// its plugin's (another ID, another kind) or is not JSON panics at
 // registration, before the hub or the registry hears of it.
 func TestRegisterBuiltinRefuses(t *testing.T) {
 	d := hub.Def{ID: "test-vendor", Name: "Test", Settings: []hub.SettingDef{{Name: "api_key", Required: true}},
@@ -26,7 +26,7 @@ func TestRegisterBuiltinRefuses(t *testing.T) {
 	}{
 		{"another ID", manifest("other-vendor", "model-provider"), `is plugin "other-vendor"`},
 		{"another kind", manifest("test-vendor", "toolset"), "providing [toolset]"},
-		{"no runtime", []byte(`{"apiVersion": "kiln.dev/v1", "id": "test-vendor"}`), "invalid plugin manifest"},
+		{"not JSON", []byte(`{"apiVersion": `), "not a JSON object"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			defer func() {
