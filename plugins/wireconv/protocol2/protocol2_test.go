@@ -1,17 +1,15 @@
 package protocol2_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/kilnhq/kiln/plugins/wireconv/protocol2"
 	"github.com/kilnhq/kiln/sandbox"
 	"github.com/kilnhq/kiln/sdk/plugin/wire"
+	"github.com/kilnhq/kiln/sdk/plugin/wire/wiretest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/")
@@ -41,40 +39,7 @@ var payloads = map[string]any{
 
 // TestGolden compares every payload's encoding with its golden file and
 // decodes the file back into the same value.
-func TestGolden(t *testing.T) {
-	for name, v := range payloads {
-		t.Run(name, func(t *testing.T) {
-			got, err := json.MarshalIndent(v, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, '\n')
-			file := filepath.Join("testdata", name+".json")
-			if *update {
-				if err := os.WriteFile(file, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatalf("%v (go test -run TestGolden -update writes it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("%T encodes as\n%s\nwant (%s)\n%s\nprotocol 2 plugins would no longer be understood", v, got, file, want)
-			}
-			back := reflect.New(reflect.TypeOf(v))
-			dec := json.NewDecoder(bytes.NewReader(want))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(back.Interface()); err != nil {
-				t.Fatalf("decode %s: %v", file, err)
-			}
-			again, _ := json.Marshal(back.Interface())
-			if orig, _ := json.Marshal(v); !bytes.Equal(again, orig) {
-				t.Errorf("%s decodes as %s, want %s", file, again, orig)
-			}
-		})
-	}
-}
+func TestGolden(t *testing.T) { wiretest.Golden(t, "testdata", payloads, *update) }
 
 // TestConversions: a turn's input, a sandbox spec and capabilities
 // become protocol 2's payloads with every field, and a protocol 2 reply
