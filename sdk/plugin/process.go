@@ -22,19 +22,22 @@ import (
 	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
-// Serve serves the plugin's kinds — a Toolset, a Provider, a
-// SandboxRuntime, or several — to the Kiln process host and returns only when the host ends the plugin
-// (then the process exits). In a native build the plugin is an executable
-// speaking go-plugin's gRPC protocol with mutual TLS (specs/proto; the
-// certificates are described in pluginrpc): Kiln plugin protocol 2, and
-// for a toolset alone also protocol 1, so that an older host still loads
-// it. Run by hand, outside Kiln, it says so and exits with status 1.
+// Serve serves the plugin's kinds — a Toolset, a Provider, a kind defined
+// in a package of its own (a ProcessKind), or several — to the Kiln
+// process host and returns only when the host ends the plugin (then the
+// process exits). In a native build the plugin is an executable speaking
+// go-plugin's gRPC protocol with mutual TLS (specs/proto; the
+// certificates are described in pluginrpc), at the Kiln plugin protocol
+// versions that carry every kind given: 3, and for a toolset alone also 2
+// and 1, so that an older host still loads it. Run by hand, outside
+// Kiln, it says so and exits with status 1.
 //
 // A toolset with a tool without a name or handler, or with two tools of
-// the same name, a provider without Turn, a sandbox runtime with neither
-// or both of Runtime and Open, or two of a kind, is a
-// programming error: Serve prints it to stderr and exits with status 1,
-// before the host's handshake.
+// the same name, a provider without Turn, a kind that cannot be served
+// (a sandbox runtime with neither or both of Runtime and Open), kinds no
+// protocol version carries together, or two of a kind, is a programming
+// error: Serve prints it to stderr and exits with status 1, before the
+// host's handshake.
 func Serve(kinds ...Kind) {
 	versions, err := processPlugins(kinds)
 	if err != nil {
