@@ -15,7 +15,7 @@ import (
 // TestProviderManifests: each built-in provider's kiln-plugin.json
 // describes it as the server lists it, and its network permission is the
 // API host under the default settings; the server's manifest names the
-// host under the current ones.
+// host under the current ones, in lowercase.
 func TestProviderManifests(t *testing.T) {
 	env := map[string]string{}
 	h, err := hub.Open(hub.Config{Path: filepath.Join(t.TempDir(), "providers.json"), Getenv: func(k string) string { return env[k] }})
@@ -51,6 +51,21 @@ func TestProviderManifests(t *testing.T) {
 		}
 		if w, ok := want[d.ID]; ok && strings.Join(m.Permissions.Network, " ") != w {
 			t.Errorf("%s under the environment: network %v, want %s", d.ID, m.Permissions.Network, w)
+		}
+	}
+
+	// Host names are case-insensitive: capitals in a base URL's host do
+	// not make the manifest invalid (which would stop the server).
+	env["OPENAI_BASE_URL"] = "http://My-Host:8080/v1"
+	for _, d := range hub.Registered() {
+		if d.ID != "openai" {
+			continue
+		}
+		m, err := providerManifest(d, h)
+		if err != nil {
+			t.Errorf("openai at http://My-Host:8080/v1: %v", err)
+		} else if !slices.Equal(m.Permissions.Network, []string{"my-host:8080"}) {
+			t.Errorf("openai at http://My-Host:8080/v1: network %v, want [my-host:8080]", m.Permissions.Network)
 		}
 	}
 }

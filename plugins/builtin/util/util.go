@@ -28,7 +28,7 @@ import (
 // Limits of calc.
 const (
 	maxExpression = 1000 // bytes
-	maxExponent   = 400  // decimal exponent of a literal
+	maxExponent   = 400  // exponent of a literal: of 10, or of 2 in a hexadecimal one (0x1p-4)
 	maxBits       = 4096 // size of an integer result
 )
 
@@ -108,7 +108,11 @@ func eval(n ast.Expr) (constant.Value, error) {
 		if n.Kind != token.INT && n.Kind != token.FLOAT {
 			return nil, fmt.Errorf("%s is not a number", n.Value)
 		}
-		if exp := strings.IndexAny(n.Value, "eE"); exp >= 0 && !strings.HasPrefix(n.Value, "0x") && !strings.HasPrefix(n.Value, "0X") {
+		expMark := "eE" // in a hexadecimal literal e is a digit, and p starts the exponent
+		if strings.HasPrefix(n.Value, "0x") || strings.HasPrefix(n.Value, "0X") {
+			expMark = "pP"
+		}
+		if exp := strings.IndexAny(n.Value, expMark); exp >= 0 {
 			if e, err := strconv.Atoi(strings.TrimPrefix(n.Value[exp+1:], "+")); err != nil || e > maxExponent || e < -maxExponent {
 				return nil, fmt.Errorf("%s: exponent out of range (at most %d)", n.Value, maxExponent)
 			}

@@ -21,6 +21,9 @@ func TestCalc(t *testing.T) {
 		"9e300 * 9e300 / 1e300":      "81" + strings.Repeat("0", 300),
 		"2 * 3.5e2":                  "700",
 		"123456789012345678901 * 10": "1234567890123456789010",
+		"0x1p4 + 0x1.8p1":            "19",
+		"0x1p-2":                     "0.25",
+		"0xe + 0XE":                  "28",
 	} {
 		got, err := Calc(expr)
 		if err != nil || got != want {
@@ -35,6 +38,10 @@ func TestCalc(t *testing.T) {
 		"1 << 3":                           "operator << is not supported",
 		`"a" + "b"`:                        "is not a number",
 		"1e999999999":                      "exponent out of range",
+		"1e401":                            "exponent out of range (at most 400)",
+		"0x1p100000":                       "exponent out of range (at most 400)",
+		"0x1p-100000":                      "exponent out of range (at most 400)",
+		"0X1P401":                          "exponent out of range (at most 400)",
 		"os.Exit(1)":                       "only numbers",
 		"1 +":                              "not an arithmetic expression",
 		strings.Repeat("9", 1001):          "longer than",

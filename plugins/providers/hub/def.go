@@ -43,7 +43,9 @@ type Def struct {
 	// API; nil means every Required setting is set.
 	Configured func(values map[string]string) bool
 	// Hosts returns the host:port patterns the provider may reach, given
-	// its resolved settings; nil means the base URL's host.
+	// its resolved settings; nil means the base URL's host. The hub
+	// lowercases them (host names are case-insensitive, and a network
+	// permission is spelled in lowercase).
 	Hosts func(values map[string]string) []string
 	// New makes the provider.
 	New providers.Factory
@@ -127,11 +129,20 @@ func (d *Def) configured(v map[string]string) bool {
 	return true
 }
 
+// hosts returns the host:port patterns d may reach with the resolved
+// settings v, in lowercase, as a network permission takes them: a base
+// URL or a region the user spelled with capitals names the same host.
 func (d *Def) hosts(v map[string]string) []string {
+	var hosts []string
 	if d.Hosts != nil {
-		return d.Hosts(v)
+		hosts = d.Hosts(v)
+	} else {
+		hosts = URLHosts(v["base_url"])
 	}
-	return URLHosts(v["base_url"])
+	for i, h := range hosts {
+		hosts[i] = strings.ToLower(h)
+	}
+	return hosts
 }
 
 // normalize returns a base URL setting in its canonical form.

@@ -378,6 +378,35 @@ func TestNetworkConfined(t *testing.T) {
 	}
 }
 
+// TestHostsLowercase: host names are case-insensitive, so a base URL or
+// a region spelled with capitals, from the environment or stored, gives
+// the lowercase host:port patterns a plugin's network permission takes
+// (and the provider's client is given).
+func TestHostsLowercase(t *testing.T) {
+	e := newEnv(t)
+	e.vars["OPENAI_BASE_URL"] = "http://My-Host:8080/v1"
+	e.vars["AWS_REGION"] = "EU-Central-1"
+	h := e.open(t)
+	check := func(id, want string) {
+		t.Helper()
+		hosts := h.HostsOf(e.def(t, id))
+		if strings.Join(hosts, " ") != want {
+			t.Errorf("%s: hosts %q, want %s", id, hosts, want)
+		}
+		for _, host := range hosts {
+			if err := plugins.CheckNetwork(host); err != nil {
+				t.Errorf("%s: %q is not a network permission: %v", id, host, err)
+			}
+		}
+	}
+	check("openai", "my-host:8080")
+	check("bedrock", "bedrock-runtime.eu-central-1.amazonaws.com:443 bedrock.eu-central-1.amazonaws.com:443")
+	if _, err := h.Configure(context.Background(), "openai", hub.ConfigInput{Settings: map[string]string{"base_url": "https://API.Example.COM/v1"}}); err != nil {
+		t.Fatal(err)
+	}
+	check("openai", "api.example.com:443")
+}
+
 // TestMissingEnvRef: a stored environment reference whose variable is
 // not set is reported as such, on the setting and as the provider's
 // error, not as "not set"; the reference is shown, it is no secret.

@@ -1,5 +1,5 @@
 // Package parrotmodel is the parrot example's model (see the parrot
-// command), in a package of its own so that a test can call it directly.
+// command), as the plugin.Provider that the command serves.
 package parrotmodel
 
 import (
