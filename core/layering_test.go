@@ -144,6 +144,7 @@ var layers = []struct {
 			"github.com/kilnhq/kiln/plugins/",
 			"github.com/kilnhq/kiln/core/", // core/sqlite for the kits' stores, core/logs for Kiln's MCP server
 			"github.com/kilnhq/kiln/sandbox",
+			"github.com/kilnhq/kiln/sandbox/sandboxrpc", // the sandbox-runtime kind's protocol (plugins/sandboxruntime)
 			"github.com/kilnhq/kiln/skills",
 			"github.com/kilnhq/kiln/sdk/plugin/wire/",
 			"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/",
@@ -174,10 +175,8 @@ var layers = []struct {
 		// sdk/plugin: the plugin-author SDK, which every plugin links.
 		// It must not link the host (plugins, core, web, sandbox): its
 		// own packages, go-plugin, gRPC and protobuf for process plugins,
-		// the standard library.
-		//
-		// Fails until sandbox runtimes' Spec, Capabilities and Handle are
-		// wire types: sdk/plugin and sdk/plugin/pluginrpc import sandbox.
+		// the standard library. (A sandbox runtime is served through
+		// sandbox/sandboxplugin, a kind defined outside the SDK.)
 		pkgs: "github.com/kilnhq/kiln/sdk/plugin/...",
 		allowed: slices.Concat(processTransport, []string{
 			"github.com/kilnhq/kiln/sdk/plugin/",

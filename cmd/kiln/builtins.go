@@ -38,10 +38,10 @@ func builtinPlugins(scratch string, tools []core.Tool, h *hub.Hub) ([]plugins.Bu
 	}
 	out := []plugins.Builtin{
 		{Manifest: kiln, BareTools: true, DataDir: scratch, Load: clients(map[plugins.Capability]any{
-			plugins.CapToolset:       toolset.Of(tools...),
-			plugins.CapModelProvider: modelprovider.Description{Bare: models},
+			toolset.Name:       toolset.Of(tools...),
+			modelprovider.Name: modelprovider.Description{Bare: models},
 		})},
-		{Manifest: utilM, Load: clients(map[plugins.Capability]any{plugins.CapToolset: toolset.Of(util.Tools()...)})},
+		{Manifest: utilM, Load: clients(map[plugins.Capability]any{toolset.Name: toolset.Of(util.Tools()...)})},
 	}
 	for _, d := range hub.Registered() {
 		m, err := providerManifest(d, h)
@@ -49,7 +49,7 @@ func builtinPlugins(scratch string, tools []core.Tool, h *hub.Hub) ([]plugins.Bu
 			return nil, err
 		}
 		out = append(out, plugins.Builtin{Manifest: m, Load: clients(map[plugins.Capability]any{
-			plugins.CapModelProvider: modelprovider.Description{Def: &d},
+			modelprovider.Name: modelprovider.Description{Def: &d},
 		})})
 	}
 	return out, nil

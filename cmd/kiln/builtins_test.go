@@ -8,6 +8,8 @@ import (
 
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
+	"github.com/kilnhq/kiln/plugins/sandboxruntime"
 )
 
 // TestProviderManifests: each built-in provider's kiln-plugin.json
@@ -25,7 +27,7 @@ func TestProviderManifests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := d.Name + " models, as " + d.ID + ":<model>"; m.Description != want || !slices.Equal(m.Provides, []plugins.Capability{plugins.CapModelProvider}) {
+		if want := d.Name + " models, as " + d.ID + ":<model>"; m.Description != want || !slices.Equal(m.Provides, []plugins.Capability{modelprovider.Name}) {
 			t.Errorf("%s: %q providing %v, want %q providing model-provider", d.ID, m.Description, m.Provides, want)
 		}
 		if hosts := h.HostsOf(d); !slices.Equal(m.Permissions.Network, hosts) {
@@ -102,7 +104,7 @@ func TestSandboxRuntimes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if slices.Contains(m.Provides, plugins.CapSandboxRuntime) {
+		if slices.Contains(m.Provides, sandboxruntime.Name) {
 			got = append(got, id)
 		}
 	}

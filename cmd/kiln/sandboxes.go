@@ -21,12 +21,14 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/sandboxruntime"
 	"github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/sandbox"
 	"github.com/kilnhq/kiln/sandbox/api"
 	"github.com/kilnhq/kiln/sandbox/docker"
 	"github.com/kilnhq/kiln/sandbox/execapi"
 	"github.com/kilnhq/kiln/sandbox/js"
+	"github.com/kilnhq/kiln/sandbox/sandboxplugin"
 	"github.com/kilnhq/kiln/sandbox/service"
 	"github.com/kilnhq/kiln/sandbox/tools"
 	"github.com/kilnhq/kiln/sandbox/wasm"
@@ -194,7 +196,7 @@ func newSelfPluginCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			opts.Log = plugin.Log // to the server's log, through the host
-			plugin.Serve(plugin.SandboxRuntime{Open: func(context.Context) (sandbox.Runtime, error) { return docker.New(opts) }})
+			plugin.Serve(sandboxplugin.Runtime{Open: func(context.Context) (sandbox.Runtime, error) { return docker.New(opts) }})
 			return nil
 		},
 	}
@@ -224,7 +226,7 @@ func wasmBuiltin(dataRoot string) (plugins.Builtin, error) {
 			return nil, err
 		}
 		return plugins.Clients{
-			ByKind:  map[plugins.Capability]any{plugins.CapSandboxRuntime: rt},
+			ByKind:  map[plugins.Capability]any{sandboxruntime.Name: rt},
 			OnClose: func() error { return rt.Close(context.Background()) },
 		}, nil
 	}
@@ -250,7 +252,7 @@ func jsBuiltin(dataRoot string, sbx *service.Service, policy core.Policy) (plugi
 			return nil, err
 		}
 		return plugins.Clients{
-			ByKind:  map[plugins.Capability]any{plugins.CapSandboxRuntime: rt, plugins.CapToolset: toolset.Of(tools.JS(sbx)...)},
+			ByKind:  map[plugins.Capability]any{sandboxruntime.Name: rt, toolset.Name: toolset.Of(tools.JS(sbx)...)},
 			OnClose: func() error { return rt.Close(context.Background()) },
 		}, nil
 	}
@@ -312,7 +314,7 @@ func sandboxToolsBuiltin(sbx *service.Service, policy core.Policy, skillFiles to
 	if err != nil {
 		return plugins.Builtin{}, err
 	}
-	return plugins.Builtin{Manifest: m, Load: clients(map[plugins.Capability]any{plugins.CapToolset: toolset.Of(tools.Sandbox(sbx, skillFiles)...)})}, nil
+	return plugins.Builtin{Manifest: m, Load: clients(map[plugins.Capability]any{toolset.Name: toolset.Of(tools.Sandbox(sbx, skillFiles)...)})}, nil
 }
 
 // withInterruptOn is the edit of a built-in sandbox tools plugin's

@@ -57,12 +57,16 @@ func loadWASM(tb testing.TB, perms string) toolset.Toolset {
 func loadProcess(tb testing.TB, perms string) toolset.Toolset {
 	tb.Helper()
 	dir, m := CalcPlugin(tb, "calc", plugins.RuntimeProcess, perms)
-	ts, err := process.Load(context.Background(), dir, m, process.Options{Logger: quiet})
+	p, err := process.Load(context.Background(), dir, m, process.Options{Logger: quiet})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { ts.Close() })
-	return ts
+	tb.Cleanup(func() { p.Close() })
+	ts, err := p.Dispense(context.Background(), toolset.Name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ts.(toolset.Toolset)
 }
 
 // transport is one way to serve a toolset: how to load it with the given
@@ -103,14 +107,14 @@ func BenchmarkToolsetCall(b *testing.B) {
 		b.Run(tr.name, func(b *testing.B) {
 			ts := tr.load(b, "")
 			ctx := context.Background()
-			if out, err := ts.Call(ctx, "echo", args); err != nil || !sameJSON([]byte(out), args) {
+			if out, err := callText(ts, "echo", string(args)); err != nil || !sameJSON([]byte(out), args) {
 				b.Fatalf("echo = %.40q, %v", out, err)
 			}
 			b.SetBytes(int64(len(args)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := ts.Call(ctx, "echo", args); err != nil {
-					b.Fatal(err)
+				if res, err := ts.Call(ctx, "echo", args); err != nil || res.IsError {
+					b.Fatal(res.Text(), err)
 				}
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/toolset"
 )
 
 // WritePlugin lays out a plugin folder in a fresh temporary directory: code
@@ -18,7 +19,7 @@ import (
 // and fails the test on any error.
 func WritePlugin(tb testing.TB, id string, rt plugins.Runtime, entry string, code []byte, perms string) (string, *plugins.Manifest) {
 	tb.Helper()
-	return WritePluginKinds(tb, id, rt, entry, code, perms, plugins.CapToolset)
+	return WritePluginKinds(tb, id, rt, entry, code, perms, toolset.Name)
 }
 
 // WritePluginKinds is WritePlugin for a plugin that provides kinds.

@@ -17,6 +17,7 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
 )
 
 // memKV is a plugin's key/value namespace in memory.
@@ -72,7 +73,7 @@ func TestHostCallbacks(t *testing.T) {
 	var events []string
 	var buf syncBuffer
 	kv := &memKV{m: map[string][]byte{}}
-	p, err := process.Load(context.Background(), dir, m, process.Options{
+	p, err := loadToolset(context.Background(), dir, m, process.Options{
 		Logger: slog.New(slog.NewTextHandler(&buf, nil)), KV: kv, MinBackoff: time.Millisecond,
 		Env: []string{"KILN_PLUGIN_DATA=" + t.TempDir()},
 		Emit: func(ctx context.Context, ev json.RawMessage) {
@@ -87,7 +88,7 @@ func TestHostCallbacks(t *testing.T) {
 	defer p.Close()
 
 	ctx := context.WithValue(context.Background(), ctxKey{}, "call-1")
-	if out, err := p.Call(ctx, "note", json.RawMessage(`{"text":"hello"}`)); err != nil || out != "ok" {
+	if out, err := text(p.Call(ctx, "note", json.RawMessage(`{"text":"hello"}`))); err != nil || out != "ok" {
 		t.Fatalf("note = %q, %v", out, err)
 	}
 	mu.Lock()
@@ -101,7 +102,7 @@ func TestHostCallbacks(t *testing.T) {
 	}
 
 	for want := 1; want <= 2; want++ {
-		if out, err := p.Call(context.Background(), "counter", json.RawMessage(`{}`)); err != nil || out != string(rune('0'+want)) {
+		if out, err := text(p.Call(context.Background(), "counter", json.RawMessage(`{}`))); err != nil || out != string(rune('0'+want)) {
 			t.Fatalf("counter = %q, %v; want %d", out, err, want)
 		}
 	}
@@ -116,40 +117,40 @@ func TestHostCallbacks(t *testing.T) {
 			t.Fatalf("no new process: %+v", p.Health())
 		}
 	}
-	if out, err := p.Call(context.Background(), "counter", json.RawMessage(`{}`)); err != nil || out != "3" {
+	if out, err := text(p.Call(context.Background(), "counter", json.RawMessage(`{}`))); err != nil || out != "3" {
 		t.Errorf("counter after the process was killed = %q, %v; want 3", out, err)
 	}
 	if st := p.Health(); st.Restarts != 1 || st.PID == pid {
 		t.Errorf("health after the kill: %+v", st)
 	}
-	if _, err := p.Call(context.Background(), "counter", json.RawMessage(`{"key":""}`)); err == nil || !strings.Contains(err.Error(), "key") {
+	if _, err := text(p.Call(context.Background(), "counter", json.RawMessage(`{"key":""}`))); !errors.As(err, new(toolFailed)) || !strings.Contains(err.Error(), "key") {
 		t.Errorf("an empty key: %v; want the host's refusal", err)
 	}
 }
 
 // TestProtocolVersions: a plugin built for protocol 1 still loads and
 // serves its toolset; one built for a protocol this host does not speak
-// is refused at start with both versions named; a protocol 1 plugin
+// (4, newer) is refused at start with both versions named; a protocol 1 plugin
 // cannot provide a model provider.
 func TestProtocolVersions(t *testing.T) {
 	code := plugintest.Build(t, "./testdata/versioned", plugins.RuntimeProcess)
 	dir, m := plugintest.WritePlugin(t, "old", plugins.RuntimeProcess, "versioned", code, "")
-	p, err := process.Load(context.Background(), dir, m, process.Options{Logger: testLogger(t), Args: []string{"1"}})
+	p, err := loadToolset(context.Background(), dir, m, process.Options{Logger: testLogger(t), Args: []string{"1"}})
 	if err != nil {
 		t.Fatalf("a protocol 1 plugin: %v", err)
 	}
-	if out, err := p.Call(context.Background(), "ping", json.RawMessage(`{}`)); err != nil || out != "pong 0 0" {
+	if out, err := text(p.Call(context.Background(), "ping", json.RawMessage(`{}`))); err != nil || out != "pong 0 0" {
 		t.Errorf("ping = %q, %v; want a call without protocol 2's fields", out, err)
 	}
 	p.Close()
 
-	_, err = process.Load(context.Background(), dir, m, process.Options{Logger: testLogger(t), Args: []string{"3"}})
-	if err == nil || !errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), "speaks Kiln plugin protocol 3; this Kiln speaks 1 and 2") {
-		t.Errorf("a protocol 3 plugin: %v", err)
+	_, err = loadToolset(context.Background(), dir, m, process.Options{Logger: testLogger(t), Args: []string{"4"}})
+	if err == nil || !errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), "speaks Kiln plugin protocol 4; this Kiln speaks 1, 2 and 3") {
+		t.Errorf("a protocol 4 plugin: %v", err)
 	}
 
-	dir, m = plugintest.WritePluginKinds(t, "oldp", plugins.RuntimeProcess, "versioned", code, "", plugins.CapModelProvider)
-	_, err = process.Load(context.Background(), dir, m, process.Options{Logger: testLogger(t), Args: []string{"1"}})
+	dir, m = plugintest.WritePluginKinds(t, "oldp", plugins.RuntimeProcess, "versioned", code, "", modelprovider.Name)
+	_, err = loadToolset(context.Background(), dir, m, process.Options{Logger: testLogger(t), Args: []string{"1"}})
 	if err == nil || !strings.Contains(err.Error(), `protocol 1, which carries only "toolset"`) {
 		t.Errorf("a protocol 1 plugin providing a model provider: %v", err)
 	}

@@ -2,18 +2,23 @@
 // hashicorp/go-plugin: the "process" runtime (runtime "process" in
 // kiln-plugin.json), for extensions that need the operating system (the
 // Docker socket, local programs, native libraries). It registers itself
-// from init; NewLoader makes the runtime's plugins.Loader. A process
-// plugin provides the "toolset", "model-provider" and "sandbox-runtime"
-// kinds, any of them; it must serve every kind its manifest lists. The
-// wire protocol is specs/proto (toolset.proto, modelprovider.proto,
-// sandboxruntime.proto, host.proto); plugin authors write it with
+// from init; NewLoader makes the runtime's plugins.Loader. The runtime
+// knows no kind: a kind's package registers what it takes to carry the
+// kind (RegisterKind: its go-plugin plugin at the protocol versions that
+// carry it, how to describe it at start, how to make its client), and a
+// process plugin provides the registered kinds — Kiln's "toolset",
+// "model-provider" and "sandbox-runtime" — any of them; it must serve
+// every kind its manifest lists. The wire protocol is specs/proto
+// (toolset.proto, modelprovider.proto, sandboxruntime.proto,
+// host.proto) and a kind's own .proto; plugin authors write it with
 // sdk/plugin and never see go-plugin. LoadSelf runs a built-in plugin the
 // same way, with this executable as its entry (the docker sandbox
 // runtime).
 //
-// Load starts the plugin and returns a *Plugin: the toolset.Toolset of its
-// tools, through Provider the modelprovider.Remote of its model provider
-// and through SandboxRuntime its sandbox.Runtime.
+// Load starts the plugin and returns a *Plugin; Dispense hands out a
+// kind's client, which reaches the process through Do (the serving
+// process's end of the kind, waiting for a restart, a retry of a call the
+// process's death cut off) and BeginCall (a call's progress events).
 //
 //   - Before every start the entry must be a regular file inside the
 //     plugin folder, and go-plugin's SecureConfig hashes it just before
@@ -33,10 +38,13 @@
 //     is not a security measure. The Kiln application protocol is
 //     negotiated with VersionedPlugins (sdk/plugin/pluginrpc): version 1
 //     carries a toolset only; version 2 has one gRPC service per kind and
-//     the host's callbacks. A plugin that speaks none of this host's
-//     versions, or speaks 1 and lists another kind, is refused at start
-//     with the reason.
-//   - The host's callbacks (protocol 2): the host serves
+//     the host's callbacks; version 3 carries the plugin contracts of
+//     sdk/plugin/wire (a tool result's parts). The host offers each kind
+//     at the versions its Kind says carry it, and the kind's client
+//     speaks the version the process picked (Conn.Version). A plugin that
+//     speaks none of this host's versions, or whose version does not
+//     carry a kind it lists, is refused at start with the reason.
+//   - The host's callbacks (protocol 2 on): the host serves
 //     kiln.plugin.host.v1 on go-plugin's broker, on a new broker ID per
 //     start, with the same mutual TLS, and names that ID in every request.
 //     Through it the plugin reaches what a WASM plugin reaches through its

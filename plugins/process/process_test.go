@@ -25,7 +25,54 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/skillbundle"
+	"github.com/kilnhq/kiln/plugins/toolset"
 )
+
+// toolFailed is the tool's own failure (a result with IsError) as text
+// returns it.
+type toolFailed string
+
+func (f toolFailed) Error() string { return string(f) }
+
+// text returns a call's result as its text, and the tool's own failure
+// as a toolFailed error; an error from Call is returned as it is.
+func text(res core.ToolResult, err error) (string, error) {
+	switch {
+	case err != nil:
+		return "", err
+	case res.IsError:
+		return "", toolFailed(res.Text())
+	}
+	return res.Text(), nil
+}
+
+// loaded is a process plugin and its toolset: Call and Tools are the
+// toolset's, the rest the plugin's.
+type loaded struct {
+	*process.Plugin
+	ts toolset.Toolset
+}
+
+func (l *loaded) Call(ctx context.Context, tool string, args json.RawMessage) (core.ToolResult, error) {
+	return l.ts.Call(ctx, tool, args)
+}
+
+func (l *loaded) Tools(ctx context.Context) ([]core.ToolSpec, error) { return l.ts.Tools(ctx) }
+
+// loadToolset starts the plugin (process.Load) and dispenses its toolset.
+func loadToolset(ctx context.Context, dir string, m *plugins.Manifest, opts process.Options) (*loaded, error) {
+	p, err := process.Load(ctx, dir, m, opts)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := p.Dispense(ctx, toolset.Name)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	return &loaded{p, ts.(toolset.Toolset)}, nil
+}
 
 // binDir holds the example plugins, built once by TestMain.
 var binDir string
@@ -97,13 +144,13 @@ func pluginDir(t testing.TB, bin, perms string) (string, *plugins.Manifest) {
 }
 
 // load starts the echo plugin with perms and closes it when the test ends.
-func load(t testing.TB, perms string, opts process.Options) (string, *process.Plugin) {
+func load(t testing.TB, perms string, opts process.Options) (string, *loaded) {
 	t.Helper()
 	dir, m := pluginDir(t, "echo", perms)
 	if opts.Logger == nil {
 		opts.Logger = testLogger(t)
 	}
-	ts, err := process.Load(context.Background(), dir, m, opts)
+	ts, err := loadToolset(context.Background(), dir, m, opts)
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -147,17 +194,17 @@ func TestCall(t *testing.T) {
 		t.Errorf("specs = %+v", specs)
 	}
 
-	got, err := p.Call(ctx, "echo", json.RawMessage(`{"hello":"world"}`))
+	got, err := text(p.Call(ctx, "echo", json.RawMessage(`{"hello":"world"}`)))
 	if err != nil || got != `{"hello":"world"}` {
 		t.Errorf("echo = %q, %v", got, err)
 	}
 
-	_, err = p.Call(ctx, "fail", json.RawMessage(`{"message":"no such city"}`))
-	if err == nil || err.Error() != "no such city" || errors.Is(err, plugins.ErrTransport) {
-		t.Errorf("fail: err = %v, want the tool's own error", err)
+	_, err = text(p.Call(ctx, "fail", json.RawMessage(`{"message":"no such city"}`)))
+	if !errors.As(err, new(toolFailed)) || err.Error() != "no such city" {
+		t.Errorf("fail: err = %v, want the tool's own failure", err)
 	}
-	_, err = p.Call(ctx, "nope", json.RawMessage(`{}`))
-	if err == nil || !strings.Contains(err.Error(), `unknown tool "nope"`) || errors.Is(err, plugins.ErrTransport) {
+	_, err = text(p.Call(ctx, "nope", json.RawMessage(`{}`)))
+	if !errors.As(err, new(toolFailed)) || !strings.Contains(err.Error(), `unknown tool "nope"`) {
 		t.Errorf("unknown tool: err = %v", err)
 	}
 
@@ -165,7 +212,7 @@ func TestCall(t *testing.T) {
 	if h.State != process.StateRunning || h.Restarts != 0 || !alive(h.PID) {
 		t.Errorf("Health = %+v", h)
 	}
-	if got, _ := p.Call(ctx, "pid", nil); got != fmt.Sprint(h.PID) {
+	if got, _ := text(p.Call(ctx, "pid", nil)); got != fmt.Sprint(h.PID) {
 		t.Errorf("the plugin's pid is %s, Health says %d", got, h.PID)
 	}
 }
@@ -178,7 +225,7 @@ func TestEnvironmentScrubbed(t *testing.T) {
 		t.Setenv("PATH", "/usr/bin")
 	}
 	_, p := load(t, `{"env":["ECHO_TEST_DECLARED","ECHO_TEST_DECLARED_UNSET"]}`, process.Options{})
-	out, err := p.Call(context.Background(), "env", nil)
+	out, err := text(p.Call(context.Background(), "env", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +242,7 @@ func TestEnvironmentScrubbed(t *testing.T) {
 	_, p2 := load(t, `{"env":["A_B"]}`, process.Options{LookupEnv: func(name string) (string, bool) {
 		return "from-fake-" + name, true
 	}})
-	out, err = p2.Call(context.Background(), "env", nil)
+	out, err = text(p2.Call(context.Background(), "env", nil))
 	if err != nil || out != `{"A_B":"from-fake-A_B"}` {
 		t.Errorf("env = %s, %v", out, err)
 	}
@@ -207,7 +254,7 @@ func TestEnvironmentExtra(t *testing.T) {
 	_, p := load(t, `{"env":["ECHO_TEST_DECLARED"]}`, process.Options{
 		Env: []string{"KILN_PLUGIN_DATA=/srv/kiln/plugin-data/test.echo", "EXTRA_EMPTY="},
 	})
-	out, err := p.Call(context.Background(), "env", nil)
+	out, err := text(p.Call(context.Background(), "env", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +275,7 @@ func TestEnvironmentExtra(t *testing.T) {
 func TestWrongChecksumRefusedAtLoad(t *testing.T) {
 	dir, m := pluginDir(t, "echo", `{}`)
 	m.SHA256 = strings.Repeat("ab", 32)
-	ts, err := process.Load(context.Background(), dir, m, process.Options{Logger: testLogger(t)})
+	ts, err := loadToolset(context.Background(), dir, m, process.Options{Logger: testLogger(t)})
 	if err == nil {
 		ts.Close()
 		t.Fatal("Load started a plugin whose sha256 does not match")
@@ -262,7 +309,7 @@ func TestChangedBinaryRefusedAtRestart(t *testing.T) {
 	if h.Restarts != 1 || h.PID != 0 || !strings.Contains(h.LastError, plugins.ErrChecksumMismatch.Error()) {
 		t.Errorf("Health = %+v, want failed after one restart with a checksum error", h)
 	}
-	_, err = p.Call(context.Background(), "echo", json.RawMessage(`1`))
+	_, err = text(p.Call(context.Background(), "echo", json.RawMessage(`1`)))
 	if !errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), "sha256 mismatch") {
 		t.Errorf("call on a failed plugin: err = %v", err)
 	}
@@ -275,7 +322,7 @@ func TestRestartAfterKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The very next call, made before the host may have noticed.
-	got, err := p.Call(context.Background(), "echo", json.RawMessage(`"again"`))
+	got, err := text(p.Call(context.Background(), "echo", json.RawMessage(`"again"`)))
 	if err != nil || got != `"again"` {
 		t.Fatalf("call after SIGKILL = %q, %v", got, err)
 	}
@@ -293,7 +340,7 @@ func TestNonIdempotentCallCutOff(t *testing.T) {
 	pid := p.Health().PID
 	errc := make(chan error, 1)
 	go func() {
-		_, err := p.Call(context.Background(), "sleep", json.RawMessage(`{"ms":10000}`))
+		_, err := text(p.Call(context.Background(), "sleep", json.RawMessage(`{"ms":10000}`)))
 		errc <- err
 	}()
 	time.Sleep(500 * time.Millisecond) // let the call reach the plugin
@@ -309,7 +356,7 @@ func TestNonIdempotentCallCutOff(t *testing.T) {
 		t.Fatal("the call did not end when the process died")
 	}
 	waitFor(t, "the restart", func() bool { return p.Health().State == process.StateRunning })
-	if _, err := p.Call(context.Background(), "pid", nil); err != nil {
+	if _, err := text(p.Call(context.Background(), "pid", nil)); err != nil {
 		t.Errorf("call after restart: %v", err)
 	}
 }
@@ -317,7 +364,7 @@ func TestNonIdempotentCallCutOff(t *testing.T) {
 func TestCallTimeout(t *testing.T) {
 	_, p := load(t, `{"timeout_ms":200}`, process.Options{})
 	start := time.Now()
-	_, err := p.Call(context.Background(), "sleep", json.RawMessage(`{"ms":5000}`))
+	_, err := text(p.Call(context.Background(), "sleep", json.RawMessage(`{"ms":5000}`)))
 	elapsed := time.Since(start)
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, plugins.ErrTransport) {
 		t.Errorf("err = %v, want DeadlineExceeded", err)
@@ -326,7 +373,7 @@ func TestCallTimeout(t *testing.T) {
 		t.Errorf("the call took %v, want about 200ms", elapsed)
 	}
 	// The process is still fine.
-	if got, err := p.Call(context.Background(), "sleep", json.RawMessage(`{"ms":1}`)); err != nil || got != "slept" {
+	if got, err := text(p.Call(context.Background(), "sleep", json.RawMessage(`{"ms":1}`))); err != nil || got != "slept" {
 		t.Errorf("next call = %q, %v", got, err)
 	}
 	if h := p.Health(); h.Restarts != 0 {
@@ -336,7 +383,7 @@ func TestCallTimeout(t *testing.T) {
 	// The caller's own cancellation is reported as such.
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(20*time.Millisecond, cancel)
-	_, err = p.Call(ctx, "sleep", json.RawMessage(`{"ms":5000}`))
+	_, err = text(p.Call(ctx, "sleep", json.RawMessage(`{"ms":5000}`)))
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled call: err = %v", err)
 	}
@@ -357,7 +404,7 @@ func TestClose(t *testing.T) {
 	if h := p.Health(); h.State != process.StateClosed || h.PID != 0 {
 		t.Errorf("Health = %+v", h)
 	}
-	if _, err := p.Call(context.Background(), "echo", nil); !errors.Is(err, plugins.ErrTransport) {
+	if _, err := text(p.Call(context.Background(), "echo", nil)); !errors.Is(err, plugins.ErrTransport) {
 		t.Errorf("call after Close: err = %v", err)
 	}
 	if err := p.Close(); err != nil {
@@ -369,12 +416,12 @@ func TestLoadRefusesOtherManifests(t *testing.T) {
 	dir, m := pluginDir(t, "echo", `{}`)
 	for name, edit := range map[string]func(*plugins.Manifest){
 		"wasm":       func(m *plugins.Manifest) { m.Runtime = plugins.RuntimeWASM },
-		"no toolset": func(m *plugins.Manifest) { m.Provides = []plugins.Capability{plugins.CapSkills} },
+		"no toolset": func(m *plugins.Manifest) { m.Provides = []plugins.Capability{skillbundle.Name} },
 		"bad entry":  func(m *plugins.Manifest) { m.Entry = "missing" },
 	} {
 		c := *m
 		edit(&c)
-		if ts, err := process.Load(context.Background(), dir, &c, process.Options{Logger: testLogger(t)}); err == nil {
+		if ts, err := loadToolset(context.Background(), dir, &c, process.Options{Logger: testLogger(t)}); err == nil {
 			ts.Close()
 			t.Errorf("%s: Load succeeded", name)
 		}
@@ -415,29 +462,29 @@ func TestCalcExample(t *testing.T) {
 			t.Logf("host log:\n%s", logs.String())
 		}
 	})
-	ts, err := process.Load(context.Background(), dir, m, process.Options{Logger: logger, Env: []string{"KILN_PLUGIN_DATA=" + data}})
+	ts, err := loadToolset(context.Background(), dir, m, process.Options{Logger: logger, Env: []string{"KILN_PLUGIN_DATA=" + data}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ts.Close()
 	ctx := context.Background()
-	got, err := ts.Call(ctx, "add", json.RawMessage(`{"a":1.5,"b":2}`))
+	got, err := text(ts.Call(ctx, "add", json.RawMessage(`{"a":1.5,"b":2}`)))
 	if err != nil || got != "3.5" {
 		t.Errorf("add = %q, %v", got, err)
 	}
 
 	// The SDK's helpers work natively: files in KILN_PLUGIN_DATA, Log
 	// into the host's log at its level, HTTP with net/http.
-	if got, err := ts.Call(ctx, "note", json.RawMessage(`{"text":"hello"}`)); err != nil || got != "ok" {
+	if got, err := text(ts.Call(ctx, "note", json.RawMessage(`{"text":"hello"}`))); err != nil || got != "ok" {
 		t.Fatalf("note = %q, %v", got, err)
 	}
 	if b, err := os.ReadFile(filepath.Join(data, "note.txt")); err != nil || string(b) != "hello" {
 		t.Errorf("data/note.txt = %q, %v", b, err)
 	}
-	if got, err := ts.Call(ctx, "readfile", json.RawMessage(`{"path":"data:/note.txt"}`)); err != nil || got != "hello" {
+	if got, err := text(ts.Call(ctx, "readfile", json.RawMessage(`{"path":"data:/note.txt"}`))); err != nil || got != "hello" {
 		t.Errorf("readfile = %q, %v", got, err)
 	}
-	if _, err := ts.Call(ctx, "readfile", json.RawMessage(`{"path":"data:/../x"}`)); err == nil {
+	if _, err := text(ts.Call(ctx, "readfile", json.RawMessage(`{"path":"data:/../x"}`))); !errors.As(err, new(toolFailed)) {
 		t.Error("readfile left the data folder")
 	}
 	waitFor(t, "the plugin's log line", func() bool {
@@ -451,7 +498,7 @@ func TestCalcExample(t *testing.T) {
 	})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "12345") }))
 	defer srv.Close()
-	if got, err := ts.Call(ctx, "fetch", json.RawMessage(`{"url":"`+srv.URL+`"}`)); err != nil || got != `{"length":5,"status":200}` {
+	if got, err := text(ts.Call(ctx, "fetch", json.RawMessage(`{"url":"`+srv.URL+`"}`))); err != nil || got != `{"length":5,"status":200}` {
 		t.Errorf("fetch = %q, %v", got, err)
 	}
 }
@@ -466,7 +513,7 @@ func BenchmarkProcessCall(b *testing.B) {
 	b.SetBytes(int64(len(args)))
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := p.Call(ctx, "echo", args); err != nil {
+		if _, err := text(p.Call(ctx, "echo", args)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -477,11 +524,11 @@ func BenchmarkProcessStart(b *testing.B) {
 	opts := process.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ctx := context.Background()
 	for i := 0; i < b.N; i++ {
-		ts, err := process.Load(ctx, dir, m, opts)
+		ts, err := loadToolset(ctx, dir, m, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := ts.Call(ctx, "echo", json.RawMessage(`1`)); err != nil {
+		if _, err := text(ts.Call(ctx, "echo", json.RawMessage(`1`))); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
@@ -493,14 +540,14 @@ func BenchmarkProcessStart(b *testing.B) {
 func TestCloseEndsCallInFlight(t *testing.T) {
 	h := plugintest.NewHoldServer(t)
 	dir, m := plugintest.CalcPlugin(t, "calc", plugins.RuntimeProcess, `{"timeout_ms":600000}`)
-	ts, err := process.Load(context.Background(), dir, m, process.Options{Logger: testLogger(t)})
+	ts, err := loadToolset(context.Background(), dir, m, process.Options{Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ts.Close() })
 	errc := make(chan error, 1)
 	go func() {
-		_, err := ts.Call(context.Background(), "fetch", json.RawMessage(h.FetchArgs()))
+		_, err := text(ts.Call(context.Background(), "fetch", json.RawMessage(h.FetchArgs())))
 		errc <- err
 	}()
 	if !h.WaitArrived(1, 20*time.Second) {

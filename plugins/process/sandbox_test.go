@@ -14,8 +14,10 @@ import (
 
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/sandboxruntime"
 	"github.com/kilnhq/kiln/sandbox"
 	"github.com/kilnhq/kiln/sandbox/docker"
+	"github.com/kilnhq/kiln/sandbox/sandboxplugin"
 	"github.com/kilnhq/kiln/sandbox/sandboxtest"
 	"github.com/kilnhq/kiln/sandbox/wasm"
 	"github.com/kilnhq/kiln/sdk/plugin"
@@ -31,7 +33,7 @@ const dockerTestImage = "kiln-test/busybox:latest"
 
 // serveSandboxRuntime serves the runtime backend names and exits.
 func serveSandboxRuntime(backend string) {
-	plugin.Serve(plugin.SandboxRuntime{Open: func(context.Context) (sandbox.Runtime, error) {
+	plugin.Serve(sandboxplugin.Runtime{Open: func(context.Context) (sandbox.Runtime, error) {
 		if dir, ok := strings.CutPrefix(backend, "wasm:"); ok {
 			return wasm.New(wasm.Options{Dir: dir})
 		}
@@ -61,7 +63,7 @@ func loadSandbox(t *testing.T, id, backend string) plugins.Instance {
 
 func dispense(t *testing.T, inst plugins.Instance) sandbox.Runtime {
 	t.Helper()
-	c, err := inst.Dispense(context.Background(), plugins.CapSandboxRuntime)
+	c, err := inst.Dispense(context.Background(), sandboxruntime.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +235,7 @@ func BenchmarkSandboxRuntimeStat(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer inst.Close()
-	c, err := inst.Dispense(ctx, plugins.CapSandboxRuntime)
+	c, err := inst.Dispense(ctx, sandboxruntime.Name)
 	if err != nil {
 		b.Fatal(err)
 	}

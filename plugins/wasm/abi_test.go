@@ -8,6 +8,8 @@ import (
 
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/plugintest"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
+	"github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/plugins/wasm"
 )
 
@@ -26,22 +28,20 @@ func TestABIVersion1(t *testing.T) {
 		dir, m := plugintest.WritePluginKinds(t, "old", plugins.RuntimeWASM, "old.wasm", code, "", kinds...)
 		return l.Load(context.Background(), plugins.LoadRequest{ID: m.ID, Dir: dir, Manifest: m, DataDir: t.TempDir()})
 	}
-	inst, err := load(plugins.CapToolset)
+	inst, err := load(toolset.Name)
 	if err != nil {
 		t.Fatalf("an ABI 1 toolset: %v", err)
 	}
 	defer inst.Close()
-	c, err := inst.Dispense(context.Background(), plugins.CapToolset)
+	c, err := inst.Dispense(context.Background(), toolset.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := c.(interface {
-		Call(context.Context, string, json.RawMessage) (string, error)
-	})
-	if out, err := ts.Call(context.Background(), "ping", json.RawMessage(`{}`)); err != nil || out != `pong {"tool":"ping","args":{}}` {
-		t.Errorf("ping = %q, %v", out, err)
+	ts := c.(toolset.Toolset)
+	if out, err := ts.Call(context.Background(), "ping", json.RawMessage(`{}`)); err != nil || out.Text() != `pong {"tool":"ping","args":{}}` {
+		t.Errorf("ping = %+v, %v", out, err)
 	}
-	if _, err := load(plugins.CapModelProvider); err == nil || !strings.Contains(err.Error(), `ABI v1, which carries only "toolset"`) {
+	if _, err := load(modelprovider.Name); err == nil || !strings.Contains(err.Error(), `ABI v1, which carries only "toolset"`) {
 		t.Errorf("an ABI 1 module as a model provider: %v", err)
 	}
 }

@@ -73,7 +73,7 @@ func TestChangedEntryRefusedAtFirstCall(t *testing.T) {
 	b, _ := os.ReadFile(path)
 	b[len(b)-1] ^= 0xff
 	os.WriteFile(path, b, 0o644)
-	_, err := ts.Call(context.Background(), "add", json.RawMessage(`{"a":1,"b":2}`))
+	_, err := text(ts.Call(context.Background(), "add", json.RawMessage(`{"a":1,"b":2}`)))
 	if !errors.Is(err, plugins.ErrChecksumMismatch) || !errors.Is(err, plugins.ErrTransport) {
 		t.Fatalf("first call after the entry changed: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
+	toolsetkind "github.com/kilnhq/kiln/plugins/toolset"
 )
 
 func init() {
@@ -49,19 +50,19 @@ func (l loader) Close(ctx context.Context) error { return l.h.Close(ctx) }
 // Carries reports whether a WASM module can provide kind: a toolset or a
 // model provider.
 func (loader) Carries(kind plugins.Capability) bool {
-	return kind == plugins.CapToolset || kind == plugins.CapModelProvider
+	return kind == toolsetkind.Name || kind == modelprovider.Name
 }
 
 // serves says why the module does not serve kind, or nil.
 func (t *toolset) serves(kind plugins.Capability) error {
 	switch {
-	case kind == plugins.CapToolset && (t.abi == 1 || t.tools != nil):
+	case kind == toolsetkind.Name && (t.abi == 1 || t.tools != nil):
 		return nil
-	case kind == plugins.CapModelProvider && t.provider != nil:
+	case kind == modelprovider.Name && t.provider != nil:
 		return nil
-	case kind == plugins.CapModelProvider && t.abi == 1:
-		return fmt.Errorf("the module speaks Kiln WASM ABI v1, which carries only %q; it provides %q (rebuild it with a newer sdk/plugin)", plugins.CapToolset, kind)
-	case kind != plugins.CapToolset && kind != plugins.CapModelProvider:
+	case kind == modelprovider.Name && t.abi == 1:
+		return fmt.Errorf("the module speaks Kiln WASM ABI v1, which carries only %q; it provides %q (rebuild it with a newer sdk/plugin)", toolsetkind.Name, kind)
+	case kind != toolsetkind.Name && kind != modelprovider.Name:
 		return fmt.Errorf("a WASM module cannot provide %q", kind)
 	}
 	return fmt.Errorf("the manifest says it provides %q, and the module does not describe it", kind)
@@ -76,7 +77,7 @@ func (i loaded) Dispense(_ context.Context, kind plugins.Capability) (any, error
 	if err := i.t.serves(kind); err != nil {
 		return nil, err
 	}
-	if kind == plugins.CapModelProvider {
+	if kind == modelprovider.Name {
 		return modelprovider.FromRemote(i.t.id, i.t.perms, remote{i.t}), nil
 	}
 	return i.t, nil

@@ -9,10 +9,10 @@ import (
 
 	"github.com/tetratelabs/wazero/api"
 
-	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
-	"github.com/kilnhq/kiln/plugins/providers"
 	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
+	"github.com/kilnhq/kiln/plugins/wireconv/protocol2"
+	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
 // remote is a module's model provider (ABI 2) as the "model-provider"
@@ -21,8 +21,8 @@ import (
 // host function.
 type remote struct{ t *toolset }
 
-func (r remote) Describe(context.Context) (modelprovider.RemoteDescription, error) {
-	var d modelprovider.RemoteDescription
+func (r remote) Describe(context.Context) (wire.ProviderDescription, error) {
+	var d wire.ProviderDescription
 	if err := json.Unmarshal(r.t.provider, &d); err != nil {
 		return d, fmt.Errorf("the module's model-provider description is not valid: %w", err)
 	}
@@ -31,18 +31,18 @@ func (r remote) Describe(context.Context) (modelprovider.RemoteDescription, erro
 
 // providerRequest is kiln_call's request to a module's model provider.
 type providerRequest struct {
-	Kind     plugins.Capability `json:"kind"`
-	Op       string             `json:"op"` // "models" or "turn"
-	Settings map[string]string  `json:"settings"`
-	Model    string             `json:"model,omitempty"`
-	Request  *core.ModelRequest `json:"request,omitempty"`
+	Kind     plugins.Capability     `json:"kind"`
+	Op       string                 `json:"op"` // "models" or "turn"
+	Settings map[string]string      `json:"settings"`
+	Model    string                 `json:"model,omitempty"`
+	Request  *protocol2.TurnRequest `json:"request,omitempty"`
 }
 
 // call sends req to the module and decodes the member want of the
 // response into v; the module's {"error"} is its own failure, not a
 // transport failure.
 func (r remote) call(ctx context.Context, req providerRequest, want string, v any) error {
-	req.Kind = plugins.CapModelProvider
+	req.Kind = modelprovider.Name
 	if req.Settings == nil {
 		req.Settings = map[string]string{}
 	}
@@ -77,8 +77,8 @@ func (r remote) call(ctx context.Context, req providerRequest, want string, v an
 	return nil
 }
 
-func (r remote) Models(ctx context.Context, settings map[string]string) ([]providers.ModelInfo, error) {
-	var models []providers.ModelInfo
+func (r remote) Models(ctx context.Context, settings map[string]string) ([]wire.ModelInfo, error) {
+	var models []wire.ModelInfo
 	err := r.call(ctx, providerRequest{Op: "models", Settings: settings}, "models", &models)
 	return models, err
 }
@@ -86,13 +86,15 @@ func (r remote) Models(ctx context.Context, settings map[string]string) ([]provi
 // deltaKey carries a turn's delta function in the context of its call.
 type deltaKey struct{}
 
-func (r remote) Turn(ctx context.Context, settings map[string]string, model string, req core.ModelRequest, delta func(string)) (core.ModelResponse, error) {
+// Turn sends the turn in protocol 2's shape, which ABI 2 shares.
+func (r remote) Turn(ctx context.Context, settings map[string]string, model string, req wire.TurnRequest, delta func(string)) (wire.TurnResponse, error) {
 	if delta != nil {
 		ctx = context.WithValue(ctx, deltaKey{}, delta)
 	}
-	var resp core.ModelResponse
-	err := r.call(ctx, providerRequest{Op: "turn", Settings: settings, Model: model, Request: &req}, "response", &resp)
-	return resp, err
+	var resp protocol2.TurnResponse
+	old := protocol2.FromTurnRequest(req)
+	err := r.call(ctx, providerRequest{Op: "turn", Settings: settings, Model: model, Request: &old}, "response", &resp)
+	return resp.WireTurnResponse(), err
 }
 
 // maxDelta bounds one text delta a module streams.

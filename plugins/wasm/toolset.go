@@ -123,13 +123,13 @@ func (t *toolset) Tools(ctx context.Context) ([]core.ToolSpec, error) {
 	return append([]core.ToolSpec(nil), t.tools...), nil
 }
 
-// Call implements toolsetkind.Toolset. A tool's own failure is returned as a
-// plain error; a trap, exit, out-of-memory, deadline (timeout_ms) or
+// Call implements toolsetkind.Toolset. A tool's own failure is a result
+// with IsError; a trap, exit, out-of-memory, deadline (timeout_ms) or
 // cancellation wraps plugins.ErrTransport, and the instance is replaced
 // on the next call. Such a failure once the guest's kiln_call has begun
 // also wraps core.ErrEffectUnknown when the tool is not idempotent (its
 // host calls may have acted), unless ctx itself ended.
-func (t *toolset) Call(ctx context.Context, tool string, args json.RawMessage) (string, error) {
+func (t *toolset) Call(ctx context.Context, tool string, args json.RawMessage) (core.ToolResult, error) {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
@@ -143,17 +143,17 @@ func (t *toolset) Call(ctx context.Context, tool string, args json.RawMessage) (
 	b.Write(name)
 	b.WriteString(`,"args":`)
 	if err := json.Compact(&b, args); err != nil {
-		return "", fmt.Errorf("call %s.%s: arguments are not valid JSON: %w", t.id, tool, err)
+		return core.ErrorResult(fmt.Sprintf("call %s.%s: arguments are not valid JSON: %v", t.id, tool, err)), nil
 	}
 	b.WriteByte('}')
 	req := b.Bytes()
 	entered := false // the guest's kiln_call began
 	out, err := t.request(ctx, req, &entered)
 	if err != nil && entered && ctx.Err() == nil && !t.idempotent(tool) {
-		return "", fmt.Errorf("call %s.%s: %w: %w", t.id, tool, core.ErrEffectUnknown, err)
+		return core.ToolResult{}, fmt.Errorf("call %s.%s: %w: %w", t.id, tool, core.ErrEffectUnknown, err)
 	}
 	if err != nil {
-		return "", fmt.Errorf("call %s.%s: %w", t.id, tool, err)
+		return core.ToolResult{}, fmt.Errorf("call %s.%s: %w", t.id, tool, err)
 	}
 	var resp struct {
 		Result *string `json:"result"`
@@ -161,14 +161,14 @@ func (t *toolset) Call(ctx context.Context, tool string, args json.RawMessage) (
 	}
 	if err := json.Unmarshal(out, &resp); err != nil || resp.Result == nil && resp.Error == nil {
 		if !t.idempotent(tool) {
-			return "", fmt.Errorf("call %s.%s: %w: %w: malformed response from kiln_call", t.id, tool, plugins.ErrTransport, core.ErrEffectUnknown)
+			return core.ToolResult{}, fmt.Errorf("call %s.%s: %w: %w: malformed response from kiln_call", t.id, tool, plugins.ErrTransport, core.ErrEffectUnknown)
 		}
-		return "", fmt.Errorf("call %s.%s: %w: malformed response from kiln_call", t.id, tool, plugins.ErrTransport)
+		return core.ToolResult{}, fmt.Errorf("call %s.%s: %w: malformed response from kiln_call", t.id, tool, plugins.ErrTransport)
 	}
 	if resp.Error != nil {
-		return "", errors.New(*resp.Error)
+		return core.ErrorResult(*resp.Error), nil
 	}
-	return *resp.Result, nil
+	return core.TextResult(*resp.Result), nil
 }
 
 // idempotent reports whether the module describes tool as idempotent.

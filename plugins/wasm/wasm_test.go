@@ -76,7 +76,19 @@ func load(tb testing.TB, h *Host, perms string, opts LoadOptions) toolsetkind.To
 
 func call(t *testing.T, ts toolsetkind.Toolset, tool, args string) (string, error) {
 	t.Helper()
-	return ts.Call(context.Background(), tool, json.RawMessage(args))
+	return text(ts.Call(context.Background(), tool, json.RawMessage(args)))
+}
+
+// text returns a call's result as its text, and the tool's own failure
+// (a result with IsError) as an error of its text.
+func text(res core.ToolResult, err error) (string, error) {
+	switch {
+	case err != nil:
+		return "", err
+	case res.IsError:
+		return "", errors.New(res.Text())
+	}
+	return res.Text(), nil
 }
 
 // mustAdd checks that the instance (or a fresh one) still serves calls.
@@ -320,7 +332,7 @@ func TestTimeout(t *testing.T) {
 	// The caller's cancellation stops it too.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := ts.Call(ctx, "spin", json.RawMessage(`{}`)); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, plugins.ErrTransport) {
+	if _, err := text(ts.Call(ctx, "spin", json.RawMessage(`{}`))); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, plugins.ErrTransport) {
 		t.Fatalf("spin with a caller deadline: %v", err)
 	} else if errors.Is(err, core.ErrEffectUnknown) {
 		t.Errorf("spin with a caller deadline: %v; the caller ended it, which it knows", err)
@@ -432,7 +444,7 @@ func TestSharedCompiledModule(t *testing.T) {
 	mustAdd(t, a)
 	mustAdd(t, b)
 	// Instances are separate: a crash in one does not touch the other.
-	if _, err := a.Call(ctx, "hog", json.RawMessage(`{"mib":100}`)); !errors.Is(err, plugins.ErrTransport) {
+	if _, err := text(a.Call(ctx, "hog", json.RawMessage(`{"mib":100}`))); !errors.Is(err, plugins.ErrTransport) {
 		t.Fatalf("hog: %v", err)
 	}
 	if err := a.Close(); err != nil {
@@ -452,7 +464,7 @@ func TestSharedCompiledModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Close(ctx)
-	if _, err := c.Call(ctx, "add", json.RawMessage(`{"a":1,"b":2}`)); !errors.Is(err, plugins.ErrTransport) {
+	if _, err := text(c.Call(ctx, "add", json.RawMessage(`{"a":1,"b":2}`))); !errors.Is(err, plugins.ErrTransport) {
 		t.Errorf("call after the host closed: %v", err)
 	}
 	c.Close()
@@ -468,7 +480,7 @@ func BenchmarkWASMCall(b *testing.B) {
 	b.SetBytes(int64(len(args)))
 	b.ResetTimer()
 	for b.Loop() {
-		out, err := ts.Call(ctx, "echo", args)
+		out, err := text(ts.Call(ctx, "echo", args))
 		if err != nil || len(out) != len(args) {
 			b.Fatal(out, err)
 		}
@@ -488,7 +500,7 @@ func BenchmarkWASMColdStart(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := ts.Call(context.Background(), "add", json.RawMessage(`{"a":1,"b":2}`)); err != nil {
+		if _, err := text(ts.Call(context.Background(), "add", json.RawMessage(`{"a":1,"b":2}`))); err != nil {
 			b.Fatal(err)
 		}
 		ts.Close()
@@ -512,7 +524,7 @@ func BenchmarkWASMColdStart(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if out, err := ts.Call(context.Background(), "ping", json.RawMessage(`{}`)); err != nil || out != "pong" {
+			if out, err := text(ts.Call(context.Background(), "ping", json.RawMessage(`{}`))); err != nil || out != "pong" {
 				b.Fatalf("ping = %q, %v", out, err)
 			}
 			ts.Close()
@@ -543,7 +555,7 @@ func BenchmarkWASMColdStart(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := ts.Call(context.Background(), "add", json.RawMessage(`{"a":1,"b":2}`)); err != nil {
+			if _, err := text(ts.Call(context.Background(), "add", json.RawMessage(`{"a":1,"b":2}`))); err != nil {
 				b.Fatal(err)
 			}
 			ts.Close()
@@ -579,7 +591,7 @@ func TestSmallGuest(t *testing.T) {
 	if err != nil || len(specs) != 1 || specs[0].Name != "ping" || !specs[0].Idempotent {
 		t.Fatalf("tools %+v, %v", specs, err)
 	}
-	if out, err := ts.Call(context.Background(), "ping", json.RawMessage(`{"big":"`+strings.Repeat("x", 200_000)+`"}`)); err != nil || out != "pong" {
+	if out, err := text(ts.Call(context.Background(), "ping", json.RawMessage(`{"big":"`+strings.Repeat("x", 200_000)+`"}`))); err != nil || out != "pong" {
 		t.Errorf("ping with a request larger than the guest's first page = %q, %v", out, err)
 	}
 }

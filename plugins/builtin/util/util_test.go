@@ -3,12 +3,10 @@ package util
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/toolset"
 )
 
@@ -95,8 +93,8 @@ func TestToolset(t *testing.T) {
 	if again, _ := ts.Tools(ctx); again[0].Schema[0] != '{' {
 		t.Error("a caller's change to a spec reached the tool")
 	}
-	if out, err := ts.Call(ctx, "calc", json.RawMessage(`{"expression":"(1.5 + 2) * 4 / 3"}`)); err != nil || out != "4.66666666666667 (exactly 14/3)" {
-		t.Errorf("calc = %q, %v", out, err)
+	if out, err := ts.Call(ctx, "calc", json.RawMessage(`{"expression":"(1.5 + 2) * 4 / 3"}`)); err != nil || out.IsError || out.Text() != "4.66666666666667 (exactly 14/3)" {
+		t.Errorf("calc = %+v, %v", out, err)
 	}
 	for _, tt := range []struct{ tool, args, want string }{
 		{"calc", `{"expression":"1 / 0"}`, "division by zero"},
@@ -105,9 +103,9 @@ func TestToolset(t *testing.T) {
 		{"now", `[1]`, "arguments: json: cannot unmarshal array into Go value"},
 		{"sum", `{}`, `unknown tool "sum"`},
 	} {
-		_, err := ts.Call(ctx, tt.tool, json.RawMessage(tt.args))
-		if err == nil || errors.Is(err, plugins.ErrTransport) || !strings.HasPrefix(err.Error(), tt.want) {
-			t.Errorf("%s %s: %v, want the tool's failure %q", tt.tool, tt.args, err, tt.want)
+		res, err := ts.Call(ctx, tt.tool, json.RawMessage(tt.args))
+		if err != nil || !res.IsError || !strings.HasPrefix(res.Text(), tt.want) {
+			t.Errorf("%s %s: %+v, %v; want the tool's failure %q", tt.tool, tt.args, res, err, tt.want)
 		}
 	}
 }

@@ -21,7 +21,12 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/providers"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
+	"github.com/kilnhq/kiln/plugins/wireconv"
+	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
+
+// Name is the kind's name, as manifests list it in "provides".
+const Name plugins.Capability = "model-provider"
 
 // Provider is the client of the "model-provider" kind.
 type Provider interface {
@@ -57,13 +62,13 @@ func init() { plugins.RegisterKind(Kind{}) }
 type Kind struct{}
 
 // Name is "model-provider".
-func (Kind) Name() plugins.Capability { return plugins.CapModelProvider }
+func (Kind) Name() plugins.Capability { return Name }
 
 // Attach adds the plugin's provider and models to the hub.
 func (Kind) Attach(ctx context.Context, a plugins.Attach) (plugins.Attached, error) {
 	p, ok := a.Client.(Provider)
 	if !ok {
-		return plugins.Attached{}, fmt.Errorf("the runtime handed out %T for %q, not a model provider", a.Client, plugins.CapModelProvider)
+		return plugins.Attached{}, fmt.Errorf("the runtime handed out %T for %q, not a model provider", a.Client, Name)
 	}
 	host, ok := a.Host.(Host)
 	if !ok {
@@ -119,7 +124,7 @@ func RegisterBuiltin(d hub.Def, manifest []byte) {
 	switch {
 	case err != nil:
 		panic(fmt.Sprintf("modelprovider.RegisterBuiltin: provider %q: %v", d.ID, err))
-	case id != d.ID || !slices.Contains(provides, plugins.CapModelProvider):
+	case id != d.ID || !slices.Contains(provides, Name):
 		panic(fmt.Sprintf("modelprovider.RegisterBuiltin: the manifest of provider %q is plugin %q providing %v", d.ID, id, provides))
 	}
 	hub.Register(d)
@@ -136,39 +141,20 @@ func (Kind) Forget(_ context.Context, a plugins.Attach) error {
 }
 
 // Remote is a provider plugin as a runtime reaches it (over gRPC, through
-// a WASM module, or in-process from the plugin SDK): it describes itself
-// once, then lists models and runs turns with the settings the hub
-// resolved for it. FromRemote makes a Provider of one.
+// a WASM module, or in-process from the plugin SDK), in the plugin
+// contracts' terms (sdk/plugin/wire): it describes itself once, then
+// lists models and runs turns with the settings the hub resolved for it.
+// FromRemote makes a Provider of one, converting to and from core's
+// values (plugins/wireconv).
 type Remote interface {
-	Describe(ctx context.Context) (RemoteDescription, error)
+	// Describe says what the provider is: its name, its settings and its
+	// well-known models.
+	Describe(ctx context.Context) (wire.ProviderDescription, error)
 	// Models lists the models; a provider without a live list returns
 	// none and its well-known models are offered.
-	Models(ctx context.Context, settings map[string]string) ([]providers.ModelInfo, error)
+	Models(ctx context.Context, settings map[string]string) ([]wire.ModelInfo, error)
 	// Turn runs one model turn, streaming text through delta.
-	Turn(ctx context.Context, settings map[string]string, model string, req core.ModelRequest, delta func(string)) (core.ModelResponse, error)
-}
-
-// RemoteDescription is what a provider plugin says about itself.
-type RemoteDescription struct {
-	// Name is shown to users ("Parrot").
-	Name string `json:"name"`
-	// Settings are what the user configures (kiln providers set).
-	Settings []RemoteSetting `json:"settings,omitempty"`
-	// Models are well-known models, offered when there is no live list.
-	Models []string `json:"models,omitempty"`
-}
-
-// RemoteSetting is one setting of a provider plugin. A setting read from
-// the server's environment (Env) must be declared in the plugin's
-// permissions.env.
-type RemoteSetting struct {
-	Name     string   `json:"name"`
-	Secret   bool     `json:"secret,omitempty"`
-	Required bool     `json:"required,omitempty"`
-	Env      []string `json:"env,omitempty"`
-	Default  string   `json:"default,omitempty"`
-	Values   []string `json:"values,omitempty"`
-	Help     string   `json:"help,omitempty"`
+	Turn(ctx context.Context, settings map[string]string, model string, req wire.TurnRequest, delta func(string)) (wire.TurnResponse, error)
 }
 
 // FromRemote is the Provider of the plugin id with permissions perms
@@ -189,6 +175,9 @@ type remote struct {
 func (p remote) Describe(ctx context.Context) (Description, error) {
 	d, err := p.r.Describe(ctx)
 	if err != nil {
+		return Description{}, err
+	}
+	if err := wire.CheckVersion("the provider's description", d.V); err != nil {
 		return Description{}, err
 	}
 	def := &hub.Def{ID: p.id, Name: cmp.Or(d.Name, p.id), Models: d.Models}
@@ -222,7 +211,8 @@ func (p remote) Describe(ctx context.Context) (Description, error) {
 	return Description{Def: def}, nil
 }
 
-// bound is a Remote with its settings: a providers.Provider.
+// bound is a Remote with its settings: a providers.Provider over core's
+// values.
 type bound struct {
 	r        Remote
 	settings map[string]string
@@ -232,9 +222,16 @@ type bound struct {
 // Models lists the provider's models live, or its well-known ones when it
 // lists none.
 func (b bound) Models(ctx context.Context) ([]providers.ModelInfo, error) {
-	ms, err := b.r.Models(ctx, b.settings)
-	if err != nil || len(ms) > 0 {
-		return ms, err
+	listed, err := b.r.Models(ctx, b.settings)
+	if err != nil {
+		return nil, err
+	}
+	var ms []providers.ModelInfo
+	for _, m := range listed {
+		ms = append(ms, providers.ModelInfo{ID: m.ID, Name: m.Name, ContextSize: m.ContextSize})
+	}
+	if len(ms) > 0 {
+		return ms, nil
 	}
 	for _, id := range b.known {
 		ms = append(ms, providers.ModelInfo{ID: id})
@@ -242,13 +239,21 @@ func (b bound) Models(ctx context.Context) ([]providers.ModelInfo, error) {
 	return ms, nil
 }
 
+// Turn runs the turn with the conversation as the plugin contract has it
+// (image and file parts included) and checks the reply.
 func (b bound) Turn(ctx context.Context, model string, req core.ModelRequest, delta func(string)) (core.ModelResponse, error) {
-	return b.r.Turn(ctx, b.settings, model, req, delta)
+	resp, err := b.r.Turn(ctx, b.settings, model, wireconv.TurnRequest(req), delta)
+	if err != nil {
+		return core.ModelResponse{}, err
+	}
+	return wireconv.TurnResponse(resp)
 }
 
 // Interface guards.
 var (
 	_ plugins.Kind       = Kind{}
+	_ plugins.Forgetter  = Kind{}
+	_ Host               = (*hub.Hub)(nil)
 	_ Provider           = Description{}
 	_ Provider           = remote{}
 	_ providers.Provider = bound{}

@@ -1,12 +1,13 @@
 // Package pluginrpc is the process-plugin wire protocol shared by the host
 // (plugins/process) and the guest SDK (sdk/plugin): the go-plugin
-// handshake, the protocol versions, one go-plugin plugin per kind and
-// their gRPC adapters. The messages and services are generated from
-// specs/proto (toolset.proto, modelprovider.proto, sandboxruntime.proto,
-// host.proto) into toolsetpb, modelproviderpb, sandboxruntimepb and
-// hostpb. A sandbox runtime is served in the plugin by NewRuntimeServer
-// and reached from the host through RuntimeClient; its errors cross as
-// EncodeError encodes them.
+// handshake, the protocol versions, the go-plugin plugins of the
+// "toolset" and "model-provider" kinds and their conversions to the
+// plugin contracts (sdk/plugin/wire). The messages and services are
+// generated from specs/proto (toolset.proto, modelprovider.proto,
+// sandboxruntime.proto, host.proto) into toolsetpb, modelproviderpb,
+// sandboxruntimepb and hostpb. The "sandbox-runtime" kind's plugin,
+// server and client are in sandbox/sandboxrpc, written against package
+// sandbox, which the SDK does not link.
 //
 // Both sides import this package, so a host and a plugin built from the
 // same Kiln version agree by construction; across versions go-plugin's
@@ -34,15 +35,24 @@ const (
 	// "model-provider", "sandbox-runtime") and the host's callbacks
 	// through the broker. A kind added to it is a service added: a host
 	// learns from the manifest which ones a plugin serves, and one that
-	// does not know a kind refuses such a plugin at load.
+	// does not know a kind refuses such a plugin at load. The model
+	// provider's and the sandbox runtime's JSON payloads are the shapes
+	// of Kiln's Go types of the time (the host keeps them frozen), a tool
+	// result is text.
 	ProtocolV2 = 2
+	// ProtocolV3 is protocol 2 with the plugin contracts of
+	// sdk/plugin/wire: a tool result is parts (text, images, files,
+	// JSON) with an error flag, and every JSON payload is a wire type
+	// (wire.TurnRequest, wire.TurnResponse, wire.ProviderDescription,
+	// wire.SandboxSpec, wire.SandboxCapabilities).
+	ProtocolV3 = 3
 )
 
 // ProtocolVersion is the newest application protocol version.
-const ProtocolVersion = ProtocolV2
+const ProtocolVersion = ProtocolV3
 
 // Versions are the protocol versions this Kiln speaks, oldest first.
-var Versions = []int{ProtocolV1, ProtocolV2}
+var Versions = []int{ProtocolV1, ProtocolV2, ProtocolV3}
 
 // The go-plugin plugin names, one per kind: the kinds' names.
 const (
@@ -61,18 +71,9 @@ var Handshake = goplugin.HandshakeConfig{
 	MagicCookieValue: "f2b3a4f1-kiln-toolset",
 }
 
-// HostPlugins are the kinds the host can dispense at each version, for
-// ClientConfig.VersionedPlugins.
-func HostPlugins() map[int]goplugin.PluginSet {
-	return map[int]goplugin.PluginSet{
-		ProtocolV1: {ToolsetName: &ToolsetPlugin{}},
-		ProtocolV2: {ToolsetName: &ToolsetPlugin{}, ModelProviderName: &ModelProviderPlugin{}, SandboxRuntimeName: &SandboxRuntimePlugin{}},
-	}
-}
-
 // ToolsetPlugin is the go-plugin adapter of the "toolset" kind. The guest
-// sets Impl; the host leaves it nil and gets a *ToolsetClient from
-// Dispense.
+// sets Impl; the host leaves it nil and gets a toolsetpb.ToolsetClient
+// from Dispense.
 type ToolsetPlugin struct {
 	goplugin.NetRPCUnsupportedPlugin
 	Impl toolsetpb.ToolsetServer
@@ -93,25 +94,14 @@ func (p *ToolsetPlugin) GRPCServer(b *goplugin.GRPCBroker, s *grpc.Server) error
 	return nil
 }
 
-// GRPCClient returns a *ToolsetClient on conn.
-func (p *ToolsetPlugin) GRPCClient(ctx context.Context, b *goplugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return &ToolsetClient{ToolsetClient: toolsetpb.NewToolsetClient(conn), Conn: conn, Broker: b, Done: ctx.Done()}, nil
-}
-
-// ToolsetClient is the host's end of one plugin process's toolset.
-type ToolsetClient struct {
-	toolsetpb.ToolsetClient
-	// Conn is the gRPC connection, reused by every call.
-	Conn *grpc.ClientConn
-	// Broker is the process's go-plugin broker.
-	Broker *goplugin.GRPCBroker
-	// Done is closed when go-plugin sees the plugin process exit (never,
-	// for an in-process test connection).
-	Done <-chan struct{}
+// GRPCClient returns a toolsetpb.ToolsetClient on conn.
+func (p *ToolsetPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
+	return toolsetpb.NewToolsetClient(conn), nil
 }
 
 // ModelProviderPlugin is the go-plugin adapter of the "model-provider"
-// kind (protocol 2).
+// kind (protocol 2). The guest sets Impl; the host leaves it nil and gets
+// a modelproviderpb.ModelProviderClient from Dispense.
 type ModelProviderPlugin struct {
 	goplugin.NetRPCUnsupportedPlugin
 	Impl     modelproviderpb.ModelProviderServer
@@ -130,17 +120,9 @@ func (p *ModelProviderPlugin) GRPCServer(b *goplugin.GRPCBroker, s *grpc.Server)
 	return nil
 }
 
-// GRPCClient returns a *ModelProviderClient on conn.
-func (p *ModelProviderPlugin) GRPCClient(ctx context.Context, b *goplugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return &ModelProviderClient{ModelProviderClient: modelproviderpb.NewModelProviderClient(conn), Broker: b, Done: ctx.Done()}, nil
-}
-
-// ModelProviderClient is the host's end of one plugin process's model
-// provider.
-type ModelProviderClient struct {
-	modelproviderpb.ModelProviderClient
-	Broker *goplugin.GRPCBroker
-	Done   <-chan struct{}
+// GRPCClient returns a modelproviderpb.ModelProviderClient on conn.
+func (p *ModelProviderPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
+	return modelproviderpb.NewModelProviderClient(conn), nil
 }
 
 // Interface guards.
