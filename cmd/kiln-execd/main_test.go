@@ -227,15 +227,24 @@ func TestRetire(t *testing.T) {
 		fmt.Sscan(string(kids), &init)
 		time.Sleep(10 * time.Millisecond)
 	}
-	before := nsProcesses(t, init)
-	sleeps := 0
-	for _, c := range before {
-		if c == "sleep" {
-			sleeps++
+	// The detached sleep may still be setsid, not yet exec'd, when the
+	// command has answered: wait for both sleeps.
+	var before map[int]string
+	for {
+		before = nsProcesses(t, init)
+		sleeps := 0
+		for _, c := range before {
+			if c == "sleep" {
+				sleeps++
+			}
 		}
-	}
-	if sleeps != 2 {
-		t.Fatalf("processes before the retire: %v; want the main sleep and the detached one", before)
+		if sleeps == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes before the retire: %v; want the main sleep and the detached one", before)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 
 	req, _ := http.NewRequest("POST", "http://execd"+execapi.RetirePath, nil)
