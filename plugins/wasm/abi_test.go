@@ -1,13 +1,21 @@
 package wasm_test
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/modelprovider"
+	"github.com/kilnhq/kiln/plugins/modelprovider/modelprovidertest"
 	"github.com/kilnhq/kiln/plugins/plugintest"
+	"github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/plugins/wasm"
 )
 
@@ -44,4 +52,64 @@ func TestABIVersion1(t *testing.T) {
 	if _, err := load(plugins.CapModelProvider); err == nil || !strings.Contains(err.Error(), `ABI v1, which carries only "toolset"`) {
 		t.Errorf("an ABI 1 module as a model provider: %v", err)
 	}
+}
+
+// TestABIVersion2 loads testdata/abi2, a guest built from the SDK as it
+// was at commit e210bf9 (ABI version 2: text tool results, core's JSON
+// for model turns; see its README): its toolset passes the toolset
+// conformance suite and its model provider the model-provider one.
+func TestABIVersion2(t *testing.T) {
+	code := gunzip(t, filepath.Join("testdata", "abi2", "guest.wasm.gz"))
+	h, err := wasm.New(wasm.Config{CacheDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	l := wasm.NewLoader(h)
+	dispense := func(t *testing.T, id, perms string, kind plugins.Capability) any {
+		t.Helper()
+		dir, m := plugintest.WritePluginKinds(t, id, plugins.RuntimeWASM, "guest.wasm", code, perms, plugins.CapToolset, plugins.CapModelProvider)
+		inst, err := l.Load(context.Background(), plugins.LoadRequest{ID: m.ID, Dir: dir, Manifest: m, DataDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { inst.Close() })
+		c, err := inst.Dispense(context.Background(), kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	t.Run("Toolset", func(t *testing.T) {
+		plugintest.RunToolset(t, plugintest.Transport{
+			Load: func(t *testing.T, perms string) toolset.Toolset {
+				return dispense(t, "calc", perms, plugins.CapToolset).(toolset.Toolset)
+			},
+			Concurrency: wasm.MaxInstances,
+		})
+	})
+	t.Run("ModelProvider", func(t *testing.T) {
+		modelprovidertest.Run(t, func(t *testing.T) modelprovider.Provider {
+			return dispense(t, modelprovidertest.ID, `{"timeout_ms":10000}`, plugins.CapModelProvider).(modelprovider.Provider)
+		})
+	})
+}
+
+// gunzip returns the content of the gzip file at path.
+func gunzip(t *testing.T, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
