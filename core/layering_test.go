@@ -56,7 +56,8 @@ var layers = []struct {
 			"github.com/kilnhq/kiln/skills",
 			"github.com/yuin/goldmark/",
 			"gopkg.in/yaml.v3",
-			// Kiln as an MCP server (web/mcpserver): mcp-go and what it needs.
+			// Kiln as an MCP server (plugins/mcp/kilnserver), mcp-go and what it needs.
+			"github.com/kilnhq/kiln/plugins/mcp/kilnserver",
 			"github.com/mark3labs/mcp-go/",
 			"github.com/google/jsonschema-go/",
 			"github.com/google/uuid",

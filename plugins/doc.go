@@ -14,7 +14,7 @@
 // opens a data-only bundle's folder (Bundle) and runs nothing. It imports
 // no transport; the other runtimes (plugins/wasm on wazero, plugins/process
 // on go-plugin) and the kinds (plugins/toolset, plugins/modelprovider,
-// plugins/skillbundle, plugins/mcpservers) live in subpackages,
+// plugins/skillbundle, plugins/mcp/mcpservers) live in subpackages,
 // plugins/integrity checks a plugin's bytes, and plugins/registry puts
 // them together. The types the API and the SDK share are in
 // plugins/pluginapi. Kiln's own tools and models are in plugins/builtin.

@@ -10,9 +10,9 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins/mcp/kilnserver"
 	"github.com/kilnhq/kiln/skills"
 	"github.com/kilnhq/kiln/web/logs"
-	"github.com/kilnhq/kiln/web/mcpserver"
 	"github.com/kilnhq/kiln/web/metrics"
 )
 
@@ -149,7 +149,7 @@ func newServer(svc *core.Service, opts Options) *server {
 		s.metrics = opts.Metrics.Handler()
 	}
 	if svc != nil {
-		s.mcp = mcpserver.HTTP(mcpserver.New(mcpserver.Service(svc, core.LocalOwner, opts.Skills, opts.Logs), opts.Version))
+		s.mcp = kilnserver.HTTP(kilnserver.New(kilnserver.Service(svc, core.LocalOwner, opts.Skills, opts.Logs), opts.Version))
 	}
 	uiAssets() // read and compress the UI now rather than on the first request
 	return s

@@ -12,8 +12,8 @@ import (
 	"github.com/kilnhq/kiln/plugins/builtin"
 	"github.com/kilnhq/kiln/plugins/builtin/util"
 	"github.com/kilnhq/kiln/plugins/inproc"
-	"github.com/kilnhq/kiln/plugins/modelprovider"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
 	"github.com/kilnhq/kiln/plugins/toolset"
 )
 

@@ -5,8 +5,8 @@ package main
 // knows them only through that. A kind or runtime is added to kiln here.
 import (
 	// Kinds.
-	_ "github.com/kilnhq/kiln/plugins/mcpservers"
-	_ "github.com/kilnhq/kiln/plugins/modelprovider"
+	_ "github.com/kilnhq/kiln/plugins/mcp/mcpservers"
+	_ "github.com/kilnhq/kiln/plugins/providers/modelprovider"
 	_ "github.com/kilnhq/kiln/plugins/sandboxruntime"
 	_ "github.com/kilnhq/kiln/plugins/skillbundle"
 	_ "github.com/kilnhq/kiln/plugins/toolset"

@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins/mcp/kilnserver"
 	"github.com/kilnhq/kiln/sdk/client"
-	"github.com/kilnhq/kiln/web/mcpserver"
 )
 
 func newMCPCmd(a *app) *cobra.Command {
@@ -30,7 +30,7 @@ HTTP serves the same at /mcp.`,
 			if err != nil {
 				return err
 			}
-			s := server.NewStdioServer(mcpserver.New(sdkBackend{c}, version))
+			s := server.NewStdioServer(kilnserver.New(sdkBackend{c}, version))
 			return s.Listen(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
@@ -47,24 +47,24 @@ func (b sdkBackend) ListThreads(ctx context.Context, cursor string) (*core.Threa
 	return b.Client.ListThreads(ctx, client.ThreadListOptions{Cursor: cursor, Limit: 100})
 }
 
-func (b sdkBackend) Skills(ctx context.Context) ([]mcpserver.Skill, error) {
+func (b sdkBackend) Skills(ctx context.Context) ([]kilnserver.Skill, error) {
 	list, err := b.Client.Skills(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]mcpserver.Skill, 0, len(list.Skills))
+	out := make([]kilnserver.Skill, 0, len(list.Skills))
 	for _, sk := range list.Skills {
-		out = append(out, mcpserver.Skill{Name: sk.Name, Description: sk.Description})
+		out = append(out, kilnserver.Skill{Name: sk.Name, Description: sk.Description})
 	}
 	return out, nil
 }
 
-func (b sdkBackend) Skill(ctx context.Context, name string) (*mcpserver.Skill, error) {
+func (b sdkBackend) Skill(ctx context.Context, name string) (*kilnserver.Skill, error) {
 	sk, err := b.Client.Skill(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return &mcpserver.Skill{Name: sk.Name, Description: sk.Description, Body: sk.Body}, nil
+	return &kilnserver.Skill{Name: sk.Name, Description: sk.Description, Body: sk.Body}, nil
 }
 
 func (b sdkBackend) FollowLogs(ctx context.Context, level string, fn func(json.RawMessage) error) error {

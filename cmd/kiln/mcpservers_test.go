@@ -17,7 +17,7 @@ import (
 	"testing"
 
 	"github.com/kilnhq/kiln/core"
-	"github.com/kilnhq/kiln/plugins/mcpservers"
+	"github.com/kilnhq/kiln/plugins/mcp/mcpservers"
 	"github.com/kilnhq/kiln/plugins/pluginapi"
 )
 

@@ -31,7 +31,7 @@ import (
 	"github.com/kilnhq/kiln/plugins/builtin/cron"
 	"github.com/kilnhq/kiln/plugins/builtin/files"
 	"github.com/kilnhq/kiln/plugins/mcp"
-	"github.com/kilnhq/kiln/plugins/mcpservers"
+	"github.com/kilnhq/kiln/plugins/mcp/mcpservers"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
 	"github.com/kilnhq/kiln/plugins/registry"
 	"github.com/kilnhq/kiln/sandbox/service"

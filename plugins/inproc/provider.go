@@ -8,8 +8,8 @@ import (
 	"runtime/debug"
 
 	"github.com/kilnhq/kiln/core"
-	"github.com/kilnhq/kiln/plugins/modelprovider"
 	"github.com/kilnhq/kiln/plugins/providers"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
 	sdkplugin "github.com/kilnhq/kiln/sdk/plugin"
 )
 

@@ -54,7 +54,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/core"
-	"github.com/kilnhq/kiln/plugins/mcpservers"
+	"github.com/kilnhq/kiln/plugins/mcp/mcpservers"
 	"github.com/kilnhq/kiln/plugins/pluginapi"
 )
 
@@ -265,7 +265,7 @@ func (m *Manager) startLocked(s *server) {
 
 // AddServers connects the servers of a plugin's mcp-servers bundle
 // (source is the plugin's ID), replacing what it added before; it
-// implements plugins/mcpservers.Host. A server whose name another
+// implements plugins/mcp/mcpservers.Host. A server whose name another
 // server has is refused (EINVALID), and then none is added.
 func (m *Manager) AddServers(source string, servers []mcpservers.Server) error {
 	m.RemoveServers(source)

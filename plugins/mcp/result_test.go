@@ -13,7 +13,7 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/core/sqlite"
-	"github.com/kilnhq/kiln/plugins/mcpservers"
+	"github.com/kilnhq/kiln/plugins/mcp/mcpservers"
 )
 
 // callsModel calls the tools of calls, one a turn, then answers "done".

@@ -13,7 +13,7 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/plugins/builtin"
-	"github.com/kilnhq/kiln/plugins/mcpservers"
+	"github.com/kilnhq/kiln/plugins/mcp/mcpservers"
 )
 
 // newService is a started core.Service on SQLite whose model "scripted"

@@ -23,7 +23,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/kilnhq/kiln/core"
-	"github.com/kilnhq/kiln/plugins/mcpservers"
+	"github.com/kilnhq/kiln/plugins/mcp/mcpservers"
 )
 
 // session is one connection to a server.

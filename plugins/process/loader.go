@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/kilnhq/kiln/plugins"
-	"github.com/kilnhq/kiln/plugins/modelprovider"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
 )
 
 func init() {

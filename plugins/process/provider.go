@@ -9,8 +9,8 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
-	"github.com/kilnhq/kiln/plugins/modelprovider"
 	"github.com/kilnhq/kiln/plugins/providers"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/modelproviderpb"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/kilnhq/kiln/plugins/registry"
 
 	// The kinds of a data-only bundle.
-	_ "github.com/kilnhq/kiln/plugins/mcpservers"
+	_ "github.com/kilnhq/kiln/plugins/mcp/mcpservers"
 	_ "github.com/kilnhq/kiln/plugins/skillbundle"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kilnhq/kiln/plugins"
-	"github.com/kilnhq/kiln/plugins/modelprovider"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
 )
 
 func init() {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
-	"github.com/kilnhq/kiln/plugins/modelprovider"
 	"github.com/kilnhq/kiln/plugins/providers"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
 )
 
 // remote is a module's model provider (ABI 2) as the "model-provider"

@@ -1,4 +1,4 @@
-// Package mcpserver is Kiln as an MCP server: tools that let another agent
+// Package kilnserver is Kiln as an MCP server: tools that let another agent
 // or MCP client hand work to Kiln (start a run, wait for it, read a
 // thread, list the inbox, decide an interrupt); the threads as resources
 // (kiln://threads/{id}: the thread and its messages), the skills as
@@ -7,7 +7,7 @@
 // over stdio by `kiln mcp`, which reaches a Kiln server through the Go SDK.
 // mark3labs/mcp-go speaks the protocol, both the current revision and the
 // older initialize handshake.
-package mcpserver
+package kilnserver
 
 import (
 	"context"

@@ -8,10 +8,10 @@ import (
 
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/inproc"
-	"github.com/kilnhq/kiln/plugins/modelprovider"
-	"github.com/kilnhq/kiln/plugins/modelprovider/modelprovidertest"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider/modelprovidertest"
 	"github.com/kilnhq/kiln/plugins/wasm"
 	"github.com/kilnhq/kiln/sdk/plugin/examples/parrot/parrotmodel"
 )

@@ -1,5 +1,5 @@
 // Package mcpserverstest is the conformance kit of the "mcp-servers"
-// extension kind (plugins/mcpservers), in the spirit of testing/fstest:
+// extension kind (plugins/mcp/mcpservers), in the spirit of testing/fstest:
 // Run lays out bundles with an mcp.json in temporary folders, has the
 // runtime under test hand out the kind's client for each (an
 // mcpservers.Source), and checks that the kind, attached the way the
@@ -35,7 +35,7 @@ import (
 	"testing"
 
 	"github.com/kilnhq/kiln/plugins"
-	"github.com/kilnhq/kiln/plugins/mcpservers"
+	"github.com/kilnhq/kiln/plugins/mcp/mcpservers"
 )
 
 // Open returns the client of the "mcp-servers" kind for the bundle in

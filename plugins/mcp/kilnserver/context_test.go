@@ -1,4 +1,4 @@
-package mcpserver_test
+package kilnserver_test
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package mcpserver_test
+package kilnserver_test
 
 import (
 	"context"
@@ -236,7 +236,7 @@ func typeScriptSDK(t *testing.T) (node, dir string) {
 	if err != nil {
 		t.Skip("node is not installed")
 	}
-	dir = filepath.Join("..", "..", "plugins", "mcp", "testdata", "npm")
+	dir = filepath.Join("..", "testdata", "npm")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
 		t.Fatalf("the TypeScript MCP SDK is not installed; run make deps (%v)", err)
 	}

@@ -26,9 +26,9 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
-	"github.com/kilnhq/kiln/plugins/modelprovider"
 	"github.com/kilnhq/kiln/plugins/providers"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
 )
 
 // ID is the plugin ID the suite expects the parrot example under.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/internal/bundletest"
-	"github.com/kilnhq/kiln/plugins/mcpservers"
+	"github.com/kilnhq/kiln/plugins/mcp/mcpservers"
 )
 
 // source is the client a runtime handed out, as the kind takes it.
