@@ -12,10 +12,11 @@ import (
 	"testing"
 
 	"github.com/kilnhq/kiln/plugins"
-	"github.com/kilnhq/kiln/plugins/modelprovider"
-	"github.com/kilnhq/kiln/plugins/modelprovider/modelprovidertest"
 	"github.com/kilnhq/kiln/plugins/plugintest"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider/modelprovidertest"
 	"github.com/kilnhq/kiln/plugins/toolset"
+	"github.com/kilnhq/kiln/plugins/toolset/toolsettest"
 	"github.com/kilnhq/kiln/plugins/wasm"
 )
 
@@ -81,7 +82,7 @@ func TestABIVersion2(t *testing.T) {
 		return c
 	}
 	t.Run("Toolset", func(t *testing.T) {
-		plugintest.RunToolset(t, plugintest.Transport{
+		toolsettest.RunToolset(t, toolsettest.Transport{
 			Load: func(t *testing.T, perms string) toolset.Toolset {
 				return dispense(t, "calc", perms, plugins.CapToolset).(toolset.Toolset)
 			},
