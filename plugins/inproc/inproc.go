@@ -5,9 +5,9 @@
 package inproc
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -16,6 +16,7 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/toolset"
+	"github.com/kilnhq/kiln/plugins/wireconv"
 	sdkplugin "github.com/kilnhq/kiln/sdk/plugin"
 )
 
@@ -84,20 +85,20 @@ func (p *inProcess) Tools(context.Context) ([]core.ToolSpec, error) {
 
 // callResult is a handler's outcome.
 type callResult struct {
-	out string
+	res core.ToolResult
 	err error
 }
 
-func (p *inProcess) Call(ctx context.Context, tool string, args json.RawMessage) (string, error) {
+func (p *inProcess) Call(ctx context.Context, tool string, args json.RawMessage) (core.ToolResult, error) {
 	if p.life.Err() != nil {
-		return "", fmt.Errorf("call %s: %w", tool, errInProcessClosed)
+		return core.ToolResult{}, fmt.Errorf("call %s: %w", tool, errInProcessClosed)
 	}
 	if err := ctx.Err(); err != nil {
-		return "", fmt.Errorf("call %s: %w", tool, err)
+		return core.ToolResult{}, fmt.Errorf("call %s: %w", tool, err)
 	}
 	t, ok := p.tools[tool]
 	if !ok {
-		return "", fmt.Errorf("unknown tool %q", tool)
+		return core.ErrorResult(fmt.Sprintf("unknown tool %q", tool)), nil
 	}
 	hctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -107,37 +108,40 @@ func (p *inProcess) Call(ctx context.Context, tool string, args json.RawMessage)
 	go func() { done <- runInProcess(hctx, &t, slices.Clone(args)) }()
 	select {
 	case r := <-done:
-		if r.err != nil && context.Cause(hctx) == errClosedInCall {
+		if (r.err != nil || r.res.IsError) && context.Cause(hctx) == errClosedInCall {
 			// The handler may have failed because Close cancelled it.
-			return "", fmt.Errorf("call %s: %w", tool, errClosedInCall)
+			return core.ToolResult{}, fmt.Errorf("call %s: %w", tool, errClosedInCall)
 		}
-		return r.out, r.err
+		return r.res, r.err
 	case <-hctx.Done():
 		if context.Cause(hctx) == errClosedInCall {
-			return "", fmt.Errorf("call %s: %w", tool, errClosedInCall)
+			return core.ToolResult{}, fmt.Errorf("call %s: %w", tool, errClosedInCall)
 		}
-		return "", fmt.Errorf("call %s: %w", tool, ctx.Err())
+		return core.ToolResult{}, fmt.Errorf("call %s: %w", tool, ctx.Err())
 	}
 }
 
 // runInProcess calls t's handler, turning a panic into a tool error (its
 // stack goes to slog.Default) and an empty error message into "tool
-// failed", as the SDK's transports do.
+// failed", as the SDK's transports do. A result with a bad part is a
+// broken contract, not the tool's failure: it wraps plugins.ErrTransport.
 func runInProcess(ctx context.Context, t *sdkplugin.Tool, args json.RawMessage) (r callResult) {
 	defer func() {
 		if v := recover(); v != nil {
 			slog.Default().Error("plugin tool panicked", "tool", t.Name, "panic", v, "stack", string(debug.Stack()))
-			r = callResult{err: fmt.Errorf("tool %q panicked: %v", t.Name, v)}
+			r = callResult{res: core.ErrorResult(fmt.Sprintf("tool %q panicked: %v", t.Name, v))}
 		}
 	}()
 	out, err := t.Handler(ctx, args)
 	if err != nil {
-		if err.Error() == "" {
-			err = errors.New("tool failed")
-		}
-		return callResult{err: err}
+		msg := cmp.Or(err.Error(), "tool failed")
+		return callResult{res: core.ErrorResult(msg)}
 	}
-	return callResult{out: out}
+	res, err := wireconv.Result(out)
+	if err != nil {
+		return callResult{err: fmt.Errorf("tool %q: %w: %w", t.Name, plugins.ErrTransport, err)}
+	}
+	return callResult{res: res}
 }
 
 // Close makes later calls fail with plugins.ErrTransport and ends the

@@ -17,18 +17,25 @@ func TestNewToolErrors(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	ts := inproc.New(sdkplugin.Toolset{Tools: []sdkplugin.Tool{
-		{Name: "boom", Handler: func(context.Context, json.RawMessage) (string, error) { panic("kaboom") }},
-		{Name: "mute", Handler: func(context.Context, json.RawMessage) (string, error) { return "", errors.New("") }},
-		{Name: "stuck", Handler: func(context.Context, json.RawMessage) (string, error) { <-release; return "late", nil }},
-		{Name: "ok", Handler: func(context.Context, json.RawMessage) (string, error) { return "fine", nil }},
+		{Name: "boom", Handler: func(context.Context, json.RawMessage) (sdkplugin.Result, error) { panic("kaboom") }},
+		{Name: "mute", Handler: func(context.Context, json.RawMessage) (sdkplugin.Result, error) {
+			return sdkplugin.Result{}, errors.New("")
+		}},
+		{Name: "stuck", Handler: func(context.Context, json.RawMessage) (sdkplugin.Result, error) {
+			<-release
+			return sdkplugin.TextResult("late"), nil
+		}},
+		{Name: "ok", Handler: func(context.Context, json.RawMessage) (sdkplugin.Result, error) {
+			return sdkplugin.TextResult("fine"), nil
+		}},
 	}})
 	defer ts.Close()
 	ctx := context.Background()
-	if _, err := ts.Call(ctx, "boom", nil); err == nil || errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), `tool "boom" panicked: kaboom`) {
-		t.Errorf("panicking handler: err = %v", err)
+	if res, err := ts.Call(ctx, "boom", nil); err != nil || !res.IsError || !strings.Contains(res.Text(), `tool "boom" panicked: kaboom`) {
+		t.Errorf("panicking handler: %+v, %v", res, err)
 	}
-	if _, err := ts.Call(ctx, "mute", nil); err == nil || err.Error() != "tool failed" {
-		t.Errorf("empty error: err = %v", err)
+	if res, err := ts.Call(ctx, "mute", nil); err != nil || !res.IsError || res.Text() != "tool failed" {
+		t.Errorf("empty error: %+v, %v", res, err)
 	}
 	// A handler that ignores its context does not hold the caller.
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
@@ -36,13 +43,13 @@ func TestNewToolErrors(t *testing.T) {
 	if _, err := ts.Call(cctx, "stuck", nil); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, plugins.ErrTransport) {
 		t.Errorf("stuck handler past the deadline: err = %v", err)
 	}
-	if out, err := ts.Call(ctx, "ok", nil); err != nil || out != "fine" {
-		t.Errorf("ok = %q, %v", out, err)
+	if out, err := ts.Call(ctx, "ok", nil); err != nil || out.Text() != "fine" || out.IsError {
+		t.Errorf("ok = %+v, %v", out, err)
 	}
 }
 
 func TestNewRejectsBadToolsets(t *testing.T) {
-	h := func(context.Context, json.RawMessage) (string, error) { return "", nil }
+	h := func(context.Context, json.RawMessage) (sdkplugin.Result, error) { return sdkplugin.Result{}, nil }
 	for name, tools := range map[string][]sdkplugin.Tool{
 		"no name":    {{Handler: h}},
 		"no handler": {{Name: "x"}},
@@ -65,16 +72,16 @@ func TestCloseEndsCallsInFlight(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	ts := inproc.New(sdkplugin.Toolset{Tools: []sdkplugin.Tool{
-		{Name: "polite", Handler: func(ctx context.Context, _ json.RawMessage) (string, error) {
+		{Name: "polite", Handler: func(ctx context.Context, _ json.RawMessage) (sdkplugin.Result, error) {
 			started <- "polite"
 			<-ctx.Done()
 			close(cancelled)
-			return "", ctx.Err() // a tool error, as a handler would return it
+			return sdkplugin.Result{}, ctx.Err() // a tool error, as a handler would return it
 		}},
-		{Name: "stuck", Handler: func(context.Context, json.RawMessage) (string, error) {
+		{Name: "stuck", Handler: func(context.Context, json.RawMessage) (sdkplugin.Result, error) {
 			started <- "stuck"
 			<-release
-			return "late", nil
+			return sdkplugin.TextResult("late"), nil
 		}},
 	}})
 	errs := make(chan error, 2)
@@ -82,7 +89,7 @@ func TestCloseEndsCallsInFlight(t *testing.T) {
 		go func() {
 			out, err := ts.Call(context.Background(), tool, nil)
 			if err == nil {
-				err = errors.New("succeeded with " + out)
+				err = errors.New("succeeded with " + out.Text())
 			}
 			errs <- err
 		}()

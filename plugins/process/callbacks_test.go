@@ -87,7 +87,7 @@ func TestHostCallbacks(t *testing.T) {
 	defer p.Close()
 
 	ctx := context.WithValue(context.Background(), ctxKey{}, "call-1")
-	if out, err := p.Call(ctx, "note", json.RawMessage(`{"text":"hello"}`)); err != nil || out != "ok" {
+	if out, err := text(p.Call(ctx, "note", json.RawMessage(`{"text":"hello"}`))); err != nil || out != "ok" {
 		t.Fatalf("note = %q, %v", out, err)
 	}
 	mu.Lock()
@@ -101,7 +101,7 @@ func TestHostCallbacks(t *testing.T) {
 	}
 
 	for want := 1; want <= 2; want++ {
-		if out, err := p.Call(context.Background(), "counter", json.RawMessage(`{}`)); err != nil || out != string(rune('0'+want)) {
+		if out, err := text(p.Call(context.Background(), "counter", json.RawMessage(`{}`))); err != nil || out != string(rune('0'+want)) {
 			t.Fatalf("counter = %q, %v; want %d", out, err, want)
 		}
 	}
@@ -116,13 +116,13 @@ func TestHostCallbacks(t *testing.T) {
 			t.Fatalf("no new process: %+v", p.Health())
 		}
 	}
-	if out, err := p.Call(context.Background(), "counter", json.RawMessage(`{}`)); err != nil || out != "3" {
+	if out, err := text(p.Call(context.Background(), "counter", json.RawMessage(`{}`))); err != nil || out != "3" {
 		t.Errorf("counter after the process was killed = %q, %v; want 3", out, err)
 	}
 	if st := p.Health(); st.Restarts != 1 || st.PID == pid {
 		t.Errorf("health after the kill: %+v", st)
 	}
-	if _, err := p.Call(context.Background(), "counter", json.RawMessage(`{"key":""}`)); err == nil || !strings.Contains(err.Error(), "key") {
+	if _, err := text(p.Call(context.Background(), "counter", json.RawMessage(`{"key":""}`))); !errors.As(err, new(toolFailed)) || !strings.Contains(err.Error(), "key") {
 		t.Errorf("an empty key: %v; want the host's refusal", err)
 	}
 }
@@ -138,7 +138,7 @@ func TestProtocolVersions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a protocol 1 plugin: %v", err)
 	}
-	if out, err := p.Call(context.Background(), "ping", json.RawMessage(`{}`)); err != nil || out != "pong 0 0" {
+	if out, err := text(p.Call(context.Background(), "ping", json.RawMessage(`{}`))); err != nil || out != "pong 0 0" {
 		t.Errorf("ping = %q, %v; want a call without protocol 2's fields", out, err)
 	}
 	p.Close()

@@ -688,7 +688,7 @@ const exitGrace = 500 * time.Millisecond
 
 // Call runs tool with args in the plugin process, within the manifest's
 // timeout_ms (which includes waiting for a restart). The tool's own
-// failure is returned as an error with its message. A call that did not
+// failure is a result with IsError, its message the text. A call that did not
 // finish in time returns an error wrapping context.DeadlineExceeded; one
 // whose ctx ended, ctx's error. Any other failure is the channel's and
 // wraps plugins.ErrTransport: a failed or closed plugin, a process that
@@ -698,7 +698,7 @@ const exitGrace = 500 * time.Millisecond
 // non-idempotent tool's call that failed on the channel once it was sent
 // (the process died, was closed, or the channel broke) also wraps
 // core.ErrEffectUnknown, for the plugin may have acted on it.
-func (p *Plugin) Call(ctx context.Context, tool string, args json.RawMessage) (string, error) {
+func (p *Plugin) Call(ctx context.Context, tool string, args json.RawMessage) (core.ToolResult, error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
@@ -708,7 +708,7 @@ func (p *Plugin) Call(ctx context.Context, tool string, args json.RawMessage) (s
 	for retried := false; ; retried = true {
 		inst, err := p.ready(ctx)
 		if err == nil && inst.rpc == nil {
-			return "", fmt.Errorf("call %s.%s: %w: the plugin provides no toolset", p.id, tool, plugins.ErrTransport)
+			return core.ToolResult{}, fmt.Errorf("call %s.%s: %w: the plugin provides no toolset", p.id, tool, plugins.ErrTransport)
 		}
 		if err == nil {
 			var resp *toolsetpb.CallResponse
@@ -719,9 +719,9 @@ func (p *Plugin) Call(ctx context.Context, tool string, args json.RawMessage) (s
 			switch {
 			case err != nil:
 			case resp.GetError() == "":
-				return resp.GetResult(), nil
+				return core.TextResult(resp.GetResult()), nil
 			case !expired(ctx):
-				return "", errors.New(resp.GetError())
+				return core.ErrorResult(resp.GetError()), nil
 			default:
 				// The plugin saw the deadline (it travels with the
 				// call) before this side did: report it as such.
@@ -730,24 +730,24 @@ func (p *Plugin) Call(ctx context.Context, tool string, args json.RawMessage) (s
 		}
 		switch {
 		case expired(parent):
-			return "", fmt.Errorf("call %s.%s: %w", p.id, tool, cmp.Or(parent.Err(), context.DeadlineExceeded))
+			return core.ToolResult{}, fmt.Errorf("call %s.%s: %w", p.id, tool, cmp.Or(parent.Err(), context.DeadlineExceeded))
 		case expired(ctx):
-			return "", fmt.Errorf("call %s.%s: no answer within %v: %w", p.id, tool, p.timeout, context.DeadlineExceeded)
+			return core.ToolResult{}, fmt.Errorf("call %s.%s: no answer within %v: %w", p.id, tool, p.timeout, context.DeadlineExceeded)
 		case inst == nil: // not ready: failed or closed
-			return "", fmt.Errorf("call %s.%s: %w", p.id, tool, err)
+			return core.ToolResult{}, fmt.Errorf("call %s.%s: %w", p.id, tool, err)
 		case p.closed():
 			// Close ended the process under the call.
-			return "", p.cutOff(tool, errors.New("the plugin was closed during the call"))
+			return core.ToolResult{}, p.cutOff(tool, errors.New("the plugin was closed during the call"))
 		}
 		if !p.exited(inst) {
-			return "", p.cutOff(tool, err)
+			return core.ToolResult{}, p.cutOff(tool, err)
 		}
 		p.died(inst)
 		if !retried && p.idempotent[tool] {
 			p.log.Debug("retrying an idempotent call cut off by the process's death", "tool", tool)
 			continue
 		}
-		return "", p.cutOff(tool, err)
+		return core.ToolResult{}, p.cutOff(tool, err)
 	}
 }
 

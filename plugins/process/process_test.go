@@ -27,6 +27,24 @@ import (
 	"github.com/kilnhq/kiln/plugins/process"
 )
 
+// toolFailed is the tool's own failure (a result with IsError) as text
+// returns it.
+type toolFailed string
+
+func (f toolFailed) Error() string { return string(f) }
+
+// text returns a call's result as its text, and the tool's own failure
+// as a toolFailed error; an error from Call is returned as it is.
+func text(res core.ToolResult, err error) (string, error) {
+	switch {
+	case err != nil:
+		return "", err
+	case res.IsError:
+		return "", toolFailed(res.Text())
+	}
+	return res.Text(), nil
+}
+
 // binDir holds the example plugins, built once by TestMain.
 var binDir string
 
@@ -147,17 +165,17 @@ func TestCall(t *testing.T) {
 		t.Errorf("specs = %+v", specs)
 	}
 
-	got, err := p.Call(ctx, "echo", json.RawMessage(`{"hello":"world"}`))
+	got, err := text(p.Call(ctx, "echo", json.RawMessage(`{"hello":"world"}`)))
 	if err != nil || got != `{"hello":"world"}` {
 		t.Errorf("echo = %q, %v", got, err)
 	}
 
-	_, err = p.Call(ctx, "fail", json.RawMessage(`{"message":"no such city"}`))
-	if err == nil || err.Error() != "no such city" || errors.Is(err, plugins.ErrTransport) {
-		t.Errorf("fail: err = %v, want the tool's own error", err)
+	_, err = text(p.Call(ctx, "fail", json.RawMessage(`{"message":"no such city"}`)))
+	if !errors.As(err, new(toolFailed)) || err.Error() != "no such city" {
+		t.Errorf("fail: err = %v, want the tool's own failure", err)
 	}
-	_, err = p.Call(ctx, "nope", json.RawMessage(`{}`))
-	if err == nil || !strings.Contains(err.Error(), `unknown tool "nope"`) || errors.Is(err, plugins.ErrTransport) {
+	_, err = text(p.Call(ctx, "nope", json.RawMessage(`{}`)))
+	if !errors.As(err, new(toolFailed)) || !strings.Contains(err.Error(), `unknown tool "nope"`) {
 		t.Errorf("unknown tool: err = %v", err)
 	}
 
@@ -165,7 +183,7 @@ func TestCall(t *testing.T) {
 	if h.State != process.StateRunning || h.Restarts != 0 || !alive(h.PID) {
 		t.Errorf("Health = %+v", h)
 	}
-	if got, _ := p.Call(ctx, "pid", nil); got != fmt.Sprint(h.PID) {
+	if got, _ := text(p.Call(ctx, "pid", nil)); got != fmt.Sprint(h.PID) {
 		t.Errorf("the plugin's pid is %s, Health says %d", got, h.PID)
 	}
 }
@@ -178,7 +196,7 @@ func TestEnvironmentScrubbed(t *testing.T) {
 		t.Setenv("PATH", "/usr/bin")
 	}
 	_, p := load(t, `{"env":["ECHO_TEST_DECLARED","ECHO_TEST_DECLARED_UNSET"]}`, process.Options{})
-	out, err := p.Call(context.Background(), "env", nil)
+	out, err := text(p.Call(context.Background(), "env", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +213,7 @@ func TestEnvironmentScrubbed(t *testing.T) {
 	_, p2 := load(t, `{"env":["A_B"]}`, process.Options{LookupEnv: func(name string) (string, bool) {
 		return "from-fake-" + name, true
 	}})
-	out, err = p2.Call(context.Background(), "env", nil)
+	out, err = text(p2.Call(context.Background(), "env", nil))
 	if err != nil || out != `{"A_B":"from-fake-A_B"}` {
 		t.Errorf("env = %s, %v", out, err)
 	}
@@ -207,7 +225,7 @@ func TestEnvironmentExtra(t *testing.T) {
 	_, p := load(t, `{"env":["ECHO_TEST_DECLARED"]}`, process.Options{
 		Env: []string{"KILN_PLUGIN_DATA=/srv/kiln/plugin-data/test.echo", "EXTRA_EMPTY="},
 	})
-	out, err := p.Call(context.Background(), "env", nil)
+	out, err := text(p.Call(context.Background(), "env", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +280,7 @@ func TestChangedBinaryRefusedAtRestart(t *testing.T) {
 	if h.Restarts != 1 || h.PID != 0 || !strings.Contains(h.LastError, plugins.ErrChecksumMismatch.Error()) {
 		t.Errorf("Health = %+v, want failed after one restart with a checksum error", h)
 	}
-	_, err = p.Call(context.Background(), "echo", json.RawMessage(`1`))
+	_, err = text(p.Call(context.Background(), "echo", json.RawMessage(`1`)))
 	if !errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), "sha256 mismatch") {
 		t.Errorf("call on a failed plugin: err = %v", err)
 	}
@@ -275,7 +293,7 @@ func TestRestartAfterKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The very next call, made before the host may have noticed.
-	got, err := p.Call(context.Background(), "echo", json.RawMessage(`"again"`))
+	got, err := text(p.Call(context.Background(), "echo", json.RawMessage(`"again"`)))
 	if err != nil || got != `"again"` {
 		t.Fatalf("call after SIGKILL = %q, %v", got, err)
 	}
@@ -293,7 +311,7 @@ func TestNonIdempotentCallCutOff(t *testing.T) {
 	pid := p.Health().PID
 	errc := make(chan error, 1)
 	go func() {
-		_, err := p.Call(context.Background(), "sleep", json.RawMessage(`{"ms":10000}`))
+		_, err := text(p.Call(context.Background(), "sleep", json.RawMessage(`{"ms":10000}`)))
 		errc <- err
 	}()
 	time.Sleep(500 * time.Millisecond) // let the call reach the plugin
@@ -309,7 +327,7 @@ func TestNonIdempotentCallCutOff(t *testing.T) {
 		t.Fatal("the call did not end when the process died")
 	}
 	waitFor(t, "the restart", func() bool { return p.Health().State == process.StateRunning })
-	if _, err := p.Call(context.Background(), "pid", nil); err != nil {
+	if _, err := text(p.Call(context.Background(), "pid", nil)); err != nil {
 		t.Errorf("call after restart: %v", err)
 	}
 }
@@ -317,7 +335,7 @@ func TestNonIdempotentCallCutOff(t *testing.T) {
 func TestCallTimeout(t *testing.T) {
 	_, p := load(t, `{"timeout_ms":200}`, process.Options{})
 	start := time.Now()
-	_, err := p.Call(context.Background(), "sleep", json.RawMessage(`{"ms":5000}`))
+	_, err := text(p.Call(context.Background(), "sleep", json.RawMessage(`{"ms":5000}`)))
 	elapsed := time.Since(start)
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, plugins.ErrTransport) {
 		t.Errorf("err = %v, want DeadlineExceeded", err)
@@ -326,7 +344,7 @@ func TestCallTimeout(t *testing.T) {
 		t.Errorf("the call took %v, want about 200ms", elapsed)
 	}
 	// The process is still fine.
-	if got, err := p.Call(context.Background(), "sleep", json.RawMessage(`{"ms":1}`)); err != nil || got != "slept" {
+	if got, err := text(p.Call(context.Background(), "sleep", json.RawMessage(`{"ms":1}`))); err != nil || got != "slept" {
 		t.Errorf("next call = %q, %v", got, err)
 	}
 	if h := p.Health(); h.Restarts != 0 {
@@ -336,7 +354,7 @@ func TestCallTimeout(t *testing.T) {
 	// The caller's own cancellation is reported as such.
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(20*time.Millisecond, cancel)
-	_, err = p.Call(ctx, "sleep", json.RawMessage(`{"ms":5000}`))
+	_, err = text(p.Call(ctx, "sleep", json.RawMessage(`{"ms":5000}`)))
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled call: err = %v", err)
 	}
@@ -357,7 +375,7 @@ func TestClose(t *testing.T) {
 	if h := p.Health(); h.State != process.StateClosed || h.PID != 0 {
 		t.Errorf("Health = %+v", h)
 	}
-	if _, err := p.Call(context.Background(), "echo", nil); !errors.Is(err, plugins.ErrTransport) {
+	if _, err := text(p.Call(context.Background(), "echo", nil)); !errors.Is(err, plugins.ErrTransport) {
 		t.Errorf("call after Close: err = %v", err)
 	}
 	if err := p.Close(); err != nil {
@@ -421,23 +439,23 @@ func TestCalcExample(t *testing.T) {
 	}
 	defer ts.Close()
 	ctx := context.Background()
-	got, err := ts.Call(ctx, "add", json.RawMessage(`{"a":1.5,"b":2}`))
+	got, err := text(ts.Call(ctx, "add", json.RawMessage(`{"a":1.5,"b":2}`)))
 	if err != nil || got != "3.5" {
 		t.Errorf("add = %q, %v", got, err)
 	}
 
 	// The SDK's helpers work natively: files in KILN_PLUGIN_DATA, Log
 	// into the host's log at its level, HTTP with net/http.
-	if got, err := ts.Call(ctx, "note", json.RawMessage(`{"text":"hello"}`)); err != nil || got != "ok" {
+	if got, err := text(ts.Call(ctx, "note", json.RawMessage(`{"text":"hello"}`))); err != nil || got != "ok" {
 		t.Fatalf("note = %q, %v", got, err)
 	}
 	if b, err := os.ReadFile(filepath.Join(data, "note.txt")); err != nil || string(b) != "hello" {
 		t.Errorf("data/note.txt = %q, %v", b, err)
 	}
-	if got, err := ts.Call(ctx, "readfile", json.RawMessage(`{"path":"data:/note.txt"}`)); err != nil || got != "hello" {
+	if got, err := text(ts.Call(ctx, "readfile", json.RawMessage(`{"path":"data:/note.txt"}`))); err != nil || got != "hello" {
 		t.Errorf("readfile = %q, %v", got, err)
 	}
-	if _, err := ts.Call(ctx, "readfile", json.RawMessage(`{"path":"data:/../x"}`)); err == nil {
+	if _, err := text(ts.Call(ctx, "readfile", json.RawMessage(`{"path":"data:/../x"}`))); !errors.As(err, new(toolFailed)) {
 		t.Error("readfile left the data folder")
 	}
 	waitFor(t, "the plugin's log line", func() bool {
@@ -451,7 +469,7 @@ func TestCalcExample(t *testing.T) {
 	})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "12345") }))
 	defer srv.Close()
-	if got, err := ts.Call(ctx, "fetch", json.RawMessage(`{"url":"`+srv.URL+`"}`)); err != nil || got != `{"length":5,"status":200}` {
+	if got, err := text(ts.Call(ctx, "fetch", json.RawMessage(`{"url":"`+srv.URL+`"}`))); err != nil || got != `{"length":5,"status":200}` {
 		t.Errorf("fetch = %q, %v", got, err)
 	}
 }
@@ -466,7 +484,7 @@ func BenchmarkProcessCall(b *testing.B) {
 	b.SetBytes(int64(len(args)))
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := p.Call(ctx, "echo", args); err != nil {
+		if _, err := text(p.Call(ctx, "echo", args)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -481,7 +499,7 @@ func BenchmarkProcessStart(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := ts.Call(ctx, "echo", json.RawMessage(`1`)); err != nil {
+		if _, err := text(ts.Call(ctx, "echo", json.RawMessage(`1`))); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
@@ -500,7 +518,7 @@ func TestCloseEndsCallInFlight(t *testing.T) {
 	t.Cleanup(func() { ts.Close() })
 	errc := make(chan error, 1)
 	go func() {
-		_, err := ts.Call(context.Background(), "fetch", json.RawMessage(h.FetchArgs()))
+		_, err := text(ts.Call(context.Background(), "fetch", json.RawMessage(h.FetchArgs())))
 		errc <- err
 	}()
 	if !h.WaitArrived(1, 20*time.Second) {

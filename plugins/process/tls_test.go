@@ -45,7 +45,7 @@ func TestAutoMTLSPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := ts.Call(context.Background(), "echo", json.RawMessage(`"hi"`)); err != nil || out != `"hi"` {
+	if out, err := text(ts.Call(context.Background(), "echo", json.RawMessage(`"hi"`))); err != nil || out != `"hi"` {
 		t.Fatalf("echo = %q, %v", out, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -617,7 +618,7 @@ func TestOnCall(t *testing.T) {
 // scriptedToolset answers every call with the result and error its tool's
 // name maps to.
 type scriptedToolset map[string]struct {
-	out string
+	res core.ToolResult
 	err error
 }
 
@@ -629,22 +630,26 @@ func (s scriptedToolset) Tools(context.Context) ([]core.ToolSpec, error) {
 	return specs, nil
 }
 
-func (s scriptedToolset) Call(_ context.Context, tool string, _ json.RawMessage) (string, error) {
-	return s[tool].out, s[tool].err
+func (s scriptedToolset) Call(_ context.Context, tool string, _ json.RawMessage) (core.ToolResult, error) {
+	return s[tool].res, s[tool].err
 }
 
 func (scriptedToolset) Close() error { return nil }
 
-// TestToolResults: a plugin tool's answer reaches the core as one text
-// part; a toolset error is the tool's own failure (IsError) unless it wraps
-// plugins.ErrTransport, when it is Call's error, with core.ErrEffectUnknown
-// kept for the engine.
+// TestToolResults: a plugin tool's answer reaches the core with its parts
+// as they are, images too; the tool's own failure (IsError) stays one; a
+// toolset error is shown to the model as a failure (IsError) unless it
+// wraps plugins.ErrTransport, when it is Call's error, with
+// core.ErrEffectUnknown kept for the engine.
 func TestToolResults(t *testing.T) {
 	died := fmt.Errorf("call t.side: %w: %w: EOF", plugins.ErrTransport, core.ErrEffectUnknown)
 	gone := fmt.Errorf("call t.closed: %w: closed", plugins.ErrTransport)
+	picture := core.ToolResult{Content: []core.Part{core.TextPart("a dot"), {Type: core.PartImage, MIME: "image/png", Data: []byte{1, 2}}}}
 	ts := scriptedToolset{
-		"ok":     {out: "3"},
-		"bad":    {err: errors.New("division by zero")},
+		"ok":     {res: core.TextResult("3")},
+		"pic":    {res: picture},
+		"bad":    {res: core.ErrorResult("division by zero")},
+		"late":   {err: fmt.Errorf("call t.late: no answer within 1s: %w", context.DeadlineExceeded)},
 		"side":   {err: died},
 		"closed": {err: gone},
 	}
@@ -664,6 +669,7 @@ func TestToolResults(t *testing.T) {
 	}{
 		"ok":     {text: "3"},
 		"bad":    {text: "division by zero", isErr: true},
+		"late":   {text: "call t.late: no answer within 1s: context deadline exceeded", isErr: true},
 		"side":   {err: core.ErrEffectUnknown},
 		"closed": {err: plugins.ErrTransport},
 	} {
@@ -679,6 +685,9 @@ func TestToolResults(t *testing.T) {
 		case err != nil || res.IsError != want.isErr || res.Text() != want.text || len(res.Content) != 1 || res.Content[0].Type != core.PartText:
 			t.Errorf("%s = %+v, %v; want one text part %q, IsError %v", name, res, err, want.text, want.isErr)
 		}
+	}
+	if res, err := tools["pic"].Call(context.Background(), json.RawMessage(`{}`)); err != nil || !reflect.DeepEqual(res, picture) {
+		t.Errorf("pic = %+v, %v; want %+v", res, err, picture)
 	}
 }
 

@@ -22,10 +22,15 @@ type Toolset interface {
 	// Tools describes the tools. It is called once after loading and may
 	// be cached by the caller.
 	Tools(ctx context.Context) ([]core.ToolSpec, error)
-	// Call runs one tool. A returned error is the tool's failure, shown to
-	// the model; a transport failure (a trapped module, a dead process) is
-	// returned wrapped with plugins.ErrTransport.
-	Call(ctx context.Context, tool string, args json.RawMessage) (string, error)
+	// Call runs one tool and returns its result: content parts, and
+	// IsError for the tool's own failure (bad arguments, an unknown tool,
+	// a refused request), which the model is shown. An error means the
+	// tool could not be run: a failure of the channel to the plugin (a
+	// trapped module, a dead or closed process) wraps plugins.ErrTransport,
+	// and also core.ErrEffectUnknown when the call may have taken effect;
+	// a call whose ctx ended or that ran past its deadline returns an
+	// error wrapping ctx's error or context.DeadlineExceeded.
+	Call(ctx context.Context, tool string, args json.RawMessage) (core.ToolResult, error)
 	// Close releases the toolset; calls after Close fail.
 	Close() error
 }
@@ -96,20 +101,29 @@ type tool struct {
 
 func (t tool) Spec() core.ToolSpec { return t.spec }
 
-// Call returns the toolset's result as one text part. A toolset error that
-// wraps plugins.ErrTransport is a failure to run the tool and is returned
-// as it is (wrapping core.ErrEffectUnknown when the runtime says so); any
-// other is the tool's own failure, a result with IsError.
+// Call returns the toolset's result. An error that wraps
+// plugins.ErrTransport is a failure to run the tool and is returned as it
+// is (wrapping core.ErrEffectUnknown when the runtime says so); any other
+// (a deadline passed, the call cancelled) is shown to the model as a
+// result with IsError, as the tool's own failure is. onCall hears the
+// error, or the failure's text for a result with IsError.
 func (t tool) Call(ctx context.Context, args json.RawMessage) (core.ToolResult, error) {
 	start := time.Now()
-	out, err := t.ts.Call(ctx, t.spec.Name, args)
+	res, err := t.ts.Call(ctx, t.spec.Name, args)
 	if t.onCall != nil {
-		t.onCall(t.plugin, time.Since(start), err)
+		failed := err
+		if err == nil && res.IsError {
+			failed = errors.New(res.Text())
+		}
+		t.onCall(t.plugin, time.Since(start), failed)
 	}
-	if errors.Is(err, plugins.ErrTransport) {
+	switch {
+	case errors.Is(err, plugins.ErrTransport):
 		return core.ToolResult{}, err
+	case err != nil:
+		return core.ErrorResult(err.Error()), nil
 	}
-	return core.ResultOf(out, err), nil
+	return res, nil
 }
 
 // localTool is an in-process tool that says which of its calls are
@@ -136,23 +150,21 @@ func (o of) Tools(context.Context) ([]core.ToolSpec, error) {
 	return specs, nil
 }
 
-// Call runs the tool: its IsError result becomes the tool's error, and a
-// failure to run it wraps plugins.ErrTransport.
-func (o of) Call(ctx context.Context, tool string, args json.RawMessage) (string, error) {
+// Call runs the tool and returns its result, parts and all; a failure to
+// run it wraps plugins.ErrTransport, and an unknown tool is a result with
+// IsError.
+func (o of) Call(ctx context.Context, tool string, args json.RawMessage) (core.ToolResult, error) {
 	for _, t := range o {
 		if t.Spec().Name != tool {
 			continue
 		}
 		res, err := t.Call(ctx, args)
-		switch {
-		case err != nil:
-			return "", fmt.Errorf("%w: %w", plugins.ErrTransport, err)
-		case res.IsError:
-			return "", errors.New(res.Text())
+		if err != nil {
+			return core.ToolResult{}, fmt.Errorf("%w: %w", plugins.ErrTransport, err)
 		}
-		return res.Text(), nil
+		return res, nil
 	}
-	return "", fmt.Errorf("unknown tool %q", tool)
+	return core.ErrorResult(fmt.Sprintf("unknown tool %q", tool)), nil
 }
 
 func (of) Close() error { return nil }

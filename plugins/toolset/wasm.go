@@ -69,11 +69,11 @@ func (t *wasmToolset) Tools(context.Context) ([]core.ToolSpec, error) {
 }
 
 // Call runs the tool in an instance of the module (wasm.Module.Call:
-// timeout_ms, transport failures). The module's own failure, such as an
-// unknown tool, is the tool's failure; so is a result with IsError. A
-// result the host cannot read is a transport failure, after the tool may
-// have acted.
-func (t *wasmToolset) Call(ctx context.Context, tool string, args json.RawMessage) (string, error) {
+// timeout_ms, transport failures) and returns its result, parts and all.
+// The module's own failure, such as an unknown tool, is a result with
+// IsError; a result the host cannot read is a transport failure, after
+// the tool may have acted.
+func (t *wasmToolset) Call(ctx context.Context, tool string, args json.RawMessage) (core.ToolResult, error) {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
@@ -87,7 +87,7 @@ func (t *wasmToolset) Call(ctx context.Context, tool string, args json.RawMessag
 	b.Write(name)
 	b.WriteString(`,"args":`)
 	if err := json.Compact(&b, args); err != nil {
-		return "", fmt.Errorf("call %s.%s: arguments are not valid JSON: %w", t.m.ID(), tool, err)
+		return core.ErrorResult(fmt.Sprintf("call %s.%s: arguments are not valid JSON: %v", t.m.ID(), tool, err)), nil
 	}
 	b.WriteByte('}')
 	idempotent := t.idempotent[tool]
@@ -96,9 +96,9 @@ func (t *wasmToolset) Call(ctx context.Context, tool string, args json.RawMessag
 	var own *wasm.GuestError
 	switch {
 	case errors.As(err, &own):
-		return "", own
+		return core.ErrorResult(own.Message), nil
 	case err != nil:
-		return "", fmt.Errorf("call %s.%s: %w", t.m.ID(), tool, err)
+		return core.ToolResult{}, fmt.Errorf("call %s.%s: %w", t.m.ID(), tool, err)
 	}
 	r, err := wireconv.Result(res)
 	if err != nil {
@@ -106,12 +106,9 @@ func (t *wasmToolset) Call(ctx context.Context, tool string, args json.RawMessag
 		if !idempotent {
 			err = fmt.Errorf("%w: %w", core.ErrEffectUnknown, err)
 		}
-		return "", fmt.Errorf("call %s.%s: %w", t.m.ID(), tool, err)
+		return core.ToolResult{}, fmt.Errorf("call %s.%s: %w", t.m.ID(), tool, err)
 	}
-	if r.IsError {
-		return "", errors.New(r.Text())
-	}
-	return r.Text(), nil
+	return r, nil
 }
 
 // Close closes the module.

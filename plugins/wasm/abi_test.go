@@ -44,11 +44,9 @@ func TestABIVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := c.(interface {
-		Call(context.Context, string, json.RawMessage) (string, error)
-	})
-	if out, err := ts.Call(context.Background(), "ping", json.RawMessage(`{}`)); err != nil || out != `pong {"tool":"ping","args":{}}` {
-		t.Errorf("ping = %q, %v", out, err)
+	ts := c.(toolset.Toolset)
+	if out, err := ts.Call(context.Background(), "ping", json.RawMessage(`{}`)); err != nil || out.Text() != `pong {"tool":"ping","args":{}}` {
+		t.Errorf("ping = %+v, %v", out, err)
 	}
 	if _, err := load(plugins.CapModelProvider); err == nil || !strings.Contains(err.Error(), `ABI v1, which carries only "toolset"`) {
 		t.Errorf("an ABI 1 module as a model provider: %v", err)

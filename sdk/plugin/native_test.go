@@ -270,9 +270,9 @@ func TestNativePanicLogged(t *testing.T) {
 	old := stderr
 	stderr = &buf
 	t.Cleanup(func() { stderr = old })
-	tool := &Tool{Name: "p", Handler: func(context.Context, json.RawMessage) (string, error) { panic("oops") }}
-	if _, err := processRunHandler(context.Background(), tool, nil); err == nil {
-		t.Fatal("no error from a panic")
+	tool := &Tool{Name: "p", Handler: func(context.Context, json.RawMessage) (Result, error) { panic("oops") }}
+	if res := processRunHandler(context.Background(), tool, nil); !res.IsError {
+		t.Fatalf("a panic returned %+v, not the tool's failure", res)
 	}
 	var e map[string]string
 	if err := json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &e); err != nil {

@@ -25,10 +25,11 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
-// Tool is one tool of a toolset. Handler's error is shown to the model as
-// a failed result.
+// Tool is one tool of a toolset.
 type Tool struct {
 	Name        string
 	Description string
@@ -36,7 +37,74 @@ type Tool struct {
 	Schema json.RawMessage
 	// Idempotent tools may be run again after a crash cut a call off.
 	Idempotent bool
-	Handler    func(ctx context.Context, args json.RawMessage) (string, error)
+	// Handler runs the tool. Its result's parts go to the model: text,
+	// JSON, images and files (TextResult, JSONResult, ImageResult,
+	// FileResult, or wire.Result of several parts). Its error is the
+	// tool's own failure, shown to the model as a failed result with the
+	// error's text, as a Result with IsError is. A handler of the older
+	// form returning (string, error) is adapted by TextHandler.
+	Handler func(ctx context.Context, args json.RawMessage) (Result, error)
+}
+
+// Result is what a tool returns: its content as parts, and IsError when
+// it is the tool's own failure (specs/plugins.md; the contract is
+// wire.ToolResult).
+type Result = wire.ToolResult
+
+// TextResult returns a result of one text part.
+func TextResult(text string) Result { return wire.TextResult(text) }
+
+// JSONResult returns a structured result: one JSON part of v encoded (the
+// model is shown its JSON text). It fails when v cannot be encoded.
+func JSONResult(v any) (Result, error) {
+	p, err := wire.JSON(v)
+	if err != nil {
+		return Result{}, err
+	}
+	return wire.Result(p), nil
+}
+
+// ImageResult returns a result of one image of the media type mime
+// (image/png, image/jpeg, ...) with its bytes; Kiln hands it to models
+// that accept images.
+func ImageResult(mime string, data []byte) Result { return wire.Result(wire.Image(mime, data)) }
+
+// FileResult returns a result of one file named name, of the media type
+// mime, with its bytes.
+func FileResult(name, mime string, data []byte) Result {
+	return wire.Result(wire.File(name, mime, data))
+}
+
+// TextHandler adapts a handler that returns text, the form of SDK
+// releases before results had parts: its text becomes a TextResult, its
+// error the tool's failure.
+func TextHandler(fn func(ctx context.Context, args json.RawMessage) (string, error)) func(context.Context, json.RawMessage) (Result, error) {
+	return func(ctx context.Context, args json.RawMessage) (Result, error) {
+		text, err := fn(ctx, args)
+		if err != nil {
+			return Result{}, err
+		}
+		return TextResult(text), nil
+	}
+}
+
+// run calls t's handler with args and returns its result: the handler's
+// error, or a result with IsError, becomes an error result of its text
+// ("tool failed" when it has none). A panic is left to the caller, which
+// knows where to report it.
+func (t *Tool) run(ctx context.Context, args json.RawMessage) Result {
+	res, err := t.Handler(ctx, args)
+	if err != nil {
+		msg := err.Error()
+		if msg == "" {
+			msg = "tool failed"
+		}
+		return wire.ErrorResult(msg)
+	}
+	if res.IsError && res.Text() == "" {
+		res.Parts = append(res.Parts, wire.Text("tool failed"))
+	}
+	return res
 }
 
 // Toolset is what a toolset plugin serves.

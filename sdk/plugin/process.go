@@ -18,6 +18,7 @@ import (
 
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/toolsetpb"
+	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
 // Serve serves the plugin's kinds — a Toolset, a Provider, a
@@ -211,26 +212,22 @@ func (s *processServer) Call(ctx context.Context, req *toolsetpb.CallRequest) (*
 	if t == nil {
 		return &toolsetpb.CallResponse{Error: fmt.Sprintf("unknown tool %q", req.GetTool())}, nil
 	}
-	result, err := processRunHandler(ctx, t, req.GetArgs())
-	if err != nil {
-		msg := err.Error()
-		if msg == "" {
-			msg = "tool failed"
-		}
-		return &toolsetpb.CallResponse{Error: msg}, nil
+	res := processRunHandler(ctx, t, req.GetArgs())
+	if res.IsError {
+		return &toolsetpb.CallResponse{Error: res.Text()}, nil
 	}
-	return &toolsetpb.CallResponse{Result: result}, nil
+	return &toolsetpb.CallResponse{Result: res.Text()}, nil
 }
 
-// processRunHandler calls t's handler, turning a panic into an error.
-func processRunHandler(ctx context.Context, t *Tool, args []byte) (result string, err error) {
+// processRunHandler runs t, turning a panic into the tool's failure.
+func processRunHandler(ctx context.Context, t *Tool, args []byte) (res Result) {
 	defer func() {
 		if r := recover(); r != nil {
 			// Through Log: after Serve, os.Stderr goes to a stream the
 			// host discards.
 			Log(slog.LevelError, fmt.Sprintf("tool %q panicked: %v\n%s", t.Name, r, debug.Stack()))
-			result, err = "", fmt.Errorf("tool %q panicked: %v", t.Name, r)
+			res = wire.ErrorResult(fmt.Sprintf("tool %q panicked: %v", t.Name, r))
 		}
 	}()
-	return t.Handler(ctx, args)
+	return t.run(ctx, args)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/kilnhq/kiln/sandbox/sandboxtest"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/toolsetpb"
+	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
 var testTools = Toolset{Tools: []Tool{
@@ -23,19 +24,24 @@ var testTools = Toolset{Tools: []Tool{
 		Description: "Echo.",
 		Schema:      json.RawMessage(`{"type":"object"}`),
 		Idempotent:  true,
-		Handler: func(_ context.Context, args json.RawMessage) (string, error) {
-			return string(args), nil
+		Handler: func(_ context.Context, args json.RawMessage) (Result, error) {
+			return TextResult(string(args)), nil
 		},
 	},
-	{Name: "fail", Handler: func(context.Context, json.RawMessage) (string, error) { return "", errors.New("boom") }},
-	{Name: "silent", Handler: func(context.Context, json.RawMessage) (string, error) { return "", errors.New("") }},
-	{Name: "panic", Handler: func(context.Context, json.RawMessage) (string, error) { panic("oops") }},
-	{Name: "deadline", Handler: func(ctx context.Context, _ json.RawMessage) (string, error) {
+	{Name: "fail", Handler: func(context.Context, json.RawMessage) (Result, error) { return Result{}, errors.New("boom") }},
+	{Name: "silent", Handler: func(context.Context, json.RawMessage) (Result, error) { return Result{}, errors.New("") }},
+	{Name: "panic", Handler: func(context.Context, json.RawMessage) (Result, error) { panic("oops") }},
+	{Name: "deadline", Handler: TextHandler(func(ctx context.Context, _ json.RawMessage) (string, error) {
 		if _, ok := ctx.Deadline(); !ok {
 			return "", errors.New("no deadline")
 		}
 		return "has deadline", nil
+	})},
+	{Name: "refuse", Handler: func(context.Context, json.RawMessage) (Result, error) {
+		return wire.ErrorResult("not today"), nil
 	}},
+	{Name: "mute", Handler: func(context.Context, json.RawMessage) (Result, error) { return Result{IsError: true}, nil }},
+	{Name: "sum", Handler: func(context.Context, json.RawMessage) (Result, error) { return JSONResult(map[string]int{"sum": 3}) }},
 }}
 
 // testClient connects the guest's server for ts and the host's adapter in
@@ -66,7 +72,7 @@ func TestProcessAdapters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(desc.Tools) != 5 {
+	if len(desc.Tools) != 8 {
 		t.Fatalf("Describe = %v", desc)
 	}
 	if d := desc.Tools[0]; d.Name != "echo" || d.Description != "Echo." || string(d.Schema) != `{"type":"object"}` || !d.Idempotent {
@@ -85,6 +91,9 @@ func TestProcessAdapters(t *testing.T) {
 		{"panic", `{}`, "", `tool "panic" panicked: oops`},
 		{"deadline", `{}`, "has deadline", ""},
 		{"nope", `{}`, "", `unknown tool "nope"`},
+		{"refuse", `{}`, "", "not today"},
+		{"mute", `{}`, "", "tool failed"},
+		{"sum", `{}`, `{"sum":3}`, ""},
 	} {
 		cctx, cancel := context.WithTimeout(ctx, 5e9)
 		resp, err := c.Call(cctx, &toolsetpb.CallRequest{Tool: tc.tool, Args: []byte(tc.args)})
@@ -100,7 +109,7 @@ func TestProcessAdapters(t *testing.T) {
 }
 
 func TestProcessValidate(t *testing.T) {
-	h := func(context.Context, json.RawMessage) (string, error) { return "", nil }
+	h := func(context.Context, json.RawMessage) (Result, error) { return Result{}, nil }
 	for want, ts := range map[string]Toolset{
 		"tool 1 has no name":        {Tools: []Tool{{Name: "a", Handler: h}, {Handler: h}}},
 		`tool "a" has no handler`:   {Tools: []Tool{{Name: "a"}}},

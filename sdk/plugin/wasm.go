@@ -287,7 +287,11 @@ func call(data []byte) (result string, err error) {
 			err = fmt.Errorf("tool %q panicked: %v", name, r)
 		}
 	}()
-	return t.Handler(context.Background(), args)
+	res := t.run(context.Background(), args)
+	if res.IsError {
+		return "", errors.New(res.Text())
+	}
+	return res.Text(), nil
 }
 
 // respond keeps v's JSON alive in outbox and returns ptr<<32|len.

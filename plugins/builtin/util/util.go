@@ -44,14 +44,14 @@ func Toolset() plugin.Toolset {
 			Description: "Evaluate an arithmetic expression exactly: numbers, + - * / % and parentheses, e.g. (1.5 + 2) * 4 / 3. Division is exact; % needs integers.",
 			Schema:      json.RawMessage(`{"type":"object","properties":{"expression":{"type":"string","description":"e.g. (1.5 + 2) * 4 / 3"}},"required":["expression"],"additionalProperties":false}`),
 			Idempotent:  true,
-			Handler:     calcTool,
+			Handler:     plugin.TextHandler(calcTool),
 		},
 		{
 			Name:        "now",
 			Description: "The current date and time, in UTC or in an IANA time zone such as Europe/Oslo.",
 			Schema:      json.RawMessage(`{"type":"object","properties":{"timezone":{"type":"string","description":"IANA time zone, default UTC"}},"additionalProperties":false}`),
 			Idempotent:  true,
-			Handler:     nowTool,
+			Handler:     plugin.TextHandler(nowTool),
 		},
 	}}
 }

@@ -47,14 +47,16 @@ func TestCalc(t *testing.T) {
 func TestNow(t *testing.T) {
 	tools := Toolset().Tools
 	now := tools[1].Handler
-	out, err := now(context.Background(), json.RawMessage(`{"timezone":"Asia/Tokyo"}`))
+	res, err := now(context.Background(), json.RawMessage(`{"timezone":"Asia/Tokyo"}`))
+	out := res.Text()
 	if err != nil || !strings.Contains(out, "+09:00") || !strings.Contains(out, "Asia/Tokyo") {
 		t.Errorf("now in Tokyo: %q, %v", out, err)
 	}
-	out, err = now(context.Background(), nil)
+	res, err = now(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	out = res.Text()
 	ts, err := time.Parse(time.RFC3339, strings.Fields(out)[0])
 	if err != nil || time.Since(ts).Abs() > time.Minute {
 		t.Errorf("now: %q (%v)", out, err)

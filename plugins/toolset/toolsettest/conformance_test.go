@@ -110,14 +110,14 @@ func BenchmarkToolsetCall(b *testing.B) {
 		b.Run(tr.name, func(b *testing.B) {
 			ts := tr.load(b, "")
 			ctx := context.Background()
-			if out, err := ts.Call(ctx, "echo", args); err != nil || !sameJSON([]byte(out), args) {
+			if out, err := callText(ts, "echo", string(args)); err != nil || !sameJSON([]byte(out), args) {
 				b.Fatalf("echo = %.40q, %v", out, err)
 			}
 			b.SetBytes(int64(len(args)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := ts.Call(ctx, "echo", args); err != nil {
-					b.Fatal(err)
+				if res, err := ts.Call(ctx, "echo", args); err != nil || res.IsError {
+					b.Fatal(res.Text(), err)
 				}
 			}
 		})

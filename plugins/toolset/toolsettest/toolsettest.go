@@ -144,7 +144,7 @@ func testAdd(t *testing.T, ts toolset.Toolset) {
 		{0, 0, 0},
 	} {
 		args := fmt.Sprintf(`{"a":%s,"b":%s}`, num(c.a), num(c.b))
-		out, err := call(ts, "add", args)
+		out, err := callText(ts, "add", args)
 		if err != nil {
 			t.Errorf("add %s: %v", args, err)
 			continue
@@ -176,7 +176,7 @@ func testEcho(t *testing.T, ts toolset.Toolset) {
 		t.Fatalf("payload is %d bytes, want 1024", len(echoPayload))
 	}
 	for _, args := range []string{echoPayload, `{}`, `{"s":"plain"}`} {
-		out, err := call(ts, "echo", args)
+		out, err := callText(ts, "echo", args)
 		if err != nil {
 			t.Errorf("echo %.40s…: %v", args, err)
 			continue
@@ -188,12 +188,12 @@ func testEcho(t *testing.T, ts toolset.Toolset) {
 }
 
 func testUnknownTool(t *testing.T, ts toolset.Toolset) {
-	_, err := call(ts, "no-such-tool", `{}`)
+	_, err := callText(ts, "no-such-tool", `{}`)
 	switch {
 	case err == nil:
 		t.Fatal("calling an unknown tool succeeded")
-	case errors.Is(err, plugins.ErrTransport):
-		t.Fatalf("unknown tool: %v is a transport error, want a tool error", err)
+	case !errors.Is(err, errToolFailed):
+		t.Fatalf("unknown tool: %v is an error, want the tool's failure (a result with IsError)", err)
 	case !strings.Contains(err.Error(), "no-such-tool"):
 		t.Errorf("unknown tool: %q does not name the tool", err)
 	}
@@ -211,12 +211,12 @@ func testMalformedArgs(t *testing.T, ts toolset.Toolset) {
 		`{"a":1}`,          // b missing
 		`{"a":1,"b":null}`, // b null
 	} {
-		out, err := call(ts, "add", args)
+		out, err := callText(ts, "add", args)
 		switch {
 		case err == nil:
-			t.Errorf("add %s = %q, want an error", args, out)
-		case errors.Is(err, plugins.ErrTransport):
-			t.Errorf("add %s: %v is a transport error, want a tool error", args, err)
+			t.Errorf("add %s = %q, want the tool's failure", args, out)
+		case !errors.Is(err, errToolFailed):
+			t.Errorf("add %s: %v is an error, want the tool's failure (a result with IsError)", args, err)
 		}
 		mustAdd(t, ts)
 	}
@@ -231,13 +231,13 @@ func testConcurrent(t *testing.T, ts toolset.Toolset) {
 			for i := range calls {
 				a, b := float64(g*1000+i), -0.5*float64(i)
 				args := fmt.Sprintf(`{"a":%s,"b":%s}`, num(a), num(b))
-				if out, err := call(ts, "add", args); err != nil {
+				if out, err := callText(ts, "add", args); err != nil {
 					errs <- fmt.Errorf("goroutine %d: add %s: %v", g, args, err)
 				} else if got, err := strconv.ParseFloat(out, 64); err != nil || got != a+b {
 					errs <- fmt.Errorf("goroutine %d: add %s = %q, want %s", g, args, out, num(a+b))
 				}
 				msg := fmt.Sprintf(`{"g":%d,"i":%d,"pad":%q}`, g, i, strings.Repeat("y", 64*g))
-				if out, err := call(ts, "echo", msg); err != nil {
+				if out, err := callText(ts, "echo", msg); err != nil {
 					errs <- fmt.Errorf("goroutine %d: echo: %v", g, err)
 				} else if !sameJSON([]byte(out), []byte(msg)) {
 					errs <- fmt.Errorf("goroutine %d: echo %.40s… returned %.40s…", g, msg, out)
@@ -264,7 +264,7 @@ func testCancelled(t *testing.T, ts toolset.Toolset) {
 	out, err := ts.Call(ctx, "add", json.RawMessage(`{"a":1,"b":2}`))
 	switch {
 	case err == nil:
-		t.Fatalf("add with a cancelled context = %q, want an error", out)
+		t.Fatalf("add with a cancelled context = %+v, want an error", out)
 	case !errors.Is(err, context.Canceled):
 		t.Errorf("add with a cancelled context: %v does not wrap context.Canceled", err)
 	}
@@ -276,12 +276,12 @@ func testClose(t *testing.T, ts toolset.Toolset) {
 	if err := ts.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if out, err := call(ts, "add", `{"a":1,"b":2}`); err == nil {
+	if out, err := callText(ts, "add", `{"a":1,"b":2}`); err == nil {
 		t.Errorf("add after Close = %q, want an error", out)
 	} else if !errors.Is(err, plugins.ErrTransport) {
 		t.Errorf("add after Close: %v does not wrap plugins.ErrTransport", err)
 	}
-	if out, err := call(ts, "echo", `{}`); err == nil {
+	if out, err := callText(ts, "echo", `{}`); err == nil {
 		t.Errorf("echo after Close = %q, want an error", out)
 	}
 	if err := ts.Close(); err != nil {
@@ -300,7 +300,7 @@ func fetchHeld(ts toolset.Toolset, h *plugintest.HoldServer, n int) <-chan resul
 	c := make(chan result, n)
 	for range n {
 		go func() {
-			out, err := call(ts, "fetch", h.FetchArgs())
+			out, err := callText(ts, "fetch", h.FetchArgs())
 			c <- result{out, err}
 		}()
 	}
@@ -374,20 +374,36 @@ func testCloseCancelsCalls(t *testing.T, ts toolset.Toolset, h *plugintest.HoldS
 	if !h.WaitGone(n, patience) {
 		t.Errorf("the server still held requests %v after Close: the calls in flight run on", patience)
 	}
-	if out, err := call(ts, "add", `{"a":1,"b":2}`); !errors.Is(err, plugins.ErrTransport) {
+	if out, err := callText(ts, "add", `{"a":1,"b":2}`); !errors.Is(err, plugins.ErrTransport) {
 		t.Errorf("add after Close = %q, %v; want an error wrapping plugins.ErrTransport", out, err)
 	}
 }
 
-// call runs tool with args under a background context.
-func call(ts toolset.Toolset, tool, args string) (string, error) {
-	return ts.Call(context.Background(), tool, json.RawMessage(args))
+// errToolFailed is callText's error for a result with IsError: the
+// tool's own failure, as opposed to a failure to run it.
+var errToolFailed = errors.New("the tool failed")
+
+// callText runs tool with args under a background context and returns its
+// result's text. A result with IsError is an error wrapping errToolFailed
+// with the result's text; a successful result that is not exactly one
+// text part is an error too (every suite tool answers in text).
+func callText(ts toolset.Toolset, tool, args string) (string, error) {
+	res, err := ts.Call(context.Background(), tool, json.RawMessage(args))
+	switch {
+	case err != nil:
+		return "", err
+	case res.IsError:
+		return "", fmt.Errorf("%w: %s", errToolFailed, res.Text())
+	case len(res.Content) != 1 || res.Content[0].Type != core.PartText:
+		return "", fmt.Errorf("the result is not one text part: %+v", res.Content)
+	}
+	return res.Content[0].Text, nil
 }
 
 // mustAdd checks that the toolset still serves calls.
 func mustAdd(t *testing.T, ts toolset.Toolset) {
 	t.Helper()
-	out, err := call(ts, "add", `{"a":2,"b":40}`)
+	out, err := callText(ts, "add", `{"a":2,"b":40}`)
 	if err != nil || out != "42" {
 		t.Fatalf("add 2+40 = %q, %v; want 42", out, err)
 	}

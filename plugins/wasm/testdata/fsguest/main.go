@@ -13,8 +13,8 @@ import (
 
 func main() {
 	plugin.Serve(plugin.Toolset{Tools: []plugin.Tool{
-		{Name: "read", Description: "Read the file at path.", Handler: read},
-		{Name: "write", Description: "Write text to the file at path.", Handler: write},
+		{Name: "read", Description: "Read the file at path.", Handler: plugin.TextHandler(read)},
+		{Name: "write", Description: "Write text to the file at path.", Handler: plugin.TextHandler(write)},
 	}})
 }
 

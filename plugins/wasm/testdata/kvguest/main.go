@@ -15,7 +15,7 @@ func main() {
 	plugin.Serve(plugin.Toolset{Tools: []plugin.Tool{{
 		Name:        "kv",
 		Description: "Run one kv operation: get, put, delete or list.",
-		Handler:     kv,
+		Handler:     plugin.TextHandler(kv),
 	}}})
 }
 

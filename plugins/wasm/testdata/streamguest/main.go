@@ -15,8 +15,8 @@ import (
 
 func main() {
 	plugin.Serve(plugin.Toolset{Tools: []plugin.Tool{
-		{Name: "stream", Description: "Read a URL's body chunk by chunk.", Handler: stream},
-		{Name: "open", Description: "Open a URL n times.", Handler: open},
+		{Name: "stream", Description: "Read a URL's body chunk by chunk.", Handler: plugin.TextHandler(stream)},
+		{Name: "open", Description: "Open a URL n times.", Handler: plugin.TextHandler(open)},
 	}})
 }
 

@@ -28,40 +28,40 @@ func main() {
 			Name:        "echo",
 			Description: "Return the arguments unchanged.",
 			Idempotent:  true,
-			Handler: func(_ context.Context, args json.RawMessage) (string, error) {
-				return string(args), nil
+			Handler: func(_ context.Context, args json.RawMessage) (plugin.Result, error) {
+				return plugin.TextResult(string(args)), nil
 			},
 		},
 		{
 			Name:        "env",
 			Description: "Return the environment variables the plugin sees, except go-plugin's own.",
 			Idempotent:  true,
-			Handler:     env,
+			Handler:     plugin.TextHandler(env),
 		},
 		{
 			Name:        "sleep",
 			Description: "Wait ms milliseconds, or until the call is cancelled.",
 			Schema:      json.RawMessage(`{"type":"object","properties":{"ms":{"type":"integer"}},"required":["ms"]}`),
-			Handler:     sleep,
+			Handler:     plugin.TextHandler(sleep),
 		},
 		{
 			Name:        "fail",
 			Description: "Fail with the given message.",
 			Schema:      json.RawMessage(`{"type":"object","properties":{"message":{"type":"string"}}}`),
-			Handler: func(_ context.Context, args json.RawMessage) (string, error) {
+			Handler: func(_ context.Context, args json.RawMessage) (plugin.Result, error) {
 				var in struct{ Message string }
 				if err := json.Unmarshal(args, &in); err != nil {
-					return "", err
+					return plugin.Result{}, err
 				}
-				return "", errors.New(in.Message)
+				return plugin.Result{}, errors.New(in.Message)
 			},
 		},
 		{
 			Name:        "pid",
 			Description: "Return the plugin's process ID.",
 			Idempotent:  true,
-			Handler: func(context.Context, json.RawMessage) (string, error) {
-				return strconv.Itoa(os.Getpid()), nil
+			Handler: func(context.Context, json.RawMessage) (plugin.Result, error) {
+				return plugin.TextResult(strconv.Itoa(os.Getpid())), nil
 			},
 		},
 	}})

@@ -31,14 +31,14 @@ func Toolset() plugin.Toolset {
 			Description: "Add two numbers.",
 			Schema:      json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}`),
 			Idempotent:  true,
-			Handler:     add,
+			Handler:     plugin.TextHandler(add),
 		},
 		{
 			Name:        "echo",
 			Description: "Return the arguments unchanged.",
 			Idempotent:  true,
-			Handler: func(_ context.Context, args json.RawMessage) (string, error) {
-				return string(args), nil
+			Handler: func(_ context.Context, args json.RawMessage) (plugin.Result, error) {
+				return plugin.TextResult(string(args)), nil
 			},
 		},
 		{
@@ -46,25 +46,25 @@ func Toolset() plugin.Toolset {
 			Description: "GET a URL and report the status and body length.",
 			Schema:      json.RawMessage(`{"type":"object","properties":{"url":{"type":"string"}},"required":["url"]}`),
 			Idempotent:  true,
-			Handler:     fetch,
+			Handler:     plugin.TextHandler(fetch),
 		},
 		{
 			Name:        "readfile",
 			Description: "Read a file by its permission path (data:/...) and return its content.",
 			Schema:      json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`),
 			Idempotent:  true,
-			Handler:     readfile,
+			Handler:     plugin.TextHandler(readfile),
 		},
 		{
 			Name:        "note",
 			Description: "Write text to data:/note.txt, logging and emitting a progress event.",
 			Schema:      json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
-			Handler:     note,
+			Handler:     plugin.TextHandler(note),
 		},
 		{
 			Name:        "spin",
 			Description: "Loop forever (tests the call deadline).",
-			Handler: func(context.Context, json.RawMessage) (string, error) {
+			Handler: func(context.Context, json.RawMessage) (plugin.Result, error) {
 				n := 0
 				for {
 					n++
@@ -75,13 +75,13 @@ func Toolset() plugin.Toolset {
 			Name:        "hog",
 			Description: "Allocate and touch mib MiB of memory (tests the memory cap).",
 			Schema:      json.RawMessage(`{"type":"object","properties":{"mib":{"type":"integer"}},"required":["mib"]}`),
-			Handler:     hog,
+			Handler:     plugin.TextHandler(hog),
 		},
 		{
 			Name:        "counter",
 			Description: "Add 1 to a counter kept in the plugin's key/value store (key, default \"counter\") and return its new value.",
 			Schema:      json.RawMessage(`{"type":"object","properties":{"key":{"type":"string"}}}`),
-			Handler:     counter,
+			Handler:     plugin.TextHandler(counter),
 		},
 	}}
 }
