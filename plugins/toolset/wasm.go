@@ -14,15 +14,15 @@ import (
 	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
-func init() { wasm.RegisterKind(plugins.CapToolset, wasmAdapter{}) }
+func init() { wasm.RegisterKind(plugins.CapToolset, wasmKind{}) }
 
-// wasmAdapter serves the kind from WASM modules (specs/wasm-abi.md): the
+// wasmKind carries the kind over the WASM runtime (specs/wasm-abi.md): the
 // module describes its tools as {"tools": [wire.ToolSpec, ...]}, and a
 // tool call is the request of op "call", {"tool": "<name>", "args":
 // <json>}, answered with a wire.ToolResult.
-type wasmAdapter struct{}
+type wasmKind struct{}
 
-func (wasmAdapter) Dispense(m *wasm.Module, description json.RawMessage) (any, error) {
+func (wasmKind) Client(m *wasm.Module, description json.RawMessage) (any, error) {
 	var d struct {
 		Tools []wire.ToolSpec `json:"tools"`
 	}

@@ -4,15 +4,15 @@
 // -buildmode=c-shared (a WASI reactor speaking the Kiln WASM ABI,
 // specs/wasm-abi.md; sdk/plugin is the guest side) as a Module.
 //
-// Kinds: the package knows none. A kind package registers an Adapter for
-// its kind (RegisterKind, from init in its own files), which makes the
+// Kinds: the package knows none. A kind package registers a Kind for
+// itself (RegisterKind, from init in its own files), which makes the
 // kind's client of a Module from the module's description of the kind and
 // sends it requests with Module.Call: {"kind", "op", ...} to kiln_call,
 // answered with {"result"} or the module's own {"error"}; a request may
 // stream text through the delta host function (a model turn's). The
 // loader dispenses the client of each kind the manifest lists, and
-// refuses a module that does not describe every one of them, or a kind no
-// adapter serves. A module of ABI version 3 may serve any registered
+// refuses a module that does not describe every one of them, or a kind
+// not registered. A module of ABI version 3 may serve any registered
 // kind; modules of versions 1 (a toolset) and 2 ("toolset",
 // "model-provider") keep loading, their descriptions, requests and
 // answers translated to and from version 3 by one frozen file

@@ -24,7 +24,7 @@ import (
 
 // ABIVersion is the newest Kiln WASM ABI version this host speaks
 // (specs/wasm-abi.md). It speaks every version from 1: version 3 guests
-// serve each kind they describe, any kind with a registered Adapter;
+// serve each kind they describe, any kind registered with RegisterKind;
 // version 2 guests serve "toolset" and "model-provider", version 1
 // guests a toolset (legacy.go translates). A guest of a newer version is
 // refused, naming both versions.
@@ -197,8 +197,8 @@ func (h *Host) runtime(ctx context.Context, pages uint32) (wazero.Runtime, error
 // memory than memory_mib, imports anything but the kiln host module and
 // WASI, lacks an ABI export, speaks a newer ABI version, or fails to
 // initialize or describe itself within timeout_ms. The caller checks that
-// the module serves the kinds it wants (the loader does, with each kind's
-// Adapter).
+// the module serves the kinds it wants (the loader does, with each
+// registered Kind).
 //
 // A module this Host, or an earlier one on the same CacheDir, has loaded
 // so before (the same sha256 and memory_mib) is not compiled or

@@ -24,8 +24,8 @@ func NewLoader(h *Host) plugins.Loader { return loader{h} }
 type loader struct{ h *Host }
 
 // Load loads the module and makes the client of every kind the manifest
-// lists with the kind's Adapter, which checks the module's description of
-// the kind. It fails for a kind without an adapter, one the module does
+// lists with the registered Kind, which checks the module's description of
+// the kind. It fails for a kind not registered, one the module does
 // not describe, or one its ABI version cannot carry.
 func (l loader) Load(ctx context.Context, req plugins.LoadRequest) (plugins.Instance, error) {
 	m, err := l.h.Load(ctx, req.Dir, req.Manifest, LoadOptions{
@@ -49,16 +49,16 @@ func (l loader) Load(ctx context.Context, req plugins.LoadRequest) (plugins.Inst
 func (l loader) Close(ctx context.Context) error { return l.h.Close(ctx) }
 
 // Carries reports whether a WASM module can provide kind: whether the
-// kind registered an Adapter.
+// kind is registered with RegisterKind.
 func (loader) Carries(kind plugins.Capability) bool {
-	_, ok := adapter(kind)
+	_, ok := lookupKind(kind)
 	return ok
 }
 
-// dispense makes the client of kind with its Adapter, or says why the
+// dispense makes the client of kind with its registered Kind, or says why the
 // module does not serve kind.
 func (t *Module) dispense(kind plugins.Capability) (any, error) {
-	a, ok := adapter(kind)
+	k, ok := lookupKind(kind)
 	if !ok {
 		return nil, fmt.Errorf("a WASM module cannot provide %q", kind)
 	}
@@ -69,7 +69,7 @@ func (t *Module) dispense(kind plugins.Capability) (any, error) {
 	case !ok:
 		return nil, fmt.Errorf("the manifest says it provides %q, and the module does not describe it", kind)
 	}
-	c, err := a.Dispense(t, d)
+	c, err := k.Client(t, d)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", kind, err)
 	}

@@ -30,8 +30,8 @@ import (
 const maxResponse = 16 << 20
 
 // Module is a loaded WASM plugin: a module and its instances, which
-// serve the kinds the module describes. A kind's Adapter makes the kind's
-// client of it, and sends it requests with Call.
+// serve the kinds the module describes. A registered Kind makes the kind's
+// client of it, which sends it requests with Call.
 type Module struct {
 	id      string
 	host    *Host
@@ -117,9 +117,9 @@ var errClosed = errors.New("module is closed")
 // ID returns the plugin's ID.
 func (t *Module) ID() string { return t.id }
 
-// Permissions returns the plugin's permissions, as its manifest declares
-// them and the host enforces them on the module.
-func (t *Module) Permissions() plugins.Permissions { return t.perms }
+// Manifest returns the plugin's manifest; the caller must not modify it.
+// The host enforces its permissions on the module.
+func (t *Module) Manifest() *plugins.Manifest { return t.m }
 
 // Request is one request to a kind a module serves: kiln_call's
 // {"kind": Kind, "op": Op, ...the members of Body} (specs/wasm-abi.md).
@@ -218,18 +218,31 @@ func (t *Module) encode(req Request) ([]byte, error) {
 	if len(body) > 0 && (body[0] != '{' || body[len(body)-1] != '}') {
 		return nil, fmt.Errorf("the %s %s request's body is not a JSON object", req.Kind, req.Op)
 	}
-	kind, _ := json.Marshal(req.Kind)
-	op, _ := json.Marshal(req.Op)
-	b := make([]byte, 0, len(kind)+len(op)+len(body)+16)
+	b := make([]byte, 0, len(req.Kind)+len(req.Op)+len(body)+24)
 	b = append(b, `{"kind":`...)
-	b = append(b, kind...)
+	b = appendName(b, string(req.Kind))
 	b = append(b, `,"op":`...)
-	b = append(b, op...)
+	b = appendName(b, req.Op)
 	if inner := bytes.TrimSpace(body[min(1, len(body)):max(len(body)-1, 0)]); len(inner) > 0 {
 		b = append(b, ',')
 		b = append(b, inner...)
 	}
 	return append(b, '}'), nil
+}
+
+// appendName appends a kind's or an operation's name as a JSON string:
+// as it is when it needs no escaping (names are lowercase words), else
+// through encoding/json.
+func appendName(b []byte, name string) []byte {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(name)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, name...)
+	return append(b, '"')
 }
 
 // decodeAnswer decodes kiln_call's answer: {"result": ...} into result,

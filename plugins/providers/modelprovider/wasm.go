@@ -13,15 +13,15 @@ import (
 	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
-func init() { wasm.RegisterKind(plugins.CapModelProvider, wasmAdapter{}) }
+func init() { wasm.RegisterKind(plugins.CapModelProvider, wasmKind{}) }
 
-// wasmAdapter serves the kind from WASM modules (specs/wasm-abi.md): the
+// wasmKind carries the kind over the WASM runtime (specs/wasm-abi.md): the
 // module describes the provider with a wire.ProviderDescription, and a
 // request of op "models" or "turn" runs under the manifest's timeout_ms,
 // a turn streaming its text through the delta host function.
-type wasmAdapter struct{}
+type wasmKind struct{}
 
-func (wasmAdapter) Dispense(m *wasm.Module, description json.RawMessage) (any, error) {
+func (wasmKind) Client(m *wasm.Module, description json.RawMessage) (any, error) {
 	var d wire.ProviderDescription
 	if err := json.Unmarshal(description, &d); err != nil {
 		return nil, fmt.Errorf("malformed provider description: %w", err)
@@ -29,7 +29,7 @@ func (wasmAdapter) Dispense(m *wasm.Module, description json.RawMessage) (any, e
 	if err := wire.CheckVersion("the provider description", d.V); err != nil {
 		return nil, err
 	}
-	return FromRemote(m.ID(), m.Permissions(), wasmRemote{m, remoteDescription(d)}), nil
+	return FromRemote(m.ID(), m.Manifest().Permissions, wasmRemote{m, remoteDescription(d)}), nil
 }
 
 // remoteDescription returns a plugin's description of its provider as a
