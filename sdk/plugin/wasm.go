@@ -5,25 +5,31 @@ package plugin
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"runtime"
+	"runtime/debug"
+	"strconv"
 	"unsafe"
+
+	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
 // ABIVersion is the Kiln WASM ABI this SDK speaks (specs/wasm-abi.md):
-// version 2, which carries every kind Serve takes (a toolset, a model
-// provider). The guest returns it from kiln_abi_version; a host that does
-// not speak it refuses the module at load.
-const ABIVersion = 2
+// version 3, which carries every kind Serve takes, dispatched by kind and
+// operation, with tool results as parts and model turns as the wire
+// contracts. The guest returns it from kiln_abi_version; a host that does
+// not speak it refuses the module at load, naming both versions.
+const ABIVersion = 3
 
 // In a WASM build the module is a WASI reactor (go build
 // -buildmode=c-shared): the host runs _initialize, which initializes the
 // packages but never calls main. The first call into an export runs
-// main.main once, and main's call to Serve registers the toolset. main must
+// main.main once, and main's call to Serve registers the kinds. main must
 // therefore call Serve and return without blocking; Serve returns at once.
 
 //go:linkname mainMain main.main
@@ -59,13 +65,38 @@ func kinds() (kindsServed, error) {
 	return served, nil
 }
 
-// toolset returns the registered toolset.
-func toolset() (*Toolset, error) {
-	k, err := kinds()
-	if err == nil && k.toolset == nil {
-		err = errors.New("the plugin serves no toolset")
+// wasmKind is a kind served over the WASM ABI.
+type wasmKind interface {
+	// describeWASM returns the kind's member of kiln_describe's "kinds":
+	// a value that encodes as a JSON object.
+	describeWASM() any
+	// callWASM runs one request of op, whose members besides "kind" and
+	// "op" are body (a JSON object), and appends its result's JSON to
+	// out. An error is the kind's own failure of the request.
+	callWASM(ctx context.Context, op string, body, out []byte) ([]byte, error)
+}
+
+// byName holds the kinds served, by name, once servedKinds found them.
+var byName map[string]wasmKind
+
+// servedKinds returns the kinds Serve registered, by name, running
+// main.main on first use.
+func servedKinds() (map[string]wasmKind, error) {
+	if byName != nil {
+		return byName, nil
 	}
-	return k.toolset, err
+	s, err := kinds()
+	if err != nil {
+		return nil, err
+	}
+	byName = map[string]wasmKind{}
+	if s.toolset != nil {
+		byName[Toolset{}.kind()] = s.toolset
+	}
+	if s.provider != nil {
+		byName[Provider{}.kind()] = s.provider
+	}
+	return byName, nil
 }
 
 //go:wasmexport kiln_abi_version
@@ -82,114 +113,253 @@ func kilnAlloc(size int32) uint32 {
 	return p
 }
 
-// kiln_describe answers {"toolset": [tool specs], "model-provider":
-// {description}}, with a member for each kind served.
+// kiln_describe answers {"kinds": {"<kind>": <its description>, ...}},
+// a member for each kind served.
 //
 //go:wasmexport kiln_describe
 func kilnDescribe() uint64 {
 	outbox = nil
-	k, err := kinds()
+	served, err := servedKinds()
 	if err != nil {
-		return respond(map[string]string{"error": err.Error()})
-	}
-	type spec struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Schema      json.RawMessage `json:"schema,omitempty"`
-		Idempotent  bool            `json:"idempotent"`
+		return respondString("error", err.Error())
 	}
 	d := map[string]any{}
-	if ts := k.toolset; ts != nil {
-		specs := make([]spec, 0, len(ts.Tools))
-		for _, t := range ts.Tools {
-			specs = append(specs, spec{t.Name, t.Description, t.Schema, t.Idempotent})
-		}
-		d["toolset"] = specs
+	for name, wk := range served {
+		d[name] = wk.describeWASM()
 	}
-	if k.provider != nil {
-		d["model-provider"] = k.provider.describe()
-	}
-	return respond(d)
+	return respond(map[string]any{"kinds": d})
 }
 
+// kiln_call runs the request {"kind", "op", ...} with the kind served
+// and answers {"result": ...}, or {"error": "<message>"} for its own
+// failure (a panic included).
+//
 //go:wasmexport kiln_call
-func kilnCall(ptr, n uint32) uint64 {
+func kilnCall(ptr, n uint32) (packed uint64) {
 	outbox = nil
 	req, ok := inbox[ptr]
 	delete(inbox, ptr)
 	if !ok && n > 0 || uint32(len(req)) < n {
 		return respondString("error", "kiln_call: request buffer was not allocated with kiln_alloc")
 	}
-	if isProviderRequest(req[:n]) {
-		return callProvider(req[:n])
-	}
-	result, err := call(req[:n])
+	kind, op, body, err := parseHead(req[:n])
 	if err != nil {
 		return respondString("error", err.Error())
 	}
-	return respondString("result", result)
-}
-
-// respondJSON keeps data in outbox and returns ptr<<32|len.
-func respondJSON(data []byte) uint64 {
-	outbox = data
-	return uint64(ptrOf(data))<<32 | uint64(len(data))
-}
-
-// isProviderRequest reports whether a kiln_call request is for the model
-// provider: {"kind":"model-provider",...}; a tool call starts {"tool":.
-func isProviderRequest(data []byte) bool {
-	return bytes.HasPrefix(data, []byte(`{"kind":"model-provider"`))
-}
-
-// callProvider runs a model-provider request: {"op": "models"} answers
-// {"models": [...]}, {"op": "turn"} streams text through the delta host
-// function and answers {"response": {...}}; failures (and panics) answer
-// {"error"}.
-func callProvider(data []byte) (packed uint64) {
-	var req struct {
-		Op       string      `json:"op"`
-		Settings Settings    `json:"settings"`
-		Model    string      `json:"model"`
-		Request  TurnRequest `json:"request"`
-	}
-	if err := json.Unmarshal(data, &req); err != nil {
-		return respondString("error", "kiln_call: bad request: "+err.Error())
-	}
-	k, err := kinds()
-	if err == nil && k.provider == nil {
-		err = errors.New("the plugin serves no model provider")
-	}
+	served, err := servedKinds()
 	if err != nil {
 		return respondString("error", err.Error())
 	}
-	p := k.provider
+	wk, ok := served[kind]
+	if !ok {
+		return respondString("error", fmt.Sprintf("the plugin serves no %q", kind))
+	}
 	defer func() {
 		if r := recover(); r != nil {
-			packed = respondString("error", fmt.Sprintf("%s panicked: %v", req.Op, r))
+			Log(slog.LevelError, fmt.Sprintf("%s %s panicked: %v\n%s", kind, op, r, debug.Stack()))
+			packed = respondString("error", fmt.Sprintf("%s %s panicked: %v", kind, op, r))
 		}
 	}()
-	ctx := context.Background()
-	switch req.Op {
+	out, err := wk.callWASM(context.Background(), op, body, append(make([]byte, 0, 256), `{"result":`...))
+	if err != nil {
+		return respondString("error", err.Error())
+	}
+	out = append(out, '}')
+	outbox = out
+	return uint64(ptrOf(out))<<32 | uint64(len(out))
+}
+
+// parseHead splits a kiln_call request into its kind, its op and its
+// other members as a JSON object. The host writes
+// {"kind":"<kind>","op":"<op>",...} with names that need no escaping,
+// which is split in place without encoding/json (JSON costs a Go WASM
+// guest tens of nanoseconds a byte); any other layout goes through
+// encoding/json.
+func parseHead(data []byte) (kind, op string, body []byte, err error) {
+	const kindHead, opHead = `{"kind":"`, `","op":"`
+	if rest, ok := bytes.CutPrefix(data, []byte(kindHead)); ok {
+		if i := bytes.IndexByte(rest, '"'); i >= 0 && bytes.IndexByte(rest[:i], '\\') < 0 && bytes.HasPrefix(rest[i:], []byte(opHead)) {
+			kind, rest = string(rest[:i]), rest[i+len(opHead):]
+			if j := bytes.IndexByte(rest, '"'); j >= 0 && bytes.IndexByte(rest[:j], '\\') < 0 {
+				op, rest = string(rest[:j]), rest[j+1:]
+				switch {
+				case len(rest) == 1 && rest[0] == '}':
+					return kind, op, []byte("{}"), nil
+				case len(rest) > 1 && rest[0] == ',':
+					rest[0] = '{' // the request's buffer is the guest's own
+					return kind, op, rest, nil
+				}
+			}
+		}
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(data, &members); err != nil {
+		return "", "", nil, fmt.Errorf("kiln_call: bad request: %w", err)
+	}
+	if json.Unmarshal(members["kind"], &kind) != nil || json.Unmarshal(members["op"], &op) != nil || kind == "" || op == "" {
+		return "", "", nil, errors.New(`kiln_call: bad request: want {"kind": "<kind>", "op": "<op>", ...}`)
+	}
+	delete(members, "kind")
+	delete(members, "op")
+	body, err = json.Marshal(members)
+	return kind, op, body, err
+}
+
+// describeWASM is the toolset's description: {"tools": [tool specs]}.
+func (ts *Toolset) describeWASM() any {
+	specs := make([]wire.ToolSpec, 0, len(ts.Tools))
+	for _, t := range ts.Tools {
+		specs = append(specs, wire.ToolSpec{Name: t.Name, Description: t.Description, Schema: t.Schema, Idempotent: t.Idempotent})
+	}
+	return map[string]any{"tools": specs}
+}
+
+// callWASM runs the op "call": {"tool": "<name>", "args": <json>} runs
+// the tool and answers its result (wire.ToolResult). An unknown tool, a
+// handler's error or panic and a result that breaks the contract are the
+// tool's failure: a result with IsError.
+func (ts *Toolset) callWASM(ctx context.Context, op string, body, out []byte) ([]byte, error) {
+	if op != "call" {
+		return nil, fmt.Errorf("kiln_call: unknown toolset op %q", op)
+	}
+	name, args, err := parseToolCall(body)
+	if err != nil {
+		return nil, err
+	}
+	var res Result
+	switch t := ts.find(name); {
+	case t == nil:
+		res = wire.ErrorResult(fmt.Sprintf("unknown tool %q", name))
+	case t.Handler == nil:
+		res = wire.ErrorResult(fmt.Sprintf("tool %q has no handler", name))
+	default:
+		res = runTool(ctx, t, args)
+	}
+	if err := res.Check(); err != nil {
+		res = wire.ErrorResult(fmt.Sprintf("tool %q returned a result Kiln cannot read: %v", name, err))
+	}
+	return appendResult(out, res), nil
+}
+
+// runTool runs t, turning a panic into the tool's failure.
+func runTool(ctx context.Context, t *Tool, args json.RawMessage) (res Result) {
+	defer func() {
+		if r := recover(); r != nil {
+			Log(slog.LevelError, fmt.Sprintf("tool %q panicked: %v\n%s", t.Name, r, debug.Stack()))
+			res = wire.ErrorResult(fmt.Sprintf("tool %q panicked: %v", t.Name, r))
+		}
+	}()
+	return t.run(ctx, args)
+}
+
+// parseToolCall splits the body of a tool call into the tool's name and
+// its arguments. The host writes the canonical form
+// {"tool":"<name>","args":<json>}; a name with escapes, or any other
+// layout, goes through encoding/json.
+func parseToolCall(body []byte) (tool string, args json.RawMessage, err error) {
+	const head, mid = `{"tool":"`, `","args":`
+	if bytes.HasPrefix(body, []byte(head)) && body[len(body)-1] == '}' {
+		rest := body[len(head) : len(body)-1]
+		if i := bytes.IndexByte(rest, '"'); i >= 0 && bytes.IndexByte(rest[:i], '\\') < 0 && bytes.HasPrefix(rest[i:], []byte(mid)) {
+			return string(rest[:i]), json.RawMessage(rest[i+len(mid):]), nil
+		}
+	}
+	var req struct {
+		Tool string          `json:"tool"`
+		Args json.RawMessage `json:"args"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return "", nil, fmt.Errorf("kiln_call: bad tool call: %w", err)
+	}
+	return req.Tool, req.Args, nil
+}
+
+// appendResult appends r as JSON (wire.ToolResult) without reflection;
+// Check has passed, so a JSON part's JSON is valid.
+func appendResult(b []byte, r Result) []byte {
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, int64(max(r.V, wire.Version)), 10)
+	b = append(b, `,"parts":[`...)
+	for i, p := range r.Parts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"type":`...)
+		b = appendJSONString(b, p.Type)
+		for _, f := range [...]struct{ key, value string }{{"text", p.Text}, {"mime_type", p.MIME}, {"name", p.Name}, {"uri", p.URI}} {
+			if f.value != "" || f.key == "text" && p.Type == wire.PartText {
+				b = append(b, `,"`...)
+				b = append(b, f.key...)
+				b = append(b, `":`...)
+				b = appendJSONString(b, f.value)
+			}
+		}
+		if p.Data != nil {
+			b = append(b, `,"data":"`...)
+			b = base64.StdEncoding.AppendEncode(b, p.Data)
+			b = append(b, '"')
+		}
+		if p.JSON != nil {
+			b = append(b, `,"json":`...)
+			b = append(b, p.JSON...)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	if r.IsError {
+		b = append(b, `,"is_error":true`...)
+	}
+	return append(b, '}')
+}
+
+// describeWASM is the provider's description (wire.ProviderDescription).
+func (p *Provider) describeWASM() any { return p.wire() }
+
+// callWASM runs the ops "models", {"settings"} answered with {"models":
+// [wire.ModelInfo]}, and "turn", {"settings", "model", "request":
+// wire.TurnRequest} answered with a wire.TurnResponse, its text streamed
+// through the delta host function as Turn produces it.
+func (p *Provider) callWASM(ctx context.Context, op string, body, out []byte) ([]byte, error) {
+	var req struct {
+		Settings Settings         `json:"settings"`
+		Model    string           `json:"model"`
+		Request  wire.TurnRequest `json:"request"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, fmt.Errorf("kiln_call: bad model-provider request: %w", err)
+	}
+	var result any
+	switch op {
 	case "models":
 		var models []ModelInfo
 		if p.ListModels != nil {
+			var err error
 			if models, err = p.ListModels(ctx, req.Settings); err != nil {
-				return respondString("error", err.Error())
+				return nil, err
 			}
 		}
-		if models == nil {
-			models = []ModelInfo{}
+		infos := make([]wire.ModelInfo, len(models))
+		for i, m := range models {
+			infos[i] = wire.ModelInfo{ID: m.ID, Name: m.Name, ContextSize: m.ContextSize}
 		}
-		return respond(map[string]any{"models": models})
+		result = map[string]any{"models": infos}
 	case "turn":
-		resp, err := p.Turn(ctx, req.Settings, req.Model, req.Request, sendDelta)
-		if err != nil {
-			return respondString("error", err.Error())
+		if err := wire.CheckVersion("the turn request", req.Request.V); err != nil {
+			return nil, err
 		}
-		return respond(map[string]any{"response": resp})
+		resp, err := p.Turn(ctx, req.Settings, req.Model, turnFromWire(req.Request), sendDelta)
+		if err != nil {
+			return nil, err
+		}
+		result = resp.wire()
+	default:
+		return nil, fmt.Errorf("kiln_call: unknown model-provider op %q", op)
 	}
-	return respondString("error", fmt.Sprintf("kiln_call: unknown model-provider op %q", req.Op))
+	b, err := json.Marshal(result)
+	if err != nil {
+		return nil, fmt.Errorf("encode the %s result: %w", op, err)
+	}
+	return append(out, b...), nil
 }
 
 // sendDelta streams text of the turn in flight to the host.
@@ -241,57 +411,6 @@ func appendJSONString(b []byte, s string) []byte {
 	}
 	b = append(b, s[run:]...)
 	return append(b, '"')
-}
-
-// parseRequest splits a kiln_call request into the tool name and the
-// arguments. The host writes the canonical form
-// {"tool":"<name>","args":<json>}; a name with escapes, or any other
-// layout, goes through encoding/json.
-func parseRequest(data []byte) (tool string, args json.RawMessage, err error) {
-	const head, mid = `{"tool":"`, `","args":`
-	if bytes.HasPrefix(data, []byte(head)) && len(data) > 0 && data[len(data)-1] == '}' {
-		rest := data[len(head) : len(data)-1]
-		if i := bytes.IndexByte(rest, '"'); i >= 0 && bytes.IndexByte(rest[:i], '\\') < 0 && bytes.HasPrefix(rest[i:], []byte(mid)) {
-			return string(rest[:i]), json.RawMessage(rest[i+len(mid):]), nil
-		}
-	}
-	var req struct {
-		Tool string          `json:"tool"`
-		Args json.RawMessage `json:"args"`
-	}
-	if err := json.Unmarshal(data, &req); err != nil {
-		return "", nil, fmt.Errorf("kiln_call: bad request: %w", err)
-	}
-	return req.Tool, req.Args, nil
-}
-
-// call decodes a request and runs the tool, turning a panic into an error.
-func call(data []byte) (result string, err error) {
-	name, args, err := parseRequest(data)
-	if err != nil {
-		return "", err
-	}
-	ts, err := toolset()
-	if err != nil {
-		return "", err
-	}
-	t := ts.find(name)
-	if t == nil {
-		return "", fmt.Errorf("unknown tool %q", name)
-	}
-	if t.Handler == nil {
-		return "", fmt.Errorf("tool %q has no handler", name)
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("tool %q panicked: %v", name, r)
-		}
-	}()
-	res := t.run(context.Background(), args)
-	if res.IsError {
-		return "", errors.New(res.Text())
-	}
-	return res.Text(), nil
 }
 
 // respond keeps v's JSON alive in outbox and returns ptr<<32|len.
