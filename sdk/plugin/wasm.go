@@ -13,7 +13,10 @@ import (
 	"log/slog"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/kilnhq/kiln/sdk/plugin/wire"
@@ -160,7 +163,7 @@ func kilnCall(ptr, n uint32) (packed uint64) {
 			packed = respondString("error", fmt.Sprintf("%s %s panicked: %v", kind, op, r))
 		}
 	}()
-	out, err := wk.callWASM(context.Background(), op, body, append(make([]byte, 0, 256), `{"result":`...))
+	out, err := wk.callWASM(context.Background(), op, body, []byte(`{"result":`))
 	if err != nil {
 		return respondString("error", err.Error())
 	}
@@ -238,7 +241,19 @@ func (ts *Toolset) callWASM(ctx context.Context, op string, body, out []byte) ([
 	if err := res.Check(); err != nil {
 		res = wire.ErrorResult(fmt.Sprintf("tool %q returned a result Kiln cannot read: %v", name, err))
 	}
-	return appendResult(out, res), nil
+	return appendResult(slices.Grow(out, resultSize(res)), res), nil
+}
+
+// resultSize estimates the length of r's JSON, so that appendResult
+// allocates once: garbage is what a Go guest pays for most (its
+// collector is slow), after JSON.
+func resultSize(r Result) int {
+	n := 64
+	for _, p := range r.Parts {
+		text := len(p.Text) + len(p.MIME) + len(p.Name) + len(p.URI)
+		n += 64 + text + text/8 + base64.StdEncoding.EncodedLen(len(p.Data)) + len(p.JSON)
+	}
+	return n
 }
 
 // runTool runs t, turning a panic into the tool's failure.
@@ -385,20 +400,19 @@ func respondString(key, s string) uint64 {
 	return uint64(ptrOf(b))<<32 | uint64(len(b))
 }
 
-// appendJSONString appends s as a JSON string. ASCII is escaped here;
-// a string with other bytes goes through encoding/json (which also
-// replaces invalid UTF-8).
+// appendJSONString appends s as a JSON string: '"', '\\' and control
+// characters escaped, other bytes as they are (UTF-8; invalid UTF-8 is
+// replaced by U+FFFD first).
 func appendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
-	start := len(b)
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
 	b = append(b, '"')
 	run := 0 // start of the bytes not yet copied
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
-		case c >= 0x80:
-			q, _ := json.Marshal(s)
-			return append(b[:start], q...)
 		case c == '"' || c == '\\':
 			b = append(b, s[run:i]...)
 			b = append(b, '\\', c)
