@@ -18,4 +18,6 @@
 //
 // Storage backends live in subpackages named after what they wrap
 // (core/sqlite); the conformance suite every backend runs is core/coretest.
+// core/logs, the server log, is a library beside core that core itself
+// does not use.
 package core

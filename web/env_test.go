@@ -51,13 +51,7 @@ func newEnv(t *testing.T, opts Options) *env {
 func startEnv(t *testing.T, dir string, opts Options) *env {
 	t.Helper()
 	e := &env{t: t, dir: dir, scratch: filepath.Join(dir, "scratch"), token: opts.Token, logs: &syncBuffer{}, once: &sync.Once{}}
-	// As in kiln serve: the metrics observe the store and the engine.
-	var sopts sqlite.Options
-	var obs core.Observer
-	if opts.Metrics != nil {
-		sopts.OnCommit, obs = opts.Metrics.StoreCommit, opts.Metrics
-	}
-	store, err := sqlite.Open(filepath.Join(dir, "kiln.db"), sopts)
+	store, err := sqlite.Open(filepath.Join(dir, "kiln.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -74,7 +68,6 @@ func startEnv(t *testing.T, dir string, opts Options) *env {
 		Tools:        builtin.Tools(e.scratch),
 		DefaultModel: "scripted",
 		Logger:       slog.New(slog.NewTextHandler(e.logs, nil)).With("from", "core"),
-		Observer:     obs,
 		DataRoot:     dir,
 		Blobs:        core.DirBlobs{Dir: filepath.Join(dir, "attachments")},
 		Schedules:    cron.Parse,

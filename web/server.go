@@ -10,10 +10,9 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/logs"
 	"github.com/kilnhq/kiln/plugins/mcp/kilnserver"
 	"github.com/kilnhq/kiln/skills"
-	"github.com/kilnhq/kiln/web/logs"
-	"github.com/kilnhq/kiln/web/metrics"
 )
 
 // Options configures the HTTP API.
@@ -71,9 +70,9 @@ type Options struct {
 	// this server".
 	Providers Providers
 	// Metrics, when set, is served at /metrics (behind the API token when
-	// one is configured); the server has it watch its event streams and
-	// the Service's active runs. Without it /metrics answers 404.
-	Metrics *metrics.Metrics
+	// one is configured); the server has it watch its event streams.
+	// When nil (an untyped nil, as for Plugins) /metrics answers 404.
+	Metrics Metrics
 	// Logs, when set, is the server log behind /api/v1/logs and
 	// /api/v1/logs/stream. Without it those routes answer 404.
 	Logs *logs.Log
@@ -143,10 +142,7 @@ func newServer(svc *core.Service, opts Options) *server {
 	}
 	if opts.Metrics != nil {
 		opts.Metrics.WatchStreams(s.fanout.stats)
-		if svc != nil {
-			opts.Metrics.WatchRuns(svc.RunCounts)
-		}
-		s.metrics = opts.Metrics.Handler()
+		s.metrics = metricsHandler(opts.Metrics, s.log)
 	}
 	if svc != nil {
 		s.mcp = kilnserver.HTTP(kilnserver.New(kilnserver.Service(svc, core.LocalOwner, opts.Skills, opts.Logs), opts.Version))
@@ -237,20 +233,6 @@ func (s *server) apiRoutes(r chi.Router) {
 	r.Get("/logs", s.api(s.listLogs))
 	r.Get("/logs/stream", s.streamLogs)
 	r.Get("/events", s.allEvents)
-}
-
-// serveMetrics serves the Prometheus metrics. /metrics is not under /api,
-// so requireToken leaves it alone: it checks the token itself, because
-// metrics tell what the server is doing (tool names, plugin IDs, load).
-func (s *server) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	if s.metrics == nil {
-		s.writeError(w, r, errorf(core.ENOTFOUND, "metrics are not available on this server"))
-		return
-	}
-	if !s.authorized(w, r) {
-		return
-	}
-	s.metrics.ServeHTTP(w, r)
 }
 
 // serveMCP serves Kiln as an MCP server (Streamable HTTP). /mcp is not

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/core"
-	"github.com/kilnhq/kiln/web/logs"
+	"github.com/kilnhq/kiln/core/logs"
 )
 
 // noLogsMessage is the error of the log routes on a server without a log.

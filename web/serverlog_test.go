@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/core"
-	"github.com/kilnhq/kiln/web/logs"
+	"github.com/kilnhq/kiln/core/logs"
 )
 
 const logSecret = "kiln-log-secret-0c7e91d4"

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -93,7 +94,19 @@ func TestServeObservability(t *testing.T) {
 	if code, _ := get("/metrics", ""); code != http.StatusUnauthorized {
 		t.Errorf("/metrics without the token: %d", code)
 	}
+	// An open event stream shows in the stream gauge (web reports it to
+	// the metrics kiln serve made).
+	req, _ := http.NewRequestWithContext(ctx, "GET", url+"/api/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	events, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if events.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/v1/events: %d", events.StatusCode)
+	}
 	code, body := get("/metrics", token)
+	events.Body.Close()
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d %s", code, body)
 	}
@@ -105,10 +118,19 @@ func TestServeObservability(t *testing.T) {
 		`kiln_model_turn_duration_seconds_count{provider="scripted"} 4`,
 		`kiln_runs_active{state="running"} 0`,
 		`kiln_steps_total{kind="tools"} 3`,
+		`kiln_sse_subscribers 1`,
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+	for _, name := range []string{"kiln_store_commit_duration_seconds_count", "kiln_store_committed_updates_total", "go_goroutines", "process_resident_memory_bytes"} {
+		if !regexp.MustCompile(`(?m)^` + name + ` [1-9]`).MatchString(body) {
+			t.Errorf("/metrics has no %s above zero", name)
+		}
+	}
+	if strings.Contains(body, th.ID) || strings.Contains(body, run.ID) {
+		t.Errorf("/metrics names a thread or a run:\n%s", body)
 	}
 	if !strings.Contains(body, `kiln_tool_calls_total{outcome="ok",tool="util.calc"} 1`) && !strings.Contains(body, `kiln_tool_calls_total{outcome="error",tool="util.calc"} 1`) {
 		t.Errorf("/metrics does not count util.calc:\n%s", body)

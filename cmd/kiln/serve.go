@@ -24,7 +24,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/kilnhq/kiln/cmd/kiln/internal/metrics"
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/logs"
 	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/builtin"
@@ -37,8 +39,6 @@ import (
 	"github.com/kilnhq/kiln/sandbox/service"
 	"github.com/kilnhq/kiln/skills"
 	"github.com/kilnhq/kiln/web"
-	"github.com/kilnhq/kiln/web/logs"
-	"github.com/kilnhq/kiln/web/metrics"
 )
 
 // Defaults of kiln serve.
@@ -359,7 +359,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	// slog.Default()) is redacted and reaches the file too.
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(log)
-	met := metrics.New(log.With("component", "metrics"))
+	met := metrics.New()
 	dbPath := filepath.Join(cfg.DataRoot, "kiln.db")
 	store, err := sqlite.Open(dbPath, sqlite.Options{OnCommit: met.StoreCommit})
 	if err != nil {
@@ -417,6 +417,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return fmt.Errorf("create service: %w", err)
 	}
+	met.WatchRuns(svc.RunCounts)
 	sbx, err := openSandboxes(store, svc, cfg.DataRoot, log.With("component", "sandboxes"))
 	if err != nil {
 		return err

@@ -147,9 +147,7 @@ func pageLimit(n int) int {
 	return n
 }
 
-// likePattern returns a LIKE pattern (ESCAPE '\') matching s anywhere.
-func likePattern(s string) string { return "%" + likeEscaper.Replace(s) + "%" }
-
+// likeEscaper escapes the text of a LIKE pattern (ESCAPE '\').
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
 // isConstraint reports whether err is the SQLite constraint violation code.

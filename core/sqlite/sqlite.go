@@ -517,16 +517,6 @@ func migrations() ([]migration, error) {
 	return ms, nil
 }
 
-// SchemaVersion is the schema version this build writes: the number of the
-// last embedded migration.
-func SchemaVersion() int {
-	ms, err := migrations()
-	if err != nil || len(ms) == 0 {
-		return 0
-	}
-	return ms[len(ms)-1].version
-}
-
 // migrate applies the migrations db is missing, each in one transaction
 // together with its schema_migrations row.
 func migrate(ctx context.Context, db *sql.DB, now core.Clock) error {

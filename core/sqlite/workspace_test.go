@@ -73,8 +73,8 @@ VALUES (1, 0, 2, 'user', 'hello', NULL, '', '', 0, ?)`, []any{ns}},
 		t.Fatalf("Open of a 0005 database: %v", err)
 	}
 	defer s.Close()
-	if err := s.w.QueryRow("SELECT max(version) FROM schema_migrations").Scan(&v); err != nil || v != SchemaVersion() {
-		t.Errorf("schema version after the upgrade = %d, %v; want %d", v, err, SchemaVersion())
+	if err := s.w.QueryRow("SELECT max(version) FROM schema_migrations").Scan(&v); err != nil || v != schemaVersion(t) {
+		t.Errorf("schema version after the upgrade = %d, %v; want %d", v, err, schemaVersion(t))
 	}
 	rows, err := s.w.Query("PRAGMA foreign_key_check")
 	if err != nil {

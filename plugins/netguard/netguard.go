@@ -81,19 +81,14 @@ func CheckURL(perms plugins.Permissions, u *url.URL) error {
 	return nil
 }
 
-// Dialer returns a dial function (net.Dialer.DialContext's shape) that
-// connects only where perms allow, with the checks of NewClient's
-// transport: the host:port against AllowsHost, then every address a name
-// resolves to against AllowsResolvedAddr. A refusal wraps ErrDenied; any
-// other error is the resolver's or the dial's.
-func Dialer(perms plugins.Permissions) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return DialerExcept(perms, plugins.Permissions{})
-}
-
-// DialerExcept is Dialer, refusing besides whatever deny's network
-// patterns match: the host:port as named, and each address a name
+// DialerExcept returns a dial function (net.Dialer.DialContext's shape)
+// that connects only where perms allow and deny does not match, with the
+// checks of NewClient's transport: the host:port against AllowsHost, then
+// every address a name resolves to against AllowsResolvedAddr; deny's
+// network patterns refuse the host:port as named and each address a name
 // resolves to (so a deny rule of an address holds for every name that
-// leads there).
+// leads there). A refusal wraps ErrDenied; any other error is the
+// resolver's or the dial's.
 func DialerExcept(perms, deny plugins.Permissions) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &dialer{perms: perms, deny: deny, resolver: net.DefaultResolver}
 	return d.DialContext

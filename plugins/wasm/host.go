@@ -20,6 +20,7 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/integrity"
 	"github.com/kilnhq/kiln/plugins/netguard"
+	"github.com/kilnhq/kiln/plugins/wasmrt"
 )
 
 // ABIVersion is the newest Kiln WASM ABI version this host speaks
@@ -37,7 +38,7 @@ const MaxEntrySize = integrity.MaxEntrySize
 // default logger, the real clock.
 type Config struct {
 	// CacheDir holds compiled code across restarts
-	// (wazero.NewCompilationCacheWithDir); "" keeps it in memory only.
+	// (wasmrt.OpenCache); "" keeps it in memory only.
 	CacheDir string
 	// Logger receives guest logs and stdout/stderr, unless LoadOptions
 	// gives one. nil means slog.Default().
@@ -66,7 +67,7 @@ type LoadOptions struct {
 	// drops the events.
 	Emit func(ctx context.Context, event json.RawMessage)
 	// KV is the plugin's own key/value namespace, behind the kv_* host
-	// functions (KVNamespace adapts a core.KVStore). It is called during
+	// functions (plugins.KVNamespace adapts a core.KVStore). It is called during
 	// tool calls, under their deadline, and concurrently when calls run
 	// at once. nil gives the plugin none: the kv_* calls fail with "kv is
 	// not available".
@@ -125,15 +126,11 @@ func New(cfg Config) (*Host, error) {
 		cfg: cfg, runtimes: map[uint32]wazero.Runtime{}, compiled: map[compiledKey]*compiledEntry{},
 		descriptions: map[compiledKey]description{}, keep: keepCompiled,
 	}
-	if cfg.CacheDir != "" {
-		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
-		if err != nil {
-			return nil, fmt.Errorf("wasm host: compilation cache: %w", err)
-		}
-		h.cache = c
-	} else {
-		h.cache = wazero.NewCompilationCache()
+	c, err := wasmrt.OpenCache(cfg.CacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("wasm host: %w", err)
 	}
+	h.cache = c
 	return h, nil
 }
 
@@ -172,14 +169,9 @@ func (h *Host) runtime(ctx context.Context, pages uint32) (wazero.Runtime, error
 	if r, ok := h.runtimes[pages]; ok {
 		return r, nil
 	}
-	cfg := wazero.NewRuntimeConfig().
-		WithCompilationCache(h.cache).
-		WithMemoryLimitPages(pages).
-		WithCloseOnContextDone(true)
-	r := wazero.NewRuntimeWithConfig(ctx, cfg)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
-		r.Close(ctx)
-		return nil, fmt.Errorf("wasm host: instantiate wasi: %w", err)
+	r, err := wasmrt.New(ctx, h.cache, pages)
+	if err != nil {
+		return nil, fmt.Errorf("wasm host: %w", err)
 	}
 	if err := instantiateKiln(ctx, r); err != nil {
 		r.Close(ctx)
@@ -228,7 +220,7 @@ func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts L
 	if timeout <= 0 {
 		timeout = plugins.DefaultTimeoutMS
 	}
-	rt, err := h.runtime(ctx, uint32(mib)*16) // 64 KiB pages
+	rt, err := h.runtime(ctx, wasmrt.Pages(mib))
 	if err != nil {
 		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
 	}

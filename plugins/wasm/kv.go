@@ -14,9 +14,6 @@ import (
 // kv_delete and kv_list host functions: the host's plugins.KV.
 type KV = plugins.KV
 
-// KVNamespace returns the namespace ns of s as a KV.
-func KVNamespace(s core.KVStore, ns string) KV { return plugins.KVNamespace(s, ns) }
-
 // errNoKV is the failure of every kv_* call of a plugin loaded without
 // LoadOptions.KV.
 var errNoKV = errors.New("kv is not available: the host gave this plugin no key/value store")

@@ -33,7 +33,7 @@ func openKVStore(t *testing.T, path string) *sqlite.Store {
 func loadCalcAs(t *testing.T, h *Host, id string, s core.KVStore) *Module {
 	t.Helper()
 	dir, m := plugintest.WritePlugin(t, id, plugins.RuntimeWASM, "calc.wasm", buildCalc(t), "")
-	ts, err := h.Load(context.Background(), dir, m, LoadOptions{KV: KVNamespace(s, m.ID)})
+	ts, err := h.Load(context.Background(), dir, m, LoadOptions{KV: plugins.KVNamespace(s, m.ID)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestKVCounter(t *testing.T) {
 
 	// A trap throws the instance away; the count is not in the instance.
 	dir, m := writePlugin(t, `{"memory_mib": 32}`)
-	small, err := h.Load(context.Background(), dir, m, LoadOptions{KV: KVNamespace(store, m.ID)})
+	small, err := h.Load(context.Background(), dir, m, LoadOptions{KV: plugins.KVNamespace(store, m.ID)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestKVNotAvailable(t *testing.T) {
 func TestKVGuestHelpers(t *testing.T) {
 	store := openKVStore(t, filepath.Join(t.TempDir(), "kiln.db"))
 	dir, m := plugintest.WritePlugin(t, "kvguest", plugins.RuntimeWASM, "kvguest.wasm", plugintest.Build(t, "./testdata/kvguest", plugins.RuntimeWASM), "")
-	ts, err := newHost(t, "").Load(context.Background(), dir, m, LoadOptions{KV: KVNamespace(store, m.ID)})
+	ts, err := newHost(t, "").Load(context.Background(), dir, m, LoadOptions{KV: plugins.KVNamespace(store, m.ID)})
 	if err != nil {
 		t.Fatal(err)
 	}

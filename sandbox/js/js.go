@@ -56,7 +56,6 @@
 package js
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,6 +68,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/sandbox"
+	"github.com/kilnhq/kiln/sandbox/internal/execout"
 	"github.com/kilnhq/kiln/sandbox/jsguest"
 	"github.com/kilnhq/kiln/sandbox/wasm"
 )
@@ -395,17 +395,17 @@ func (r *Runtime) script(ctx context.Context, wh sandbox.Handle, req sandbox.Exe
 	}
 	maps.Copy(env, req.Env)
 	env["PWD"] = dir
-	out := &streams{events: events}
+	out := execout.New(events)
 	code, err := e.Run(ctx, jsguest.RunRequest{
 		Args: req.Command[1:], Env: env, Dir: sb.Root, Stdin: req.Stdin,
-		Stdout: out.writer(sandbox.Stdout), Stderr: out.writer(sandbox.Stderr),
+		Stdout: out.Writer(sandbox.Stdout), Stderr: out.Writer(sandbox.Stderr),
 	})
 	if errors.Is(err, jsguest.ErrOutOfMemory) && ctx.Err() == nil {
-		out.write(sandbox.Stderr, []byte(fmt.Sprintf("%s: out of memory (the sandbox's cap is %d MiB)\n", name, sb.MemoryMiB)))
-		out.close()
+		out.Write(sandbox.Stderr, []byte(fmt.Sprintf("%s: out of memory (the sandbox's cap is %d MiB)\n", name, sb.MemoryMiB)))
+		out.Close()
 		return sandbox.ExitStatus{Code: 137}, nil
 	}
-	out.close()
+	out.Close()
 	if ctx.Err() != nil {
 		// Destroyed, closed, past MaxExecTime, or the caller's ctx ended
 		// (its cause, when it has one, wrapped too).
@@ -525,40 +525,4 @@ func (r *Runtime) Remove(ctx context.Context, h sandbox.Handle, path string) err
 		return err
 	}
 	return r.wasm.Remove(ctx, wh, path)
-}
-
-// streams passes a script's output to the events callback, one write
-// at a time and never after close.
-type streams struct {
-	mu     sync.Mutex
-	events func(sandbox.ExecEvent)
-	done   bool
-}
-
-func (s *streams) write(stream sandbox.Stream, p []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done || len(p) == 0 {
-		return
-	}
-	s.events(sandbox.ExecEvent{Stream: stream, Data: bytes.Clone(p)})
-}
-
-func (s *streams) close() {
-	s.mu.Lock()
-	s.done = true
-	s.mu.Unlock()
-}
-
-// writer is stream as an io.Writer.
-func (s *streams) writer(stream sandbox.Stream) io.Writer { return streamWriter{s, stream} }
-
-type streamWriter struct {
-	s      *streams
-	stream sandbox.Stream
-}
-
-func (w streamWriter) Write(p []byte) (int, error) {
-	w.s.write(w.stream, p)
-	return len(p), nil
 }

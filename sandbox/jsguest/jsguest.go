@@ -40,8 +40,9 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/kilnhq/kiln/plugins/wasmrt"
 )
 
 //go:generate env GOFLAGS= GOOS=wasip1 GOARCH=wasm go build -trimpath -buildvcs=false "-ldflags=-s -w" -o js.wasm ./guest
@@ -55,7 +56,7 @@ var wasmModule []byte
 const DefaultMemoryMiB = 256
 
 // MaxMemoryMiB is the largest memory cap: a wasm32 memory's 4 GiB.
-const MaxMemoryMiB = 4096
+const MaxMemoryMiB = wasmrt.MaxMemoryMiB
 
 // ErrOutOfMemory is wrapped by the error of a Run whose script needed
 // more memory than Options.MemoryMiB.
@@ -68,7 +69,7 @@ type Options struct {
 	// alone takes a few MiB.
 	MemoryMiB int
 	// CacheDir keeps the compiled guest across processes
-	// (wazero.NewCompilationCacheWithDir), so a later New skips most of
+	// (wasmrt.OpenCache), so a later New skips most of
 	// the compilation; "" compiles in memory only.
 	CacheDir string
 }
@@ -118,25 +119,17 @@ func New(ctx context.Context, opts Options) (*Engine, error) {
 	if mib < 0 || mib > MaxMemoryMiB {
 		return nil, fmt.Errorf("jsguest: MemoryMiB %d is not within 1..%d", opts.MemoryMiB, MaxMemoryMiB)
 	}
-	cache := wazero.NewCompilationCache()
-	if opts.CacheDir != "" {
-		c, err := wazero.NewCompilationCacheWithDir(opts.CacheDir)
-		if err != nil {
-			return nil, fmt.Errorf("jsguest: compilation cache: %w", err)
-		}
-		cache = c
+	cache, err := wasmrt.OpenCache(opts.CacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("jsguest: %w", err)
 	}
-	cfg := wazero.NewRuntimeConfig().
-		WithCompilationCache(cache).
-		WithMemoryLimitPages(uint32(mib) * 16). // 64 KiB pages
-		WithCloseOnContextDone(true)
-	r := wazero.NewRuntimeWithConfig(ctx, cfg)
+	r, err := wasmrt.New(ctx, cache, wasmrt.Pages(mib))
+	if err != nil {
+		cache.Close(ctx)
+		return nil, fmt.Errorf("jsguest: %w", err)
+	}
 	e := &Engine{memMiB: mib, runtime: r, cache: cache}
 	e.stopped, e.stop = context.WithCancel(context.Background())
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
-		e.Close(ctx)
-		return nil, fmt.Errorf("jsguest: instantiate wasi: %w", err)
-	}
 	compiled, err := r.CompileModule(ctx, wasmModule)
 	if err != nil {
 		e.Close(ctx)

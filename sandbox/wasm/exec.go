@@ -23,7 +23,9 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
+	"github.com/kilnhq/kiln/plugins/wasmrt"
 	"github.com/kilnhq/kiln/sandbox"
+	"github.com/kilnhq/kiln/sandbox/internal/execout"
 	"github.com/kilnhq/kiln/sandbox/internal/shscript"
 )
 
@@ -57,7 +59,7 @@ type engine struct {
 // engine returns the engine for a memory limit, creating it on first
 // use.
 func (r *Runtime) engine(ctx context.Context, mib int) (*engine, error) {
-	pages := uint32(mib) * 16 // of 64 KiB
+	pages := wasmrt.Pages(mib)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -66,14 +68,9 @@ func (r *Runtime) engine(ctx context.Context, mib int) (*engine, error) {
 	if e, ok := r.engines[pages]; ok {
 		return e, nil
 	}
-	cfg := wazero.NewRuntimeConfig().
-		WithCompilationCache(r.cache).
-		WithMemoryLimitPages(pages).
-		WithCloseOnContextDone(true)
-	rt := wazero.NewRuntimeWithConfig(context.WithoutCancel(ctx), cfg)
-	if _, err := wasi_snapshot_preview1.Instantiate(context.WithoutCancel(ctx), rt); err != nil {
-		rt.Close(ctx)
-		return nil, fmt.Errorf("wasm sandbox runtime: instantiate WASI: %w", err)
+	rt, err := wasmrt.New(context.WithoutCancel(ctx), r.cache, pages)
+	if err != nil {
+		return nil, fmt.Errorf("wasm sandbox runtime: %w", err)
 	}
 	if err := instantiateHost(context.WithoutCancel(ctx), rt); err != nil {
 		rt.Close(ctx)
@@ -186,7 +183,7 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 		return sandbox.ExitStatus{}, &fs.PathError{Op: "exec", Path: dir, Err: fmt.Errorf("%w: the working folder: %w", fs.ErrNotExist, unwrapPath(err))}
 	}
 
-	out := &streams{events: events}
+	out := execout.New(events)
 	e, err := r.engine(ctx, b.meta.MemoryMiB)
 	if err != nil {
 		return sandbox.ExitStatus{}, err
@@ -253,11 +250,11 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 		return sandbox.ExitStatus{}, err
 	}
 	ctx = context.WithValue(ctx, execKey{}, &execState{e: e, b: b, out: out, stdin: stdin})
-	stderr := out.writer(sandbox.Stderr)
-	err = runModule(ctx, e, b, mod, proc{argv: req.Command, env: environ, stdin: stdin, stdout: out.writer(sandbox.Stdout), stderr: stderr})
+	stderr := out.Writer(sandbox.Stderr)
+	err = runModule(ctx, e, b, mod, proc{argv: req.Command, env: environ, stdin: stdin, stdout: out.Writer(sandbox.Stdout), stderr: stderr})
 	r.busy.RUnlock()
 	if ctx.Err() != nil {
-		out.close()
+		out.Close()
 		// Destroyed, closed, past MaxExecTime, or the caller's ctx ended
 		// (its cause, when it has one, wrapped too).
 		cause := context.Cause(ctx)
@@ -267,7 +264,7 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 		return sandbox.ExitStatus{}, fmt.Errorf("exec %q: %w", name, cause)
 	}
 	code := exitCode(err, name, stderr)
-	out.close()
+	out.Close()
 	return sandbox.ExitStatus{Code: code}, nil
 }
 
@@ -346,8 +343,8 @@ func isModuleName(name string) bool {
 }
 
 // notFound ends a command whose program is not there, as a shell does.
-func notFound(out *streams, name string) sandbox.ExitStatus {
-	out.write(sandbox.Stderr, []byte("sh: "+name+": not found\n"))
+func notFound(out *execout.Streams, name string) sandbox.ExitStatus {
+	out.Write(sandbox.Stderr, []byte("sh: "+name+": not found\n"))
 	return sandbox.ExitStatus{Code: 127}
 }
 
@@ -445,42 +442,6 @@ func (r readOnly) OpenFile(path string, flag experimentalsys.Oflag, perm fs.File
 		return nil, experimentalsys.EROFS
 	}
 	return r.ReadFS.OpenFile(path, flag, perm)
-}
-
-// streams passes a command's output to the events callback, one write
-// at a time and never after close.
-type streams struct {
-	mu     sync.Mutex
-	events func(sandbox.ExecEvent)
-	done   bool
-}
-
-func (s *streams) write(stream sandbox.Stream, p []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done || len(p) == 0 {
-		return
-	}
-	s.events(sandbox.ExecEvent{Stream: stream, Data: bytes.Clone(p)})
-}
-
-func (s *streams) close() {
-	s.mu.Lock()
-	s.done = true
-	s.mu.Unlock()
-}
-
-// writer is stream as an io.Writer.
-func (s *streams) writer(stream sandbox.Stream) io.Writer { return streamWriter{s, stream} }
-
-type streamWriter struct {
-	s      *streams
-	stream sandbox.Stream
-}
-
-func (w streamWriter) Write(p []byte) (int, error) {
-	w.s.write(w.stream, p)
-	return len(p), nil
 }
 
 // stdin is a command's input, read by a goroutine of its own so that a

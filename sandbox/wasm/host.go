@@ -17,6 +17,7 @@ import (
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 
 	"github.com/kilnhq/kiln/sandbox"
+	"github.com/kilnhq/kiln/sandbox/internal/execout"
 	"github.com/kilnhq/kiln/sandbox/internal/shscript"
 	"github.com/kilnhq/kiln/sandbox/wasm/internal/hostabi"
 )
@@ -35,7 +36,7 @@ type execKey struct{}
 type execState struct {
 	e     *engine
 	b     *box
-	out   *streams
+	out   *execout.Streams
 	stdin io.Reader // the command's standard input
 }
 
@@ -73,9 +74,9 @@ func (st *execState) spawn(ctx context.Context, req hostabi.Spawn) int {
 	target := func(t hostabi.Target) (io.Writer, error) {
 		switch {
 		case t.Stream == 1:
-			return st.out.writer(sandbox.Stdout), nil
+			return st.out.Writer(sandbox.Stdout), nil
 		case t.Stream == 2 || t.Path == "":
-			return st.out.writer(sandbox.Stderr), nil
+			return st.out.Writer(sandbox.Stderr), nil
 		case outs[t.Path] != nil:
 			return outs[t.Path], nil
 		}
@@ -88,7 +89,7 @@ func (st *execState) spawn(ctx context.Context, req hostabi.Spawn) int {
 	}
 	stderr, err := target(req.Stderr)
 	if err != nil {
-		return fail(st.out.writer(sandbox.Stderr), 2, "sh: cannot write to %s: %s", req.Stderr.Path, unwrapPath(err))
+		return fail(st.out.Writer(sandbox.Stderr), 2, "sh: cannot write to %s: %s", req.Stderr.Path, unwrapPath(err))
 	}
 	stdout, err := target(req.Stdout)
 	if err != nil {

@@ -123,6 +123,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
+	"github.com/kilnhq/kiln/plugins/wasmrt"
 	"github.com/kilnhq/kiln/sandbox"
 )
 
@@ -139,7 +140,7 @@ const (
 // MaxMemoryMiB is the most memory a 32-bit WebAssembly module can
 // address (65536 pages of 64 KiB), and so the most a Spec may ask for
 // whatever Options.Max says.
-const MaxMemoryMiB = 4096
+const MaxMemoryMiB = wasmrt.MaxMemoryMiB
 
 // Options configure a Runtime.
 type Options struct {
@@ -205,9 +206,9 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("wasm sandbox runtime: %w", err)
 	}
 	removeTrash(opts.Dir)
-	cache, err := wazero.NewCompilationCacheWithDir(filepath.Join(opts.Dir, cacheDir))
+	cache, err := wasmrt.OpenCache(filepath.Join(opts.Dir, cacheDir))
 	if err != nil {
-		return nil, fmt.Errorf("wasm sandbox runtime: compilation cache: %w", err)
+		return nil, fmt.Errorf("wasm sandbox runtime: %w", err)
 	}
 	r := &Runtime{opts: opts, cache: cache, engines: map[uint32]*engine{}, running: map[string]map[*int]context.CancelCauseFunc{},
 		caps: sandbox.Capabilities{

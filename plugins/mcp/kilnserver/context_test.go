@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/logs"
 	"github.com/kilnhq/kiln/skills"
 	"github.com/kilnhq/kiln/web"
-	"github.com/kilnhq/kiln/web/logs"
 )
 
 // TestResourcesPromptsLogging: the official TypeScript SDK's client pages

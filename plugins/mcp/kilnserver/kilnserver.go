@@ -21,8 +21,8 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/logs"
 	"github.com/kilnhq/kiln/skills"
-	"github.com/kilnhq/kiln/web/logs"
 )
 
 // Backend is the part of Kiln the tools use: the Go SDK's client (for

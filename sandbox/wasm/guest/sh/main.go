@@ -86,9 +86,6 @@ type shell struct {
 	from string // "" is the command's stdin
 }
 
-// exitError ends the script with a code (the exit builtin).
-type exitError struct{ code int }
-
 // program runs args[0], a builtin, and returns its exit code.
 func (sh *shell) program(args []string) int {
 	switch args[0] {

@@ -1,8 +1,8 @@
 // Package metrics is Kiln's Prometheus instrumentation: a core.Observer
 // of the run engine, hooks for the SQLite store's commits and the plugin
 // registry's calls, gauges read from the event streams and the store at
-// scrape time, and the standard Go and process collectors, served in the
-// Prometheus text format by Handler.
+// scrape time, and the standard Go and process collectors, in a registry
+// that the server serves at /metrics (web.Options.Metrics).
 //
 // Label values are bounded: tools by the registered tools, providers by
 // the catalog and the built-in models, plugins by the installed plugins.
@@ -13,15 +13,13 @@ package metrics
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
@@ -51,16 +49,11 @@ type Metrics struct {
 	streams atomic.Pointer[func() (open int, dropped uint64)]
 	runs    atomic.Pointer[func(context.Context) (map[core.RunStatus]int, error)]
 	pools   atomic.Pointer[func() []PoolStat]
-	log     *slog.Logger
 }
 
-// New returns Kiln's metrics with the Go and process collectors. log
-// receives errors of a scrape (nil: slog.Default()).
-func New(log *slog.Logger) *Metrics {
-	if log == nil {
-		log = slog.Default()
-	}
-	m := &Metrics{reg: prometheus.NewRegistry(), log: log}
+// New returns Kiln's metrics with the Go and process collectors.
+func New() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
 	m.runsStarted = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "kiln_runs_started_total", Help: "Runs that started running."})
 	m.runsFinished = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -110,18 +103,10 @@ func New(log *slog.Logger) *Metrics {
 	return m
 }
 
-// Handler serves the metrics in the Prometheus exposition formats. A
+// Gather implements prometheus.Gatherer: every metric, sorted by name. A
 // metric that cannot be gathered (the store did not answer) is left out
-// and logged; the others are served.
-func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
-		ErrorHandling: promhttp.ContinueOnError,
-	})
-}
-
-// Registry returns the registry, for tests and for adding collectors.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+// and named in the error; the others are returned.
+func (m *Metrics) Gather() ([]*dto.MetricFamily, error) { return m.reg.Gather() }
 
 // WatchStreams makes the event stream gauges read stats, which returns the
 // open streams and the streams dropped so far. A later call replaces it.
@@ -267,6 +252,7 @@ func (p warmPools) Collect(ch chan<- prometheus.Metric) {
 // Interface guards.
 var (
 	_ core.Observer        = (*Metrics)(nil)
+	_ prometheus.Gatherer  = (*Metrics)(nil)
 	_ prometheus.Collector = activeRuns{}
 	_ prometheus.Collector = warmPools{}
 )

@@ -28,7 +28,7 @@ func TestProvider(t *testing.T) {
 }
 
 func TestHooks(t *testing.T) {
-	m := New(nil)
+	m := New()
 	m.PluginCall("calc", time.Millisecond, nil)
 	m.PluginCall("calc", time.Millisecond, errors.New("bad arguments"))
 	m.PluginCall("calc", time.Millisecond, fmt.Errorf("call add: %w", plugins.ErrTransport))
@@ -81,19 +81,19 @@ kiln_sse_dropped_subscribers_total 2
 # TYPE kiln_sse_subscribers gauge
 kiln_sse_subscribers 4
 `
-	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "kiln_runs_active", "kiln_sandbox_pool_claims_total", "kiln_sandbox_pool_size", "kiln_sandbox_pool_waiting", "kiln_sse_subscribers", "kiln_sse_dropped_subscribers_total"); err != nil {
+	if err := testutil.GatherAndCompare(m, strings.NewReader(want), "kiln_runs_active", "kiln_sandbox_pool_claims_total", "kiln_sandbox_pool_size", "kiln_sandbox_pool_waiting", "kiln_sse_subscribers", "kiln_sse_dropped_subscribers_total"); err != nil {
 		t.Error(err)
 	}
 	if n := testutil.CollectAndCount(m.turnSeconds); n != 1 {
 		t.Errorf("%d turn histograms, want 1 (one provider)", n)
 	}
 	// The registry is lint-clean (names, units, help).
-	if problems, err := testutil.GatherAndLint(m.Registry()); err != nil || len(problems) > 0 {
+	if problems, err := testutil.GatherAndLint(m); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %+v", err, problems)
 	}
 	// A store that does not answer leaves the gauge out, not the scrape.
 	m.WatchRuns(func(context.Context) (map[core.RunStatus]int, error) { return nil, errors.New("store closed") })
-	if n, err := testutil.GatherAndCount(m.Registry(), "kiln_runs_active"); err == nil || n != 0 {
+	if n, err := testutil.GatherAndCount(m, "kiln_runs_active"); err == nil || n != 0 {
 		t.Errorf("failing store: %d series, %v", n, err)
 	}
 }
