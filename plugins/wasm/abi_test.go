@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,30 +24,12 @@ import (
 // it provides a model provider is refused with the reason.
 func TestABIVersion1(t *testing.T) {
 	code := plugintest.Build(t, "./testdata/abiv1", plugins.RuntimeWASM)
-	h, err := wasm.New(wasm.Config{CacheDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
-	l := wasm.NewLoader(h)
-	load := func(kinds ...plugins.Capability) (plugins.Instance, error) {
-		dir, m := plugintest.WritePluginKinds(t, "old", plugins.RuntimeWASM, "old.wasm", code, "", kinds...)
-		return l.Load(context.Background(), plugins.LoadRequest{ID: m.ID, Dir: dir, Manifest: m, DataDir: t.TempDir()})
-	}
-	inst, err := load(plugins.CapToolset)
-	if err != nil {
-		t.Fatalf("an ABI 1 toolset: %v", err)
-	}
-	defer inst.Close()
-	c, err := inst.Dispense(context.Background(), plugins.CapToolset)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := c.(toolset.Toolset)
+	l := newLoader(t)
+	ts := dispense(t, l, "old", code, "", plugins.CapToolset).(toolset.Toolset)
 	if out, err := ts.Call(context.Background(), "ping", json.RawMessage(`{}`)); err != nil || out.Text() != `pong {"tool":"ping","args":{}}` {
 		t.Errorf("ping = %+v, %v", out, err)
 	}
-	if _, err := load(plugins.CapModelProvider); err == nil || !strings.Contains(err.Error(), `ABI v1, which carries only "toolset"`) {
+	if _, err := load(t, l, "old", code, "", plugins.CapModelProvider); err == nil || !strings.Contains(err.Error(), `ABI v1, which carries only "toolset"`) {
 		t.Errorf("an ABI 1 module as a model provider: %v", err)
 	}
 }
@@ -59,37 +40,18 @@ func TestABIVersion1(t *testing.T) {
 // conformance suite and its model provider the model-provider one.
 func TestABIVersion2(t *testing.T) {
 	code := gunzip(t, filepath.Join("testdata", "abi2", "guest.wasm.gz"))
-	h, err := wasm.New(wasm.Config{CacheDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close(context.Background()) })
-	l := wasm.NewLoader(h)
-	dispense := func(t *testing.T, id, perms string, kind plugins.Capability) any {
-		t.Helper()
-		dir, m := plugintest.WritePluginKinds(t, id, plugins.RuntimeWASM, "guest.wasm", code, perms, plugins.CapToolset, plugins.CapModelProvider)
-		inst, err := l.Load(context.Background(), plugins.LoadRequest{ID: m.ID, Dir: dir, Manifest: m, DataDir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { inst.Close() })
-		c, err := inst.Dispense(context.Background(), kind)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	l := newLoader(t)
 	t.Run("Toolset", func(t *testing.T) {
 		toolsettest.RunToolset(t, toolsettest.Transport{
 			Load: func(t *testing.T, perms string) toolset.Toolset {
-				return dispense(t, "calc", perms, plugins.CapToolset).(toolset.Toolset)
+				return dispense(t, l, "calc", code, perms, plugins.CapToolset, plugins.CapModelProvider).(toolset.Toolset)
 			},
 			Concurrency: wasm.MaxInstances,
 		})
 	})
 	t.Run("ModelProvider", func(t *testing.T) {
 		modelprovidertest.Run(t, func(t *testing.T) modelprovider.Provider {
-			return dispense(t, modelprovidertest.ID, `{"timeout_ms":10000}`, plugins.CapModelProvider).(modelprovider.Provider)
+			return dispense(t, l, modelprovidertest.ID, code, `{"timeout_ms":10000}`, plugins.CapModelProvider, plugins.CapToolset).(modelprovider.Provider)
 		})
 	})
 }

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +14,6 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/toolset"
-	"github.com/kilnhq/kiln/plugins/wasm"
 )
 
 // toolsHost is a toolset.Host that keeps the tools it is given.
@@ -43,24 +40,10 @@ func (h *toolsHost) RemoveTools(string) error { return nil }
 // failed results the model is shown.
 func TestResultParts(t *testing.T) {
 	code := plugintest.Build(t, "./testdata/partsguest", plugins.RuntimeWASM)
-	dir, m := plugintest.WritePlugin(t, "parts", plugins.RuntimeWASM, "parts.wasm", code, "")
-	h, err := wasm.New(wasm.Config{CacheDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
+	client := dispense(t, newLoader(t), "parts", code, "", plugins.CapToolset)
 	ctx := context.Background()
-	inst, err := wasm.NewLoader(h).Load(ctx, plugins.LoadRequest{ID: m.ID, Dir: dir, Manifest: m, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inst.Close()
-	client, err := inst.Dispense(ctx, plugins.CapToolset)
-	if err != nil {
-		t.Fatal(err)
-	}
 	host := &toolsHost{tools: map[string]core.Tool{}}
-	if _, err := (toolset.Kind{}).Attach(ctx, plugins.Attach{ID: m.ID, Manifest: m, Client: client, Host: host}); err != nil {
+	if _, err := (toolset.Kind{}).Attach(ctx, plugins.Attach{ID: "parts", Manifest: &plugins.Manifest{ID: "parts"}, Client: client, Host: host}); err != nil {
 		t.Fatal(err)
 	}
 	call := func(name string) core.ToolResult {
@@ -121,13 +104,7 @@ func TestNewerABIRefused(t *testing.T) {
 		t.Fatal("pong.wasm's kiln_abi_version is not where the test looks for it")
 	}
 	code = bytes.Replace(code, body, []byte{0x04, 0x00, 0x41, 0x04, 0x0b}, 1)
-	dir, m := plugintest.WritePlugin(t, "newer", plugins.RuntimeWASM, "newer.wasm", code, "")
-	h, err := wasm.New(wasm.Config{CacheDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close(context.Background())
-	_, err = wasm.NewLoader(h).Load(context.Background(), plugins.LoadRequest{ID: m.ID, Dir: dir, Manifest: m, DataDir: t.TempDir()})
+	_, err = load(t, newLoader(t), "newer", code, "", plugins.CapToolset)
 	if err == nil || !strings.Contains(err.Error(), "module speaks Kiln WASM ABI v4; this host speaks v1 to v3") {
 		t.Fatalf("load of an ABI 4 module: %v", err)
 	}
