@@ -184,6 +184,15 @@ type Kind interface {
 	Attach(ctx context.Context, a Attach) (Attached, error)
 }
 
+// A DataKind is a Kind whose plugins are data, not code: skills, MCP
+// server definitions. A data-only bundle (a manifest without an entry)
+// provides only data kinds, and the "data" runtime carries them.
+type DataKind interface {
+	Kind
+	// IsData reports whether the kind is data: true for a data kind.
+	IsData() bool
+}
+
 // A Validator is a Kind that can check a plugin's client before the plugin
 // is installed (a data-only bundle's files), so that a malformed plugin is
 // refused at install, changing nothing, rather than installed and failed.
@@ -348,6 +357,25 @@ func RegisteredKinds() []Capability {
 	return out
 }
 
+// known reports whether a kind of that name is registered.
+func known(name Capability) bool {
+	_, ok := LookupKind(name)
+	return ok
+}
+
+// IsDataKind reports whether the registered kind of that name is data
+// (DataKind).
+func IsDataKind(name Capability) bool {
+	k, ok := LookupKind(name)
+	d, isData := k.(DataKind)
+	return ok && isData && d.IsData()
+}
+
+// DataKinds lists the registered data kinds, sorted.
+func DataKinds() []Capability {
+	return slices.DeleteFunc(RegisteredKinds(), func(c Capability) bool { return !IsDataKind(c) })
+}
+
 // EffectiveRuntime is the runtime that loads m: its Runtime, or
 // RuntimeData for a data-only bundle.
 func (m *Manifest) EffectiveRuntime() Runtime {
@@ -418,9 +446,9 @@ func (dataLoader) Load(_ context.Context, req LoadRequest) (Instance, error) {
 
 func (dataLoader) Close(context.Context) error { return nil }
 
-// Carries reports whether a data-only bundle can provide kind: skills and
-// MCP server definitions, which are data.
-func (dataLoader) Carries(kind Capability) bool { return slices.Contains(dataCapabilities, kind) }
+// Carries reports whether a data-only bundle can provide kind: a data
+// kind (skills, MCP server definitions).
+func (dataLoader) Carries(kind Capability) bool { return IsDataKind(kind) }
 
 // bundle is a data-only bundle's folder, read through an os.Root so that
 // no symlink leads out of it.
@@ -440,3 +468,13 @@ func (b bundle) Dispense(_ context.Context, kind Capability) (any, error) {
 	}
 	return b, nil
 }
+
+// Interface guards.
+var (
+	_ Loader   = builtinLoader{}
+	_ Loader   = dataLoader{}
+	_ Carrier  = dataLoader{}
+	_ Instance = Clients{}
+	_ Instance = bundle{}
+	_ Bundle   = bundle{}
+)

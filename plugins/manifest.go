@@ -38,45 +38,12 @@ const (
 	RuntimeProcess Runtime = "process" // a go-plugin subprocess; permissions not enforceable
 )
 
-// Capability is a kind of extension a plugin provides.
+// Capability is a kind of extension a plugin provides: the name of a
+// Kind. The kinds' packages define them (toolset.Name, ...); a manifest
+// may list the kinds registered with RegisterKind.
 type Capability string
 
-// Capabilities.
-const (
-	CapModelProvider  Capability = "model-provider"
-	CapToolset        Capability = "toolset"
-	CapSandboxRuntime Capability = "sandbox-runtime"
-	CapSkills         Capability = "skills"
-	CapMCPServers     Capability = "mcp-servers"
-)
-
-var (
-	runtimes     = []Runtime{RuntimeWASM, RuntimeProcess}
-	capabilities = []Capability{CapModelProvider, CapToolset, CapSandboxRuntime, CapSkills, CapMCPServers}
-	// dataCapabilities are the kinds a data-only bundle may provide.
-	dataCapabilities = []Capability{CapSkills, CapMCPServers}
-)
-
-// knownCapability reports whether c is one of the kinds Kiln defines or
-// one registered with RegisterKind.
-func knownCapability(c Capability) bool {
-	if slices.Contains(capabilities, c) {
-		return true
-	}
-	_, ok := LookupKind(c)
-	return ok
-}
-
-// knownCapabilities lists the defined and the registered kinds.
-func knownCapabilities() []Capability {
-	out := slices.Clone(capabilities)
-	for _, k := range RegisteredKinds() {
-		if !slices.Contains(out, k) {
-			out = append(out, k)
-		}
-	}
-	return out
-}
+var runtimes = []Runtime{RuntimeWASM, RuntimeProcess}
 
 // presentOf names which of runtime, entry and sha256 a manifest has.
 func presentOf(runtime, entry, sum bool) string {
@@ -389,8 +356,8 @@ func (p *parser) manifest(data []byte) *Manifest {
 	case dataOnly:
 		rt = RuntimeData
 		for i, c := range m.Provides {
-			if !slices.Contains(dataCapabilities, c) && knownCapability(c) {
-				p.fail(index("provides", i), "%q needs code: a data-only bundle (no runtime, entry or sha256) provides only %s", c, quoteList(dataCapabilities))
+			if _, known := LookupKind(c); known && !IsDataKind(c) {
+				p.fail(index("provides", i), "%q needs code: a data-only bundle (no runtime, entry or sha256) provides only %s", c, quoteList(DataKinds()))
 			}
 		}
 	}
@@ -427,7 +394,7 @@ func (p *parser) provides(raw json.RawMessage) []Capability {
 		return nil
 	}
 	if len(items) == 0 {
-		p.fail("provides", "must list at least one of %s", quoteList(capabilities))
+		p.fail("provides", "must list at least one of %s", quoteList(RegisteredKinds()))
 	}
 	var out []Capability
 	for i, it := range items {
@@ -438,8 +405,8 @@ func (p *parser) provides(raw json.RawMessage) []Capability {
 		}
 		c := Capability(s)
 		switch {
-		case !knownCapability(c):
-			p.fail(f, "%q is not one of %s", s, quoteList(knownCapabilities()))
+		case !known(c):
+			p.fail(f, "%q is not one of %s", s, quoteList(RegisteredKinds()))
 		case slices.Contains(out, c):
 			p.fail(f, "%q is listed twice", s)
 		}

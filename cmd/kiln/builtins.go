@@ -38,35 +38,35 @@ func builtinPlugins(scratch string, tools []core.Tool, h *hub.Hub) ([]plugins.Bu
 	// (core.LocalCaller). Reads never wait.
 	kiln, err := builtinManifest(kilnPluginID, "1.0.0",
 		"Kiln's own tools (echo, append_file, sleep, and the file tools ls, read_file, write_file, edit_file, glob, grep) and models (demo, scripted).",
-		[]plugins.Capability{plugins.CapToolset, plugins.CapModelProvider},
+		[]plugins.Capability{toolset.Name, modelprovider.Name},
 		plugins.Permissions{Filesystem: []plugins.FilesystemGrant{{Path: "data:/", Read: true, Write: true}}},
 		core.Policy{"append_file": {Interrupt: true}, "write_file": {Interrupt: true}, "edit_file": {Interrupt: true}})
 	if err != nil {
 		return nil, err
 	}
 	utilM, err := builtinManifest(util.ID, util.Version, "Exact arithmetic (calc) and the current time in any time zone (now).",
-		[]plugins.Capability{plugins.CapToolset}, plugins.Permissions{}, nil)
+		[]plugins.Capability{toolset.Name}, plugins.Permissions{}, nil)
 	if err != nil {
 		return nil, err
 	}
 	out := []plugins.Builtin{
 		{Manifest: kiln, BareTools: true, DataDir: scratch, Load: clients(map[plugins.Capability]any{
-			plugins.CapToolset:       toolset.Of(tools...),
-			plugins.CapModelProvider: modelprovider.Static{Bare: models},
+			toolset.Name:       toolset.Of(tools...),
+			modelprovider.Name: modelprovider.Static{Bare: models},
 		})},
 		{Manifest: utilM, Load: func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
 			ts := inproc.New(util.Toolset())
-			return plugins.Clients{ByKind: map[plugins.Capability]any{plugins.CapToolset: ts}, OnClose: ts.Close}, nil
+			return plugins.Clients{ByKind: map[plugins.Capability]any{toolset.Name: ts}, OnClose: ts.Close}, nil
 		}},
 	}
 	for _, d := range hub.Catalog(providerFactories) {
 		m, err := builtinManifest(d.ID, "1.0.0", d.Name+" models, as "+d.ID+":<model>",
-			[]plugins.Capability{plugins.CapModelProvider}, plugins.Permissions{Network: h.HostsOf(d)}, nil)
+			[]plugins.Capability{modelprovider.Name}, plugins.Permissions{Network: h.HostsOf(d)}, nil)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, plugins.Builtin{Manifest: m, Load: clients(map[plugins.Capability]any{
-			plugins.CapModelProvider: modelprovider.Static{Def: &d},
+			modelprovider.Name: modelprovider.Static{Def: &d},
 		})})
 	}
 	return out, nil

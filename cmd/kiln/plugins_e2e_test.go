@@ -17,6 +17,7 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/plugintest"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
 	"github.com/kilnhq/kiln/sdk/client"
 )
 
@@ -347,7 +348,7 @@ func TestProviderAndCallbacksEndToEnd(t *testing.T) {
 		entry string
 	}{{"parrot", plugins.RuntimeProcess, "parrot"}, {"parrotw", plugins.RuntimeWASM, "parrot.wasm"}} {
 		dir, _ := plugintest.WritePluginKinds(t, p.id, p.rt, p.entry,
-			plugintest.Build(t, "github.com/kilnhq/kiln/sdk/plugin/examples/parrot", p.rt), `{"timeout_ms":10000}`, plugins.CapModelProvider)
+			plugintest.Build(t, "github.com/kilnhq/kiln/sdk/plugin/examples/parrot", p.rt), `{"timeout_ms":10000}`, modelprovider.Name)
 		in, err := c.InstallPlugin(ctx, client.InstallPluginRequest{Path: dir, Consent: true})
 		if err != nil {
 			t.Fatal(err)

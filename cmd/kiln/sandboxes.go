@@ -21,6 +21,7 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/sandboxruntime"
 	"github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/sandbox"
 	"github.com/kilnhq/kiln/sandbox/api"
@@ -129,7 +130,7 @@ var dockerEnv = []string{"DOCKER_HOST", "DOCKER_API_VERSION", "DOCKER_CERT_PATH"
 // runtime.
 func dockerBuiltin(dataRoot string) (plugins.Builtin, error) {
 	m, err := builtinManifest("docker", "1.0.0", "Sandboxes as Docker containers: no network but an allowlist through Kiln (with kiln-execd), every capability dropped, limits on memory, CPU and processes; host folders only from the user's grants. Runs as a process of its own (this kiln binary), which talks to the Docker engine.",
-		[]plugins.Capability{plugins.CapSandboxRuntime}, plugins.Permissions{Env: dockerEnv}, nil)
+		[]plugins.Capability{sandboxruntime.Name}, plugins.Permissions{Env: dockerEnv}, nil)
 	if err != nil {
 		return plugins.Builtin{}, err
 	}
@@ -190,7 +191,7 @@ func newSelfPluginCmd() *cobra.Command {
 // folder cannot be created.
 func wasmBuiltin(dataRoot string) (plugins.Builtin, error) {
 	m, err := builtinManifest("wasm", "1.0.0", "Sandboxes as WASI modules run in-process by wazero: a built-in sh and the sandbox's own .wasm programs, a folder of its own as /, no network, a memory limit per command.",
-		[]plugins.Capability{plugins.CapSandboxRuntime}, plugins.Permissions{}, nil)
+		[]plugins.Capability{sandboxruntime.Name}, plugins.Permissions{}, nil)
 	if err != nil {
 		return plugins.Builtin{}, err
 	}
@@ -200,7 +201,7 @@ func wasmBuiltin(dataRoot string) (plugins.Builtin, error) {
 			return nil, err
 		}
 		return plugins.Clients{
-			ByKind:  map[plugins.Capability]any{plugins.CapSandboxRuntime: rt},
+			ByKind:  map[plugins.Capability]any{sandboxruntime.Name: rt},
 			OnClose: func() error { return rt.Close(context.Background()) },
 		}, nil
 	}
@@ -217,7 +218,7 @@ func wasmBuiltin(dataRoot string) (plugins.Builtin, error) {
 // created.
 func jsBuiltin(dataRoot string, sbx *service.Service, policy core.Policy) (plugins.Builtin, error) {
 	m, err := builtinManifest("js", "1.0.0", "Sandboxes that run JavaScript (js or node: goja compiled to WASI, run in-process by wazero) beside a built-in sh: a folder of its own as /, no network, a memory limit and a deadline per command. Its tool js.eval runs a script in the thread's own js sandbox.",
-		[]plugins.Capability{plugins.CapSandboxRuntime, plugins.CapToolset}, plugins.Permissions{}, policy)
+		[]plugins.Capability{sandboxruntime.Name, toolset.Name}, plugins.Permissions{}, policy)
 	if err != nil {
 		return plugins.Builtin{}, err
 	}
@@ -227,7 +228,7 @@ func jsBuiltin(dataRoot string, sbx *service.Service, policy core.Policy) (plugi
 			return nil, err
 		}
 		return plugins.Clients{
-			ByKind:  map[plugins.Capability]any{plugins.CapSandboxRuntime: rt, plugins.CapToolset: toolset.Of(tools.JS(sbx)...)},
+			ByKind:  map[plugins.Capability]any{sandboxruntime.Name: rt, toolset.Name: toolset.Of(tools.JS(sbx)...)},
 			OnClose: func() error { return rt.Close(context.Background()) },
 		}, nil
 	}
@@ -286,11 +287,11 @@ func sandboxInterruptOn() (map[string]core.Policy, error) {
 // (skillFiles) at /skills/<name>/ in it.
 func sandboxToolsBuiltin(sbx *service.Service, policy core.Policy, skillFiles tools.SkillFiles) (plugins.Builtin, error) {
 	m, err := builtinManifest("sandbox", "1.0.0", "The tools sandbox.exec, sandbox.read_file and sandbox.write_file: commands and files in the thread's own sandbox (the server's default runtime), made on first use and destroyed with the thread or an hour after its last use.",
-		[]plugins.Capability{plugins.CapToolset}, plugins.Permissions{}, policy)
+		[]plugins.Capability{toolset.Name}, plugins.Permissions{}, policy)
 	if err != nil {
 		return plugins.Builtin{}, err
 	}
-	return plugins.Builtin{Manifest: m, Load: clients(map[plugins.Capability]any{plugins.CapToolset: toolset.Of(tools.Sandbox(sbx, skillFiles)...)})}, nil
+	return plugins.Builtin{Manifest: m, Load: clients(map[plugins.Capability]any{toolset.Name: toolset.Of(tools.Sandbox(sbx, skillFiles)...)})}, nil
 }
 
 // execdPath is $KILN_EXECD, else the kiln-execd beside this executable,

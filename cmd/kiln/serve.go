@@ -35,7 +35,11 @@ import (
 	"github.com/kilnhq/kiln/plugins/mcp"
 	"github.com/kilnhq/kiln/plugins/mcp/mcpservers"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
 	"github.com/kilnhq/kiln/plugins/registry"
+	"github.com/kilnhq/kiln/plugins/sandboxruntime"
+	"github.com/kilnhq/kiln/plugins/skillbundle"
+	"github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/sandbox/service"
 	"github.com/kilnhq/kiln/skills"
 	"github.com/kilnhq/kiln/web"
@@ -545,15 +549,15 @@ func listenError(addr string, err error) error {
 func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv core.KVStore, models *hub.Hub, cat *skills.Catalog, bridge *mcp.Manager, sbx *service.Service, builtins []plugins.Builtin,
 	log *slog.Logger, onCall func(plugin string, d time.Duration, err error)) (*registry.Registry, error) {
 	// A nil host stays out of the map: a typed nil would pass for a host.
-	hosts := map[plugins.Capability]any{plugins.CapToolset: svc, plugins.CapModelProvider: models}
+	hosts := map[plugins.Capability]any{toolset.Name: svc, modelprovider.Name: models}
 	if cat != nil {
-		hosts[plugins.CapSkills] = cat
+		hosts[skillbundle.Name] = cat
 	}
 	if bridge != nil {
-		hosts[plugins.CapMCPServers] = bridge
+		hosts[mcpservers.Name] = bridge
 	}
 	if sbx != nil {
-		hosts[plugins.CapSandboxRuntime] = sbx
+		hosts[sandboxruntime.Name] = sbx
 	}
 	reg, err := registry.Open(ctx, registry.Config{
 		Root:      filepath.Join(cfg.DataRoot, "plugins"),
@@ -571,6 +575,13 @@ func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv cor
 	}
 	return reg, nil
 }
+
+// The hosts of the kinds whose packages do not import them (interface
+// guards; toolset, modelprovider and skillbundle keep theirs).
+var (
+	_ sandboxruntime.Host = (*service.Service)(nil)
+	_ mcpservers.Host     = (*mcp.Manager)(nil)
+)
 
 // newHTTPServer returns the http.Server of the API. Its BaseContext is
 // cancelled when Shutdown starts, which ends the event streams that would

@@ -17,6 +17,7 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
 )
 
 // memKV is a plugin's key/value namespace in memory.
@@ -72,7 +73,7 @@ func TestHostCallbacks(t *testing.T) {
 	var events []string
 	var buf syncBuffer
 	kv := &memKV{m: map[string][]byte{}}
-	p, err := process.Load(context.Background(), dir, m, process.Options{
+	p, err := loadToolset(context.Background(), dir, m, process.Options{
 		Logger: slog.New(slog.NewTextHandler(&buf, nil)), KV: kv, MinBackoff: time.Millisecond,
 		Env: []string{"KILN_PLUGIN_DATA=" + t.TempDir()},
 		Emit: func(ctx context.Context, ev json.RawMessage) {
@@ -134,7 +135,7 @@ func TestHostCallbacks(t *testing.T) {
 func TestProtocolVersions(t *testing.T) {
 	code := plugintest.Build(t, "./testdata/versioned", plugins.RuntimeProcess)
 	dir, m := plugintest.WritePlugin(t, "old", plugins.RuntimeProcess, "versioned", code, "")
-	p, err := process.Load(context.Background(), dir, m, process.Options{Logger: testLogger(t), Args: []string{"1"}})
+	p, err := loadToolset(context.Background(), dir, m, process.Options{Logger: testLogger(t), Args: []string{"1"}})
 	if err != nil {
 		t.Fatalf("a protocol 1 plugin: %v", err)
 	}
@@ -143,13 +144,13 @@ func TestProtocolVersions(t *testing.T) {
 	}
 	p.Close()
 
-	_, err = process.Load(context.Background(), dir, m, process.Options{Logger: testLogger(t), Args: []string{"3"}})
+	_, err = loadToolset(context.Background(), dir, m, process.Options{Logger: testLogger(t), Args: []string{"3"}})
 	if err == nil || !errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), "speaks Kiln plugin protocol 3; this Kiln speaks 1 and 2") {
 		t.Errorf("a protocol 3 plugin: %v", err)
 	}
 
-	dir, m = plugintest.WritePluginKinds(t, "oldp", plugins.RuntimeProcess, "versioned", code, "", plugins.CapModelProvider)
-	_, err = process.Load(context.Background(), dir, m, process.Options{Logger: testLogger(t), Args: []string{"1"}})
+	dir, m = plugintest.WritePluginKinds(t, "oldp", plugins.RuntimeProcess, "versioned", code, "", modelprovider.Name)
+	_, err = loadToolset(context.Background(), dir, m, process.Options{Logger: testLogger(t), Args: []string{"1"}})
 	if err == nil || !strings.Contains(err.Error(), `protocol 1, which carries only "toolset"`) {
 		t.Errorf("a protocol 1 plugin providing a model provider: %v", err)
 	}

@@ -2,18 +2,23 @@
 // hashicorp/go-plugin: the "process" runtime (runtime "process" in
 // kiln-plugin.json), for extensions that need the operating system (the
 // Docker socket, local programs, native libraries). It registers itself
-// from init; NewLoader makes the runtime's plugins.Loader. A process
-// plugin provides the "toolset", "model-provider" and "sandbox-runtime"
-// kinds, any of them; it must serve every kind its manifest lists. The
-// wire protocol is specs/proto (toolset.proto, modelprovider.proto,
-// sandboxruntime.proto, host.proto); plugin authors write it with
+// from init; NewLoader makes the runtime's plugins.Loader. The runtime
+// knows no kind: a kind's package registers what it takes to carry the
+// kind (RegisterKind: its go-plugin plugin at the protocol versions that
+// carry it, how to describe it at start, how to make its client), and a
+// process plugin provides the registered kinds — Kiln's "toolset",
+// "model-provider" and "sandbox-runtime" — any of them; it must serve
+// every kind its manifest lists. The wire protocol is specs/proto
+// (toolset.proto, modelprovider.proto, sandboxruntime.proto,
+// host.proto) and a kind's own .proto; plugin authors write it with
 // sdk/plugin and never see go-plugin. LoadSelf runs a built-in plugin the
 // same way, with this executable as its entry (the docker sandbox
 // runtime).
 //
-// Load starts the plugin and returns a *Plugin: the toolset.Toolset of its
-// tools, through Provider the modelprovider.Remote of its model provider
-// and through SandboxRuntime its sandbox.Runtime.
+// Load starts the plugin and returns a *Plugin; Dispense hands out a
+// kind's client, which reaches the process through Do (the serving
+// process's end of the kind, waiting for a restart, a retry of a call the
+// process's death cut off) and BeginCall (a call's progress events).
 //
 //   - Before every start the entry must be a regular file inside the
 //     plugin folder, and go-plugin's SecureConfig hashes it just before

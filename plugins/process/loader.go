@@ -2,11 +2,9 @@ package process
 
 import (
 	"context"
-	"fmt"
 	"slices"
 
 	"github.com/kilnhq/kiln/plugins"
-	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
 )
 
 func init() {
@@ -38,35 +36,25 @@ func (l loader) Load(ctx context.Context, req plugins.LoadRequest) (plugins.Inst
 
 func (loader) Close(context.Context) error { return nil }
 
-// Carries reports whether a process plugin can provide kind.
-func (loader) Carries(kind plugins.Capability) bool { return slices.Contains(kinds, kind) }
-
-// running is a process plugin as a plugins.Instance.
-type running struct{ p *Plugin }
-
-// Dispense hands out the plugin itself as the toolset, its Provider for
-// the "model-provider" kind and its SandboxRuntime for the
-// "sandbox-runtime" kind; Load made sure the process serves every kind
-// the manifest lists.
-func (i running) Dispense(_ context.Context, kind plugins.Capability) (any, error) {
-	if !slices.Contains(i.p.m.Provides, kind) {
-		return nil, fmt.Errorf("does not provide %q", kind)
-	}
-	switch kind {
-	case plugins.CapToolset:
-		return i.p, nil
-	case plugins.CapModelProvider:
-		return modelprovider.FromRemote(i.p.id, i.p.m.Permissions, i.p.Provider()), nil
-	case plugins.CapSandboxRuntime:
-		return i.p.SandboxRuntime(), nil
-	}
-	return nil, fmt.Errorf("a process plugin cannot provide %q", kind)
+// Carries reports whether a process plugin can provide kind: whether the
+// kind is registered with RegisterKind.
+func (loader) Carries(kind plugins.Capability) bool {
+	_, ok := lookupKind(kind)
+	return ok
 }
 
-func (i running) Close() error { return i.p.Close() }
+// running is a process plugin as a plugins.Instance.
+type running struct{ *Plugin }
 
 // Health reports the process's restarts and whether it failed for good.
 func (i running) Health() plugins.Health {
-	st := i.p.Health()
+	st := i.Plugin.Health()
 	return plugins.Health{Failed: st.State == StateFailed, Error: st.LastError, Restarts: st.Restarts, PID: st.PID}
 }
+
+// Interface guards.
+var (
+	_ plugins.Loader         = loader{}
+	_ plugins.Carrier        = loader{}
+	_ plugins.HealthReporter = running{}
+)

@@ -1,8 +1,6 @@
 package process
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -27,15 +25,10 @@ import (
 	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
-	"google.golang.org/protobuf/proto"
 
-	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/integrity"
-	"github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
-	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/modelproviderpb"
-	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/toolsetpb"
 )
 
 // State is where a plugin process is in its life.
@@ -137,8 +130,9 @@ func (o Options) backoff(n int) time.Duration {
 	return d
 }
 
-// Plugin is a toolset served by a plugin process. Load returns one; it is
-// safe for concurrent use.
+// Plugin is a plugin process: what the kinds it provides reach it
+// through (Dispense, Do). Load returns one; it is safe for concurrent
+// use.
 type Plugin struct {
 	id      string
 	dir     string
@@ -149,10 +143,8 @@ type Plugin struct {
 	opts    Options
 	log     *slog.Logger
 
-	desc       described // from the first start; later starts must agree
-	specs      []core.ToolSpec
-	idempotent map[string]bool
-	host       *hostServer // the host's callbacks, shared by the plugin's processes
+	desc described   // from the first start; later starts must agree
+	host *hostServer // the host's callbacks, shared by the plugin's processes
 
 	mu       sync.Mutex
 	inst     *instance // the serving process, nil when there is none
@@ -168,39 +160,28 @@ type Plugin struct {
 // instance is one plugin process.
 type instance struct {
 	client  *goplugin.Client
-	version int                             // the protocol version negotiated
-	rpc     *pluginrpc.ToolsetClient        // nil unless the plugin provides a toolset
-	mp      *pluginrpc.ModelProviderClient  // nil unless it provides a model provider
-	sbx     *pluginrpc.SandboxRuntimeClient // nil unless it provides a sandbox runtime
-	handles handleMap                       // the sandboxes this process started or recovered
-	done    <-chan struct{}                 // closed when the process exits
-	hostID  uint32                          // the broker ID of the host's callbacks (protocol 2), or 0
+	version int                          // the protocol version negotiated
+	conns   map[plugins.Capability]*Conn // the process's end of each kind the manifest lists
+	done    <-chan struct{}              // closed when the process exits
 	pid     int
 }
 
-// described is what a process says about itself at start.
-type described struct {
-	tools    *toolsetpb.DescribeResponse   // nil unless it provides a toolset
-	provider []byte                        // modelprovider.RemoteDescription JSON, or nil
-	sandbox  *pluginrpc.RuntimeDescription // nil unless it provides a sandbox runtime
-}
+// described is what a process says about itself at start: each kind's
+// description (Kind.Describe).
+type described map[plugins.Capability]any
 
-func (d described) equal(o described) bool {
-	return proto.Equal(d.tools, o.tools) && bytes.Equal(d.provider, o.provider) && reflect.DeepEqual(d.sandbox, o.sandbox)
-}
+func (d described) equal(o described) bool { return reflect.DeepEqual(d, o) }
 
 // knownEntries are the plugin executables this server verified, so that
 // starting one again while it is unchanged skips hashing it (20 ms for a
 // 20 MB Go binary, most of a start).
 var knownEntries integrity.Known
 
-// kinds are the kinds a process plugin can provide.
-var kinds = []plugins.Capability{plugins.CapToolset, plugins.CapModelProvider, plugins.CapSandboxRuntime}
-
 // Load starts the process plugin in dir described by m and returns it.
-// m must have runtime "process" and provide only kinds a process can
-// carry ("toolset", "model-provider", "sandbox-runtime"); the process must serve every kind m
-// provides (a plugin of protocol version 1 serves a toolset only). Before
+// m must have runtime "process" and provide only kinds the runtime
+// carries (RegisterKind); the process must serve every kind m provides,
+// at a protocol version that carries it (version 1 carries a toolset
+// only). Before
 // this and every later start the entry is checked (a regular file inside
 // dir) and go-plugin hashes it just before exec against m's sha256; a
 // mismatch returns an error wrapping plugins.ErrChecksumMismatch. The process gets an environment holding
@@ -220,8 +201,8 @@ func Load(ctx context.Context, dir string, m *plugins.Manifest, opts Options) (*
 		return nil, fmt.Errorf("load plugin %s: runtime is %q, not %q", m.ID, m.Runtime, plugins.RuntimeProcess)
 	}
 	for _, c := range m.Provides {
-		if !slices.Contains(kinds, c) {
-			return nil, fmt.Errorf("load plugin %s: a process plugin cannot provide %q (only %s)", m.ID, c, quoteKinds(kinds))
+		if _, ok := lookupKind(c); !ok {
+			return nil, fmt.Errorf("load plugin %s: a process plugin cannot provide %q (only %s)", m.ID, c, quoteKinds(carried(0)))
 		}
 	}
 	sum, err := hex.DecodeString(m.SHA256)
@@ -254,37 +235,22 @@ func Load(ctx context.Context, dir string, m *plugins.Manifest, opts Options) (*
 	if err != nil {
 		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
 	}
-	if err := p.setTools(desc); err != nil {
-		inst.client.Kill()
-		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
-	}
+	p.desc = desc
 	p.inst, p.state = inst, StateRunning
 	p.wg.Add(1)
 	go p.watch(inst)
-	p.log.Info("plugin started", "pid", inst.pid, "protocol", inst.version, "tools", len(p.specs))
+	p.log.Info("plugin started", "pid", inst.pid, "protocol", inst.version, "provides", m.Provides)
 	return p, nil
 }
 
-// setTools checks and keeps the plugin's description.
-func (p *Plugin) setTools(desc described) error {
-	p.desc = desc
-	p.idempotent = map[string]bool{}
-	for _, t := range desc.tools.GetTools() {
-		if t.GetName() == "" {
-			return errors.New("the plugin describes a tool without a name")
-		}
-		if _, dup := p.idempotent[t.GetName()]; dup {
-			return fmt.Errorf("the plugin describes tool %q twice", t.GetName())
-		}
-		p.idempotent[t.GetName()] = t.GetIdempotent()
-		p.specs = append(p.specs, core.ToolSpec{
-			Name:        t.GetName(),
-			Description: t.GetDescription(),
-			Schema:      t.GetSchema(),
-			Idempotent:  t.GetIdempotent(),
-		})
+// Dispense returns the client of kind, one the manifest lists: what the
+// kind's Client makes of the plugin.
+func (p *Plugin) Dispense(_ context.Context, kind plugins.Capability) (any, error) {
+	k, ok := lookupKind(kind)
+	if !ok || !slices.Contains(p.m.Provides, kind) {
+		return nil, fmt.Errorf("does not provide %q", kind)
 	}
-	return nil
+	return k.Client(p, p.desc[kind])
 }
 
 // environ returns the plugin's environment: the declared variables that
@@ -357,7 +323,7 @@ func (p *Plugin) start(ctx context.Context) (*instance, described, error) {
 	}
 	client := goplugin.NewClient(&goplugin.ClientConfig{
 		HandshakeConfig:  pluginrpc.Handshake,
-		VersionedPlugins: pluginrpc.HostPlugins(),
+		VersionedPlugins: hostPlugins(),
 		Cmd:              cmd,
 		SkipHostEnv:      true,
 		SecureConfig:     secure,
@@ -441,51 +407,41 @@ func (p *Plugin) connect(ctx context.Context, client *goplugin.Client, tlsConfig
 	if rc := client.ReattachConfig(); rc != nil {
 		inst.pid = rc.Pid
 	}
+	inst.conns = map[plugins.Capability]*Conn{}
 	var broker *goplugin.GRPCBroker
 	for _, c := range p.m.Provides {
-		if inst.version < pluginrpc.ProtocolV2 && c != plugins.CapToolset {
-			return nil, described{}, fmt.Errorf("the plugin speaks Kiln plugin protocol %d, which carries only %q; it provides %q (rebuild it with a newer sdk/plugin)", inst.version, plugins.CapToolset, c)
+		k, _ := lookupKind(c) // Load checked
+		if k.Plugin(inst.version) == nil {
+			return nil, described{}, fmt.Errorf("the plugin speaks Kiln plugin protocol %d, which carries only %s; it provides %q (rebuild it with a newer sdk/plugin)", inst.version, quoteKinds(carried(inst.version)), c)
 		}
 		raw, err := rpcClient.Dispense(string(c))
 		if err != nil {
 			return nil, described{}, fmt.Errorf("dispense %q: %w", c, err)
 		}
-		switch v := raw.(type) {
-		case *pluginrpc.ToolsetClient:
-			inst.rpc, inst.done, broker = v, v.Done, v.Broker
-		case *pluginrpc.ModelProviderClient:
-			inst.mp, inst.done, broker = v, v.Done, v.Broker
-		case *pluginrpc.SandboxRuntimeClient:
-			inst.sbx, inst.done, broker = v, v.Done, v.Broker
-		default:
+		d, ok := raw.(dispensed)
+		if !ok {
 			return nil, described{}, fmt.Errorf("dispensed %T for %q", raw, c)
 		}
+		inst.conns[c] = &Conn{Client: d.client, Version: inst.version, inst: inst}
+		inst.done, broker = d.done, d.broker
 	}
+	var hostID uint32
 	if inst.version >= pluginrpc.ProtocolV2 && broker != nil {
-		inst.hostID = broker.NextId()
-		go broker.AcceptAndServe(inst.hostID, p.host.serve)
+		hostID = broker.NextId()
+		go broker.AcceptAndServe(hostID, p.host.serve)
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.StartTimeout)
 	defer cancel()
-	var desc described
-	if inst.rpc != nil {
-		if desc.tools, err = inst.rpc.Describe(ctx, &toolsetpb.DescribeRequest{}); err != nil {
-			return nil, described{}, fmt.Errorf("describe: %w", err)
-		}
-	}
-	if inst.mp != nil {
-		resp, err := inst.mp.Describe(ctx, &modelproviderpb.DescribeRequest{})
+	desc := described{}
+	for _, c := range p.m.Provides {
+		conn := inst.conns[c]
+		conn.Host = hostID
+		k, _ := lookupKind(c)
+		d, err := k.Describe(ctx, conn)
 		if err != nil {
-			return nil, described{}, fmt.Errorf("describe the model provider: %w", err)
+			return nil, described{}, fmt.Errorf("describe %q: %w", c, err)
 		}
-		desc.provider = resp.GetDescription()
-	}
-	if inst.sbx != nil {
-		d, err := pluginrpc.DescribeRuntime(ctx, inst.sbx)
-		if err != nil {
-			return nil, described{}, fmt.Errorf("the sandbox runtime: %w", err)
-		}
-		desc.sandbox = &d
+		desc[c] = d
 	}
 	return inst, desc, nil
 }
@@ -642,17 +598,6 @@ func (p *Plugin) Health() Status {
 	return s
 }
 
-// Tools returns the tools the plugin described at Load.
-func (p *Plugin) Tools(context.Context) ([]core.ToolSpec, error) {
-	p.mu.Lock()
-	closed := p.closedLocked()
-	p.mu.Unlock()
-	if closed {
-		return nil, fmt.Errorf("plugin %s: %w: closed", p.id, plugins.ErrTransport)
-	}
-	return slices.Clone(p.specs), nil
-}
-
 // ready returns the serving process, waiting while the plugin restarts.
 func (p *Plugin) ready(ctx context.Context) (*instance, error) {
 	for {
@@ -682,94 +627,9 @@ func (p *Plugin) ready(ctx context.Context) (*instance, error) {
 	}
 }
 
-// exitGrace is how long Call waits, after a call failed on the channel,
+// exitGrace is how long Do waits, after a call failed on the channel,
 // to learn whether the process died.
 const exitGrace = 500 * time.Millisecond
-
-// Call runs tool with args in the plugin process, within the manifest's
-// timeout_ms (which includes waiting for a restart). The tool's own
-// failure is a result with IsError, its message the text. A call that did not
-// finish in time returns an error wrapping context.DeadlineExceeded; one
-// whose ctx ended, ctx's error. Any other failure is the channel's and
-// wraps plugins.ErrTransport: a failed or closed plugin, a process that
-// died during the call, or Close ending the process under the call (Close
-// does not wait for calls in flight). An idempotent tool's call that the death of
-// the process cut off is retried once on the restarted process; a
-// non-idempotent tool's call that failed on the channel once it was sent
-// (the process died, was closed, or the channel broke) also wraps
-// core.ErrEffectUnknown, for the plugin may have acted on it.
-func (p *Plugin) Call(ctx context.Context, tool string, args json.RawMessage) (core.ToolResult, error) {
-	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
-	id, done := p.host.begin(ctx)
-	defer done()
-	req := &toolsetpb.CallRequest{Tool: tool, Args: args}
-	for retried := false; ; retried = true {
-		inst, err := p.ready(ctx)
-		if err == nil && inst.rpc == nil {
-			return core.ToolResult{}, fmt.Errorf("call %s.%s: %w: the plugin provides no toolset", p.id, tool, plugins.ErrTransport)
-		}
-		if err == nil {
-			var resp *toolsetpb.CallResponse
-			if inst.version >= pluginrpc.ProtocolV2 {
-				req.CallId, req.Host = id, inst.hostID
-			}
-			resp, err = inst.rpc.Call(ctx, req)
-			switch {
-			case err != nil:
-			case resp.GetError() == "":
-				return core.TextResult(resp.GetResult()), nil
-			case !expired(ctx):
-				return core.ErrorResult(resp.GetError()), nil
-			default:
-				// The plugin saw the deadline (it travels with the
-				// call) before this side did: report it as such.
-				err = errors.New(resp.GetError())
-			}
-		}
-		switch {
-		case expired(parent):
-			return core.ToolResult{}, fmt.Errorf("call %s.%s: %w", p.id, tool, cmp.Or(parent.Err(), context.DeadlineExceeded))
-		case expired(ctx):
-			return core.ToolResult{}, fmt.Errorf("call %s.%s: no answer within %v: %w", p.id, tool, p.timeout, context.DeadlineExceeded)
-		case inst == nil: // not ready: failed or closed
-			return core.ToolResult{}, fmt.Errorf("call %s.%s: %w", p.id, tool, err)
-		case p.closed():
-			// Close ended the process under the call.
-			return core.ToolResult{}, p.cutOff(tool, errors.New("the plugin was closed during the call"))
-		}
-		if !p.exited(inst) {
-			return core.ToolResult{}, p.cutOff(tool, err)
-		}
-		p.died(inst)
-		if !retried && p.idempotent[tool] {
-			p.log.Debug("retrying an idempotent call cut off by the process's death", "tool", tool)
-			continue
-		}
-		return core.ToolResult{}, p.cutOff(tool, err)
-	}
-}
-
-// cutOff is the error of a call that failed on the channel after it was
-// sent: it wraps plugins.ErrTransport and, for a tool that is not
-// idempotent, core.ErrEffectUnknown.
-func (p *Plugin) cutOff(tool string, err error) error {
-	if p.idempotent[tool] {
-		return fmt.Errorf("call %s.%s: %w: %w", p.id, tool, plugins.ErrTransport, err)
-	}
-	return fmt.Errorf("call %s.%s: %w: %w: %w", p.id, tool, plugins.ErrTransport, core.ErrEffectUnknown, err)
-}
-
-// expired reports whether ctx is done or its deadline has passed (its
-// timer may not have fired yet).
-func expired(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	d, ok := ctx.Deadline()
-	return ok && !time.Now().Before(d)
-}
 
 // exited reports whether inst's process exits within exitGrace.
 func (p *Plugin) exited(inst *instance) bool {
@@ -805,4 +665,4 @@ func (p *Plugin) Close() error {
 }
 
 // Interface guard.
-var _ toolset.Toolset = (*Plugin)(nil)
+var _ plugins.Instance = (*Plugin)(nil)

@@ -25,6 +25,8 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/skillbundle"
+	"github.com/kilnhq/kiln/plugins/toolset"
 )
 
 // toolFailed is the tool's own failure (a result with IsError) as text
@@ -43,6 +45,33 @@ func text(res core.ToolResult, err error) (string, error) {
 		return "", toolFailed(res.Text())
 	}
 	return res.Text(), nil
+}
+
+// loaded is a process plugin and its toolset: Call and Tools are the
+// toolset's, the rest the plugin's.
+type loaded struct {
+	*process.Plugin
+	ts toolset.Toolset
+}
+
+func (l *loaded) Call(ctx context.Context, tool string, args json.RawMessage) (core.ToolResult, error) {
+	return l.ts.Call(ctx, tool, args)
+}
+
+func (l *loaded) Tools(ctx context.Context) ([]core.ToolSpec, error) { return l.ts.Tools(ctx) }
+
+// loadToolset starts the plugin (process.Load) and dispenses its toolset.
+func loadToolset(ctx context.Context, dir string, m *plugins.Manifest, opts process.Options) (*loaded, error) {
+	p, err := process.Load(ctx, dir, m, opts)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := p.Dispense(ctx, toolset.Name)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	return &loaded{p, ts.(toolset.Toolset)}, nil
 }
 
 // binDir holds the example plugins, built once by TestMain.
@@ -115,13 +144,13 @@ func pluginDir(t testing.TB, bin, perms string) (string, *plugins.Manifest) {
 }
 
 // load starts the echo plugin with perms and closes it when the test ends.
-func load(t testing.TB, perms string, opts process.Options) (string, *process.Plugin) {
+func load(t testing.TB, perms string, opts process.Options) (string, *loaded) {
 	t.Helper()
 	dir, m := pluginDir(t, "echo", perms)
 	if opts.Logger == nil {
 		opts.Logger = testLogger(t)
 	}
-	ts, err := process.Load(context.Background(), dir, m, opts)
+	ts, err := loadToolset(context.Background(), dir, m, opts)
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -246,7 +275,7 @@ func TestEnvironmentExtra(t *testing.T) {
 func TestWrongChecksumRefusedAtLoad(t *testing.T) {
 	dir, m := pluginDir(t, "echo", `{}`)
 	m.SHA256 = strings.Repeat("ab", 32)
-	ts, err := process.Load(context.Background(), dir, m, process.Options{Logger: testLogger(t)})
+	ts, err := loadToolset(context.Background(), dir, m, process.Options{Logger: testLogger(t)})
 	if err == nil {
 		ts.Close()
 		t.Fatal("Load started a plugin whose sha256 does not match")
@@ -387,12 +416,12 @@ func TestLoadRefusesOtherManifests(t *testing.T) {
 	dir, m := pluginDir(t, "echo", `{}`)
 	for name, edit := range map[string]func(*plugins.Manifest){
 		"wasm":       func(m *plugins.Manifest) { m.Runtime = plugins.RuntimeWASM },
-		"no toolset": func(m *plugins.Manifest) { m.Provides = []plugins.Capability{plugins.CapSkills} },
+		"no toolset": func(m *plugins.Manifest) { m.Provides = []plugins.Capability{skillbundle.Name} },
 		"bad entry":  func(m *plugins.Manifest) { m.Entry = "missing" },
 	} {
 		c := *m
 		edit(&c)
-		if ts, err := process.Load(context.Background(), dir, &c, process.Options{Logger: testLogger(t)}); err == nil {
+		if ts, err := loadToolset(context.Background(), dir, &c, process.Options{Logger: testLogger(t)}); err == nil {
 			ts.Close()
 			t.Errorf("%s: Load succeeded", name)
 		}
@@ -433,7 +462,7 @@ func TestCalcExample(t *testing.T) {
 			t.Logf("host log:\n%s", logs.String())
 		}
 	})
-	ts, err := process.Load(context.Background(), dir, m, process.Options{Logger: logger, Env: []string{"KILN_PLUGIN_DATA=" + data}})
+	ts, err := loadToolset(context.Background(), dir, m, process.Options{Logger: logger, Env: []string{"KILN_PLUGIN_DATA=" + data}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,7 +524,7 @@ func BenchmarkProcessStart(b *testing.B) {
 	opts := process.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ctx := context.Background()
 	for i := 0; i < b.N; i++ {
-		ts, err := process.Load(ctx, dir, m, opts)
+		ts, err := loadToolset(ctx, dir, m, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -511,7 +540,7 @@ func BenchmarkProcessStart(b *testing.B) {
 func TestCloseEndsCallInFlight(t *testing.T) {
 	h := plugintest.NewHoldServer(t)
 	dir, m := plugintest.CalcPlugin(t, "calc", plugins.RuntimeProcess, `{"timeout_ms":600000}`)
-	ts, err := process.Load(context.Background(), dir, m, process.Options{Logger: testLogger(t)})
+	ts, err := loadToolset(context.Background(), dir, m, process.Options{Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/sandboxruntime"
 	"github.com/kilnhq/kiln/sandbox"
 	"github.com/kilnhq/kiln/sandbox/docker"
 	"github.com/kilnhq/kiln/sandbox/sandboxtest"
@@ -61,7 +62,7 @@ func loadSandbox(t *testing.T, id, backend string) plugins.Instance {
 
 func dispense(t *testing.T, inst plugins.Instance) sandbox.Runtime {
 	t.Helper()
-	c, err := inst.Dispense(context.Background(), plugins.CapSandboxRuntime)
+	c, err := inst.Dispense(context.Background(), sandboxruntime.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func BenchmarkSandboxRuntimeStat(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer inst.Close()
-	c, err := inst.Dispense(ctx, plugins.CapSandboxRuntime)
+	c, err := inst.Dispense(ctx, sandboxruntime.Name)
 	if err != nil {
 		b.Fatal(err)
 	}

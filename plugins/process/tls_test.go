@@ -24,10 +24,10 @@ import (
 )
 
 // loadTLSGuest loads testdata/tlsguest in mode (see its doc).
-func loadTLSGuest(t *testing.T, mode string) (*process.Plugin, error) {
+func loadTLSGuest(t *testing.T, mode string) (*loaded, error) {
 	t.Helper()
 	dir, m := pluginDir(t, "tlsguest", `{"env":["TLSGUEST_MODE"]}`)
-	ts, err := process.Load(context.Background(), dir, m, process.Options{
+	ts, err := loadToolset(context.Background(), dir, m, process.Options{
 		Logger:       testLogger(t),
 		LookupEnv:    func(string) (string, bool) { return mode, true },
 		StartTimeout: 5 * time.Second,

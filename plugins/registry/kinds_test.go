@@ -14,10 +14,11 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/registry"
+	"github.com/kilnhq/kiln/plugins/toolset"
 
 	// The kinds of a data-only bundle.
 	_ "github.com/kilnhq/kiln/plugins/mcp/mcpservers"
-	_ "github.com/kilnhq/kiln/plugins/skillbundle"
+	"github.com/kilnhq/kiln/plugins/skillbundle"
 )
 
 // gadgets is a kind that exists only in this test: registering it is all
@@ -74,8 +75,8 @@ func TestFakeKind(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		ts, _ := inst.Dispense(ctx, plugins.CapToolset)
-		return plugins.Clients{ByKind: map[plugins.Capability]any{capGadgets: []string{"sprocket", "widget"}, plugins.CapToolset: ts}}, nil
+		ts, _ := inst.Dispense(ctx, toolset.Name)
+		return plugins.Clients{ByKind: map[plugins.Capability]any{capGadgets: []string{"sprocket", "widget"}, toolset.Name: ts}}, nil
 	}}}
 	gh := &gadgetHost{on: map[string][]string{}}
 	cfg := e.config()
@@ -232,7 +233,7 @@ func TestInstallKindTheRuntimeCannotCarry(t *testing.T) {
 	e := newEnv(t)
 	r := e.open(t)
 	for _, rt := range []plugins.Runtime{plugins.RuntimeWASM, plugins.RuntimeProcess} {
-		dir, _ := plugintest.WritePluginKinds(t, "odd", rt, "odd.bin", []byte("not run"), "", plugins.CapSkills)
+		dir, _ := plugintest.WritePluginKinds(t, "odd", rt, "odd.bin", []byte("not run"), "", skillbundle.Name)
 		_, err := r.Install(ctx, registry.InstallRequest{Path: dir, Consent: true})
 		if core.ErrorCode(err) != core.EINVALID || !strings.Contains(err.Error(), `provides "skills", which its runtime "`+string(rt)+`" cannot carry`) {
 			t.Errorf("%s plugin providing skills: %v", rt, err)

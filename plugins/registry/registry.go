@@ -51,6 +51,7 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/integrity"
+	"github.com/kilnhq/kiln/plugins/toolset"
 )
 
 // stateFile is the registry's record, in Config.Root.
@@ -590,7 +591,7 @@ func (r *Registry) info(e *entry) Info {
 		for c, items := range run.provided {
 			in.Provided[string(c)] = slices.Clone(items)
 		}
-		in.Tools = append(in.Tools, run.provided[plugins.CapToolset]...)
+		in.Tools = append(in.Tools, run.provided[toolset.Name]...)
 	}
 	switch {
 	case !in.Enabled:

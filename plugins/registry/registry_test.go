@@ -24,6 +24,7 @@ import (
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/process"
 	"github.com/kilnhq/kiln/plugins/registry"
+	"github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/plugins/wasm"
 	"github.com/kilnhq/kiln/sdk/plugin/examples/calc/calctools"
 )
@@ -139,7 +140,7 @@ func (e *env) open(t testing.TB) *registry.Registry {
 func (e *env) config() registry.Config {
 	return registry.Config{
 		Root: filepath.Join(e.data, "plugins"), DataRoot: filepath.Join(e.data, "plugin-data"),
-		Hosts:    map[plugins.Capability]any{plugins.CapToolset: e.host},
+		Hosts:    map[plugins.Capability]any{toolset.Name: e.host},
 		Loaders:  map[plugins.Runtime]plugins.Loader{plugins.RuntimeWASM: wasm.NewLoader(e.wasm), plugins.RuntimeProcess: process.NewLoader(e.proc)},
 		Builtins: e.bi, Logger: quiet,
 	}
@@ -427,7 +428,7 @@ func builtinManifest(t testing.TB, id string) *plugins.Manifest {
 // calcBuiltin is the calc toolset as a built-in plugin.
 func calcBuiltin(t testing.TB, id string) plugins.Builtin {
 	return plugins.Builtin{Manifest: builtinManifest(t, id), Load: func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
-		return plugins.Clients{ByKind: map[plugins.Capability]any{plugins.CapToolset: inproc.New(calctools.Toolset())}}, nil
+		return plugins.Clients{ByKind: map[plugins.Capability]any{toolset.Name: inproc.New(calctools.Toolset())}}, nil
 	}}
 }
 
@@ -655,7 +656,7 @@ func TestToolResults(t *testing.T) {
 	}
 	e := newEnv(t)
 	e.bi = []plugins.Builtin{{Manifest: builtinManifest(t, "t"), Load: func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
-		return plugins.Clients{ByKind: map[plugins.Capability]any{plugins.CapToolset: ts}}, nil
+		return plugins.Clients{ByKind: map[plugins.Capability]any{toolset.Name: ts}}, nil
 	}}}
 	e.open(t)
 	tools := map[string]core.Tool{}

@@ -12,10 +12,11 @@
 // Runtimes: built-in plugins hand out their sandbox.Runtime through
 // plugins.Clients, or, like the docker one, run as a process plugin
 // (plugins/process.LoadSelf); a "process" plugin hands out a
-// sandbox.Runtime over gRPC (specs/proto/sandboxruntime.proto), which
-// passes sandboxtest.Run as a built-in does (plugins/process). The
-// "wasm" runtime's ABI carries no sandbox runtime, so its Dispense
-// refuses this kind.
+// sandbox.Runtime over gRPC (specs/proto/sandboxruntime.proto; this
+// package's process.go registers the adapter), which passes
+// sandboxtest.Run as a built-in does (plugins/process's tests). The
+// "wasm" runtime's ABI carries no sandbox runtime, so it does not carry
+// this kind.
 package sandboxruntime
 
 import (
@@ -26,6 +27,9 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/sandbox"
 )
+
+// Name is the kind's name, as manifests list it in "provides".
+const Name plugins.Capability = "sandbox-runtime"
 
 // Host takes a plugin's sandbox runtime while the plugin is enabled: the
 // server's sandbox service. AddRuntime makes r available under name (the
@@ -42,13 +46,13 @@ func init() { plugins.RegisterKind(Kind{}) }
 type Kind struct{}
 
 // Name is "sandbox-runtime".
-func (Kind) Name() plugins.Capability { return plugins.CapSandboxRuntime }
+func (Kind) Name() plugins.Capability { return Name }
 
 // Attach adds the plugin's runtime to the sandbox service.
 func (Kind) Attach(_ context.Context, a plugins.Attach) (plugins.Attached, error) {
 	r, ok := a.Client.(sandbox.Runtime)
 	if !ok {
-		return plugins.Attached{}, fmt.Errorf("the runtime handed out %T for %q, not a sandbox runtime", a.Client, plugins.CapSandboxRuntime)
+		return plugins.Attached{}, fmt.Errorf("the runtime handed out %T for %q, not a sandbox runtime", a.Client, Name)
 	}
 	host, ok := a.Host.(Host)
 	if !ok {
@@ -62,3 +66,6 @@ func (Kind) Attach(_ context.Context, a plugins.Attach) (plugins.Attached, error
 	}
 	return plugins.Attached{Items: []string{a.ID}, Detach: func() { host.RemoveRuntime(a.ID) }}, nil
 }
+
+// Interface guard.
+var _ plugins.Kind = Kind{}

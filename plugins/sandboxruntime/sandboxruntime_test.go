@@ -71,7 +71,7 @@ func builtin(t *testing.T, id string, client func() any) plugins.Builtin {
 		t.Fatal(err)
 	}
 	return plugins.Builtin{Manifest: m, Load: func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
-		return plugins.Clients{ByKind: map[plugins.Capability]any{plugins.CapSandboxRuntime: client()}}, nil
+		return plugins.Clients{ByKind: map[plugins.Capability]any{sandboxruntime.Name: client()}}, nil
 	}}
 }
 
@@ -81,7 +81,7 @@ func open(t *testing.T, h sandboxruntime.Host, bi ...plugins.Builtin) *registry.
 	t.Helper()
 	cfg := registry.Config{Root: t.TempDir(), DataRoot: t.TempDir(), Builtins: bi, Hosts: map[plugins.Capability]any{}}
 	if h != nil {
-		cfg.Hosts[plugins.CapSandboxRuntime] = h
+		cfg.Hosts[sandboxruntime.Name] = h
 	}
 	r, err := registry.Open(context.Background(), cfg)
 	if err != nil {
@@ -92,9 +92,9 @@ func open(t *testing.T, h sandboxruntime.Host, bi ...plugins.Builtin) *registry.
 }
 
 func TestRegistered(t *testing.T) {
-	k, ok := plugins.LookupKind(plugins.CapSandboxRuntime)
-	if !ok || k.Name() != plugins.CapSandboxRuntime {
-		t.Fatalf("the %q kind is not registered (%v)", plugins.CapSandboxRuntime, k)
+	k, ok := plugins.LookupKind(sandboxruntime.Name)
+	if !ok || k.Name() != sandboxruntime.Name {
+		t.Fatalf("the %q kind is not registered (%v)", sandboxruntime.Name, k)
 	}
 }
 
@@ -107,7 +107,7 @@ func TestAttach(t *testing.T) {
 	h := &host{}
 	r := open(t, h, builtin(t, "memory", func() any { return m.Runtime(sandboxtest.Options{Name: "memory"}) }))
 	in, err := r.Get(ctx, "memory")
-	if err != nil || in.Status != registry.StatusEnabled || !slices.Equal(in.Provided[string(plugins.CapSandboxRuntime)], []string{"memory"}) {
+	if err != nil || in.Status != registry.StatusEnabled || !slices.Equal(in.Provided[string(sandboxruntime.Name)], []string{"memory"}) {
 		t.Fatalf("the built-in runtime: %+v, %v", in, err)
 	}
 	rt := h.runtime("memory")
@@ -207,14 +207,14 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, _ := plugins.LookupKind(plugins.CapSandboxRuntime)
+	k, _ := plugins.LookupKind(sandboxruntime.Name)
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Runtime {
 		inst, err := l.Load(ctx, plugins.LoadRequest{ID: "memory", Manifest: bi.Manifest, Builtin: &bi})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { inst.Close() })
-		c, err := inst.Dispense(ctx, plugins.CapSandboxRuntime)
+		c, err := inst.Dispense(ctx, sandboxruntime.Name)
 		if err != nil {
 			t.Fatal(err)
 		}

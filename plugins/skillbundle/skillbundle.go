@@ -36,19 +36,25 @@ type Host interface {
 	RemoveSkills(source string)
 }
 
+// Name is the kind's name, as manifests list it in "provides".
+const Name plugins.Capability = "skills"
+
 func init() { plugins.RegisterKind(Kind{}) }
 
 // Kind is the "skills" kind.
 type Kind struct{}
 
 // Name is "skills".
-func (Kind) Name() plugins.Capability { return plugins.CapSkills }
+func (Kind) Name() plugins.Capability { return Name }
+
+// IsData is true: a folder of skills is data, which a data-only bundle provides.
+func (Kind) IsData() bool { return true }
 
 // Validate checks the source's skills at install.
 func (Kind) Validate(_ context.Context, a plugins.Attach) error {
 	src, ok := a.Client.(Source)
 	if !ok {
-		return fmt.Errorf("the runtime handed out %T for %q, not a folder of skills", a.Client, plugins.CapSkills)
+		return fmt.Errorf("the runtime handed out %T for %q, not a folder of skills", a.Client, Name)
 	}
 	_, err := List(src.FS())
 	return err
@@ -58,7 +64,7 @@ func (Kind) Validate(_ context.Context, a plugins.Attach) error {
 func (Kind) Attach(_ context.Context, a plugins.Attach) (plugins.Attached, error) {
 	src, ok := a.Client.(Source)
 	if !ok {
-		return plugins.Attached{}, fmt.Errorf("the runtime handed out %T for %q, not a folder of skills", a.Client, plugins.CapSkills)
+		return plugins.Attached{}, fmt.Errorf("the runtime handed out %T for %q, not a folder of skills", a.Client, Name)
 	}
 	names, err := List(src.FS())
 	if err != nil {
@@ -107,3 +113,10 @@ func List(fsys fs.FS) ([]string, error) {
 	slices.Sort(names)
 	return names, nil
 }
+
+// Interface guards.
+var (
+	_ plugins.DataKind  = Kind{}
+	_ plugins.Validator = Kind{}
+	_ Host              = (*skills.Catalog)(nil)
+)

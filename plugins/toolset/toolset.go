@@ -17,6 +17,9 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 )
 
+// Name is the kind's name, as manifests list it in "provides".
+const Name plugins.Capability = "toolset"
+
 // Toolset is the client of the "toolset" kind.
 type Toolset interface {
 	// Tools describes the tools. It is called once after loading and may
@@ -48,13 +51,13 @@ func init() { plugins.RegisterKind(Kind{}) }
 type Kind struct{}
 
 // Name is "toolset".
-func (Kind) Name() plugins.Capability { return plugins.CapToolset }
+func (Kind) Name() plugins.Capability { return Name }
 
 // Attach lists the toolset's tools and adds them to the host (a Host).
 func (Kind) Attach(ctx context.Context, a plugins.Attach) (plugins.Attached, error) {
 	ts, ok := a.Client.(Toolset)
 	if !ok {
-		return plugins.Attached{}, fmt.Errorf("the runtime handed out %T for %q, not a toolset", a.Client, plugins.CapToolset)
+		return plugins.Attached{}, fmt.Errorf("the runtime handed out %T for %q, not a toolset", a.Client, Name)
 	}
 	host, ok := a.Host.(Host)
 	if !ok {
@@ -168,3 +171,12 @@ func (o of) Call(ctx context.Context, tool string, args json.RawMessage) (core.T
 }
 
 func (of) Close() error { return nil }
+
+// Interface guards.
+var (
+	_ plugins.Kind     = Kind{}
+	_ Host             = (*core.Service)(nil)
+	_ Toolset          = of(nil)
+	_ core.Tool        = tool{}
+	_ core.LocalCaller = localTool{}
+)

@@ -14,7 +14,7 @@ import (
 	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
-func init() { wasm.RegisterKind(plugins.CapToolset, wasmKind{}) }
+func init() { wasm.RegisterKind(Name, wasmKind{}) }
 
 // wasmKind carries the kind over the WASM runtime (specs/wasm-abi.md): the
 // module describes its tools as {"tools": [wire.ToolSpec, ...]}, and a
@@ -92,7 +92,7 @@ func (t *wasmToolset) Call(ctx context.Context, tool string, args json.RawMessag
 	b.WriteByte('}')
 	idempotent := t.idempotent[tool]
 	var res wire.ToolResult
-	err := t.m.Call(ctx, wasm.Request{Kind: plugins.CapToolset, Op: "call", Body: json.RawMessage(b.Bytes()), Idempotent: idempotent}, &res)
+	err := t.m.Call(ctx, wasm.Request{Kind: Name, Op: "call", Body: json.RawMessage(b.Bytes()), Idempotent: idempotent}, &res)
 	var own *wasm.GuestError
 	switch {
 	case errors.As(err, &own):

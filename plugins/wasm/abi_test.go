@@ -25,11 +25,11 @@ import (
 func TestABIVersion1(t *testing.T) {
 	code := plugintest.Build(t, "./testdata/abiv1", plugins.RuntimeWASM)
 	l := newLoader(t)
-	ts := dispense(t, l, "old", code, "", plugins.CapToolset).(toolset.Toolset)
+	ts := dispense(t, l, "old", code, "", toolset.Name).(toolset.Toolset)
 	if out, err := ts.Call(context.Background(), "ping", json.RawMessage(`{}`)); err != nil || out.Text() != `pong {"tool":"ping","args":{}}` {
 		t.Errorf("ping = %+v, %v", out, err)
 	}
-	if _, err := load(t, l, "old", code, "", plugins.CapModelProvider); err == nil || !strings.Contains(err.Error(), `ABI v1, which carries only "toolset"`) {
+	if _, err := load(t, l, "old", code, "", modelprovider.Name); err == nil || !strings.Contains(err.Error(), `ABI v1, which carries only "toolset"`) {
 		t.Errorf("an ABI 1 module as a model provider: %v", err)
 	}
 }
@@ -44,14 +44,14 @@ func TestABIVersion2(t *testing.T) {
 	t.Run("Toolset", func(t *testing.T) {
 		toolsettest.RunToolset(t, toolsettest.Transport{
 			Load: func(t *testing.T, perms string) toolset.Toolset {
-				return dispense(t, l, "calc", code, perms, plugins.CapToolset, plugins.CapModelProvider).(toolset.Toolset)
+				return dispense(t, l, "calc", code, perms, toolset.Name, modelprovider.Name).(toolset.Toolset)
 			},
 			Concurrency: wasm.MaxInstances,
 		})
 	})
 	t.Run("ModelProvider", func(t *testing.T) {
 		modelprovidertest.Run(t, func(t *testing.T) modelprovider.Provider {
-			return dispense(t, l, modelprovidertest.ID, code, `{"timeout_ms":10000}`, plugins.CapModelProvider, plugins.CapToolset).(modelprovider.Provider)
+			return dispense(t, l, modelprovidertest.ID, code, `{"timeout_ms":10000}`, modelprovider.Name, toolset.Name).(modelprovider.Provider)
 		})
 	})
 }

@@ -16,7 +16,7 @@ import (
 // the ABI and the guest SDK.
 func BenchmarkWASMCall(b *testing.B) {
 	code := plugintest.BuildCalc(b, plugins.RuntimeWASM)
-	ts := dispense(b, newLoader(b), "calc", code, "", plugins.CapToolset).(toolset.Toolset)
+	ts := dispense(b, newLoader(b), "calc", code, "", toolset.Name).(toolset.Toolset)
 	ctx := context.Background()
 	args, _ := json.Marshal(map[string]string{"payload": strings.Repeat("x", 1000)})
 	b.SetBytes(int64(len(args)))

@@ -40,7 +40,7 @@ func (h *toolsHost) RemoveTools(string) error { return nil }
 // failed results the model is shown.
 func TestResultParts(t *testing.T) {
 	code := plugintest.Build(t, "./testdata/partsguest", plugins.RuntimeWASM)
-	client := dispense(t, newLoader(t), "parts", code, "", plugins.CapToolset)
+	client := dispense(t, newLoader(t), "parts", code, "", toolset.Name)
 	ctx := context.Background()
 	host := &toolsHost{tools: map[string]core.Tool{}}
 	if _, err := (toolset.Kind{}).Attach(ctx, plugins.Attach{ID: "parts", Manifest: &plugins.Manifest{ID: "parts"}, Client: client, Host: host}); err != nil {
@@ -104,7 +104,7 @@ func TestNewerABIRefused(t *testing.T) {
 		t.Fatal("pong.wasm's kiln_abi_version is not where the test looks for it")
 	}
 	code = bytes.Replace(code, body, []byte{0x04, 0x00, 0x41, 0x04, 0x0b}, 1)
-	_, err = load(t, newLoader(t), "newer", code, "", plugins.CapToolset)
+	_, err = load(t, newLoader(t), "newer", code, "", toolset.Name)
 	if err == nil || !strings.Contains(err.Error(), "module speaks Kiln WASM ABI v4; this host speaks v1 to v3") {
 		t.Fatalf("load of an ABI 4 module: %v", err)
 	}

@@ -31,6 +31,9 @@ func buildCalc(tb testing.TB) []byte {
 
 // writePlugin writes calc.wasm and a manifest with the given permissions
 // JSON into a new folder and returns the folder and the parsed manifest.
+// The manifest provides "toolset", a kind these tests cannot import (its
+// package imports this one); the external tests of this test binary link
+// it, which registers it.
 func writePlugin(tb testing.TB, perms string) (string, *plugins.Manifest) {
 	tb.Helper()
 	return plugintest.WritePlugin(tb, "calc", plugins.RuntimeWASM, "calc.wasm", buildCalc(tb), perms)

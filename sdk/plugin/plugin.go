@@ -8,7 +8,8 @@
 //     protocol 2 (one gRPC service per kind, specs/proto), and for a
 //     Toolset alone also protocol 1, so that an older Kiln still loads it;
 //   - a WASM module (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared), loaded by
-//     Kiln's wazero host (WASM ABI version 2: toolsets and model providers).
+//     Kiln's wazero host (WASM ABI version 3: toolsets, model providers and
+//     kinds of packages of their own, dispatched by kind and operation).
 //
 // The host helpers (HTTP, HTTPStream, ReadFile, WriteFile, KVGet, KVPut,
 // KVDelete, KVList, Log, Emit, Now, Random) have the same signatures in

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"time"
 
@@ -54,52 +55,115 @@ func Serve(kinds ...Kind) {
 	})
 }
 
+// A ProcessKind is a Kind that serves itself over the process transport
+// (Kiln's go-plugin host): in a native build Serve takes only these.
+// Toolset, Provider and SandboxRuntime are; a kind defined in a package of
+// its own implements ProcessPlugins in its native build (a file with the
+// build constraint !wasip1), with its own gRPC service and go-plugin
+// plugin, and Kiln carries it once the kind's host package is linked.
+type ProcessKind interface {
+	Kind
+	// ProcessPlugins returns the go-plugin plugins, the plugin's side,
+	// that serve the kind, by the Kiln plugin protocol versions that
+	// carry it (pluginrpc.Versions). host connects them to the host's
+	// callbacks. An error says why the kind cannot be served (a tool
+	// without a handler): Serve prints it and exits.
+	ProcessPlugins(host ProcessHost) (map[int]goplugin.Plugin, error)
+}
+
+// ProcessHost connects a ProcessKind's plugins to the host's callbacks,
+// through which Log, Emit and the key/value functions reach the host.
+type ProcessHost struct{}
+
+// OnBroker is the hook through which a kind's go-plugin plugin hands
+// over the process's broker when the host dispenses it (the OnBroker
+// field of pluginrpc's plugins).
+func (ProcessHost) OnBroker(b *goplugin.GRPCBroker) { host.setBroker(b) }
+
+// CallContext returns the context in which to run the author's code for
+// one request of the host: ctx, naming the call callID (for Emit), with
+// the host's callbacks served at broker ID hostID connected. Requests name
+// both from protocol 2 on; 0 names none.
+func (ProcessHost) CallContext(ctx context.Context, hostID uint32, callID uint64) context.Context {
+	host.use(hostID)
+	if callID == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, callKey{}, callID)
+}
+
 // processPlugins are the go-plugin plugin sets Serve offers, by protocol
-// version.
+// version: the versions that carry every kind given.
 func processPlugins(kinds []Kind) (map[int]goplugin.PluginSet, error) {
-	v2 := goplugin.PluginSet{}
-	versions := map[int]goplugin.PluginSet{pluginrpc.ProtocolV2: v2}
-	var others []Kind
-	for _, k := range kinds {
-		sr, ok := k.(SandboxRuntime)
+	if len(kinds) == 0 {
+		return nil, errors.New("Serve needs a kind to serve: a Toolset, a Provider, a SandboxRuntime or several")
+	}
+	var versions map[int]goplugin.PluginSet
+	for i, k := range kinds {
+		pk, ok := k.(ProcessKind)
 		if !ok {
-			others = append(others, k)
-			continue
+			return nil, fmt.Errorf("Serve cannot serve %T over the process transport (it is no ProcessKind)", k)
 		}
-		if v2[pluginrpc.SandboxRuntimeName] != nil {
-			return nil, errors.New("Serve got two sandbox runtimes")
+		name := k.KindName()
+		if slices.ContainsFunc(kinds[:i], func(o Kind) bool { return o.KindName() == name }) {
+			return nil, fmt.Errorf("Serve got %q twice", name)
 		}
-		open, err := sr.open()
+		plugins, err := pk.ProcessPlugins(ProcessHost{})
 		if err != nil {
 			return nil, err
 		}
-		v2[pluginrpc.SandboxRuntimeName] = &pluginrpc.SandboxRuntimePlugin{Impl: pluginrpc.NewRuntimeServer(open)}
+		if versions == nil {
+			versions = map[int]goplugin.PluginSet{}
+			for v := range plugins {
+				versions[v] = goplugin.PluginSet{}
+			}
+		}
+		for v, set := range versions {
+			p, ok := plugins[v]
+			if !ok {
+				delete(versions, v)
+				continue
+			}
+			set[name] = p
+		}
+		if len(versions) == 0 {
+			return nil, fmt.Errorf("no Kiln plugin protocol version carries every kind given (%q among them)", name)
+		}
 	}
-	if len(others) == 0 && len(v2) > 0 {
-		return versions, nil
-	}
-	s, err := collect(others)
+	return versions, nil
+}
+
+// ProcessPlugins serves the toolset at every protocol version.
+func (ts Toolset) ProcessPlugins(h ProcessHost) (map[int]goplugin.Plugin, error) {
+	srv, err := newProcessServer(ts)
 	if err != nil {
 		return nil, err
 	}
-	if s.toolset != nil {
-		srv, err := newProcessServer(*s.toolset)
-		if err != nil {
-			return nil, err
-		}
-		v2[pluginrpc.ToolsetName] = &pluginrpc.ToolsetPlugin{Impl: srv, OnBroker: host.setBroker}
-		if s.provider == nil && len(v2) == 1 {
-			versions[pluginrpc.ProtocolV1] = goplugin.PluginSet{pluginrpc.ToolsetName: &pluginrpc.ToolsetPlugin{Impl: srv}}
-		}
+	return map[int]goplugin.Plugin{
+		pluginrpc.ProtocolV1: &pluginrpc.ToolsetPlugin{Impl: srv},
+		pluginrpc.ProtocolV2: &pluginrpc.ToolsetPlugin{Impl: srv, OnBroker: h.OnBroker},
+	}, nil
+}
+
+// ProcessPlugins serves the provider from protocol 2 on.
+func (p Provider) ProcessPlugins(h ProcessHost) (map[int]goplugin.Plugin, error) {
+	if p.Turn == nil {
+		return nil, errors.New("the provider has no Turn")
 	}
-	if s.provider != nil {
-		srv, err := newProviderServer(*s.provider)
-		if err != nil {
-			return nil, err
-		}
-		v2[pluginrpc.ModelProviderName] = &pluginrpc.ModelProviderPlugin{Impl: srv, OnBroker: host.setBroker}
+	srv, err := newProviderServer(p)
+	if err != nil {
+		return nil, err
 	}
-	return versions, nil
+	return map[int]goplugin.Plugin{pluginrpc.ProtocolV2: &pluginrpc.ModelProviderPlugin{Impl: srv, OnBroker: h.OnBroker}}, nil
+}
+
+// ProcessPlugins serves the runtime from protocol 2 on.
+func (s SandboxRuntime) ProcessPlugins(ProcessHost) (map[int]goplugin.Plugin, error) {
+	open, err := s.open()
+	if err != nil {
+		return nil, err
+	}
+	return map[int]goplugin.Plugin{pluginrpc.ProtocolV2: &pluginrpc.SandboxRuntimePlugin{Impl: pluginrpc.NewRuntimeServer(open)}}, nil
 }
 
 // pipedTLS returns the TLS configuration of the plugin's server when the
@@ -206,8 +270,7 @@ func (s *processServer) Describe(context.Context, *toolsetpb.DescribeRequest) (*
 // in the handler, travel in the response; the process keeps serving.
 // The handler's context names the call, for Emit.
 func (s *processServer) Call(ctx context.Context, req *toolsetpb.CallRequest) (*toolsetpb.CallResponse, error) {
-	host.use(req.GetHost())
-	ctx = context.WithValue(ctx, callKey{}, req.GetCallId())
+	ctx = ProcessHost{}.CallContext(ctx, req.GetHost(), req.GetCallId())
 	t := s.ts.find(req.GetTool())
 	if t == nil {
 		return &toolsetpb.CallResponse{Error: fmt.Sprintf("unknown tool %q", req.GetTool())}, nil

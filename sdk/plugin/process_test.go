@@ -46,7 +46,7 @@ var testTools = Toolset{Tools: []Tool{
 
 // testClient connects the guest's server for ts and the host's adapter in
 // one process (go-plugin's TestPluginGRPCConn, over a real gRPC socket).
-func testClient(t testing.TB, ts Toolset) *pluginrpc.ToolsetClient {
+func testClient(t testing.TB, ts Toolset) toolsetpb.ToolsetClient {
 	t.Helper()
 	srv, err := newProcessServer(ts)
 	if err != nil {
@@ -61,7 +61,7 @@ func testClient(t testing.TB, ts Toolset) *pluginrpc.ToolsetClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return raw.(*pluginrpc.ToolsetClient)
+	return raw.(toolsetpb.ToolsetClient)
 }
 
 func TestProcessAdapters(t *testing.T) {
@@ -140,7 +140,7 @@ func TestProcessPluginsSandboxRuntime(t *testing.T) {
 	for want, kinds := range map[string][]Kind{
 		"neither a Runtime nor an Open": {SandboxRuntime{}},
 		"both a Runtime and an Open":    {SandboxRuntime{Runtime: rt, Open: open}},
-		"two sandbox runtimes":          {SandboxRuntime{Runtime: rt}, SandboxRuntime{Open: open}},
+		`got "sandbox-runtime" twice`:   {SandboxRuntime{Runtime: rt}, SandboxRuntime{Open: open}},
 	} {
 		if _, err := processPlugins(kinds); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("err = %v, want %q", err, want)

@@ -28,7 +28,8 @@ type SandboxRuntime struct {
 	Open func(ctx context.Context) (sandbox.Runtime, error)
 }
 
-func (SandboxRuntime) kind() string { return "sandbox-runtime" }
+// KindName is "sandbox-runtime".
+func (SandboxRuntime) KindName() string { return "sandbox-runtime" }
 
 // open is the function that makes the runtime.
 func (s SandboxRuntime) open() (func(context.Context) (sandbox.Runtime, error), error) {

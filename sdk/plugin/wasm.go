@@ -39,67 +39,90 @@ const ABIVersion = 3
 func mainMain()
 
 var (
-	served   kindsServed
-	serveErr error // why Serve's arguments cannot be served
+	served   map[string]WASMKind // by KindName, once Serve's arguments were checked
+	serveErr error               // why Serve's arguments cannot be served
 	mainRan  bool
 	inbox    = map[uint32][]byte{} // buffers handed out by kiln_alloc, until consumed
 	outbox   []byte                // the last response, alive until the next export call
 )
 
-// Serve registers the module's kinds — a Toolset, a Provider, or both —
-// and returns. Call it from main (and return from main); the host calls
-// them through the exports kiln_describe and kiln_call.
+// Serve registers the module's kinds — a Toolset, a Provider, a kind of
+// a package of its own (a WASMKind), or several — and returns. Call it
+// from main (and return from main); the host calls them through the
+// exports kiln_describe and kiln_call. A kind that is no WASMKind (a
+// SandboxRuntime), or two of one name, are a programming error, which
+// every request of the host is answered with.
 func Serve(kinds ...Kind) {
-	served, serveErr = collect(kinds)
+	served, serveErr = wasmKinds(kinds)
 }
 
-// kinds returns what Serve registered, running main.main on first use.
-func kinds() (kindsServed, error) {
-	if served.toolset == nil && served.provider == nil && serveErr == nil && !mainRan {
+// A WASMKind is a Kind that serves itself over the Kiln WASM ABI (Kiln's
+// wazero host, specs/wasm-abi.md): in a WASM build Serve takes only
+// these. Toolset and Provider are; a kind defined in a package of its own
+// implements WASMDescribe and WASMCall in its WASM build (a file with the
+// build constraint wasip1), and Kiln carries it once the kind's host
+// package is linked (it registers the kind with the WASM runtime,
+// wasm.RegisterKind).
+type WASMKind interface {
+	Kind
+	// WASMDescribe returns the kind's description, its member of
+	// kiln_describe's "kinds": a value that encodes as a JSON object
+	// (encoding/json), which the kind's host package reads. It must
+	// depend on the module's code only (the host keeps it). An error says
+	// why the kind cannot be served (a provider without Turn).
+	WASMDescribe() (any, error)
+	// WASMCall runs one request of the operation op, whose members
+	// besides "kind" and "op" are body (a JSON object), and returns its
+	// result: a value encoding/json encodes, or a json.RawMessage sent as
+	// it is. An error is the kind's own failure of the request, which the
+	// host hands on as the kind reports failures; a panic is one too.
+	WASMCall(ctx context.Context, op string, body json.RawMessage) (any, error)
+}
+
+// wasmKinds checks Serve's arguments: WASMKinds, one of each name.
+func wasmKinds(kinds []Kind) (map[string]WASMKind, error) {
+	if len(kinds) == 0 {
+		return nil, errors.New("Serve needs a kind to serve: a Toolset, a Provider or both")
+	}
+	m := make(map[string]WASMKind, len(kinds))
+	for _, k := range kinds {
+		wk, ok := k.(WASMKind)
+		if !ok {
+			return nil, fmt.Errorf("Serve cannot serve %T over the WASM ABI (it is no WASMKind)", k)
+		}
+		name := k.KindName()
+		if _, dup := m[name]; dup {
+			return nil, fmt.Errorf("Serve got %q twice", name)
+		}
+		m[name] = wk
+	}
+	return m, nil
+}
+
+// servedKinds returns the kinds Serve registered, by name, running
+// main.main on first use.
+func servedKinds() (map[string]WASMKind, error) {
+	if served == nil && serveErr == nil && !mainRan {
 		mainRan = true
 		mainMain()
 	}
 	if serveErr != nil {
-		return served, serveErr
+		return nil, serveErr
 	}
-	if served.toolset == nil && served.provider == nil {
-		return served, errors.New("the plugin's main did not call plugin.Serve")
+	if served == nil {
+		return nil, errors.New("the plugin's main did not call plugin.Serve")
 	}
 	return served, nil
 }
 
-// wasmKind is a kind served over the WASM ABI.
-type wasmKind interface {
-	// describeWASM returns the kind's member of kiln_describe's "kinds":
-	// a value that encodes as a JSON object.
-	describeWASM() any
-	// callWASM runs one request of op, whose members besides "kind" and
-	// "op" are body (a JSON object), and appends its result's JSON to
-	// out. An error is the kind's own failure of the request.
-	callWASM(ctx context.Context, op string, body, out []byte) ([]byte, error)
-}
-
-// byName holds the kinds served, by name, once servedKinds found them.
-var byName map[string]wasmKind
-
-// servedKinds returns the kinds Serve registered, by name, running
-// main.main on first use.
-func servedKinds() (map[string]wasmKind, error) {
-	if byName != nil {
-		return byName, nil
-	}
-	s, err := kinds()
-	if err != nil {
-		return nil, err
-	}
-	byName = map[string]wasmKind{}
-	if s.toolset != nil {
-		byName[Toolset{}.kind()] = s.toolset
-	}
-	if s.provider != nil {
-		byName[Provider{}.kind()] = s.provider
-	}
-	return byName, nil
+// resultAppender is a WASMKind of the SDK's own that writes a request's
+// result into the answer's buffer rather than returning it from WASMCall:
+// a Go guest pays for garbage and reflection most, so the hot path of a
+// tool call has neither.
+type resultAppender interface {
+	// appendWASM runs the request as WASMCall does and appends its
+	// result's JSON to out.
+	appendWASM(ctx context.Context, op string, body, out []byte) ([]byte, error)
 }
 
 //go:wasmexport kiln_abi_version
@@ -128,7 +151,9 @@ func kilnDescribe() uint64 {
 	}
 	d := map[string]any{}
 	for name, wk := range served {
-		d[name] = wk.describeWASM()
+		if d[name], err = wk.WASMDescribe(); err != nil {
+			return respondString("error", fmt.Sprintf("%s: %v", name, err))
+		}
 	}
 	return respond(map[string]any{"kinds": d})
 }
@@ -163,13 +188,34 @@ func kilnCall(ptr, n uint32) (packed uint64) {
 			packed = respondString("error", fmt.Sprintf("%s %s panicked: %v", kind, op, r))
 		}
 	}()
-	out, err := wk.callWASM(context.Background(), op, body, []byte(`{"result":`))
+	out, err := call(wk, op, body)
 	if err != nil {
 		return respondString("error", err.Error())
 	}
 	out = append(out, '}')
 	outbox = out
 	return uint64(ptrOf(out))<<32 | uint64(len(out))
+}
+
+// call runs one request with wk and returns the answer's start,
+// {"result":<json>, for the caller to close.
+func call(wk WASMKind, op string, body []byte) ([]byte, error) {
+	out := []byte(`{"result":`)
+	ctx := context.Background()
+	if ra, ok := wk.(resultAppender); ok {
+		return ra.appendWASM(ctx, op, body, out)
+	}
+	res, err := wk.WASMCall(ctx, op, body)
+	if err != nil {
+		return nil, err
+	}
+	raw, ok := res.(json.RawMessage)
+	if !ok {
+		if raw, err = json.Marshal(res); err != nil {
+			return nil, fmt.Errorf("encode the %s result: %w", op, err)
+		}
+	}
+	return append(out, raw...), nil
 }
 
 // parseHead splits a kiln_call request into its kind, its op and its
@@ -208,20 +254,26 @@ func parseHead(data []byte) (kind, op string, body []byte, err error) {
 	return kind, op, body, err
 }
 
-// describeWASM is the toolset's description: {"tools": [tool specs]}.
-func (ts *Toolset) describeWASM() any {
+// WASMDescribe describes the toolset: {"tools": [tool specs]}.
+func (ts Toolset) WASMDescribe() (any, error) {
 	specs := make([]wire.ToolSpec, 0, len(ts.Tools))
 	for _, t := range ts.Tools {
 		specs = append(specs, wire.ToolSpec{Name: t.Name, Description: t.Description, Schema: t.Schema, Idempotent: t.Idempotent})
 	}
-	return map[string]any{"tools": specs}
+	return map[string]any{"tools": specs}, nil
 }
 
-// callWASM runs the op "call": {"tool": "<name>", "args": <json>} runs
-// the tool and answers its result (wire.ToolResult). An unknown tool, a
-// handler's error or panic and a result that breaks the contract are the
-// tool's failure: a result with IsError.
-func (ts *Toolset) callWASM(ctx context.Context, op string, body, out []byte) ([]byte, error) {
+// WASMCall runs the operation "call": {"tool": "<name>", "args": <json>}
+// runs the tool and answers its result (wire.ToolResult). An unknown
+// tool, a handler's error or panic and a result that breaks the contract
+// are the tool's failure: a result with IsError.
+func (ts Toolset) WASMCall(ctx context.Context, op string, body json.RawMessage) (any, error) {
+	out, err := ts.appendWASM(ctx, op, body, nil)
+	return json.RawMessage(out), err
+}
+
+// appendWASM is WASMCall appending the result to out (resultAppender).
+func (ts Toolset) appendWASM(ctx context.Context, op string, body, out []byte) ([]byte, error) {
 	if op != "call" {
 		return nil, fmt.Errorf("kiln_call: unknown toolset op %q", op)
 	}
@@ -327,14 +379,20 @@ func appendResult(b []byte, r Result) []byte {
 	return append(b, '}')
 }
 
-// describeWASM is the provider's description (wire.ProviderDescription).
-func (p *Provider) describeWASM() any { return p.wire() }
+// WASMDescribe describes the provider (wire.ProviderDescription). A
+// provider without Turn cannot be served.
+func (p Provider) WASMDescribe() (any, error) {
+	if p.Turn == nil {
+		return nil, errors.New("the provider has no Turn")
+	}
+	return p.wire(), nil
+}
 
-// callWASM runs the ops "models", {"settings"} answered with {"models":
-// [wire.ModelInfo]}, and "turn", {"settings", "model", "request":
-// wire.TurnRequest} answered with a wire.TurnResponse, its text streamed
-// through the delta host function as Turn produces it.
-func (p *Provider) callWASM(ctx context.Context, op string, body, out []byte) ([]byte, error) {
+// WASMCall runs the operations "models", {"settings"} answered with
+// {"models": [wire.ModelInfo]}, and "turn", {"settings", "model",
+// "request": wire.TurnRequest} answered with a wire.TurnResponse, its
+// text streamed through the delta host function as Turn produces it.
+func (p Provider) WASMCall(ctx context.Context, op string, body json.RawMessage) (any, error) {
 	var req struct {
 		Settings Settings         `json:"settings"`
 		Model    string           `json:"model"`
@@ -343,7 +401,6 @@ func (p *Provider) callWASM(ctx context.Context, op string, body, out []byte) ([
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("kiln_call: bad model-provider request: %w", err)
 	}
-	var result any
 	switch op {
 	case "models":
 		var models []ModelInfo
@@ -357,7 +414,7 @@ func (p *Provider) callWASM(ctx context.Context, op string, body, out []byte) ([
 		for i, m := range models {
 			infos[i] = wire.ModelInfo{ID: m.ID, Name: m.Name, ContextSize: m.ContextSize}
 		}
-		result = map[string]any{"models": infos}
+		return map[string]any{"models": infos}, nil
 	case "turn":
 		if err := wire.CheckVersion("the turn request", req.Request.V); err != nil {
 			return nil, err
@@ -366,15 +423,9 @@ func (p *Provider) callWASM(ctx context.Context, op string, body, out []byte) ([
 		if err != nil {
 			return nil, err
 		}
-		result = resp.wire()
-	default:
-		return nil, fmt.Errorf("kiln_call: unknown model-provider op %q", op)
+		return resp.wire(), nil
 	}
-	b, err := json.Marshal(result)
-	if err != nil {
-		return nil, fmt.Errorf("encode the %s result: %w", op, err)
-	}
-	return append(out, b...), nil
+	return nil, fmt.Errorf("kiln_call: unknown model-provider op %q", op)
 }
 
 // sendDelta streams text of the turn in flight to the host.

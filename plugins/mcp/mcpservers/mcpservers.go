@@ -96,19 +96,25 @@ type Host interface {
 	RemoveServers(source string)
 }
 
+// Name is the kind's name, as manifests list it in "provides".
+const Name plugins.Capability = "mcp-servers"
+
 func init() { plugins.RegisterKind(Kind{}) }
 
 // Kind is the "mcp-servers" kind.
 type Kind struct{}
 
 // Name is "mcp-servers".
-func (Kind) Name() plugins.Capability { return plugins.CapMCPServers }
+func (Kind) Name() plugins.Capability { return Name }
+
+// IsData is true: MCP server definitions are data, which a data-only bundle provides.
+func (Kind) IsData() bool { return true }
 
 // Validate checks the source's server definitions at install.
 func (Kind) Validate(_ context.Context, a plugins.Attach) error {
 	src, ok := a.Client.(Source)
 	if !ok {
-		return fmt.Errorf("the runtime handed out %T for %q, not a folder", a.Client, plugins.CapMCPServers)
+		return fmt.Errorf("the runtime handed out %T for %q, not a folder", a.Client, Name)
 	}
 	_, err := Read(src.FS(), a.Manifest.Permissions)
 	return err
@@ -118,7 +124,7 @@ func (Kind) Validate(_ context.Context, a plugins.Attach) error {
 func (Kind) Attach(_ context.Context, a plugins.Attach) (plugins.Attached, error) {
 	src, ok := a.Client.(Source)
 	if !ok {
-		return plugins.Attached{}, fmt.Errorf("the runtime handed out %T for %q, not a folder", a.Client, plugins.CapMCPServers)
+		return plugins.Attached{}, fmt.Errorf("the runtime handed out %T for %q, not a folder", a.Client, Name)
 	}
 	servers, err := Read(src.FS(), a.Manifest.Permissions)
 	if err != nil {
@@ -436,3 +442,9 @@ func article(kind string) string {
 	}
 	return "a " + kind
 }
+
+// Interface guards.
+var (
+	_ plugins.DataKind  = Kind{}
+	_ plugins.Validator = Kind{}
+)

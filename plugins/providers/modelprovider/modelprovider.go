@@ -23,6 +23,9 @@ import (
 	"github.com/kilnhq/kiln/plugins/providers/hub"
 )
 
+// Name is the kind's name, as manifests list it in "provides".
+const Name plugins.Capability = "model-provider"
+
 // Provider is the client of the "model-provider" kind.
 type Provider interface {
 	// Describe says what the plugin offers: a provider of
@@ -52,13 +55,13 @@ func init() { plugins.RegisterKind(Kind{}) }
 type Kind struct{}
 
 // Name is "model-provider".
-func (Kind) Name() plugins.Capability { return plugins.CapModelProvider }
+func (Kind) Name() plugins.Capability { return Name }
 
 // Attach adds the plugin's provider and models to the hub.
 func (Kind) Attach(ctx context.Context, a plugins.Attach) (plugins.Attached, error) {
 	p, ok := a.Client.(Provider)
 	if !ok {
-		return plugins.Attached{}, fmt.Errorf("the runtime handed out %T for %q, not a model provider", a.Client, plugins.CapModelProvider)
+		return plugins.Attached{}, fmt.Errorf("the runtime handed out %T for %q, not a model provider", a.Client, Name)
 	}
 	host, ok := a.Host.(Host)
 	if !ok {
@@ -240,3 +243,13 @@ func (b bound) Models(ctx context.Context) ([]providers.ModelInfo, error) {
 func (b bound) Turn(ctx context.Context, model string, req core.ModelRequest, delta func(string)) (core.ModelResponse, error) {
 	return b.r.Turn(ctx, b.settings, model, req, delta)
 }
+
+// Interface guards.
+var (
+	_ plugins.Kind       = Kind{}
+	_ plugins.Forgetter  = Kind{}
+	_ Host               = (*hub.Hub)(nil)
+	_ Provider           = Static{}
+	_ Provider           = remote{}
+	_ providers.Provider = bound{}
+)

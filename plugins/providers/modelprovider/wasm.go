@@ -13,7 +13,7 @@ import (
 	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
-func init() { wasm.RegisterKind(plugins.CapModelProvider, wasmKind{}) }
+func init() { wasm.RegisterKind(Name, wasmKind{}) }
 
 // wasmKind carries the kind over the WASM runtime (specs/wasm-abi.md): the
 // module describes the provider with a wire.ProviderDescription, and a
@@ -66,7 +66,7 @@ func (r wasmRemote) call(ctx context.Context, op string, body wasmRequest, delta
 	if body.Settings == nil {
 		body.Settings = map[string]string{}
 	}
-	err := r.m.Call(ctx, wasm.Request{Kind: plugins.CapModelProvider, Op: op, Body: body, Idempotent: true, Delta: delta}, result)
+	err := r.m.Call(ctx, wasm.Request{Kind: Name, Op: op, Body: body, Idempotent: true, Delta: delta}, result)
 	if _, own := err.(*wasm.GuestError); err != nil && !own {
 		return fmt.Errorf("%s %s: %w", r.m.ID(), op, err)
 	}

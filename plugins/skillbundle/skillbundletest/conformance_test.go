@@ -4,7 +4,6 @@ import (
 	"io/fs"
 	"testing"
 
-	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/internal/bundletest"
 	"github.com/kilnhq/kiln/plugins/skillbundle"
 )
@@ -14,7 +13,7 @@ func source(t *testing.T, c any) skillbundle.Source {
 	t.Helper()
 	src, ok := c.(skillbundle.Source)
 	if !ok {
-		t.Fatalf("the runtime handed out %T for %q, not a skillbundle.Source", c, plugins.CapSkills)
+		t.Fatalf("the runtime handed out %T for %q, not a skillbundle.Source", c, skillbundle.Name)
 	}
 	return src
 }
@@ -25,12 +24,12 @@ func source(t *testing.T, c any) skillbundle.Source {
 func TestSkillsConformance(t *testing.T) {
 	t.Run("data", func(t *testing.T) {
 		Run(t, func(t *testing.T, dir string) skillbundle.Source {
-			return source(t, bundletest.Data(t, dir, plugins.CapSkills))
+			return source(t, bundletest.Data(t, dir, skillbundle.Name))
 		})
 	})
 	t.Run("builtin", func(t *testing.T) {
 		Run(t, func(t *testing.T, dir string) skillbundle.Source {
-			return source(t, bundletest.Builtin(t, dir, plugins.CapSkills, func(f fs.FS) any { return bundletest.Folder{Files: f} }))
+			return source(t, bundletest.Builtin(t, dir, skillbundle.Name, func(f fs.FS) any { return bundletest.Folder{Files: f} }))
 		})
 	})
 }

@@ -128,9 +128,9 @@ func openSource(t *testing.T, open Open, dir string) skillbundle.Source {
 // kind is the registered "skills" kind.
 func kind(t *testing.T) plugins.Kind {
 	t.Helper()
-	k, ok := plugins.LookupKind(plugins.CapSkills)
+	k, ok := plugins.LookupKind(skillbundle.Name)
 	if !ok {
-		t.Fatalf("no kind %q is registered", plugins.CapSkills)
+		t.Fatalf("no kind %q is registered", skillbundle.Name)
 	}
 	return k
 }
@@ -147,19 +147,19 @@ func attach(t *testing.T, src skillbundle.Source, host any) plugins.Attach {
 
 func testKind(t *testing.T) {
 	k := kind(t)
-	if k.Name() != plugins.CapSkills {
-		t.Errorf("the kind registered as %q calls itself %q", plugins.CapSkills, k.Name())
+	if k.Name() != skillbundle.Name {
+		t.Errorf("the kind registered as %q calls itself %q", skillbundle.Name, k.Name())
 	}
 	v, ok := k.(plugins.Validator)
 	if !ok {
-		t.Fatalf("the %q kind cannot check a bundle at install (no Validate)", plugins.CapSkills)
+		t.Fatalf("the %q kind cannot check a bundle at install (no Validate)", skillbundle.Name)
 	}
 	m, err := plugins.ParseManifest([]byte(Manifest))
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := plugins.Attach{ID: PluginID, Manifest: m, Client: "not a folder"}
-	if _, err := k.Attach(context.Background(), a); err == nil || !strings.Contains(err.Error(), string(plugins.CapSkills)) {
+	if _, err := k.Attach(context.Background(), a); err == nil || !strings.Contains(err.Error(), string(skillbundle.Name)) {
 		t.Errorf("Attach of a string as the client: %v; want an error naming the kind", err)
 	}
 	if err := v.Validate(context.Background(), a); err == nil {

@@ -57,7 +57,7 @@ func loadWASM(tb testing.TB, perms string) toolset.Toolset {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { inst.Close() })
-	ts, err := inst.Dispense(context.Background(), plugins.CapToolset)
+	ts, err := inst.Dispense(context.Background(), toolset.Name)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -69,12 +69,16 @@ func loadWASM(tb testing.TB, perms string) toolset.Toolset {
 func loadProcess(tb testing.TB, perms string) toolset.Toolset {
 	tb.Helper()
 	dir, m := plugintest.CalcPlugin(tb, "calc", plugins.RuntimeProcess, perms)
-	ts, err := process.Load(context.Background(), dir, m, process.Options{Logger: quiet})
+	p, err := process.Load(context.Background(), dir, m, process.Options{Logger: quiet})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { ts.Close() })
-	return ts
+	tb.Cleanup(func() { p.Close() })
+	ts, err := p.Dispense(context.Background(), toolset.Name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ts.(toolset.Toolset)
 }
 
 // transports are the three ways to serve a toolset, with the number of

@@ -61,18 +61,9 @@ var Handshake = goplugin.HandshakeConfig{
 	MagicCookieValue: "f2b3a4f1-kiln-toolset",
 }
 
-// HostPlugins are the kinds the host can dispense at each version, for
-// ClientConfig.VersionedPlugins.
-func HostPlugins() map[int]goplugin.PluginSet {
-	return map[int]goplugin.PluginSet{
-		ProtocolV1: {ToolsetName: &ToolsetPlugin{}},
-		ProtocolV2: {ToolsetName: &ToolsetPlugin{}, ModelProviderName: &ModelProviderPlugin{}, SandboxRuntimeName: &SandboxRuntimePlugin{}},
-	}
-}
-
 // ToolsetPlugin is the go-plugin adapter of the "toolset" kind. The guest
-// sets Impl; the host leaves it nil and gets a *ToolsetClient from
-// Dispense.
+// sets Impl; the host leaves it nil and gets a toolsetpb.ToolsetClient
+// from Dispense.
 type ToolsetPlugin struct {
 	goplugin.NetRPCUnsupportedPlugin
 	Impl toolsetpb.ToolsetServer
@@ -93,25 +84,14 @@ func (p *ToolsetPlugin) GRPCServer(b *goplugin.GRPCBroker, s *grpc.Server) error
 	return nil
 }
 
-// GRPCClient returns a *ToolsetClient on conn.
-func (p *ToolsetPlugin) GRPCClient(ctx context.Context, b *goplugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return &ToolsetClient{ToolsetClient: toolsetpb.NewToolsetClient(conn), Conn: conn, Broker: b, Done: ctx.Done()}, nil
-}
-
-// ToolsetClient is the host's end of one plugin process's toolset.
-type ToolsetClient struct {
-	toolsetpb.ToolsetClient
-	// Conn is the gRPC connection, reused by every call.
-	Conn *grpc.ClientConn
-	// Broker is the process's go-plugin broker.
-	Broker *goplugin.GRPCBroker
-	// Done is closed when go-plugin sees the plugin process exit (never,
-	// for an in-process test connection).
-	Done <-chan struct{}
+// GRPCClient returns a toolsetpb.ToolsetClient on conn.
+func (p *ToolsetPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
+	return toolsetpb.NewToolsetClient(conn), nil
 }
 
 // ModelProviderPlugin is the go-plugin adapter of the "model-provider"
-// kind (protocol 2).
+// kind (protocol 2). The guest sets Impl; the host leaves it nil and gets
+// a modelproviderpb.ModelProviderClient from Dispense.
 type ModelProviderPlugin struct {
 	goplugin.NetRPCUnsupportedPlugin
 	Impl     modelproviderpb.ModelProviderServer
@@ -130,17 +110,9 @@ func (p *ModelProviderPlugin) GRPCServer(b *goplugin.GRPCBroker, s *grpc.Server)
 	return nil
 }
 
-// GRPCClient returns a *ModelProviderClient on conn.
-func (p *ModelProviderPlugin) GRPCClient(ctx context.Context, b *goplugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return &ModelProviderClient{ModelProviderClient: modelproviderpb.NewModelProviderClient(conn), Broker: b, Done: ctx.Done()}, nil
-}
-
-// ModelProviderClient is the host's end of one plugin process's model
-// provider.
-type ModelProviderClient struct {
-	modelproviderpb.ModelProviderClient
-	Broker *goplugin.GRPCBroker
-	Done   <-chan struct{}
+// GRPCClient returns a modelproviderpb.ModelProviderClient on conn.
+func (p *ModelProviderPlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
+	return modelproviderpb.NewModelProviderClient(conn), nil
 }
 
 // Interface guards.

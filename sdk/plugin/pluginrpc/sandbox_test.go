@@ -20,6 +20,7 @@ import (
 	"github.com/kilnhq/kiln/sandbox/sandboxtest"
 	"github.com/kilnhq/kiln/sandbox/wasm"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
+	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/sandboxruntimepb"
 )
 
 // connect serves rt over a real gRPC connection (go-plugin's test
@@ -34,7 +35,7 @@ func connect(t *testing.T, rt sandbox.Runtime) pluginrpc.RuntimeClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := raw.(*pluginrpc.SandboxRuntimeClient)
+	c := raw.(sandboxruntimepb.SandboxRuntimeClient)
 	d, err := pluginrpc.DescribeRuntime(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +236,7 @@ func TestDescribeFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pluginrpc.DescribeRuntime(context.Background(), raw.(*pluginrpc.SandboxRuntimeClient)); err == nil || err.Error() != "no Docker engine answers" {
+	if _, err := pluginrpc.DescribeRuntime(context.Background(), raw.(sandboxruntimepb.SandboxRuntimeClient)); err == nil || err.Error() != "no Docker engine answers" {
 		t.Errorf("Describe: %v", err)
 	}
 }

@@ -18,7 +18,8 @@ const SandboxRuntimeName = "sandbox-runtime"
 
 // SandboxRuntimePlugin is the go-plugin adapter of the "sandbox-runtime"
 // kind (protocol 2). The guest sets Impl (NewRuntimeServer); the host
-// leaves it nil and gets a *SandboxRuntimeClient from Dispense.
+// leaves it nil and gets a sandboxruntimepb.SandboxRuntimeClient from
+// Dispense.
 type SandboxRuntimePlugin struct {
 	goplugin.NetRPCUnsupportedPlugin
 	Impl     sandboxruntimepb.SandboxRuntimeServer
@@ -37,17 +38,9 @@ func (p *SandboxRuntimePlugin) GRPCServer(b *goplugin.GRPCBroker, s *grpc.Server
 	return nil
 }
 
-// GRPCClient returns a *SandboxRuntimeClient on conn.
-func (p *SandboxRuntimePlugin) GRPCClient(ctx context.Context, b *goplugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
-	return &SandboxRuntimeClient{SandboxRuntimeClient: sandboxruntimepb.NewSandboxRuntimeClient(conn), Broker: b, Done: ctx.Done()}, nil
-}
-
-// SandboxRuntimeClient is the host's end of one plugin process's sandbox
-// runtime; Runtime makes a sandbox.Runtime of it.
-type SandboxRuntimeClient struct {
-	sandboxruntimepb.SandboxRuntimeClient
-	Broker *goplugin.GRPCBroker
-	Done   <-chan struct{}
+// GRPCClient returns a sandboxruntimepb.SandboxRuntimeClient on conn.
+func (p *SandboxRuntimePlugin) GRPCClient(_ context.Context, _ *goplugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
+	return sandboxruntimepb.NewSandboxRuntimeClient(conn), nil
 }
 
 // ErrChannel is wrapped by the errors of a sandbox runtime's RPC that

@@ -44,6 +44,15 @@ var contracts = map[string]any{
 	"provider_description": wire.ProviderDescription{V: wire.Version, Name: "Parrot", Models: []string{"parrot-1"},
 		Settings: []wire.Setting{{Name: "api_key", Secret: true, Required: true, Env: []string{"PARROT_KEY"}, Default: "d", Values: []string{"d", "e"}, Help: "The key."}}},
 	"model_info": wire.ModelInfo{ID: "parrot-1", Name: "Parrot 1", ContextSize: 8192},
+	"sandbox_capabilities": wire.SandboxCapabilities{V: wire.Version, Name: "docker", Pause: true, Images: true, Mounts: true,
+		Network: []string{wire.NetworkNone, wire.NetworkEgress}, Max: wire.SandboxResources{CPUMillis: 4000, MemoryMiB: 8192, DiskMiB: 10240}},
+	"sandbox_spec": wire.SandboxSpec{V: wire.Version, ID: "sbx-1", Image: "alpine:3.20", Env: map[string]string{"A": "1"},
+		Resources:  wire.SandboxResources{CPUMillis: 500, MemoryMiB: 512, DiskMiB: 1024},
+		Network:    wire.SandboxNetwork{Mode: wire.NetworkEgress, Allow: []string{"api.example.com"}},
+		Entrypoint: []string{"tail", "-f", "/dev/null"},
+		Mounts:     []wire.SandboxMount{{HostPath: "/home/me/p", Path: "/work", ReadOnly: true}},
+		ExecToken:  "t0ken", EgressSocket: "/run/kiln/egress/sbx-1/proxy.sock"},
+	"sandbox_handle": wire.SandboxHandle{Version: 1, Data: []byte(`{"id":"123"}`)},
 }
 
 // TestGolden compares every contract's encoding with its golden file and

@@ -4,7 +4,6 @@ import (
 	"io/fs"
 	"testing"
 
-	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/internal/bundletest"
 	"github.com/kilnhq/kiln/plugins/mcp/mcpservers"
 )
@@ -14,7 +13,7 @@ func source(t *testing.T, c any) mcpservers.Source {
 	t.Helper()
 	src, ok := c.(mcpservers.Source)
 	if !ok {
-		t.Fatalf("the runtime handed out %T for %q, not an mcpservers.Source", c, plugins.CapMCPServers)
+		t.Fatalf("the runtime handed out %T for %q, not an mcpservers.Source", c, mcpservers.Name)
 	}
 	return src
 }
@@ -25,12 +24,12 @@ func source(t *testing.T, c any) mcpservers.Source {
 func TestMCPServersConformance(t *testing.T) {
 	t.Run("data", func(t *testing.T) {
 		Run(t, func(t *testing.T, dir string) mcpservers.Source {
-			return source(t, bundletest.Data(t, dir, plugins.CapMCPServers))
+			return source(t, bundletest.Data(t, dir, mcpservers.Name))
 		})
 	})
 	t.Run("builtin", func(t *testing.T) {
 		Run(t, func(t *testing.T, dir string) mcpservers.Source {
-			return source(t, bundletest.Builtin(t, dir, plugins.CapMCPServers, func(f fs.FS) any { return bundletest.Folder{Files: f} }))
+			return source(t, bundletest.Builtin(t, dir, mcpservers.Name, func(f fs.FS) any { return bundletest.Folder{Files: f} }))
 		})
 	})
 }

@@ -153,28 +153,28 @@ func (o opened) attach(host any) plugins.Attach {
 // kind is the registered "mcp-servers" kind.
 func kind(t *testing.T) plugins.Kind {
 	t.Helper()
-	k, ok := plugins.LookupKind(plugins.CapMCPServers)
+	k, ok := plugins.LookupKind(mcpservers.Name)
 	if !ok {
-		t.Fatalf("no kind %q is registered", plugins.CapMCPServers)
+		t.Fatalf("no kind %q is registered", mcpservers.Name)
 	}
 	return k
 }
 
 func testKind(t *testing.T) {
 	k := kind(t)
-	if k.Name() != plugins.CapMCPServers {
-		t.Errorf("the kind registered as %q calls itself %q", plugins.CapMCPServers, k.Name())
+	if k.Name() != mcpservers.Name {
+		t.Errorf("the kind registered as %q calls itself %q", mcpservers.Name, k.Name())
 	}
 	v, ok := k.(plugins.Validator)
 	if !ok {
-		t.Fatalf("the %q kind cannot check a bundle at install (no Validate)", plugins.CapMCPServers)
+		t.Fatalf("the %q kind cannot check a bundle at install (no Validate)", mcpservers.Name)
 	}
 	m, err := plugins.ParseManifest([]byte(Manifest(Perms)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := plugins.Attach{ID: PluginID, Manifest: m, Client: 42}
-	if _, err := k.Attach(context.Background(), a); err == nil || !strings.Contains(err.Error(), string(plugins.CapMCPServers)) {
+	if _, err := k.Attach(context.Background(), a); err == nil || !strings.Contains(err.Error(), string(mcpservers.Name)) {
 		t.Errorf("Attach of a number as the client: %v; want an error naming the kind", err)
 	}
 	if err := v.Validate(context.Background(), a); err == nil {

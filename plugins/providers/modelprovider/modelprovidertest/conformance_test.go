@@ -29,13 +29,13 @@ func TestBuiltin(t *testing.T) {
 // returns its model-provider client.
 func load(t *testing.T, l plugins.Loader, rt plugins.Runtime, entry string) modelprovider.Provider {
 	t.Helper()
-	dir, m := plugintest.WritePluginKinds(t, modelprovidertest.ID, rt, entry, plugintest.Build(t, modelprovidertest.ParrotPackage, rt), `{"timeout_ms":10000}`, plugins.CapModelProvider)
+	dir, m := plugintest.WritePluginKinds(t, modelprovidertest.ID, rt, entry, plugintest.Build(t, modelprovidertest.ParrotPackage, rt), `{"timeout_ms":10000}`, modelprovider.Name)
 	inst, err := l.Load(context.Background(), plugins.LoadRequest{ID: m.ID, Dir: dir, Manifest: m, DataDir: t.TempDir(), Host: plugins.Callbacks{Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { inst.Close() })
-	c, err := inst.Dispense(context.Background(), plugins.CapModelProvider)
+	c, err := inst.Dispense(context.Background(), modelprovider.Name)
 	if err != nil {
 		t.Fatal(err)
 	}

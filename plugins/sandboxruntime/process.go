@@ -1,4 +1,4 @@
-package process
+package sandboxruntime
 
 import (
 	"context"
@@ -10,13 +10,61 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/kilnhq/kiln/plugins"
+	goplugin "github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/kilnhq/kiln/plugins/process"
 	"github.com/kilnhq/kiln/sandbox"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
+	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/sandboxruntimepb"
 )
 
-// SandboxRuntime is the plugin's sandbox runtime (protocol 2) as the
-// "sandbox-runtime" kind reaches it, or nil when the plugin provides none.
+// The "sandbox-runtime" kind over the process runtime:
+// specs/proto/sandboxruntime.proto, from protocol 2 on.
+
+func init() { process.RegisterKind(Name, processKind{}) }
+
+type processKind struct{}
+
+// Plugin is the runtime's go-plugin plugin, from protocol 2 on; its
+// client keeps what each process calls the sandboxes (sandboxConn).
+func (processKind) Plugin(v int) goplugin.GRPCPlugin {
+	if v < pluginrpc.ProtocolV2 {
+		return nil
+	}
+	return &sandboxPlugin{}
+}
+
+// Describe asks the process's runtime to describe itself (the plugin
+// makes the runtime then).
+func (processKind) Describe(ctx context.Context, c *process.Conn) (any, error) {
+	return pluginrpc.DescribeRuntime(ctx, c.Client.(*sandboxConn).client)
+}
+
+// Client is the process's sandbox runtime.
+func (processKind) Client(p *process.Plugin, desc any) (any, error) {
+	d, _ := desc.(pluginrpc.RuntimeDescription)
+	return remoteRuntime(p, d), nil
+}
+
+// sandboxPlugin is pluginrpc's plugin whose client is a *sandboxConn.
+type sandboxPlugin struct{ pluginrpc.SandboxRuntimePlugin }
+
+func (p *sandboxPlugin) GRPCClient(ctx context.Context, b *goplugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
+	c, err := p.SandboxRuntimePlugin.GRPCClient(ctx, b, conn)
+	if err != nil {
+		return nil, err
+	}
+	return &sandboxConn{client: c.(sandboxruntimepb.SandboxRuntimeClient)}, nil
+}
+
+// sandboxConn is one process's runtime and the sandboxes it has seen.
+type sandboxConn struct {
+	client  sandboxruntimepb.SandboxRuntimeClient
+	handles handleMap
+}
+
+// remoteRuntime is a process plugin's sandbox runtime, described as d.
 // It is a sandbox.Pauser, and a sandbox.Lister and a sandbox.ExecDialer
 // when the plugin's runtime is (its description says so); Pause and
 // Resume return an *sandbox.UnsupportedError unless its Capabilities say
@@ -32,11 +80,7 @@ import (
 // the process is run again, once, on the restarted one. The runtime's
 // own errors are those package sandbox documents; a failure of the
 // channel wraps plugins.ErrTransport.
-func (p *Plugin) SandboxRuntime() sandbox.Runtime {
-	d := p.desc.sandbox
-	if d == nil {
-		return nil
-	}
+func remoteRuntime(p *process.Plugin, d pluginrpc.RuntimeDescription) sandbox.Runtime {
 	r := &sandboxRemote{p: p, caps: d.Capabilities}
 	switch {
 	case d.Lister && d.ExecDialer:
@@ -52,7 +96,7 @@ func (p *Plugin) SandboxRuntime() sandbox.Runtime {
 // sandboxRemote is a plugin's sandbox runtime over whichever of its
 // processes serves.
 type sandboxRemote struct {
-	p    *Plugin
+	p    *process.Plugin
 	caps sandbox.Capabilities
 }
 
@@ -107,66 +151,47 @@ func (hm *handleMap) drop(h sandbox.Handle) {
 	delete(hm.m, handleKey(h))
 }
 
-// client returns the serving process and a runtime over it, waiting for
-// a restarting one for at most the manifest's timeout.
-func (r *sandboxRemote) client(ctx context.Context) (*instance, pluginrpc.RuntimeClient, error) {
-	wctx, cancel := context.WithTimeout(ctx, r.p.timeout)
-	defer cancel()
-	inst, err := r.p.ready(wctx)
-	switch {
-	case err != nil && ctx.Err() == nil && !errors.Is(err, plugins.ErrTransport):
-		return nil, pluginrpc.RuntimeClient{}, fmt.Errorf("sandbox runtime %s: %w: %w", r.p.id, plugins.ErrTransport, err)
-	case err != nil:
-		return nil, pluginrpc.RuntimeClient{}, fmt.Errorf("sandbox runtime %s: %w", r.p.id, err)
-	case inst.sbx == nil:
-		return nil, pluginrpc.RuntimeClient{}, fmt.Errorf("sandbox runtime %s: %w: the plugin provides no sandbox runtime", r.p.id, plugins.ErrTransport)
-	}
-	return inst, pluginrpc.RuntimeClient{Client: inst.sbx, Caps: r.caps}, nil
-}
-
-// handle returns what inst's runtime calls the sandbox of h, recovering
-// it on inst first when inst has not seen it.
-func (r *sandboxRemote) handle(ctx context.Context, inst *instance, rc pluginrpc.RuntimeClient, h sandbox.Handle) (sandbox.Handle, error) {
-	if now, ok := inst.handles.get(h); ok {
+// handle returns what sc's runtime calls the sandbox of h, recovering
+// it on sc first when sc has not seen it.
+func (r *sandboxRemote) handle(ctx context.Context, sc *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) (sandbox.Handle, error) {
+	if now, ok := sc.handles.get(h); ok {
 		return now, nil
 	}
 	st, err := rc.Recover(ctx, h)
 	if err != nil {
 		return sandbox.Handle{}, err
 	}
-	inst.handles.put(st.Handle, h)
+	sc.handles.put(st.Handle, h)
 	return st.Handle, nil
 }
 
 // call runs f on the serving process with what it calls the sandbox of h
-// (the zero Handle for none), and once more on a restarted process when
-// repeat and the death of the process cut f off. A failure of the
-// channel is returned wrapping plugins.ErrTransport.
-func (r *sandboxRemote) call(ctx context.Context, h sandbox.Handle, repeat bool, f func(*instance, pluginrpc.RuntimeClient, sandbox.Handle) error) error {
-	for repeated := false; ; repeated = true {
-		inst, rc, err := r.client(ctx)
-		if err != nil {
-			return err
-		}
+// (the zero Handle for none), waiting for a restarting process for at
+// most the manifest's timeout, and once more on a restarted process when
+// repeat and the death of the process cut f off (process.Plugin.Do). The
+// runtime's own errors are returned as they are; a failure of the channel
+// wraps plugins.ErrTransport.
+func (r *sandboxRemote) call(ctx context.Context, h sandbox.Handle, repeat bool, f func(*sandboxConn, pluginrpc.RuntimeClient, sandbox.Handle) error) error {
+	ran := false
+	err := r.p.Do(ctx, Name, func(c *process.Conn) (bool, error) {
+		ran = true
+		sc := c.Client.(*sandboxConn)
+		rc := pluginrpc.RuntimeClient{Client: sc.client, Caps: r.caps}
+		var err error
 		if h.Version != 0 || h.Data != nil {
 			var now sandbox.Handle
-			if now, err = r.handle(ctx, inst, rc, h); err == nil {
-				err = f(inst, rc, now)
+			if now, err = r.handle(ctx, sc, rc, h); err == nil {
+				err = f(sc, rc, now)
 			}
 		} else {
-			err = f(inst, rc, h)
+			err = f(sc, rc, h)
 		}
-		if !errors.Is(err, pluginrpc.ErrChannel) {
-			return err
-		}
-		if !r.p.exited(inst) {
-			return fmt.Errorf("sandbox runtime %s: %w: %w", r.p.id, plugins.ErrTransport, err)
-		}
-		r.p.died(inst)
-		if !repeat || repeated {
-			return fmt.Errorf("sandbox runtime %s: %w: the plugin process died during the call: %w", r.p.id, plugins.ErrTransport, err)
-		}
+		return errors.Is(err, pluginrpc.ErrChannel), err
+	}, func() bool { return repeat })
+	if err != nil && (!ran || errors.Is(err, process.ErrCutOff)) {
+		return fmt.Errorf("sandbox runtime %s: %w", r.p.ID(), err)
 	}
+	return err
 }
 
 // Capabilities returns what the plugin's runtime described at Load.
@@ -174,10 +199,10 @@ func (r *sandboxRemote) Capabilities() sandbox.Capabilities { return r.caps }
 
 func (r *sandboxRemote) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Handle, error) {
 	var h sandbox.Handle
-	err := r.call(ctx, sandbox.Handle{}, true, func(inst *instance, rc pluginrpc.RuntimeClient, _ sandbox.Handle) error {
+	err := r.call(ctx, sandbox.Handle{}, true, func(sc *sandboxConn, rc pluginrpc.RuntimeClient, _ sandbox.Handle) error {
 		var err error
 		if h, err = rc.Start(ctx, spec); err == nil {
-			inst.handles.put(h)
+			sc.handles.put(h)
 		}
 		return err
 	})
@@ -186,7 +211,7 @@ func (r *sandboxRemote) Start(ctx context.Context, spec sandbox.Spec) (sandbox.H
 
 func (r *sandboxRemote) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRequest, events func(sandbox.ExecEvent)) (sandbox.ExitStatus, error) {
 	var st sandbox.ExitStatus
-	err := r.call(ctx, h, false, func(_ *instance, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
+	err := r.call(ctx, h, false, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
 		var err error
 		st, err = rc.Exec(ctx, h, req, events)
 		return err
@@ -196,7 +221,7 @@ func (r *sandboxRemote) Exec(ctx context.Context, h sandbox.Handle, req sandbox.
 
 func (r *sandboxRemote) ReadFile(ctx context.Context, h sandbox.Handle, path string) (io.ReadCloser, error) {
 	var rd io.ReadCloser
-	err := r.call(ctx, h, true, func(_ *instance, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
+	err := r.call(ctx, h, true, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
 		var err error
 		rd, err = rc.ReadFile(ctx, h, path)
 		return err
@@ -205,14 +230,14 @@ func (r *sandboxRemote) ReadFile(ctx context.Context, h sandbox.Handle, path str
 }
 
 func (r *sandboxRemote) WriteFile(ctx context.Context, h sandbox.Handle, path string, data io.Reader, perm fs.FileMode) error {
-	return r.call(ctx, h, false, func(_ *instance, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
+	return r.call(ctx, h, false, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
 		return rc.WriteFile(ctx, h, path, data, perm)
 	})
 }
 
 func (r *sandboxRemote) Stat(ctx context.Context, h sandbox.Handle, path string) (sandbox.FileInfo, error) {
 	var fi sandbox.FileInfo
-	err := r.call(ctx, h, true, func(_ *instance, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
+	err := r.call(ctx, h, true, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
 		var err error
 		fi, err = rc.Stat(ctx, h, path)
 		return err
@@ -222,7 +247,7 @@ func (r *sandboxRemote) Stat(ctx context.Context, h sandbox.Handle, path string)
 
 func (r *sandboxRemote) ReadDir(ctx context.Context, h sandbox.Handle, path string) ([]sandbox.FileInfo, error) {
 	var list []sandbox.FileInfo
-	err := r.call(ctx, h, true, func(_ *instance, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
+	err := r.call(ctx, h, true, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
 		var err error
 		list, err = rc.ReadDir(ctx, h, path)
 		return err
@@ -231,7 +256,7 @@ func (r *sandboxRemote) ReadDir(ctx context.Context, h sandbox.Handle, path stri
 }
 
 func (r *sandboxRemote) Remove(ctx context.Context, h sandbox.Handle, path string) error {
-	return r.call(ctx, h, false, func(_ *instance, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
+	return r.call(ctx, h, false, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
 		return rc.Remove(ctx, h, path)
 	})
 }
@@ -239,11 +264,11 @@ func (r *sandboxRemote) Remove(ctx context.Context, h sandbox.Handle, path strin
 // Destroy destroys the sandbox; one that a restarted process finds gone
 // already is destroyed, as Destroy's contract has it.
 func (r *sandboxRemote) Destroy(ctx context.Context, h sandbox.Handle) error {
-	err := r.call(ctx, h, true, func(inst *instance, rc pluginrpc.RuntimeClient, now sandbox.Handle) error {
+	err := r.call(ctx, h, true, func(sc *sandboxConn, rc pluginrpc.RuntimeClient, now sandbox.Handle) error {
 		err := rc.Destroy(ctx, now)
 		if err == nil {
-			inst.handles.drop(h)
-			inst.handles.drop(now)
+			sc.handles.drop(h)
+			sc.handles.drop(now)
 		}
 		return err
 	})
@@ -257,10 +282,10 @@ func (r *sandboxRemote) Destroy(ctx context.Context, h sandbox.Handle) error {
 // before.
 func (r *sandboxRemote) Recover(ctx context.Context, h sandbox.Handle) (sandbox.State, error) {
 	var st sandbox.State
-	err := r.call(ctx, sandbox.Handle{}, true, func(inst *instance, rc pluginrpc.RuntimeClient, _ sandbox.Handle) error {
+	err := r.call(ctx, sandbox.Handle{}, true, func(sc *sandboxConn, rc pluginrpc.RuntimeClient, _ sandbox.Handle) error {
 		var err error
 		if st, err = rc.Recover(ctx, h); err == nil {
-			inst.handles.put(st.Handle, h)
+			sc.handles.put(st.Handle, h)
 		}
 		return err
 	})
@@ -271,7 +296,7 @@ func (r *sandboxRemote) Pause(ctx context.Context, h sandbox.Handle) error {
 	if !r.caps.Pause {
 		return sandbox.Unsupported(r.caps.Name, "pause")
 	}
-	return r.call(ctx, h, true, func(_ *instance, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
+	return r.call(ctx, h, true, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
 		return rc.Pause(ctx, h)
 	})
 }
@@ -280,14 +305,14 @@ func (r *sandboxRemote) Resume(ctx context.Context, h sandbox.Handle) error {
 	if !r.caps.Pause {
 		return sandbox.Unsupported(r.caps.Name, "resume")
 	}
-	return r.call(ctx, h, true, func(_ *instance, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
+	return r.call(ctx, h, true, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
 		return rc.Resume(ctx, h)
 	})
 }
 
 func (r *sandboxRemote) list(ctx context.Context) ([]string, error) {
 	var ids []string
-	err := r.call(ctx, sandbox.Handle{}, true, func(_ *instance, rc pluginrpc.RuntimeClient, _ sandbox.Handle) error {
+	err := r.call(ctx, sandbox.Handle{}, true, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, _ sandbox.Handle) error {
 		var err error
 		ids, err = rc.List(ctx)
 		return err
@@ -299,7 +324,7 @@ func (r *sandboxRemote) list(ctx context.Context) ([]string, error) {
 // serving process; it ends with that process.
 func (r *sandboxRemote) dialExec(ctx context.Context, h sandbox.Handle) (net.Conn, error) {
 	var conn net.Conn
-	err := r.call(ctx, h, true, func(_ *instance, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
+	err := r.call(ctx, h, true, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
 		var err error
 		conn, err = rc.DialExec(ctx, h)
 		return err
