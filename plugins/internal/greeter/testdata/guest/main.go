@@ -2,8 +2,8 @@
 // outside the SDK: it serves a greeter through sdk/plugin's extension
 // point (plugin.Serve of a Kind that says how to serve itself over each
 // transport; process.go has the process transport's half, wasm.go the
-// WASM ABI's), and emits a
-// progress event through the host's callbacks for each greeting.
+// WASM ABI's), and emits a progress event through the host's callbacks
+// for each greeting.
 package main
 
 import (
