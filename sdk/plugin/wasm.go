@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -115,15 +114,10 @@ func servedKinds() (map[string]WASMKind, error) {
 	return served, nil
 }
 
-// resultAppender is a WASMKind of the SDK's own that writes a request's
-// result into the answer's buffer rather than returning it from WASMCall:
-// a Go guest pays for garbage and reflection most, so the hot path of a
-// tool call has neither.
-type resultAppender interface {
-	// appendWASM runs the request as WASMCall does and appends its
-	// result's JSON to out.
-	appendWASM(ctx context.Context, op string, body, out []byte) ([]byte, error)
-}
+// toolCallHead starts a tool call as the host writes it
+// (specs/wasm-abi.md), which kiln_call serves without the generic
+// dispatch.
+const toolCallHead = `{"kind":"toolset","op":"call",`
 
 //go:wasmexport kiln_abi_version
 func kilnABIVersion() int32 { return ABIVersion }
@@ -170,15 +164,22 @@ func kilnCall(ptr, n uint32) (packed uint64) {
 	if !ok && n > 0 || uint32(len(req)) < n {
 		return respondString("error", "kiln_call: request buffer was not allocated with kiln_alloc")
 	}
-	kind, op, body, err := parseHead(req[:n])
-	if err != nil {
-		return respondString("error", err.Error())
-	}
 	served, err := servedKinds()
 	if err != nil {
 		return respondString("error", err.Error())
 	}
-	wk, ok := served[kind]
+	if ts, ok := served[Toolset{}.KindName()].(Toolset); ok && bytes.HasPrefix(req[:n], []byte(toolCallHead)) {
+		// The hot path of most plugins, without the generic dispatch:
+		// at this scale a Go guest's function calls show.
+		body := req[len(toolCallHead)-1 : n]
+		body[0] = '{' // the request's buffer is the guest's own
+		return respondResult(ts.callTool(context.Background(), body))
+	}
+	kind, op, body, err := parseHead(req[:n])
+	if err != nil {
+		return respondString("error", err.Error())
+	}
+	wk, ok := served[string(kind)]
 	if !ok {
 		return respondString("error", fmt.Sprintf("the plugin serves no %q", kind))
 	}
@@ -188,49 +189,61 @@ func kilnCall(ptr, n uint32) (packed uint64) {
 			packed = respondString("error", fmt.Sprintf("%s %s panicked: %v", kind, op, r))
 		}
 	}()
-	out, err := call(wk, op, body)
+	ctx := context.Background()
+	if ts, ok := wk.(Toolset); ok {
+		if string(op) != "call" {
+			return respondString("error", fmt.Sprintf("kiln_call: unknown toolset op %q", op))
+		}
+		return respondResult(ts.callTool(ctx, body))
+	}
+	res, err := wk.WASMCall(ctx, string(op), body)
 	if err != nil {
 		return respondString("error", err.Error())
-	}
-	out = append(out, '}')
-	outbox = out
-	return uint64(ptrOf(out))<<32 | uint64(len(out))
-}
-
-// call runs one request with wk and returns the answer's start,
-// {"result":<json>, for the caller to close.
-func call(wk WASMKind, op string, body []byte) ([]byte, error) {
-	out := []byte(`{"result":`)
-	ctx := context.Background()
-	if ra, ok := wk.(resultAppender); ok {
-		return ra.appendWASM(ctx, op, body, out)
-	}
-	res, err := wk.WASMCall(ctx, op, body)
-	if err != nil {
-		return nil, err
 	}
 	raw, ok := res.(json.RawMessage)
 	if !ok {
 		if raw, err = json.Marshal(res); err != nil {
-			return nil, fmt.Errorf("encode the %s result: %w", op, err)
+			return respondString("error", fmt.Sprintf("encode the %s result: %v", op, err))
 		}
 	}
-	return append(out, raw...), nil
+	out := make([]byte, 0, len(resultHead)+len(raw)+1)
+	out = append(out, resultHead...)
+	out = append(out, raw...)
+	return respondJSON(append(out, '}'))
+}
+
+// resultHead starts kiln_call's answer of a result.
+const resultHead = `{"result":`
+
+// respondResult answers a tool's result, {"result": <wire.ToolResult>},
+// or its tool call's failure (a malformed request), {"error"}.
+func respondResult(res Result, err error) uint64 {
+	if err != nil {
+		return respondString("error", err.Error())
+	}
+	out := append(make([]byte, 0, len(resultHead)+resultSize(res)+1), resultHead...)
+	return respondJSON(append(appendResult(out, res), '}'))
+}
+
+// respondJSON keeps data in outbox and returns ptr<<32|len.
+func respondJSON(data []byte) uint64 {
+	outbox = data
+	return uint64(ptrOf(data))<<32 | uint64(len(data))
 }
 
 // parseHead splits a kiln_call request into its kind, its op and its
 // other members as a JSON object. The host writes
 // {"kind":"<kind>","op":"<op>",...} with names that need no escaping,
-// which is split in place without encoding/json (JSON costs a Go WASM
-// guest tens of nanoseconds a byte); any other layout goes through
-// encoding/json.
-func parseHead(data []byte) (kind, op string, body []byte, err error) {
+// which is split in place, without encoding/json or an allocation (JSON
+// and garbage cost a Go WASM guest most); any other layout goes through
+// encoding/json (parseHeadJSON).
+func parseHead(data []byte) (kind, op, body []byte, err error) {
 	const kindHead, opHead = `{"kind":"`, `","op":"`
 	if rest, ok := bytes.CutPrefix(data, []byte(kindHead)); ok {
 		if i := bytes.IndexByte(rest, '"'); i >= 0 && bytes.IndexByte(rest[:i], '\\') < 0 && bytes.HasPrefix(rest[i:], []byte(opHead)) {
-			kind, rest = string(rest[:i]), rest[i+len(opHead):]
+			kind, rest = rest[:i], rest[i+len(opHead):]
 			if j := bytes.IndexByte(rest, '"'); j >= 0 && bytes.IndexByte(rest[:j], '\\') < 0 {
-				op, rest = string(rest[:j]), rest[j+1:]
+				op, rest = rest[:j], rest[j+1:]
 				switch {
 				case len(rest) == 1 && rest[0] == '}':
 					return kind, op, []byte("{}"), nil
@@ -241,17 +254,23 @@ func parseHead(data []byte) (kind, op string, body []byte, err error) {
 			}
 		}
 	}
+	return parseHeadJSON(data)
+}
+
+// parseHeadJSON is parseHead through encoding/json, for any layout.
+func parseHeadJSON(data []byte) (kind, op, body []byte, err error) {
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(data, &members); err != nil {
-		return "", "", nil, fmt.Errorf("kiln_call: bad request: %w", err)
+		return nil, nil, nil, fmt.Errorf("kiln_call: bad request: %w", err)
 	}
-	if json.Unmarshal(members["kind"], &kind) != nil || json.Unmarshal(members["op"], &op) != nil || kind == "" || op == "" {
-		return "", "", nil, errors.New(`kiln_call: bad request: want {"kind": "<kind>", "op": "<op>", ...}`)
+	var k, o string
+	if json.Unmarshal(members["kind"], &k) != nil || json.Unmarshal(members["op"], &o) != nil || k == "" || o == "" {
+		return nil, nil, nil, errors.New(`kiln_call: bad request: want {"kind": "<kind>", "op": "<op>", ...}`)
 	}
 	delete(members, "kind")
 	delete(members, "op")
 	body, err = json.Marshal(members)
-	return kind, op, body, err
+	return []byte(k), []byte(o), body, err
 }
 
 // WASMDescribe describes the toolset: {"tools": [tool specs]}.
@@ -267,19 +286,27 @@ func (ts Toolset) WASMDescribe() (any, error) {
 // runs the tool and answers its result (wire.ToolResult). An unknown
 // tool, a handler's error or panic and a result that breaks the contract
 // are the tool's failure: a result with IsError.
+//
+// kiln_call does not go through WASMCall: it writes the result into the
+// answer's buffer by hand (appendResult), without reflection or garbage,
+// which a Go guest pays for most.
 func (ts Toolset) WASMCall(ctx context.Context, op string, body json.RawMessage) (any, error) {
-	out, err := ts.appendWASM(ctx, op, body, nil)
-	return json.RawMessage(out), err
-}
-
-// appendWASM is WASMCall appending the result to out (resultAppender).
-func (ts Toolset) appendWASM(ctx context.Context, op string, body, out []byte) ([]byte, error) {
 	if op != "call" {
 		return nil, fmt.Errorf("kiln_call: unknown toolset op %q", op)
 	}
-	name, args, err := parseToolCall(body)
+	res, err := ts.callTool(ctx, body)
 	if err != nil {
 		return nil, err
+	}
+	return json.RawMessage(appendResult(make([]byte, 0, resultSize(res)), res)), nil
+}
+
+// callTool runs the tool call body, {"tool": "<name>", "args": <json>},
+// and returns the tool's result; an error is a malformed body.
+func (ts Toolset) callTool(ctx context.Context, body []byte) (Result, error) {
+	name, args, err := parseToolCall(body)
+	if err != nil {
+		return Result{}, err
 	}
 	var res Result
 	switch t := ts.find(name); {
@@ -290,10 +317,28 @@ func (ts Toolset) appendWASM(ctx context.Context, op string, body, out []byte) (
 	default:
 		res = runTool(ctx, t, args)
 	}
-	if err := res.Check(); err != nil {
-		res = wire.ErrorResult(fmt.Sprintf("tool %q returned a result Kiln cannot read: %v", name, err))
+	if !plainText(res) {
+		if err := res.Check(); err != nil {
+			res = wire.ErrorResult(fmt.Sprintf("tool %q returned a result Kiln cannot read: %v", name, err))
+		}
 	}
-	return appendResult(slices.Grow(out, resultSize(res)), res), nil
+	return res, nil
+}
+
+// plainText reports whether r is of text parts only, each with nothing
+// but its text: a result Check would pass but for text that is not
+// UTF-8, which appendResult replaces. Such a result is not checked, so
+// that a tool's text is read once, not twice.
+func plainText(r Result) bool {
+	if r.V < 0 || r.V > wire.Version {
+		return false
+	}
+	for _, p := range r.Parts {
+		if p.Type != wire.PartText || p.MIME != "" || p.Name != "" || p.Data != nil || p.URI != "" || p.JSON != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // resultSize estimates the length of r's JSON, so that appendResult
@@ -342,8 +387,14 @@ func parseToolCall(body []byte) (tool string, args json.RawMessage, err error) {
 }
 
 // appendResult appends r as JSON (wire.ToolResult) without reflection;
-// Check has passed, so a JSON part's JSON is valid.
+// Check has passed (or r is plainText), so a JSON part's JSON is valid.
 func appendResult(b []byte, r Result) []byte {
+	if len(r.Parts) == 1 && r.Parts[0].Type == wire.PartText && !r.IsError && r.V <= wire.Version {
+		// Most results: one text part, in fewer steps.
+		b = append(b, `{"v":1,"parts":[{"type":"text","text":`...)
+		b = appendJSONString(b, r.Parts[0].Text)
+		return append(b, `}]}`...)
+	}
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, int64(max(r.V, wire.Version)), 10)
 	b = append(b, `,"parts":[`...)
@@ -452,17 +503,29 @@ func respondString(key, s string) uint64 {
 }
 
 // appendJSONString appends s as a JSON string: '"', '\\' and control
-// characters escaped, other bytes as they are (UTF-8; invalid UTF-8 is
-// replaced by U+FFFD first).
+// characters escaped, other bytes as they are, and invalid UTF-8 replaced
+// by U+FFFD. No reflection, and ASCII is read once: JSON costs a Go guest
+// tens of nanoseconds a byte, which dominates small calls.
 func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
+	start := len(b)
+	b, high := appendEscaped(b, s)
+	if high >= utf8.RuneSelf && !utf8.ValidString(s) {
+		b, _ = appendEscaped(b[:start], strings.ToValidUTF8(s, "\uFFFD"))
 	}
+	return b
+}
+
+// appendEscaped appends s as a JSON string, '"', '\\' and control
+// characters escaped and other bytes as they are, and returns the OR of
+// its bytes (utf8.RuneSelf or more: s is not ASCII).
+func appendEscaped(b []byte, s string) ([]byte, byte) {
+	const hex = "0123456789abcdef"
 	b = append(b, '"')
+	var high byte
 	run := 0 // start of the bytes not yet copied
 	for i := 0; i < len(s); i++ {
 		c := s[i]
+		high |= c
 		switch {
 		case c == '"' || c == '\\':
 			b = append(b, s[run:i]...)
@@ -475,7 +538,7 @@ func appendJSONString(b []byte, s string) []byte {
 		}
 	}
 	b = append(b, s[run:]...)
-	return append(b, '"')
+	return append(b, '"'), high
 }
 
 // respond keeps v's JSON alive in outbox and returns ptr<<32|len.
