@@ -24,13 +24,13 @@ func TestEncodeRequest(t *testing.T) {
 		{Request{Kind: "greeter", Op: "greet", Body: json.RawMessage(` { } `)}, `{"kind":"greeter","op":"greet"}`},
 		{Request{Kind: `a"b`, Op: "<x>"}, `{"kind":"a\"b","op":"\u003cx\u003e"}`},
 	} {
-		got, err := m.encode(tc.req)
+		got, err := m.encode(nil, tc.req)
 		if err != nil || string(got) != tc.want {
 			t.Errorf("encode %+v = %s, %v; want %s", tc.req, got, err, tc.want)
 		}
 	}
 	for _, body := range []any{json.RawMessage(`[1]`), 3, "x"} {
-		if _, err := m.encode(Request{Kind: "k", Op: "o", Body: body}); err == nil {
+		if _, err := m.encode(nil, Request{Kind: "k", Op: "o", Body: body}); err == nil {
 			t.Errorf("a body of %v was accepted", body)
 		}
 	}
@@ -48,6 +48,10 @@ func TestDecodeAnswer(t *testing.T) {
 		if err := decodeAnswer([]byte(out), &r); err != nil || r.Text() != "3" {
 			t.Errorf("%s: %+v, %v", out, r, err)
 		}
+	}
+	var raw json.RawMessage
+	if err := decodeAnswer([]byte(`{"result":{"a":1}}`), &raw); err != nil || string(raw) != `{"a":1}` {
+		t.Errorf("a raw result: %s, %v", raw, err)
 	}
 	var ge *GuestError
 	if err := decodeAnswer([]byte(`{"error":"no b"}`), &wire.ToolResult{}); !errors.As(err, &ge) || ge.Message != "no b" {

@@ -152,7 +152,8 @@ type GuestError struct {
 func (e *GuestError) Error() string { return e.Message }
 
 // Call sends req to the module and decodes the "result" of its answer
-// into result (a pointer, or nil to drop it). A module of ABI version 1
+// into result (a pointer, or nil to drop it; a *json.RawMessage receives
+// the result's bytes as they are, unchecked, for the caller to decode). A module of ABI version 1
 // or 2 gets the request as its version carries it (legacy.go), and fails
 // one its version cannot carry.
 //
@@ -163,10 +164,17 @@ func (e *GuestError) Error() string { return e.Message }
 // when the request is not Idempotent, kiln_call began and ctx did not
 // end — and the instance is replaced on the next call.
 func (t *Module) Call(ctx context.Context, req Request, result any) error {
-	body, err := t.encode(req)
+	buf := requestBuffers.Get().(*[]byte)
+	body, err := t.encode((*buf)[:0], req)
 	if err != nil {
 		return err
 	}
+	defer func(enc []byte) {
+		if cap(enc) <= maxPooledRequest {
+			*buf = enc[:0]
+			requestBuffers.Put(buf)
+		}
+	}(body)
 	answer := func(out []byte) ([]byte, error) { return out, nil }
 	if t.abi < 3 {
 		if body, answer, err = legacyRequest(t.abi, string(req.Kind), req.Op, body); err != nil {
@@ -199,10 +207,18 @@ func (t *Module) Call(ctx context.Context, req Request, result any) error {
 	return err
 }
 
-// encode returns the kiln_call request of req: {"kind":"<kind>","op":
-// "<op>"} with Body's members after these two. Kind and op come first,
-// so that the guest dispatches on the request's first bytes.
-func (t *Module) encode(req Request) ([]byte, error) {
+// requestBuffers hold kiln_call requests until they are written into an
+// instance's memory, for the next call: a tool call's request is as large
+// as its arguments, and the host's garbage shows in the cost of a call.
+var requestBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledRequest is the largest request buffer kept for reuse.
+const maxPooledRequest = 64 << 10
+
+// encode appends to b the kiln_call request of req: {"kind":"<kind>",
+// "op":"<op>"} with Body's members after these two. Kind and op come
+// first, so that the guest dispatches on the request's first bytes.
+func (t *Module) encode(b []byte, req Request) ([]byte, error) {
 	var body []byte
 	switch b := req.Body.(type) {
 	case nil:
@@ -218,7 +234,7 @@ func (t *Module) encode(req Request) ([]byte, error) {
 	if len(body) > 0 && (body[0] != '{' || body[len(body)-1] != '}') {
 		return nil, fmt.Errorf("the %s %s request's body is not a JSON object", req.Kind, req.Op)
 	}
-	b := make([]byte, 0, len(req.Kind)+len(req.Op)+len(body)+24)
+	b = slices.Grow(b, len(req.Kind)+len(req.Op)+len(body)+24)
 	b = append(b, `{"kind":`...)
 	b = appendName(b, string(req.Kind))
 	b = append(b, `,"op":`...)
@@ -252,6 +268,10 @@ func appendName(b []byte, name string) []byte {
 func decodeAnswer(out []byte, result any) error {
 	const head = `{"result":`
 	if result != nil && bytes.HasPrefix(out, []byte(head)) && bytes.HasSuffix(out, []byte("}")) {
+		if raw, ok := result.(*json.RawMessage); ok {
+			*raw = out[len(head) : len(out)-1]
+			return nil
+		}
 		if json.Unmarshal(out[len(head):len(out)-1], result) == nil {
 			return nil
 		}
