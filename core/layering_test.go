@@ -136,18 +136,15 @@ var layers = []struct {
 		// contracts and the process protocol), never sdk/plugin itself,
 		// so a plugin and the host can each change their side; nothing of
 		// web or cmd. Guest programs under testdata/ are main packages
-		// that go list ./... does not list. toolsettest has a layer of its
-		// own; no package here may import it.
-		//
-		// Fails until the built-in tools stop being SDK toolsets:
-		// plugins/inproc and plugins/builtin/util import sdk/plugin.
-		pkgs:   "github.com/kilnhq/kiln/plugins/...",
-		except: []string{"github.com/kilnhq/kiln/plugins/toolset/toolsettest"},
+		// that go list ./... does not list; the conformance kits
+		// (plugintest, toolsettest, ...) are host packages like the rest.
+		pkgs: "github.com/kilnhq/kiln/plugins/...",
 		// The process runtime (plugins/process) adds processTransport.
 		allowed: slices.Concat(processTransport, []string{
 			"github.com/kilnhq/kiln/plugins/",
 			"github.com/kilnhq/kiln/core/", // core/sqlite for the kits' stores, core/logs for Kiln's MCP server
 			"github.com/kilnhq/kiln/sandbox",
+			"github.com/kilnhq/kiln/sandbox/sandboxrpc", // the sandbox-runtime kind's protocol (plugins/sandboxruntime)
 			"github.com/kilnhq/kiln/skills",
 			"github.com/kilnhq/kiln/sdk/plugin/wire/",
 			"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/",
@@ -175,31 +172,11 @@ var layers = []struct {
 		}),
 	},
 	{
-		// plugins/toolset/toolsettest: the toolset conformance kit,
-		// linked into tests only. It checks every transport against the
-		// calc example's tools as their author declared them, so it is
-		// the one host package that links the SDK (calctools): the host's
-		// and the SDK's allowlists, as far as it reaches (the toolset kind
-		// links the runtimes that carry it).
-		pkgs: "github.com/kilnhq/kiln/plugins/toolset/toolsettest",
-		allowed: slices.Concat(processTransport, []string{
-			"github.com/kilnhq/kiln/plugins/",
-			"github.com/kilnhq/kiln/core",
-			"github.com/kilnhq/kiln/sandbox",
-			"github.com/kilnhq/kiln/sdk/plugin/",
-			"github.com/santhosh-tekuri/jsonschema/",
-			"golang.org/x/text/",
-			"github.com/tetratelabs/wazero/",
-		}),
-	},
-	{
 		// sdk/plugin: the plugin-author SDK, which every plugin links.
 		// It must not link the host (plugins, core, web, sandbox): its
 		// own packages, go-plugin, gRPC and protobuf for process plugins,
-		// the standard library.
-		//
-		// Fails until sandbox runtimes' Spec, Capabilities and Handle are
-		// wire types: sdk/plugin and sdk/plugin/pluginrpc import sandbox.
+		// the standard library. (A sandbox runtime is served through
+		// sandbox/sandboxplugin, a kind defined outside the SDK.)
 		pkgs: "github.com/kilnhq/kiln/sdk/plugin/...",
 		allowed: slices.Concat(processTransport, []string{
 			"github.com/kilnhq/kiln/sdk/plugin/",

@@ -13,7 +13,7 @@
 // shipped inside the kiln binary (Builtin) in-process, and "data", which
 // opens a data-only bundle's folder (Bundle) and runs nothing. It imports
 // no transport; the other runtimes (plugins/wasm on wazero, plugins/process
-// on go-plugin) and the kinds (plugins/toolset, plugins/modelprovider,
+// on go-plugin) and the kinds (plugins/toolset, plugins/providers/modelprovider,
 // plugins/skillbundle, plugins/mcp/mcpservers) live in subpackages,
 // plugins/integrity checks a plugin's bytes, and plugins/registry puts
 // them together. The types the API and the SDK share are in

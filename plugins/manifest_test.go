@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -91,7 +92,9 @@ func manifestFiles(t *testing.T, dir string) []string {
 //	valid/   accepted by both; X.summary is the golden consent summary
 //	invalid/ rejected by both; X.err is the golden ParseManifest error
 //	goonly/  accepted by the schema, rejected by ParseManifest (rules the
-//	         schema language cannot express); X.err as above
+//	         schema language cannot express, and runtime "builtin", which
+//	         the schema allows for the built-in plugins' files and an
+//	         installed manifest cannot name); X.err as above
 func TestManifestFiles(t *testing.T) {
 	valid := manifestFiles(t, "valid")
 	invalid := manifestFiles(t, "invalid")
@@ -462,4 +465,47 @@ func sameJSON(a, b json.RawMessage) bool {
 	va, err1 := jsonschema.UnmarshalJSON(bytes.NewReader(a))
 	vb, err2 := jsonschema.UnmarshalJSON(bytes.NewReader(b))
 	return err1 == nil && err2 == nil && reflect.DeepEqual(va, vb)
+}
+
+// TestRepositoryManifests: every kiln-plugin.json of the repository
+// outside testdata — the built-in plugins' embedded manifests among them —
+// is accepted by the JSON Schema and by the parser of its kind:
+// ParseBuiltinManifest for runtime "builtin", else ParseManifest.
+func TestRepositoryManifests(t *testing.T) {
+	builtins := 0
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".") && path != "..") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || d.Name() != ManifestFile {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if ok, err := schemaAccepts(t, data); !ok {
+			t.Errorf("%s: schema rejects it: %v", path, err)
+		}
+		var head struct{ Runtime Runtime }
+		json.Unmarshal(data, &head)
+		parse := ParseManifest
+		if head.Runtime == RuntimeBuiltin {
+			parse = ParseBuiltinManifest
+			builtins++
+		}
+		if _, err := parse(data); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if builtins == 0 {
+		t.Error("found no built-in plugin's manifest")
+	}
 }

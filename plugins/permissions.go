@@ -15,7 +15,7 @@ import (
 // Limits and defaults of the resource permissions.
 const (
 	DefaultMemoryMiB = 64     // memory_mib of a wasm plugin that does not set it
-	MaxMemoryMiB     = 4096   // largest memory_mib
+	MaxMemoryMiB     = 4096   // largest memory_mib: all a wasm32 module addresses (wasmrt.MaxMemoryMiB)
 	DefaultTimeoutMS = 30000  // timeout_ms of a plugin that does not set it
 	MaxTimeoutMS     = 600000 // largest timeout_ms (10 minutes)
 )

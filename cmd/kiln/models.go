@@ -14,10 +14,11 @@ import (
 	"github.com/kilnhq/kiln/plugins/providers/hub"
 )
 
-// providerIDs are the model providers built into kiln, in catalog order.
+// providerIDs are the model providers built into kiln, in their order
+// (hub.Registered).
 func providerIDs() []string {
 	var ids []string
-	for _, d := range hub.Catalog(nil) {
+	for _, d := range hub.Registered() {
 		ids = append(ids, d.ID)
 	}
 	return ids

@@ -25,7 +25,8 @@ import (
 // tool arguments, tool results, decision and reply all hold a marker: the
 // log file and the log API never show it (nor the token), every record
 // names its component, kiln logs reads and follows the log, and /metrics
-// (behind the token) counts the run, its tool calls and the plugin call.
+// (behind the token) counts the run, its tool calls and the plugin call,
+// and shows the run as interrupted while it waits on its decision.
 func TestServeObservability(t *testing.T) {
 	const marker = "kiln-marker-7d1c4e"
 	token := randomHex(t, 24)
@@ -49,6 +50,20 @@ func TestServeObservability(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	get := func(path, tok string) (int, string) {
+		req, _ := http.NewRequest("GET", url+path, nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
 	th, err := c.CreateThread(ctx, core.ThreadInput{Title: "observed"})
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +76,13 @@ func TestServeObservability(t *testing.T) {
 	}
 	if run, err = c.WaitRun(ctx, run.ID); err != nil || run.Status != core.RunInterrupted {
 		t.Fatalf("run %+v, %v; want it waiting for append_file", run, err)
+	}
+	// The run waiting on its interrupt is in the active-runs gauge as
+	// interrupted (read from the store at the scrape), and leaves it once
+	// decided (below).
+	if code, body := get("/metrics", token); code != http.StatusOK ||
+		!strings.Contains(body, `kiln_runs_active{state="interrupted"} 1`+"\n") || !strings.Contains(body, `kiln_runs_active{state="running"} 0`+"\n") {
+		t.Errorf("/metrics while the run waits on append_file: %d, want interrupted 1 and running 0:\n%s", code, grepLines(body, "kiln_runs_active"))
 	}
 	ins, err := c.ListInterrupts(ctx, run.ID)
 	if err != nil || len(ins) != 1 {
@@ -78,19 +100,6 @@ func TestServeObservability(t *testing.T) {
 	}
 
 	// /metrics needs the token.
-	get := func(path, tok string) (int, string) {
-		req, _ := http.NewRequest("GET", url+path, nil)
-		if tok != "" {
-			req.Header.Set("Authorization", "Bearer "+tok)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
 	if code, _ := get("/metrics", ""); code != http.StatusUnauthorized {
 		t.Errorf("/metrics without the token: %d", code)
 	}
@@ -117,6 +126,7 @@ func TestServeObservability(t *testing.T) {
 		`kiln_plugin_calls_total{plugin="util"} 1`,
 		`kiln_model_turn_duration_seconds_count{provider="scripted"} 4`,
 		`kiln_runs_active{state="running"} 0`,
+		`kiln_runs_active{state="interrupted"} 0`,
 		`kiln_steps_total{kind="tools"} 3`,
 		`kiln_sse_subscribers 1`,
 	} {
@@ -221,6 +231,17 @@ func TestServeObservability(t *testing.T) {
 	if !strings.Contains(stderr.String(), "component=registry") {
 		t.Errorf("the text log lacks components:\n%s", stderr)
 	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "")
 }
 
 func jsonText(t *testing.T, v any) string {

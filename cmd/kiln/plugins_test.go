@@ -14,7 +14,6 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
-	"github.com/kilnhq/kiln/plugins/builtin/util"
 	"github.com/kilnhq/kiln/plugins/integrity"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/registry"
@@ -74,7 +73,7 @@ func TestPluginInstallAndManage(t *testing.T) {
 	}
 
 	r := kiln(t, "plugin", "ls")
-	mustContain(t, "ls", r.stdout, "ID", "VERSION", "RUNTIME", "STATUS", "TOOLS", "BUILTIN", "util", util.Version, "builtin", "enabled", "yes")
+	mustContain(t, "ls", r.stdout, "ID", "VERSION", "RUNTIME", "STATUS", "TOOLS", "BUILTIN", "util", "1.0.0", "builtin", "enabled", "yes")
 	if slices.Contains(toolNames(t), "calc.add") {
 		t.Fatal("calc.add is a tool before calc is installed")
 	}
@@ -116,7 +115,7 @@ func TestPluginInstallAndManage(t *testing.T) {
 	mustContain(t, "kiln tools", kiln(t, "tools").stdout, "\ncalc.add ", "\ncalc.counter ", "\nutil.")
 
 	r = kiln(t, "plugin", "ls")
-	mustContain(t, "ls", r.stdout, "\ncalc        1.0.0    wasm     enabled  8", "\nutil        "+util.Version+"    builtin  enabled  2      yes")
+	mustContain(t, "ls", r.stdout, "\ncalc        1.0.0    wasm     enabled  8", "\nutil        1.0.0    builtin  enabled  2      yes")
 	r = kiln(t, "plugin", "ls", "-o", "json")
 	var list struct{ Plugins []registry.Info }
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Plugins) != 9 {
@@ -437,7 +436,7 @@ func keys(t *testing.T, b []byte) string {
 func TestPluginCompletion(t *testing.T) {
 	startPluginServer(t)
 	r := kiln(t, "__complete", "plugin", "enable", "")
-	mustContain(t, "enable completion", r.stdout, "util\t"+util.Version+" enabled\n", ":4\n")
+	mustContain(t, "enable completion", r.stdout, "util\t1.0.0 enabled\n", ":4\n")
 	r = kiln(t, "__complete", "plugin", "inspect", "./")
 	mustContain(t, "inspect path completion", r.stdout, ":16\n")
 	r = kiln(t, "__complete", "plugin", "install", "")

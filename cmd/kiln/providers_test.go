@@ -501,7 +501,7 @@ func TestKeyEnv(t *testing.T) {
 // set".
 func TestProvidersMissingEnvRef(t *testing.T) {
 	env := map[string]string{"OPENAI_API_KEY": "sk-vendor-secret", "OLLAMA_HOST": "127.0.0.1:1"}
-	h, err := hub.Open(hub.Config{Path: filepath.Join(t.TempDir(), "providers.json"), Defs: hub.Catalog(providerFactories),
+	h, err := hub.Open(hub.Config{Path: filepath.Join(t.TempDir(), "providers.json"), Defs: hub.Registered(),
 		Getenv: func(k string) string { return env[k] }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -554,7 +554,7 @@ func TestProvidersOllamaReachable(t *testing.T) {
 	running := httptest.NewServer(&fakeOllama{})
 	defer running.Close()
 	open := func(host string) {
-		h, err := hub.Open(hub.Config{Path: filepath.Join(t.TempDir(), "providers.json"), Defs: hub.Catalog(providerFactories),
+		h, err := hub.Open(hub.Config{Path: filepath.Join(t.TempDir(), "providers.json"), Defs: hub.Registered(),
 			Getenv: func(k string) string { return map[string]string{"OLLAMA_HOST": host}[k] }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)

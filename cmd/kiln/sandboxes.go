@@ -28,6 +28,7 @@ import (
 	"github.com/kilnhq/kiln/sandbox/docker"
 	"github.com/kilnhq/kiln/sandbox/execapi"
 	"github.com/kilnhq/kiln/sandbox/js"
+	"github.com/kilnhq/kiln/sandbox/sandboxplugin"
 	"github.com/kilnhq/kiln/sandbox/service"
 	"github.com/kilnhq/kiln/sandbox/tools"
 	"github.com/kilnhq/kiln/sandbox/wasm"
@@ -35,9 +36,17 @@ import (
 	"github.com/kilnhq/kiln/web"
 )
 
+// sandboxRuntimes are the sandbox runtimes built into kiln, by the names
+// their packages give them (each the ID of its built-in plugin and the
+// runtime's Capabilities.Name), in the order a sandbox create naming none
+// prefers them: docker when its plugin is enabled (a Docker engine
+// answers), else wasm, else js. Everything in kiln that lists or names
+// them uses these.
+var sandboxRuntimes = []string{docker.Name, wasm.Name, js.Name}
+
 // envSandboxRuntime names the runtime that serves a sandbox create naming
-// none (docker, wasm or js); unset, docker when its plugin is enabled
-// (a Docker engine answers), else wasm, else js.
+// none (one of sandboxRuntimes); unset, the first of them whose plugin is
+// enabled.
 const envSandboxRuntime = "KILN_SANDBOX_RUNTIME"
 
 // envSandboxDefaultTimeout is the lifetime of a sandbox whose create
@@ -93,7 +102,7 @@ func openSandboxes(store core.Store, svc *core.Service, dataRoot string, log *sl
 		egressDir = ""
 	}
 	return service.New(service.Config{
-		Store: store, Key: key, Default: os.Getenv(envSandboxRuntime), Preferred: []string{"docker", "wasm", "js"}, Pools: pools,
+		Store: store, Key: key, Default: os.Getenv(envSandboxRuntime), Preferred: sandboxRuntimes, Pools: pools,
 		MaxSandboxes: maxSandboxes, DefaultTimeout: defaultTimeout, EgressDir: egressDir, SkillsDir: filepath.Join(dataRoot, "sandbox-skills"),
 		Grants: func(ctx context.Context, owner string) ([]*core.Grant, error) {
 			return svc.ListGrants(ctx, core.Principal{ID: owner})
@@ -117,20 +126,37 @@ const (
 	envExecd = "KILN_EXECD"
 )
 
-// dockerEnv are the variables the docker plugin's process gets from the
-// server's environment: those the Docker client reads.
-var dockerEnv = []string{"DOCKER_HOST", "DOCKER_API_VERSION", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY"}
+// sandboxBuiltins are the built-in plugins of the sandbox runtimes (in
+// the order of sandboxRuntimes) and of the sandbox tools, over sbx; the
+// tools' interruptOn is policy's entry of their plugin
+// (sandboxInterruptOn).
+func sandboxBuiltins(dataRoot string, sbx *service.Service, policy map[string]core.Policy, skillFiles tools.SkillFiles) ([]plugins.Builtin, error) {
+	var out []plugins.Builtin
+	for _, b := range []func() (plugins.Builtin, error){
+		func() (plugins.Builtin, error) { return dockerBuiltin(dataRoot) },
+		func() (plugins.Builtin, error) { return wasmBuiltin(dataRoot) },
+		func() (plugins.Builtin, error) { return jsBuiltin(dataRoot, sbx, policy[js.Name]) },
+		func() (plugins.Builtin, error) { return sandboxToolsBuiltin(sbx, policy[tools.PluginID], skillFiles) },
+	} {
+		p, err := b()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
 
 // dockerBuiltin is the built-in docker sandbox-runtime plugin, a process
 // plugin that is this executable re-run ("kiln __plugin docker", with the
 // options below as flags), so that the Docker socket is held by a
-// process of its own. Its Load starts it, and fails, saying how to start
-// one, when no Docker engine answers (DOCKER_HOST, else the local
-// socket); the plugin is then failed and creates fall to the next
-// runtime.
+// process of its own, which gets from the server's environment the
+// variables its manifest declares (those the Docker client reads). Its
+// Load starts it, and fails, saying how to start one, when no Docker
+// engine answers (DOCKER_HOST, else the local socket); the plugin is then
+// failed and creates fall to the next runtime.
 func dockerBuiltin(dataRoot string) (plugins.Builtin, error) {
-	m, err := builtinManifest("docker", "1.0.0", "Sandboxes as Docker containers: no network but an allowlist through Kiln (with kiln-execd), every capability dropped, limits on memory, CPU and processes; host folders only from the user's grants. Runs as a process of its own (this kiln binary), which talks to the Docker engine.",
-		[]plugins.Capability{sandboxruntime.Name}, plugins.Permissions{Env: dockerEnv}, nil)
+	m, err := plugins.BuiltinManifest(docker.Name, nil)
 	if err != nil {
 		return plugins.Builtin{}, err
 	}
@@ -143,7 +169,7 @@ func dockerBuiltin(dataRoot string) (plugins.Builtin, error) {
 	load := func(ctx context.Context, req plugins.LoadRequest) (plugins.Instance, error) {
 		// The data root names this server's containers on a shared engine.
 		sum := sha256.Sum256([]byte(dataRoot))
-		args := []string{selfPluginCmd, "docker", "--image", cmp.Or(os.Getenv(envSandboxImage), "busybox:latest"), "--instance", hex.EncodeToString(sum[:8])}
+		args := []string{selfPluginCmd, docker.Name, "--image", cmp.Or(os.Getenv(envSandboxImage), "busybox:latest"), "--instance", hex.EncodeToString(sum[:8])}
 		if disk.DiskMiB > 0 {
 			args = append(args, "--disk-mib", strconv.Itoa(disk.DiskMiB))
 		}
@@ -165,12 +191,12 @@ func newSelfPluginCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: selfPluginCmd, Hidden: true, Short: "Serve a built-in plugin to the kiln server that started this process"}
 	var opts docker.Options
 	dockerCmd := &cobra.Command{
-		Use:   "docker",
+		Use:   docker.Name,
 		Short: "Serve the docker sandbox runtime",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			opts.Log = plugin.Log // to the server's log, through the host
-			plugin.Serve(plugin.SandboxRuntime{Open: func(context.Context) (sandbox.Runtime, error) { return docker.New(opts) }})
+			plugin.Serve(sandboxplugin.Runtime{Open: func(context.Context) (sandbox.Runtime, error) { return docker.New(opts) }})
 			return nil
 		},
 	}
@@ -190,8 +216,7 @@ func newSelfPluginCmd() *cobra.Command {
 // no network and nothing to install. Its Load fails only when the
 // folder cannot be created.
 func wasmBuiltin(dataRoot string) (plugins.Builtin, error) {
-	m, err := builtinManifest("wasm", "1.0.0", "Sandboxes as WASI modules run in-process by wazero: a built-in sh and the sandbox's own .wasm programs, a folder of its own as /, no network, a memory limit per command.",
-		[]plugins.Capability{sandboxruntime.Name}, plugins.Permissions{}, nil)
+	m, err := plugins.BuiltinManifest(wasm.Name, nil)
 	if err != nil {
 		return plugins.Builtin{}, err
 	}
@@ -213,12 +238,11 @@ func wasmBuiltin(dataRoot string) (plugins.Builtin, error) {
 // whose js and node commands run JavaScript (goja in a WASI guest) with
 // a memory cap and a deadline, and no network. It also provides the
 // js.eval tool, over each thread's js sandbox, held for approval as
-// policy says. The guest compiles in the background into <data>/cache/js,
+// policy says (its manifest's interruptOn). The guest compiles in the background into <data>/cache/js,
 // so Load does not wait for it; it fails only when the folder cannot be
 // created.
 func jsBuiltin(dataRoot string, sbx *service.Service, policy core.Policy) (plugins.Builtin, error) {
-	m, err := builtinManifest("js", "1.0.0", "Sandboxes that run JavaScript (js or node: goja compiled to WASI, run in-process by wazero) beside a built-in sh: a folder of its own as /, no network, a memory limit and a deadline per command. Its tool js.eval runs a script in the thread's own js sandbox.",
-		[]plugins.Capability{sandboxruntime.Name, toolset.Name}, plugins.Permissions{}, policy)
+	m, err := plugins.BuiltinManifest(js.Name, withInterruptOn(policy))
 	if err != nil {
 		return plugins.Builtin{}, err
 	}
@@ -283,15 +307,22 @@ func sandboxInterruptOn() (map[string]core.Policy, error) {
 // sandboxToolsBuiltin is the built-in plugin "sandbox" of the tools
 // sandbox.exec, sandbox.read_file and sandbox.write_file, over each
 // thread's own sandbox on the server's default runtime, held for
-// approval as policy says; a skill's subagent finds its skill's folder
+// approval as policy says (its manifest's interruptOn); a skill's subagent finds its skill's folder
 // (skillFiles) at /skills/<name>/ in it.
 func sandboxToolsBuiltin(sbx *service.Service, policy core.Policy, skillFiles tools.SkillFiles) (plugins.Builtin, error) {
-	m, err := builtinManifest("sandbox", "1.0.0", "The tools sandbox.exec, sandbox.read_file and sandbox.write_file: commands and files in the thread's own sandbox (the server's default runtime), made on first use and destroyed with the thread or an hour after its last use.",
-		[]plugins.Capability{toolset.Name}, plugins.Permissions{}, policy)
+	m, err := plugins.BuiltinManifest(tools.PluginID, withInterruptOn(policy))
 	if err != nil {
 		return plugins.Builtin{}, err
 	}
 	return plugins.Builtin{Manifest: m, Load: clients(map[plugins.Capability]any{toolset.Name: toolset.Of(tools.Sandbox(sbx, skillFiles)...)})}, nil
+}
+
+// withInterruptOn is the edit of a built-in sandbox tools plugin's
+// manifest (plugins.BuiltinManifest) that sets its interruptOn to policy,
+// from $KILN_SANDBOX_INTERRUPT_ON (sandboxInterruptOn): the one part of
+// those manifests that follows the server's settings.
+func withInterruptOn(policy core.Policy) func(*plugins.Manifest) {
+	return func(m *plugins.Manifest) { m.InterruptOn = policy }
 }
 
 // execdPath is $KILN_EXECD, else the kiln-execd beside this executable,

@@ -443,23 +443,14 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return err
 	}
-	dockerPlugin, err := dockerBuiltin(cfg.DataRoot)
+	sandboxPlugins, err := sandboxBuiltins(cfg.DataRoot, sbx, sandboxPolicy, skillFiles)
 	if err != nil {
 		return err
 	}
-	wasmPlugin, err := wasmBuiltin(cfg.DataRoot)
-	if err != nil {
+	builtins = append(builtins, sandboxPlugins...)
+	if err := checkBuiltins(builtins); err != nil {
 		return err
 	}
-	jsPlugin, err := jsBuiltin(cfg.DataRoot, sbx, sandboxPolicy["js"])
-	if err != nil {
-		return err
-	}
-	sandboxTools, err := sandboxToolsBuiltin(sbx, sandboxPolicy["sandbox"], skillFiles)
-	if err != nil {
-		return err
-	}
-	builtins = append(builtins, dockerPlugin, wasmPlugin, jsPlugin, sandboxTools)
 	// MCP servers: the user's .mcp.json, and the mcp-servers bundles of
 	// plugins as they are enabled. The bridge closes after the registry.
 	bridge, err := openMCP(svc, cfg.DataRoot, cfg.MCPTimeout)

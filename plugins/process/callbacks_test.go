@@ -130,7 +130,7 @@ func TestHostCallbacks(t *testing.T) {
 
 // TestProtocolVersions: a plugin built for protocol 1 still loads and
 // serves its toolset; one built for a protocol this host does not speak
-// is refused at start with both versions named; a protocol 1 plugin
+// (4, newer) is refused at start with both versions named; a protocol 1 plugin
 // cannot provide a model provider.
 func TestProtocolVersions(t *testing.T) {
 	code := plugintest.Build(t, "./testdata/versioned", plugins.RuntimeProcess)
@@ -144,9 +144,9 @@ func TestProtocolVersions(t *testing.T) {
 	}
 	p.Close()
 
-	_, err = loadToolset(context.Background(), dir, m, process.Options{Logger: testLogger(t), Args: []string{"3"}})
-	if err == nil || !errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), "speaks Kiln plugin protocol 3; this Kiln speaks 1 and 2") {
-		t.Errorf("a protocol 3 plugin: %v", err)
+	_, err = loadToolset(context.Background(), dir, m, process.Options{Logger: testLogger(t), Args: []string{"4"}})
+	if err == nil || !errors.Is(err, plugins.ErrTransport) || !strings.Contains(err.Error(), "speaks Kiln plugin protocol 4; this Kiln speaks 1, 2 and 3") {
+		t.Errorf("a protocol 4 plugin: %v", err)
 	}
 
 	dir, m = plugintest.WritePluginKinds(t, "oldp", plugins.RuntimeProcess, "versioned", code, "", modelprovider.Name)

@@ -38,10 +38,13 @@
 //     is not a security measure. The Kiln application protocol is
 //     negotiated with VersionedPlugins (sdk/plugin/pluginrpc): version 1
 //     carries a toolset only; version 2 has one gRPC service per kind and
-//     the host's callbacks. A plugin that speaks none of this host's
-//     versions, or speaks 1 and lists another kind, is refused at start
-//     with the reason.
-//   - The host's callbacks (protocol 2): the host serves
+//     the host's callbacks; version 3 carries the plugin contracts of
+//     sdk/plugin/wire (a tool result's parts). The host offers each kind
+//     at the versions its Kind says carry it, and the kind's client
+//     speaks the version the process picked (Conn.Version). A plugin that
+//     speaks none of this host's versions, or whose version does not
+//     carry a kind it lists, is refused at start with the reason.
+//   - The host's callbacks (protocol 2 on): the host serves
 //     kiln.plugin.host.v1 on go-plugin's broker, on a new broker ID per
 //     start, with the same mutual TLS, and names that ID in every request.
 //     Through it the plugin reaches what a WASM plugin reaches through its

@@ -364,12 +364,16 @@ func unknownVersion(err error) (string, bool) {
 	return m[1], true
 }
 
+// versionList is "1, 2 and 3".
 func versionList(vs []int) string {
 	s := make([]string, len(vs))
 	for i, v := range vs {
 		s[i] = strconv.Itoa(v)
 	}
-	return strings.Join(s, " and ")
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
 func quoteKinds(cs []plugins.Capability) string {

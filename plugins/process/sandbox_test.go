@@ -17,6 +17,7 @@ import (
 	"github.com/kilnhq/kiln/plugins/sandboxruntime"
 	"github.com/kilnhq/kiln/sandbox"
 	"github.com/kilnhq/kiln/sandbox/docker"
+	"github.com/kilnhq/kiln/sandbox/sandboxplugin"
 	"github.com/kilnhq/kiln/sandbox/sandboxtest"
 	"github.com/kilnhq/kiln/sandbox/wasm"
 	"github.com/kilnhq/kiln/sdk/plugin"
@@ -32,7 +33,7 @@ const dockerTestImage = "kiln-test/busybox:latest"
 
 // serveSandboxRuntime serves the runtime backend names and exits.
 func serveSandboxRuntime(backend string) {
-	plugin.Serve(plugin.SandboxRuntime{Open: func(context.Context) (sandbox.Runtime, error) {
+	plugin.Serve(sandboxplugin.Runtime{Open: func(context.Context) (sandbox.Runtime, error) {
 		if dir, ok := strings.CutPrefix(backend, "wasm:"); ok {
 			return wasm.New(wasm.Options{Dir: dir})
 		}

@@ -1,12 +1,14 @@
 // Package providers is the SDK of Kiln's built-in model providers: a
 // Provider speaks one model API (OpenAI, Anthropic, Gemini, Bedrock,
 // OpenRouter, Ollama) and serves many models as "<provider>:<model>"
-// references. The "model-provider" extension kind is plugins/modelprovider,
-// which hands every provider, built-in or a plugin's, to the provider hub
-// (plugins/providers/hub); third-party providers are written with
-// sdk/plugin instead of this package.
+// references. The "model-provider" extension kind
+// (plugins/providers/modelprovider) hands every provider, built-in or a
+// plugin's, to the provider hub (plugins/providers/hub); third-party
+// providers are written with sdk/plugin instead of this package.
 //
-// Each built-in provider lives in its own subpackage and is written
+// Each built-in provider lives in its own subpackage, which registers its
+// definition and its built-in plugin from init
+// (modelprovider.RegisterBuiltin), and is written
 // against this file only: it receives its Settings (credentials already
 // resolved) and an *http.Client from the host — a client that enforces the
 // provider's network permission, so a provider reaches its own API host

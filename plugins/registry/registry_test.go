@@ -20,13 +20,12 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
-	"github.com/kilnhq/kiln/plugins/inproc"
+	"github.com/kilnhq/kiln/plugins/builtin"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/process"
 	"github.com/kilnhq/kiln/plugins/registry"
 	"github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/plugins/wasm"
-	"github.com/kilnhq/kiln/sdk/plugin/examples/calc/calctools"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -425,11 +424,29 @@ func builtinManifest(t testing.TB, id string) *plugins.Manifest {
 	return m
 }
 
-// calcBuiltin is the calc toolset as a built-in plugin.
+// calcBuiltin is a built-in plugin of calc's add and of echo, core tools
+// served in-process (toolset.Of) as Kiln's built-ins are.
 func calcBuiltin(t testing.TB, id string) plugins.Builtin {
 	return plugins.Builtin{Manifest: builtinManifest(t, id), Load: func(context.Context, plugins.LoadRequest) (plugins.Instance, error) {
-		return plugins.Clients{ByKind: map[plugins.Capability]any{toolset.Name: inproc.New(calctools.Toolset())}}, nil
+		return plugins.Clients{ByKind: map[plugins.Capability]any{toolset.Name: toolset.Of(addTool{}, builtin.Echo{})}}, nil
 	}}
+}
+
+// addTool is calc's add (sdk/plugin/examples/calc) as a core tool.
+type addTool struct{}
+
+func (addTool) Spec() core.ToolSpec {
+	return core.ToolSpec{Name: "add", Description: "Add two numbers.", Idempotent: true,
+		Schema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}`)}
+}
+
+func (addTool) Call(_ context.Context, args json.RawMessage) (core.ToolResult, error) {
+	var in struct{ A, B *float64 }
+	if err := json.Unmarshal(args, &in); err != nil || in.A == nil || in.B == nil {
+		return core.ErrorResult(`bad arguments: "a" and "b" are required`), nil
+	}
+	out, _ := json.Marshal(*in.A + *in.B)
+	return core.TextResult(string(out)), nil
 }
 
 func TestBuiltins(t *testing.T) {

@@ -14,13 +14,18 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/wireconv/protocol2"
 	"github.com/kilnhq/kiln/sandbox"
+	"github.com/kilnhq/kiln/sandbox/sandboxrpc"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/sandboxruntimepb"
 )
 
 // The "sandbox-runtime" kind over the process runtime:
-// specs/proto/sandboxruntime.proto, from protocol 2 on.
+// specs/proto/sandboxruntime.proto, from protocol 2 on. A spec and the
+// capabilities are the plugin contracts (wire.SandboxSpec,
+// wire.SandboxCapabilities) from protocol 3 on, protocol 2's frozen
+// shapes (plugins/wireconv/protocol2) before.
 
 func init() { process.RegisterKind(Name, processKind{}) }
 
@@ -38,17 +43,27 @@ func (processKind) Plugin(v int) goplugin.GRPCPlugin {
 // Describe asks the process's runtime to describe itself (the plugin
 // makes the runtime then).
 func (processKind) Describe(ctx context.Context, c *process.Conn) (any, error) {
-	return pluginrpc.DescribeRuntime(ctx, c.Client.(*sandboxConn).client)
+	return sandboxrpc.DescribeRuntime(ctx, c.Client.(*sandboxConn).client, shapes(c))
+}
+
+// shapes are the JSON shapes of c's protocol version.
+func shapes(c *process.Conn) sandboxrpc.SandboxShapes {
+	if c.Version < pluginrpc.ProtocolV3 {
+		return protocol2.SandboxShapes{}
+	}
+	return sandboxrpc.WireShapes
 }
 
 // Client is the process's sandbox runtime.
 func (processKind) Client(p *process.Plugin, desc any) (any, error) {
-	d, _ := desc.(pluginrpc.RuntimeDescription)
+	d, _ := desc.(sandboxrpc.RuntimeDescription)
 	return remoteRuntime(p, d), nil
 }
 
 // sandboxPlugin is pluginrpc's plugin whose client is a *sandboxConn.
-type sandboxPlugin struct{ pluginrpc.SandboxRuntimePlugin }
+type sandboxPlugin struct {
+	sandboxrpc.SandboxRuntimePlugin
+}
 
 func (p *sandboxPlugin) GRPCClient(ctx context.Context, b *goplugin.GRPCBroker, conn *grpc.ClientConn) (any, error) {
 	c, err := p.SandboxRuntimePlugin.GRPCClient(ctx, b, conn)
@@ -80,7 +95,7 @@ type sandboxConn struct {
 // the process is run again, once, on the restarted one. The runtime's
 // own errors are those package sandbox documents; a failure of the
 // channel wraps plugins.ErrTransport.
-func remoteRuntime(p *process.Plugin, d pluginrpc.RuntimeDescription) sandbox.Runtime {
+func remoteRuntime(p *process.Plugin, d sandboxrpc.RuntimeDescription) sandbox.Runtime {
 	r := &sandboxRemote{p: p, caps: d.Capabilities}
 	switch {
 	case d.Lister && d.ExecDialer:
@@ -153,7 +168,7 @@ func (hm *handleMap) drop(h sandbox.Handle) {
 
 // handle returns what sc's runtime calls the sandbox of h, recovering
 // it on sc first when sc has not seen it.
-func (r *sandboxRemote) handle(ctx context.Context, sc *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) (sandbox.Handle, error) {
+func (r *sandboxRemote) handle(ctx context.Context, sc *sandboxConn, rc sandboxrpc.RuntimeClient, h sandbox.Handle) (sandbox.Handle, error) {
 	if now, ok := sc.handles.get(h); ok {
 		return now, nil
 	}
@@ -171,12 +186,12 @@ func (r *sandboxRemote) handle(ctx context.Context, sc *sandboxConn, rc pluginrp
 // repeat and the death of the process cut f off (process.Plugin.Do). The
 // runtime's own errors are returned as they are; a failure of the channel
 // wraps plugins.ErrTransport.
-func (r *sandboxRemote) call(ctx context.Context, h sandbox.Handle, repeat bool, f func(*sandboxConn, pluginrpc.RuntimeClient, sandbox.Handle) error) error {
+func (r *sandboxRemote) call(ctx context.Context, h sandbox.Handle, repeat bool, f func(*sandboxConn, sandboxrpc.RuntimeClient, sandbox.Handle) error) error {
 	ran := false
 	err := r.p.Do(ctx, Name, func(c *process.Conn) (bool, error) {
 		ran = true
 		sc := c.Client.(*sandboxConn)
-		rc := pluginrpc.RuntimeClient{Client: sc.client, Caps: r.caps}
+		rc := sandboxrpc.RuntimeClient{Client: sc.client, Caps: r.caps, Shapes: shapes(c)}
 		var err error
 		if h.Version != 0 || h.Data != nil {
 			var now sandbox.Handle
@@ -186,7 +201,7 @@ func (r *sandboxRemote) call(ctx context.Context, h sandbox.Handle, repeat bool,
 		} else {
 			err = f(sc, rc, h)
 		}
-		return errors.Is(err, pluginrpc.ErrChannel), err
+		return errors.Is(err, sandboxrpc.ErrChannel), err
 	}, func() bool { return repeat })
 	if err != nil && (!ran || errors.Is(err, process.ErrCutOff)) {
 		return fmt.Errorf("sandbox runtime %s: %w", r.p.ID(), err)
@@ -199,7 +214,7 @@ func (r *sandboxRemote) Capabilities() sandbox.Capabilities { return r.caps }
 
 func (r *sandboxRemote) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Handle, error) {
 	var h sandbox.Handle
-	err := r.call(ctx, sandbox.Handle{}, true, func(sc *sandboxConn, rc pluginrpc.RuntimeClient, _ sandbox.Handle) error {
+	err := r.call(ctx, sandbox.Handle{}, true, func(sc *sandboxConn, rc sandboxrpc.RuntimeClient, _ sandbox.Handle) error {
 		var err error
 		if h, err = rc.Start(ctx, spec); err == nil {
 			sc.handles.put(h)
@@ -211,7 +226,7 @@ func (r *sandboxRemote) Start(ctx context.Context, spec sandbox.Spec) (sandbox.H
 
 func (r *sandboxRemote) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRequest, events func(sandbox.ExecEvent)) (sandbox.ExitStatus, error) {
 	var st sandbox.ExitStatus
-	err := r.call(ctx, h, false, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
+	err := r.call(ctx, h, false, func(_ *sandboxConn, rc sandboxrpc.RuntimeClient, h sandbox.Handle) error {
 		var err error
 		st, err = rc.Exec(ctx, h, req, events)
 		return err
@@ -221,7 +236,7 @@ func (r *sandboxRemote) Exec(ctx context.Context, h sandbox.Handle, req sandbox.
 
 func (r *sandboxRemote) ReadFile(ctx context.Context, h sandbox.Handle, path string) (io.ReadCloser, error) {
 	var rd io.ReadCloser
-	err := r.call(ctx, h, true, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
+	err := r.call(ctx, h, true, func(_ *sandboxConn, rc sandboxrpc.RuntimeClient, h sandbox.Handle) error {
 		var err error
 		rd, err = rc.ReadFile(ctx, h, path)
 		return err
@@ -230,14 +245,14 @@ func (r *sandboxRemote) ReadFile(ctx context.Context, h sandbox.Handle, path str
 }
 
 func (r *sandboxRemote) WriteFile(ctx context.Context, h sandbox.Handle, path string, data io.Reader, perm fs.FileMode) error {
-	return r.call(ctx, h, false, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
+	return r.call(ctx, h, false, func(_ *sandboxConn, rc sandboxrpc.RuntimeClient, h sandbox.Handle) error {
 		return rc.WriteFile(ctx, h, path, data, perm)
 	})
 }
 
 func (r *sandboxRemote) Stat(ctx context.Context, h sandbox.Handle, path string) (sandbox.FileInfo, error) {
 	var fi sandbox.FileInfo
-	err := r.call(ctx, h, true, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
+	err := r.call(ctx, h, true, func(_ *sandboxConn, rc sandboxrpc.RuntimeClient, h sandbox.Handle) error {
 		var err error
 		fi, err = rc.Stat(ctx, h, path)
 		return err
@@ -247,7 +262,7 @@ func (r *sandboxRemote) Stat(ctx context.Context, h sandbox.Handle, path string)
 
 func (r *sandboxRemote) ReadDir(ctx context.Context, h sandbox.Handle, path string) ([]sandbox.FileInfo, error) {
 	var list []sandbox.FileInfo
-	err := r.call(ctx, h, true, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
+	err := r.call(ctx, h, true, func(_ *sandboxConn, rc sandboxrpc.RuntimeClient, h sandbox.Handle) error {
 		var err error
 		list, err = rc.ReadDir(ctx, h, path)
 		return err
@@ -256,7 +271,7 @@ func (r *sandboxRemote) ReadDir(ctx context.Context, h sandbox.Handle, path stri
 }
 
 func (r *sandboxRemote) Remove(ctx context.Context, h sandbox.Handle, path string) error {
-	return r.call(ctx, h, false, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
+	return r.call(ctx, h, false, func(_ *sandboxConn, rc sandboxrpc.RuntimeClient, h sandbox.Handle) error {
 		return rc.Remove(ctx, h, path)
 	})
 }
@@ -264,7 +279,7 @@ func (r *sandboxRemote) Remove(ctx context.Context, h sandbox.Handle, path strin
 // Destroy destroys the sandbox; one that a restarted process finds gone
 // already is destroyed, as Destroy's contract has it.
 func (r *sandboxRemote) Destroy(ctx context.Context, h sandbox.Handle) error {
-	err := r.call(ctx, h, true, func(sc *sandboxConn, rc pluginrpc.RuntimeClient, now sandbox.Handle) error {
+	err := r.call(ctx, h, true, func(sc *sandboxConn, rc sandboxrpc.RuntimeClient, now sandbox.Handle) error {
 		err := rc.Destroy(ctx, now)
 		if err == nil {
 			sc.handles.drop(h)
@@ -282,7 +297,7 @@ func (r *sandboxRemote) Destroy(ctx context.Context, h sandbox.Handle) error {
 // before.
 func (r *sandboxRemote) Recover(ctx context.Context, h sandbox.Handle) (sandbox.State, error) {
 	var st sandbox.State
-	err := r.call(ctx, sandbox.Handle{}, true, func(sc *sandboxConn, rc pluginrpc.RuntimeClient, _ sandbox.Handle) error {
+	err := r.call(ctx, sandbox.Handle{}, true, func(sc *sandboxConn, rc sandboxrpc.RuntimeClient, _ sandbox.Handle) error {
 		var err error
 		if st, err = rc.Recover(ctx, h); err == nil {
 			sc.handles.put(st.Handle, h)
@@ -296,7 +311,7 @@ func (r *sandboxRemote) Pause(ctx context.Context, h sandbox.Handle) error {
 	if !r.caps.Pause {
 		return sandbox.Unsupported(r.caps.Name, "pause")
 	}
-	return r.call(ctx, h, true, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
+	return r.call(ctx, h, true, func(_ *sandboxConn, rc sandboxrpc.RuntimeClient, h sandbox.Handle) error {
 		return rc.Pause(ctx, h)
 	})
 }
@@ -305,14 +320,14 @@ func (r *sandboxRemote) Resume(ctx context.Context, h sandbox.Handle) error {
 	if !r.caps.Pause {
 		return sandbox.Unsupported(r.caps.Name, "resume")
 	}
-	return r.call(ctx, h, true, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
+	return r.call(ctx, h, true, func(_ *sandboxConn, rc sandboxrpc.RuntimeClient, h sandbox.Handle) error {
 		return rc.Resume(ctx, h)
 	})
 }
 
 func (r *sandboxRemote) list(ctx context.Context) ([]string, error) {
 	var ids []string
-	err := r.call(ctx, sandbox.Handle{}, true, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, _ sandbox.Handle) error {
+	err := r.call(ctx, sandbox.Handle{}, true, func(_ *sandboxConn, rc sandboxrpc.RuntimeClient, _ sandbox.Handle) error {
 		var err error
 		ids, err = rc.List(ctx)
 		return err
@@ -324,7 +339,7 @@ func (r *sandboxRemote) list(ctx context.Context) ([]string, error) {
 // serving process; it ends with that process.
 func (r *sandboxRemote) dialExec(ctx context.Context, h sandbox.Handle) (net.Conn, error) {
 	var conn net.Conn
-	err := r.call(ctx, h, true, func(_ *sandboxConn, rc pluginrpc.RuntimeClient, h sandbox.Handle) error {
+	err := r.call(ctx, h, true, func(_ *sandboxConn, rc sandboxrpc.RuntimeClient, h sandbox.Handle) error {
 		var err error
 		conn, err = rc.DialExec(ctx, h)
 		return err
@@ -334,9 +349,11 @@ func (r *sandboxRemote) dialExec(ctx context.Context, h sandbox.Handle) (net.Con
 
 // Interface guards.
 var (
-	_ sandbox.Pauser     = (*sandboxRemote)(nil)
-	_ sandbox.Lister     = listingRemote{}
-	_ sandbox.ExecDialer = dialingRemote{}
-	_ sandbox.Lister     = listingDialingRemote{}
-	_ sandbox.ExecDialer = listingDialingRemote{}
+	_ process.Kind             = processKind{}
+	_ sandboxrpc.SandboxShapes = protocol2.SandboxShapes{}
+	_ sandbox.Pauser           = (*sandboxRemote)(nil)
+	_ sandbox.Lister           = listingRemote{}
+	_ sandbox.ExecDialer       = dialingRemote{}
+	_ sandbox.Lister           = listingDialingRemote{}
+	_ sandbox.ExecDialer       = listingDialingRemote{}
 )

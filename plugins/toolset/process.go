@@ -14,12 +14,14 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/wireconv"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/toolsetpb"
 )
 
 // The "toolset" kind over the process runtime: specs/proto/toolset.proto,
-// at every protocol version.
+// at every protocol version; a result is parts from protocol 3 on, text
+// before.
 
 func init() { process.RegisterKind(Name, processKind{}) }
 
@@ -75,8 +77,11 @@ func (t *processToolset) Tools(context.Context) ([]core.ToolSpec, error) {
 }
 
 // Call runs tool with args in the plugin process, within the manifest's
-// timeout_ms (which includes waiting for a restart). The tool's own
-// failure is a result with IsError, its message the text. A call that
+// timeout_ms (which includes waiting for a restart). The result has the
+// plugin's parts (one text part from a plugin of protocol 1 or 2); the
+// tool's own failure is a result with IsError, and a result that breaks
+// the contract (wireconv.Result) an error that is not the channel's. A
+// call that
 // did not finish in time returns an error wrapping
 // context.DeadlineExceeded; one whose ctx ended, ctx's error. Any other
 // failure is the channel's and wraps plugins.ErrTransport: a failed or
@@ -102,6 +107,14 @@ func (t *processToolset) Call(ctx context.Context, tool string, args json.RawMes
 		switch {
 		case err != nil:
 			return !expired(ctx), err
+		case c.Version >= pluginrpc.ProtocolV3:
+			if res, err = wireconv.Result(pluginrpc.ToolResult(resp)); err != nil {
+				return false, fmt.Errorf("the plugin's result is not valid: %w", err)
+			}
+			if res.IsError && expired(ctx) {
+				return false, errors.New(res.Text())
+			}
+			return false, nil
 		case resp.GetError() == "":
 			res = core.TextResult(resp.GetResult())
 			return false, nil

@@ -11,6 +11,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/kilnhq/kiln/core"
@@ -70,11 +73,11 @@ func (Kind) Attach(ctx context.Context, a plugins.Attach) (plugins.Attached, err
 	bare := a.Builtin != nil && a.Builtin.BareTools
 	tools := make([]core.Tool, len(specs))
 	names := make([]string, len(specs))
-	own, direct := ts.(of)
+	own, direct := ts.(*of)
 	for i, sp := range specs {
 		tools[i] = tool{ts: ts, spec: sp, plugin: a.ID, onCall: a.OnCall}
 		if direct {
-			if lc, ok := own[i].(core.LocalCaller); ok {
+			if lc, ok := own.tools[i].(core.LocalCaller); ok {
 				tools[i] = localTool{tool: tools[i].(tool), local: lc}
 			}
 		}
@@ -139,28 +142,42 @@ type localTool struct {
 func (t localTool) Local(args json.RawMessage) bool { return t.local.Local(args) }
 
 // Of is a Toolset of tools already running in-process (a built-in's core
-// tools), in their order: Call calls them directly; a tool's error is its
-// failure.
-func Of(tools ...core.Tool) Toolset { return of(tools) }
+// tools), in their order: Call calls them directly. A tool that panics
+// fails its call, not the server (the panic and its stack go to the
+// server's log); after Close, calls fail with plugins.ErrTransport.
+func Of(tools ...core.Tool) Toolset { return &of{tools: tools} }
 
-type of []core.Tool
+type of struct {
+	tools  []core.Tool
+	closed atomic.Bool
+}
 
-func (o of) Tools(context.Context) ([]core.ToolSpec, error) {
-	specs := make([]core.ToolSpec, len(o))
-	for i, t := range o {
+func (o *of) Tools(context.Context) ([]core.ToolSpec, error) {
+	specs := make([]core.ToolSpec, len(o.tools))
+	for i, t := range o.tools {
 		specs[i] = t.Spec()
 	}
 	return specs, nil
 }
 
 // Call runs the tool and returns its result, parts and all; a failure to
-// run it wraps plugins.ErrTransport, and an unknown tool is a result with
-// IsError.
-func (o of) Call(ctx context.Context, tool string, args json.RawMessage) (core.ToolResult, error) {
-	for _, t := range o {
+// run it (its error, a closed toolset) wraps plugins.ErrTransport, a
+// panic is an error the model is shown as the tool's failure, and an
+// unknown tool is a result with IsError.
+func (o *of) Call(ctx context.Context, tool string, args json.RawMessage) (res core.ToolResult, err error) {
+	if o.closed.Load() {
+		return core.ToolResult{}, fmt.Errorf("call %s: %w: the toolset is closed", tool, plugins.ErrTransport)
+	}
+	for _, t := range o.tools {
 		if t.Spec().Name != tool {
 			continue
 		}
+		defer func() {
+			if v := recover(); v != nil {
+				slog.Default().Error("built-in tool panicked", "tool", tool, "panic", v, "stack", string(debug.Stack()))
+				res, err = core.ToolResult{}, fmt.Errorf("tool %q panicked: %v", tool, v)
+			}
+		}()
 		res, err := t.Call(ctx, args)
 		if err != nil {
 			return core.ToolResult{}, fmt.Errorf("%w: %w", plugins.ErrTransport, err)
@@ -170,13 +187,17 @@ func (o of) Call(ctx context.Context, tool string, args json.RawMessage) (core.T
 	return core.ErrorResult(fmt.Sprintf("unknown tool %q", tool)), nil
 }
 
-func (of) Close() error { return nil }
+// Close makes later calls fail; calls in flight run to their end.
+func (o *of) Close() error {
+	o.closed.Store(true)
+	return nil
+}
 
 // Interface guards.
 var (
 	_ plugins.Kind     = Kind{}
 	_ Host             = (*core.Service)(nil)
-	_ Toolset          = of(nil)
+	_ Toolset          = (*of)(nil)
 	_ core.Tool        = tool{}
 	_ core.LocalCaller = localTool{}
 )

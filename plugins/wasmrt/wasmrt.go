@@ -16,11 +16,14 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/kilnhq/kiln/plugins"
 )
 
 // MaxMemoryMiB is the most memory a 32-bit WebAssembly module can
-// address: 65536 pages of 64 KiB.
-const MaxMemoryMiB = 4096
+// address, 65536 pages of 64 KiB: the largest memory_mib of a plugin
+// manifest.
+const MaxMemoryMiB = plugins.MaxMemoryMiB
 
 // Pages is mib MiB of linear memory in WebAssembly pages of 64 KiB.
 func Pages(mib int) uint32 { return uint32(mib) * 16 }
@@ -58,7 +61,7 @@ func New(ctx context.Context, cache wazero.CompilationCache, pages uint32) (waze
 	r := wazero.NewRuntimeWithConfig(ctx, cfg)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
 		r.Close(ctx)
-		return nil, fmt.Errorf("instantiate WASI: %w", err)
+		return nil, fmt.Errorf("instantiate wasi: %w", err)
 	}
 	return r, nil
 }

@@ -70,7 +70,7 @@ const (
 )
 
 // ExtRuntime is the create request's extensions key that picks the
-// runtime for one sandbox ("docker", "wasm", "js").
+// runtime for one sandbox, by the name it was added under (AddRuntime).
 const ExtRuntime = "kiln.runtime"
 
 // Config configures a Service.
@@ -81,7 +81,10 @@ type Config struct {
 	Key []byte
 	// Default is the runtime that serves a create naming none; "" picks
 	// the first of Preferred that is registered.
-	Default   string
+	Default string
+	// Preferred are the runtimes a server can have, in the order a create
+	// naming none prefers them; a create when none is enabled is told to
+	// enable one of them.
 	Preferred []string
 	// Grants lists an owner's folder grants: a host volume must lie in
 	// one, and is read-only unless the grant is writable.
@@ -340,6 +343,18 @@ func (s *Service) runtime(name string) (sandbox.Runtime, error) {
 		return nil, core.Errorf(core.EUNAVAIL, "sandbox runtime %q is not enabled, and no sandbox runtime is (enable one with kiln plugin enable)", name)
 	}
 	return nil, core.Errorf(core.EUNAVAIL, "sandbox runtime %q is not enabled (enable its plugin with kiln plugin enable %s); enabled: %s", name, name, strings.Join(have, ", "))
+}
+
+// enableOneOf asks to enable the plugin of one of the runtimes names:
+// "enable the docker, wasm or js plugin".
+func enableOneOf(names []string) string {
+	switch len(names) {
+	case 0:
+		return "enable one with kiln plugin enable"
+	case 1:
+		return "enable the " + names[0] + " plugin"
+	}
+	return "enable the " + strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1] + " plugin"
 }
 
 // DefaultRuntime is the runtime a create that names none gets, or "".
@@ -648,7 +663,7 @@ func (s *Service) create(ctx context.Context, owner string, req CreateRequest, s
 		}
 	}
 	if name == "" {
-		return nil, core.Errorf(core.EUNAVAIL, "no sandbox runtime is enabled (enable the docker, wasm or js plugin)")
+		return nil, core.Errorf(core.EUNAVAIL, "no sandbox runtime is enabled (%s)", enableOneOf(s.cfg.Preferred))
 	}
 	r, err := s.runtime(name)
 	if err != nil {

@@ -344,7 +344,8 @@ func TestReconcile(t *testing.T) {
 }
 
 // TestRuntimeDisabled: with its runtime withdrawn a sandbox's operations
-// fail with the reason, and the record stays.
+// fail with the reason, a create asks to enable the plugin of a Preferred
+// runtime, and the record stays.
 func TestRuntimeDisabled(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -357,8 +358,9 @@ func TestRuntimeDisabled(t *testing.T) {
 	if err := s.Delete(ctx, alice, sb.ID); core.ErrorCode(err) != core.EUNAVAIL || !strings.Contains(err.Error(), `"memory" is not enabled`) {
 		t.Errorf("delete: %v", err)
 	}
-	if _, err := s.Create(ctx, alice, service.CreateRequest{}); core.ErrorCode(err) != core.EUNAVAIL {
-		t.Errorf("create with no runtime: %v", err)
+	if _, err := s.Create(ctx, alice, service.CreateRequest{}); core.ErrorCode(err) != core.EUNAVAIL ||
+		core.ErrorMessage(err) != "no sandbox runtime is enabled (enable the memory plugin)" {
+		t.Errorf("create with no runtime: %v; want EUNAVAIL naming the Preferred runtime's plugin", err)
 	}
 	if _, err := s.Get(ctx, alice, sb.ID); err != nil {
 		t.Errorf("the record went: %v", err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/hostpb"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/modelproviderpb"
+	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
 // The host's callbacks in a native build (Kiln plugin protocol 2): the
@@ -206,7 +207,8 @@ func KVList(prefix, after string, limit int) ([]string, error) {
 	return resp.GetKeys(), nil
 }
 
-// providerServer serves a Provider over kiln.plugin.modelprovider.v1.
+// providerServer serves a Provider over kiln.plugin.modelprovider.v1 at
+// protocol 3: its payloads are the contracts of package wire.
 type providerServer struct {
 	modelproviderpb.UnimplementedModelProviderServer
 	p    Provider
@@ -240,7 +242,7 @@ func (s *providerServer) Models(ctx context.Context, req *modelproviderpb.Models
 	if err != nil {
 		return &modelproviderpb.ModelsResponse{Error: err.Error()}, nil
 	}
-	data, err := json.Marshal(models)
+	data, err := json.Marshal(wireModels(models))
 	if err != nil {
 		return &modelproviderpb.ModelsResponse{Error: err.Error()}, nil
 	}
@@ -251,8 +253,13 @@ func (s *providerServer) Models(ctx context.Context, req *modelproviderpb.Models
 // panic in it) is the last event.
 func (s *providerServer) Turn(req *modelproviderpb.TurnRequest, stream modelproviderpb.ModelProvider_TurnServer) error {
 	host.use(req.GetHost())
+	var w wire.TurnRequest
+	err := json.Unmarshal(req.GetRequest(), &w)
 	var tr TurnRequest
-	if err := json.Unmarshal(req.GetRequest(), &tr); err != nil {
+	if err == nil {
+		tr, err = turnRequest(w)
+	}
+	if err != nil {
 		return stream.Send(&modelproviderpb.TurnEvent{Event: &modelproviderpb.TurnEvent_Error{Error: "the host's request is not valid: " + err.Error()}})
 	}
 	resp, err := s.turn(stream.Context(), Settings(req.GetSettings()), req.GetModel(), tr, func(text string) {
@@ -260,7 +267,7 @@ func (s *providerServer) Turn(req *modelproviderpb.TurnRequest, stream modelprov
 	})
 	if err == nil {
 		var data []byte
-		if data, err = json.Marshal(resp); err == nil {
+		if data, err = json.Marshal(resp.wire()); err == nil {
 			return stream.Send(&modelproviderpb.TurnEvent{Event: &modelproviderpb.TurnEvent_Response{Response: data}})
 		}
 	}

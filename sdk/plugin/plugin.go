@@ -1,12 +1,14 @@
 // Package plugin is the plugin-author SDK: describe what the plugin
-// serves, a Toolset (tools a model can call), a Provider (models), a
-// SandboxRuntime (a sandbox backend, native builds only) or several, and
-// pass it to Serve from main. Serve picks the transport for the target
-// it was compiled for; authors never see either transport:
+// serves, a Toolset (tools a model can call), a Provider (models), a kind
+// defined in a package of its own (a sandbox runtime:
+// sandbox/sandboxplugin) or several, and pass it to Serve from main.
+// Serve picks the transport for the target it was compiled for; authors
+// never see either transport:
 //
 //   - a native executable, run by Kiln's go-plugin process host: Kiln plugin
-//     protocol 2 (one gRPC service per kind, specs/proto), and for a
-//     Toolset alone also protocol 1, so that an older Kiln still loads it;
+//     protocol 3 (one gRPC service per kind, specs/proto, carrying the
+//     contracts of package wire), and for a Toolset alone also protocols
+//     2 and 1, so that an older Kiln still loads it;
 //   - a WASM module (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared), loaded by
 //     Kiln's wazero host (WASM ABI version 3: toolsets, model providers and
 //     kinds of packages of their own, dispatched by kind and operation).

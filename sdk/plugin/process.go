@@ -22,19 +22,22 @@ import (
 	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
-// Serve serves the plugin's kinds — a Toolset, a Provider, a
-// SandboxRuntime, or several — to the Kiln process host and returns only when the host ends the plugin
-// (then the process exits). In a native build the plugin is an executable
-// speaking go-plugin's gRPC protocol with mutual TLS (specs/proto; the
-// certificates are described in pluginrpc): Kiln plugin protocol 2, and
-// for a toolset alone also protocol 1, so that an older host still loads
-// it. Run by hand, outside Kiln, it says so and exits with status 1.
+// Serve serves the plugin's kinds — a Toolset, a Provider, a kind defined
+// in a package of its own (a ProcessKind), or several — to the Kiln
+// process host and returns only when the host ends the plugin (then the
+// process exits). In a native build the plugin is an executable speaking
+// go-plugin's gRPC protocol with mutual TLS (specs/proto; the
+// certificates are described in pluginrpc), at the Kiln plugin protocol
+// versions that carry every kind given: 3, and for a toolset alone also 2
+// and 1, so that an older host still loads it. Run by hand, outside
+// Kiln, it says so and exits with status 1.
 //
 // A toolset with a tool without a name or handler, or with two tools of
-// the same name, a provider without Turn, a sandbox runtime with neither
-// or both of Runtime and Open, or two of a kind, is a
-// programming error: Serve prints it to stderr and exits with status 1,
-// before the host's handshake.
+// the same name, a provider without Turn, a kind that cannot be served
+// (a sandbox runtime with neither or both of Runtime and Open), kinds no
+// protocol version carries together, or two of a kind, is a programming
+// error: Serve prints it to stderr and exits with status 1, before the
+// host's handshake.
 func Serve(kinds ...Kind) {
 	versions, err := processPlugins(kinds)
 	if err != nil {
@@ -133,19 +136,23 @@ func processPlugins(kinds []Kind) (map[int]goplugin.PluginSet, error) {
 	return versions, nil
 }
 
-// ProcessPlugins serves the toolset at every protocol version.
+// ProcessPlugins serves the toolset at every protocol version: its
+// results as parts at protocol 3, as their text before.
 func (ts Toolset) ProcessPlugins(h ProcessHost) (map[int]goplugin.Plugin, error) {
 	srv, err := newProcessServer(ts)
 	if err != nil {
 		return nil, err
 	}
+	text := &processServer{ts: srv.ts, specs: srv.specs, text: true}
 	return map[int]goplugin.Plugin{
-		pluginrpc.ProtocolV1: &pluginrpc.ToolsetPlugin{Impl: srv},
-		pluginrpc.ProtocolV2: &pluginrpc.ToolsetPlugin{Impl: srv, OnBroker: h.OnBroker},
+		pluginrpc.ProtocolV1: &pluginrpc.ToolsetPlugin{Impl: text},
+		pluginrpc.ProtocolV2: &pluginrpc.ToolsetPlugin{Impl: text, OnBroker: h.OnBroker},
+		pluginrpc.ProtocolV3: &pluginrpc.ToolsetPlugin{Impl: srv, OnBroker: h.OnBroker},
 	}, nil
 }
 
-// ProcessPlugins serves the provider from protocol 2 on.
+// ProcessPlugins serves the provider at protocol 3, whose payloads are
+// the contracts of package wire.
 func (p Provider) ProcessPlugins(h ProcessHost) (map[int]goplugin.Plugin, error) {
 	if p.Turn == nil {
 		return nil, errors.New("the provider has no Turn")
@@ -154,16 +161,7 @@ func (p Provider) ProcessPlugins(h ProcessHost) (map[int]goplugin.Plugin, error)
 	if err != nil {
 		return nil, err
 	}
-	return map[int]goplugin.Plugin{pluginrpc.ProtocolV2: &pluginrpc.ModelProviderPlugin{Impl: srv, OnBroker: h.OnBroker}}, nil
-}
-
-// ProcessPlugins serves the runtime from protocol 2 on.
-func (s SandboxRuntime) ProcessPlugins(ProcessHost) (map[int]goplugin.Plugin, error) {
-	open, err := s.open()
-	if err != nil {
-		return nil, err
-	}
-	return map[int]goplugin.Plugin{pluginrpc.ProtocolV2: &pluginrpc.SandboxRuntimePlugin{Impl: pluginrpc.NewRuntimeServer(open)}}, nil
+	return map[int]goplugin.Plugin{pluginrpc.ProtocolV3: &pluginrpc.ModelProviderPlugin{Impl: srv, OnBroker: h.OnBroker}}, nil
 }
 
 // pipedTLS returns the TLS configuration of the plugin's server when the
@@ -226,9 +224,13 @@ type processServer struct {
 	toolsetpb.UnimplementedToolsetServer
 	ts    Toolset
 	specs *toolsetpb.DescribeResponse
+	// text answers as protocols 1 and 2 do: a result's text, or its
+	// failure's; protocol 3 sends the parts.
+	text bool
 }
 
-// newProcessServer checks ts and prepares its description.
+// newProcessServer checks ts and prepares its description; the server
+// answers with parts (protocol 3).
 func newProcessServer(ts Toolset) (*processServer, error) {
 	if err := processValidate(&ts); err != nil {
 		return nil, err
@@ -271,12 +273,16 @@ func (s *processServer) Describe(context.Context, *toolsetpb.DescribeRequest) (*
 // The handler's context names the call, for Emit.
 func (s *processServer) Call(ctx context.Context, req *toolsetpb.CallRequest) (*toolsetpb.CallResponse, error) {
 	ctx = ProcessHost{}.CallContext(ctx, req.GetHost(), req.GetCallId())
-	t := s.ts.find(req.GetTool())
-	if t == nil {
-		return &toolsetpb.CallResponse{Error: fmt.Sprintf("unknown tool %q", req.GetTool())}, nil
+	var res Result
+	if t := s.ts.find(req.GetTool()); t != nil {
+		res = processRunHandler(ctx, t, req.GetArgs())
+	} else {
+		res = wire.ErrorResult(fmt.Sprintf("unknown tool %q", req.GetTool()))
 	}
-	res := processRunHandler(ctx, t, req.GetArgs())
-	if res.IsError {
+	switch {
+	case !s.text:
+		return pluginrpc.FromToolResult(res), nil
+	case res.IsError:
 		return &toolsetpb.CallResponse{Error: res.Text()}, nil
 	}
 	return &toolsetpb.CallResponse{Result: res.Text()}, nil

@@ -3,6 +3,9 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"strings"
+
+	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
 // Provider is what a model-provider plugin serves: models a run reaches
@@ -122,27 +125,61 @@ type Usage struct {
 }
 
 // describe is the provider's description as the host reads it.
-func (p *Provider) describe() providerDescription {
-	d := providerDescription{Name: p.Name, Models: p.Models}
+func (p *Provider) describe() wire.ProviderDescription {
+	d := wire.ProviderDescription{V: wire.Version, Name: p.Name, Models: p.Models}
 	for _, s := range p.Settings {
-		d.Settings = append(d.Settings, settingDescription(s))
+		d.Settings = append(d.Settings, wire.Setting{Name: s.Name, Secret: s.Secret, Required: s.Required, Env: s.Env, Default: s.Default, Values: s.Values, Help: s.Help})
 	}
 	return d
 }
 
-// providerDescription is modelprovider.RemoteDescription on the wire.
-type providerDescription struct {
-	Name     string               `json:"name"`
-	Settings []settingDescription `json:"settings,omitempty"`
-	Models   []string             `json:"models,omitempty"`
+// turnRequest returns a turn's input, as the contract has it, as Turn
+// takes it: a message's Text is its text parts' text, and its Parts are
+// set when it is more than one text part.
+func turnRequest(w wire.TurnRequest) (TurnRequest, error) {
+	if err := wire.CheckVersion("the model turn's request", w.V); err != nil {
+		return TurnRequest{}, err
+	}
+	r := TurnRequest{RunID: w.RunID, Model: w.Model, System: w.System, Messages: make([]*Message, len(w.Messages))}
+	for i, m := range w.Messages {
+		msg := &Message{Role: m.Role, ToolCallID: m.ToolCallID, Name: m.Name, IsError: m.IsError}
+		var texts []string
+		for _, p := range m.Parts {
+			if p.Type == wire.PartText {
+				texts = append(texts, p.Text)
+			}
+		}
+		msg.Text = strings.Join(texts, "\n")
+		if len(m.Parts) > 1 || len(m.Parts) == 1 && m.Parts[0].Type != wire.PartText {
+			for _, p := range m.Parts {
+				msg.Parts = append(msg.Parts, Part{Type: p.Type, Text: p.Text, MIME: p.MIME, Name: p.Name, Data: p.Data, URI: p.URI})
+			}
+		}
+		for _, c := range m.ToolCalls {
+			msg.ToolCalls = append(msg.ToolCalls, ToolCall(c))
+		}
+		r.Messages[i] = msg
+	}
+	for _, t := range w.Tools {
+		r.Tools = append(r.Tools, ToolSpec(t))
+	}
+	return r, nil
 }
 
-type settingDescription struct {
-	Name     string   `json:"name"`
-	Secret   bool     `json:"secret,omitempty"`
-	Required bool     `json:"required,omitempty"`
-	Env      []string `json:"env,omitempty"`
-	Default  string   `json:"default,omitempty"`
-	Values   []string `json:"values,omitempty"`
-	Help     string   `json:"help,omitempty"`
+// wire returns the reply as the contract has it.
+func (r TurnResponse) wire() wire.TurnResponse {
+	out := wire.TurnResponse{V: wire.Version, Text: r.Text, Usage: wire.Usage(r.Usage)}
+	for _, c := range r.ToolCalls {
+		out.ToolCalls = append(out.ToolCalls, wire.ToolCall(c))
+	}
+	return out
+}
+
+// wireModels returns models as the contract has them.
+func wireModels(models []ModelInfo) []wire.ModelInfo {
+	out := make([]wire.ModelInfo, len(models))
+	for i, m := range models {
+		out[i] = wire.ModelInfo(m)
+	}
+	return out
 }

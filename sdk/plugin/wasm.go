@@ -436,7 +436,7 @@ func (p Provider) WASMDescribe() (any, error) {
 	if p.Turn == nil {
 		return nil, errors.New("the provider has no Turn")
 	}
-	return p.wire(), nil
+	return p.describe(), nil
 }
 
 // WASMCall runs the operations "models", {"settings"} answered with
@@ -461,16 +461,13 @@ func (p Provider) WASMCall(ctx context.Context, op string, body json.RawMessage)
 				return nil, err
 			}
 		}
-		infos := make([]wire.ModelInfo, len(models))
-		for i, m := range models {
-			infos[i] = wire.ModelInfo{ID: m.ID, Name: m.Name, ContextSize: m.ContextSize}
-		}
-		return map[string]any{"models": infos}, nil
+		return map[string]any{"models": wireModels(models)}, nil
 	case "turn":
-		if err := wire.CheckVersion("the turn request", req.Request.V); err != nil {
+		tr, err := turnRequest(req.Request)
+		if err != nil {
 			return nil, err
 		}
-		resp, err := p.Turn(ctx, req.Settings, req.Model, turnFromWire(req.Request), sendDelta)
+		resp, err := p.Turn(ctx, req.Settings, req.Model, tr, sendDelta)
 		if err != nil {
 			return nil, err
 		}

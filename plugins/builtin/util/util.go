@@ -1,8 +1,9 @@
 // Package util is the "util" plugin that ships inside the kiln binary:
-// exact arithmetic (calc) and the current time (now). kiln runs it
-// in-process through the "builtin" runtime (plugins/inproc), like its
-// other built-in plugins: no process boundary, no timeout_ms deadline.
-// calc bounds its own input (maxExpression, maxExponent, maxBits).
+// exact arithmetic (calc) and the current time (now), as core tools that
+// kiln serves in-process (toolset.Of) through the "builtin" runtime, like
+// its other built-in plugins: no process boundary, no timeout_ms
+// deadline. calc bounds its own input (maxExpression, maxExponent,
+// maxBits).
 package util
 
 import (
@@ -15,48 +16,62 @@ import (
 	"go/parser"
 	"go/token"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 	_ "time/tzdata" // time zones on machines without a zoneinfo database
 
-	"github.com/kilnhq/kiln/sdk/plugin"
-)
-
-// ID and Version identify the plugin.
-const (
-	ID      = "util"
-	Version = "1.0.0"
+	"github.com/kilnhq/kiln/core"
 )
 
 // Limits of calc.
 const (
 	maxExpression = 1000 // bytes
-	maxExponent   = 400  // decimal exponent of a literal
+	maxExponent   = 400  // exponent of a literal: of 10, or of 2 in a hexadecimal one (0x1p-4)
 	maxBits       = 4096 // size of an integer result
 )
 
-// Toolset returns the plugin's tools.
-func Toolset() plugin.Toolset {
-	return plugin.Toolset{Tools: []plugin.Tool{
-		{
+// Tools returns the plugin's tools, calc and now. A tool's failure (bad
+// arguments, an expression it cannot evaluate, an unknown time zone) is
+// its result, with IsError.
+func Tools() []core.Tool {
+	return []core.Tool{
+		tool{spec: core.ToolSpec{
 			Name:        "calc",
 			Description: "Evaluate an arithmetic expression exactly: numbers, + - * / % and parentheses, e.g. (1.5 + 2) * 4 / 3. Division is exact; % needs integers.",
 			Schema:      json.RawMessage(`{"type":"object","properties":{"expression":{"type":"string","description":"e.g. (1.5 + 2) * 4 / 3"}},"required":["expression"],"additionalProperties":false}`),
 			Idempotent:  true,
-			Handler:     plugin.TextHandler(calcTool),
-		},
-		{
+		}, run: calcTool},
+		tool{spec: core.ToolSpec{
 			Name:        "now",
 			Description: "The current date and time, in UTC or in an IANA time zone such as Europe/Oslo.",
 			Schema:      json.RawMessage(`{"type":"object","properties":{"timezone":{"type":"string","description":"IANA time zone, default UTC"}},"additionalProperties":false}`),
 			Idempotent:  true,
-			Handler:     plugin.TextHandler(nowTool),
-		},
-	}}
+		}, run: nowTool},
+	}
 }
 
-func calcTool(_ context.Context, args json.RawMessage) (string, error) {
+// tool is one of the plugin's tools: its spec, and run, whose error is
+// the tool's own failure.
+type tool struct {
+	spec core.ToolSpec
+	run  func(args json.RawMessage) (string, error)
+}
+
+// Spec returns a copy of the spec.
+func (t tool) Spec() core.ToolSpec {
+	s := t.spec
+	s.Schema = slices.Clone(s.Schema)
+	return s
+}
+
+// Call runs the tool.
+func (t tool) Call(_ context.Context, args json.RawMessage) (core.ToolResult, error) {
+	return core.ResultOf(t.run(args)), nil
+}
+
+func calcTool(args json.RawMessage) (string, error) {
 	var in struct {
 		Expression string `json:"expression"`
 	}
@@ -93,7 +108,11 @@ func eval(n ast.Expr) (constant.Value, error) {
 		if n.Kind != token.INT && n.Kind != token.FLOAT {
 			return nil, fmt.Errorf("%s is not a number", n.Value)
 		}
-		if exp := strings.IndexAny(n.Value, "eE"); exp >= 0 && !strings.HasPrefix(n.Value, "0x") && !strings.HasPrefix(n.Value, "0X") {
+		expMark := "eE" // in a hexadecimal literal e is a digit, and p starts the exponent
+		if strings.HasPrefix(n.Value, "0x") || strings.HasPrefix(n.Value, "0X") {
+			expMark = "pP"
+		}
+		if exp := strings.IndexAny(n.Value, expMark); exp >= 0 {
 			if e, err := strconv.Atoi(strings.TrimPrefix(n.Value[exp+1:], "+")); err != nil || e > maxExponent || e < -maxExponent {
 				return nil, fmt.Errorf("%s: exponent out of range (at most %d)", n.Value, maxExponent)
 			}
@@ -189,7 +208,7 @@ func format(v constant.Value) string {
 	return dec + " (exactly " + num.ExactString() + "/" + den.ExactString() + ")"
 }
 
-func nowTool(_ context.Context, args json.RawMessage) (string, error) {
+func nowTool(args json.RawMessage) (string, error) {
 	var in struct {
 		Timezone string `json:"timezone"`
 	}
@@ -208,3 +227,6 @@ func nowTool(_ context.Context, args json.RawMessage) (string, error) {
 	t := time.Now().In(loc)
 	return fmt.Sprintf("%s (%s, %s)", t.Format(time.RFC3339), t.Weekday(), loc), nil
 }
+
+// Interface guard.
+var _ core.Tool = tool{}

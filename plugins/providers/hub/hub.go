@@ -43,7 +43,7 @@ type Config struct {
 	// Path is the file holding what the user configured:
 	// <data>/providers.json, mode 0600.
 	Path string
-	// Defs are the providers (Catalog).
+	// Defs are the built-in providers; the server passes Registered().
 	Defs []Def
 	// Getenv reads the server's environment; nil means os.Getenv.
 	Getenv func(string) string
@@ -525,8 +525,8 @@ func (h *Hub) check(ctx context.Context, defs []*Def) {
 	}
 }
 
-// List describes every provider, in catalog order, first checking those
-// that are Checkers (kept CheckTTL).
+// List describes every provider, in the order of Config.Defs and then of
+// Add, first checking those that are Checkers (kept CheckTTL).
 func (h *Hub) List(ctx context.Context) []Status {
 	h.check(ctx, h.all())
 	h.mu.Lock()

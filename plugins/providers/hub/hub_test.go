@@ -1,4 +1,4 @@
-package hub
+package hub_test
 
 import (
 	"context"
@@ -21,7 +21,15 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/netguard"
 	"github.com/kilnhq/kiln/plugins/providers"
-	"github.com/kilnhq/kiln/plugins/providers/ollama"
+	"github.com/kilnhq/kiln/plugins/providers/hub"
+
+	// The built-in providers, whose definitions the tests use.
+	_ "github.com/kilnhq/kiln/plugins/providers/anthropic"
+	_ "github.com/kilnhq/kiln/plugins/providers/bedrock"
+	_ "github.com/kilnhq/kiln/plugins/providers/gemini"
+	_ "github.com/kilnhq/kiln/plugins/providers/ollama"
+	_ "github.com/kilnhq/kiln/plugins/providers/openai"
+	_ "github.com/kilnhq/kiln/plugins/providers/openrouter"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -60,53 +68,72 @@ type env struct {
 	vars  map[string]string
 	path  string
 	lists atomic.Int32
-	defs  []Def
+	defs  []hub.Def
+	made  map[string]providers.Provider // the last provider each factory made
+}
+
+// withFactories returns the registered providers' definitions, each made
+// by factories[its ID] (none when it has no entry there).
+func withFactories(factories map[string]providers.Factory) []hub.Def {
+	defs := hub.Registered()
+	for i := range defs {
+		defs[i].New = factories[defs[i].ID]
+	}
+	return defs
 }
 
 func newEnv(t *testing.T) *env {
-	return &env{vars: map[string]string{}, path: filepath.Join(t.TempDir(), "providers.json")}
+	return &env{vars: map[string]string{}, path: filepath.Join(t.TempDir(), "providers.json"), made: map[string]providers.Provider{}}
 }
 
-func (e *env) open(t *testing.T) *Hub {
+func (e *env) open(t *testing.T) *hub.Hub {
 	t.Helper()
-	factory := func(s providers.Settings) (providers.Provider, error) { return fake{s, &e.lists}, nil }
 	factories := map[string]providers.Factory{}
 	for _, id := range []string{"openai", "anthropic", "gemini", "bedrock", "openrouter", "ollama"} {
-		factories[id] = factory
+		factories[id] = func(s providers.Settings) (providers.Provider, error) {
+			e.made[id] = fake{s, &e.lists}
+			return e.made[id], nil
+		}
 	}
-	e.defs = Catalog(factories)
-	h, err := Open(Config{Path: e.path, Defs: e.defs, Getenv: func(k string) string { return e.vars[k] },
+	e.defs = withFactories(factories)
+	h, err := hub.Open(hub.Config{Path: e.path, Defs: e.defs, Getenv: func(k string) string { return e.vars[k] },
 		Logger: quiet, Default: "demo", Retry: providers.RetryPolicy{Attempts: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.AddModels("kiln", []BareModel{{Name: "demo", Model: providers.Model(fake{}, "demo")}}); err != nil {
+	if err := h.AddModels("kiln", []hub.BareModel{{Name: "demo", Model: providers.Model(fake{}, "demo")}}); err != nil {
 		t.Fatal(err)
 	}
 	return h
 }
 
-// enable adds provider id again, as enabling its plugin does.
-func (e *env) enable(t *testing.T, h *Hub, id string) {
+// def returns the definition of provider id.
+func (e *env) def(t *testing.T, id string) hub.Def {
 	t.Helper()
 	for _, d := range e.defs {
 		if d.ID == id {
-			if err := h.Add(d); err != nil {
-				t.Fatal(err)
-			}
-			return
+			return d
 		}
 	}
 	t.Fatalf("no provider %q", id)
+	return hub.Def{}
 }
 
-func setting(st Status, name string) Setting {
+// enable adds provider id again, as enabling its plugin does.
+func (e *env) enable(t *testing.T, h *hub.Hub, id string) {
+	t.Helper()
+	if err := h.Add(e.def(t, id)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func setting(st hub.Status, name string) hub.Setting {
 	for _, s := range st.Settings {
 		if s.Name == name {
 			return s
 		}
 	}
-	return Setting{}
+	return hub.Setting{}
 }
 
 func TestEnvironmentDefaults(t *testing.T) {
@@ -121,7 +148,7 @@ func TestEnvironmentDefaults(t *testing.T) {
 	for _, st := range h.List(ctx) {
 		states[st.ID] = st.State
 	}
-	want := map[string]string{"openai": StateReady, "anthropic": StateNotConfigured, "gemini": StateReady, "bedrock": StateReady, "openrouter": StateNotConfigured, "ollama": StateReady}
+	want := map[string]string{"openai": hub.StateReady, "anthropic": hub.StateNotConfigured, "gemini": hub.StateReady, "bedrock": hub.StateReady, "openrouter": hub.StateNotConfigured, "ollama": hub.StateReady}
 	for id, s := range want {
 		if states[id] != s {
 			t.Errorf("%s: state %q, want %q", id, states[id], s)
@@ -153,7 +180,7 @@ func TestEnvironmentDefaults(t *testing.T) {
 	}
 }
 
-func mustGet(t *testing.T, h *Hub, id string) Status {
+func mustGet(t *testing.T, h *hub.Hub, id string) hub.Status {
 	t.Helper()
 	st, err := h.Get(context.Background(), id)
 	if err != nil {
@@ -168,8 +195,8 @@ func TestConfigure(t *testing.T) {
 	h := e.open(t)
 	ctx := context.Background()
 
-	st, err := h.Configure(ctx, "openai", ConfigInput{Settings: map[string]string{"api_key": "${MY_KEY}", "api": "responses"}})
-	if err != nil || st.State != StateReady || setting(st, "api_key").Source != "config (env ref ${MY_KEY})" {
+	st, err := h.Configure(ctx, "openai", hub.ConfigInput{Settings: map[string]string{"api_key": "${MY_KEY}", "api": "responses"}})
+	if err != nil || st.State != hub.StateReady || setting(st, "api_key").Source != "config (env ref ${MY_KEY})" {
 		t.Fatalf("configure with a reference: %+v, %v", st, err)
 	}
 	m, err := h.Resolve("openai:gpt-4o")
@@ -181,8 +208,8 @@ func TestConfigure(t *testing.T) {
 	}
 
 	const literal = "sk-ant-literal-secret-123"
-	st, err = h.Configure(ctx, "anthropic", ConfigInput{Settings: map[string]string{"api_key": literal}})
-	if err != nil || st.State != StateReady || setting(st, "api_key") != (Setting{Name: "api_key", Secret: true, Value: "set", Source: "credentials file"}) {
+	st, err = h.Configure(ctx, "anthropic", hub.ConfigInput{Settings: map[string]string{"api_key": literal}})
+	if err != nil || st.State != hub.StateReady || setting(st, "api_key") != (hub.Setting{Name: "api_key", Secret: true, Value: "set", Source: "credentials file"}) {
 		t.Fatalf("configure with a literal: %+v, %v", st, err)
 	}
 	fi, err := os.Stat(e.path)
@@ -209,12 +236,12 @@ func TestConfigure(t *testing.T) {
 		{"openai", nil, core.EINVALID, "no settings"},
 		{"nope", map[string]string{"api_key": "x"}, core.ENOTFOUND, "unknown provider"},
 	} {
-		_, err := h.Configure(ctx, c.id, ConfigInput{Settings: c.in})
+		_, err := h.Configure(ctx, c.id, hub.ConfigInput{Settings: c.in})
 		if core.ErrorCode(err) != c.code || !strings.Contains(err.Error(), c.text) {
 			t.Errorf("configure %s %v: %v, want %s mentioning %q", c.id, c.in, err, c.code, c.text)
 		}
 	}
-	if _, err := h.Configure(ctx, "openai", ConfigInput{Settings: map[string]string{"api_key": "${sk-secret-value"}}); err == nil || strings.Contains(err.Error(), "sk-secret-value") {
+	if _, err := h.Configure(ctx, "openai", hub.ConfigInput{Settings: map[string]string{"api_key": "${sk-secret-value"}}); err == nil || strings.Contains(err.Error(), "sk-secret-value") {
 		t.Errorf("a malformed secret is echoed: %v", err)
 	}
 	if after, _ := os.ReadFile(e.path); string(after) != string(before) {
@@ -223,10 +250,10 @@ func TestConfigure(t *testing.T) {
 
 	// A new hub reads the file; reset forgets it.
 	h = e.open(t)
-	if st := mustGet(t, h, "anthropic"); st.State != StateReady {
+	if st := mustGet(t, h, "anthropic"); st.State != hub.StateReady {
 		t.Errorf("after reopen: %+v", st)
 	}
-	if st, err := h.Reset(ctx, "anthropic"); err != nil || st.State != StateNotConfigured {
+	if st, err := h.Reset(ctx, "anthropic"); err != nil || st.State != hub.StateNotConfigured {
 		t.Errorf("reset: %+v, %v", st, err)
 	}
 	if data, _ := os.ReadFile(e.path); strings.Contains(string(data), literal) {
@@ -241,11 +268,11 @@ func TestOpenMakesTheFilePrivate(t *testing.T) {
 	if fi, _ := os.Stat(e.path); fi.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v after open", fi.Mode())
 	}
-	if st := mustGet(t, h, "openai"); st.State != StateReady {
+	if st := mustGet(t, h, "openai"); st.State != hub.StateReady {
 		t.Errorf("openai %+v", st)
 	}
 	os.WriteFile(e.path, []byte(`{`), 0o600)
-	if _, err := Open(Config{Path: e.path}); err == nil || !strings.Contains(err.Error(), "providers.json") {
+	if _, err := hub.Open(hub.Config{Path: e.path}); err == nil || !strings.Contains(err.Error(), "providers.json") {
 		t.Errorf("a corrupt file: %v", err)
 	}
 }
@@ -275,7 +302,7 @@ func TestResolve(t *testing.T) {
 	if _, err := h.Resolve("openai:gpt-4o"); err == nil || !strings.Contains(err.Error(), "disabled") {
 		t.Errorf("disabled provider: %v", err)
 	}
-	if st := mustGet(t, h, "openai"); st.State != StateDisabled {
+	if st := mustGet(t, h, "openai"); st.State != hub.StateDisabled {
 		t.Errorf("state %q", st.State)
 	}
 	if !h.Handles("openai:x") || !h.Handles("demo") || h.Handles("mistral:x") || h.Handles("demo2") {
@@ -306,11 +333,11 @@ func TestModels(t *testing.T) {
 			t.Errorf("models lack %s: %+v", r, got.Models)
 		}
 	}
-	states := map[string]Status{}
+	states := map[string]hub.Status{}
 	for _, p := range got.Providers {
 		states[p.ID] = p
 	}
-	if states["openai"].State != StateReady || states["anthropic"].State != StateError || !strings.Contains(states["anthropic"].Error, "listing models") {
+	if states["openai"].State != hub.StateReady || states["anthropic"].State != hub.StateError || !strings.Contains(states["anthropic"].Error, "listing models") {
 		t.Errorf("states %+v", states)
 	}
 	if got.Default != "demo" {
@@ -338,27 +365,46 @@ func TestNetworkConfined(t *testing.T) {
 	e.vars["OPENAI_API_KEY"] = "k"
 	e.vars["OPENAI_BASE_URL"] = own.URL
 	h := e.open(t)
-	h.mu.Lock()
-	p, _, err := h.provider(h.defs["openai"])
-	h.mu.Unlock()
-	if err != nil {
+	if _, err := h.Resolve("openai:gpt-4o"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.Models(context.Background())
+	_, err := e.made["openai"].Models(context.Background())
 	if !errors.Is(err, netguard.ErrDenied) || !strings.Contains(err.Error(), "redirect") {
 		t.Errorf("redirect to another host: %v", err)
 	}
-	direct := fake{providers.Settings{BaseURL: other.URL, HTTP: netguard.NewClient(permsFor(h, "openai"))}, &e.lists}
+	direct := fake{providers.Settings{BaseURL: other.URL, HTTP: netguard.NewClient(plugins.Permissions{Network: h.HostsOf(e.def(t, "openai"))})}, &e.lists}
 	if _, err := direct.Models(context.Background()); !errors.Is(err, netguard.ErrDenied) {
 		t.Errorf("a request to another host: %v", err)
 	}
 }
 
-func permsFor(h *Hub, id string) plugins.Permissions {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	values, _ := h.resolve(h.defs[id])
-	return plugins.Permissions{Network: h.defs[id].hosts(values)}
+// TestHostsLowercase: host names are case-insensitive, so a base URL or
+// a region spelled with capitals, from the environment or stored, gives
+// the lowercase host:port patterns a plugin's network permission takes
+// (and the provider's client is given).
+func TestHostsLowercase(t *testing.T) {
+	e := newEnv(t)
+	e.vars["OPENAI_BASE_URL"] = "http://My-Host:8080/v1"
+	e.vars["AWS_REGION"] = "EU-Central-1"
+	h := e.open(t)
+	check := func(id, want string) {
+		t.Helper()
+		hosts := h.HostsOf(e.def(t, id))
+		if strings.Join(hosts, " ") != want {
+			t.Errorf("%s: hosts %q, want %s", id, hosts, want)
+		}
+		for _, host := range hosts {
+			if err := plugins.CheckNetwork(host); err != nil {
+				t.Errorf("%s: %q is not a network permission: %v", id, host, err)
+			}
+		}
+	}
+	check("openai", "my-host:8080")
+	check("bedrock", "bedrock-runtime.eu-central-1.amazonaws.com:443 bedrock.eu-central-1.amazonaws.com:443")
+	if _, err := h.Configure(context.Background(), "openai", hub.ConfigInput{Settings: map[string]string{"base_url": "https://API.Example.COM/v1"}}); err != nil {
+		t.Fatal(err)
+	}
+	check("openai", "api.example.com:443")
 }
 
 // TestMissingEnvRef: a stored environment reference whose variable is
@@ -371,15 +417,15 @@ func TestMissingEnvRef(t *testing.T) {
 	ctx := context.Background()
 	const why = "${MY_OPENAI_KEY} stored, but MY_OPENAI_KEY is not set in the server's environment"
 
-	st, err := h.Configure(ctx, "openai", ConfigInput{Settings: map[string]string{"api_key": "${MY_OPENAI_KEY}"}})
+	st, err := h.Configure(ctx, "openai", hub.ConfigInput{Settings: map[string]string{"api_key": "${MY_OPENAI_KEY}"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for what, st := range map[string]Status{"Configure": st, "Get": mustGet(t, h, "openai"), "List": h.List(ctx)[0], "Models": h.Models(ctx).Providers[0]} {
-		if st.ID != "openai" || st.State != StateError || st.Error != "api_key: "+why {
+	for what, st := range map[string]hub.Status{"Configure": st, "Get": mustGet(t, h, "openai"), "List": h.List(ctx)[0], "Models": h.Models(ctx).Providers[0]} {
+		if st.ID != "openai" || st.State != hub.StateError || st.Error != "api_key: "+why {
 			t.Errorf("%s: state %q, error %q", what, st.State, st.Error)
 		}
-		want := Setting{Name: "api_key", Secret: true, Value: "not set", Source: "config (env ref ${MY_OPENAI_KEY})", Error: why}
+		want := hub.Setting{Name: "api_key", Secret: true, Value: "not set", Source: "config (env ref ${MY_OPENAI_KEY})", Error: why}
 		if got := setting(st, "api_key"); got != want {
 			t.Errorf("%s: api_key %+v, want %+v", what, got, want)
 		}
@@ -398,16 +444,16 @@ func TestMissingEnvRef(t *testing.T) {
 	}
 
 	// A setting that is not secret: the same, its value empty.
-	st, err = h.Configure(ctx, "ollama", ConfigInput{Settings: map[string]string{"base_url": "${GPU_BOX}"}})
-	if err != nil || st.State != StateError || st.Error != "base_url: ${GPU_BOX} stored, but GPU_BOX is not set in the server's environment" ||
-		setting(st, "base_url") != (Setting{Name: "base_url", Source: "config (env ref ${GPU_BOX})", Error: "${GPU_BOX} stored, but GPU_BOX is not set in the server's environment"}) {
+	st, err = h.Configure(ctx, "ollama", hub.ConfigInput{Settings: map[string]string{"base_url": "${GPU_BOX}"}})
+	if err != nil || st.State != hub.StateError || st.Error != "base_url: ${GPU_BOX} stored, but GPU_BOX is not set in the server's environment" ||
+		setting(st, "base_url") != (hub.Setting{Name: "base_url", Source: "config (env ref ${GPU_BOX})", Error: "${GPU_BOX} stored, but GPU_BOX is not set in the server's environment"}) {
 		t.Errorf("ollama with a missing reference: %+v, %v", st, err)
 	}
 
 	// Once the variable is there, the provider is ready.
 	e.vars["MY_OPENAI_KEY"] = "sk-ref-secret"
 	st = mustGet(t, h, "openai")
-	if st.State != StateReady || st.Error != "" || setting(st, "api_key") != (Setting{Name: "api_key", Secret: true, Value: "set", Source: "config (env ref ${MY_OPENAI_KEY})"}) {
+	if st.State != hub.StateReady || st.Error != "" || setting(st, "api_key") != (hub.Setting{Name: "api_key", Secret: true, Value: "set", Source: "config (env ref ${MY_OPENAI_KEY})"}) {
 		t.Errorf("with the variable set: %+v", st)
 	}
 	if _, err := h.Resolve("openai:gpt-4o"); err != nil {
@@ -441,22 +487,22 @@ func TestCheck(t *testing.T) {
 		return checking{fake{s, &e.lists}, &checks, func() error { mu.Lock(); defer mu.Unlock(); return answer }}, nil
 	}}
 	e.vars["OPENAI_API_KEY"] = "k"
-	e.defs = Catalog(factories)
-	h, err := Open(Config{Path: e.path, Defs: e.defs, Getenv: func(k string) string { return e.vars[k] },
+	e.defs = withFactories(factories)
+	h, err := hub.Open(hub.Config{Path: e.path, Defs: e.defs, Getenv: func(k string) string { return e.vars[k] },
 		Logger: quiet, Retry: providers.RetryPolicy{Attempts: 1}, Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	state := func(st Status) string { return st.State + " " + st.Error }
-	byID := func(list []Status, id string) Status {
+	state := func(st hub.Status) string { return st.State + " " + st.Error }
+	byID := func(list []hub.Status, id string) hub.Status {
 		for _, st := range list {
 			if st.ID == id {
 				return st
 			}
 		}
 		t.Fatalf("no %s in %+v", id, list)
-		return Status{}
+		return hub.Status{}
 	}
 
 	if got := state(byID(h.List(ctx), "ollama")); got != "error "+answer.Error() {
@@ -485,7 +531,7 @@ func TestCheck(t *testing.T) {
 	mu.Lock()
 	answer = errors.New("cannot reach Ollama at http://127.0.0.1:1: connection refused")
 	mu.Unlock()
-	st, err := h.Configure(ctx, "ollama", ConfigInput{Settings: map[string]string{"base_url": "127.0.0.1:1"}})
+	st, err := h.Configure(ctx, "ollama", hub.ConfigInput{Settings: map[string]string{"base_url": "127.0.0.1:1"}})
 	if err != nil || state(st) != "error "+answer.Error() || checks.Load() != 3 {
 		t.Errorf("Configure: %q, %v, after %d checks", state(st), err, checks.Load())
 	}
@@ -494,7 +540,7 @@ func TestCheck(t *testing.T) {
 	mu.Lock()
 	now = now.Add(time.Hour)
 	mu.Unlock()
-	if got := mustGet(t, h, "ollama"); got.State != StateDisabled || checks.Load() != 3 {
+	if got := mustGet(t, h, "ollama"); got.State != hub.StateDisabled || checks.Load() != 3 {
 		t.Errorf("disabled: %q after %d checks", got.State, checks.Load())
 	}
 	// A caller that goes away leaves no answer behind.
@@ -527,12 +573,12 @@ func TestOllamaReachable(t *testing.T) {
 	defer ollamaSrv.Close()
 
 	for _, tt := range []struct{ host, state, err string }{
-		{closed, StateError, "cannot reach Ollama at http://" + closed + ": connection refused (is it running? 'ollama serve' starts it)"},
-		{strings.TrimPrefix(ollamaSrv.URL, "http://"), StateReady, ""},
+		{closed, hub.StateError, "cannot reach Ollama at http://" + closed + ": connection refused (is it running? 'ollama serve' starts it)"},
+		{strings.TrimPrefix(ollamaSrv.URL, "http://"), hub.StateReady, ""},
 	} {
 		e := newEnv(t)
 		e.vars["OLLAMA_HOST"] = tt.host
-		h, err := Open(Config{Path: e.path, Defs: Catalog(map[string]providers.Factory{"ollama": ollama.New}),
+		h, err := hub.Open(hub.Config{Path: e.path, Defs: hub.Registered(),
 			Getenv: func(k string) string { return e.vars[k] }, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
@@ -545,7 +591,7 @@ func TestOllamaReachable(t *testing.T) {
 		if d := time.Since(start); d > 2500*time.Millisecond {
 			t.Errorf("OLLAMA_HOST=%s: describing took %s", tt.host, d)
 		}
-		if models := h.Models(context.Background()); tt.state == StateReady && (len(models.Models) != 1 || models.Models[0].Ref != "ollama:llama3.2:3b") {
+		if models := h.Models(context.Background()); tt.state == hub.StateReady && (len(models.Models) != 1 || models.Models[0].Ref != "ollama:llama3.2:3b") {
 			t.Errorf("models %+v", models.Models)
 		}
 	}
@@ -557,7 +603,7 @@ func TestForget(t *testing.T) {
 	e := newEnv(t)
 	h := e.open(t)
 	ctx := context.Background()
-	if _, err := h.Configure(ctx, "openai", ConfigInput{Settings: map[string]string{"api_key": "sk-forget-me"}}); err != nil {
+	if _, err := h.Configure(ctx, "openai", hub.ConfigInput{Settings: map[string]string{"api_key": "sk-forget-me"}}); err != nil {
 		t.Fatal(err)
 	}
 	if data, _ := os.ReadFile(e.path); !strings.Contains(string(data), "sk-forget-me") {

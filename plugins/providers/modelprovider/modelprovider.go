@@ -21,6 +21,8 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/providers"
 	"github.com/kilnhq/kiln/plugins/providers/hub"
+	"github.com/kilnhq/kiln/plugins/wireconv"
+	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
 // Name is the kind's name, as manifests list it in "provides".
@@ -35,11 +37,16 @@ type Provider interface {
 	Describe(ctx context.Context) (Description, error)
 }
 
-// Description is what a provider plugin offers.
+// Description is what a provider plugin offers. A Description is itself
+// a Provider that describes itself with it: what a built-in plugin hands
+// out.
 type Description struct {
 	Def  *hub.Def
 	Bare []hub.BareModel
 }
+
+// Describe returns d.
+func (d Description) Describe(context.Context) (Description, error) { return d, nil }
 
 // Host takes a plugin's provider while it is enabled: *hub.Hub.
 type Host interface {
@@ -105,6 +112,25 @@ func (Kind) Attach(ctx context.Context, a plugins.Attach) (plugins.Attached, err
 	}}, nil
 }
 
+// RegisterBuiltin registers a built-in provider, from the init function
+// of its vendor's package: d with the provider hub (hub.Register) and
+// manifest, the package's embedded kiln-plugin.json, as its built-in
+// plugin (plugins.RegisterBuiltin). The manifest's network permission is
+// the API host under the default settings; the server puts the host under
+// the current ones in its place (Hub.HostsOf). It panics, as those do, and
+// when the manifest is not d's plugin: another ID, or no model-provider.
+func RegisterBuiltin(d hub.Def, manifest []byte) {
+	id, provides, err := plugins.PeekManifest(manifest)
+	switch {
+	case err != nil:
+		panic(fmt.Sprintf("modelprovider.RegisterBuiltin: provider %q: %v", d.ID, err))
+	case id != d.ID || !slices.Contains(provides, Name):
+		panic(fmt.Sprintf("modelprovider.RegisterBuiltin: the manifest of provider %q is plugin %q providing %v", d.ID, id, provides))
+	}
+	hub.Register(d)
+	plugins.RegisterBuiltin(manifest)
+}
+
 // Forget drops what the hub keeps about a removed provider plugin: its
 // settings, stored credentials among them, and its listing.
 func (Kind) Forget(_ context.Context, a plugins.Attach) error {
@@ -114,47 +140,21 @@ func (Kind) Forget(_ context.Context, a plugins.Attach) error {
 	return nil
 }
 
-// Static is a Provider that describes itself with a fixed Description:
-// what a built-in provider hands out.
-type Static Description
-
-// Describe returns the description.
-func (s Static) Describe(context.Context) (Description, error) { return Description(s), nil }
-
 // Remote is a provider plugin as a runtime reaches it (over gRPC, through
-// a WASM module, or in-process from the plugin SDK): it describes itself
-// once, then lists models and runs turns with the settings the hub
-// resolved for it. FromRemote makes a Provider of one.
+// a WASM module, or in-process from the plugin SDK), in the plugin
+// contracts' terms (sdk/plugin/wire): it describes itself once, then
+// lists models and runs turns with the settings the hub resolved for it.
+// FromRemote makes a Provider of one, converting to and from core's
+// values (plugins/wireconv).
 type Remote interface {
-	Describe(ctx context.Context) (RemoteDescription, error)
+	// Describe says what the provider is: its name, its settings and its
+	// well-known models.
+	Describe(ctx context.Context) (wire.ProviderDescription, error)
 	// Models lists the models; a provider without a live list returns
 	// none and its well-known models are offered.
-	Models(ctx context.Context, settings map[string]string) ([]providers.ModelInfo, error)
+	Models(ctx context.Context, settings map[string]string) ([]wire.ModelInfo, error)
 	// Turn runs one model turn, streaming text through delta.
-	Turn(ctx context.Context, settings map[string]string, model string, req core.ModelRequest, delta func(string)) (core.ModelResponse, error)
-}
-
-// RemoteDescription is what a provider plugin says about itself.
-type RemoteDescription struct {
-	// Name is shown to users ("Parrot").
-	Name string `json:"name"`
-	// Settings are what the user configures (kiln providers set).
-	Settings []RemoteSetting `json:"settings,omitempty"`
-	// Models are well-known models, offered when there is no live list.
-	Models []string `json:"models,omitempty"`
-}
-
-// RemoteSetting is one setting of a provider plugin. A setting read from
-// the server's environment (Env) must be declared in the plugin's
-// permissions.env.
-type RemoteSetting struct {
-	Name     string   `json:"name"`
-	Secret   bool     `json:"secret,omitempty"`
-	Required bool     `json:"required,omitempty"`
-	Env      []string `json:"env,omitempty"`
-	Default  string   `json:"default,omitempty"`
-	Values   []string `json:"values,omitempty"`
-	Help     string   `json:"help,omitempty"`
+	Turn(ctx context.Context, settings map[string]string, model string, req wire.TurnRequest, delta func(string)) (wire.TurnResponse, error)
 }
 
 // FromRemote is the Provider of the plugin id with permissions perms
@@ -177,8 +177,10 @@ func (p remote) Describe(ctx context.Context) (Description, error) {
 	if err != nil {
 		return Description{}, err
 	}
+	if err := wire.CheckVersion("the provider's description", d.V); err != nil {
+		return Description{}, err
+	}
 	def := &hub.Def{ID: p.id, Name: cmp.Or(d.Name, p.id), Models: d.Models}
-	var required []string
 	for _, s := range d.Settings {
 		if s.Name == "" || strings.ContainsAny(s.Name, " \t\n") {
 			return Description{}, fmt.Errorf("a setting without a valid name (%q)", s.Name)
@@ -188,18 +190,7 @@ func (p remote) Describe(ctx context.Context) (Description, error) {
 				return Description{}, fmt.Errorf("setting %s reads environment variable %s, which the plugin does not declare in permissions.env", s.Name, e)
 			}
 		}
-		def.Settings = append(def.Settings, hub.SettingDef{Name: s.Name, Secret: s.Secret, Env: s.Env, Default: s.Default, Values: s.Values, Help: s.Help})
-		if s.Required {
-			required = append(required, s.Name)
-		}
-	}
-	def.Configured = func(values map[string]string) bool {
-		for _, name := range required {
-			if values[name] == "" {
-				return false
-			}
-		}
-		return true
+		def.Settings = append(def.Settings, hub.SettingDef{Name: s.Name, Secret: s.Secret, Required: s.Required, Env: s.Env, Default: s.Default, Values: s.Values, Help: s.Help})
 	}
 	hosts := slices.Clone(p.perms.Network)
 	def.Hosts = func(map[string]string) []string { return hosts }
@@ -220,7 +211,8 @@ func (p remote) Describe(ctx context.Context) (Description, error) {
 	return Description{Def: def}, nil
 }
 
-// bound is a Remote with its settings: a providers.Provider.
+// bound is a Remote with its settings: a providers.Provider over core's
+// values.
 type bound struct {
 	r        Remote
 	settings map[string]string
@@ -230,9 +222,16 @@ type bound struct {
 // Models lists the provider's models live, or its well-known ones when it
 // lists none.
 func (b bound) Models(ctx context.Context) ([]providers.ModelInfo, error) {
-	ms, err := b.r.Models(ctx, b.settings)
-	if err != nil || len(ms) > 0 {
-		return ms, err
+	listed, err := b.r.Models(ctx, b.settings)
+	if err != nil {
+		return nil, err
+	}
+	var ms []providers.ModelInfo
+	for _, m := range listed {
+		ms = append(ms, providers.ModelInfo{ID: m.ID, Name: m.Name, ContextSize: m.ContextSize})
+	}
+	if len(ms) > 0 {
+		return ms, nil
 	}
 	for _, id := range b.known {
 		ms = append(ms, providers.ModelInfo{ID: id})
@@ -240,8 +239,14 @@ func (b bound) Models(ctx context.Context) ([]providers.ModelInfo, error) {
 	return ms, nil
 }
 
+// Turn runs the turn with the conversation as the plugin contract has it
+// (image and file parts included) and checks the reply.
 func (b bound) Turn(ctx context.Context, model string, req core.ModelRequest, delta func(string)) (core.ModelResponse, error) {
-	return b.r.Turn(ctx, b.settings, model, req, delta)
+	resp, err := b.r.Turn(ctx, b.settings, model, wireconv.TurnRequest(req), delta)
+	if err != nil {
+		return core.ModelResponse{}, err
+	}
+	return wireconv.TurnResponse(resp)
 }
 
 // Interface guards.
@@ -249,7 +254,7 @@ var (
 	_ plugins.Kind       = Kind{}
 	_ plugins.Forgetter  = Kind{}
 	_ Host               = (*hub.Hub)(nil)
-	_ Provider           = Static{}
+	_ Provider           = Description{}
 	_ Provider           = remote{}
 	_ providers.Provider = bound{}
 )

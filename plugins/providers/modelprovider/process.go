@@ -9,15 +9,19 @@ import (
 
 	goplugin "github.com/hashicorp/go-plugin"
 
-	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins/process"
-	"github.com/kilnhq/kiln/plugins/providers"
+	"github.com/kilnhq/kiln/plugins/wireconv/protocol2"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/modelproviderpb"
+	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
 // The "model-provider" kind over the process runtime:
-// specs/proto/modelprovider.proto, from protocol 2 on.
+// specs/proto/modelprovider.proto, from protocol 2 on. Its JSON payloads
+// are the plugin contracts (sdk/plugin/wire) from protocol 3 on; a
+// protocol 2 plugin reads and writes a turn in the frozen shapes of
+// plugins/wireconv/protocol2 (its description and model list were the
+// contracts' shapes already).
 
 func init() { process.RegisterKind(Name, processKind{}) }
 
@@ -37,7 +41,7 @@ func (processKind) Describe(ctx context.Context, c *process.Conn) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var d RemoteDescription
+	var d wire.ProviderDescription
 	if err := json.Unmarshal(resp.GetDescription(), &d); err != nil {
 		return nil, fmt.Errorf("the plugin's description is not valid: %w", err)
 	}
@@ -46,7 +50,7 @@ func (processKind) Describe(ctx context.Context, c *process.Conn) (any, error) {
 
 // Client is the process's provider.
 func (processKind) Client(p *process.Plugin, desc any) (any, error) {
-	d, _ := desc.(RemoteDescription)
+	d, _ := desc.(wire.ProviderDescription)
 	return FromRemote(p.ID(), p.Manifest().Permissions, processRemote{p: p, desc: d}), nil
 }
 
@@ -54,15 +58,17 @@ func (processKind) Client(p *process.Plugin, desc any) (any, error) {
 // restarting process and have the manifest's timeout_ms.
 type processRemote struct {
 	p    *process.Plugin
-	desc RemoteDescription
+	desc wire.ProviderDescription
 }
 
-func (r processRemote) Describe(context.Context) (RemoteDescription, error) { return r.desc, nil }
+func (r processRemote) Describe(context.Context) (wire.ProviderDescription, error) {
+	return r.desc, nil
+}
 
-func (r processRemote) Models(ctx context.Context, settings map[string]string) ([]providers.ModelInfo, error) {
+func (r processRemote) Models(ctx context.Context, settings map[string]string) ([]wire.ModelInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.p.Timeout())
 	defer cancel()
-	var models []providers.ModelInfo
+	var models []wire.ModelInfo
 	err := r.p.Do(ctx, Name, func(c *process.Conn) (bool, error) {
 		resp, err := c.Client.(modelproviderpb.ModelProviderClient).Models(ctx, &modelproviderpb.ModelsRequest{Settings: settings, Host: c.Host})
 		switch {
@@ -84,17 +90,22 @@ func (r processRemote) Models(ctx context.Context, settings map[string]string) (
 // no side effects, so one cut off by the process's death is asked again
 // of the restarted process, once, unless it streamed text already (which
 // cannot be taken back).
-func (r processRemote) Turn(ctx context.Context, settings map[string]string, model string, req core.ModelRequest, delta func(string)) (core.ModelResponse, error) {
+func (r processRemote) Turn(ctx context.Context, settings map[string]string, model string, req wire.TurnRequest, delta func(string)) (wire.TurnResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.p.Timeout())
 	defer cancel()
-	body, err := json.Marshal(req)
-	if err != nil {
-		return core.ModelResponse{}, err
-	}
-	var resp core.ModelResponse
+	var resp wire.TurnResponse
 	sent := false
-	err = r.p.Do(ctx, Name, func(c *process.Conn) (bool, error) {
+	err := r.p.Do(ctx, Name, func(c *process.Conn) (bool, error) {
+		var body []byte
 		var err error
+		if c.Version >= pluginrpc.ProtocolV3 {
+			body, err = json.Marshal(req)
+		} else {
+			body, err = json.Marshal(protocol2.FromTurnRequest(req))
+		}
+		if err != nil {
+			return false, err
+		}
 		resp, err = r.turn(ctx, c, &modelproviderpb.TurnRequest{Settings: settings, Model: model, Request: body, Host: c.Host}, delta, &sent)
 		var own *providerError
 		return err != nil && ctx.Err() == nil && !errors.As(err, &own), err
@@ -104,7 +115,7 @@ func (r processRemote) Turn(ctx context.Context, settings map[string]string, mod
 
 // turn reads one turn's stream, setting *sent once text was streamed. A
 // provider's own failure is a *providerError.
-func (r processRemote) turn(ctx context.Context, c *process.Conn, req *modelproviderpb.TurnRequest, delta func(string), sent *bool) (resp core.ModelResponse, err error) {
+func (r processRemote) turn(ctx context.Context, c *process.Conn, req *modelproviderpb.TurnRequest, delta func(string), sent *bool) (resp wire.TurnResponse, err error) {
 	stream, err := c.Client.(modelproviderpb.ModelProviderClient).Turn(ctx, req)
 	if err != nil {
 		return resp, err
@@ -126,7 +137,14 @@ func (r processRemote) turn(ctx context.Context, c *process.Conn, req *modelprov
 		case *modelproviderpb.TurnEvent_Error:
 			return resp, &providerError{e.Error}
 		case *modelproviderpb.TurnEvent_Response:
-			if err := json.Unmarshal(e.Response, &resp); err != nil {
+			if c.Version >= pluginrpc.ProtocolV3 {
+				err = json.Unmarshal(e.Response, &resp)
+			} else {
+				var old protocol2.TurnResponse
+				err = json.Unmarshal(e.Response, &old)
+				resp = old.WireTurnResponse()
+			}
+			if err != nil {
 				return resp, &providerError{"the plugin's response is not valid: " + err.Error()}
 			}
 			return resp, nil

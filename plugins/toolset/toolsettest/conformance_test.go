@@ -10,12 +10,11 @@ import (
 	"testing"
 
 	"github.com/kilnhq/kiln/plugins"
-	"github.com/kilnhq/kiln/plugins/inproc"
+	"github.com/kilnhq/kiln/plugins/builtin"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/process"
 	"github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/plugins/wasm"
-	"github.com/kilnhq/kiln/sdk/plugin/examples/calc/calctools"
 )
 
 // cacheDir is the WASM compilation cache of this test binary; TestMain
@@ -35,11 +34,6 @@ func TestMain(m *testing.M) {
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// loadBuiltin runs calc's tools in-process (there are no permissions).
-func loadBuiltin(testing.TB, string) toolset.Toolset {
-	return inproc.New(calctools.Toolset())
-}
 
 // loadWASM loads the wasip1 build of calc with perms into a new WASM
 // host, closed when tb ends, and returns the toolset its loader
@@ -81,16 +75,19 @@ func loadProcess(tb testing.TB, perms string) toolset.Toolset {
 	return ts.(toolset.Toolset)
 }
 
-// transports are the three ways to serve a toolset, with the number of
-// calls each runs at once: in-process and process plugins have no limit
-// (the suite checks 4), a WASM plugin wasm.MaxInstances (calc's 3.3 MiB
-// instances fit four times in the default memory_mib of 64).
-var transports = []struct {
+// transport is one way to serve a toolset: how to load it with the given
+// permissions, and how many calls it runs at once.
+type transport struct {
 	name        string
 	load        func(testing.TB, string) toolset.Toolset
 	concurrency int
-}{
-	{"builtin", loadBuiltin, 4},
+}
+
+// transports are the two ways to serve a plugin author's toolset, with
+// the number of calls each runs at once: a process plugin has no limit
+// (the suite checks 4), a WASM plugin wasm.MaxInstances (calc's 3.3 MiB
+// instances fit four times in the default memory_mib of 64).
+var transports = []transport{
 	{"wasm", loadWASM, wasm.MaxInstances},
 	{"process", loadProcess, 4},
 }
@@ -107,10 +104,12 @@ func TestToolsetConformance(t *testing.T) {
 }
 
 // BenchmarkToolsetCall is one 1 KiB JSON echo round trip through each
-// transport.
+// transport, and, as "builtin", through a built-in plugin's toolset:
+// Kiln's own echo tool, in-process (toolset.Of).
 func BenchmarkToolsetCall(b *testing.B) {
 	args := json.RawMessage(echoPayload)
-	for _, tr := range transports {
+	builtinEcho := func(testing.TB, string) toolset.Toolset { return toolset.Of(builtin.Echo{}) }
+	for _, tr := range append([]transport{{name: "builtin", load: builtinEcho}}, transports...) {
 		b.Run(tr.name, func(b *testing.B) {
 			ts := tr.load(b, "")
 			ctx := context.Background()

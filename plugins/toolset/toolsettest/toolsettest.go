@@ -1,9 +1,8 @@
 // Package toolsettest is the conformance kit of the "toolset" extension
 // kind, in the spirit of testing/fstest: RunToolset checks that an
-// implementation of toolset.Toolset — built-in (inproc.New), WASM
-// (plugins/wasm) or process (plugins/process) — serving the calc example's
-// tools (sdk/plugin/examples/calc/calctools) behaves as the interface
-// says.
+// implementation of toolset.Toolset — WASM (plugins/wasm) or process
+// (plugins/process) — serving the calc example's tools
+// (sdk/plugin/examples/calc/calctools) behaves as the interface says.
 //
 // The suite uses only the tools that behave the same on every transport:
 // add, echo, and fetch of a HoldServer as a call that blocks until the
@@ -16,6 +15,7 @@ package toolsettest
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,14 +30,14 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/toolset"
-	"github.com/kilnhq/kiln/sdk/plugin/examples/calc/calctools"
 )
 
 // Transport is the toolset under test, for RunToolset.
 type Transport struct {
-	// Load returns a fresh, working toolset serving calctools.Toolset(),
-	// with the permissions perms (a manifest "permissions" object as raw
-	// JSON, "" for none) where the transport has permissions. The suite
+	// Load returns a fresh, working toolset serving the calc example's
+	// tools (sdk/plugin/examples/calc/calctools), with the permissions
+	// perms (a manifest "permissions" object as raw JSON, "" for none)
+	// where the transport has permissions. The suite
 	// calls it once per subtest with that subtest's t (so it may use
 	// t.TempDir, t.Cleanup and t.Fatal), closes each toolset itself, and
 	// may close it twice.
@@ -89,8 +89,20 @@ func heldPerms(h *plugintest.HoldServer) string {
 	return fmt.Sprintf(`{"network":[%q],"timeout_ms":600000}`, h.Host)
 }
 
-// suiteTools are the tools the suite relies on.
-var suiteTools = []string{"add", "echo"}
+// suiteTools are the specs of the calc example's tools the suite relies
+// on, as the example declares them: calc-tools.json, which the example's
+// own test holds equal to its declarations, so that this kit does not
+// link the plugin SDK.
+var suiteTools = func() []core.ToolSpec {
+	var specs []core.ToolSpec
+	if err := json.Unmarshal(calcToolsJSON, &specs); err != nil {
+		panic("plugintest: calc-tools.json: " + err.Error())
+	}
+	return specs
+}()
+
+//go:embed calc-tools.json
+var calcToolsJSON []byte
 
 func testTools(t *testing.T, ts toolset.Toolset) {
 	specs, err := ts.Tools(context.Background())
@@ -104,12 +116,8 @@ func testTools(t *testing.T, ts toolset.Toolset) {
 		}
 		got[s.Name] = s
 	}
-	declared := map[string]core.ToolSpec{}
-	for _, tool := range calctools.Toolset().Tools {
-		declared[tool.Name] = core.ToolSpec{Name: tool.Name, Description: tool.Description, Schema: tool.Schema, Idempotent: tool.Idempotent}
-	}
-	for _, name := range suiteTools {
-		want := declared[name]
+	for _, want := range suiteTools {
+		name := want.Name
 		s, ok := got[name]
 		if !ok {
 			t.Errorf("Tools does not list %q (got %d tools)", name, len(specs))

@@ -1,12 +1,13 @@
 // Package pluginrpc is the process-plugin wire protocol shared by the host
 // (plugins/process) and the guest SDK (sdk/plugin): the go-plugin
-// handshake, the protocol versions, one go-plugin plugin per kind and
-// their gRPC adapters. The messages and services are generated from
-// specs/proto (toolset.proto, modelprovider.proto, sandboxruntime.proto,
-// host.proto) into toolsetpb, modelproviderpb, sandboxruntimepb and
-// hostpb. A sandbox runtime is served in the plugin by NewRuntimeServer
-// and reached from the host through RuntimeClient; its errors cross as
-// EncodeError encodes them.
+// handshake, the protocol versions, the go-plugin plugins of the
+// "toolset" and "model-provider" kinds and their conversions to the
+// plugin contracts (sdk/plugin/wire). The messages and services are
+// generated from specs/proto (toolset.proto, modelprovider.proto,
+// sandboxruntime.proto, host.proto) into toolsetpb, modelproviderpb,
+// sandboxruntimepb and hostpb. The "sandbox-runtime" kind's plugin,
+// server and client are in sandbox/sandboxrpc, written against package
+// sandbox, which the SDK does not link.
 //
 // Both sides import this package, so a host and a plugin built from the
 // same Kiln version agree by construction; across versions go-plugin's
@@ -34,15 +35,24 @@ const (
 	// "model-provider", "sandbox-runtime") and the host's callbacks
 	// through the broker. A kind added to it is a service added: a host
 	// learns from the manifest which ones a plugin serves, and one that
-	// does not know a kind refuses such a plugin at load.
+	// does not know a kind refuses such a plugin at load. The model
+	// provider's and the sandbox runtime's JSON payloads are the shapes
+	// of Kiln's Go types of the time (the host keeps them frozen), a tool
+	// result is text.
 	ProtocolV2 = 2
+	// ProtocolV3 is protocol 2 with the plugin contracts of
+	// sdk/plugin/wire: a tool result is parts (text, images, files,
+	// JSON) with an error flag, and every JSON payload is a wire type
+	// (wire.TurnRequest, wire.TurnResponse, wire.ProviderDescription,
+	// wire.SandboxSpec, wire.SandboxCapabilities).
+	ProtocolV3 = 3
 )
 
 // ProtocolVersion is the newest application protocol version.
-const ProtocolVersion = ProtocolV2
+const ProtocolVersion = ProtocolV3
 
 // Versions are the protocol versions this Kiln speaks, oldest first.
-var Versions = []int{ProtocolV1, ProtocolV2}
+var Versions = []int{ProtocolV1, ProtocolV2, ProtocolV3}
 
 // The go-plugin plugin names, one per kind: the kinds' names.
 const (

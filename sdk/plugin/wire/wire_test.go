@@ -1,15 +1,12 @@
 package wire_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
-	"os"
-	"path/filepath"
-	"reflect"
 	"testing"
 
 	"github.com/kilnhq/kiln/sdk/plugin/wire"
+	"github.com/kilnhq/kiln/sdk/plugin/wire/wiretest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/")
@@ -56,57 +53,10 @@ var contracts = map[string]any{
 }
 
 // TestGolden compares every contract's encoding with its golden file and
-// decodes the file back into the same value.
-func TestGolden(t *testing.T) {
-	for name, v := range contracts {
-		t.Run(name, func(t *testing.T) {
-			got, err := json.MarshalIndent(v, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, '\n')
-			file := filepath.Join("testdata", name+".json")
-			if *update {
-				if err := os.WriteFile(file, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatalf("%v (go test -run TestGolden -update writes it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("%T encodes as\n%s\nwant (%s)\n%s\na field's JSON name or type changed: compiled plugins would no longer be understood", v, got, file, want)
-			}
-			back := reflect.New(reflect.TypeOf(v))
-			dec := json.NewDecoder(bytes.NewReader(want))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(back.Interface()); err != nil {
-				t.Fatalf("decode %s: %v", file, err)
-			}
-			again, _ := json.Marshal(back.Interface())
-			if orig, _ := json.Marshal(v); !bytes.Equal(again, orig) {
-				t.Errorf("%s decodes as %s, want %s", file, again, orig)
-			}
-		})
-	}
-}
-
-// TestEveryContractHasGolden fails on a golden file no contract writes
-// (a type removed without a thought for the plugins that send it).
-func TestEveryContractHasGolden(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		name := filepath.Base(f)
-		name = name[:len(name)-len(".json")]
-		if _, ok := contracts[name]; !ok {
-			t.Errorf("%s has no contract value in wire_test.go", f)
-		}
-	}
-}
+// decodes the file back into the same value; a golden file no contract
+// writes fails it too (a type removed without a thought for the plugins
+// that send it).
+func TestGolden(t *testing.T) { wiretest.Golden(t, "testdata", contracts, *update) }
 
 func TestPartCheck(t *testing.T) {
 	good := []wire.Part{

@@ -5,7 +5,8 @@
 // that the server serves at /metrics (web.Options.Metrics).
 //
 // Label values are bounded: tools by the registered tools, providers by
-// the catalog and the built-in models, plugins by the installed plugins.
+// the registered providers (hub.Registered) and the built-in models,
+// plugins by the installed plugins.
 // Thread, run and sandbox IDs are never labels; pools are bounded by the
 // settings.
 package metrics

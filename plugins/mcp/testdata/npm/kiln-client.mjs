@@ -1,5 +1,5 @@
 // An MCP client built on the official TypeScript SDK, for the tests of
-// Kiln as an MCP server (web/mcpserver): it hands Kiln a task over
+// Kiln as an MCP server (plugins/mcp/kilnserver): it hands Kiln a task over
 // Streamable HTTP, approves the call it waits on, and prints what it saw.
 // Usage: node kiln-client.mjs URL TOKEN
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";

@@ -1,5 +1,5 @@
 // An MCP client built on the official TypeScript SDK, for the tests of
-// Kiln as an MCP server (web/mcpserver): it lists the threads as resources
+// Kiln as an MCP server (plugins/mcp/kilnserver): it lists the threads as resources
 // (every page), reads one, lists the resource templates and the prompts,
 // gets a prompt with its task argument, sets the log level to warning and
 // waits for the first log notification. It prints "ready" once the level

@@ -1,6 +1,6 @@
 // Command versioned is a test plugin that serves a one-tool toolset
 // ("ping") at exactly the Kiln plugin protocol version given as its first
-// argument: 1 for a plugin built before protocol 2, 3 for one built for a
+// argument: 1 for a plugin built before protocol 2, 4 for one built for a
 // protocol this host does not speak.
 package main
 

@@ -7,23 +7,14 @@ import (
 	"testing"
 
 	"github.com/kilnhq/kiln/plugins"
-	"github.com/kilnhq/kiln/plugins/inproc"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/process"
 	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
 	"github.com/kilnhq/kiln/plugins/providers/modelprovider/modelprovidertest"
 	"github.com/kilnhq/kiln/plugins/wasm"
-	"github.com/kilnhq/kiln/sdk/plugin/examples/parrot/parrotmodel"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// TestBuiltin: the parrot in-process, as a built-in provider would run.
-func TestBuiltin(t *testing.T) {
-	modelprovidertest.Run(t, func(*testing.T) modelprovider.Provider {
-		return modelprovider.FromRemote(modelprovidertest.ID, plugins.Permissions{}, inproc.Provider(parrotmodel.Provider()))
-	})
-}
 
 // load starts the parrot built for rt on the registered loader of rt and
 // returns its model-provider client.

@@ -8,7 +8,8 @@
 // permission), readfile and note (filesystem permission, logs, events),
 // counter (the key/value store, WASM only), spin (call deadline), hog
 // (memory cap) and echo (call overhead). The tools live in package
-// calctools, so they can also run in-process (plugins.InProcess).
+// calctools, whose test calls them directly and keeps their specs equal to
+// plugins/toolset/toolsettest/calc-tools.json.
 package main
 
 import (

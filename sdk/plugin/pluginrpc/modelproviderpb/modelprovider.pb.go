@@ -1,5 +1,5 @@
-// The "model-provider" kind of a process plugin, protocol version 2 (see
-// toolset.proto for the transport and the handshake).
+// The "model-provider" kind of a process plugin, protocol versions 2 and
+// 3 (see toolset.proto for the transport and the handshake).
 //
 // A provider serves models a run reaches as "<plugin-id>:<model>". The
 // host calls Describe once after each start (and refuses a plugin whose
@@ -8,9 +8,15 @@
 // environment variables the provider names, which the manifest must
 // declare in permissions.env).
 //
-// Conversations and replies travel as JSON in the shape of Kiln's core
-// (core.ModelRequest and core.ModelResponse; sdk/plugin has the Go types),
-// so that new message content (image parts, say) needs no new protocol.
+// The description, the model list, conversations and replies travel as
+// JSON. From protocol 3 on they are the plugin contracts of
+// sdk/plugin/wire (wire.ProviderDescription, []wire.ModelInfo,
+// wire.TurnRequest, wire.TurnResponse; the image and file parts of a
+// message included). At protocol 2 the description and the model list
+// were the same shapes (without "v"), a conversation and a reply core's
+// Go types of the time in untagged JSON ({"RunID", "Model", "System",
+// "Messages", "Tools"}, {"Text", "ToolCalls", "Usage"}), which the host
+// keeps frozen (plugins/wireconv/protocol2).
 //
 // A provider's own failure (the model API refused, a bad setting) travels
 // in the error fields; a gRPC error means the channel failed or the
@@ -78,8 +84,9 @@ func (*DescribeRequest) Descriptor() ([]byte, []int) {
 
 type DescribeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// description is {"name", "settings": [{"name", "secret", "required",
-	// "env", "default", "values", "help"}], "models": [...]} as JSON.
+	// description is wire.ProviderDescription as JSON: {"v", "name",
+	// "settings": [{"name", "secret", "required", "env", "default",
+	// "values", "help"}], "models": [...]}.
 	Description   []byte `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -176,7 +183,7 @@ func (x *ModelsRequest) GetHost() uint32 {
 
 type ModelsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// models is [{"id", "name", "context_size"}] as JSON.
+	// models is []wire.ModelInfo as JSON: [{"id", "name", "context_size"}].
 	Models        []byte `protobuf:"bytes,1,opt,name=models,proto3" json:"models,omitempty"`
 	Error         string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -232,8 +239,8 @@ type TurnRequest struct {
 	Settings map[string]string      `protobuf:"bytes,1,rep,name=settings,proto3" json:"settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// model is the part of the reference after "<plugin-id>:".
 	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
-	// request is core.ModelRequest as JSON: the system prompt, the messages
-	// and the tools.
+	// request is the turn's input as JSON: wire.TurnRequest from protocol
+	// 3 on (the system prompt, the messages and the tools).
 	Request       []byte `protobuf:"bytes,3,opt,name=request,proto3" json:"request,omitempty"`
 	Host          uint32 `protobuf:"varint,4,opt,name=host,proto3" json:"host,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -383,7 +390,8 @@ type TurnEvent_Delta struct {
 }
 
 type TurnEvent_Response struct {
-	// response is core.ModelResponse as JSON: text, tool calls, usage.
+	// response is the reply as JSON: wire.TurnResponse from protocol 3
+	// on (text, tool calls, usage).
 	Response []byte `protobuf:"bytes,2,opt,name=response,proto3,oneof"`
 }
 

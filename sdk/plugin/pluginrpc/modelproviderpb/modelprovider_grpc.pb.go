@@ -1,5 +1,5 @@
-// The "model-provider" kind of a process plugin, protocol version 2 (see
-// toolset.proto for the transport and the handshake).
+// The "model-provider" kind of a process plugin, protocol versions 2 and
+// 3 (see toolset.proto for the transport and the handshake).
 //
 // A provider serves models a run reaches as "<plugin-id>:<model>". The
 // host calls Describe once after each start (and refuses a plugin whose
@@ -8,9 +8,15 @@
 // environment variables the provider names, which the manifest must
 // declare in permissions.env).
 //
-// Conversations and replies travel as JSON in the shape of Kiln's core
-// (core.ModelRequest and core.ModelResponse; sdk/plugin has the Go types),
-// so that new message content (image parts, say) needs no new protocol.
+// The description, the model list, conversations and replies travel as
+// JSON. From protocol 3 on they are the plugin contracts of
+// sdk/plugin/wire (wire.ProviderDescription, []wire.ModelInfo,
+// wire.TurnRequest, wire.TurnResponse; the image and file parts of a
+// message included). At protocol 2 the description and the model list
+// were the same shapes (without "v"), a conversation and a reply core's
+// Go types of the time in untagged JSON ({"RunID", "Model", "System",
+// "Messages", "Tools"}, {"Text", "ToolCalls", "Usage"}), which the host
+// keeps frozen (plugins/wireconv/protocol2).
 //
 // A provider's own failure (the model API refused, a bad setting) travels
 // in the error fields; a gRPC error means the channel failed or the

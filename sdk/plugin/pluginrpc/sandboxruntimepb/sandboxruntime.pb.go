@@ -1,14 +1,17 @@
-// The "sandbox-runtime" kind of a process plugin, protocol version 2 (see
-// toolset.proto for the transport and the handshake): a sandbox.Runtime
+// The "sandbox-runtime" kind of a process plugin, protocol versions 2 and
+// 3 (see toolset.proto for the transport and the handshake): a sandbox.Runtime
 // (package sandbox holds the interface and its contracts) and the
 // optional Pauser, Lister and ExecDialer, one rpc per method.
 //
 // The host calls Describe once after each start (and refuses a plugin
 // whose answer changes between starts); it learns there which optional
-// interfaces the runtime has. The runtime's Capabilities and a sandbox's
-// Spec travel as JSON in the shape of the Go types, so that fields added
-// to them (a network policy, say) need no new protocol. A Handle is the
-// runtime's own opaque state, stored by the host and handed back.
+// interfaces the runtime has. The runtime's capabilities and a sandbox's
+// spec travel as JSON: from protocol 3 on the plugin contracts
+// wire.SandboxCapabilities and wire.SandboxSpec (sdk/plugin/wire), at
+// protocol 2 package sandbox's Go types of the time in untagged JSON,
+// which the host keeps frozen (plugins/wireconv/protocol2). A Handle is
+// the runtime's own opaque state, stored by the host and handed back. Go
+// code serves and reaches the service through sandbox/sandboxrpc.
 //
 // A runtime's own failure travels in the error fields as an Error, which
 // the host turns back into the error package sandbox documents (the
@@ -24,11 +27,12 @@
 package sandboxruntimepb
 
 import (
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
+
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 )
 
 const (
@@ -272,7 +276,7 @@ func (*DescribeRequest) Descriptor() ([]byte, []int) {
 
 type DescribeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// capabilities is sandbox.Capabilities as JSON.
+	// capabilities is wire.SandboxCapabilities as JSON (protocol 3).
 	Capabilities []byte `protobuf:"bytes,1,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
 	// lister and exec_dialer say that the runtime is a sandbox.Lister and
 	// a sandbox.ExecDialer.
@@ -345,7 +349,7 @@ func (x *DescribeResponse) GetError() *Error {
 
 type StartRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// spec is sandbox.Spec as JSON.
+	// spec is wire.SandboxSpec as JSON (protocol 3).
 	Spec          []byte `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -1,14 +1,17 @@
-// The "sandbox-runtime" kind of a process plugin, protocol version 2 (see
-// toolset.proto for the transport and the handshake): a sandbox.Runtime
+// The "sandbox-runtime" kind of a process plugin, protocol versions 2 and
+// 3 (see toolset.proto for the transport and the handshake): a sandbox.Runtime
 // (package sandbox holds the interface and its contracts) and the
 // optional Pauser, Lister and ExecDialer, one rpc per method.
 //
 // The host calls Describe once after each start (and refuses a plugin
 // whose answer changes between starts); it learns there which optional
-// interfaces the runtime has. The runtime's Capabilities and a sandbox's
-// Spec travel as JSON in the shape of the Go types, so that fields added
-// to them (a network policy, say) need no new protocol. A Handle is the
-// runtime's own opaque state, stored by the host and handed back.
+// interfaces the runtime has. The runtime's capabilities and a sandbox's
+// spec travel as JSON: from protocol 3 on the plugin contracts
+// wire.SandboxCapabilities and wire.SandboxSpec (sdk/plugin/wire), at
+// protocol 2 package sandbox's Go types of the time in untagged JSON,
+// which the host keeps frozen (plugins/wireconv/protocol2). A Handle is
+// the runtime's own opaque state, stored by the host and handed back. Go
+// code serves and reaches the service through sandbox/sandboxrpc.
 //
 // A runtime's own failure travels in the error fields as an Error, which
 // the host turns back into the error package sandbox documents (the
@@ -25,6 +28,7 @@ package sandboxruntimepb
 
 import (
 	context "context"
+
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"

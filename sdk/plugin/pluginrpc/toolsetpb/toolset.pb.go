@@ -10,13 +10,21 @@
 //
 // Handshake. go-plugin core protocol 1. Application protocol versions
 // (go-plugin's VersionedPlugins; the host offers them in
-// PLUGIN_PROTOCOL_VERSIONS=1,2 and the plugin picks the highest it speaks):
+// PLUGIN_PROTOCOL_VERSIONS=1,2,3 and the plugin picks the highest it
+// speaks):
 //
 //   1  the "toolset" kind only, this service without call_id and host;
-//   2  one service per kind - "toolset" (this file) and "model-provider"
-//      (modelprovider.proto) - and the host's callbacks (host.proto)
-//      through go-plugin's broker: progress events, the plugin's
-//      key/value namespace and logging.
+//   2  one service per kind - "toolset" (this file), "model-provider"
+//      (modelprovider.proto), "sandbox-runtime" (sandboxruntime.proto) -
+//      and the host's callbacks (host.proto) through go-plugin's broker:
+//      progress events, the plugin's key/value namespace and logging. A
+//      tool result is text; the JSON payloads of the other kinds are the
+//      shapes of Kiln's Go types of the time, which the host keeps frozen
+//      (plugins/wireconv/protocol2).
+//   3  protocol 2 with the plugin contracts of sdk/plugin/wire: a tool
+//      result is parts (CallResponse.parts, is_error), and every JSON
+//      payload is a wire type. A kind defined outside Kiln's own (a test
+//      kind, say) is one more service, from the version its package says.
 //
 // A plugin built for a version the host does not speak is refused at
 // start, with both versions named. The environment carries the magic cookie
@@ -35,16 +43,18 @@
 // PLUGIN_UNIX_SOCKET_DIR / PLUGIN_UNIX_SOCKET_GROUP.
 //
 // Plugin kinds. One go-plugin plugin per kind, named as the kind
-// ("toolset", "model-provider"), each served as its own gRPC service; the
-// host dispenses the kinds the manifest lists. Incompatible changes get a
+// ("toolset", "model-provider", "sandbox-runtime"), each served as its own
+// gRPC service; the host dispenses the kinds the manifest lists. The
+// fields of these messages never change number, name or type
+// (specs/proto/descriptors.json records them, and a test compares). Incompatible changes get a
 // new package (kiln.plugin.toolset.v2) and a new application protocol
 // version, served next to the old ones.
 //
-// Errors. A tool's own failure travels in CallResponse.error, so that any
-// gRPC status error means the channel failed (or the call's deadline,
-// timeout_ms from the manifest, passed: DEADLINE_EXCEEDED). The host
-// shows the former to the model and treats the latter as a transport
-// failure.
+// Errors. A tool's own failure travels in the CallResponse (error, or
+// is_error from protocol 3 on), so that any gRPC status error means the
+// channel failed (or the call's deadline, timeout_ms from the manifest,
+// passed: DEADLINE_EXCEEDED). The host shows the former to the model and
+// treats the latter as a transport failure.
 //
 // Generated Go code: sdk/plugin/pluginrpc/toolsetpb (go generate
 // ./sdk/plugin/pluginrpc), committed; CI does not regenerate it.
@@ -301,14 +311,21 @@ func (x *CallRequest) GetHost() uint32 {
 	return 0
 }
 
-// CallResponse is the outcome of one tool call: a result or, when error is
-// not empty, the tool's failure (an unknown tool, bad arguments, the
-// handler's error). A failure with an empty message is sent as "tool
-// failed".
+// CallResponse is the outcome of one tool call.
+//
+// Protocols 1 and 2: a text result or, when error is not empty, the
+// tool's failure (an unknown tool, bad arguments, the handler's error). A
+// failure with an empty message is sent as "tool failed".
+//
+// Protocol 3: the result is parts, and is_error marks the tool's own
+// failure, whose parts say why (the model sees them); result and error
+// are empty. The contract is sdk/plugin/wire.ToolResult.
 type CallResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Result        string                 `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
 	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Parts         []*Part                `protobuf:"bytes,3,rep,name=parts,proto3" json:"parts,omitempty"`
+	IsError       bool                   `protobuf:"varint,4,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -357,6 +374,119 @@ func (x *CallResponse) GetError() string {
 	return ""
 }
 
+func (x *CallResponse) GetParts() []*Part {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+func (x *CallResponse) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+// Part is one piece of a tool's result (protocol 3), as
+// sdk/plugin/wire.Part describes it:
+//
+//	"text"   text;
+//	"image"  mime_type (image/*), the bytes in data or a uri, name optional;
+//	"file"   the same, of any media type;
+//	"json"   json, one JSON document (the model is shown its text).
+type Part struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	MimeType      string                 `protobuf:"bytes,3,opt,name=mime_type,json=mimeType,proto3" json:"mime_type,omitempty"`
+	Name          string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	Data          []byte                 `protobuf:"bytes,5,opt,name=data,proto3" json:"data,omitempty"`
+	Uri           string                 `protobuf:"bytes,6,opt,name=uri,proto3" json:"uri,omitempty"`
+	Json          []byte                 `protobuf:"bytes,7,opt,name=json,proto3" json:"json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Part) Reset() {
+	*x = Part{}
+	mi := &file_toolset_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Part) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Part) ProtoMessage() {}
+
+func (x *Part) ProtoReflect() protoreflect.Message {
+	mi := &file_toolset_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Part.ProtoReflect.Descriptor instead.
+func (*Part) Descriptor() ([]byte, []int) {
+	return file_toolset_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Part) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Part) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *Part) GetMimeType() string {
+	if x != nil {
+		return x.MimeType
+	}
+	return ""
+}
+
+func (x *Part) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Part) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *Part) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
+func (x *Part) GetJson() []byte {
+	if x != nil {
+		return x.Json
+	}
+	return nil
+}
+
 var File_toolset_proto protoreflect.FileDescriptor
 
 const file_toolset_proto_rawDesc = "" +
@@ -376,10 +506,20 @@ const file_toolset_proto_rawDesc = "" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x12\n" +
 	"\x04args\x18\x02 \x01(\fR\x04args\x12\x17\n" +
 	"\acall_id\x18\x03 \x01(\x04R\x06callId\x12\x12\n" +
-	"\x04host\x18\x04 \x01(\rR\x04host\"<\n" +
+	"\x04host\x18\x04 \x01(\rR\x04host\"\x8b\x01\n" +
 	"\fCallResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\tR\x06result\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error2\xbb\x01\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x122\n" +
+	"\x05parts\x18\x03 \x03(\v2\x1c.kiln.plugin.toolset.v1.PartR\x05parts\x12\x19\n" +
+	"\bis_error\x18\x04 \x01(\bR\aisError\"\x99\x01\n" +
+	"\x04Part\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x1b\n" +
+	"\tmime_type\x18\x03 \x01(\tR\bmimeType\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12\x12\n" +
+	"\x04data\x18\x05 \x01(\fR\x04data\x12\x10\n" +
+	"\x03uri\x18\x06 \x01(\tR\x03uri\x12\x12\n" +
+	"\x04json\x18\a \x01(\fR\x04json2\xbb\x01\n" +
 	"\aToolset\x12]\n" +
 	"\bDescribe\x12'.kiln.plugin.toolset.v1.DescribeRequest\x1a(.kiln.plugin.toolset.v1.DescribeResponse\x12Q\n" +
 	"\x04Call\x12#.kiln.plugin.toolset.v1.CallRequest\x1a$.kiln.plugin.toolset.v1.CallResponseB7Z5github.com/kilnhq/kiln/sdk/plugin/pluginrpc/toolsetpbb\x06proto3"
@@ -396,25 +536,27 @@ func file_toolset_proto_rawDescGZIP() []byte {
 	return file_toolset_proto_rawDescData
 }
 
-var file_toolset_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_toolset_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_toolset_proto_goTypes = []any{
 	(*DescribeRequest)(nil),  // 0: kiln.plugin.toolset.v1.DescribeRequest
 	(*DescribeResponse)(nil), // 1: kiln.plugin.toolset.v1.DescribeResponse
 	(*ToolSpec)(nil),         // 2: kiln.plugin.toolset.v1.ToolSpec
 	(*CallRequest)(nil),      // 3: kiln.plugin.toolset.v1.CallRequest
 	(*CallResponse)(nil),     // 4: kiln.plugin.toolset.v1.CallResponse
+	(*Part)(nil),             // 5: kiln.plugin.toolset.v1.Part
 }
 var file_toolset_proto_depIdxs = []int32{
 	2, // 0: kiln.plugin.toolset.v1.DescribeResponse.tools:type_name -> kiln.plugin.toolset.v1.ToolSpec
-	0, // 1: kiln.plugin.toolset.v1.Toolset.Describe:input_type -> kiln.plugin.toolset.v1.DescribeRequest
-	3, // 2: kiln.plugin.toolset.v1.Toolset.Call:input_type -> kiln.plugin.toolset.v1.CallRequest
-	1, // 3: kiln.plugin.toolset.v1.Toolset.Describe:output_type -> kiln.plugin.toolset.v1.DescribeResponse
-	4, // 4: kiln.plugin.toolset.v1.Toolset.Call:output_type -> kiln.plugin.toolset.v1.CallResponse
-	3, // [3:5] is the sub-list for method output_type
-	1, // [1:3] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	5, // 1: kiln.plugin.toolset.v1.CallResponse.parts:type_name -> kiln.plugin.toolset.v1.Part
+	0, // 2: kiln.plugin.toolset.v1.Toolset.Describe:input_type -> kiln.plugin.toolset.v1.DescribeRequest
+	3, // 3: kiln.plugin.toolset.v1.Toolset.Call:input_type -> kiln.plugin.toolset.v1.CallRequest
+	1, // 4: kiln.plugin.toolset.v1.Toolset.Describe:output_type -> kiln.plugin.toolset.v1.DescribeResponse
+	4, // 5: kiln.plugin.toolset.v1.Toolset.Call:output_type -> kiln.plugin.toolset.v1.CallResponse
+	4, // [4:6] is the sub-list for method output_type
+	2, // [2:4] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_toolset_proto_init() }
@@ -428,7 +570,7 @@ func file_toolset_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolset_proto_rawDesc), len(file_toolset_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

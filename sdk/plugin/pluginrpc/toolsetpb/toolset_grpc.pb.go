@@ -10,13 +10,21 @@
 //
 // Handshake. go-plugin core protocol 1. Application protocol versions
 // (go-plugin's VersionedPlugins; the host offers them in
-// PLUGIN_PROTOCOL_VERSIONS=1,2 and the plugin picks the highest it speaks):
+// PLUGIN_PROTOCOL_VERSIONS=1,2,3 and the plugin picks the highest it
+// speaks):
 //
 //   1  the "toolset" kind only, this service without call_id and host;
-//   2  one service per kind - "toolset" (this file) and "model-provider"
-//      (modelprovider.proto) - and the host's callbacks (host.proto)
-//      through go-plugin's broker: progress events, the plugin's
-//      key/value namespace and logging.
+//   2  one service per kind - "toolset" (this file), "model-provider"
+//      (modelprovider.proto), "sandbox-runtime" (sandboxruntime.proto) -
+//      and the host's callbacks (host.proto) through go-plugin's broker:
+//      progress events, the plugin's key/value namespace and logging. A
+//      tool result is text; the JSON payloads of the other kinds are the
+//      shapes of Kiln's Go types of the time, which the host keeps frozen
+//      (plugins/wireconv/protocol2).
+//   3  protocol 2 with the plugin contracts of sdk/plugin/wire: a tool
+//      result is parts (CallResponse.parts, is_error), and every JSON
+//      payload is a wire type. A kind defined outside Kiln's own (a test
+//      kind, say) is one more service, from the version its package says.
 //
 // A plugin built for a version the host does not speak is refused at
 // start, with both versions named. The environment carries the magic cookie
@@ -35,16 +43,18 @@
 // PLUGIN_UNIX_SOCKET_DIR / PLUGIN_UNIX_SOCKET_GROUP.
 //
 // Plugin kinds. One go-plugin plugin per kind, named as the kind
-// ("toolset", "model-provider"), each served as its own gRPC service; the
-// host dispenses the kinds the manifest lists. Incompatible changes get a
+// ("toolset", "model-provider", "sandbox-runtime"), each served as its own
+// gRPC service; the host dispenses the kinds the manifest lists. The
+// fields of these messages never change number, name or type
+// (specs/proto/descriptors.json records them, and a test compares). Incompatible changes get a
 // new package (kiln.plugin.toolset.v2) and a new application protocol
 // version, served next to the old ones.
 //
-// Errors. A tool's own failure travels in CallResponse.error, so that any
-// gRPC status error means the channel failed (or the call's deadline,
-// timeout_ms from the manifest, passed: DEADLINE_EXCEEDED). The host
-// shows the former to the model and treats the latter as a transport
-// failure.
+// Errors. A tool's own failure travels in the CallResponse (error, or
+// is_error from protocol 3 on), so that any gRPC status error means the
+// channel failed (or the call's deadline, timeout_ms from the manifest,
+// passed: DEADLINE_EXCEEDED). The host shows the former to the model and
+// treats the latter as a transport failure.
 //
 // Generated Go code: sdk/plugin/pluginrpc/toolsetpb (go generate
 // ./sdk/plugin/pluginrpc), committed; CI does not regenerate it.

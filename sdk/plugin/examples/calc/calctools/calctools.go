@@ -1,14 +1,13 @@
 // Package calctools is the tool set of the calc example plugin
 // (sdk/plugin/examples/calc) as a value, so the same author code can be
-// served by a WASM module, a plugin process, or run in-process
-// (plugins/inproc) and checked by plugins/plugintest. It uses the SDK's
-// helpers and has no build tags: in a WASM build fetch, readfile, note and
-// counter go through the host, which enforces the manifest's permissions;
-// in a native build fetch uses net/http and readfile and note the folder
-// KILN_PLUGIN_DATA names, directly, while note's progress event and
-// counter's key/value store go through the host's callbacks. Run
-// in-process (plugins/inproc) there are no callbacks: note's event is not
-// sent and counter fails.
+// served by a WASM module or a plugin process and checked by
+// plugins/plugintest. It uses the SDK's helpers and has no build tags: in
+// a WASM build fetch, readfile, note and counter go through the host,
+// which enforces the manifest's permissions; in a native build fetch uses
+// net/http and readfile and note the folder KILN_PLUGIN_DATA names,
+// directly, while note's progress event and counter's key/value store go
+// through the host's callbacks. Called directly, as a unit test does,
+// there are no callbacks: note's event is not sent and counter fails.
 package calctools
 
 import (

@@ -1,6 +1,5 @@
 // Package parrotmodel is the parrot example's model (see the parrot
-// command), in a package of its own so that it can also run in-process
-// (plugins/inproc) and in the model-provider kind's conformance kit.
+// command), as the plugin.Provider that the command serves.
 package parrotmodel
 
 import (

@@ -1,4 +1,4 @@
-package pluginrpc
+package sandboxrpc
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/kilnhq/kiln/sandbox"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/sandboxruntimepb"
+	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
 // chunkSize is the most bytes one message of a stream carries: file
@@ -24,8 +25,10 @@ const chunkSize = 64 << 10
 // it succeeds; its error is Describe's, which fails the start with its
 // text. Every other call before open succeeded fails with an error.
 //
-// A runtime's own errors travel as Error messages (EncodeError); the
-// service returns a gRPC error only for a malformed request.
+// The service speaks protocol 3: the capabilities and a spec are
+// wire.SandboxCapabilities and wire.SandboxSpec as JSON. A runtime's own
+// errors travel as Error messages (EncodeError); the service returns a
+// gRPC error only for a malformed request.
 func NewRuntimeServer(open func(context.Context) (sandbox.Runtime, error)) sandboxruntimepb.SandboxRuntimeServer {
 	return &runtimeServer{open: open}
 }
@@ -58,7 +61,7 @@ func (s *runtimeServer) Describe(ctx context.Context, _ *sandboxruntimepb.Descri
 		}
 		s.rt = rt
 	}
-	caps, err := json.Marshal(s.rt.Capabilities())
+	caps, err := json.Marshal(FromSandboxCapabilities(s.rt.Capabilities()))
 	if err != nil {
 		return nil, err
 	}
@@ -72,8 +75,13 @@ func (s *runtimeServer) Start(ctx context.Context, req *sandboxruntimepb.StartRe
 	if err != nil {
 		return nil, err
 	}
+	var w wire.SandboxSpec
+	err = json.Unmarshal(req.GetSpec(), &w)
 	var spec sandbox.Spec
-	if err := json.Unmarshal(req.GetSpec(), &spec); err != nil {
+	if err == nil {
+		spec, err = SandboxSpec(w)
+	}
+	if err != nil {
 		return &sandboxruntimepb.HandleResponse{Error: EncodeError(fmt.Errorf("%w: the spec: %w", sandbox.ErrInvalid, err))}, nil
 	}
 	h, err := rt.Start(ctx, spec)

@@ -1,11 +1,11 @@
-package pluginrpc_test
+package sandboxrpc_test
 
 import (
 	"reflect"
 	"testing"
 
 	"github.com/kilnhq/kiln/sandbox"
-	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
+	"github.com/kilnhq/kiln/sandbox/sandboxrpc"
 	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
@@ -22,16 +22,16 @@ func TestSandboxWire(t *testing.T) {
 		Network: []sandbox.NetworkMode{sandbox.NetworkNone}, Max: sandbox.Resources{CPUMillis: 1, MemoryMiB: 2, DiskMiB: 3}}
 	allSet(t, spec)
 	allSet(t, caps)
-	if got, err := pluginrpc.SandboxSpec(pluginrpc.FromSandboxSpec(spec)); err != nil || !reflect.DeepEqual(got, spec) {
+	if got, err := sandboxrpc.SandboxSpec(sandboxrpc.FromSandboxSpec(spec)); err != nil || !reflect.DeepEqual(got, spec) {
 		t.Errorf("spec came back as %+v, %v; want %+v", got, err, spec)
 	}
-	if got, err := pluginrpc.SandboxCapabilities(pluginrpc.FromSandboxCapabilities(caps)); err != nil || !reflect.DeepEqual(got, caps) {
+	if got, err := sandboxrpc.SandboxCapabilities(sandboxrpc.FromSandboxCapabilities(caps)); err != nil || !reflect.DeepEqual(got, caps) {
 		t.Errorf("capabilities came back as %+v, %v; want %+v", got, err, caps)
 	}
-	if _, err := pluginrpc.SandboxSpec(wire.SandboxSpec{V: wire.Version + 1, ID: "x"}); err == nil {
+	if _, err := sandboxrpc.SandboxSpec(wire.SandboxSpec{V: wire.Version + 1, ID: "x"}); err == nil {
 		t.Error("a spec of a newer payload version was read")
 	}
-	if _, err := pluginrpc.SandboxCapabilities(wire.SandboxCapabilities{V: wire.Version + 1}); err == nil {
+	if _, err := sandboxrpc.SandboxCapabilities(wire.SandboxCapabilities{V: wire.Version + 1}); err == nil {
 		t.Error("capabilities of a newer payload version were read")
 	}
 }

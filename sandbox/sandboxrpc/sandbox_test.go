@@ -1,4 +1,4 @@
-package pluginrpc_test
+package sandboxrpc_test
 
 import (
 	"context"
@@ -17,30 +17,30 @@ import (
 	goplugin "github.com/hashicorp/go-plugin"
 
 	"github.com/kilnhq/kiln/sandbox"
+	"github.com/kilnhq/kiln/sandbox/sandboxrpc"
 	"github.com/kilnhq/kiln/sandbox/sandboxtest"
 	"github.com/kilnhq/kiln/sandbox/wasm"
-	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/sandboxruntimepb"
 )
 
 // connect serves rt over a real gRPC connection (go-plugin's test
 // connection) and returns the host's end of it.
-func connect(t *testing.T, rt sandbox.Runtime) pluginrpc.RuntimeClient {
+func connect(t *testing.T, rt sandbox.Runtime) sandboxrpc.RuntimeClient {
 	t.Helper()
 	client, _ := goplugin.TestPluginGRPCConn(t, false, map[string]goplugin.Plugin{
-		pluginrpc.SandboxRuntimeName: &pluginrpc.SandboxRuntimePlugin{Impl: pluginrpc.NewRuntimeServer(func(context.Context) (sandbox.Runtime, error) { return rt, nil })},
+		sandboxrpc.SandboxRuntimeName: &sandboxrpc.SandboxRuntimePlugin{Impl: sandboxrpc.NewRuntimeServer(func(context.Context) (sandbox.Runtime, error) { return rt, nil })},
 	})
 	t.Cleanup(func() { client.Close() })
-	raw, err := client.Dispense(pluginrpc.SandboxRuntimeName)
+	raw, err := client.Dispense(sandboxrpc.SandboxRuntimeName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := raw.(sandboxruntimepb.SandboxRuntimeClient)
-	d, err := pluginrpc.DescribeRuntime(context.Background(), c)
+	d, err := sandboxrpc.DescribeRuntime(context.Background(), c, sandboxrpc.WireShapes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pluginrpc.RuntimeClient{Client: c, Caps: d.Capabilities}
+	return sandboxrpc.RuntimeClient{Client: c, Caps: d.Capabilities}
 }
 
 // TestRuntimeConformance runs the conformance suite over the gRPC
@@ -80,7 +80,7 @@ func TestErrorsCrossTheWire(t *testing.T) {
 		fmt.Errorf("exec: %w", context.DeadlineExceeded),
 		errors.New("something else"),
 	} {
-		got := pluginrpc.DecodeError(pluginrpc.EncodeError(err))
+		got := sandboxrpc.DecodeError(sandboxrpc.EncodeError(err))
 		if got.Error() != err.Error() {
 			t.Errorf("%q came back as %q", err, got)
 		}
@@ -98,7 +98,7 @@ func TestErrorsCrossTheWire(t *testing.T) {
 			t.Errorf("%q: the unsupported error came back as %#v", err, ue)
 		}
 	}
-	if pluginrpc.DecodeError(pluginrpc.EncodeError(nil)) != nil {
+	if sandboxrpc.DecodeError(sandboxrpc.EncodeError(nil)) != nil {
 		t.Error("nil did not come back as nil")
 	}
 }
@@ -227,16 +227,16 @@ func TestDialExec(t *testing.T) {
 // error, with its text.
 func TestDescribeFailure(t *testing.T) {
 	client, _ := goplugin.TestPluginGRPCConn(t, false, map[string]goplugin.Plugin{
-		pluginrpc.SandboxRuntimeName: &pluginrpc.SandboxRuntimePlugin{Impl: pluginrpc.NewRuntimeServer(func(context.Context) (sandbox.Runtime, error) {
+		sandboxrpc.SandboxRuntimeName: &sandboxrpc.SandboxRuntimePlugin{Impl: sandboxrpc.NewRuntimeServer(func(context.Context) (sandbox.Runtime, error) {
 			return nil, errors.New("no Docker engine answers")
 		})},
 	})
 	defer client.Close()
-	raw, err := client.Dispense(pluginrpc.SandboxRuntimeName)
+	raw, err := client.Dispense(sandboxrpc.SandboxRuntimeName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pluginrpc.DescribeRuntime(context.Background(), raw.(sandboxruntimepb.SandboxRuntimeClient)); err == nil || err.Error() != "no Docker engine answers" {
+	if _, err := sandboxrpc.DescribeRuntime(context.Background(), raw.(sandboxruntimepb.SandboxRuntimeClient), sandboxrpc.WireShapes); err == nil || err.Error() != "no Docker engine answers" {
 		t.Errorf("Describe: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package pluginrpc
+package sandboxrpc
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/kilnhq/kiln/sandbox"
 	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc/sandboxruntimepb"
+	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
 // RuntimeDescription is what a plugin's sandbox runtime says about
@@ -25,10 +26,36 @@ type RuntimeDescription struct {
 	Lister, ExecDialer bool
 }
 
+// SandboxShapes write a sandbox spec and read a runtime's capabilities in
+// the JSON of one plugin protocol version.
+type SandboxShapes interface {
+	EncodeSpec(spec sandbox.Spec) ([]byte, error)
+	DecodeCapabilities(data []byte) (sandbox.Capabilities, error)
+}
+
+// WireShapes are protocol 3's shapes: wire.SandboxSpec and
+// wire.SandboxCapabilities. (The host keeps protocol 2's.)
+var WireShapes SandboxShapes = wireShapes{}
+
+type wireShapes struct{}
+
+func (wireShapes) EncodeSpec(spec sandbox.Spec) ([]byte, error) {
+	return json.Marshal(FromSandboxSpec(spec))
+}
+
+func (wireShapes) DecodeCapabilities(data []byte) (sandbox.Capabilities, error) {
+	var w wire.SandboxCapabilities
+	if err := json.Unmarshal(data, &w); err != nil {
+		return sandbox.Capabilities{}, err
+	}
+	return SandboxCapabilities(w)
+}
+
 // DescribeRuntime asks the plugin's sandbox runtime to describe itself
-// (the service makes the runtime then). The runtime's failure to be made
-// is returned with its text; a failure of the channel wraps ErrChannel.
-func DescribeRuntime(ctx context.Context, c sandboxruntimepb.SandboxRuntimeClient) (RuntimeDescription, error) {
+// (the service makes the runtime then), reading its capabilities in
+// shapes. The runtime's failure to be made is returned with its text; a
+// failure of the channel wraps ErrChannel.
+func DescribeRuntime(ctx context.Context, c sandboxruntimepb.SandboxRuntimeClient, shapes SandboxShapes) (RuntimeDescription, error) {
 	resp, err := c.Describe(ctx, &sandboxruntimepb.DescribeRequest{})
 	if err != nil {
 		return RuntimeDescription{}, channelError(ctx, "describe", err)
@@ -37,14 +64,15 @@ func DescribeRuntime(ctx context.Context, c sandboxruntimepb.SandboxRuntimeClien
 		return RuntimeDescription{}, err
 	}
 	d := RuntimeDescription{Lister: resp.GetLister(), ExecDialer: resp.GetExecDialer()}
-	if err := json.Unmarshal(resp.GetCapabilities(), &d.Capabilities); err != nil {
+	if d.Capabilities, err = shapes.DecodeCapabilities(resp.GetCapabilities()); err != nil {
 		return RuntimeDescription{}, fmt.Errorf("the plugin's capabilities are not valid: %w", err)
 	}
 	return d, nil
 }
 
 // RuntimeClient is a sandbox.Runtime over one connection to a plugin's
-// sandbox runtime service, whose capabilities are Caps. It has Pause,
+// sandbox runtime service, whose capabilities are Caps, writing specs in
+// Shapes (nil is WireShapes, protocol 3). It has Pause,
 // Resume, List and DialExec whatever the runtime is (the runtime answers
 // an *sandbox.UnsupportedError for what it cannot do);
 // RuntimeDescription says which the runtime has. A runtime's errors are
@@ -54,6 +82,7 @@ func DescribeRuntime(ctx context.Context, c sandboxruntimepb.SandboxRuntimeClien
 type RuntimeClient struct {
 	Client sandboxruntimepb.SandboxRuntimeClient
 	Caps   sandbox.Capabilities
+	Shapes SandboxShapes
 }
 
 // channelError is the error of op whose RPC failed with err: one wrapping
@@ -82,7 +111,11 @@ func ctxErr(ctx context.Context) error {
 func (c RuntimeClient) Capabilities() sandbox.Capabilities { return c.Caps }
 
 func (c RuntimeClient) Start(ctx context.Context, spec sandbox.Spec) (sandbox.Handle, error) {
-	body, err := json.Marshal(spec)
+	shapes := c.Shapes
+	if shapes == nil {
+		shapes = WireShapes
+	}
+	body, err := shapes.EncodeSpec(spec)
 	if err != nil {
 		return sandbox.Handle{}, err
 	}

@@ -1,4 +1,4 @@
-package pluginrpc
+package sandboxrpc
 
 import (
 	"github.com/kilnhq/kiln/sandbox"
@@ -7,8 +7,7 @@ import (
 
 // The sandbox runtime's values as the plugin contracts (sdk/plugin/wire)
 // have them, and back: one place for both ends, the host's client and the
-// plugin's server, since package sandbox is the runtime interface both
-// sides share. Core's values are converted in plugins/wireconv.
+// plugin's server. Core's values are converted in plugins/wireconv.
 
 // FromSandboxSpec returns spec as a plugin receives it.
 func FromSandboxSpec(spec sandbox.Spec) wire.SandboxSpec {

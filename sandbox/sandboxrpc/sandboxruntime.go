@@ -1,4 +1,4 @@
-package pluginrpc
+package sandboxrpc
 
 import (
 	"context"
@@ -29,7 +29,7 @@ type SandboxRuntimePlugin struct {
 // GRPCServer registers the sandbox runtime service.
 func (p *SandboxRuntimePlugin) GRPCServer(b *goplugin.GRPCBroker, s *grpc.Server) error {
 	if p.Impl == nil {
-		return errors.New("pluginrpc: SandboxRuntimePlugin has no Impl")
+		return errors.New("sandboxrpc: SandboxRuntimePlugin has no Impl")
 	}
 	if p.OnBroker != nil {
 		p.OnBroker(b)
