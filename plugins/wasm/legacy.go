@@ -5,17 +5,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+
+	"github.com/kilnhq/kiln/plugins/wireconv/protocol2"
+	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
 // This file speaks the Kiln WASM ABI versions 1 and 2 (specs/wasm-abi.md,
 // "Legacy versions") to the modules built for them, in terms of version
 // 3: a module's description is translated to version 3's "kinds", a
 // version 3 request to the module's version, and its answer back. The
-// kinds and shapes here are frozen: they are what the hosts of those
-// versions sent and read, copied rather than taken from core or the
-// kind packages, so that a change there cannot break a module built
-// before version 3. testdata/legacy holds golden translations.
+// kinds and shapes are frozen: they are what the hosts of those versions
+// sent and read, written here or, for a model turn (core's JSON of the
+// time, which process plugins of protocol 2 read too), in
+// plugins/wireconv/protocol2, rather than taken from core or the kind
+// packages, so that a change there cannot break a module built before
+// version 3. testdata/legacy holds golden translations.
 
 // The kinds of ABI versions 1 and 2, as their modules name them.
 const (
@@ -140,13 +144,7 @@ func legacyToolAnswer(out []byte) ([]byte, error) {
 	if a.Error != nil {
 		return json.Marshal(map[string]string{"error": *a.Error})
 	}
-	return json.Marshal(map[string]any{"result": legacyResult{V: 1, Parts: []legacyPart{{Type: "text", Text: *a.Result}}}})
-}
-
-// legacyResult is wire.ToolResult as version 3 carries it.
-type legacyResult struct {
-	V     int          `json:"v"`
-	Parts []legacyPart `json:"parts"`
+	return json.Marshal(map[string]any{"result": wire.TextResult(*a.Result)})
 }
 
 // legacyProviderRequest re-encodes a model-provider request as ABI 2
@@ -211,133 +209,25 @@ func legacyAnswer(out []byte, member string, conv func(json.RawMessage) (any, er
 	return json.Marshal(map[string]any{"result": r})
 }
 
-// legacyTurnRequest is a model turn's input as ABI 2 carried it: Kiln's
-// core.ModelRequest of the time, encoded without JSON tags.
-type legacyTurnRequest struct {
-	RunID    string          `json:"RunID"`
-	Model    string          `json:"Model"`
-	System   string          `json:"System"`
-	Messages []legacyMessage `json:"Messages"`
-	Tools    []legacyTool    `json:"Tools"`
-}
-
-// legacyMessage is a message of a legacyTurnRequest: the members of
-// core.Message of the time that a provider reads. Text is the text of
-// the text parts; Parts are all the parts when there is more than one or
-// one that is not text.
-type legacyMessage struct {
-	Role       string           `json:"role"`
-	Text       string           `json:"text,omitempty"`
-	Parts      []legacyPart     `json:"parts,omitempty"`
-	ToolCalls  []legacyToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string           `json:"tool_call_id,omitempty"`
-	Name       string           `json:"name,omitempty"`
-	IsError    bool             `json:"is_error,omitempty"`
-}
-
-type legacyPart struct {
-	Type string `json:"type"`
-	Text string `json:"text,omitempty"`
-	MIME string `json:"mime_type,omitempty"`
-	Name string `json:"name,omitempty"`
-	Data []byte `json:"data,omitempty"`
-	URI  string `json:"uri,omitempty"`
-}
-
-type legacyToolCall struct {
-	ID   string          `json:"id"`
-	Name string          `json:"name"`
-	Args json.RawMessage `json:"args"`
-}
-
-type legacyTool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Schema      json.RawMessage `json:"schema,omitempty"`
-	Idempotent  bool            `json:"idempotent"`
-}
-
-type legacyUsage struct {
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
-}
-
-// legacyTurnResponse is a model turn's output as ABI 2 carried it:
-// core.ModelResponse of the time, without JSON tags (decoding matches
-// the names without regard to case).
-type legacyTurnResponse struct {
-	Text      string           `json:"Text"`
-	ToolCalls []legacyToolCall `json:"ToolCalls"`
-	Usage     legacyUsage      `json:"Usage"`
-}
-
-// wireTurn is the part of a version 3 turn request (wire.TurnRequest)
-// that ABI 2 carries, decoded with the contract's JSON names.
-type wireTurn struct {
-	RunID    string `json:"run_id"`
-	Model    string `json:"model"`
-	System   string `json:"system"`
-	Messages []struct {
-		Role       string           `json:"role"`
-		Parts      []wirePart       `json:"parts"`
-		ToolCalls  []legacyToolCall `json:"tool_calls"`
-		ToolCallID string           `json:"tool_call_id"`
-		Name       string           `json:"name"`
-		IsError    bool             `json:"is_error"`
-	} `json:"messages"`
-	Tools []legacyTool `json:"tools"`
-}
-
-type wirePart struct {
-	legacyPart
-	JSON json.RawMessage `json:"json"`
-}
-
-// legacyTurn translates a version 3 turn request to ABI 2's.
+// legacyTurn translates a version 3 turn request (wire.TurnRequest) to
+// ABI 2's, core's ModelRequest of the time: the shape process plugins of
+// protocol 2 read too, frozen in plugins/wireconv/protocol2.
 func legacyTurn(req json.RawMessage) (json.RawMessage, error) {
-	var w wireTurn
+	var w wire.TurnRequest
 	if err := json.Unmarshal(req, &w); err != nil {
 		return nil, fmt.Errorf("malformed turn request: %w", err)
 	}
-	out := legacyTurnRequest{RunID: w.RunID, Model: w.Model, System: w.System,
-		Messages: make([]legacyMessage, 0, len(w.Messages)), Tools: w.Tools}
-	for _, m := range w.Messages {
-		lm := legacyMessage{Role: m.Role, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name, IsError: m.IsError}
-		var texts []string
-		parts := make([]legacyPart, len(m.Parts))
-		for i, p := range m.Parts {
-			parts[i] = p.legacyPart
-			if p.Type == "json" { // ABI 2 knew no JSON part: its text
-				var b bytes.Buffer
-				json.Compact(&b, p.JSON)
-				parts[i] = legacyPart{Type: "text", Text: b.String()}
-			}
-			if parts[i].Type == "text" {
-				texts = append(texts, parts[i].Text)
-			}
-		}
-		lm.Text = strings.Join(texts, "\n")
-		if len(parts) > 1 || len(parts) == 1 && parts[0].Type != "text" {
-			lm.Parts = parts
-		}
-		out.Messages = append(out.Messages, lm)
-	}
-	return json.Marshal(out)
+	return json.Marshal(protocol2.FromTurnRequest(w))
 }
 
 // legacyTurnAnswer translates {"response": {core.ModelResponse}} to a
 // version 3 turn response (wire.TurnResponse).
 func legacyTurnAnswer(out []byte) ([]byte, error) {
 	return legacyAnswer(out, "response", func(raw json.RawMessage) (any, error) {
-		var r legacyTurnResponse
+		var r protocol2.TurnResponse
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return nil, err
 		}
-		return struct {
-			V         int              `json:"v"`
-			Text      string           `json:"text,omitempty"`
-			ToolCalls []legacyToolCall `json:"tool_calls,omitempty"`
-			Usage     legacyUsage      `json:"usage"`
-		}{1, r.Text, r.ToolCalls, r.Usage}, nil
+		return r.WireTurnResponse(), nil
 	})
 }

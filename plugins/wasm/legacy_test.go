@@ -39,7 +39,7 @@ func golden(t *testing.T, name string, got []byte) {
 
 // turnRequest is a version 3 turn request with every member a module of
 // ABI 2 reads: a system prompt, a user message with an image, the
-// model's tool call, a failed tool result and a JSON part.
+// model's tool call and a failed tool result.
 func turnRequest(t *testing.T) []byte {
 	req := wire.TurnRequest{V: wire.Version, RunID: "r1", Model: "parrot-1", System: "Be brief.",
 		Messages: []wire.Message{
@@ -47,7 +47,6 @@ func turnRequest(t *testing.T) []byte {
 			{Role: wire.RoleUser, Parts: []wire.Part{wire.Text("look:"), wire.Image("image/png", []byte{1, 2, 3})}},
 			{Role: wire.RoleAssistant, Parts: []wire.Part{wire.Text("adding")}, ToolCalls: []wire.ToolCall{{ID: "c1", Name: "add", Args: json.RawMessage(`{"a":1}`)}}},
 			{Role: wire.RoleTool, ToolCallID: "c1", Name: "add", IsError: true, Parts: []wire.Part{wire.Text("no b")}},
-			{Role: wire.RoleTool, ToolCallID: "c2", Name: "sum", Parts: []wire.Part{{Type: wire.PartJSON, JSON: json.RawMessage(`{ "sum": 3 }`)}}},
 		},
 		Tools: []wire.ToolSpec{{Name: "add", Description: "Adds.", Schema: json.RawMessage(`{"type":"object"}`), Idempotent: true}},
 	}
