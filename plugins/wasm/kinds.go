@@ -2,8 +2,6 @@ package wasm
 
 import (
 	"encoding/json"
-	"fmt"
-	"sync"
 
 	"github.com/kilnhq/kiln/plugins"
 )
@@ -24,30 +22,13 @@ type Kind interface {
 	Client(m *Module, description json.RawMessage) (any, error)
 }
 
-var (
-	kindsMu sync.RWMutex
-	kindReg = map[plugins.Capability]Kind{}
-)
+// kinds are the kinds the runtime carries.
+var kinds plugins.Table[plugins.Capability, Kind]
 
 // RegisterKind makes the WASM runtime carry a kind, from the kind
 // package's init. It panics when the name is empty, k is nil or the kind
 // is registered already.
-func RegisterKind(name plugins.Capability, k Kind) {
-	kindsMu.Lock()
-	defer kindsMu.Unlock()
-	if name == "" || k == nil {
-		panic("wasm.RegisterKind: empty name or nil kind")
-	}
-	if _, dup := kindReg[name]; dup {
-		panic(fmt.Sprintf("wasm.RegisterKind: kind %q registered twice", name))
-	}
-	kindReg[name] = k
-}
+func RegisterKind(name plugins.Capability, k Kind) { kinds.Register("wasm.RegisterKind", name, k) }
 
 // lookupKind returns the kind registered under name.
-func lookupKind(name plugins.Capability) (Kind, bool) {
-	kindsMu.RLock()
-	defer kindsMu.RUnlock()
-	k, ok := kindReg[name]
-	return k, ok
-}
+func lookupKind(name plugins.Capability) (Kind, bool) { return kinds.Lookup(name) }
