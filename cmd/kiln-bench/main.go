@@ -45,7 +45,7 @@ var benches = []bench{
 	{"./core/sqlite", "^BenchmarkRecovery", "1x"},
 	{"./web", "^BenchmarkSSELatency", "1x"},
 	{"./web", "^BenchmarkList100k", "1x"},
-	{"./plugins/plugintest", "^BenchmarkToolsetCall", "2000x"},
+	{"./plugins/toolset/toolsettest", "^BenchmarkToolsetCall", "2000x"},
 	{"./plugins/wasm", "^BenchmarkWASMColdStart", "5x"},
 	{"./plugins/process", "^BenchmarkProcessStart", "10x"},
 	{"./plugins/registry", "^BenchmarkEnable", "5x"},

@@ -9,8 +9,13 @@ import (
 	"testing"
 
 	"github.com/kilnhq/kiln/plugins"
-	"github.com/kilnhq/kiln/plugins/toolset"
 )
+
+// toolsetKind is the name of the toolset kind (toolset.Name), which
+// WritePlugin's manifests provide. plugintest cannot import the kind: the
+// kind's package imports the runtimes that carry it, whose own tests use
+// plugintest. A test that writes such a manifest links the kind.
+const toolsetKind plugins.Capability = "toolset"
 
 // WritePlugin lays out a plugin folder in a fresh temporary directory: code
 // at entry (a relative path) and a kiln-plugin.json for a toolset with the
@@ -19,7 +24,7 @@ import (
 // and fails the test on any error.
 func WritePlugin(tb testing.TB, id string, rt plugins.Runtime, entry string, code []byte, perms string) (string, *plugins.Manifest) {
 	tb.Helper()
-	return WritePluginKinds(tb, id, rt, entry, code, perms, toolset.Name)
+	return WritePluginKinds(tb, id, rt, entry, code, perms, toolsetKind)
 }
 
 // WritePluginKinds is WritePlugin for a plugin that provides kinds.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
@@ -37,41 +36,22 @@ type Kind interface {
 	Client(p *Plugin, desc any) (any, error)
 }
 
-var (
-	kindsMu sync.RWMutex
-	kindReg = map[plugins.Capability]Kind{}
-)
+// kinds are the kinds the runtime carries.
+var kinds plugins.Table[plugins.Capability, Kind]
 
 // RegisterKind makes the process runtime carry a kind, from the kind
 // package's init. It panics when the name is empty, k is nil or the kind
 // is registered already.
-func RegisterKind(name plugins.Capability, k Kind) {
-	kindsMu.Lock()
-	defer kindsMu.Unlock()
-	if name == "" || k == nil {
-		panic("process.RegisterKind: empty name or nil kind")
-	}
-	if _, dup := kindReg[name]; dup {
-		panic(fmt.Sprintf("process.RegisterKind: kind %q registered twice", name))
-	}
-	kindReg[name] = k
-}
+func RegisterKind(name plugins.Capability, k Kind) { kinds.Register("process.RegisterKind", name, k) }
 
 // lookupKind returns the kind registered under name.
-func lookupKind(name plugins.Capability) (Kind, bool) {
-	kindsMu.RLock()
-	defer kindsMu.RUnlock()
-	k, ok := kindReg[name]
-	return k, ok
-}
+func lookupKind(name plugins.Capability) (Kind, bool) { return kinds.Lookup(name) }
 
 // carried lists the registered kinds that protocol version v carries
 // (every registered kind for v 0), sorted.
 func carried(v int) []plugins.Capability {
-	kindsMu.RLock()
-	defer kindsMu.RUnlock()
 	var out []plugins.Capability
-	for name, k := range kindReg {
+	for name, k := range kinds.All() {
 		if v == 0 || k.Plugin(v) != nil {
 			out = append(out, name)
 		}
@@ -83,12 +63,11 @@ func carried(v int) []plugins.Capability {
 // hostPlugins are the go-plugin plugins the host offers, by protocol
 // version: each registered kind at each version that carries it.
 func hostPlugins() map[int]goplugin.PluginSet {
-	kindsMu.RLock()
-	defer kindsMu.RUnlock()
+	registered := kinds.All()
 	out := map[int]goplugin.PluginSet{}
 	for _, v := range pluginrpc.Versions {
 		set := goplugin.PluginSet{}
-		for name, k := range kindReg {
+		for name, k := range registered {
 			if p := k.Plugin(v); p != nil {
 				set[string(name)] = hostPlugin{kind: p}
 			}

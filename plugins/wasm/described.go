@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
-
-	"github.com/kilnhq/kiln/core"
 )
 
 // description is what a Load that compiled, checked and described a
@@ -18,23 +16,23 @@ import (
 // code (compiledKey: the module's sha256 and the memory limit).
 //
 // A description is taken to depend on the module's bytes only: the ABI
-// asks kiln_describe for a fixed list, and the guest SDK builds it from
-// the toolset passed to Serve. A module whose description changes from
+// asks kiln_describe for a fixed description, and the guest SDK builds it
+// from the kinds passed to Serve. A module whose description changes from
 // one instance to the next is described by its first.
 type description struct {
-	ABI   int             `json:"abi"` // the module's ABI version
-	Tools []core.ToolSpec `json:"tools"`
-	// Provider is the module's model-provider description (ABI 2), or
-	// nil.
-	Provider  json.RawMessage `json:"provider,omitempty"`
-	MinMemory uint64          `json:"min_memory"` // the memory of a fresh instance, in bytes
+	ABI int `json:"abi"` // the module's ABI version
+	// Kinds are the module's descriptions of the kinds it serves, as
+	// ABI 3's kiln_describe has them (Module.kinds).
+	Kinds     map[string]json.RawMessage `json:"kinds"`
+	MinMemory uint64                     `json:"min_memory"` // the memory of a fresh instance, in bytes
 }
 
 // describedDir is the folder of descriptions in a cache folder: one per
 // format and wazero version, like wazero's own, since a description
-// vouches that this wazero accepted the module.
+// vouches that this wazero accepted the module. (Format v1 held ABI 2's
+// tool list and provider description; v2 holds ABI 3's kinds.)
 func describedDir(cacheDir string) string {
-	return filepath.Join(cacheDir, "kiln-described-v1-"+wazeroVersion())
+	return filepath.Join(cacheDir, "kiln-described-v2-"+wazeroVersion())
 }
 
 var wazeroVersion = sync.OnceValue(func() string {
@@ -68,7 +66,7 @@ func (h *Host) described(key compiledKey) (description, bool) {
 	if err != nil {
 		return description{}, false
 	}
-	if err := json.Unmarshal(data, &d); err != nil || d.ABI < 1 || d.ABI > ABIVersion || checkSpecs(d.Tools) != nil {
+	if err := json.Unmarshal(data, &d); err != nil || d.ABI < 1 || d.ABI > ABIVersion || len(d.Kinds) == 0 {
 		return description{}, false
 	}
 	h.mu.Lock()
@@ -115,20 +113,4 @@ func writeFileAtomic(dir, name string, v any) error {
 		return err
 	}
 	return os.Rename(f.Name(), filepath.Join(dir, name))
-}
-
-// checkSpecs checks a module's tool list: names non-empty and unique,
-// schemas valid JSON.
-func checkSpecs(specs []core.ToolSpec) error {
-	seen := map[string]bool{}
-	for i, s := range specs {
-		if s.Name == "" || seen[s.Name] {
-			return fmt.Errorf("tool %d has an empty or duplicate name %q", i, s.Name)
-		}
-		seen[s.Name] = true
-		if len(s.Schema) > 0 && !json.Valid(s.Schema) {
-			return fmt.Errorf("tool %q: schema is not valid JSON", s.Name)
-		}
-	}
-	return nil
 }

@@ -16,7 +16,7 @@ import (
 
 // loadIn loads calc from dir into a new Host on cache, and reports whether
 // Load compiled it.
-func loadIn(t *testing.T, cache, dir string, m *plugins.Manifest) (*Host, *toolset, bool) {
+func loadIn(t *testing.T, cache, dir string, m *plugins.Manifest) (*Host, *Module, bool) {
 	t.Helper()
 	h := newHost(t, cache)
 	ts, err := h.Load(context.Background(), dir, m, LoadOptions{})
@@ -24,7 +24,7 @@ func loadIn(t *testing.T, cache, dir string, m *plugins.Manifest) (*Host, *tools
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ts.Close() })
-	in := ts.(*toolset)
+	in := ts
 	c, _ := in.current()
 	return h, in, c != nil
 }
@@ -36,7 +36,7 @@ func TestDescriptionSkipsCompile(t *testing.T) {
 	if !compiled {
 		t.Fatal("the first Load on an empty cache did not compile")
 	}
-	want, _ := first.Tools(context.Background())
+	want, _ := tools(first)
 	first.Close()
 	h.Close(context.Background())
 
@@ -47,7 +47,7 @@ func TestDescriptionSkipsCompile(t *testing.T) {
 	if compiled {
 		t.Fatal("Load compiled a module it had a description of")
 	}
-	got, _ := ts.Tools(context.Background())
+	got, _ := tools(ts)
 	if len(got) != len(want) || !slices.EqualFunc(got, want, func(a, b core.ToolSpec) bool { return a.Name == b.Name && a.Description == b.Description }) {
 		t.Fatalf("tools from the description %v, want %v", got, want)
 	}
@@ -73,7 +73,7 @@ func TestChangedEntryRefusedAtFirstCall(t *testing.T) {
 	b, _ := os.ReadFile(path)
 	b[len(b)-1] ^= 0xff
 	os.WriteFile(path, b, 0o644)
-	_, err := text(ts.Call(context.Background(), "add", json.RawMessage(`{"a":1,"b":2}`)))
+	_, err := callCtx(context.Background(), ts, "add", `{"a":1,"b":2}`)
 	if !errors.Is(err, plugins.ErrChecksumMismatch) || !errors.Is(err, plugins.ErrTransport) {
 		t.Fatalf("first call after the entry changed: %v", err)
 	}

@@ -2,14 +2,21 @@
 // which registers itself from init (NewLoader makes its plugins.Loader
 // from a Host). It loads a plugin built for GOOS=wasip1 with
 // -buildmode=c-shared (a WASI reactor speaking the Kiln WASM ABI,
-// specs/wasm-abi.md; sdk/plugin is the guest side) and serves it as a
-// toolsetkind.Toolset.
+// specs/wasm-abi.md; sdk/plugin is the guest side) as a Module.
 //
-// Kinds: a module of ABI version 2 serves each kind it describes
-// ("toolset", "model-provider"; a model turn streams its text through the
-// delta host function); a module of version 1 serves a toolset only. The
-// loader refuses a module that does not serve every kind its manifest
-// lists, and the loaded instance dispenses them.
+// Kinds: the package knows none. A kind package registers a Kind for
+// itself (RegisterKind, from init in its own files), which makes the
+// kind's client of a Module from the module's description of the kind and
+// sends it requests with Module.Call: {"kind", "op", ...} to kiln_call,
+// answered with {"result"} or the module's own {"error"}; a request may
+// stream text through the delta host function (a model turn's). The
+// loader dispenses the client of each kind the manifest lists, and
+// refuses a module that does not describe every one of them, or a kind
+// not registered. A module of ABI version 3 may serve any registered
+// kind; modules of versions 1 (a toolset) and 2 ("toolset",
+// "model-provider") keep loading, their descriptions, requests and
+// answers translated to and from version 3 by one frozen file
+// (legacy.go).
 //
 // What the guest calls back into comes from the registry as
 // plugins.Callbacks (LoadOptions.Logger, KV and Emit): the same logger,
@@ -54,7 +61,7 @@
 // instance that traps, exits, runs out of memory or passes its deadline
 // is thrown away and the next call gets a fresh one.
 //
-// Concurrency: each call runs on an instance of its own. A Toolset keeps
+// Concurrency: each call runs on an instance of its own. A Module keeps
 // up to MaxInstances, started lazily — only when every instance is busy,
 // and only while the budget has room for one more at the size an instance
 // has just after starting (so memory_mib/start size bounds them too: a Go
@@ -75,6 +82,6 @@
 // disk cache) and instantiates it. Reading a Go guest's cached code still
 // costs about 60 ms, most of it wazero decoding and validating the module
 // again, so a Host keeps compiled modules for a while after their
-// toolsets close (keepCompiled): a plugin disabled and enabled again is
+// modules close (keepCompiled): a plugin disabled and enabled again is
 // not compiled again.
 package wasm

@@ -21,7 +21,7 @@ const MaxFileSize = 4 << 20
 // openData opens the data folder as an os.Root, so that no path, ".." or
 // symlink can leave it. Folder grants are looked up and opened at each
 // access instead (resolve, then plugins/grantfs).
-func (t *toolset) openData(dir string) error {
+func (t *Module) openData(dir string) error {
 	if dir == "" {
 		return nil
 	}
@@ -46,7 +46,7 @@ type fsPath struct {
 // name, looked up now: it must exist, and be Writable for a write. The
 // manifest is checked first, so a plugin learns nothing of the grants its
 // permissions do not name.
-func (t *toolset) resolve(ctx context.Context, p string, write bool) (fsPath, error) {
+func (t *Module) resolve(ctx context.Context, p string, write bool) (fsPath, error) {
 	var name, rel string
 	isGrant := false
 	switch {
@@ -105,7 +105,7 @@ func (in *instance) fsRead(ctx context.Context, data []byte) (any, error) {
 	if err := decodeStrict(data, &req); err != nil {
 		return nil, fmt.Errorf("fs_read: %w", err)
 	}
-	fp, err := in.ts.resolve(ctx, req.Path, false)
+	fp, err := in.m.resolve(ctx, req.Path, false)
 	if err != nil {
 		return nil, fmt.Errorf("fs_read %w", err)
 	}
@@ -171,7 +171,7 @@ func (in *instance) fsWrite(ctx context.Context, data []byte) (any, error) {
 	if len(req.Data) > MaxFileSize {
 		return nil, fmt.Errorf("fs_write %q: larger than %d MiB", req.Path, MaxFileSize>>20)
 	}
-	fp, err := in.ts.resolve(ctx, req.Path, true)
+	fp, err := in.m.resolve(ctx, req.Path, true)
 	if err != nil {
 		return nil, fmt.Errorf("fs_write %w", err)
 	}

@@ -20,15 +20,16 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/integrity"
 	"github.com/kilnhq/kiln/plugins/netguard"
-	toolsetkind "github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/plugins/wasmrt"
 )
 
 // ABIVersion is the newest Kiln WASM ABI version this host speaks
-// (specs/wasm-abi.md). It speaks every version from 1: version 1 guests
-// serve a toolset; version 2 guests serve each kind they describe
-// ("toolset", "model-provider"). A guest of another version is refused.
-const ABIVersion = 2
+// (specs/wasm-abi.md). It speaks every version from 1: version 3 guests
+// serve each kind they describe, any kind registered with RegisterKind;
+// version 2 guests serve "toolset" and "model-provider", version 1
+// guests a toolset (legacy.go translates). A guest of a newer version is
+// refused, naming both versions.
+const ABIVersion = 3
 
 // MaxEntrySize is the largest .wasm file Load reads (integrity.MaxEntrySize).
 const MaxEntrySize = integrity.MaxEntrySize
@@ -62,7 +63,7 @@ type LoadOptions struct {
 	Logger *slog.Logger
 	// Emit receives the plugin's progress events (any JSON value). It is
 	// called synchronously, during the tool call (so concurrently when
-	// calls run at once), and must not call into the same Toolset. nil
+	// calls run at once), and must not call into the same Module. nil
 	// drops the events.
 	Emit func(ctx context.Context, event json.RawMessage)
 	// KV is the plugin's own key/value namespace, behind the kv_* host
@@ -74,7 +75,7 @@ type LoadOptions struct {
 }
 
 // Host loads and runs WASM plugins. It is safe for concurrent use. Close
-// it to release the runtimes and the cache; toolsets it loaded fail after.
+// it to release the runtimes and the cache; modules it loaded fail after.
 type Host struct {
 	cfg   Config
 	cache wazero.CompilationCache
@@ -84,12 +85,12 @@ type Host struct {
 	runtimes     map[uint32]wazero.Runtime // by memory limit in pages
 	compiled     map[compiledKey]*compiledEntry
 	descriptions map[compiledKey]description
-	keep         time.Duration // how long a compiled module no toolset uses is kept (keepCompiled)
+	keep         time.Duration // how long a compiled module no Module uses is kept (keepCompiled)
 	closed       bool
 }
 
 // keepCompiled is how long a Host keeps a compiled module after the last
-// toolset using it closed, so that enabling a plugin again soon after
+// module using it closed, so that enabling a plugin again soon after
 // disabling it (or a restart of the plugin by the registry) neither reads
 // the disk cache nor decodes and validates the module again. A compiled
 // Go guest holds about 27 MiB (its machine code and the decoded module).
@@ -102,7 +103,7 @@ type compiledKey struct {
 	pages  uint32
 }
 
-// compiledEntry is a compiled module shared by the toolsets loaded from
+// compiledEntry is a compiled module shared by the modules loaded from
 // the same code, closed keepCompiled after the last one closes. A second
 // Load of the same plugin in a process skips decoding, validation and the
 // disk cache.
@@ -182,23 +183,25 @@ func (h *Host) runtime(ctx context.Context, pages uint32) (wazero.Runtime, error
 
 // Load verifies (the sha256 of the bytes it compiles, with integrity.Entry's
 // diagnosis on failure), compiles and instantiates the wasm plugin in dir described
-// by m, asks it for its tools, and returns it as a Toolset. It fails if m
+// by m, asks it to describe the kinds it serves, and returns it. It fails if m
 // is not a wasm plugin, the entry's sha256 differs from the manifest's
 // (the error wraps plugins.ErrChecksumMismatch), the module needs more
 // memory than memory_mib, imports anything but the kiln host module and
-// WASI, lacks an ABI export, speaks another ABI version, or fails to
-// initialize or describe itself within timeout_ms.
+// WASI, lacks an ABI export, speaks a newer ABI version, or fails to
+// initialize or describe itself within timeout_ms. The caller checks that
+// the module serves the kinds it wants (the loader does, with each
+// registered Kind).
 //
 // A module this Host, or an earlier one on the same CacheDir, has loaded
 // so before (the same sha256 and memory_mib) is not compiled or
-// instantiated by Load: its tools are those it described then, and the
+// instantiated by Load: its description is the one it gave then, and the
 // first call reads the entry again, checks its sha256 again, then
 // compiles and instantiates it (a failure there fails that call with
 // plugins.ErrTransport, wrapping plugins.ErrChecksumMismatch for a
 // changed entry). A compiled module stays with the Host keepCompiled after
-// the last toolset using it closed, so a plugin enabled again soon
+// the last module using it closed, so a plugin enabled again soon
 // after is not compiled again.
-func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts LoadOptions) (toolsetkind.Toolset, error) {
+func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts LoadOptions) (*Module, error) {
 	if m.Runtime != plugins.RuntimeWASM {
 		return nil, fmt.Errorf("load plugin %s: runtime is %q, not %q", m.ID, m.Runtime, plugins.RuntimeWASM)
 	}
@@ -227,7 +230,7 @@ func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts L
 		logger = h.cfg.Logger
 	}
 	mc := *m // what the first call checks the entry against, whatever the caller does with m
-	ts := &toolset{
+	ts := &Module{
 		id:      m.ID,
 		host:    h,
 		dir:     dir,
@@ -254,7 +257,7 @@ func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts L
 		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
 	}
 	if d, ok := h.described(key); ok {
-		ts.abi, ts.tools, ts.provider, ts.need = d.ABI, d.Tools, d.Provider, d.MinMemory
+		ts.abi, ts.kinds, ts.need = d.ABI, d.Kinds, d.MinMemory
 		ts.compiled = h.shared(key) // nil: the first call compiles it
 		return ts, nil
 	}
@@ -268,7 +271,7 @@ func (h *Host) Load(ctx context.Context, dir string, m *plugins.Manifest, opts L
 		ts.Close()
 		return nil, fmt.Errorf("load plugin %s: %w", m.ID, err)
 	}
-	h.remember(key, description{ABI: ts.abi, Tools: ts.tools, Provider: ts.provider, MinMemory: minMemory(compiled)})
+	h.remember(key, description{ABI: ts.abi, Kinds: ts.kinds, MinMemory: minMemory(compiled)})
 	return ts, nil
 }
 
@@ -345,7 +348,7 @@ func (h *Host) release(ctx context.Context, key compiledKey, c wazero.CompiledMo
 }
 
 // expire closes the kept module e when the timer of its released-th
-// release fires, unless a toolset took it since.
+// release fires, unless a module took it since.
 func (h *Host) expire(key compiledKey, e *compiledEntry, released int) {
 	h.mu.Lock()
 	if h.compiled[key] != e || e.refs > 0 || e.released != released || h.closed {

@@ -124,13 +124,13 @@ func hostLog(ctx context.Context, m api.Module, stack []uint64) {
 	if cut {
 		msg += "…"
 	}
-	in.ts.logger.Log(ctx, level, msg, "stream", "log")
+	in.m.logger.Log(ctx, level, msg, "stream", "log")
 }
 
 func hostClockNow(ctx context.Context, _ api.Module, stack []uint64) {
 	now := time.Now
 	if in := instanceFrom(ctx); in != nil {
-		now = in.ts.now
+		now = in.m.now
 	}
 	stack[0] = api.EncodeI64(now().UnixNano())
 }
@@ -157,8 +157,8 @@ func hostEmit(ctx context.Context, m api.Module, stack []uint64) {
 		stack[0] = api.EncodeI32(1)
 		return
 	}
-	if in.ts.emit != nil {
-		in.ts.emit(ctx, json.RawMessage(ev))
+	if in.m.emit != nil {
+		in.m.emit(ctx, json.RawMessage(ev))
 	}
 	stack[0] = 0
 }

@@ -18,14 +18,14 @@ func TestKeptCompiledModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAdd(t, ts)
-	c, _ := ts.(*toolset).current()
+	c, _ := ts.current()
 	ts.Close()
 	// Enabled again within h.keep: the same compiled module, no compile.
 	ts, err = h.Load(ctx, dir, m, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := ts.(*toolset).current(); again != c {
+	if again, _ := ts.current(); again != c {
 		t.Fatal("Load after a close did not reuse the kept module")
 	}
 	mustAdd(t, ts)

@@ -20,10 +20,10 @@ var errNoKV = errors.New("kv is not available: the host gave this plugin no key/
 
 // kvStore returns the plugin's KV, or errNoKV.
 func (in *instance) kvStore(fn string) (KV, error) {
-	if in.ts.kv == nil {
+	if in.m.kv == nil {
 		return nil, fmt.Errorf("%s: %w", fn, errNoKV)
 	}
-	return in.ts.kv, nil
+	return in.m.kv, nil
 }
 
 // kvFailure turns a KV error into the message the guest sees: a coded
@@ -41,7 +41,7 @@ func (in *instance) kvFailure(ctx context.Context, fn, key string, err error) er
 		return fmt.Errorf("%s %q: %w", fn, key, ctx.Err())
 	}
 	// The key may come from a tool's arguments: the log gets its size.
-	in.ts.logger.Warn("kv call failed", "fn", fn, "key_bytes", len(key), "error", err)
+	in.m.logger.Warn("kv call failed", "fn", fn, "key_bytes", len(key), "error", err)
 	return fmt.Errorf("%s %q: the key/value store failed", fn, key)
 }
 

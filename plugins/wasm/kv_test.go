@@ -15,7 +15,6 @@ import (
 	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/plugintest"
-	toolsetkind "github.com/kilnhq/kiln/plugins/toolset"
 )
 
 // openKVStore opens a real SQLite Store in a temp folder.
@@ -31,7 +30,7 @@ func openKVStore(t *testing.T, path string) *sqlite.Store {
 
 // loadCalcAs loads calc under the plugin id with the namespace of that id
 // in s.
-func loadCalcAs(t *testing.T, h *Host, id string, s core.KVStore) toolsetkind.Toolset {
+func loadCalcAs(t *testing.T, h *Host, id string, s core.KVStore) *Module {
 	t.Helper()
 	dir, m := plugintest.WritePlugin(t, id, plugins.RuntimeWASM, "calc.wasm", buildCalc(t), "")
 	ts, err := h.Load(context.Background(), dir, m, LoadOptions{KV: plugins.KVNamespace(s, m.ID)})
@@ -42,7 +41,7 @@ func loadCalcAs(t *testing.T, h *Host, id string, s core.KVStore) toolsetkind.To
 	return ts
 }
 
-func wantCall(t *testing.T, ts toolsetkind.Toolset, tool, args, want string) {
+func wantCall(t *testing.T, ts *Module, tool, args, want string) {
 	t.Helper()
 	got, err := call(t, ts, tool, args)
 	if err != nil || got != want {
@@ -50,7 +49,7 @@ func wantCall(t *testing.T, ts toolsetkind.Toolset, tool, args, want string) {
 	}
 }
 
-func wantCallError(t *testing.T, ts toolsetkind.Toolset, tool, args, want string) {
+func wantCallError(t *testing.T, ts *Module, tool, args, want string) {
 	t.Helper()
 	got, err := call(t, ts, tool, args)
 	if err == nil || !strings.Contains(err.Error(), want) {
@@ -221,7 +220,7 @@ func (f *fakeKV) List(_ context.Context, _, _ string, limit int) ([]string, erro
 // kvInstance returns an instance of a toolset with the given KV, enough
 // to call the kv host functions directly.
 func kvInstance(kv KV) *instance {
-	return &instance{ts: &toolset{id: "test", kv: kv, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	return &instance{m: &Module{id: "test", kv: kv, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 }
 
 // TestKVHostChecks calls the host functions directly: the host refuses bad

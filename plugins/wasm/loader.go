@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/kilnhq/kiln/plugins"
-	"github.com/kilnhq/kiln/plugins/providers/modelprovider"
-	toolsetkind "github.com/kilnhq/kiln/plugins/toolset"
 )
 
 func init() {
@@ -25,62 +23,72 @@ func NewLoader(h *Host) plugins.Loader { return loader{h} }
 
 type loader struct{ h *Host }
 
-// Load loads the module and checks that it serves every kind the
-// manifest lists: an ABI 1 module a toolset only, an ABI 2 module the
-// kinds it describes.
+// Load loads the module and makes the client of every kind the manifest
+// lists with the registered Kind, which checks the module's description of
+// the kind. It fails for a kind not registered, one the module does
+// not describe, or one its ABI version cannot carry.
 func (l loader) Load(ctx context.Context, req plugins.LoadRequest) (plugins.Instance, error) {
-	ts, err := l.h.Load(ctx, req.Dir, req.Manifest, LoadOptions{
+	m, err := l.h.Load(ctx, req.Dir, req.Manifest, LoadOptions{
 		DataDir: req.DataDir, Grants: req.Grants, Logger: req.Host.Logger, Emit: req.Host.Emit, KV: req.Host.KV,
 	})
 	if err != nil {
 		return nil, err
 	}
-	t := ts.(*toolset)
-	for _, c := range req.Manifest.Provides {
-		if err := t.serves(c); err != nil {
-			t.Close()
+	clients := make(map[plugins.Capability]any, len(req.Manifest.Provides))
+	for _, kind := range req.Manifest.Provides {
+		c, err := m.dispense(kind)
+		if err != nil {
+			m.Close()
 			return nil, fmt.Errorf("load plugin %s: %w", req.ID, err)
 		}
+		clients[kind] = c
 	}
-	return loaded{t}, nil
+	return loaded{m, clients}, nil
 }
 
 func (l loader) Close(ctx context.Context) error { return l.h.Close(ctx) }
 
-// Carries reports whether a WASM module can provide kind: a toolset or a
-// model provider.
+// Carries reports whether a WASM module can provide kind: whether the
+// kind is registered with RegisterKind.
 func (loader) Carries(kind plugins.Capability) bool {
-	return kind == toolsetkind.Name || kind == modelprovider.Name
+	_, ok := lookupKind(kind)
+	return ok
 }
 
-// serves says why the module does not serve kind, or nil.
-func (t *toolset) serves(kind plugins.Capability) error {
+// dispense makes the client of kind with its registered Kind, or says why the
+// module does not serve kind.
+func (t *Module) dispense(kind plugins.Capability) (any, error) {
+	k, ok := lookupKind(kind)
+	if !ok {
+		return nil, fmt.Errorf("a WASM module cannot provide %q", kind)
+	}
+	d, ok := t.kinds[string(kind)]
 	switch {
-	case kind == toolsetkind.Name && (t.abi == 1 || t.tools != nil):
-		return nil
-	case kind == modelprovider.Name && t.provider != nil:
-		return nil
-	case kind == modelprovider.Name && t.abi == 1:
-		return fmt.Errorf("the module speaks Kiln WASM ABI v1, which carries only %q; it provides %q (rebuild it with a newer sdk/plugin)", toolsetkind.Name, kind)
-	case kind != toolsetkind.Name && kind != modelprovider.Name:
-		return fmt.Errorf("a WASM module cannot provide %q", kind)
+	case !ok && t.abi < 3 && !legacyCarries(t.abi, string(kind)):
+		return nil, fmt.Errorf("the module speaks Kiln WASM ABI v%d, which carries only %s; it provides %q (rebuild it with a newer sdk/plugin)", t.abi, legacyKinds(t.abi), kind)
+	case !ok:
+		return nil, fmt.Errorf("the manifest says it provides %q, and the module does not describe it", kind)
 	}
-	return fmt.Errorf("the manifest says it provides %q, and the module does not describe it", kind)
+	c, err := k.Client(t, d)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", kind, err)
+	}
+	return c, nil
 }
 
-// loaded is a loaded module as a plugins.Instance.
-type loaded struct{ t *toolset }
+// loaded is a loaded module as a plugins.Instance: the clients Load made.
+type loaded struct {
+	m       *Module
+	clients map[plugins.Capability]any
+}
 
-// Dispense hands out the module itself as the toolset and its model
-// provider for "model-provider".
+// Dispense returns the client of kind Load made.
 func (i loaded) Dispense(_ context.Context, kind plugins.Capability) (any, error) {
-	if err := i.t.serves(kind); err != nil {
-		return nil, err
+	c, ok := i.clients[kind]
+	if !ok {
+		return nil, fmt.Errorf("does not provide %q", kind)
 	}
-	if kind == modelprovider.Name {
-		return modelprovider.FromRemote(i.t.id, i.t.perms, remote{i.t}), nil
-	}
-	return i.t, nil
+	return c, nil
 }
 
-func (i loaded) Close() error { return i.t.Close() }
+func (i loaded) Close() error { return i.m.Close() }

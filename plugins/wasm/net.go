@@ -51,7 +51,7 @@ func (in *instance) httpRequest(ctx context.Context, data []byte) (any, error) {
 
 // sendHTTP decodes a JSON request of the host function fn (http_request,
 // http_open), checks it against the permissions and sends it with the
-// toolset's client within ctx; the response's body lives as long as ctx.
+// module's client within ctx; the response's body lives as long as ctx.
 // what names the request for error messages ("GET <redacted url>").
 func (in *instance) sendHTTP(ctx context.Context, fn string, data []byte) (resp *http.Response, what string, err error) {
 	var req httpRequest
@@ -70,7 +70,7 @@ func (in *instance) sendHTTP(ctx context.Context, fn string, data []byte) (resp 
 	}
 	// Checked here before anything is resolved or dialed, and again in the
 	// dialer and at every redirect.
-	if err := netguard.CheckURL(in.ts.perms, u); err != nil {
+	if err := netguard.CheckURL(in.m.perms, u); err != nil {
 		return nil, "", fmt.Errorf("%s %s: %w", fn, u.Redacted(), err)
 	}
 	hr, err := http.NewRequestWithContext(ctx, req.Method, u.String(), bytes.NewReader(req.Body))
@@ -83,7 +83,7 @@ func (in *instance) sendHTTP(ctx context.Context, fn string, data []byte) (resp 
 		}
 	}
 	what = req.Method + " " + u.Redacted()
-	resp, err = in.ts.client.Do(hr)
+	resp, err = in.m.client.Do(hr)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {

@@ -19,7 +19,6 @@ import (
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/netguard"
 	"github.com/kilnhq/kiln/plugins/plugintest"
-	toolsetkind "github.com/kilnhq/kiln/plugins/toolset"
 )
 
 // streamServer is an httptest server of event streams on 127.0.0.1.
@@ -109,7 +108,7 @@ func (s *streamServer) waitGone(t *testing.T, path string) {
 
 // loadStreamGuest loads testdata/streamguest with the given permissions
 // JSON and options.
-func loadStreamGuest(t *testing.T, perms string, opts LoadOptions) toolsetkind.Toolset {
+func loadStreamGuest(t *testing.T, perms string, opts LoadOptions) *Module {
 	t.Helper()
 	code := plugintest.Build(t, "./testdata/streamguest", plugins.RuntimeWASM)
 	dir, m := plugintest.WritePlugin(t, "streamguest", plugins.RuntimeWASM, "streamguest.wasm", code, perms)
@@ -269,7 +268,7 @@ func (m *fakeMemory) Write(off uint32, v []byte) bool {
 func TestHTTPStreamFunctions(t *testing.T) {
 	srv := newStreamServer(t)
 	perms := plugins.Permissions{Network: []string{srv.host()}}
-	in := &instance{ts: &toolset{perms: perms, client: netguard.NewClient(perms)}}
+	in := &instance{m: &Module{perms: perms, client: netguard.NewClient(perms)}}
 	ctx := context.Background()
 	mem := &fakeMemory{b: make([]byte, 4<<20)}
 	call := func(f func(*instance, context.Context, []byte) (any, error), req, want string) {

@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,7 +21,7 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/plugintest"
-	toolsetkind "github.com/kilnhq/kiln/plugins/toolset"
+	"github.com/kilnhq/kiln/sdk/plugin/wire"
 )
 
 func buildCalc(tb testing.TB) []byte {
@@ -29,6 +31,9 @@ func buildCalc(tb testing.TB) []byte {
 
 // writePlugin writes calc.wasm and a manifest with the given permissions
 // JSON into a new folder and returns the folder and the parsed manifest.
+// The manifest provides "toolset", a kind these tests cannot import (its
+// package imports this one); the external tests of this test binary link
+// it, which registers it.
 func writePlugin(tb testing.TB, perms string) (string, *plugins.Manifest) {
 	tb.Helper()
 	return plugintest.WritePlugin(tb, "calc", plugins.RuntimeWASM, "calc.wasm", buildCalc(tb), perms)
@@ -63,7 +68,7 @@ func newHost(tb testing.TB, cacheDir string) *Host {
 	return h
 }
 
-func load(tb testing.TB, h *Host, perms string, opts LoadOptions) toolsetkind.Toolset {
+func load(tb testing.TB, h *Host, perms string, opts LoadOptions) *Module {
 	tb.Helper()
 	dir, m := writePlugin(tb, perms)
 	ts, err := h.Load(context.Background(), dir, m, opts)
@@ -74,25 +79,51 @@ func load(tb testing.TB, h *Host, perms string, opts LoadOptions) toolsetkind.To
 	return ts
 }
 
-func call(t *testing.T, ts toolsetkind.Toolset, tool, args string) (string, error) {
+func call(t *testing.T, ts *Module, tool, args string) (string, error) {
 	t.Helper()
-	return text(ts.Call(context.Background(), tool, json.RawMessage(args)))
+	return callCtx(context.Background(), ts, tool, args)
 }
 
-// text returns a call's result as its text, and the tool's own failure
-// (a result with IsError) as an error of its text.
-func text(res core.ToolResult, err error) (string, error) {
-	switch {
-	case err != nil:
+// callCtx runs tool with args (JSON) in m as the toolset kind's adapter
+// does (plugins/toolset, which imports this package), and returns the text
+// of its result, or an error: the tool's own failure (the module's, or a
+// result with IsError) or Call's.
+func callCtx(ctx context.Context, m *Module, tool, args string) (string, error) {
+	name, _ := json.Marshal(tool)
+	var b bytes.Buffer
+	b.WriteString(`{"tool":`)
+	b.Write(name)
+	b.WriteString(`,"args":`)
+	if err := json.Compact(&b, []byte(args)); err != nil {
+		return "", fmt.Errorf("arguments are not valid JSON: %w", err)
+	}
+	b.WriteByte('}')
+	specs, err := tools(m)
+	if err != nil {
 		return "", err
-	case res.IsError:
+	}
+	idempotent := slices.ContainsFunc(specs, func(s core.ToolSpec) bool { return s.Name == tool && s.Idempotent })
+	var res wire.ToolResult
+	if err := m.Call(ctx, Request{Kind: "toolset", Op: "call", Body: json.RawMessage(b.Bytes()), Idempotent: idempotent}, &res); err != nil {
+		return "", err
+	}
+	if res.IsError {
 		return "", errors.New(res.Text())
 	}
 	return res.Text(), nil
 }
 
+// tools returns the tools m describes.
+func tools(m *Module) ([]core.ToolSpec, error) {
+	var d struct {
+		Tools []core.ToolSpec `json:"tools"`
+	}
+	err := json.Unmarshal(m.kinds["toolset"], &d)
+	return d.Tools, err
+}
+
 // mustAdd checks that the instance (or a fresh one) still serves calls.
-func mustAdd(t *testing.T, ts toolsetkind.Toolset) {
+func mustAdd(t *testing.T, ts *Module) {
 	t.Helper()
 	got, err := call(t, ts, "add", `{"a":2,"b":40}`)
 	if err != nil || got != "42" {
@@ -102,7 +133,7 @@ func mustAdd(t *testing.T, ts toolsetkind.Toolset) {
 
 func TestToolsAndAdd(t *testing.T) {
 	ts := load(t, newHost(t, ""), "", LoadOptions{})
-	specs, err := ts.Tools(context.Background())
+	specs, err := tools(ts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +363,7 @@ func TestTimeout(t *testing.T) {
 	// The caller's cancellation stops it too.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := text(ts.Call(ctx, "spin", json.RawMessage(`{}`))); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, plugins.ErrTransport) {
+	if _, err := callCtx(ctx, ts, "spin", `{}`); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, plugins.ErrTransport) {
 		t.Fatalf("spin with a caller deadline: %v", err)
 	} else if errors.Is(err, core.ErrEffectUnknown) {
 		t.Errorf("spin with a caller deadline: %v; the caller ended it, which it knows", err)
@@ -444,7 +475,7 @@ func TestSharedCompiledModule(t *testing.T) {
 	mustAdd(t, a)
 	mustAdd(t, b)
 	// Instances are separate: a crash in one does not touch the other.
-	if _, err := text(a.Call(ctx, "hog", json.RawMessage(`{"mib":100}`))); !errors.Is(err, plugins.ErrTransport) {
+	if _, err := callCtx(ctx, a, "hog", `{"mib":100}`); !errors.Is(err, plugins.ErrTransport) {
 		t.Fatalf("hog: %v", err)
 	}
 	if err := a.Close(); err != nil {
@@ -464,26 +495,12 @@ func TestSharedCompiledModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Close(ctx)
-	if _, err := text(c.Call(ctx, "add", json.RawMessage(`{"a":1,"b":2}`))); !errors.Is(err, plugins.ErrTransport) {
+	if _, err := callCtx(ctx, c, "add", `{"a":1,"b":2}`); !errors.Is(err, plugins.ErrTransport) {
 		t.Errorf("call after the host closed: %v", err)
 	}
 	c.Close()
 	if _, err := h.Load(ctx, dir, m, LoadOptions{}); err == nil {
 		t.Error("load after the host closed succeeded")
-	}
-}
-
-func BenchmarkWASMCall(b *testing.B) {
-	ts := load(b, newHost(b, ""), "", LoadOptions{})
-	args, _ := json.Marshal(map[string]string{"payload": strings.Repeat("x", 1000)})
-	ctx := context.Background()
-	b.SetBytes(int64(len(args)))
-	b.ResetTimer()
-	for b.Loop() {
-		out, err := text(ts.Call(ctx, "echo", args))
-		if err != nil || len(out) != len(args) {
-			b.Fatal(out, err)
-		}
 	}
 }
 
@@ -500,7 +517,7 @@ func BenchmarkWASMColdStart(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := text(ts.Call(context.Background(), "add", json.RawMessage(`{"a":1,"b":2}`))); err != nil {
+		if _, err := callCtx(context.Background(), ts, "add", `{"a":1,"b":2}`); err != nil {
 			b.Fatal(err)
 		}
 		ts.Close()
@@ -524,7 +541,7 @@ func BenchmarkWASMColdStart(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if out, err := text(ts.Call(context.Background(), "ping", json.RawMessage(`{}`))); err != nil || out != "pong" {
+			if out, err := callCtx(context.Background(), ts, "ping", `{}`); err != nil || out != "pong" {
 				b.Fatalf("ping = %q, %v", out, err)
 			}
 			ts.Close()
@@ -555,7 +572,7 @@ func BenchmarkWASMColdStart(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := text(ts.Call(context.Background(), "add", json.RawMessage(`{"a":1,"b":2}`))); err != nil {
+			if _, err := callCtx(context.Background(), ts, "add", `{"a":1,"b":2}`); err != nil {
 				b.Fatal(err)
 			}
 			ts.Close()
@@ -587,25 +604,25 @@ func TestSmallGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ts.Close()
-	specs, err := ts.Tools(context.Background())
+	specs, err := tools(ts)
 	if err != nil || len(specs) != 1 || specs[0].Name != "ping" || !specs[0].Idempotent {
 		t.Fatalf("tools %+v, %v", specs, err)
 	}
-	if out, err := text(ts.Call(context.Background(), "ping", json.RawMessage(`{"big":"`+strings.Repeat("x", 200_000)+`"}`))); err != nil || out != "pong" {
+	if out, err := callCtx(context.Background(), ts, "ping", `{"big":"`+strings.Repeat("x", 200_000)+`"}`); err != nil || out != "pong" {
 		t.Errorf("ping with a request larger than the guest's first page = %q, %v", out, err)
 	}
 }
 
 // busy reports whether every instance of ts is in a call (or starting).
-func busy(ts toolsetkind.Toolset, n int) bool {
-	t := ts.(*toolset)
+func busy(ts *Module, n int) bool {
+	t := ts
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.count == n && len(t.idle) == 0
 }
 
 // waitBusy waits until n instances of ts are in calls.
-func waitBusy(t *testing.T, ts toolsetkind.Toolset, n int) {
+func waitBusy(t *testing.T, ts *Module, n int) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !busy(ts, n) {
@@ -647,8 +664,8 @@ func TestCloseStopsSpinningCall(t *testing.T) {
 
 // held counts the memory the idle instances of ts hold, and what its
 // budget says is in use.
-func held(ts toolsetkind.Toolset) (idle, inUse uint64) {
-	t := ts.(*toolset)
+func held(ts *Module) (idle, inUse uint64) {
+	t := ts
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, in := range t.idle {
@@ -658,7 +675,7 @@ func held(ts toolsetkind.Toolset) (idle, inUse uint64) {
 }
 
 // spinAll starts n spin calls and returns their errors.
-func spinAll(t *testing.T, ts toolsetkind.Toolset, n int) <-chan error {
+func spinAll(t *testing.T, ts *Module, n int) <-chan error {
 	errs := make(chan error, n)
 	for range n {
 		go func() {
@@ -671,7 +688,7 @@ func spinAll(t *testing.T, ts toolsetkind.Toolset, n int) <-chan error {
 
 // closeAndWait closes ts and checks that the n calls behind errs end with
 // transport errors.
-func closeAndWait(t *testing.T, ts toolsetkind.Toolset, errs <-chan error, n int) {
+func closeAndWait(t *testing.T, ts *Module, errs <-chan error, n int) {
 	t.Helper()
 	ts.Close()
 	for range n {
@@ -703,7 +720,7 @@ func TestInstancesBoundedByMemory(t *testing.T) {
 	ts := load(t, newHost(t, ""), `{"memory_mib":8,"timeout_ms":600000}`, LoadOptions{})
 	errs := spinAll(t, ts, 3)
 	waitBusy(t, ts, 2)
-	tt := ts.(*toolset)
+	tt := ts
 	tt.mu.Lock()
 	count, need := tt.count, tt.need
 	tt.mu.Unlock()
@@ -740,7 +757,7 @@ func TestIdleInstancesMakeRoom(t *testing.T) {
 	if idle != inUse || inUse > 32<<20 {
 		t.Errorf("idle instances hold %d bytes, the budget counts %d", idle, inUse)
 	}
-	t.Logf("%d idle instances hold %d bytes", ts.(*toolset).count, idle)
+	t.Logf("%d idle instances hold %d bytes", ts.count, idle)
 	if got, err := call(t, ts, "hog", `{"mib":20}`); err != nil {
 		t.Fatalf("hog 20 MiB with idle instances holding %d bytes of 32 MiB: %q, %v", idle, got, err)
 	}

@@ -4,7 +4,8 @@ package plugin
 // Provider, a SandboxRuntime (native builds only), or a kind defined in
 // a package of its own. Serve serves each over the transport it was
 // compiled for, and a kind says how: over the process transport (a
-// native build) a Kind is a ProcessKind. Kiln loads a plugin whose
+// native build) a Kind is a ProcessKind, over the WASM ABI (a WASM
+// build) a WASMKind. Kiln loads a plugin whose
 // manifest lists each kind's KindName in "provides".
 type Kind interface {
 	// KindName is the kind as manifests list it in "provides":

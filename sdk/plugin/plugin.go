@@ -10,7 +10,8 @@
 //     contracts of package wire), and for a Toolset alone also protocols
 //     2 and 1, so that an older Kiln still loads it;
 //   - a WASM module (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared), loaded by
-//     Kiln's wazero host (WASM ABI version 2: toolsets and model providers).
+//     Kiln's wazero host (WASM ABI version 3: toolsets, model providers and
+//     kinds of packages of their own, dispatched by kind and operation).
 //
 // The host helpers (HTTP, HTTPStream, ReadFile, WriteFile, KVGet, KVPut,
 // KVDelete, KVList, Log, Emit, Now, Random) have the same signatures in

@@ -3,8 +3,6 @@ package plugin
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/kilnhq/kiln/sdk/plugin/wire"
@@ -124,41 +122,6 @@ type TurnResponse struct {
 type Usage struct {
 	InputTokens  int `json:"input_tokens"`
 	OutputTokens int `json:"output_tokens"`
-}
-
-// kindsServed is what Serve was given, checked.
-type kindsServed struct {
-	toolset  *Toolset
-	provider *Provider
-}
-
-// collect checks Serve's arguments: at most one of each kind, a provider
-// with a Turn.
-func collect(kinds []Kind) (kindsServed, error) {
-	var s kindsServed
-	if len(kinds) == 0 {
-		return s, errors.New("Serve needs a Toolset, a Provider or both")
-	}
-	for _, k := range kinds {
-		switch k := k.(type) {
-		case Toolset:
-			if s.toolset != nil {
-				return s, errors.New("Serve got two toolsets")
-			}
-			s.toolset = &k
-		case Provider:
-			if s.provider != nil {
-				return s, errors.New("Serve got two providers")
-			}
-			if k.Turn == nil {
-				return s, errors.New("the provider has no Turn")
-			}
-			s.provider = &k
-		default:
-			return s, fmt.Errorf("Serve cannot serve %T", k)
-		}
-	}
-	return s, nil
 }
 
 // describe is the provider's description as the host reads it.

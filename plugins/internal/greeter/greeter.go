@@ -9,8 +9,10 @@
 // holds: the kind's name and client interface, its Host and Kind (Attach
 // hands the greeter to the Host), and an adapter per runtime that
 // carries it, registered from init — process.go for the process runtime,
-// over greeterrpc (greeter.proto). Its guest, testdata/guest, serves a
-// greeter through the SDK's extension point (plugin.ProcessKind).
+// over greeterrpc (greeter.proto), and wasm.go for the WASM runtime, over
+// ABI 3's generic requests. Its guest, testdata/guest, serves a greeter
+// through the SDK's extension point, in either build (plugin.ProcessKind,
+// plugin.WASMKind).
 package greeter
 
 import (

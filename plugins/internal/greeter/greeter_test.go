@@ -14,6 +14,7 @@ import (
 	"github.com/kilnhq/kiln/plugins/internal/greeter"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/process"
+	"github.com/kilnhq/kiln/plugins/wasm"
 )
 
 // host is a greeter.Host that keeps what is attached.
@@ -41,17 +42,35 @@ func (h *host) RemoveGreeter(id string) {
 type callKey struct{}
 
 // TestProcess loads the guest, a greeter defined outside the SDK and
-// served through its extension point, with the process runtime, which
-// knows the kind only through its registration; attaches it; and greets:
-// the greeting comes back, the guest's progress event reaches the host's
+// served through its extension point, with the process runtime (testKind).
+func TestProcess(t *testing.T) {
+	testKind(t, plugins.RuntimeProcess, "guest", process.NewLoader(process.Options{Logger: quiet}))
+}
+
+// TestWASM loads the guest's WASM build with the WASM runtime (testKind).
+func TestWASM(t *testing.T) {
+	h, err := wasm.New(wasm.Config{CacheDir: t.TempDir(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := wasm.NewLoader(h)
+	defer l.Close(context.Background())
+	testKind(t, plugins.RuntimeWASM, "guest.wasm", l)
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// testKind loads the guest built for rt with l, a runtime that knows the
+// kind only through its registration; attaches it; and greets: the
+// greeting comes back, the guest's progress event reaches the host's
 // callbacks with the call's context, and the greeter's own failure is not
 // the channel's.
-func TestProcess(t *testing.T) {
+func testKind(t *testing.T, rt plugins.Runtime, entry string, l plugins.Loader) {
 	ctx := context.Background()
-	code := plugintest.Build(t, "./testdata/guest", plugins.RuntimeProcess)
-	dir, m := plugintest.WritePluginKinds(t, "hello", plugins.RuntimeProcess, "guest", code, "", greeter.Name)
-	if c, ok := process.NewLoader(process.Options{}).(plugins.Carrier); !ok || !c.Carries(greeter.Name) {
-		t.Fatal("the process runtime does not say it carries the greeter kind")
+	code := plugintest.Build(t, "./testdata/guest", rt)
+	dir, m := plugintest.WritePluginKinds(t, "hello", rt, entry, code, "", greeter.Name)
+	if c, ok := l.(plugins.Carrier); !ok || !c.Carries(greeter.Name) {
+		t.Fatalf("the %s runtime does not say it carries the greeter kind", rt)
 	}
 	var mu sync.Mutex
 	var events []string
@@ -60,8 +79,7 @@ func TestProcess(t *testing.T) {
 		defer mu.Unlock()
 		events = append(events, ctx.Value(callKey{}).(string)+" "+string(ev))
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	inst, err := process.NewLoader(process.Options{Logger: quiet}).Load(ctx, plugins.LoadRequest{
+	inst, err := l.Load(ctx, plugins.LoadRequest{
 		ID: m.ID, Dir: dir, Manifest: m, DataDir: t.TempDir(), Host: plugins.Callbacks{Logger: quiet, Emit: emit},
 	})
 	if err != nil {

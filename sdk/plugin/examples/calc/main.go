@@ -9,7 +9,7 @@
 // counter (the key/value store, WASM only), spin (call deadline), hog
 // (memory cap) and echo (call overhead). The tools live in package
 // calctools, whose test calls them directly and keeps their specs equal to
-// plugins/plugintest/calc-tools.json.
+// plugins/toolset/toolsettest/calc-tools.json.
 package main
 
 import (

@@ -1,8 +1,9 @@
 // Command guest is a plugin of the test-only "greeter" kind, defined
 // outside the SDK: it serves a greeter through sdk/plugin's extension
 // point (plugin.Serve of a Kind that says how to serve itself over each
-// transport; process.go has the process transport's half), and emits a
-// progress event through the host's callbacks for each greeting.
+// transport; process.go has the process transport's half, wasm.go the
+// WASM ABI's), and emits a progress event through the host's callbacks
+// for each greeting.
 package main
 
 import (

@@ -11,7 +11,7 @@ import (
 // knows the specs of the tools it relies on from a file, so that it does
 // not link this SDK; they are the tools' declarations here.
 func TestSuiteSpecs(t *testing.T) {
-	data, err := os.ReadFile("../../../../../plugins/plugintest/calc-tools.json")
+	data, err := os.ReadFile("../../../../../plugins/toolset/toolsettest/calc-tools.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package plugintest
+package toolsettest
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/builtin"
+	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/process"
 	"github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/plugins/wasm"
@@ -21,7 +22,7 @@ import (
 var cacheDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "kiln-plugintest-*")
+	dir, err := os.MkdirTemp("", "kiln-toolsettest-*")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -35,28 +36,33 @@ func TestMain(m *testing.M) {
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // loadWASM loads the wasip1 build of calc with perms into a new WASM
-// host, closed when tb ends.
+// host, closed when tb ends, and returns the toolset its loader
+// dispenses.
 func loadWASM(tb testing.TB, perms string) toolset.Toolset {
 	tb.Helper()
-	dir, m := CalcPlugin(tb, "calc", plugins.RuntimeWASM, perms)
+	dir, m := plugintest.CalcPlugin(tb, "calc", plugins.RuntimeWASM, perms)
 	h, err := wasm.New(wasm.Config{CacheDir: cacheDir, Logger: quiet})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { h.Close(context.Background()) })
-	ts, err := h.Load(context.Background(), dir, m, wasm.LoadOptions{})
+	inst, err := wasm.NewLoader(h).Load(context.Background(), plugins.LoadRequest{ID: m.ID, Dir: dir, Manifest: m, DataDir: tb.TempDir()})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { ts.Close() })
-	return ts
+	tb.Cleanup(func() { inst.Close() })
+	ts, err := inst.Dispense(context.Background(), toolset.Name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ts.(toolset.Toolset)
 }
 
 // loadProcess starts the native build of calc with perms under the
 // process host, closed when tb ends.
 func loadProcess(tb testing.TB, perms string) toolset.Toolset {
 	tb.Helper()
-	dir, m := CalcPlugin(tb, "calc", plugins.RuntimeProcess, perms)
+	dir, m := plugintest.CalcPlugin(tb, "calc", plugins.RuntimeProcess, perms)
 	p, err := process.Load(context.Background(), dir, m, process.Options{Logger: quiet})
 	if err != nil {
 		tb.Fatal(err)

@@ -1,4 +1,4 @@
-// Package plugintest is the conformance kit of the "toolset" extension
+// Package toolsettest is the conformance kit of the "toolset" extension
 // kind, in the spirit of testing/fstest: RunToolset checks that an
 // implementation of toolset.Toolset — WASM (plugins/wasm) or process
 // (plugins/process) — serving the calc example's tools
@@ -10,7 +10,7 @@
 // concurrently as far as the transport promises). What depends on the
 // transport (call deadlines, memory caps, filesystem and network
 // permissions, restarts) is tested by each transport's own package.
-package plugintest
+package toolsettest
 
 import (
 	"bytes"
@@ -28,6 +28,7 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/toolset"
 )
 
@@ -59,8 +60,8 @@ func RunToolset(t *testing.T, tr Transport) {
 		t.Cleanup(func() { ts.Close() })
 		return ts
 	}
-	held := func(t *testing.T) (toolset.Toolset, *HoldServer) {
-		h := NewHoldServer(t)
+	held := func(t *testing.T) (toolset.Toolset, *plugintest.HoldServer) {
+		h := plugintest.NewHoldServer(t)
 		return open(t, heldPerms(h)), h
 	}
 	n := max(tr.Concurrency, 1)
@@ -84,7 +85,7 @@ const patience = 20 * time.Second
 
 // heldPerms lets the toolset fetch from h, with the longest call deadline
 // (timeout_ms 600000): a held call that nothing stops lasts ten minutes.
-func heldPerms(h *HoldServer) string {
+func heldPerms(h *plugintest.HoldServer) string {
 	return fmt.Sprintf(`{"network":[%q],"timeout_ms":600000}`, h.Host)
 }
 
@@ -303,7 +304,7 @@ type result struct {
 }
 
 // fetchHeld starts n calls of fetch on h and returns their outcomes.
-func fetchHeld(ts toolset.Toolset, h *HoldServer, n int) <-chan result {
+func fetchHeld(ts toolset.Toolset, h *plugintest.HoldServer, n int) <-chan result {
 	c := make(chan result, n)
 	for range n {
 		go func() {
@@ -316,7 +317,7 @@ func fetchHeld(ts toolset.Toolset, h *HoldServer, n int) <-chan result {
 
 // testConcurrentBlocking checks that n calls that block are all in flight
 // together: none waits for another to end.
-func testConcurrentBlocking(t *testing.T, ts toolset.Toolset, h *HoldServer, n int) {
+func testConcurrentBlocking(t *testing.T, ts toolset.Toolset, h *plugintest.HoldServer, n int) {
 	mustAdd(t, ts)
 	results := fetchHeld(ts, h, n)
 	if !h.WaitArrived(n, patience) {
@@ -327,8 +328,8 @@ func testConcurrentBlocking(t *testing.T, ts toolset.Toolset, h *HoldServer, n i
 	for range n {
 		select {
 		case r := <-results:
-			if r.err != nil || r.out != FetchResult {
-				t.Errorf("released fetch = %q, %v; want %s", r.out, r.err, FetchResult)
+			if r.err != nil || r.out != plugintest.FetchResult {
+				t.Errorf("released fetch = %q, %v; want %s", r.out, r.err, plugintest.FetchResult)
 			}
 		case <-time.After(patience):
 			t.Fatalf("a released call did not return within %v", patience)
@@ -341,7 +342,7 @@ func testConcurrentBlocking(t *testing.T, ts toolset.Toolset, h *HoldServer, n i
 // flight: it returns at once, and they end, as transport failures, and
 // stop what they were doing. It holds n calls, plus one waiting for them
 // when n is all the transport runs at once.
-func testCloseCancelsCalls(t *testing.T, ts toolset.Toolset, h *HoldServer, n int) {
+func testCloseCancelsCalls(t *testing.T, ts toolset.Toolset, h *plugintest.HoldServer, n int) {
 	mustAdd(t, ts)
 	calls := n + 1
 	results := fetchHeld(ts, h, calls)

@@ -23,15 +23,16 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/integrity"
-	toolsetkind "github.com/kilnhq/kiln/plugins/toolset"
 )
 
 // maxResponse caps what a guest may return from kiln_describe or
 // kiln_call (16 MiB).
 const maxResponse = 16 << 20
 
-// toolset is a loaded wasm plugin.
-type toolset struct {
+// Module is a loaded WASM plugin: a module and its instances, which
+// serve the kinds the module describes. A registered Kind makes the kind's
+// client of it, which sends it requests with Call.
+type Module struct {
 	id      string
 	host    *Host
 	dir     string            // the plugin folder
@@ -62,19 +63,19 @@ type toolset struct {
 	count    int                   // instances idle, in a call or starting
 	need     uint64                // memory of an instance just started (the largest seen), reserved for the next
 	wake     chan struct{}
-	tools    []core.ToolSpec
 	closed   bool
 
-	// abi is the module's ABI version and provider its model-provider
-	// description (ABI 2; nil when it serves none), both from describe.
-	// Set at Load, read-only after.
-	abi      int
-	provider json.RawMessage
+	// abi is the module's ABI version and kinds its description of each
+	// kind it serves, by kind, as ABI 3's kiln_describe has them (an
+	// older module's translated; see legacy.go), both from describe. Set
+	// at Load, read-only after.
+	abi   int
+	kinds map[string]json.RawMessage
 }
 
 // instance is one instantiation of the module.
 type instance struct {
-	ts       *toolset
+	m        *Module
 	mod      api.Module
 	mem      *linearMemory // nil until instantiation allocates it
 	reserved uint64        // budget reserved by acquire, until mem takes it
@@ -111,80 +112,190 @@ func instanceFrom(ctx context.Context) *instance {
 	return in
 }
 
-var errClosed = errors.New("toolset is closed")
+var errClosed = errors.New("module is closed")
 
-// Tools implements toolsetkind.Toolset. The specs were read at Load.
-func (t *toolset) Tools(ctx context.Context) ([]core.ToolSpec, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return nil, errClosed
-	}
-	return append([]core.ToolSpec(nil), t.tools...), nil
+// ID returns the plugin's ID.
+func (t *Module) ID() string { return t.id }
+
+// Manifest returns the plugin's manifest; the caller must not modify it.
+// The host enforces its permissions on the module.
+func (t *Module) Manifest() *plugins.Manifest { return t.m }
+
+// Request is one request to a kind a module serves: kiln_call's
+// {"kind": Kind, "op": Op, ...the members of Body} (specs/wasm-abi.md).
+type Request struct {
+	Kind plugins.Capability
+	Op   string
+	// Body holds the request's other members: a JSON object, as a
+	// json.RawMessage sent as it is (the caller made sure it is valid,
+	// compact JSON) or a value encoding/json encodes as one; nil sends
+	// none.
+	Body any
+	// Idempotent says that the request may run again after it was cut
+	// off. When it is false, a failure once the guest's kiln_call began
+	// also wraps core.ErrEffectUnknown, unless the caller's ctx ended:
+	// the guest may have acted through the host functions.
+	Idempotent bool
+	// Delta receives the text the guest streams with the delta host
+	// function while the request runs (a model turn's text); nil refuses
+	// it.
+	Delta func(text string)
 }
 
-// Call implements toolsetkind.Toolset. A tool's own failure is a result
-// with IsError; a trap, exit, out-of-memory, deadline (timeout_ms) or
-// cancellation wraps plugins.ErrTransport, and the instance is replaced
-// on the next call. Such a failure once the guest's kiln_call has begun
-// also wraps core.ErrEffectUnknown when the tool is not idempotent (its
-// host calls may have acted), unless ctx itself ended.
-func (t *toolset) Call(ctx context.Context, tool string, args json.RawMessage) (core.ToolResult, error) {
-	if len(args) == 0 {
-		args = json.RawMessage("{}")
-	}
-	// The canonical request {"tool":"<name>","args":<json>} (the guest SDK
-	// parses this form without encoding/json); args are validated and
-	// compacted, not HTML-escaped.
-	name, _ := json.Marshal(tool)
-	var b bytes.Buffer
-	b.Grow(len(name) + len(args) + 20)
-	b.WriteString(`{"tool":`)
-	b.Write(name)
-	b.WriteString(`,"args":`)
-	if err := json.Compact(&b, args); err != nil {
-		return core.ErrorResult(fmt.Sprintf("call %s.%s: arguments are not valid JSON: %v", t.id, tool, err)), nil
-	}
-	b.WriteByte('}')
-	req := b.Bytes()
-	entered := false // the guest's kiln_call began
-	out, err := t.request(ctx, req, &entered)
-	if err != nil && entered && ctx.Err() == nil && !t.idempotent(tool) {
-		return core.ToolResult{}, fmt.Errorf("call %s.%s: %w: %w", t.id, tool, core.ErrEffectUnknown, err)
-	}
+// GuestError is a module's own failure of a request: its answer
+// {"error": Message}, such as an unknown tool or a refused API call. It
+// is not a transport failure: the instance stays in use.
+type GuestError struct {
+	Message string
+}
+
+func (e *GuestError) Error() string { return e.Message }
+
+// Call sends req to the module and decodes the "result" of its answer
+// into result (a pointer, or nil to drop it; a *json.RawMessage receives
+// the result's bytes as they are, unchecked, for the caller to decode). A module of ABI version 1
+// or 2 gets the request as its version carries it (legacy.go), and fails
+// one its version cannot carry.
+//
+// It returns a *GuestError for the module's own failure; any other error
+// is a failure to run the request: a trap, exit, out-of-memory, deadline
+// (timeout_ms), cancellation (wrapping ctx's error), a closed module or a
+// malformed answer wraps plugins.ErrTransport — and core.ErrEffectUnknown
+// when the request is not Idempotent, kiln_call began and ctx did not
+// end — and the instance is replaced on the next call.
+func (t *Module) Call(ctx context.Context, req Request, result any) error {
+	buf := requestBuffers.Get().(*[]byte)
+	body, err := t.encode((*buf)[:0], req)
 	if err != nil {
-		return core.ToolResult{}, fmt.Errorf("call %s.%s: %w", t.id, tool, err)
+		return err
 	}
-	var resp struct {
-		Result *string `json:"result"`
-		Error  *string `json:"error"`
-	}
-	if err := json.Unmarshal(out, &resp); err != nil || resp.Result == nil && resp.Error == nil {
-		if !t.idempotent(tool) {
-			return core.ToolResult{}, fmt.Errorf("call %s.%s: %w: %w: malformed response from kiln_call", t.id, tool, plugins.ErrTransport, core.ErrEffectUnknown)
+	defer func(enc []byte) {
+		if cap(enc) <= maxPooledRequest {
+			*buf = enc[:0]
+			requestBuffers.Put(buf)
 		}
-		return core.ToolResult{}, fmt.Errorf("call %s.%s: %w: malformed response from kiln_call", t.id, tool, plugins.ErrTransport)
-	}
-	if resp.Error != nil {
-		return core.ErrorResult(*resp.Error), nil
-	}
-	return core.TextResult(*resp.Result), nil
-}
-
-// idempotent reports whether the module describes tool as idempotent.
-func (t *toolset) idempotent(tool string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, s := range t.tools {
-		if s.Name == tool {
-			return s.Idempotent
+	}(body)
+	answer := func(out []byte) ([]byte, error) { return out, nil }
+	if t.abi < 3 {
+		if body, answer, err = legacyRequest(t.abi, string(req.Kind), req.Op, body); err != nil {
+			return err
 		}
 	}
-	return false
+	if req.Delta != nil {
+		ctx = context.WithValue(ctx, deltaKey{}, req.Delta)
+	}
+	entered := false // the guest's kiln_call began
+	out, err := t.request(ctx, body, &entered)
+	if err == nil {
+		if out, err = answer(out); err == nil {
+			err = decodeAnswer(out, result)
+		}
+		if err != nil {
+			var ge *GuestError
+			if errors.As(err, &ge) {
+				if ge.Message == "" {
+					ge.Message = fmt.Sprintf("%s %s failed", req.Kind, req.Op)
+				}
+				return ge
+			}
+			err = fmt.Errorf("%w: malformed response from kiln_call: %w", plugins.ErrTransport, err)
+		}
+	}
+	if err != nil && entered && ctx.Err() == nil && !req.Idempotent {
+		return fmt.Errorf("%w: %w", core.ErrEffectUnknown, err)
+	}
+	return err
 }
 
-// describe checks the ABI version and reads the tool specs; Load calls it.
-func (t *toolset) describe(ctx context.Context) error {
+// requestBuffers hold kiln_call requests until they are written into an
+// instance's memory, for the next call: a tool call's request is as large
+// as its arguments, and the host's garbage shows in the cost of a call.
+var requestBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledRequest is the largest request buffer kept for reuse.
+const maxPooledRequest = 64 << 10
+
+// encode appends to b the kiln_call request of req: {"kind":"<kind>",
+// "op":"<op>"} with Body's members after these two. Kind and op come
+// first, so that the guest dispatches on the request's first bytes.
+func (t *Module) encode(b []byte, req Request) ([]byte, error) {
+	var body []byte
+	switch b := req.Body.(type) {
+	case nil:
+	case json.RawMessage:
+		body = b
+	default:
+		var err error
+		if body, err = json.Marshal(b); err != nil {
+			return nil, fmt.Errorf("encode the %s %s request: %w", req.Kind, req.Op, err)
+		}
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && (body[0] != '{' || body[len(body)-1] != '}') {
+		return nil, fmt.Errorf("the %s %s request's body is not a JSON object", req.Kind, req.Op)
+	}
+	b = slices.Grow(b, len(req.Kind)+len(req.Op)+len(body)+24)
+	b = append(b, `{"kind":`...)
+	b = appendName(b, string(req.Kind))
+	b = append(b, `,"op":`...)
+	b = appendName(b, req.Op)
+	if inner := bytes.TrimSpace(body[min(1, len(body)):max(len(body)-1, 0)]); len(inner) > 0 {
+		b = append(b, ',')
+		b = append(b, inner...)
+	}
+	return append(b, '}'), nil
+}
+
+// appendName appends a kind's or an operation's name as a JSON string:
+// as it is when it needs no escaping (names are lowercase words), else
+// through encoding/json.
+func appendName(b []byte, name string) []byte {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(name)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, name...)
+	return append(b, '"')
+}
+
+// decodeAnswer decodes kiln_call's answer: {"result": ...} into result,
+// or {"error": "<message>"} as a *GuestError. The SDK writes the answer
+// as {"result":<json>}, which is decoded in one pass; any other layout
+// goes through a generic decoding.
+func decodeAnswer(out []byte, result any) error {
+	const head = `{"result":`
+	if result != nil && bytes.HasPrefix(out, []byte(head)) && bytes.HasSuffix(out, []byte("}")) {
+		if raw, ok := result.(*json.RawMessage); ok {
+			*raw = out[len(head) : len(out)-1]
+			return nil
+		}
+		if json.Unmarshal(out[len(head):len(out)-1], result) == nil {
+			return nil
+		}
+	}
+	var a struct {
+		Result json.RawMessage `json:"result"`
+		Error  *string         `json:"error"`
+	}
+	switch err := json.Unmarshal(out, &a); {
+	case err != nil:
+		return err
+	case a.Error != nil:
+		return &GuestError{Message: *a.Error}
+	case a.Result == nil:
+		return errors.New(`the answer has neither "result" nor "error"`)
+	case result == nil:
+		return nil
+	}
+	return json.Unmarshal(a.Result, result)
+}
+
+// describe checks the ABI version and reads the module's description of
+// the kinds it serves; Load calls it.
+func (t *Module) describe(ctx context.Context) error {
 	out, err := t.invoke(ctx, func(ctx context.Context, in *instance) (uint64, error) {
 		res, err := in.mod.ExportedFunction("kiln_abi_version").Call(ctx)
 		if err != nil {
@@ -210,18 +321,36 @@ func (t *toolset) describe(ctx context.Context) error {
 	if json.Unmarshal(out, &e) == nil && e.Error != "" {
 		return fmt.Errorf("describe: %s", e.Error)
 	}
-	specs, provider, err := parseDescription(t.abi, out)
+	kinds, err := parseDescription(t.abi, out)
 	if err != nil {
 		return fmt.Errorf("describe: %w", err)
 	}
-	t.provider = provider
-	if err := checkSpecs(specs); err != nil {
-		return fmt.Errorf("describe: %w", err)
-	}
-	t.mu.Lock()
-	t.tools = specs
-	t.mu.Unlock()
+	t.kinds = kinds
 	return nil
+}
+
+// parseDescription reads kiln_describe's answer: for ABI 3 {"kinds":
+// {"<kind>": <its description>, ...}}, one kind at least, each
+// description a JSON object; for ABI 1 and 2 see legacyDescription.
+func parseDescription(abi int, out []byte) (map[string]json.RawMessage, error) {
+	if abi < 3 {
+		return legacyDescription(abi, out)
+	}
+	var d struct {
+		Kinds map[string]json.RawMessage `json:"kinds"`
+	}
+	if err := json.Unmarshal(out, &d); err != nil {
+		return nil, fmt.Errorf("malformed description: %w", err)
+	}
+	if len(d.Kinds) == 0 {
+		return nil, errors.New(`the module describes no kind: want {"kinds": {"<kind>": {...}}}`)
+	}
+	for k, v := range d.Kinds {
+		if k == "" || !bytes.HasPrefix(v, []byte("{")) {
+			return nil, fmt.Errorf("malformed description of kind %q: want a JSON object", k)
+		}
+	}
+	return d.Kinds, nil
 }
 
 // invoke runs fn on an instance (acquire) under the call deadline, and
@@ -229,7 +358,7 @@ func (t *toolset) describe(ctx context.Context) error {
 // deadline covers waiting for an instance too. Any failure throws the
 // instance away and wraps ErrTransport; so does Close, which ends the
 // call at once.
-func (t *toolset) invoke(parent context.Context, fn func(context.Context, *instance) (uint64, error)) ([]byte, error) {
+func (t *Module) invoke(parent context.Context, fn func(context.Context, *instance) (uint64, error)) ([]byte, error) {
 	// A module loaded from its description is compiled by the first call,
 	// before the call's deadline starts: compiling is the host's work, not
 	// the plugin's. It ends with the caller and at Close.
@@ -305,12 +434,12 @@ func (t *toolset) invoke(parent context.Context, fn func(context.Context, *insta
 	return out, nil
 }
 
-// compiledModule returns the toolset's compiled module. When Load did not
+// compiledModule returns the module's compiled code. When Load did not
 // compile it (it had the module's description), the first call does: it
 // reads the entry again and checks its sha256 against the manifest again
 // (an error wrapping plugins.ErrChecksumMismatch when it changed), then
 // compiles it, or takes it from the Host. Calls wait for one compile.
-func (t *toolset) compiledModule(ctx context.Context) (wazero.CompiledModule, error) {
+func (t *Module) compiledModule(ctx context.Context) (wazero.CompiledModule, error) {
 	if c, err := t.current(); c != nil || err != nil {
 		return c, err
 	}
@@ -340,7 +469,7 @@ func (t *toolset) compiledModule(ctx context.Context) (wazero.CompiledModule, er
 
 // current returns the compiled module (nil before the first call compiled
 // it), or errClosed.
-func (t *toolset) current() (wazero.CompiledModule, error) {
+func (t *Module) current() (wazero.CompiledModule, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -355,7 +484,7 @@ func (t *toolset) current() (wazero.CompiledModule, error) {
 // is reserved for it; the first instance always starts), or waits for
 // one to be free. It fails with errClosed after Close, or with ctx's
 // error.
-func (t *toolset) acquire(ctx context.Context) (*instance, error) {
+func (t *Module) acquire(ctx context.Context) (*instance, error) {
 	for {
 		t.mu.Lock()
 		if t.closed {
@@ -373,7 +502,7 @@ func (t *toolset) acquire(ctx context.Context) (*instance, error) {
 			t.count++
 			need := t.need
 			t.mu.Unlock()
-			return &instance{ts: t, reserved: need, interrupt: make(chan struct{})}, nil
+			return &instance{m: t, reserved: need, interrupt: make(chan struct{})}, nil
 		}
 		wake := t.wake
 		t.mu.Unlock()
@@ -386,7 +515,7 @@ func (t *toolset) acquire(ctx context.Context) (*instance, error) {
 }
 
 // release gives back an instance after a call that succeeded.
-func (t *toolset) release(in *instance) {
+func (t *Module) release(in *instance) {
 	t.mu.Lock()
 	if t.closed {
 		t.count--
@@ -400,7 +529,7 @@ func (t *toolset) release(in *instance) {
 }
 
 // discard throws an instance away.
-func (t *toolset) discard(in *instance) {
+func (t *Module) discard(in *instance) {
 	in.close()
 	t.mu.Lock()
 	t.count--
@@ -410,7 +539,7 @@ func (t *toolset) discard(in *instance) {
 
 // evictIdle closes the least recently used idle instance, to give its
 // memory to a growing one; false when none is idle.
-func (t *toolset) evictIdle() bool {
+func (t *Module) evictIdle() bool {
 	t.mu.Lock()
 	if len(t.idle) == 0 {
 		t.mu.Unlock()
@@ -426,7 +555,7 @@ func (t *toolset) evictIdle() bool {
 }
 
 // wakeLocked wakes the calls waiting in acquire; t.mu is held.
-func (t *toolset) wakeLocked() {
+func (t *Module) wakeLocked() {
 	close(t.wake)
 	t.wake = make(chan struct{})
 }
@@ -447,7 +576,7 @@ func (in *instance) read(packed uint64) ([]byte, error) {
 // instantiate creates the module instance: WASI with nothing granted, its
 // memory in the plugin's budget (with the credit acquire reserved), and
 // the Go runtime initialized by _initialize.
-func (t *toolset) instantiate(ctx context.Context, in *instance, compiled wazero.CompiledModule) error {
+func (t *Module) instantiate(ctx context.Context, in *instance, compiled wazero.CompiledModule) error {
 	ctx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(func(_, _ uint64) experimental.LinearMemory {
 		in.mem = &linearMemory{b: t.mem, credit: in.reserved}
 		in.reserved = 0
@@ -496,13 +625,13 @@ func (in *instance) close() {
 		in.mem.Free()
 	}
 	in.flushLogs()
-	in.ts.mem.release(in.reserved)
+	in.m.mem.release(in.reserved)
 	in.reserved = 0
 }
 
 // failure describes why a call into the instance failed, wrapping
 // ErrTransport and, for a deadline or cancellation, the context error.
-func (t *toolset) failure(parent, ctx context.Context, in *instance, step string, err error) error {
+func (t *Module) failure(parent, ctx context.Context, in *instance, step string, err error) error {
 	switch {
 	case parent.Err() != nil:
 		return fmt.Errorf("%w: %s: %w", plugins.ErrTransport, step, parent.Err())
@@ -524,11 +653,11 @@ func (t *toolset) failure(parent, ctx context.Context, in *instance, step string
 	return fmt.Errorf("%w: %s: %s", plugins.ErrTransport, step, msg)
 }
 
-// Close implements toolsetkind.Toolset. It does not wait for the calls in
+// Close closes the module. It does not wait for the calls in
 // flight: it ends them (they return errors wrapping plugins.ErrTransport
 // and throw their instances away as they return), closes the idle
 // instances and releases the compiled module; later calls fail at once.
-func (t *toolset) Close() error {
+func (t *Module) Close() error {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -560,43 +689,10 @@ func (t *toolset) Close() error {
 	return err
 }
 
-// Interface guard.
-var _ toolsetkind.Toolset = (*toolset)(nil)
-
-// parseDescription reads kiln_describe's answer: for ABI 1 a JSON array
-// of tool specs; for ABI 2 an object with a member per kind the module
-// serves, {"toolset": [specs], "model-provider": {description}}.
-func parseDescription(abi int, out []byte) ([]core.ToolSpec, json.RawMessage, error) {
-	if abi == 1 {
-		var specs []core.ToolSpec
-		if err := json.Unmarshal(out, &specs); err != nil {
-			return nil, nil, fmt.Errorf("malformed tool list: %w", err)
-		}
-		return specs, nil, nil
-	}
-	var d struct {
-		Toolset  []core.ToolSpec `json:"toolset"`
-		Provider json.RawMessage `json:"model-provider"`
-	}
-	if err := json.Unmarshal(out, &d); err != nil {
-		return nil, nil, fmt.Errorf("malformed description: %w", err)
-	}
-	if d.Toolset == nil && d.Provider == nil {
-		return nil, nil, errors.New(`the module describes no kind (want "toolset" or "model-provider")`)
-	}
-	if d.Provider != nil && (string(d.Provider) == "null" || !json.Valid(d.Provider)) {
-		return nil, nil, errors.New("malformed model-provider description")
-	}
-	if d.Toolset == nil {
-		d.Toolset = []core.ToolSpec{}
-	}
-	return d.Toolset, d.Provider, nil
-}
-
 // request sends one request to kiln_call and returns the response;
 // entered reports whether kiln_call began (so that the request may have
 // taken effect).
-func (t *toolset) request(ctx context.Context, req []byte, entered *bool) ([]byte, error) {
+func (t *Module) request(ctx context.Context, req []byte, entered *bool) ([]byte, error) {
 	return t.invoke(ctx, func(ctx context.Context, in *instance) (uint64, error) {
 		res, err := in.alloc.Call(ctx, uint64(len(req)))
 		if err != nil {
