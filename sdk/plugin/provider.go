@@ -56,15 +56,16 @@ type ModelInfo struct {
 	ContextSize int    `json:"context_size,omitempty"`
 }
 
-// TurnRequest is one model turn's input, as Kiln's core has it. System
-// is the system prompt ("" for none), for the provider to send where its
-// API takes one.
+// TurnRequest is one model turn's input as a provider's Turn reads it:
+// the SDK makes it from the wire.TurnRequest Kiln sent (it does not cross
+// the wire itself, so it has no JSON names). System is the system prompt
+// ("" for none), for the provider to send where its API takes one.
 type TurnRequest struct {
-	RunID    string     `json:"RunID,omitempty"`
-	Model    string     `json:"Model,omitempty"`
-	System   string     `json:"System,omitempty"`
-	Messages []*Message `json:"Messages"`
-	Tools    []ToolSpec `json:"Tools"`
+	RunID    string
+	Model    string
+	System   string
+	Messages []*Message
+	Tools    []ToolSpec
 }
 
 // Message roles.
@@ -111,11 +112,12 @@ type ToolCall struct {
 	Args json.RawMessage `json:"args"`
 }
 
-// TurnResponse is one model turn's output.
+// TurnResponse is one model turn's output as a provider's Turn returns
+// it; the SDK sends it as a wire.TurnResponse.
 type TurnResponse struct {
-	Text      string     `json:"Text,omitempty"`
-	ToolCalls []ToolCall `json:"ToolCalls,omitempty"`
-	Usage     Usage      `json:"Usage"`
+	Text      string
+	ToolCalls []ToolCall
+	Usage     Usage
 }
 
 // Usage counts a turn's tokens.
