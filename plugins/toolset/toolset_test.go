@@ -29,7 +29,9 @@ func (f fn) Call(context.Context, json.RawMessage) (core.ToolResult, error) {
 func TestOf(t *testing.T) {
 	img := core.Part{Type: core.PartImage, MIME: "image/png", Data: []byte{1}}
 	ts := toolset.Of(
-		fn{"pic", func() (core.ToolResult, error) { return core.ToolResult{Content: []core.Part{core.TextPart("a"), img}}, nil }},
+		fn{"pic", func() (core.ToolResult, error) {
+			return core.ToolResult{Content: []core.Part{core.TextPart("a"), img}}, nil
+		}},
 		fn{"boom", func() (core.ToolResult, error) { panic("kaboom") }},
 		fn{"broken", func() (core.ToolResult, error) { return core.ToolResult{}, errors.New("disk gone") }},
 	)
