@@ -1,0 +1,60 @@
+// Package marketplace is Kiln's plugin marketplace: the index format
+// (marketplace.json), its signature and transparency log, the client that
+// verifies a marketplace before anything from it is installed, and the
+// publishing tools (build, serve, mirror). It depends on plugins and
+// plugins/integrity, never on web or cmd.
+//
+// # A published marketplace
+//
+// A marketplace is a folder of static files, served by any static host,
+// a git repository, `kiln marketplace serve`, or read from disk:
+//
+//	marketplace.json                 the index (Index), specs/marketplace.schema.json
+//	marketplace.json.sig             the signed statement (Statement) as a signed note
+//	plugins/<name>/<name>-<v>.tar.gz the archives (Archive rules in archive.go)
+//	log/entry/<n>                    the log's records, one per index version
+//	log/tile/8/...                   the log's hash tiles (golang.org/x/mod/sumdb/tlog)
+//	keys/rotations.json              key rotations, each signed by the old key
+//
+// # Signature
+//
+// marketplace.json.sig is a signed note (golang.org/x/mod/sumdb/note,
+// Ed25519). Its text is the statement
+//
+//	kiln marketplace v1
+//	<marketplace name>
+//	<index version>
+//	<sha256 of marketplace.json, hex>
+//	<log tree size>
+//	<log tree root hash, base64>
+//
+// The first four lines are the statement's record: the bytes appended to
+// the log as entry Index.Log. The last two are the log's tree head after
+// that append. One signature thus covers the index's exact bytes and the
+// state of the whole log.
+//
+// A client trusts the verifier keys it was given when the marketplace was
+// added (`kiln marketplace add NAME URL --key KEY`), never a key the
+// marketplace names for itself. keys/rotations.json lists rotations, each
+// a signed note by the old key naming the new one; a client follows the
+// chain from the key it trusts and from then on trusts only the new key.
+//
+// # Transparency
+//
+// Every index version a marketplace publishes is appended to its log, a
+// Merkle tree in the format of Go's checksum database. A client keeps the
+// last tree head it verified and, on every refresh, checks the new index's
+// inclusion in the new tree and the new tree's consistency with the old
+// one (proofs read from the static tiles). A marketplace that showed two
+// users different indexes, or rewrote its history, cannot then show either
+// of them a tree consistent with both.
+//
+// # Refusals
+//
+// A client refuses, with the reason: a signature by a key it does not
+// trust; an index whose bytes are not the signed ones; an index version
+// older than the last it saw (rollback) or the same version with other
+// bytes; an index past its expires time (freeze); a log that is not
+// consistent with the last tree head; an archive whose size, sha256 or
+// unpacked folder digest differ from the index's.
+package marketplace
