@@ -19,7 +19,7 @@ import (
 	"github.com/kilnhq/kiln/plugins/integrity"
 )
 
-// A plugin archive is a gzip-compressed tar of a plugin folder that holds
+// Archive rules. A plugin archive is a gzip-compressed tar of a plugin folder that holds
 // folders and regular files only: no symlinks, no hard links, no devices,
 // fifos or other types. Pack writes one; Unpack reads one into a new
 // folder under limits. Paths are relative, slash-separated, clean (no

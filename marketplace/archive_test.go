@@ -502,6 +502,8 @@ func TestUnpackExistingFolder(t *testing.T) {
 	}
 }
 
+// FuzzUnpack feeds each input to Unpack as it is and, so that the tar
+// reading is reached without valid gzip by chance, gzip-compressed.
 func FuzzUnpack(f *testing.F) {
 	src := f.TempDir()
 	if err := os.WriteFile(filepath.Join(src, "kiln-plugin.json"), []byte(`{"id":"x"}`), 0o644); err != nil {
@@ -518,55 +520,69 @@ func FuzzUnpack(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(packed.Bytes())
-	f.Add(packed.Bytes()[:packed.Len()/2])
-	f.Add(tgz(f, file("ok", "x"), file("../evil", "x")))
-	f.Add(tgz(f, folder("d/"), link(tar.TypeSymlink, "d/l", "../../x"), file("d/l/y", "x")))
-	f.Add(tgz(f, link(tar.TypeSymlink, "l", "."), file("l/x", "1")))
-	f.Add(tgz(f, file("a", "1"), link(tar.TypeLink, "h", "a"), file("a/b", "2")))
-	f.Add(rawTar(f, file("a", "1")))
+	f.Add(packed.Bytes()[:packed.Len()/2]) // truncated gzip
+	for _, entries := range [][]entry{
+		{file("ok", "x"), file("../evil", "x")},                                                 // zip-slip
+		{folder("d/"), link(tar.TypeSymlink, "d/l", "../../x"), file("d/l/y", "x")},             // link escape
+		{link(tar.TypeSymlink, "l", "."), file("l/x", "1")},                                     // through a link
+		{file("a", "1"), link(tar.TypeLink, "h", "a"), file("a/b", "2")},                        // hard link, under a file
+		{file("d/a", "1"), folder("d/"), file("d/a", "2"), file("b", strings.Repeat("b", 600))}, // implied, duplicate
+	} {
+		f.Add(tgz(f, entries...))
+		f.Add(rawTar(f, entries...))
+	}
 	f.Add([]byte{})
 	lim := Limits{Archive: 1 << 20, Files: 64, Unpacked: 1 << 20, File: 256 << 10}
-	f.Fuzz(func(t *testing.T, archive []byte) {
-		base := t.TempDir()
-		parent := filepath.Join(base, "parent")
-		if err := os.Mkdir(parent, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		dir := filepath.Join(parent, "out")
-		err := Unpack(bytes.NewReader(archive), dir, lim)
-		var walked []string
-		werr := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			walked = append(walked, p)
-			if p == base || p == parent || p == dir {
-				return nil
-			}
-			if !strings.HasPrefix(p, dir+string(filepath.Separator)) {
-				t.Errorf("Unpack (err %v) wrote %s, outside its folder", err, p)
-				return nil
-			}
-			fi, err := d.Info()
-			if err != nil {
-				return err
-			}
-			if !fi.IsDir() && !fi.Mode().IsRegular() || fi.Mode().Perm()&^0o700 != 0 {
-				t.Errorf("Unpack wrote %s with mode %v", p, fi.Mode())
-			}
-			return nil
-		})
-		if werr != nil {
-			t.Fatal(werr)
-		}
-		if err != nil {
-			var ce *core.Error
-			if !errors.As(err, &ce) {
-				t.Fatalf("Unpack returned a plain error on input alone: %v", err)
-			}
-			if len(walked) != 2 {
-				t.Fatalf("a refused Unpack (%v) left %v", err, walked[2:])
-			}
-		}
+	f.Fuzz(func(t *testing.T, input []byte) {
+		checkUnpack(t, input, lim)
+		checkUnpack(t, gzipBytes(t, input), lim)
 	})
+}
+
+// checkUnpack unpacks archive into a new folder and checks that nothing
+// was written outside it, that what was written is folders and regular
+// files with owner bits only, that a refusal is a *core.Error, and that
+// a refusal leaves nothing behind.
+func checkUnpack(t *testing.T, archive []byte, lim Limits) {
+	base := t.TempDir()
+	parent := filepath.Join(base, "parent")
+	if err := os.Mkdir(parent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(parent, "out")
+	err := Unpack(bytes.NewReader(archive), dir, lim)
+	var walked []string
+	werr := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		walked = append(walked, p)
+		if p == base || p == parent || p == dir {
+			return nil
+		}
+		if !strings.HasPrefix(p, dir+string(filepath.Separator)) {
+			t.Errorf("Unpack (err %v) wrote %s, outside its folder", err, p)
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() && !fi.Mode().IsRegular() || fi.Mode().Perm()&^0o700 != 0 {
+			t.Errorf("Unpack wrote %s with mode %v", p, fi.Mode())
+		}
+		return nil
+	})
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	if err != nil {
+		var ce *core.Error
+		if !errors.As(err, &ce) {
+			t.Fatalf("Unpack returned a plain error on input alone: %v", err)
+		}
+		if len(walked) != 2 {
+			t.Fatalf("a refused Unpack (%v) left %v", err, walked[2:])
+		}
+	}
 }
