@@ -50,7 +50,7 @@ func writeFiles(t testing.TB, dir string, files map[string]string) {
 func bundle(t testing.TB, dir, rel, id, version, body string) string {
 	t.Helper()
 	writeFiles(t, filepath.Join(dir, rel), map[string]string{
-		"kiln-plugin.json": `{"apiVersion":"kiln.dev/v1","id":"` + id + `","version":"` + version + `","description":"Skills of ` + id + `.","provides":["skills"],"permissions":{"env":["GITHUB_TOKEN"]}}`,
+		"kiln-plugin.json":       `{"apiVersion":"kiln.dev/v1","id":"` + id + `","version":"` + version + `","description":"Skills of ` + id + `.","provides":["skills"],"permissions":{"env":["GITHUB_TOKEN"]}}`,
 		"skills/review/SKILL.md": "---\nname: review\ndescription: Review a change.\n---\n" + body + "\n",
 	})
 	return rel
@@ -64,7 +64,7 @@ func processPlugin(t testing.TB, dir, rel, id, version string) string {
 	sum := sha256.Sum256([]byte(entry))
 	writeFiles(t, filepath.Join(dir, rel), map[string]string{
 		"kiln-plugin.json": `{"apiVersion":"kiln.dev/v1","id":"` + id + `","version":"` + version + `","description":"Tools of ` + id + `.","provides":["toolset"],"runtime":"process","entry":"bin/tool","sha256":"` + hex.EncodeToString(sum[:]) + `","permissions":{"network":["api.example.com"]}}`,
-		"bin/tool": entry,
+		"bin/tool":         entry,
 	})
 	return rel
 }

@@ -361,6 +361,7 @@ func (p *indexParser) tags(field string, raw []byte) []string {
 	}
 	if len(items) > maxTags {
 		p.fail(field, "has %d tags (max %d)", len(items), maxTags)
+		return nil
 	}
 	var out []string
 	for i, it := range items {
@@ -388,8 +389,12 @@ func (p *indexParser) kinds(field string, raw []byte, allowed []string) []string
 	if !ok {
 		return nil
 	}
-	if len(items) == 0 {
+	switch {
+	case len(items) == 0:
 		p.fail(field, "must list at least one of %s", quoteList(allowed))
+	case len(items) > len(allowed):
+		p.fail(field, "lists %d kinds, more than there are (%s)", len(items), quoteList(allowed))
+		return nil
 	}
 	out := make([]string, 0, len(items))
 	for i, it := range items {
@@ -878,6 +883,7 @@ func (p *indexParser) object(field string, raw []byte) ([]jsonMember, bool) {
 		return nil, false
 	}
 	var out []jsonMember
+	var seen map[string]bool // beyond a few members, to keep this linear
 	for i := skipSpace(raw, 1); raw[i] != '}'; {
 		end := stringEnd(raw, i)
 		key := decodeString(raw[i:end])
@@ -890,9 +896,11 @@ func (p *indexParser) object(field string, raw []byte) ([]jsonMember, bool) {
 			i = skipSpace(raw, i+1)
 		}
 		dup := false
-		for _, m := range out {
-			if m.key == key {
-				dup = true
+		if seen != nil {
+			dup = seen[key]
+		} else {
+			for _, m := range out {
+				dup = dup || m.key == key
 			}
 		}
 		switch {
@@ -902,6 +910,14 @@ func (p *indexParser) object(field string, raw []byte) ([]jsonMember, bool) {
 			p.fail(member(field, key), "must not be null (leave it out)")
 		default:
 			out = append(out, jsonMember{key, val})
+			if seen == nil && len(out) > 16 {
+				seen = map[string]bool{}
+				for _, m := range out {
+					seen[m.key] = true
+				}
+			} else if seen != nil {
+				seen[key] = true
+			}
 		}
 	}
 	return out, true

@@ -45,7 +45,9 @@ type Verified struct {
 	Index *Index
 	Raw   []byte
 	Sig   []byte
-	Trust Trust
+	// SignedBy is the trusted verifier key that signed the index.
+	SignedBy string
+	Trust    Trust
 	// Rotated lists the keys adopted by following rotations, oldest
 	// first; nil when the trusted key signed the index.
 	Rotated []string
@@ -119,13 +121,13 @@ func Refresh(ctx context.Context, f Fetcher, name string, t Trust, now time.Time
 	}
 	keys := t.Keys
 	var adopted []string
-	st, _, err := OpenStatement(name, sig, keys)
+	st, by, err := OpenStatement(name, sig, keys)
 	if RefusalReason(err) == ReasonUnknownKey {
 		keys, adopted, err = rotate(ctx, f, name, keys, err)
 		if err != nil {
 			return nil, err
 		}
-		st, _, err = OpenStatement(name, sig, keys)
+		st, by, err = OpenStatement(name, sig, keys)
 	}
 	if err != nil {
 		return nil, err
@@ -170,9 +172,10 @@ func Refresh(ctx context.Context, f Fetcher, name string, t Trust, now time.Time
 		return nil, inMarketplace(name, err)
 	}
 	return &Verified{
-		Index: idx,
-		Raw:   raw,
-		Sig:   sig,
+		Index:    idx,
+		Raw:      raw,
+		Sig:      sig,
+		SignedBy: by,
 		Trust: Trust{
 			Keys:        slices.Clone(keys),
 			Version:     st.Version,

@@ -85,8 +85,8 @@ func TestBuildRefreshInstall(t *testing.T) {
 	if want := (Trust{Keys: []string{m.verifier}, Version: 1, IndexSHA256: v.Trust.IndexSHA256, Tree: Tree{Size: 1, Hash: v.Trust.Tree.Hash}, Seen: t0.Add(time.Hour)}); !equalTrust(v.Trust, want) || len(v.Trust.IndexSHA256) != 64 {
 		t.Errorf("trust = %+v, want %+v", v.Trust, want)
 	}
-	if !bytes.Equal(v.Raw, readFile(t, m.dir, IndexFile)) || !bytes.Equal(v.Sig, readFile(t, m.dir, SignatureFile)) || v.Rotated != nil {
-		t.Error("Raw, Sig or Rotated are not what was published")
+	if !bytes.Equal(v.Raw, readFile(t, m.dir, IndexFile)) || !bytes.Equal(v.Sig, readFile(t, m.dir, SignatureFile)) || v.Rotated != nil || v.SignedBy != m.verifier {
+		t.Error("Raw, Sig, SignedBy or Rotated are not what was published")
 	}
 	for _, p := range idx.Plugins {
 		dir, err := install(t, f, p.Name, p.Versions[0])
