@@ -208,6 +208,9 @@ func readPublish(dir string) (*Publish, error) {
 	if reason := checkName(pub.Name); reason != "" {
 		return nil, core.Errorf(core.EINVALID, "%s: name: %s", PublishFile, reason)
 	}
+	if pub.Owner.Name == "" {
+		return nil, core.Errorf(core.EINVALID, "%s: owner.name: required", PublishFile)
+	}
 	for i, p := range pub.Plugins {
 		if p.Path == "" {
 			return nil, core.Errorf(core.EINVALID, "%s: plugins[%d].path: required", PublishFile, i)

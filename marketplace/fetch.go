@@ -217,7 +217,7 @@ func (h *httpFetcher) Fetch(ctx context.Context, rel string, max int64) ([]byte,
 	if resp.ContentLength > max {
 		return nil, tooLarge(where, max)
 	}
-	return readBounded(resp.Body, where, max)
+	return readBounded(resp.Body, where, max, resp.ContentLength)
 }
 
 func (h *httpFetcher) Open(ctx context.Context, rel string) (io.ReadCloser, int64, error) {
@@ -315,7 +315,7 @@ func (d fileFetcher) Fetch(ctx context.Context, rel string, max int64) ([]byte, 
 	if size > max {
 		return nil, tooLarge(where, max)
 	}
-	return readBounded(f, where, max)
+	return readBounded(f, where, max, size)
 }
 
 func (d fileFetcher) Open(ctx context.Context, rel string) (io.ReadCloser, int64, error) {
@@ -332,9 +332,10 @@ func (d fileFetcher) Open(ctx context.Context, rel string) (io.ReadCloser, int64
 	return f, size, nil
 }
 
-// readBounded reads r whole, refusing more than max bytes.
-func readBounded(r io.Reader, where string, max int64) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, max+1))
+// readBounded reads r whole, refusing more than max bytes; size is what
+// r is expected to hold (-1 when unknown), to allocate once.
+func readBounded(r io.Reader, where string, max, size int64) ([]byte, error) {
+	data, err := readAll(io.LimitReader(r, max+1), min(max, size)+1)
 	if err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) {
@@ -346,6 +347,24 @@ func readBounded(r io.Reader, where string, max int64) ([]byte, error) {
 		return nil, tooLarge(where, max)
 	}
 	return data, nil
+}
+
+// readAll is io.ReadAll starting with a buffer of capacity n.
+func readAll(r io.Reader, n int64) ([]byte, error) {
+	b := make([]byte, 0, max(n, 512))
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 func tooLarge(where string, max int64) error {

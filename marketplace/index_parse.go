@@ -71,7 +71,6 @@ var (
 	rePluginName  = regexp.MustCompile(patternPluginName)
 	reTag         = regexp.MustCompile(patternTag)
 	reSemver      = regexp.MustCompile(patternSemver)
-	reTime        = regexp.MustCompile(patternTime)
 	reLine        = regexp.MustCompile(patternLine)
 	reWebURL      = regexp.MustCompile(patternWebURL)
 	reEmail       = regexp.MustCompile(patternEmail)
@@ -200,7 +199,7 @@ func (p *indexParser) index(data []byte) *Index {
 		}
 		has.add(m.key)
 	}
-	p.required("", has, "name", "owner", "version", "published", "expires", "log", "plugins")
+	p.required("", &has, "name", "owner", "version", "published", "expires", "log", "plugins")
 	if has.has("published") && has.has("expires") && !idx.Published.IsZero() && !idx.Expires.IsZero() && !idx.Expires.After(idx.Published) {
 		p.fail("expires", "must be after published (%s)", idx.Published.Format(time.RFC3339))
 	}
@@ -238,7 +237,7 @@ func (p *indexParser) owner(field string, raw []byte) Owner {
 		}
 		has.add(m.key)
 	}
-	p.required(field, has, "name")
+	p.required(field, &has, "name")
 	return o
 }
 
@@ -260,7 +259,7 @@ func (p *indexParser) logEntry(field string, raw []byte) LogEntry {
 		}
 		has.add(m.key)
 	}
-	p.required(field, has, "index")
+	p.required(field, &has, "index")
 	return e
 }
 
@@ -336,7 +335,7 @@ func (p *indexParser) plugin(field string, raw []byte) (Plugin, bool) {
 		}
 		has.add(m.key)
 	}
-	p.required(field, has, "name", "description", "kinds", "versions")
+	p.required(field, &has, "name", "description", "kinds", "versions")
 	if has.has("kinds") && has.has("versions") {
 		var union []string
 		for _, v := range pl.Versions {
@@ -498,7 +497,7 @@ func (p *indexParser) version(field string, raw []byte) (v Version, sv *semver.V
 		}
 		has.add(m.key)
 	}
-	p.required(field, has, "version", "published", "artifact", "digest", "manifest")
+	p.required(field, &has, "version", "published", "artifact", "digest", "manifest")
 	switch rt := v.Manifest.Runtime; {
 	case rt == plugins.RuntimeData && v.Protocol != 0:
 		p.fail(protocolField, "a data-only bundle speaks no protocol: leave it out")
@@ -538,7 +537,7 @@ func (p *indexParser) artifact(field string, raw []byte) Artifact {
 		}
 		has.add(m.key)
 	}
-	p.required(field, has, "url", "sha256", "size")
+	p.required(field, &has, "url", "sha256", "size")
 	return a
 }
 
@@ -575,7 +574,7 @@ func (p *indexParser) manifest(field string, raw []byte) ManifestSummary {
 		}
 		has.add(m.key)
 	}
-	p.required(field, has, "runtime", "provides", "permissions")
+	p.required(field, &has, "runtime", "provides", "permissions")
 	if runtimeOK && s.Runtime == plugins.RuntimeData {
 		for i, k := range s.Provides {
 			if slices.Contains(knownKinds, k) && !slices.Contains(dataKinds, k) {
@@ -599,9 +598,9 @@ func (p *indexParser) permissions(field string, raw []byte, rt plugins.Runtime) 
 	key := permsKey{string(raw), rt}
 	r, ok := p.perms[key]
 	if !ok {
-		var errs []plugins.FieldError
-		r.perms, errs = plugins.ParsePermissions("", raw, rt)
-		r.errs = errs
+		if r.perms, ok = validPermissions(raw, rt); !ok {
+			r.perms, r.errs = plugins.ParsePermissions("", raw, rt)
+		}
 		p.perms[key] = r
 	}
 	for _, fe := range r.errs {
@@ -610,12 +609,106 @@ func (p *indexParser) permissions(field string, raw []byte, rt plugins.Runtime) 
 	return r.perms
 }
 
+// validPermissions decodes the permissions object raw when it breaks no
+// rule of plugins.ParsePermissions for runtime rt, to the same value; it
+// returns false when it finds a problem, which ParsePermissions then
+// words. It is the fast path of an index's permissions, with its
+// own JSON reading but the plugins package's checks of each value;
+// FuzzValidPermissions holds it to ParsePermissions.
+func validPermissions(raw []byte, rt plugins.Runtime) (plugins.Permissions, bool) {
+	var perms plugins.Permissions
+	var q indexParser
+	ms, ok := q.object("p", raw)
+	if !ok || len(q.errs) > 0 {
+		return perms, false
+	}
+	strs := func(raw []byte, check func(string) error) ([]string, bool) {
+		items, ok := q.array("p", raw)
+		if len(items) > 64 {
+			return nil, false // the slow path checks duplicates in linear time
+		}
+		var out []string
+		for _, it := range items {
+			s, ok := q.str("p", it)
+			if !ok || check(s) != nil || slices.Contains(out, s) {
+				return nil, false
+			}
+			out = append(out, s)
+		}
+		return out, ok
+	}
+	for _, m := range ms {
+		switch m.key {
+		case "network":
+			perms.Network, ok = strs(m.raw, plugins.CheckNetwork)
+		case "env":
+			perms.Env, ok = strs(m.raw, plugins.CheckEnv)
+		case "filesystem":
+			perms.Filesystem, ok = validGrants(&q, m.raw)
+		case "exec":
+			perms.Exec, ok = m.raw[0] == 't', kind(m.raw) == "boolean" && (m.raw[0] == 'f' || rt != plugins.RuntimeWASM)
+		case "memory_mib":
+			var n int64
+			n, ok = q.integer("p", m.raw, 1, plugins.MaxMemoryMiB)
+			perms.MemoryMiB, ok = int(n), ok && rt != plugins.RuntimeProcess && rt != plugins.RuntimeData
+		case "timeout_ms":
+			var n int64
+			n, ok = q.integer("p", m.raw, 1, plugins.MaxTimeoutMS)
+			perms.TimeoutMS = int(n)
+		default:
+			ok = false
+		}
+		if !ok || len(q.errs) > 0 {
+			return perms, false
+		}
+	}
+	return perms, true
+}
+
+// validGrants is validPermissions for the filesystem grants.
+func validGrants(q *indexParser, raw []byte) ([]plugins.FilesystemGrant, bool) {
+	items, ok := q.array("p", raw)
+	if len(items) > 64 {
+		return nil, false
+	}
+	var out []plugins.FilesystemGrant
+	for _, it := range items {
+		ms, ok := q.object("p", it)
+		if !ok || len(q.errs) > 0 {
+			return nil, false
+		}
+		var g plugins.FilesystemGrant
+		hasPath := false
+		for _, m := range ms {
+			switch m.key {
+			case "path":
+				g.Path, hasPath = q.str("p", m.raw)
+				hasPath = hasPath && plugins.CheckFilesystemPath(g.Path) == nil
+			case "read":
+				g.Read, ok = m.raw[0] == 't', kind(m.raw) == "boolean"
+			case "write":
+				g.Write, ok = m.raw[0] == 't', kind(m.raw) == "boolean"
+			default:
+				ok = false
+			}
+			if !ok {
+				return nil, false
+			}
+		}
+		if !hasPath || !g.Read && !g.Write || slices.ContainsFunc(out, func(o plugins.FilesystemGrant) bool { return o.Path == g.Path }) {
+			return nil, false
+		}
+		out = append(out, g)
+	}
+	return out, ok
+}
+
 func (p *indexParser) time(field string, raw []byte) (time.Time, bool) {
 	s, ok := p.str(field, raw)
 	if !ok {
 		return time.Time{}, false
 	}
-	if !reTime.MatchString(s) {
+	if !isTime(s) {
 		p.fail(field, "%q is not an RFC 3339 time (2006-01-02T15:04:05Z)", s)
 		return time.Time{}, false
 	}
@@ -635,7 +728,7 @@ func (p *indexParser) check(field, reason string) {
 }
 
 // required reports each of names missing from has.
-func (p *indexParser) required(field string, has fieldSet, names ...string) {
+func (p *indexParser) required(field string, has *fieldSet, names ...string) {
 	for _, n := range names {
 		if !has.has(n) {
 			p.fail(member(field, n), "required")
@@ -643,11 +736,21 @@ func (p *indexParser) required(field string, has fieldSet, names ...string) {
 	}
 }
 
-// fieldSet is the set of an object's members seen so far.
-type fieldSet []string
+// fieldSet is the set of an object's known members seen so far (an
+// object has at most 16 known members).
+type fieldSet struct {
+	names [16]string
+	n     int
+}
 
-func (s *fieldSet) add(name string)     { *s = append(*s, name) }
-func (s fieldSet) has(name string) bool { return slices.Contains(s, name) }
+func (s *fieldSet) add(name string) {
+	if s.n < len(s.names) {
+		s.names[s.n] = name
+		s.n++
+	}
+}
+
+func (s *fieldSet) has(name string) bool { return slices.Contains(s.names[:s.n], name) }
 
 func checkName(s string) string {
 	switch {
@@ -724,6 +827,9 @@ func checkSHA256(s string) string {
 
 // checkArtifactURL returns why s is not an artifact location, or "".
 func checkArtifactURL(s string) string {
+	if len(s) <= maxURLLen && isRelativeURL(s) {
+		return "" // the common case, without regular expressions
+	}
 	switch {
 	case len(s) > maxURLLen:
 		return fmt.Sprintf("is longer than %d characters", maxURLLen)
@@ -736,6 +842,60 @@ func checkArtifactURL(s string) string {
 		return fmt.Sprintf("%q: %v", s, err)
 	}
 	return ""
+}
+
+// isRelativeURL reports whether s is a relative artifact URL:
+// patternArtifactURL's first branch, without "." or ".." segments.
+func isRelativeURL(s string) bool {
+	for seg := range strings.SplitSeq(s, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+		for i := 0; i < len(seg); i++ {
+			switch c := seg[i]; {
+			case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '~', c == '+', c == '-':
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// isTime reports whether s matches patternTime.
+func isTime(s string) bool {
+	const shape = "dddd-dd-ddTdd:dd:dd"
+	if len(s) < len(shape)+1 {
+		return false
+	}
+	for i := range len(shape) {
+		if c := s[i]; shape[i] == 'd' && (c < '0' || c > '9') || shape[i] != 'd' && c != shape[i] {
+			return false
+		}
+	}
+	rest := s[len(shape):]
+	if rest[0] == '.' {
+		n := 1
+		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+			n++
+		}
+		if n == 1 || n > 10 {
+			return false
+		}
+		rest = rest[n:]
+	}
+	switch {
+	case rest == "Z":
+		return true
+	case len(rest) != 6 || rest[0] != '+' && rest[0] != '-' || rest[3] != ':':
+		return false
+	}
+	for _, i := range []int{1, 2, 4, 5} {
+		if rest[i] < '0' || rest[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func sameSet(a, b []string) bool {
@@ -863,6 +1023,19 @@ func decodeString(raw []byte) string {
 	return s
 }
 
+// keyNames holds the member names of an index, so that reading one does
+// not allocate a string.
+var keyNames = map[string]string{}
+
+func init() {
+	for _, k := range []string{"$schema", "name", "owner", "email", "url", "version", "published", "expires", "log", "index", "plugins",
+		"description", "author", "homepage", "license", "tags", "kinds", "versions", "artifact", "sha256", "size", "digest",
+		"manifest", "runtime", "provides", "permissions", "min_kiln", "protocol", "yanked",
+		"network", "filesystem", "env", "exec", "memory_mib", "timeout_ms", "path", "read", "write"} {
+		keyNames[k] = k
+	}
+}
+
 // jsonMember is one member of an object: its key and raw value.
 type jsonMember struct {
 	key string
@@ -882,11 +1055,14 @@ func (p *indexParser) object(field string, raw []byte) ([]jsonMember, bool) {
 		}
 		return nil, false
 	}
-	var out []jsonMember
+	out := make([]jsonMember, 0, 10)
 	var seen map[string]bool // beyond a few members, to keep this linear
 	for i := skipSpace(raw, 1); raw[i] != '}'; {
 		end := stringEnd(raw, i)
-		key := decodeString(raw[i:end])
+		key, known := keyNames[string(raw[i+1:end-1])]
+		if !known {
+			key = decodeString(raw[i:end])
+		}
 		i = skipSpace(raw, end)
 		i = skipSpace(raw, i+1) // the colon
 		end = valueEnd(raw, i)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -477,6 +478,54 @@ func FuzzParseIndex(f *testing.F) {
 		}
 		if out2, _ := json.Marshal(again); !bytes.Equal(out, out2) {
 			t.Fatalf("the index changed when read back:\n%s\n%s", out, out2)
+		}
+	})
+}
+
+// FuzzHandChecks holds the checks written by hand for speed to the
+// regular expressions they stand for.
+func FuzzHandChecks(f *testing.F) {
+	reTime := regexp.MustCompile(patternTime)
+	reRelative := regexp.MustCompile(`^[A-Za-z0-9._~+-]+(?:/[A-Za-z0-9._~+-]+)*$`)
+	for _, s := range []string{"2026-12-06T10:00:00Z", "2026-12-06T10:00:00.123456789+01:00", "2026-12-06T10:00:00.1234567890Z", "2026-12-06T10:00:00.Z", "2026-12-06t10:00:00Z", "2026-12-06T10:00:00+0100", "2026-12-06T10:00:00", "plugins/a/a-1.0.0+b.tar.gz", "a//b", "./a", "a/..", "a/.../b", "a b", "/a", "a/", "é"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := isTime(s), reTime.MatchString(s); got != want {
+			t.Errorf("isTime(%q) = %v, the pattern says %v", s, got, want)
+		}
+		want := reRelative.MatchString(s) && !reDotSegment.MatchString(s)
+		if got := isRelativeURL(s); got != want {
+			t.Errorf("isRelativeURL(%q) = %v, the patterns say %v", s, got, want)
+		}
+	})
+}
+
+// FuzzValidPermissions holds the fast path of an index's permissions to
+// plugins.ParsePermissions: what it accepts, ParsePermissions accepts as
+// the same value.
+func FuzzValidPermissions(f *testing.F) {
+	for _, s := range []string{
+		`{"network":["api.example.com","*.example.com:8443"],"env":["TOKEN"],"exec":true,"timeout_ms":1000}`,
+		`{"filesystem":[{"path":"data:/cache","read":true},{"path":"grant:src/x","write":true,"read":false}],"memory_mib":64.0}`,
+		`{"network":["a.com","a.com"]}`, `{"exec":1}`, `{"env":["KILN_X"]}`, `{"filesystem":[{"path":"data:/"}]}`, `{"memory_mib":0}`, `{}`, `[]`,
+		`{"network":[]}`, `{"filesystem":[{"path":"data:/a","read":true},{"path":"data:/a","write":true}]}`, `{"timeout_ms":6e5}`, `{"env":null}`,
+	} {
+		for _, rt := range []string{"wasm", "process", "data", ""} {
+			f.Add(s, rt)
+		}
+	}
+	f.Fuzz(func(t *testing.T, raw, rt string) {
+		if !json.Valid([]byte(raw)) || strings.TrimSpace(raw) == "" {
+			return
+		}
+		fast, ok := validPermissions([]byte(strings.TrimSpace(raw)), plugins.Runtime(rt))
+		slow, errs := plugins.ParsePermissions("", []byte(raw), plugins.Runtime(rt))
+		if ok && (len(errs) > 0 || !reflect.DeepEqual(fast, slow)) {
+			t.Fatalf("%s (%s): fast path %+v, ParsePermissions %+v %v", raw, rt, fast, slow, errs)
+		}
+		if !ok && len(errs) == 0 && len(raw) < 10000 {
+			t.Logf("the fast path declined %s (%s), which is valid", raw, rt)
 		}
 	})
 }

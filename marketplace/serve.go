@@ -63,8 +63,8 @@ func Handler(dir string) http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		var content io.ReadSeeker = f
 		if cache == cacheMutable && fi.Size() <= MaxIndexSize {
-			data, err := io.ReadAll(io.LimitReader(f, MaxIndexSize+1))
-			if err != nil {
+			data := make([]byte, fi.Size())
+			if _, err := io.ReadFull(f, data); err != nil {
 				http.Error(w, "read error", http.StatusInternalServerError)
 				return
 			}

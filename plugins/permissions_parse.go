@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 )
 
@@ -20,4 +21,22 @@ func ParsePermissions(field string, raw json.RawMessage, rt Runtime) (Permission
 		p.errs[i].Field = field + strings.TrimPrefix(fe.Field, "permissions")
 	}
 	return perms, p.errs
+}
+
+// CheckFilesystemPath returns an error saying why s is not a valid
+// FilesystemGrant path, or nil.
+func CheckFilesystemPath(s string) error {
+	if reason := checkFSPath(s); reason != "" {
+		return errors.New(reason)
+	}
+	return nil
+}
+
+// CheckEnv returns an error saying why name is not an environment
+// variable a plugin may be granted (Permissions.Env), or nil.
+func CheckEnv(name string) error {
+	if reason := checkEnv(name); reason != "" {
+		return errors.New(reason)
+	}
+	return nil
 }
