@@ -361,8 +361,11 @@ func buildPlugins(dir string, pub *Publish, prev *Index, now time.Time) ([]Plugi
 			p = &Plugin{Name: m.ID}
 			byName[m.ID] = p
 		}
-		if i := slices.IndexFunc(p.Versions, func(v Version) bool { return v.Version == m.Version }); i >= 0 {
+		if i := slices.IndexFunc(p.Versions, func(v Version) bool { return semver.MustParse(v.Version).Equal(f.semver) }); i >= 0 {
 			v := p.Versions[i]
+			if v.Version != m.Version {
+				return nil, nil, core.Errorf(core.ECONFLICT, "%s %s is already published as %s: versions that differ only in build metadata are the same version", m.ID, m.Version, v.Version)
+			}
 			if v.Digest != f.digest {
 				return nil, nil, core.Errorf(core.ECONFLICT, "%s %s is already published with folder digest %s; %s now has %s: versions are immutable, publish it as a new version", m.ID, m.Version, v.Digest, f.pub.Path, f.digest)
 			}
@@ -433,7 +436,7 @@ func readFolders(dir string, pub *Publish) ([]pluginFolder, error) {
 		}
 		for _, o := range out {
 			if o.manifest.ID == m.ID && o.semver.Equal(sv) {
-				return nil, core.Errorf(core.EINVALID, "%s: %s and %s are both %s %s", PublishFile, o.pub.Path, pp.Path, m.ID, m.Version)
+				return nil, core.Errorf(core.EINVALID, "%s: %s (%s %s) and %s (%s %s) are the same version", PublishFile, o.pub.Path, m.ID, o.manifest.Version, pp.Path, m.ID, m.Version)
 			}
 		}
 		out = append(out, pluginFolder{pub: pp, dir: path, manifest: m, semver: sv, digest: t.Digest})

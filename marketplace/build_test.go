@@ -120,6 +120,18 @@ func TestBuildVersionsAreImmutable(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	unchanged(t, m.dir, before)
+
+	// Build metadata does not make another version.
+	m = newMarket(t)
+	bundle(t, m.dir, "src/review-b", "review", "1.0.0+b", "Look for bugs.")
+	m.pub.Plugins = []PublishPlugin{{Path: "src/review-b"}}
+	writePublish(t, m.dir, m.pub)
+	before = tree(t, m.dir)
+	_, err = Build(BuildOptions{Dir: m.dir, Signer: m.signer, Now: t0.Add(time.Hour)})
+	if core.ErrorCode(err) != core.ECONFLICT || !strings.Contains(err.Error(), "review 1.0.0+b is already published as 1.0.0") {
+		t.Fatalf("err = %v", err)
+	}
+	unchanged(t, m.dir, before)
 }
 
 func TestBuildKeepsPublishedVersions(t *testing.T) {
@@ -219,7 +231,7 @@ func TestBuildRefusesPublish(t *testing.T) {
 		"negative":       {`{"name":"acme","owner":{"name":"A"},"expires_after":"-1h","plugins":[]}`, "expires_after"},
 		"no path":        {`{"name":"acme","owner":{"name":"A"},"plugins":[{}]}`, "plugins[0].path: required"},
 		"no folder":      {`{"name":"acme","owner":{"name":"A"},"plugins":[{"path":"nowhere"}]}`, "plugins[0]"},
-		"same version":   {`{"name":"acme","owner":{"name":"A"},"plugins":[{"path":"a"},{"path":"b"}]}`, "are both review 1.0.0"},
+		"same version":   {`{"name":"acme","owner":{"name":"A"},"plugins":[{"path":"a"},{"path":"b"}]}`, "a (review 1.0.0) and b (review 1.0.0) are the same version"},
 		"bad manifest":   {`{"name":"acme","owner":{"name":"A"},"plugins":[{"path":"bad"}]}`, "invalid plugin manifest"},
 		"no owner":       {`{"name":"acme","plugins":[]}`, "owner.name: required"},
 		"trailing data":  {`{"name":"acme","owner":{"name":"A"},"plugins":[]} {}`, "data after"},

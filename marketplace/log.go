@@ -215,7 +215,7 @@ func hashReader(ctx context.Context, f Fetcher, tree Tree) (tlog.HashReader, err
 
 // CheckInclusion checks, with a proof read from f's tiles, that record is
 // entry n of the log whose tree head is tree. A failure to read a tile
-// is returned as is; a proof that fails is an error saying so.
+// is returned as is; every other failure wraps ErrLogProof.
 func CheckInclusion(ctx context.Context, f Fetcher, tree Tree, n int64, record []byte) error {
 	if n < 0 || n >= tree.Size {
 		return fmt.Errorf("entry %d is not in a tree of size %d: %w", n, tree.Size, ErrLogProof)
@@ -237,8 +237,9 @@ func CheckInclusion(ctx context.Context, f Fetcher, tree Tree, n int64, record [
 
 // CheckConsistency checks, with a proof read from f's tiles, that the
 // log whose tree head is now extends the one whose tree head was old:
-// every record of old is in now, in the same place. A failure to read a
-// tile is returned as is; a proof that fails is an error saying so.
+// every record of old is in now, in the same place. An empty old is
+// extended by any log. A failure to read a tile is returned as is; every
+// other failure wraps ErrLogProof.
 func CheckConsistency(ctx context.Context, f Fetcher, old, now Tree) error {
 	switch {
 	case old.Size == 0:

@@ -167,6 +167,7 @@ func TestFollowRotations(t *testing.T) {
 		{"chain out of order", []string{a}, []string{bc, ab}, []string{c}, []string{b, c}},
 		{"from the middle", []string{b}, []string{ab, bc}, []string{c}, []string{c}},
 		{"not signed by the old key", []string{a}, []string{ab, bc, cx}, []string{c}, []string{b, c}},
+		{"names another old key", []string{a}, []string{cx}, []string{a}, nil},
 		{"another marketplace", []string{a}, []string{ax}, []string{a}, nil},
 		{"forged", []string{a}, []string{forged}, []string{a}, nil},
 		{"unrelated key kept", []string{x, a}, []string{ab}, []string{x, b}, []string{b}},

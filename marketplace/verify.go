@@ -243,12 +243,10 @@ func FetchArtifact(ctx context.Context, f Fetcher, dst io.Writer, name string, v
 	if size > v.Artifact.Size {
 		return 0, refuse(core.EINVALID, ReasonArchive, "plugin %s %s: the archive is %d bytes, larger than declared (%d)", name, v.Version, size, v.Artifact.Size)
 	}
-	return CopyArtifact(dst, src(ctx, rc), name, v)
+	return CopyArtifact(dst, ctxReader{ctx, rc}, name, v)
 }
 
-// src makes reads from r stop when ctx is done.
-func src(ctx context.Context, r io.Reader) io.Reader { return ctxReader{ctx, r} }
-
+// ctxReader stops reading r when ctx is done.
 type ctxReader struct {
 	ctx context.Context
 	r   io.Reader

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -209,6 +210,23 @@ func TestCopyArtifactStops(t *testing.T) {
 	if endless.n != 11 {
 		t.Errorf("read %d bytes, want 11", endless.n)
 	}
+}
+
+// TestFetchArtifactStatedSize checks that an archive whose source states
+// a size past the declared one is refused before it is read.
+func TestFetchArtifactStatedSize(t *testing.T) {
+	v := Version{Version: "1.0.0", Artifact: Artifact{URL: "a.tar.gz", Size: 10, SHA256: strings.Repeat("0", 64)}}
+	f := statedSize{size: 11}
+	_, err := FetchArtifact(context.Background(), f, io.Discard, "x", v)
+	wantRefusal(t, err, ReasonArchive, "11 bytes, larger than declared (10)")
+}
+
+// statedSize is a Fetcher whose Open states size and fails any read.
+type statedSize struct{ size int64 }
+
+func (s statedSize) Fetch(context.Context, string, int64) ([]byte, error) { panic("not used") }
+func (s statedSize) Open(context.Context, string) (io.ReadCloser, int64, error) {
+	return io.NopCloser(iotest.ErrReader(errors.New("read"))), s.size, nil
 }
 
 type zeros struct{}
