@@ -26,7 +26,8 @@
 //     (--unshare-all --unshare-user). The command runs as uid 0 of its
 //     own user namespace, which is the plugin's user outside it, with
 //     every capability dropped (--cap-drop ALL), inside the namespace as
-//     outside.
+//     outside, and none to gain (no new privileges: a setuid program runs
+//     as its caller).
 //   - Its "/" is the sandbox's folder, writable. Over it, read-only, the
 //     host's /usr, /bin, /sbin and /lib* (those it has) and
 //     /etc/alternatives, the sandbox's Spec.Mounts, a /proc of its own
@@ -166,14 +167,18 @@ var errClosed = errors.New("bwrap sandbox runtime is closed")
 var systemPaths = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/alternatives"}
 
 // New returns a Runtime over opts.Dir. It fails when Dir is not an
-// absolute path or cannot be created, and when bwrap cannot run a
-// sandbox here (no bwrap, or no user namespaces), with bwrap's reason.
+// absolute path or cannot be created, when there is no bwrap, and when
+// bwrap cannot run a sandbox here (no user namespaces), with bwrap's
+// reason.
 func New(opts Options) (*Runtime, error) {
 	if !filepath.IsAbs(opts.Dir) {
 		return nil, fmt.Errorf("bwrap sandbox runtime: Options.Dir %q is not an absolute path", opts.Dir)
 	}
 	if opts.Bwrap == "" {
 		opts.Bwrap = DefaultBwrap
+	}
+	if fi, err := os.Stat(opts.Bwrap); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("bwrap sandbox runtime: no bwrap program at %s: install bubblewrap (Debian, Ubuntu: apt-get install bubblewrap)", opts.Bwrap)
 	}
 	if opts.DefaultMemoryMiB == 0 {
 		opts.DefaultMemoryMiB = DefaultMemoryMiB

@@ -75,6 +75,7 @@ func TestIsolation(t *testing.T) {
 	for _, c := range []struct{ what, script, want string }{
 		{"its own user namespace, as uid 0, the plugin's user outside", "id -u; echo $(cat /proc/self/uid_map)", "0\n0 " + strconv.Itoa(os.Getuid()) + " 1\n"},
 		{"no capability at all", "grep -E '^Cap(Eff|Prm|Bnd|Amb)' /proc/self/status | cut -f2 | sort -u", "0000000000000000\n"},
+		{"no new privileges", "grep NoNewPrivs /proc/self/status | cut -f2", "1\n"},
 		{"its own PID namespace, with bwrap as PID 1 and the command as 2", "cat /proc/1/comm; echo $$", "bwrap\n2\n"},
 		{"its hostname is its ID", "cat /proc/sys/kernel/hostname /etc/hostname", "iso-1\niso-1\n"},
 		{"loopback alone", "grep -c : /proc/net/dev; grep -o 'lo:' /proc/net/dev", "1\nlo:\n"},
@@ -221,7 +222,11 @@ func TestRefused(t *testing.T) {
 		t.Errorf("New with a relative Dir: %v", err)
 	}
 	missing := filepath.Join(t.TempDir(), "no-bwrap")
-	if _, err := bwrap.New(bwrap.Options{Dir: t.TempDir(), Bwrap: missing}); err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "user namespaces") {
-		t.Errorf("New without bwrap: %v; want the path and what bwrap needs named", err)
+	if _, err := bwrap.New(bwrap.Options{Dir: t.TempDir(), Bwrap: missing}); err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "install bubblewrap") {
+		t.Errorf("New without bwrap: %v; want the path and the package named", err)
+	}
+	// A bwrap that cannot make a sandbox (here: false, which ends at once).
+	if _, err := bwrap.New(bwrap.Options{Dir: t.TempDir(), Bwrap: "/bin/false"}); err == nil || !strings.Contains(err.Error(), "could not set up the sandbox") || !strings.Contains(err.Error(), "user namespaces") {
+		t.Errorf("New with a bwrap that fails: %v; want it refused, with what bwrap needs named", err)
 	}
 }
