@@ -278,8 +278,8 @@ func stringMap(o object, key string) (map[string]string, error) {
 }
 
 var (
-	reVarRef  = regexp.MustCompile(`\$\{([^}]*)\}`)
-	reEnvName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+	reVarRef   = regexp.MustCompile(`\$\{([^}]*)\}`)
+	reEnvName  = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
 	reNotIdent = regexp.MustCompile(`[^A-Za-z0-9_]`)
 )
 
