@@ -86,6 +86,12 @@ func (f Fetcher) Fetch(ctx context.Context, m *Marketplace, p Plugin) (*Fetched,
 	if s.Kind == SourceGitHub {
 		url = strings.TrimSuffix(cmp.Or(f.GitHub, DefaultGitHub), "/") + "/" + s.Repo + ".git"
 	}
+	if err := checkGitURL("url", url); err != nil {
+		return nil, core.Errorf(core.EINVALID, "claude plugin %s: %v", p.Name, err)
+	}
+	if s.SHA != "" && !reSHA.MatchString(s.SHA) {
+		return nil, core.Errorf(core.EINVALID, "claude plugin %s: sha %q: want a full commit id, 40 hex digits", p.Name, s.SHA)
+	}
 	dir, err := os.MkdirTemp(f.TempDir, "kiln-claude-")
 	if err != nil {
 		return nil, fmt.Errorf("claude plugin %s: %w", p.Name, err)

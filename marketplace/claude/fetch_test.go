@@ -15,8 +15,9 @@ import (
 
 // gitRepo makes a bare repository in base/owner/name.git with two
 // commits of a plugin (at the root and in sub/), and returns it with the
-// first commit's id and the second's.
-func gitRepo(t *testing.T, base, owner, name string) (bare, first, second string) {
+// first commit's id, the second's, and the id of an annotated tag of the
+// second.
+func gitRepo(t *testing.T, base, owner, name string) (bare, first, second, tagObject string) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
@@ -56,11 +57,13 @@ func gitRepo(t *testing.T, base, owner, name string) (bare, first, second string
 	run(work, "add", "-A")
 	run(work, "commit", "-q", "-m", "second")
 	run(work, "tag", "v2")
+	run(work, "tag", "-a", "-m", "annotated", "v2-annotated")
 	second = run(work, "rev-parse", "HEAD")
+	tagObject = run(work, "rev-parse", "v2-annotated")
 	bare = filepath.Join(base, owner, name+".git")
 	os.MkdirAll(filepath.Dir(bare), 0o755)
 	run(work, "clone", "-q", "--bare", work, bare)
-	return bare, first, second
+	return bare, first, second, tagObject
 }
 
 // gitMarketplace is a marketplace (parsed from bytes) of plugins at the
@@ -76,7 +79,7 @@ func gitMarketplace(t *testing.T, entries string) *claude.Marketplace {
 
 func TestFetchGit(t *testing.T) {
 	base := t.TempDir()
-	bare, first, second := gitRepo(t, base, "acme", "tool")
+	bare, first, second, tagObject := gitRepo(t, base, "acme", "tool")
 	url := "file://" + bare
 	m := gitMarketplace(t, `
 		{"name": "by-github", "source": {"source": "github", "repo": "acme/tool", "ref": "main", "sha": "`+first+`"}},
@@ -87,6 +90,7 @@ func TestFetchGit(t *testing.T) {
 		{"name": "missing", "source": {"source": "url", "url": "`+url+`", "sha": "`+strings.Repeat("ab", 20)+`"}},
 		{"name": "no-subdir", "source": {"source": "git-subdir", "url": "`+url+`", "path": "nope", "sha": "`+first+`"}},
 		{"name": "no-repo", "source": {"source": "url", "url": "file://`+base+`/none.git", "sha": "`+first+`"}},
+		{"name": "tag-object", "source": {"source": "url", "url": "`+url+`", "sha": "`+tagObject+`"}},
 		{"name": "npm", "source": {"source": "npm", "package": "@acme/tool", "version": "1.0.0"}}`)
 	f := claude.Fetcher{GitHub: "file://" + base + "/", TempDir: t.TempDir()}
 	ctx := context.Background()
@@ -143,6 +147,7 @@ func TestFetchGit(t *testing.T) {
 	})
 	for _, c := range []struct{ name, code, want string }{
 		{"missing", core.EINVALID, "is not in the repository"},
+		{"tag-object", core.EINVALID, "not the pinned " + tagObject},
 		{"no-subdir", core.ENOTFOUND, "folder nope does not exist"},
 		{"no-repo", core.EINVALID, "git fetch"},
 		{"npm", core.EINVALID, "not from package registries"},
@@ -208,5 +213,31 @@ func TestFetchPath(t *testing.T) {
 		if _, err := (claude.Fetcher{}).Fetch(ctx, lm, mustPlugin(t, lm, name)); core.ErrorCode(err) != core.ENOTFOUND || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want ENOTFOUND with %q", name, err, want)
 		}
+	}
+}
+
+// TestFetchURLChecked: a source built by hand, or a GitHub base, is held
+// to the URL rules of ParseMarketplace: never a remote helper that runs a
+// program.
+func TestFetchURLChecked(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	ext := "ext::sh -c touch% " + marker
+	sha := strings.Repeat("ab", 20)
+	for _, c := range []struct {
+		f    claude.Fetcher
+		s    claude.Source
+		want string
+	}{
+		{claude.Fetcher{}, claude.Source{Kind: claude.SourceURL, URL: ext, SHA: sha}, "is not a git URL"},
+		{claude.Fetcher{GitHub: ext + "/"}, claude.Source{Kind: claude.SourceGitHub, Repo: "a/b", SHA: sha}, "is not a git URL"},
+		{claude.Fetcher{}, claude.Source{Kind: claude.SourceURL, URL: "file:///x", SHA: "HEAD"}, "40 hex digits"},
+	} {
+		_, err := c.f.Fetch(context.Background(), &claude.Marketplace{Name: "m"}, claude.Plugin{Name: "p", Source: c.s})
+		if core.ErrorCode(err) != core.EINVALID || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want EINVALID with %q", c.s, err, c.want)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the ext:: helper ran")
 	}
 }
