@@ -77,9 +77,6 @@ type Result struct {
 	Origin   Origin
 }
 
-// BundleFiles of a converted bundle, relative to its folder.
-const bundleSkills = "skills"
-
 // Convert converts the Claude Code plugin in pluginDir into a new Kiln
 // bundle folder out, as Converter{}.Convert does.
 func Convert(ctx context.Context, pluginDir, out string) (Result, error) {
@@ -317,20 +314,21 @@ func (cv *conversion) skip(format string, args ...any) {
 func (cv *conversion) skills() error {
 	type found struct{ name, dir string }
 	var all []found
-	look := func(dir string, explicit bool) error {
+	look := func(dir string, explicit bool) {
 		if _, err := cv.root.Stat(dir + "/" + skills.File); err == nil {
 			all = append(all, found{path.Base(dir), dir})
-			return nil
+			return
 		}
 		ents, err := fs.ReadDir(cv.root.FS(), dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			if explicit {
 				cv.warn("the manifest's skills folder %s does not exist", dir)
 			}
-			return nil
+			return
 		}
 		if err != nil {
-			return fmt.Errorf("read %s/: %w", dir, err)
+			cv.skip("%s/: %v (a link out of the plugin is refused)", dir, err)
+			return
 		}
 		for _, e := range ents {
 			p := path.Join(dir, e.Name())
@@ -346,17 +344,11 @@ func (cv *conversion) skills() error {
 				all = append(all, found{e.Name(), p})
 			}
 		}
-		return nil
 	}
-	if err := look(bundleSkills, false); err != nil {
-		return err
-	}
+	look(skills.BundleDir, false)
 	for _, p := range cv.comp.Skills {
-		if p == bundleSkills {
-			continue
-		}
-		if err := look(p, true); err != nil {
-			return err
+		if p != skills.BundleDir {
+			look(p, true)
 		}
 	}
 	seen := map[string]string{}
@@ -410,7 +402,7 @@ func (cv *conversion) skill(name, dir string) (bool, error) {
 	if bytes.Contains(src, []byte("${CLAUDE_PLUGIN_ROOT}")) || bytes.Contains(src, []byte("${CLAUDE_SKILL_DIR}")) {
 		cv.warn("skills/%s/SKILL.md refers to Claude Code's ${CLAUDE_PLUGIN_ROOT} or ${CLAUDE_SKILL_DIR}, which Kiln does not set", name)
 	}
-	dst := filepath.Join(cv.tmp, bundleSkills, name)
+	dst := filepath.Join(cv.tmp, skills.BundleDir, name)
 	staged := filepath.Join(cv.tmp, ".staging")
 	if err := cv.copyTree(dir, staged); err != nil {
 		os.RemoveAll(staged)

@@ -236,7 +236,7 @@ func TestConvertLinks(t *testing.T) {
 	os.MkdirAll(filepath.Join(outside, "evil"), 0o755)
 	os.WriteFile(filepath.Join(outside, "evil", "SKILL.md"), []byte("---\nname: evil\ndescription: Evil.\n---\nx\n"), 0o644)
 	dir := plugin(t, map[string]string{
-		".claude-plugin/plugin.json": `{"name": "links", "version": "1.0.0"}`,
+		".claude-plugin/plugin.json": `{"name": "links", "version": "1.0.0", "skills": ["./extra"]}`,
 		"skills/ok/SKILL.md":         okSkill,
 		"skills/leak/SKILL.md":       "---\nname: leak\ndescription: Leaks.\n---\nRead data.txt.\n",
 	})
@@ -246,12 +246,16 @@ func TestConvertLinks(t *testing.T) {
 	if err := os.Symlink(filepath.Join(outside, "evil"), filepath.Join(dir, "skills", "evil")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Symlink(outside, filepath.Join(dir, "extra")); err != nil {
+		t.Fatal(err)
+	}
 	out := filepath.Join(t.TempDir(), "b")
 	res, err := claude.Convert(context.Background(), dir, out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(res.Skills, []string{"ok"}) || !hasLine(res.Skipped, "skill leak", "link out of the plugin") || !hasLine(res.Skipped, "skills/evil", "link out of the plugin") {
+	if !reflect.DeepEqual(res.Skills, []string{"ok"}) || !hasLine(res.Skipped, "skill leak", "link out of the plugin") ||
+		!hasLine(res.Skipped, "skills/evil", "link out of the plugin") || !hasLine(res.Skipped, "extra/", "link out of the plugin") {
 		t.Errorf("skills %v, skipped %q", res.Skills, res.Skipped)
 	}
 	for _, f := range []string{"skills/leak", "skills/evil"} {
