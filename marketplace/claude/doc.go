@@ -11,7 +11,8 @@
 // agents/, output-styles/, .lsp.json, bin/ and more.
 //
 // ParseMarketplace and ParsePluginManifest read the two files;
-// LoadMarketplace reads a marketplace from a folder or a file:// URL.
+// LoadMarketplace reads a marketplace from a folder or a file:// URL, and
+// Fetcher.LoadGit from a clone of its git repository.
 // A Fetcher brings a plugin's folder onto the machine: from the
 // marketplace's folder, or by cloning its git repository at the pinned
 // commit (a source that names no commit is refused unless the caller

@@ -121,7 +121,43 @@ func fetchPath(m *Marketplace, p Plugin) (*Fetched, error) {
 	if err != nil {
 		return nil, core.Errorf(core.ENOTFOUND, "claude plugin %s: %v", p.Name, err)
 	}
-	return &Fetched{Dir: dir, Source: p.Source}, nil
+	return &Fetched{Dir: dir, Source: p.Source, Commit: m.Commit}, nil
+}
+
+// LoadGit clones the marketplace in the git repository at url (any URL
+// git accepts: https, ssh, git, file) and reads it (LoadMarketplace). ref
+// is a commit id (40 hex digits), a branch or a tag; "" is the default
+// branch. A marketplace is followed, not pinned: what it lists changes
+// as it publishes, and each plugin's own source carries its pin; the
+// commit read is the result's Commit, which also pins the plugins in
+// the marketplace's own folders. Close the Fetched when done with the
+// marketplace's folder. Errors are those of Fetch and LoadMarketplace.
+func (f Fetcher) LoadGit(ctx context.Context, url, ref string) (*Marketplace, *Fetched, error) {
+	if err := checkGitURL("url", url); err != nil {
+		return nil, nil, core.Errorf(core.EINVALID, "claude marketplace: %v", err)
+	}
+	s := Source{Kind: SourceURL, URL: url, Ref: ref}
+	if reSHA.MatchString(ref) {
+		s.Ref, s.SHA = "", strings.ToLower(ref)
+	} else if ref != "" && (strings.HasPrefix(ref, "-") || strings.ContainsFunc(ref, badRefRune) || strings.Contains(ref, "..")) {
+		return nil, nil, core.Errorf(core.EINVALID, "claude marketplace: %q is not a branch or tag name", ref)
+	}
+	dir, err := os.MkdirTemp(f.TempDir, "kiln-claude-")
+	if err != nil {
+		return nil, nil, err
+	}
+	fe := &Fetched{Dir: dir, Source: s, clone: dir}
+	if fe.Commit, err = f.clone(ctx, dir, url, s); err != nil {
+		fe.Close()
+		return nil, nil, core.Errorf(core.EINVALID, "claude marketplace: fetch %s: %v", s, err)
+	}
+	m, err := LoadMarketplace(dir)
+	if err != nil {
+		fe.Close()
+		return nil, nil, err
+	}
+	m.Commit = fe.Commit
+	return m, fe, nil
 }
 
 // inside returns the folder rel inside root, refusing one that is

@@ -241,3 +241,72 @@ func TestFetchURLChecked(t *testing.T) {
 		t.Error("the ext:: helper ran")
 	}
 }
+
+// TestLoadGit reads a marketplace from a git repository: its plugins in
+// its own folders are pinned by the commit read.
+func TestLoadGit(t *testing.T) {
+	base := t.TempDir()
+	bare, first, _, _ := gitRepo(t, base, "acme", "tool")
+	ctx := context.Background()
+	f := claude.Fetcher{TempDir: t.TempDir()}
+	// The repository is a plugin; make it a marketplace too.
+	market := filepath.Join(t.TempDir(), "market")
+	bareMarket := filepath.Join(base, "acme", "market.git")
+	for _, args := range [][]string{
+		{"clone", "-q", bare, market},
+		{"-C", market, "checkout", "-q", "-b", "pub"},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	os.WriteFile(filepath.Join(market, claude.MarketplaceFile), []byte(`{"name": "acme", "owner": {"name": "A"}, "plugins": [
+		{"name": "tool", "source": "./"}, {"name": "sub", "source": "./sub"}]}`), 0o644)
+	env := append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	for _, args := range [][]string{
+		{"-C", market, "add", "-A"},
+		{"-C", market, "commit", "-q", "-m", "marketplace"},
+		{"clone", "-q", "--bare", market, bareMarket},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	out, _ := exec.Command("git", "-C", market, "rev-parse", "HEAD").Output()
+	head := strings.TrimSpace(string(out))
+
+	m, fe, err := f.LoadGit(ctx, "file://"+bareMarket, "pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Name != "acme" || m.Commit != head || fe.Commit != head || m.Root != fe.Dir {
+		t.Errorf("marketplace %+v, fetched %+v", m, fe)
+	}
+	res, err := f.Convert(ctx, m, "sub", filepath.Join(t.TempDir(), "b"), claude.Converter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Origin.Commit != head || res.Version != "2.0.0" {
+		t.Errorf("a plugin of the marketplace's folder: %+v", res)
+	}
+	fe.Close()
+	if _, err := os.Stat(fe.Dir); err == nil {
+		t.Error("Close left the clone")
+	}
+
+	// At a commit: one without a marketplace is ENOTFOUND.
+	if _, _, err := f.LoadGit(ctx, "file://"+bareMarket, first); core.ErrorCode(err) != core.ENOTFOUND {
+		t.Errorf("a commit without a marketplace: %v", err)
+	}
+	if _, _, err := f.LoadGit(ctx, "ext::sh -c x", ""); core.ErrorCode(err) != core.EINVALID || !strings.Contains(err.Error(), "not a git URL") {
+		t.Errorf("an ext:: URL: %v", err)
+	}
+	if _, _, err := f.LoadGit(ctx, "file://"+bareMarket, "--upload-pack=x"); core.ErrorCode(err) != core.EINVALID {
+		t.Errorf("an option as ref: %v", err)
+	}
+	if ents, _ := os.ReadDir(f.TempDir); len(ents) != 0 {
+		t.Errorf("clones left: %v", ents)
+	}
+}

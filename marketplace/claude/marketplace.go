@@ -61,6 +61,10 @@ type Marketplace struct {
 	// .claude-plugin/), or "" when it was parsed from bytes; relative
 	// sources are resolved in it.
 	Root string
+	// Commit is the commit of the git repository the marketplace was
+	// read from (Fetcher.LoadGit), or "": its relative sources are
+	// pinned by it.
+	Commit string
 }
 
 // Person is an owner or author.
