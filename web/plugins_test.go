@@ -428,7 +428,7 @@ func TestPluginWireNames(t *testing.T) {
 	for schema, v := range map[string]any{
 		"PluginInfo": registry.Info{ID: "x", Status: registry.StatusFailed, Error: "boom", InterruptOn: core.Policy{"x.*": {Interrupt: true}},
 			Digest: "d", Source: src, Previous: "0.9.0", Pinned: "1.0.0", Provided: map[string][]string{}, Dir: "/d", Restarts: 1, PID: 1},
-		"PluginPreview":        registry.Preview{Installed: "1.0.0", Added: []string{"x"}, Downgrade: true, Changes: &pluginapi.Changes{}, InterruptOn: core.Policy{}},
+		"PluginPreview":        registry.Preview{Installed: "1.0.0", Added: []string{"x"}, Downgrade: true, Pinned: "1.0.0", Changes: &pluginapi.Changes{}, InterruptOn: core.Policy{}},
 		"PluginChanges":        pluginapi.Changes{},
 		"PluginSource":         *src,
 		"PluginInstallRequest": registry.InstallRequest{Path: "/p", SHA256: "s", Disabled: true, AllowDowngrade: true, Source: src},

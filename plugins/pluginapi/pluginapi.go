@@ -107,6 +107,9 @@ type Preview struct {
 	// Downgrade is true when Version is older (by semantic version) than
 	// the installed one: installing it needs InstallRequest.AllowDowngrade.
 	Downgrade bool `json:"downgrade,omitempty"`
+	// Pinned is the version the installed plugin is pinned at, or "":
+	// installing another version is refused until it is unpinned.
+	Pinned string `json:"pinned,omitempty"`
 	// Changes are the files that differ between the installed version's
 	// folder and this one; nil unless another version is installed.
 	Changes *Changes `json:"changes,omitempty"`

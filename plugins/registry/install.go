@@ -144,6 +144,7 @@ func (r *Registry) preview(path string) (Preview, error) {
 		rec := r.state.Plugins[m.ID]
 		p.Installed = rec.Version
 		p.Downgrade = older(m.Version, rec.Version)
+		p.Pinned = rec.Pinned
 		if rec.Consent != nil {
 			p.Added = rec.Consent.AddedLines(plugins.ConsentOf(m))
 			p.NeedsConsent = len(p.Added) > 0

@@ -399,6 +399,9 @@ func TestPin(t *testing.T) {
 	if err != nil || in.Pinned != "1.1.0" {
 		t.Fatalf("pin: %+v, %v", in, err)
 	}
+	if p, err := r.Preview(ctx, v3); err != nil || p.Pinned != "1.1.0" {
+		t.Errorf("preview of another version of a pinned plugin: %+v, %v", p, err)
+	}
 	_, err = r.Install(ctx, registry.InstallRequest{Path: v3, Consent: true})
 	wantCode(t, "upgrade of a pinned plugin", err, core.ECONFLICT, "plugin calc is pinned at 1.1.0, so installing 1.2.0 is refused; unpin it first (kiln plugin unpin calc)")
 	_, err = r.Rollback(ctx, "calc")
