@@ -363,7 +363,7 @@ func (r *Registry) copyIn(src string, p Preview) (*staged, error) {
 	// entry's sha256.
 	t, err := integrity.Tree(tmp)
 	if err != nil {
-		return nil, changed
+		return nil, core.Errorf(core.EINVALID, "plugin %s: %v", p.ID, err)
 	}
 	if got.DataOnly() && t.Digest != p.SHA256 || !got.DataOnly() && (got.SHA256 != p.SHA256 || listed(t.Listing, got.Entry) != p.SHA256) {
 		return nil, changed

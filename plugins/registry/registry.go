@@ -388,24 +388,21 @@ func (r *Registry) saveState() error {
 // held.
 func (r *Registry) setRecord(id string, rec *record) error {
 	was, had := r.state.Plugins[id]
-	put := func(rec record, ok bool) {
-		if ok {
-			r.state.Plugins[id] = rec
-		} else {
-			delete(r.state.Plugins, id)
-		}
-	}
 	if rec != nil {
-		put(*rec, true)
+		r.state.Plugins[id] = *rec
 	} else {
-		put(record{}, false)
+		delete(r.state.Plugins, id)
 	}
 	err := r.saveState()
-	if err != nil {
-		put(was, had)
-		err = errors.Join(err, r.writeLock())
+	if err == nil {
+		return nil
 	}
-	return err
+	if had {
+		r.state.Plugins[id] = was
+	} else {
+		delete(r.state.Plugins, id)
+	}
+	return errors.Join(err, r.writeLock())
 }
 
 // marshal is v as the registry writes its files: JSON with two-space

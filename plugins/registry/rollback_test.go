@@ -636,3 +636,61 @@ func TestMigrateV2(t *testing.T) {
 		t.Errorf("rollback to the migrated version: %+v, %v", in, err)
 	}
 }
+
+// TestFailedSaveChangesNothing: when the record cannot be saved (here the
+// lock file cannot be written), an upgrade, a rollback and a pin change
+// nothing: the current version keeps running, the versions kept stay.
+func TestFailedSaveChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.LockFile = filepath.Join(e.data, "plugins.lock")
+	r, err := registry.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	v1, _ := calcVersion(t, "calc", plugins.RuntimeProcess, "1.0.0", "")
+	v2, _ := calcVersion(t, "calc", plugins.RuntimeProcess, "1.1.0", "")
+	v3, _ := calcVersion(t, "calc", plugins.RuntimeProcess, "1.2.0", "")
+	install(t, r, v1)
+	install(t, r, v2)
+	record := filepath.Join(e.data, "plugins", "registry.json")
+	before, _ := os.ReadFile(record)
+	lock, _ := os.ReadFile(cfg.LockFile)
+	// A folder where the lock file goes: it cannot be replaced.
+	os.Remove(cfg.LockFile)
+	os.Mkdir(cfg.LockFile, 0o700)
+
+	_, err = r.Install(ctx, registry.InstallRequest{Path: v3, Consent: true})
+	if err == nil || !strings.Contains(err.Error(), "write the plugin lock file") {
+		t.Errorf("upgrade that cannot be saved: %v", err)
+	}
+	_, err = r.Rollback(ctx, "calc")
+	if err == nil || !strings.Contains(err.Error(), "write the plugin lock file") {
+		t.Errorf("rollback that cannot be saved: %v", err)
+	}
+	if _, err = r.Pin(ctx, "calc", "1.1.0"); err == nil {
+		t.Error("a pin that cannot be saved succeeded")
+	}
+	in := runsFrom(t, e, r, "calc", "1.1.0")
+	if in.Previous != "1.0.0" || in.Pinned != "" {
+		t.Errorf("after the failures: %+v", in)
+	}
+	if after, _ := os.ReadFile(record); !bytes.Equal(before, after) {
+		t.Errorf("registry.json changed:\n%s\nto\n%s", before, after)
+	}
+	for v, want := range map[string]bool{"1.0.0": true, "1.1.0": true, "1.2.0": false} {
+		if _, err := os.Stat(filepath.Join(e.data, "plugins", "calc", v)); (err == nil) != want {
+			t.Errorf("folder of %s: %v, want it there: %v", v, err, want)
+		}
+	}
+
+	os.Remove(cfg.LockFile)
+	if in, err := r.Rollback(ctx, "calc"); err != nil || in.Version != "1.0.0" {
+		t.Fatalf("rollback once the lock file can be written: %+v, %v", in, err)
+	}
+	if now, _ := os.ReadFile(cfg.LockFile); bytes.Equal(now, lock) || !strings.Contains(string(now), `"version": "1.0.0"`) {
+		t.Errorf("lock file after the rollback:\n%s", now)
+	}
+}
