@@ -64,6 +64,9 @@ type Options struct {
 	// routes exist but answer 404 "plugins are not available on this
 	// server".
 	Plugins Plugins
+	// Marketplace is the marketplace client behind /api/v1/marketplaces
+	// and /api/v1/marketplace; nil (an untyped nil) answers 404.
+	Marketplace Marketplace
 	// Providers is the model-provider hub behind the /api/v1/providers and
 	// /api/v1/models routes. When nil (an untyped nil, as for Plugins),
 	// those routes exist but answer 404 "providers are not available on
@@ -227,6 +230,7 @@ func (s *server) apiRoutes(r chi.Router) {
 	s.skillRoutes(r)
 	s.mcpServerRoutes(r)
 	s.pluginRoutes(r)
+	s.marketplaceRoutes(r)
 	s.providerRoutes(r)
 	r.Get("/status", s.api(s.status))
 	r.Get("/healthz", s.healthz) // apiHealthz: no token

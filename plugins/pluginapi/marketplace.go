@@ -1,0 +1,174 @@
+package pluginapi
+
+import "time"
+
+// Marketplace kinds.
+const (
+	// MarketplaceKiln is a signed Kiln marketplace (marketplace.json with
+	// its signature and log).
+	MarketplaceKiln = "kiln"
+	// MarketplaceClaude is a Claude Code marketplace
+	// (.claude-plugin/marketplace.json): unsigned, added only when the
+	// user trusts it explicitly.
+	MarketplaceClaude = "claude"
+)
+
+// Marketplace is a marketplace the server was told about, as the API
+// and the CLI show it.
+type Marketplace struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
+	// Kind is "kiln" or "claude".
+	Kind string `json:"kind"`
+	// Keys are the verifier keys the server trusts for it (none for an
+	// unsigned source).
+	Keys []string `json:"keys"`
+	// Unsigned is true for a source whose index is not signed; the user
+	// trusted it explicitly when adding it.
+	Unsigned bool `json:"unsigned,omitempty"`
+	// Quarantine is how old a version must be before it is offered
+	// ("72h"; "0s" offers every version).
+	Quarantine string `json:"quarantine"`
+	// Owner and Version are those of the last verified index; Expires is
+	// when that index stops being trusted.
+	Owner   string    `json:"owner,omitempty"`
+	Version uint64    `json:"version,omitempty"`
+	Expires time.Time `json:"expires,omitzero"`
+	// Tree is the last log tree head verified: its size and root hash.
+	TreeSize int64  `json:"tree_size,omitempty"`
+	TreeHash string `json:"tree_hash,omitempty"`
+	// Plugins counts the plugins its index offers.
+	Plugins   int       `json:"plugins"`
+	Added     time.Time `json:"added"`
+	Refreshed time.Time `json:"refreshed,omitzero"`
+	// Error is why the last refresh was refused, or "": the index kept
+	// is the last one verified.
+	Error string `json:"error,omitempty"`
+}
+
+// AddMarketplaceRequest is the body of POST /marketplaces.
+type AddMarketplaceRequest struct {
+	Name string `json:"name"`
+	// URL is where the marketplace's files are: an https:// URL, a
+	// file:// URL, an absolute path on the server's machine, or an
+	// http:// URL of a loopback host.
+	URL string `json:"url"`
+	// Keys are the verifier keys to trust (at least one for a Kiln
+	// marketplace).
+	Keys []string `json:"keys,omitempty"`
+	// Kind is "kiln" (the default) or "claude".
+	Kind string `json:"kind,omitempty"`
+	// TrustUnsigned must be true to add an unsigned (Claude) source.
+	TrustUnsigned bool `json:"trust_unsigned,omitempty"`
+	// Quarantine is a duration ("72h"); empty is 0.
+	Quarantine string `json:"quarantine,omitempty"`
+}
+
+// MarketplacePlugin is a plugin a marketplace offers, as search and the
+// plugin's details show it.
+type MarketplacePlugin struct {
+	Name        string   `json:"name"`
+	Marketplace string   `json:"marketplace"`
+	Description string   `json:"description"`
+	Author      string   `json:"author,omitempty"`
+	Homepage    string   `json:"homepage,omitempty"`
+	License     string   `json:"license,omitempty"`
+	Tags        []string `json:"tags"`
+	Kinds       []string `json:"kinds"`
+	// Latest is the newest version offered now (quarantine and yanked
+	// versions left out), or "" when none is.
+	Latest string `json:"latest"`
+	// Installed is the installed version, or "".
+	Installed string `json:"installed,omitempty"`
+	// Score ranks a search result (higher first).
+	Score int `json:"score,omitempty"`
+	// Versions are newest first; only in a plugin's details.
+	Versions []MarketplaceVersion `json:"versions,omitempty"`
+}
+
+// MarketplaceVersion is one published version of a plugin.
+type MarketplaceVersion struct {
+	Version   string    `json:"version"`
+	Published time.Time `json:"published"`
+	// Digest is the unpacked folder's digest; ArchiveSHA256 and Size
+	// the archive's.
+	Digest        string `json:"digest"`
+	ArchiveSHA256 string `json:"archive_sha256"`
+	Size          int64  `json:"size"`
+	Runtime       string `json:"runtime"`
+	Provides      []string `json:"provides"`
+	// Permissions are the consent lines of what it asks for.
+	Permissions []string `json:"permissions"`
+	MinKiln     string   `json:"min_kiln,omitempty"`
+	Protocol    int      `json:"protocol,omitempty"`
+	// Offered is false when the version is not offered unless asked for
+	// by exact version; Reason says why (quarantine, yanked, needs a
+	// newer Kiln).
+	Offered bool   `json:"offered"`
+	Reason  string `json:"reason,omitempty"`
+	// Signed is true when the index listing it was signed by a trusted
+	// key; LogIndex is the index version's entry in the marketplace's
+	// log (-1 for an unsigned source).
+	Signed   bool  `json:"signed"`
+	LogIndex int64 `json:"log_index"`
+}
+
+// MarketplaceInstallRequest is the body of POST /marketplace/preview and
+// POST /marketplace/install.
+type MarketplaceInstallRequest struct {
+	// Name is the plugin's name; Version a version or a constraint
+	// ("1.2.3", "^1.2", "~1.2", "latest" or ""). Only an exact version
+	// reaches a quarantined or yanked version.
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	// Marketplace picks one when several offer the name.
+	Marketplace string `json:"marketplace,omitempty"`
+	// Consent is the user's answer to the preview's permissions.
+	Consent bool `json:"consent,omitempty"`
+	// Digest, when set, must be the previewed folder digest: the consent
+	// is for those bytes.
+	Digest string `json:"digest,omitempty"`
+	// AllowDowngrade permits installing a version older than the
+	// installed one.
+	AllowDowngrade bool `json:"allow_downgrade,omitempty"`
+}
+
+// MarketplacePreview is what installing a marketplace plugin would do,
+// after its archive was downloaded and verified.
+type MarketplacePreview struct {
+	Marketplace string `json:"marketplace"`
+	// Preview is the registry's preview of the verified folder: the
+	// permissions, what an upgrade adds, the changed files.
+	Preview
+	// Digest is the verified folder digest to send back with consent.
+	Digest string `json:"digest"`
+	// ArchiveSHA256 and Size are the verified archive's.
+	ArchiveSHA256 string `json:"archive_sha256"`
+	Size          int64  `json:"size"`
+	// Verified lists what was checked, in order ("signature by
+	// acme+1a2b3c4d", "log entry 4 in tree 5", "size 20971520",
+	// "archive sha256", "folder digest").
+	Verified []string `json:"verified"`
+	// Skipped names what a converted source holds that Kiln does not run
+	// (a Claude plugin's hooks, commands, agents).
+	Skipped []string `json:"skipped,omitempty"`
+}
+
+// Outdated is an installed marketplace plugin with a newer version
+// offered.
+type Outdated struct {
+	Name        string `json:"name"`
+	Marketplace string `json:"marketplace"`
+	Installed   string `json:"installed"`
+	Latest      string `json:"latest"`
+	// Pinned is the version the plugin is pinned to, or "": a pinned
+	// plugin is not upgraded.
+	Pinned string `json:"pinned,omitempty"`
+}
+
+// Progress is one line of a download's progress (POST
+// /marketplace/preview with Accept: application/x-ndjson).
+type Progress struct {
+	Done  int64 `json:"done"`
+	Total int64 `json:"total"`
+}
