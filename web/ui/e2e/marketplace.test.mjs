@@ -236,7 +236,7 @@ test("the marketplace: add (key), search, details, install with consent, upgrade
     await row.locator(tid("plugin-pin")).click();
     await row.locator(tid("plugin-pinned"), { hasText: "pinned 1.0.0" }).waitFor();
     assert.equal(await row.locator(tid("plugin-upgrade")).count(), 0, "a pinned plugin is not upgraded");
-    assert.ok((await s.kiln.api("GET", "/plugins/greet")).pinned, "the server has it pinned");
+    assert.equal((await s.kiln.api("GET", "/plugins/greet")).pinned, "1.0.0", "the server has it pinned");
     await audit(p, "plugins: a pinned marketplace plugin");
     await row.locator(tid("plugin-pin")).click();
     await row.locator(tid("plugin-pinned")).waitFor({ state: "detached" });

@@ -2,7 +2,7 @@
 // preview's NDJSON stream, comparing versions, and the words and numbers
 // the page shows (sizes, progress, trust, changes). No DOM, unit tested.
 import { ApiError } from "./api";
-import type { AddMarketplaceRequest, Marketplace, MarketplacePreview, MarketplaceVersion, Plugin, PluginChanges, Progress } from "./types";
+import type { AddMarketplaceRequest, Marketplace, MarketplacePreview, MarketplaceVersion, PluginChanges, Progress } from "./types";
 
 /** One line of POST /marketplace/preview's NDJSON answer. */
 export type PreviewLine =
@@ -147,12 +147,6 @@ export function quarantineText(d: string | undefined): string {
   return d.replace(/([hm])0s$/, "$1").replace(/h0m$/, "h");
 }
 
-/** The version an installed plugin is pinned to, or "" ("pinned" may come as the version or as true). */
-export function pinnedVersion(p: Pick<Plugin, "pinned" | "version">): string {
-  if (typeof p.pinned === "string") return p.pinned;
-  return p.pinned ? p.version : "";
-}
-
 /** One changed file of an upgrade. */
 export interface ChangeLine { kind: "added" | "removed" | "changed"; path: string }
 
@@ -178,15 +172,16 @@ export const plural = (n: number, one: string, many = one + "s") => `${n} ${n ==
 /** What installing a preview does to what is installed. */
 export type InstallKind = "install" | "upgrade" | "downgrade" | "reinstall";
 
-/** installKind compares the previewed version with the installed one. */
-export function installKind(pv: Pick<MarketplacePreview, "version" | "installed">): InstallKind {
+/** installKind compares the previewed version with the installed one (the server's downgrade, when it says so, is the word). */
+export function installKind(pv: Pick<MarketplacePreview, "version" | "installed" | "downgrade">): InstallKind {
   if (!pv.installed) return "install";
+  if (pv.downgrade) return "downgrade";
   const c = compareVersions(pv.version, pv.installed);
   return c > 0 ? "upgrade" : c < 0 ? "downgrade" : "reinstall";
 }
 
 /** The consent button's words: what it does, and "Allow and …" when it gives consent to permissions. */
-export function consentLabel(pv: Pick<MarketplacePreview, "version" | "installed" | "needs_consent" | "permissions" | "added">): string {
+export function consentLabel(pv: Pick<MarketplacePreview, "version" | "installed" | "downgrade" | "needs_consent" | "permissions" | "added">): string {
   const kind = installKind(pv);
   const asks = pv.needs_consent && ((pv.added?.length ?? 0) > 0 || (pv.permissions?.length ?? 0) > 0);
   return asks ? `Allow and ${kind}` : kind[0].toUpperCase() + kind.slice(1);

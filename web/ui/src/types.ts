@@ -72,8 +72,10 @@ export interface Plugin {
   source?: PluginSource;
   /** The version a rollback returns to (kept on disk), or "". */
   previous?: string;
-  /** The version the plugin is pinned to ("" or absent: not pinned; a pinned plugin is not upgraded). */
-  pinned?: string | boolean;
+  /** The version the plugin is held at, or absent: a pinned plugin is not upgraded, replaced or rolled back until unpinned. */
+  pinned?: string;
+  /** The installed folder's digest (plugins/integrity), what a marketplace publishes; absent for built-ins. */
+  digest?: string;
 }
 /** The marketplace release an installed plugin is (pluginapi.Source). */
 export interface PluginSource { marketplace: string; version: string; archive_sha256: string; digest: string; index_version: number }
@@ -110,7 +112,12 @@ export interface PluginChanges { added?: string[] | null; removed?: string[] | n
 /** What installing a verified marketplace version would do (POST /marketplace/preview). */
 export interface MarketplacePreview {
   id: string; version: string; description: string; runtime: string; provides: string[] | null; sha256: string;
-  permissions: string[] | null; installed?: string; added?: string[] | null; needs_consent: boolean; changes?: PluginChanges;
+  permissions: string[] | null; installed?: string; added?: string[] | null; needs_consent: boolean;
+  /** Older than the installed version: installing it needs allow_downgrade. */
+  downgrade?: boolean;
+  /** The version the installed plugin is pinned at: another is refused until it is unpinned. */
+  pinned?: string;
+  changes?: PluginChanges;
   marketplace: string; digest: string; archive_sha256: string; size: number; verified: string[] | null; skipped?: string[] | null;
 }
 /** An installed marketplace plugin with a newer version offered. */

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { ApiError } from "../src/api";
 import {
   LineBuffer, changeLines, changeSummary, compareVersions, consentLabel, formatBytes, installKind, keyLabel, logStatus,
-  marketplaceInput, parsePreviewLine, pinnedVersion, progressFraction, progressText, quarantineText, readPreview, signatureStatus,
+  marketplaceInput, parsePreviewLine, progressFraction, progressText, quarantineText, readPreview, signatureStatus,
   type MarketplaceForm,
 } from "../src/marketplace";
 import type { MarketplacePreview, Progress } from "../src/types";
@@ -112,14 +112,6 @@ test("quarantineText writes a Go duration as people do", () => {
   assert.equal(quarantineText(undefined), "none");
 });
 
-test("pinnedVersion takes the version or true", () => {
-  assert.equal(pinnedVersion({ version: "1.0.0", pinned: "1.0.0" }), "1.0.0");
-  assert.equal(pinnedVersion({ version: "1.0.0", pinned: true }), "1.0.0");
-  assert.equal(pinnedVersion({ version: "1.0.0", pinned: false }), "");
-  assert.equal(pinnedVersion({ version: "1.0.0", pinned: "" }), "");
-  assert.equal(pinnedVersion({ version: "1.0.0" }), "");
-});
-
 test("changeLines and changeSummary list an upgrade's files", () => {
   const c = { added: ["skills/b/SKILL.md", "skills/a/SKILL.md"], removed: ["old.txt"], changed: ["kiln-plugin.json"], summary: "" };
   assert.deepEqual(changeLines(c), [
@@ -142,6 +134,7 @@ test("installKind and consentLabel: what the button does and whether it gives co
   assert.equal(installKind(pv({ installed: "1.2.0" })), "downgrade");
   assert.equal(installKind(pv({ installed: "1.1.0" })), "reinstall");
   assert.equal(installKind(pv({ version: "1.10.0", installed: "1.9.0" })), "upgrade", "numerically, not as text");
+  assert.equal(installKind(pv({ version: "1.1.0", installed: "1.1.0-rc.1", downgrade: true })), "downgrade", "the server's word first");
   assert.equal(consentLabel(pv({ permissions: ["read environment variable TZ"] })), "Allow and install");
   assert.equal(consentLabel(pv({})), "Install", "nothing asked for");
   assert.equal(consentLabel(pv({ installed: "1.0.0", needs_consent: false, permissions: ["read environment variable TZ"] })), "Upgrade", "nothing added: no new consent");

@@ -156,7 +156,7 @@ export function PluginDetails({ name, marketplace, mp, gen, onInstall, onClose }
 function VersionItem({ v, open, p, mp, onInstall }: { v: MarketplaceVersion; open: boolean; p: MarketplacePlugin; mp: Marketplace | undefined; onInstall: (t: InstallTarget) => void }) {
   const perms = v.permissions ?? [];
   const kind: InstallKind = installKind({ version: v.version, installed: p.installed });
-  const verb = { install: "Install", upgrade: "Upgrade to", downgrade: "Downgrade to", reinstall: "Reinstall" }[kind];
+  const verb = { install: "Install", upgrade: "Upgrade to", downgrade: "Downgrade to", reinstall: "" }[kind];
   return (
     <li data-testid="mp-version" data-version={v.version} data-offered={String(v.offered)}>
       <details class="mp-version" open={open}>
@@ -180,13 +180,15 @@ function VersionItem({ v, open, p, mp, onInstall }: { v: MarketplaceVersion; ope
           {v.min_kiln && <><dt>Needs Kiln</dt><dd>{v.min_kiln} or newer</dd></>}
           {!!v.protocol && <><dt>Protocol</dt><dd>{v.protocol}</dd></>}
         </dl>
-        <div class="card-actions">
-          <button type="button" class={`sm ${v.offered && (kind === "install" || kind === "upgrade") ? "primary" : ""}`} data-testid="mp-version-install"
-            onClick={() => onInstall({ name: p.name, marketplace: p.marketplace, version: v.version })}>
-            {verb} {v.version}…<span class="sr-only"> of {p.name}</span>
-          </button>
-          {!v.offered && <span class="muted small">Not offered: only installed when asked for by exact version, as this button does.</span>}
-        </div>
+        {kind !== "reinstall" && (
+          <div class="card-actions">
+            <button type="button" class={`sm ${v.offered && (kind === "install" || kind === "upgrade") ? "primary" : ""}`} data-testid="mp-version-install"
+              onClick={() => onInstall({ name: p.name, marketplace: p.marketplace, version: v.version })}>
+              {verb} {v.version}…<span class="sr-only"> of {p.name}</span>
+            </button>
+            {!v.offered && <span class="muted small">Not offered: only installed when asked for by exact version, as this button does.</span>}
+          </div>
+        )}
       </details>
     </li>
   );
@@ -274,7 +276,7 @@ export function InstallDialog({ target, onDone, onClose }: {
       </div>
       <div class="card-actions">
         {pv && (phase === "review" || phase === "installing") && (
-          <button type="button" ref={action} class={kind === "downgrade" ? "danger" : "primary"} data-testid="mp-install-confirm" disabled={busy} onClick={install}>
+          <button type="button" ref={action} class={kind === "downgrade" ? "danger" : "primary"} data-testid="mp-install-confirm" disabled={busy || !!pv.pinned} onClick={install}>
             {busy ? "Installing…" : consentLabel(pv)}
           </button>
         )}
@@ -343,6 +345,7 @@ function Review({ pv, progress }: { pv: MarketplacePreview; progress: Progress |
         <dt>Size</dt><dd>{formatBytes(pv.size)}</dd>
       </dl>
       {kind === "downgrade" && <p class="note small">This installs an older version than the one installed ({pv.installed}).</p>}
+      {pv.pinned && <p class="card-error" data-testid="mp-pinned"><code>{pv.id}</code> is pinned at {pv.pinned}: unpin it to install another version.</p>}
       {pv.needs_consent && (perms.length > 0 || added.length > 0) && (
         <p class="small" data-testid="mp-consent-text">{consentLabel(pv)} allows <code>{pv.id}</code> {change ? "what is new above" : "everything listed above"}; your consent is for exactly these bytes (the folder digest).</p>
       )}

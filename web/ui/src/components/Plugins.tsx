@@ -5,7 +5,7 @@
 // marketplaces added (Marketplace.tsx).
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError } from "../api";
-import { pinnedVersion, plural, type InstallKind } from "../marketplace";
+import { plural, type InstallKind } from "../marketplace";
 import type { Marketplace, MarketplacePlugin, MarketplacePreview, Outdated, Plugin } from "../types";
 import { message } from "./common";
 import { FindPlugins, InstallDialog, Marketplaces, PluginDetails, type InstallTarget } from "./Marketplace";
@@ -125,7 +125,7 @@ function PluginRow({ p, outdated, onChange, onGone, onRemoved, onNote, onUpgrade
   const tools = p.tools ?? [], perms = p.permissions ?? [], kinds = p.provides ?? [];
   const others = kindLabels.filter(([k]) => kinds.includes(k));
   const hid = `plg-${p.id}`;
-  const src = p.source, pinned = pinnedVersion(p);
+  const src = p.source, pinned = p.pinned ?? "";
   const back = useRef<"" | "remove" | "rollback">(""); // a cancelled confirmation returns focus to its button
   // A layout effect moves focus in the same task that shows the confirmation
   // (or takes it away), so there is no moment in which the focused button is
@@ -177,7 +177,7 @@ function PluginRow({ p, outdated, onChange, onGone, onRemoved, onNote, onUpgrade
   const rollback = () => change("roll back", () => api<Plugin>("POST", path(p.id, "/rollback")), (x) => `Rolled back ${x.id} to ${x.version}: ${x.status}.`);
   const pin = () => pinned
     ? change("unpin", () => api<Plugin>("DELETE", path(p.id, "/pin")), (x) => `Unpinned ${x.id}: upgrades offer newer versions again.`)
-    : change("pin", () => api<Plugin>("POST", path(p.id, "/pin"), { version: p.version }), (x) => `Pinned ${x.id} at ${pinnedVersion(x) || p.version}.`);
+    : change("pin", () => api<Plugin>("POST", path(p.id, "/pin"), { version: p.version }), (x) => `Pinned ${x.id} at ${x.pinned || p.version}.`);
   const cancel = () => { back.current = confirm; setConfirm(""); };
   const upgradable = !!outdated && !pinned;
 
@@ -197,7 +197,7 @@ function PluginRow({ p, outdated, onChange, onGone, onRemoved, onNote, onUpgrade
         <span class="plugin-actions">
           {p.status === "failed" && <button type="button" class="sm" data-testid="plugin-retry" disabled={busy} onClick={() => act("enable")}>Retry<span class="sr-only"> {p.id}</span></button>}
           {upgradable && <button type="button" class="sm primary" data-testid="plugin-upgrade" disabled={busy} onClick={onUpgrade}>Upgrade…<span class="sr-only"> {p.id} to {outdated!.latest}</span></button>}
-          {p.previous && confirm !== "rollback" && <button type="button" class="sm" data-testid="plugin-rollback" disabled={busy} onClick={() => { setErr(""); setConfirm("rollback"); }}>Roll back…<span class="sr-only"> {p.id} to {p.previous}</span></button>}
+          {p.previous && !pinned && confirm !== "rollback" && <button type="button" class="sm" data-testid="plugin-rollback" disabled={busy} onClick={() => { setErr(""); setConfirm("rollback"); }}>Roll back…<span class="sr-only"> {p.id} to {p.previous}</span></button>}
           {src && <button type="button" class="sm" data-testid="plugin-pin" disabled={busy} aria-pressed={!!pinned} onClick={pin}>{pinned ? "Unpin" : "Pin"}<span class="sr-only"> {p.id}{pinned ? "" : ` at ${p.version}`}</span></button>}
           <button type="button" class="sm" data-testid="plugin-toggle" disabled={busy} onClick={() => act(p.enabled ? "disable" : "enable")}>
             {p.enabled ? "Disable" : "Enable"}<span class="sr-only"> {p.id}</span>
