@@ -52,14 +52,15 @@ function write(dir, files) {
 
 const skillMd = (name, text) => `---\nname: ${name}\ndescription: ${text}\n---\n${text}\n`;
 
-/** The greet bundle in a version: 1.1.0 asks for one more permission, changes its skill and adds a file. */
+/** The greet bundle in a version, in its own folder: 1.1.0 asks for one more permission, changes its skill and adds a file. */
 function greet(version) {
   const v2 = version !== "1.0.0";
   const permissions = v2 ? { env: ["TZ"], network: ["api.example.com"] } : { env: ["TZ"] };
+  const d = `greet-${version}`;
   return {
-    "greet/kiln-plugin.json": JSON.stringify({ apiVersion: "kiln.dev/v1", id: "greet", version, description: "Skills that greet people by their time zone.", provides: ["skills"], permissions }, null, 2),
-    "greet/skills/greet/SKILL.md": skillMd("greet", v2 ? "Greet the user, naming the local time." : "Greet the user."),
-    ...(v2 ? { "greet/skills/greet/phrases.md": "Good morning.\nGood evening.\n" } : {}),
+    [`${d}/kiln-plugin.json`]: JSON.stringify({ apiVersion: "kiln.dev/v1", id: "greet", version, description: "Skills that greet people by their time zone.", provides: ["skills"], permissions }, null, 2),
+    [`${d}/skills/greet/SKILL.md`]: skillMd("greet", v2 ? "Greet the user, naming the local time." : "Greet the user."),
+    ...(v2 ? { [`${d}/skills/greet/phrases.md`]: "Good morning.\nGood evening.\n" } : {}),
   };
 }
 
@@ -68,18 +69,22 @@ const farewell = {
   "farewell/skills/farewell/SKILL.md": skillMd("farewell", "Say goodbye to the user."),
 };
 
-/** Builds and signs the marketplace in src into out; returns its parsed marketplace.json. */
-function publish(src, out, keyFile) {
-  kiln("marketplace", "build", src, "--sign", keyFile, "--out", out);
-  return JSON.parse(readFileSync(join(out, "marketplace.json"), "utf8"));
+/** publish.json of the acme marketplace with the given plugin folders. */
+const publishJSON = (...paths) => JSON.stringify({ name: "acme", owner: { name: "Acme Plugins" }, plugins: paths.map((path) => ({ path })) });
+
+/** Builds and signs the marketplace in dir (its files are published beside publish.json); returns its marketplace.json. */
+function publish(dir, keyFile) {
+  kiln("marketplace", "build", dir, "--sign", keyFile);
+  return JSON.parse(readFileSync(join(dir, "marketplace.json"), "utf8"));
 }
 
 test("the marketplace: add (key), search, details, install with consent, upgrade with the difference, roll back, pin, remove, refresh", async () => {
   const tmp = mkdtempSync(join(tmpdir(), "kiln-e2e-mp-"));
-  const src = join(tmp, "src"), out = join(tmp, "site");
+  // The keys stay outside the published folder, out.
+  const out = join(tmp, "acme");
   const acme = keygen(tmp, "acme"), other = keygen(tmp, "other");
-  write(src, { "publish.json": JSON.stringify({ name: "acme", owner: { name: "Acme Plugins" }, plugins: [{ path: "greet" }, { path: "farewell" }] }), ...greet("1.0.0"), ...farewell });
-  const index1 = publish(src, out, acme.file);
+  write(out, { "publish.json": publishJSON("greet-1.0.0", "farewell"), ...greet("1.0.0"), ...farewell });
+  const index1 = publish(out, acme.file);
   const v100 = index1.plugins.find((x) => x.name === "greet").versions.find((v) => v.version === "1.0.0");
   assert.ok(v100?.digest && v100.artifact?.sha256, "the index lists greet 1.0.0 with its digest and archive sha256");
 
@@ -184,8 +189,8 @@ test("the marketplace: add (key), search, details, install with consent, upgrade
     assert.equal(await row.locator(tid("plugin-upgrade")).count(), 0, "up to date");
 
     // Publish 1.1.0; Refresh shows the new index; the plugin shows its update.
-    write(src, greet("1.1.0"));
-    const index2 = publish(src, out, acme.file);
+    write(out, { "publish.json": publishJSON("greet-1.0.0", "greet-1.1.0", "farewell"), ...greet("1.1.0") });
+    const index2 = publish(out, acme.file);
     assert.ok(index2.version > index1.version);
     await mp.locator(tid("mp-refresh")).click();
     await p.waitForFunction((v) => document.querySelector('[data-testid="marketplace"][data-name="acme"] [data-testid="mp-index-version"]')?.textContent === v, String(index2.version));
