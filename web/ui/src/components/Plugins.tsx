@@ -105,7 +105,8 @@ export function PluginsPanel() {
         )}
       {details && <PluginDetails name={details.name} marketplace={details.marketplace} mp={mps?.find((m) => m.name === details.marketplace)} gen={gen}
         onInstall={setInstalling} onClose={() => setDetails(undefined)} />}
-      {installing && <InstallDialog target={installing} onDone={installed} onClose={() => setInstalling(undefined)} />}
+      {/* Closed without installing: an install that failed may still have changed the list (a plugin that did not start). */}
+      {installing && <InstallDialog target={installing} onDone={installed} onClose={() => { setInstalling(undefined); load(); }} />}
     </section>
   );
 }
