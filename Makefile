@@ -47,16 +47,20 @@ kiln: ui
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/kiln-execd ./cmd/kiln-execd
 
 ## examples: the calc example plugin in both runtimes, as folders `kiln plugin install` takes:
-## bin/plugins/calc-wasm (WASM module) and bin/plugins/calc (process)
+## bin/plugins/calc-wasm (WASM module) and bin/plugins/calc (process); and the bwrap sandbox
+## runtime, a process plugin: bin/plugins/bwrap (then KILN_SANDBOX_RUNTIME=bwrap makes it the default)
 EXAMPLE := sdk/plugin/examples/calc
 examples: kiln
-	@mkdir -p $(BIN)/plugins/calc-wasm $(BIN)/plugins/calc
+	@mkdir -p $(BIN)/plugins/calc-wasm $(BIN)/plugins/calc $(BIN)/plugins/bwrap
 	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -buildmode=c-shared -o $(BIN)/plugins/calc-wasm/calc.wasm ./$(EXAMPLE)
 	$(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/plugins/calc/calc ./$(EXAMPLE)
+	$(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/plugins/bwrap/kiln-sandbox-bwrap ./sandbox/bwrap/cmd/kiln-sandbox-bwrap
 	cp $(EXAMPLE)/kiln-plugin.wasm.json $(BIN)/plugins/calc-wasm/kiln-plugin.json
 	cp $(EXAMPLE)/kiln-plugin.process.json $(BIN)/plugins/calc/kiln-plugin.json
+	cp sandbox/bwrap/kiln-plugin.json $(BIN)/plugins/bwrap/kiln-plugin.json
 	$(BIN)/kiln plugin checksum --write $(BIN)/plugins/calc-wasm
 	$(BIN)/kiln plugin checksum --write $(BIN)/plugins/calc
+	$(BIN)/kiln plugin checksum --write $(BIN)/plugins/bwrap
 
 ## run: build and serve on 127.0.0.1 with the embedded defaults (~/.kiln, demo model)
 run: kiln
@@ -92,7 +96,7 @@ $(SBX_MODULES): $(SBX_NPM)/package-lock.json
 ui-check: $(UI_MODULES)
 	.ci/ui-check
 
-## deps: install what the tests need when missing: Chromium (apt, as root), the UI's npm packages,
+## deps: install what the tests need when missing: Chromium and bubblewrap (apt, as root), the UI's npm packages,
 ## the MCP servers the plugins/mcp tests run, OpenSandbox's JS SDK, and the Docker engine and image (docker)
 deps: docker
 	.ci/setup
@@ -106,9 +110,10 @@ docker:
 	.ci/docker-up
 
 ## test: deps, the web/ui/dist check, vet, every Go test (including the end-to-end crash test and
-## the Docker runtime's, which fail rather than skip without an engine), the UI's unit tests and its
-## browser tests against bin/kiln
+## the Docker and bwrap runtimes', which fail rather than skip without an engine or bwrap), the UI's
+## unit tests and its browser tests against bin/kiln
 test: export KILN_REQUIRE_DOCKER := 1
+test: export KILN_REQUIRE_BWRAP := 1
 test: export KILN_EXECD_BIN := $(CURDIR)/$(BIN)/kiln-execd
 test: deps
 	@$(MAKE) --no-print-directory ui-check

@@ -157,6 +157,13 @@ type Options struct {
 	// MaxExecTime bounds every command, whatever its ctx allows; 0 is
 	// DefaultMaxExecTime.
 	MaxExecTime time.Duration
+	// FoldersOnly makes the Runtime of a runtime built on this one that
+	// runs its commands itself, not as WASI modules (sandbox/bwrap runs
+	// them as host processes), and keeps its sandboxes' folders, mounts
+	// and memory limits: the built-in shell is not compiled ahead of a
+	// command, and MemoryMiB, which that runtime enforces its own way, is
+	// not bounded by MaxMemoryMiB (a zero Max.MemoryMiB sets no limit).
+	FoldersOnly bool
 }
 
 // Runtime is the wasm sandbox runtime. It is safe for concurrent use;
@@ -190,13 +197,13 @@ func New(opts Options) (*Runtime, error) {
 	if !filepath.IsAbs(opts.Dir) {
 		return nil, fmt.Errorf("wasm sandbox runtime: Options.Dir %q is not an absolute path", opts.Dir)
 	}
-	if opts.Max.MemoryMiB == 0 || opts.Max.MemoryMiB > MaxMemoryMiB {
+	if !opts.FoldersOnly && (opts.Max.MemoryMiB == 0 || opts.Max.MemoryMiB > MaxMemoryMiB) {
 		opts.Max.MemoryMiB = MaxMemoryMiB
 	}
 	if opts.DefaultMemoryMiB == 0 {
 		opts.DefaultMemoryMiB = DefaultMemoryMiB
 	}
-	if opts.DefaultMemoryMiB > opts.Max.MemoryMiB {
+	if opts.Max.MemoryMiB > 0 && opts.DefaultMemoryMiB > opts.Max.MemoryMiB {
 		opts.DefaultMemoryMiB = opts.Max.MemoryMiB
 	}
 	if opts.MaxExecTime == 0 {
@@ -227,6 +234,9 @@ func New(opts Options) (*Runtime, error) {
 // that runs no sandbox never holds the compiled shell (about 24 MiB of
 // machine code, and several times that in garbage while compiling).
 func (r *Runtime) warm() {
+	if r.opts.FoldersOnly {
+		return
+	}
 	r.warmed.Do(func() {
 		go func() {
 			if e, err := r.engine(context.Background(), r.opts.DefaultMemoryMiB); err == nil {
@@ -269,8 +279,9 @@ func (r *Runtime) Close(ctx context.Context) error {
 
 var errClosed = errors.New("wasm sandbox runtime is closed")
 
-// Capabilities: network mode none only, and Options.Max (with MemoryMiB
-// at most MaxMemoryMiB); no pause, images or mounts.
+// Capabilities: network mode none only, mounts, and Options.Max (with
+// MemoryMiB at most MaxMemoryMiB, but with FoldersOnly); no pause or
+// images.
 func (r *Runtime) Capabilities() sandbox.Capabilities {
 	c := r.caps
 	c.Network = slices.Clone(c.Network)
@@ -565,6 +576,9 @@ type Sandbox struct {
 	// MemoryMiB is its memory limit per command: Spec.Resources.MemoryMiB,
 	// or the default when that was 0.
 	MemoryMiB int
+	// Mounts are its Spec.Mounts, each over an empty folder of Root at
+	// its path.
+	Mounts []sandbox.Mount
 }
 
 // Sandbox describes the sandbox of h, failing as every method does on
@@ -576,5 +590,9 @@ func (r *Runtime) Sandbox(h sandbox.Handle) (Sandbox, error) {
 	if err != nil {
 		return Sandbox{}, err
 	}
-	return Sandbox{ID: b.meta.ID, Root: b.root(), Env: maps.Clone(b.meta.Env), MemoryMiB: b.meta.MemoryMiB}, nil
+	sb := Sandbox{ID: b.meta.ID, Root: b.root(), Env: maps.Clone(b.meta.Env), MemoryMiB: b.meta.MemoryMiB}
+	for _, m := range b.meta.Mounts {
+		sb.Mounts = append(sb.Mounts, sandbox.Mount{HostPath: m.Host, Path: m.Path, ReadOnly: m.ReadOnly})
+	}
+	return sb, nil
 }

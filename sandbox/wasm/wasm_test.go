@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -539,6 +540,39 @@ func TestStartAndList(t *testing.T) {
 	ids, err := r.List(context.Background())
 	if err != nil || len(ids) != 2 || !(ids[0] == "one" && ids[1] == "two" || ids[0] == "two" && ids[1] == "one") {
 		t.Errorf("List = %q, %v; want one and two", ids, err)
+	}
+}
+
+// TestFoldersOnly: a runtime for folders alone compiles no shell, takes
+// a memory limit past what wasm32 addresses, and describes a sandbox
+// with its mounts.
+func TestFoldersOnly(t *testing.T) {
+	r, err := New(Options{Dir: t.TempDir(), DefaultMemoryMiB: 2048, FoldersOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	if max := r.Capabilities().Max.MemoryMiB; max != 0 {
+		t.Errorf("Max.MemoryMiB without a limit = %d; want 0 (none)", max)
+	}
+	host := t.TempDir()
+	h := start(t, r, sandbox.Spec{ID: "big", Resources: sandbox.Resources{MemoryMiB: 8 * MaxMemoryMiB},
+		Mounts: []sandbox.Mount{{HostPath: host, Path: "/mnt/host", ReadOnly: true}}})
+	if _, err := r.Recover(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := r.Sandbox(h)
+	want := []sandbox.Mount{{HostPath: host, Path: "/mnt/host", ReadOnly: true}}
+	if err != nil || sb.MemoryMiB != 8*MaxMemoryMiB || !slices.Equal(sb.Mounts, want) {
+		t.Errorf("Sandbox = %+v, %v; want %d MiB and the mounts %+v", sb, err, 8*MaxMemoryMiB, want)
+	}
+	if sb, err := r.Sandbox(start(t, r, sandbox.Spec{ID: "default"})); err != nil || sb.MemoryMiB != 2048 || sb.Mounts != nil {
+		t.Errorf("Sandbox of a spec without memory or mounts = %+v, %v; want 2048 MiB and no mounts", sb, err)
+	}
+	compiled := true
+	r.warmed.Do(func() { compiled = false })
+	if compiled {
+		t.Error("Start or Recover began compiling the shell")
 	}
 }
 
