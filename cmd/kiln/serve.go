@@ -552,6 +552,7 @@ func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv cor
 	}
 	reg, err := registry.Open(ctx, registry.Config{
 		Root:      filepath.Join(cfg.DataRoot, "plugins"),
+		LockFile:  filepath.Join(cfg.DataRoot, "plugins.lock"),
 		DataRoot:  filepath.Join(cfg.DataRoot, "plugin-data"),
 		CacheRoot: filepath.Join(cfg.DataRoot, "cache"),
 		Hosts:     hosts,
