@@ -235,6 +235,8 @@ test("the marketplace: add (key), search, details, install with consent, upgrade
     await p.waitForSelector(`${tid("plugin")}[data-plugin-id="greet"][data-version="1.0.0"]`);
     assert.equal((await s.kiln.api("GET", "/plugins/greet")).version, "1.0.0");
     await p.locator(tid("plugins-note"), { hasText: "Rolled back greet to 1.0.0" }).waitFor();
+    // 1.1.0 is now the version kept: a second rollback rolls forward.
+    assert.match(await row.locator(tid("plugin-rollback")).textContent(), /^Roll forward… greet to 1\.1\.0$/);
     await row.locator(tid("plugin-update"), { hasText: "1.1.0 available" }).waitFor();
 
     // Pin holds it at 1.0.0 (no Upgrade); Unpin offers the upgrade again.

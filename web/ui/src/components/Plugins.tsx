@@ -5,7 +5,7 @@
 // marketplaces added (Marketplace.tsx).
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError } from "../api";
-import { plural, type InstallKind } from "../marketplace";
+import { compareVersions, plural, type InstallKind } from "../marketplace";
 import type { Marketplace, MarketplacePlugin, MarketplacePreview, Outdated, Plugin } from "../types";
 import { message } from "./common";
 import { FindPlugins, InstallDialog, Marketplaces, PluginDetails, type InstallTarget } from "./Marketplace";
@@ -120,7 +120,7 @@ function PluginRow({ p, outdated, onChange, onGone, onRemoved, onNote, onUpgrade
 }) {
   const [busy, setBusy] = useState(false);
   const [err, setErr] = useState("");
-  // The confirmation on screen: of Remove or of Roll back.
+  // The confirmation on screen: of Remove or of Roll back (or forward).
   const [confirm, setConfirm] = useState<"" | "remove" | "rollback">("");
   const ref = useRef<HTMLLIElement>(null);
   const tools = p.tools ?? [], perms = p.permissions ?? [], kinds = p.provides ?? [];
@@ -175,7 +175,9 @@ function PluginRow({ p, outdated, onChange, onGone, onRemoved, onNote, onUpgrade
     } catch (e) { setErr(`Could not ${what} ${p.id}: ${message(e)}`); await refresh(); }
     finally { setBusy(false); setConfirm(""); }
   }
-  const rollback = () => change("roll back", () => api<Plugin>("POST", path(p.id, "/rollback")), (x) => `Rolled back ${x.id} to ${x.version}: ${x.status}.`);
+  // A rollback switches to the version kept before; after one, that is the newer one (a second rollback rolls forward).
+  const switchWord = p.previous ? (compareVersions(p.previous, p.version) > 0 ? "Roll forward" : "Roll back") : "";
+  const rollback = () => change(switchWord.toLowerCase(), () => api<Plugin>("POST", path(p.id, "/rollback")), (x) => `${switchWord === "Roll back" ? "Rolled back" : "Rolled forward"} ${x.id} to ${x.version}: ${x.status}.`);
   const pin = () => pinned
     ? change("unpin", () => api<Plugin>("DELETE", path(p.id, "/pin")), (x) => `Unpinned ${x.id}: upgrades offer newer versions again.`)
     : change("pin", () => api<Plugin>("POST", path(p.id, "/pin"), { version: p.version }), (x) => `Pinned ${x.id} at ${x.pinned || p.version}.`);
@@ -198,7 +200,7 @@ function PluginRow({ p, outdated, onChange, onGone, onRemoved, onNote, onUpgrade
         <span class="plugin-actions">
           {p.status === "failed" && <button type="button" class="sm" data-testid="plugin-retry" disabled={busy} onClick={() => act("enable")}>Retry<span class="sr-only"> {p.id}</span></button>}
           {upgradable && <button type="button" class="sm primary" data-testid="plugin-upgrade" disabled={busy} onClick={onUpgrade}>Upgrade…<span class="sr-only"> {p.id} to {outdated!.latest}</span></button>}
-          {p.previous && !pinned && confirm !== "rollback" && <button type="button" class="sm" data-testid="plugin-rollback" disabled={busy} onClick={() => { setErr(""); setConfirm("rollback"); }}>Roll back…<span class="sr-only"> {p.id} to {p.previous}</span></button>}
+          {p.previous && !pinned && confirm !== "rollback" && <button type="button" class="sm" data-testid="plugin-rollback" disabled={busy} onClick={() => { setErr(""); setConfirm("rollback"); }}>{switchWord}…<span class="sr-only"> {p.id} to {p.previous}</span></button>}
           {src && <button type="button" class="sm" data-testid="plugin-pin" disabled={busy} aria-pressed={!!pinned} onClick={pin}>{pinned ? "Unpin" : "Pin"}<span class="sr-only"> {p.id}{pinned ? "" : ` at ${p.version}`}</span></button>}
           <button type="button" class="sm" data-testid="plugin-toggle" disabled={busy} onClick={() => act(p.enabled ? "disable" : "enable")}>
             {p.enabled ? "Disable" : "Enable"}<span class="sr-only"> {p.id}</span>
@@ -220,10 +222,10 @@ function PluginRow({ p, outdated, onChange, onGone, onRemoved, onNote, onUpgrade
         </div>
       )}
       {confirm === "rollback" && (
-        <div class="plugin-confirm" role="group" aria-label={`Roll back ${p.id}`} data-testid="plugin-rollback-group">
-          <p>Roll back <code>{p.id}</code> from {p.version} to {p.previous}? The previous version, kept on disk, runs again with the permissions you allowed for it.</p>
+        <div class="plugin-confirm" role="group" aria-label={`${switchWord} ${p.id}`} data-testid="plugin-rollback-group">
+          <p>{switchWord} <code>{p.id}</code> from {p.version} to {p.previous}? That version, kept on disk, runs again with the permissions you allowed for it.</p>
           <div class="card-actions">
-            <button type="button" class="danger" data-testid="plugin-rollback-confirm" disabled={busy} onClick={rollback}>Roll back to {p.previous}</button>
+            <button type="button" class="danger" data-testid="plugin-rollback-confirm" disabled={busy} onClick={rollback}>{switchWord} to {p.previous}</button>
             <button type="button" disabled={busy} onClick={cancel}>Cancel</button>
           </div>
         </div>
@@ -260,7 +262,7 @@ function PluginRow({ p, outdated, onChange, onGone, onRemoved, onNote, onUpgrade
             <dt>Index version</dt><dd>{src.index_version}</dd>
             <dt>Folder digest</dt><dd><code data-testid="plugin-digest">{src.digest}</code></dd>
             <dt>Archive sha256</dt><dd><code>{src.archive_sha256}</code></dd>
-            <dt>Roll back to</dt><dd data-testid="plugin-previous">{p.previous || "nothing kept"}</dd>
+            <dt>Kept to switch back to</dt><dd data-testid="plugin-previous">{p.previous || "nothing"}</dd>
           </dl>
         </details>
       )}
