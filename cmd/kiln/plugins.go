@@ -52,6 +52,7 @@ there. 'kiln plugin checksum' runs locally and needs no server.`,
 		newPluginListCmd(a), newPluginInspectCmd(a), newPluginInstallCmd(a),
 		newPluginEnableCmd(a, true), newPluginEnableCmd(a, false), newPluginRemoveCmd(a),
 		newPluginRollbackCmd(a), newPluginPinCmd(a), newPluginUnpinCmd(a),
+		newPluginSearchCmd(a), newPluginOutdatedCmd(a), newPluginUpgradeCmd(a),
 		newPluginChecksumCmd(a),
 	)
 	return cmd
@@ -356,12 +357,26 @@ func (a *app) pluginFailed(cmd *cobra.Command, id string, err error) error {
 }
 
 func newPluginInstallCmd(a *app) *cobra.Command {
-	var yes, disabled, allowDowngrade bool
+	var yes, disabled, allowDowngrade, locked bool
+	var from string
 	cmd := &cobra.Command{
-		Use:   "install PATH",
-		Short: "Install a plugin folder, after consenting to its permissions",
-		Long: `Install the plugin folder at PATH (on the server's machine; a relative path
-is resolved here first). The plugin's identity and the permissions it asks
+		Use:   "install NAME[@VERSION] | PATH | --locked [LOCKFILE]",
+		Short: "Install a plugin from a marketplace or a folder, after consenting to its permissions",
+		Long: `Install NAME from the marketplaces added ('kiln marketplace add'): VERSION is
+an exact version, a range such as ^1.2 or ~1.2, or the newest offered when
+left out. Only an exact version installs one still in the marketplace's
+quarantine or yanked. The server downloads the archive (with a progress
+bar here) and verifies its size, sha256 and unpacked folder digest against
+the marketplace's signed index before anything is installed.
+
+A PATH names a plugin folder instead: anything with a slash or starting
+with a dot ("./weather", "/opt/weather"), on the server's machine (a
+relative path is resolved here first).
+
+--locked installs exactly what a lock file records (LOCKFILE, default
+./plugins.lock: copy <data root>/plugins.lock from another server): every
+plugin at its version from its marketplace, refused when the marketplace
+now publishes other bytes. The plugin's identity and the permissions it asks
 for are shown first and you are asked to consent; --yes consents without
 asking, which is needed when standard input is not a terminal. The consent
 is bound to the previewed files: if the plugin's entry changes before the
@@ -374,11 +389,35 @@ plugin must be unpinned first.
 
 The plugin is enabled at once unless --disabled is given. If it fails to
 start the command fails, and the plugin stays installed, listed as failed.`,
-		Example: `  kiln plugin install ./weather
-  kiln plugin install /opt/kiln-plugins/weather --yes`,
-		Args:              needArgs("PATH"),
+		Example: `  kiln plugin install weather
+  kiln plugin install weather@^1.2 --marketplace acme
+  kiln plugin install ./weather
+  kiln plugin install /opt/kiln-plugins/weather --yes
+  kiln plugin install --locked plugins.lock --yes`,
+		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: firstArg(completeDirs),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if locked {
+				file := "plugins.lock"
+				if len(args) == 1 {
+					file = args[0]
+				}
+				return a.installLocked(cmd, file, yes)
+			}
+			if len(args) == 0 {
+				return usageError{errors.New("missing NAME[@VERSION] or PATH: the plugin to install from a marketplace, or its folder (or --locked)")}
+			}
+			if name, version, ok := marketplaceRef(args[0]); ok {
+				p, err := a.installFromMarketplace(cmd, client.MarketplaceInstallRequest{Name: name, Version: version},
+					installOptions{yes: yes, allowDowngrade: allowDowngrade, marketplace: from})
+				if err != nil || p == nil {
+					if err == nil {
+						err = &exitError{code: exitFailure}
+					}
+					return err
+				}
+				return a.printInstalled(cmd, p)
+			}
 			path, err := filepath.Abs(args[0])
 			if err != nil {
 				return err
@@ -441,25 +480,34 @@ start the command fails, and the plugin stays installed, listed as failed.`,
 			if err != nil {
 				return a.pluginFailed(cmd, pv.ID, err)
 			}
-			if a.jsonOutput() {
-				return writeJSON(out, p)
-			}
-			switch {
-			case p.Status == client.PluginDisabled:
-				fmt.Fprintf(out, "Installed %s %s, disabled. Enable it with '%s plugin enable %s'.\n", p.ID, p.Version, a.kilnCmd(), p.ID)
-			default:
-				fmt.Fprintf(out, "Installed %s %s. %s\n", p.ID, p.Version, toolsSentence(p))
-			}
-			if p.Previous != "" {
-				fmt.Fprintf(out, "%s is kept: '%s plugin rollback %s' switches back to it.\n", p.Previous, a.kilnCmd(), p.ID)
-			}
-			return nil
+			return a.printInstalled(cmd, p)
 		},
 	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "consent to the plugin's permissions without asking")
-	cmd.Flags().BoolVar(&disabled, "disabled", false, "install without enabling")
+	cmd.Flags().BoolVar(&disabled, "disabled", false, "install a folder without enabling it")
 	cmd.Flags().BoolVar(&allowDowngrade, "allow-downgrade", false, "allow installing a version older than the installed one")
+	cmd.Flags().BoolVar(&locked, "locked", false, "install exactly what a lock file records")
+	cmd.Flags().StringVar(&from, "marketplace", "", "the marketplace to install from, when several offer NAME")
 	return cmd
+}
+
+// printInstalled reports an installed plugin: what it made available and
+// the version kept to roll back to.
+func (a *app) printInstalled(cmd *cobra.Command, p *client.PluginInfo) error {
+	out := cmd.OutOrStdout()
+	if a.jsonOutput() {
+		return writeJSON(out, p)
+	}
+	switch {
+	case p.Status == client.PluginDisabled:
+		fmt.Fprintf(out, "Installed %s %s, disabled. Enable it with '%s plugin enable %s'.\n", p.ID, p.Version, a.kilnCmd(), p.ID)
+	default:
+		fmt.Fprintf(out, "Installed %s %s. %s\n", p.ID, p.Version, toolsSentence(p))
+	}
+	if p.Previous != "" {
+		fmt.Fprintf(out, "%s is kept: '%s plugin rollback %s' switches back to it.\n", p.Previous, a.kilnCmd(), p.ID)
+	}
+	return nil
 }
 
 func newPluginRollbackCmd(a *app) *cobra.Command {

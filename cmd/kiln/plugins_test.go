@@ -392,7 +392,7 @@ func TestPluginInstallFailures(t *testing.T) {
 	}
 
 	r = kiln(t, "plugin", "install", "--yes")
-	if r.code != exitFailure || !strings.HasPrefix(r.stderr, "error: missing PATH") {
+	if r.code != exitFailure || !strings.HasPrefix(r.stderr, "error: missing NAME[@VERSION] or PATH") {
 		t.Fatalf("install without PATH: %d %q", r.code, r.stderr)
 	}
 }
