@@ -73,7 +73,7 @@ export function FindPlugins({ gen, count, onDetails, onInstall }: {
       </form>
       {err && <p class="card-error" role="alert" data-testid="mp-search-error">{err}</p>}
       <p class="muted small" role="status" data-testid="mp-count">
-        {!list ? "" : !count ? "" : shown!.q ? `${plural(list.length, "plugin")} match “${shown!.q}”.` : `${plural(list.length, "plugin")} in ${plural(count, "marketplace")}.`}
+        {!list ? "" : !count ? "" : shown!.q ? `${plural(list.length, "plugin")} ${list.length === 1 ? "matches" : "match"} “${shown!.q}”.` : `${plural(list.length, "plugin")} in ${plural(count, "marketplace")}.`}
       </p>
       {!count ? <p class="muted" data-testid="mp-none">Add a marketplace below to find plugins in it.</p>
         : !list ? <p class="muted">Loading…</p>
@@ -157,10 +157,16 @@ function VersionItem({ v, open, p, mp, onInstall }: { v: MarketplaceVersion; ope
   const perms = v.permissions ?? [];
   const kind: InstallKind = installKind({ version: v.version, installed: p.installed });
   const verb = { install: "Install", upgrade: "Upgrade to", downgrade: "Downgrade to", reinstall: "" }[kind];
+  // Once this version is installed its Install button goes; if it had the
+  // focus, the version itself takes it (not the page behind the dialog).
+  const summary = useRef<HTMLElement>(null);
+  useLayoutEffect(() => {
+    if (kind === "reinstall" && (!document.activeElement || document.activeElement === document.body)) summary.current?.focus();
+  }, [kind]);
   return (
     <li data-testid="mp-version" data-version={v.version} data-offered={String(v.offered)}>
       <details class="mp-version" open={open}>
-        <summary>
+        <summary ref={summary}>
           <strong>{v.version}</strong>
           {v.version === p.latest && <span class="badge b-enabled">latest</span>}
           {v.version === p.installed && <span class="badge">installed</span>}
