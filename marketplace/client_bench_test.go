@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,6 +80,7 @@ func BenchmarkInstall20MB(b *testing.B) {
 		reg, err := registry.Open(ctx, registry.Config{
 			Root: filepath.Join(root, "plugins"), DataRoot: filepath.Join(root, "plugin-data"), CacheRoot: filepath.Join(root, "cache"),
 			Hosts: map[plugins.Capability]any{skillbundle.Name: cat}, LockFile: filepath.Join(root, "plugins.lock"),
+			Logger: slog.New(slog.DiscardHandler),
 		})
 		if err != nil {
 			b.Fatal(err)
