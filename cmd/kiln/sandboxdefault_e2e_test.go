@@ -10,9 +10,11 @@ import (
 // settings set sandbox_runtime=js makes a create over the OpenSandbox API
 // that names no runtime land on js, with no restart, while a create
 // naming wasm keeps it; an unknown runtime is refused with the enabled
-// ones listed, and changes nothing; the setting holds across a restart;
-// with the js plugin disabled, creates go to wasm again, the log says
-// why and kiln settings marks it, and js can no longer be chosen.
+// ones listed, and changes nothing; the setting and kiln sandbox create
+// --runtime complete the enabled runtimes; the setting holds across a
+// restart; with the js plugin disabled, creates go to wasm again, the
+// log says why (once) and kiln settings marks it, and js can no longer
+// be chosen.
 func TestSandboxRuntimeSettingEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: builds and runs kiln serve")
@@ -46,6 +48,8 @@ func TestSandboxRuntimeSettingEndToEnd(t *testing.T) {
 
 	r = kilnOK(t, "", "__complete", "settings", "set", "sandbox_runtime=")
 	mustContain(t, "sandbox_runtime completion", r.stdout, "sandbox_runtime=js\nsandbox_runtime=wasm\n:4\n")
+	r = kilnOK(t, "", "__complete", "sandbox", "create", "--runtime", "")
+	mustContain(t, "--runtime completion", r.stdout, "js\nwasm\n:4\n")
 	r = kilnOK(t, "", "settings", "set", "sandbox_runtime=js")
 	mustContain(t, "settings set sandbox_runtime=js", r.stdout, "Sandbox runtime: js\n")
 	if got := create(nil); got != "js" {
