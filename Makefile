@@ -57,7 +57,7 @@ examples: kiln
 	$(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/plugins/bwrap/kiln-sandbox-bwrap ./sandbox/bwrap/cmd/kiln-sandbox-bwrap
 	cp $(EXAMPLE)/kiln-plugin.wasm.json $(BIN)/plugins/calc-wasm/kiln-plugin.json
 	cp $(EXAMPLE)/kiln-plugin.process.json $(BIN)/plugins/calc/kiln-plugin.json
-	cp sandbox/bwrap/kiln-plugin.json $(BIN)/plugins/bwrap/kiln-plugin.json
+	cp sandbox/bwrap/kiln-plugin.process.json $(BIN)/plugins/bwrap/kiln-plugin.json
 	$(BIN)/kiln plugin checksum --write $(BIN)/plugins/calc-wasm
 	$(BIN)/kiln plugin checksum --write $(BIN)/plugins/calc
 	$(BIN)/kiln plugin checksum --write $(BIN)/plugins/bwrap

@@ -169,6 +169,8 @@ var layers = []struct {
 			// The built-in tools: file globs, cron expressions.
 			"github.com/bmatcuk/doublestar/",
 			"github.com/netresearch/go-cron",
+			// Semantic version precedence (plugins/registry: downgrades, pins).
+			"github.com/Masterminds/semver/",
 		}),
 	},
 	{

@@ -56,5 +56,25 @@
 // older than the last it saw (rollback) or the same version with other
 // bytes; an index past its expires time (freeze); a log that is not
 // consistent with the last tree head; an archive whose size, sha256 or
-// unpacked folder digest differ from the index's.
+// unpacked folder digest differ from the index's. Each refusal is a
+// *Refusal naming its reason (Reason*), and its message ends with it:
+// "marketplace acme: index version 3 is older than version 5 seen on
+// 2026-12-06: refused (rollback)".
+//
+// # The client
+//
+// Refresh fetches and verifies a marketplace through a Fetcher
+// (NewFetcher: https://, a loopback http://, or a folder) against the
+// Trust the client kept, and returns the index with the Trust to keep
+// next. An install then checks the archive as it downloads it
+// (FetchArtifact, CopyArtifact), unpacks it (Unpack), and checks the
+// folder's digest (CheckDigest) and its manifest against the summary
+// the user consented to (CheckManifest).
+//
+// # Publishing
+//
+// Build makes the next index version of the folder that holds
+// publish.json, reproducibly; Rotate adds a key rotation; Handler serves
+// a published folder with the right caching; Mirror makes a verified
+// offline copy that clients verify exactly as the original.
 package marketplace

@@ -428,6 +428,7 @@ func (p *parser) permissions(raw json.RawMessage, rt Runtime) Permissions {
 	}
 	if raw, ok := fields["network"]; ok {
 		items, _ := p.array("permissions.network", raw)
+		seen := map[string]bool{}
 		for i, it := range items {
 			f := index("permissions.network", i)
 			s, ok := p.str(f, it)
@@ -436,9 +437,10 @@ func (p *parser) permissions(raw json.RawMessage, rt Runtime) Permissions {
 			}
 			if _, reason := parseNetwork(s); reason != "" {
 				p.fail(f, "%s", reason)
-			} else if slices.Contains(perms.Network, s) {
+			} else if seen[s] {
 				p.fail(f, "%q is listed twice", s)
 			}
+			seen[s] = true
 			perms.Network = append(perms.Network, s)
 		}
 	}
@@ -461,6 +463,7 @@ func (p *parser) permissions(raw json.RawMessage, rt Runtime) Permissions {
 	}
 	if raw, ok := fields["env"]; ok {
 		items, _ := p.array("permissions.env", raw)
+		seen := map[string]bool{}
 		for i, it := range items {
 			f := index("permissions.env", i)
 			s, ok := p.str(f, it)
@@ -469,9 +472,10 @@ func (p *parser) permissions(raw json.RawMessage, rt Runtime) Permissions {
 			}
 			if reason := checkEnv(s); reason != "" {
 				p.fail(f, "%s", reason)
-			} else if slices.Contains(perms.Env, s) {
+			} else if seen[s] {
 				p.fail(f, "%q is listed twice", s)
 			}
+			seen[s] = true
 			perms.Env = append(perms.Env, s)
 		}
 	}

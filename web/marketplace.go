@@ -43,6 +43,9 @@ type Marketplace interface {
 	Outdated(ctx context.Context) []pluginapi.Outdated
 	// UpgradeRequest names the version upgrading a plugin installs.
 	UpgradeRequest(ctx context.Context, id string) (pluginapi.MarketplaceInstallRequest, error)
+	// InstallLocked reproduces the installation a lock file records
+	// (with dryRun, says what it would do).
+	InstallLocked(ctx context.Context, lock *pluginapi.Lock, consent, dryRun bool) ([]pluginapi.LockedResult, error)
 }
 
 // marketplaceRoutes registers the /marketplaces and /marketplace routes;
@@ -58,6 +61,7 @@ func (s *server) marketplaceRoutes(r chi.Router) {
 	r.Get("/marketplace/outdated", s.marketplaceAPI(s.outdatedPlugins))
 	r.Post("/marketplace/preview", s.marketplacePreview)
 	r.Post("/marketplace/install", s.marketplaceAPI(s.marketplaceInstall))
+	r.Post("/marketplace/install-locked", s.marketplaceAPI(s.installLocked))
 	r.Get("/plugins/{id}/upgrade", s.marketplaceAPI(s.upgradeRequest))
 }
 
@@ -214,4 +218,36 @@ func (s *server) marketplacePreview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	line(map[string]any{"preview": pv})
+}
+
+// lockedRequest is the body of POST /marketplace/install-locked, the
+// lock kept raw for pluginapi.ParseLock, the one reader of lock files.
+type lockedRequest struct {
+	Lock    json.RawMessage `json:"lock"`
+	Consent bool            `json:"consent"`
+	DryRun  bool            `json:"dry_run"`
+}
+
+// installLocked answers the results; a failure answers the error, and
+// the plugins installed before it stay installed.
+func (s *server) installLocked(m Marketplace, w http.ResponseWriter, r *http.Request) (int, any, error) {
+	req, err := decodeBody(w, r, true, func(b []byte) (lockedRequest, error) {
+		var req lockedRequest
+		if err := unmarshalStrict(b, &req); err != nil {
+			return req, err
+		}
+		if len(req.Lock) == 0 {
+			return req, errorf(core.EINVALID, "field \"lock\" is required: the content of a plugins.lock file")
+		}
+		return req, nil
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	lock, err := pluginapi.ParseLock(req.Lock)
+	if err != nil {
+		return 0, nil, errorf(core.EINVALID, "%s", err)
+	}
+	results, err := m.InstallLocked(r.Context(), lock, req.Consent, req.DryRun)
+	return http.StatusOK, map[string]any{"plugins": results}, err
 }

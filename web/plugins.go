@@ -31,8 +31,19 @@ type Plugins interface {
 	Preview(ctx context.Context, path string) (pluginapi.Preview, error)
 	// Install installs (and unless req.Disabled enables) the plugin
 	// folder at req.Path: EINVALID without consent, ECONFLICT when that
-	// id and version are installed already.
+	// id and version are installed already, for an older version without
+	// req.AllowDowngrade, or for a pinned plugin. An upgrade keeps the
+	// version it replaces to roll back to.
 	Install(ctx context.Context, req pluginapi.InstallRequest) (pluginapi.Info, error)
+	// Rollback switches a plugin to the version kept before the current
+	// one (ECONFLICT when there is none, it is pinned, or its folder no
+	// longer matches its record; EUNAVAIL when it did not start and the
+	// current one runs again).
+	Rollback(ctx context.Context, id string) (pluginapi.Info, error)
+	// Pin holds a plugin at version, the installed one; "" unpins
+	// (EINVALID for a version that is not semver, ECONFLICT for another
+	// version than the installed one).
+	Pin(ctx context.Context, id, version string) (pluginapi.Info, error)
 	// Enable loads a plugin and makes its tools callable.
 	Enable(ctx context.Context, id string) (pluginapi.Info, error)
 	// Disable unloads a plugin; it stays installed.
@@ -52,6 +63,9 @@ func (s *server) pluginRoutes(r chi.Router) {
 	r.Delete("/plugins/{id}", s.pluginAPI(s.removePlugin))
 	r.Post("/plugins/{id}/enable", s.pluginAPI(s.enablePlugin))
 	r.Post("/plugins/{id}/disable", s.pluginAPI(s.disablePlugin))
+	r.Post("/plugins/{id}/rollback", s.pluginAPI(s.rollbackPlugin))
+	r.Post("/plugins/{id}/pin", s.pluginAPI(s.pinPlugin))
+	r.Delete("/plugins/{id}/pin", s.pluginAPI(s.unpinPlugin))
 }
 
 // noPluginsMessage is the error of every plugin route on a server without
@@ -112,6 +126,40 @@ func (s *server) enablePlugin(p Plugins, _ http.ResponseWriter, r *http.Request)
 func (s *server) disablePlugin(p Plugins, _ http.ResponseWriter, r *http.Request) (int, any, error) {
 	info, err := p.Disable(r.Context(), id(r))
 	return http.StatusOK, info, err
+}
+
+// rollbackPlugin answers 200 with the plugin at its previous version, or
+// 503 when that did not start (the current version runs again).
+func (s *server) rollbackPlugin(p Plugins, _ http.ResponseWriter, r *http.Request) (int, any, error) {
+	info, err := p.Rollback(r.Context(), id(r))
+	return http.StatusOK, info, err
+}
+
+func (s *server) pinPlugin(p Plugins, w http.ResponseWriter, r *http.Request) (int, any, error) {
+	req, err := decodeBody(w, r, true, parsePinRequest)
+	if err != nil {
+		return 0, nil, err
+	}
+	info, err := p.Pin(r.Context(), id(r), req.Version)
+	return http.StatusOK, info, err
+}
+
+func (s *server) unpinPlugin(p Plugins, _ http.ResponseWriter, r *http.Request) (int, any, error) {
+	info, err := p.Pin(r.Context(), id(r), "")
+	return http.StatusOK, info, err
+}
+
+// parsePinRequest parses the body of POST /plugins/{id}/pin; whether the
+// version is one is the registry's to say.
+func parsePinRequest(b []byte) (pluginapi.PinRequest, error) {
+	var req pluginapi.PinRequest
+	if err := unmarshalStrict(b, &req); err != nil {
+		return pluginapi.PinRequest{}, err
+	}
+	if req.Version == "" {
+		return pluginapi.PinRequest{}, errorf(core.EINVALID, "field \"version\" is required: the installed version to pin the plugin at (DELETE /plugins/{id}/pin unpins)")
+	}
+	return req, nil
 }
 
 func (s *server) removePlugin(p Plugins, _ http.ResponseWriter, r *http.Request) (int, any, error) {

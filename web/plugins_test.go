@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins/pluginapi"
 	"github.com/kilnhq/kiln/plugins/registry"
 )
 
@@ -86,7 +88,7 @@ func (f *fakePlugins) Install(ctx context.Context, req registry.InstallRequest) 
 	}
 	in := registry.Info{ID: pv.ID, Version: pv.Version, Description: pv.Description, Runtime: pv.Runtime, Provides: pv.Provides,
 		Enabled: !req.Disabled, Status: registry.StatusEnabled, Tools: []string{pv.ID + ".run"}, Permissions: pv.Permissions,
-		SHA256: pv.SHA256, Dir: "/data/plugins/" + pv.ID + "/1.0.0"}
+		SHA256: pv.SHA256, Dir: "/data/plugins/" + pv.ID + "/1.0.0", Source: req.Source}
 	if req.Disabled {
 		in.Status = registry.StatusDisabled
 	}
@@ -125,6 +127,38 @@ func (f *fakePlugins) Enable(_ context.Context, id string) (registry.Info, error
 
 func (f *fakePlugins) Disable(_ context.Context, id string) (registry.Info, error) {
 	return f.setEnabled(id, false)
+}
+
+// Rollback swaps a plugin's version and previous version.
+func (f *fakePlugins) Rollback(_ context.Context, id string) (registry.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in, ok := f.installed[id]
+	switch {
+	case !ok:
+		return registry.Info{}, core.Errorf(core.ENOTFOUND, "plugin %q is not installed", id)
+	case in.Previous == "":
+		return registry.Info{}, core.Errorf(core.ECONFLICT, "plugin %s %s has no previous version to roll back to", id, in.Version)
+	}
+	in.Version, in.Previous = in.Previous, in.Version
+	f.installed[id] = in
+	return in, nil
+}
+
+// Pin pins a plugin at its installed version.
+func (f *fakePlugins) Pin(_ context.Context, id, version string) (registry.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in, ok := f.installed[id]
+	switch {
+	case !ok:
+		return registry.Info{}, core.Errorf(core.ENOTFOUND, "plugin %q is not installed", id)
+	case version != "" && version != in.Version:
+		return registry.Info{}, core.Errorf(core.ECONFLICT, "plugin %s is at %s, not %s", id, in.Version, version)
+	}
+	in.Pinned = version
+	f.installed[id] = in
+	return in, nil
 }
 
 func (f *fakePlugins) Remove(_ context.Context, id string) error {
@@ -294,6 +328,7 @@ func TestPluginsUnavailable(t *testing.T) {
 		{"GET", "/api/v1/plugins"}, {"POST", "/api/v1/plugins"}, {"POST", "/api/v1/plugins/preview"},
 		{"GET", "/api/v1/plugins/x"}, {"DELETE", "/api/v1/plugins/x"},
 		{"POST", "/api/v1/plugins/x/enable"}, {"POST", "/api/v1/plugins/x/disable"},
+		{"POST", "/api/v1/plugins/x/rollback"}, {"POST", "/api/v1/plugins/x/pin"}, {"DELETE", "/api/v1/plugins/x/pin"},
 	} {
 		r := e.wantError(rt[0], rt[1], `{"path":"/x","consent":true}`, nil, http.StatusNotFound, core.ENOTFOUND)
 		if msg := r.errorMessage(); msg != noPluginsMessage {
@@ -311,6 +346,7 @@ func TestPluginsNeedToken(t *testing.T) {
 		{"GET", "/api/v1/plugins"}, {"POST", "/api/v1/plugins"}, {"POST", "/api/v1/plugins/preview"},
 		{"GET", "/api/v1/plugins/builtin-tools"}, {"DELETE", "/api/v1/plugins/builtin-tools"},
 		{"POST", "/api/v1/plugins/builtin-tools/enable"}, {"POST", "/api/v1/plugins/builtin-tools/disable"},
+		{"POST", "/api/v1/plugins/builtin-tools/rollback"}, {"POST", "/api/v1/plugins/builtin-tools/pin"}, {"DELETE", "/api/v1/plugins/builtin-tools/pin"},
 	} {
 		e.wantError(rt[0], rt[1], `{"path":"/plugins/weather","consent":true}`, noToken, http.StatusUnauthorized, codeUnauthorized)
 		e.wantError(rt[0], rt[1], `{"path":"/plugins/weather","consent":true}`, map[string]string{"Authorization": "Bearer wrong"},
@@ -322,20 +358,99 @@ func TestPluginsNeedToken(t *testing.T) {
 	e.call("GET", "/api/v1/plugins", "", http.StatusOK, nil)
 }
 
-// TestPluginInfoJSON pins the wire names the spec documents.
-func TestPluginInfoJSON(t *testing.T) {
-	b, err := json.Marshal(registry.Info{ID: "x", Status: registry.StatusFailed, Error: "boom", InterruptOn: core.Policy{"x.*": {Interrupt: true}}})
-	if err != nil {
-		t.Fatal(err)
+// TestPluginRollbackAndPin: the rollback and pin routes reach the
+// registry and answer with the plugin; an install passes allow_downgrade
+// and the source on.
+func TestPluginRollbackAndPin(t *testing.T) {
+	fake := newFakePlugins()
+	e := newEnv(t, Options{Plugins: fake})
+	src := `{"marketplace":"example","version":"1.0.0","archive_sha256":"` + fakeSHA + `","digest":"` + fakeSHA + `","index_version":3}`
+	var in registry.Info
+	e.call("POST", "/api/v1/plugins", `{"path":"/plugins/weather","consent":true,"allow_downgrade":true,"source":`+src+`}`, http.StatusCreated, &in)
+	want := registry.InstallRequest{Path: "/plugins/weather", Consent: true, AllowDowngrade: true,
+		Source: &pluginapi.Source{Marketplace: "example", Version: "1.0.0", ArchiveSHA256: fakeSHA, Digest: fakeSHA, IndexVersion: 3}}
+	if got := fake.installs[len(fake.installs)-1]; !reflect.DeepEqual(got, want) {
+		t.Fatalf("install request reached the registry as %+v, want %+v", got, want)
 	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
+	if in.Source == nil || in.Source.IndexVersion != 3 {
+		t.Fatalf("installed: %+v", in)
 	}
-	props := loadSpec(t)["components"].(map[string]any)["schemas"].(map[string]any)["PluginInfo"].(map[string]any)["properties"].(map[string]any)
-	for k := range m {
-		if _, ok := props[k]; !ok {
-			t.Errorf("registry.Info has field %q, which the PluginInfo schema does not document", k)
+
+	e.wantError("POST", "/api/v1/plugins/weather/rollback", "", nil, http.StatusConflict, core.ECONFLICT)
+	fake.mu.Lock()
+	w := fake.installed["weather"]
+	w.Previous = "0.9.0"
+	fake.installed["weather"] = w
+	fake.mu.Unlock()
+	e.call("POST", "/api/v1/plugins/weather/rollback", "", http.StatusOK, &in)
+	if in.Version != "0.9.0" || in.Previous != "1.0.0" {
+		t.Fatalf("rolled back: %+v", in)
+	}
+
+	e.call("POST", "/api/v1/plugins/weather/pin", `{"version":"0.9.0"}`, http.StatusOK, &in)
+	if in.Pinned != "0.9.0" {
+		t.Fatalf("pinned: %+v", in)
+	}
+	e.call("DELETE", "/api/v1/plugins/weather/pin", "", http.StatusOK, &in)
+	if in.Pinned != "" {
+		t.Fatalf("unpinned: %+v", in)
+	}
+	for _, tt := range []struct {
+		name, method, path, body string
+		status                   int
+		code, message            string
+	}{
+		{"pin another version", "POST", "/api/v1/plugins/weather/pin", `{"version":"1.0.0"}`, 409, core.ECONFLICT, "not 1.0.0"},
+		{"pin without version", "POST", "/api/v1/plugins/weather/pin", `{}`, 400, core.EINVALID, `field "version" is required`},
+		{"pin empty body", "POST", "/api/v1/plugins/weather/pin", ``, 400, codeInvalidJSON, "empty"},
+		{"pin unknown field", "POST", "/api/v1/plugins/weather/pin", `{"version":"1.0.0","force":true}`, 400, codeInvalidJSON, `unknown field "force"`},
+		{"pin missing", "POST", "/api/v1/plugins/nope/pin", `{"version":"1.0.0"}`, 404, core.ENOTFOUND, "not installed"},
+		{"unpin missing", "DELETE", "/api/v1/plugins/nope/pin", "", 404, core.ENOTFOUND, "not installed"},
+		{"rollback missing", "POST", "/api/v1/plugins/nope/rollback", "", 404, core.ENOTFOUND, "not installed"},
+		{"GET on rollback", "GET", "/api/v1/plugins/weather/rollback", "", 405, codeMethodNotAllowed, ""},
+		{"source unknown field", "POST", "/api/v1/plugins", `{"path":"/plugins/x","consent":true,"source":{"marketplace":"m","key":"k"}}`, 400, codeInvalidJSON, `unknown field "key"`},
+		{"allow_downgrade wrong type", "POST", "/api/v1/plugins", `{"path":"/plugins/x","consent":true,"allow_downgrade":"yes"}`, 400, codeInvalidJSON, "expected boolean"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := e.in(t).wantError(tt.method, tt.path, tt.body, nil, tt.status, tt.code)
+			if !strings.Contains(r.errorMessage(), tt.message) {
+				t.Errorf("message %q does not contain %q", r.errorMessage(), tt.message)
+			}
+		})
+	}
+}
+
+// TestPluginWireNames pins the wire names the spec documents: every JSON
+// field of the plugin types is a property of its schema.
+func TestPluginWireNames(t *testing.T) {
+	schemas := loadSpec(t)["components"].(map[string]any)["schemas"].(map[string]any)
+	src := &pluginapi.Source{Marketplace: "m", IndexVersion: 1}
+	for schema, v := range map[string]any{
+		"PluginInfo": registry.Info{ID: "x", Status: registry.StatusFailed, Error: "boom", InterruptOn: core.Policy{"x.*": {Interrupt: true}},
+			Digest: "d", Source: src, Previous: "0.9.0", Pinned: "1.0.0", Provided: map[string][]string{}, Dir: "/d", Restarts: 1, PID: 1},
+		"PluginPreview":        registry.Preview{Installed: "1.0.0", Added: []string{"x"}, Downgrade: true, Pinned: "1.0.0", Changes: &pluginapi.Changes{}, InterruptOn: core.Policy{}},
+		"PluginChanges":        pluginapi.Changes{},
+		"PluginSource":         *src,
+		"PluginInstallRequest": registry.InstallRequest{Path: "/p", SHA256: "s", Disabled: true, AllowDowngrade: true, Source: src},
+		"PluginPinRequest":     pluginapi.PinRequest{Version: "1.0.0"},
+	} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		sch, _ := schemas[schema].(map[string]any)
+		props, ok := sch["properties"].(map[string]any)
+		if !ok {
+			t.Fatalf("schema %s has no properties", schema)
+		}
+		for k := range m {
+			if _, ok := props[k]; !ok {
+				t.Errorf("%T has field %q, which the %s schema does not document", v, k, schema)
+			}
 		}
 	}
 }

@@ -16,9 +16,11 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/core/sqlite"
+	"github.com/kilnhq/kiln/marketplace"
 	"github.com/kilnhq/kiln/plugins/builtin"
 	"github.com/kilnhq/kiln/plugins/builtin/cron"
 	"github.com/kilnhq/kiln/plugins/registry"
+	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
 	"github.com/kilnhq/kiln/skills"
 	"github.com/kilnhq/kiln/web"
 )
@@ -125,6 +127,11 @@ func startServerWith(t *testing.T, dir, addr string, plugins bool) *testServer {
 	}
 	if plugins {
 		opts.Plugins = s.plugins
+		market, err := marketplace.Open(marketplace.Config{Dir: filepath.Join(dir, "marketplaces"), Plugins: s.plugins, Protocol: pluginrpc.ProtocolVersion, Log: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Marketplace = market
 	}
 	bridge, err := openMCP(svc, dir, 0)
 	if err != nil {

@@ -137,7 +137,7 @@ sandbox exec exits with its command's status.`,
 	add("workspace", newGrantsCmd(a), newMemoriesCmd(a), newSettingsCmd(a), newSkillsCmd(a), newMCPServersCmd(a), newSandboxCmd(a))
 	add("server", newMCPCmd(a))
 	add("server", newServeCmd(), newStatusCmd(a), newToolsCmd(a), newEventsCmd(a), newLogsCmd(a), newVersionCmd(a))
-	add("server", newPluginCmd(a))
+	add("server", newPluginCmd(a), newMarketplaceCmd(a))
 	add("server", newProvidersCmd(a), newModelsCmd(a))
 	root.AddCommand(newSelfPluginCmd())
 	root.SetHelpCommandGroupID("server")

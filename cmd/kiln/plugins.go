@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -31,11 +32,18 @@ plugin is a folder with a kiln-plugin.json manifest that says what the
 plugin is and which permissions it needs. Installing shows those
 permissions and asks for your consent; the plugin loads at once, no restart.
 
+Installing another version keeps the one it replaces on disk: 'kiln plugin
+rollback' switches back to it in one step. 'kiln plugin pin' holds a plugin
+at its version. The server keeps a lock file of what is installed,
+<data>/plugins.lock.
+
 PATH arguments name a folder on the server's machine: the server reads it
 there. 'kiln plugin checksum' runs locally and needs no server.`,
 		Example: `  kiln plugin install ./weather
   kiln plugin ls
   kiln plugin inspect weather
+  kiln plugin rollback weather
+  kiln plugin pin weather@1.2.0
   kiln plugin disable weather
   kiln plugin checksum ./weather --write`,
 	}
@@ -43,6 +51,8 @@ there. 'kiln plugin checksum' runs locally and needs no server.`,
 	cmd.AddCommand(
 		newPluginListCmd(a), newPluginInspectCmd(a), newPluginInstallCmd(a),
 		newPluginEnableCmd(a, true), newPluginEnableCmd(a, false), newPluginRemoveCmd(a),
+		newPluginRollbackCmd(a), newPluginPinCmd(a), newPluginUnpinCmd(a),
+		newPluginSearchCmd(a), newPluginOutdatedCmd(a), newPluginUpgradeCmd(a),
 		newPluginChecksumCmd(a),
 	)
 	return cmd
@@ -190,8 +200,20 @@ func printPlugin(w io.Writer, st style, p *client.PluginInfo) {
 	if p.SHA256 != "" {
 		detail(w, "SHA256", p.SHA256)
 	}
+	if p.Digest != "" && p.Digest != p.SHA256 {
+		detail(w, "Digest", p.Digest)
+	}
 	if !p.InstalledAt.IsZero() {
 		detail(w, "Installed", fmt.Sprintf("%s (%s)", p.InstalledAt.Local().Format(time.DateTime), ago(p.InstalledAt, time.Now())))
+	}
+	if s := p.Source; s != nil {
+		detail(w, "Source", fmt.Sprintf("marketplace %s (index version %d, archive sha256 %s)", s.Marketplace, s.IndexVersion, s.ArchiveSHA256))
+	}
+	if p.Previous != "" {
+		detail(w, "Previous", p.Previous+" (kept; 'kiln plugin rollback "+p.ID+"' switches to it)")
+	}
+	if p.Pinned != "" {
+		detail(w, "Pinned", p.Pinned)
 	}
 	if h := pluginHealth(p); h != "" {
 		detail(w, "Health", h)
@@ -264,7 +286,49 @@ func printPreview(w io.Writer, st style, path string, pv *client.PluginPreview) 
 	}
 	if pv.Installed != "" {
 		printAdded(w, pv)
+		printChanges(w, pv.Changes)
 	}
+}
+
+// maxChangeLines is how many changed files the CLI names; -o json has
+// them all.
+const maxChangeLines = 20
+
+// printChanges says which files an upgrade changes: the summary, then
+// each file, "~" changed, "+" added, "-" removed.
+func printChanges(w io.Writer, c *client.PluginChanges) {
+	if c == nil {
+		return
+	}
+	fmt.Fprintf(w, "Files: %s.\n", c.Summary)
+	var lines []string
+	for _, f := range []struct {
+		mark  string
+		paths []string
+	}{{"~", c.Changed}, {"+", c.Added}, {"-", c.Removed}} {
+		for _, p := range f.paths {
+			lines = append(lines, "  "+f.mark+" "+p)
+		}
+	}
+	if len(lines) > maxChangeLines {
+		lines = append(lines[:maxChangeLines], fmt.Sprintf("  ... and %d more (-o json lists them all)", len(lines)-maxChangeLines))
+	}
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+}
+
+// versionRefusal is why installing pv over the installed version is
+// refused before anything is asked: the plugin is pinned, or pv is older
+// and allowDowngrade is not set. "" when it is not.
+func versionRefusal(a *app, pv *client.PluginPreview, allowDowngrade bool) string {
+	switch {
+	case pv.Pinned != "":
+		return fmt.Sprintf("plugin %s is pinned at %s, so installing %s is refused; unpin it first ('%s plugin unpin %s')", pv.ID, pv.Pinned, pv.Version, a.kilnCmd(), pv.ID)
+	case pv.Downgrade && !allowDowngrade:
+		return fmt.Sprintf("plugin %s %s is older than the installed %s; rerun with --allow-downgrade to install it anyway", pv.ID, pv.Version, pv.Installed)
+	}
+	return ""
 }
 
 // printAdded says what an upgrade asks for beyond the consent given to
@@ -293,26 +357,67 @@ func (a *app) pluginFailed(cmd *cobra.Command, id string, err error) error {
 }
 
 func newPluginInstallCmd(a *app) *cobra.Command {
-	var yes, disabled bool
+	var yes, disabled, allowDowngrade, locked bool
+	var from string
 	cmd := &cobra.Command{
-		Use:   "install PATH",
-		Short: "Install a plugin folder, after consenting to its permissions",
-		Long: `Install the plugin folder at PATH (on the server's machine; a relative path
-is resolved here first). The plugin's identity and the permissions it asks
+		Use:   "install NAME[@VERSION] | PATH | --locked [LOCKFILE]",
+		Short: "Install a plugin from a marketplace or a folder, after consenting to its permissions",
+		Long: `Install NAME from the marketplaces added ('kiln marketplace add'): VERSION is
+an exact version, a range such as ^1.2 or ~1.2, or the newest offered when
+left out. Only an exact version installs one still in the marketplace's
+quarantine or yanked. The server downloads the archive (with a progress
+bar here) and verifies its size, sha256 and unpacked folder digest against
+the marketplace's signed index before anything is installed.
+
+A PATH names a plugin folder instead: anything with a slash or starting
+with a dot ("./weather", "/opt/weather"), on the server's machine (a
+relative path is resolved here first).
+
+--locked installs exactly what a lock file records (LOCKFILE, default
+./plugins.lock: copy <data root>/plugins.lock from another server): every
+plugin at its version from its marketplace, refused when the marketplace
+now publishes other bytes. The plugin's identity and the permissions it asks
 for are shown first and you are asked to consent; --yes consents without
 asking, which is needed when standard input is not a terminal. The consent
 is bound to the previewed files: if the plugin's entry changes before the
 install, the install fails. Installing a new version of an installed
 plugin shows what it asks for beyond the consent given before, and asks
-only when it asks for more.
+only when it asks for more; it also lists the files that change. The
+version it replaces is kept on disk ('kiln plugin rollback' switches back).
+A version older than the installed one needs --allow-downgrade; a pinned
+plugin must be unpinned first.
 
 The plugin is enabled at once unless --disabled is given. If it fails to
 start the command fails, and the plugin stays installed, listed as failed.`,
-		Example: `  kiln plugin install ./weather
-  kiln plugin install /opt/kiln-plugins/weather --yes`,
-		Args:              needArgs("PATH"),
+		Example: `  kiln plugin install weather
+  kiln plugin install weather@^1.2 --marketplace acme
+  kiln plugin install ./weather
+  kiln plugin install /opt/kiln-plugins/weather --yes
+  kiln plugin install --locked plugins.lock --yes`,
+		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: firstArg(completeDirs),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if locked {
+				file := "plugins.lock"
+				if len(args) == 1 {
+					file = args[0]
+				}
+				return a.installLocked(cmd, file, yes)
+			}
+			if len(args) == 0 {
+				return usageError{errors.New("missing NAME[@VERSION] or PATH: the plugin to install from a marketplace, or its folder (or --locked)")}
+			}
+			if name, version, ok := marketplaceRef(args[0]); ok {
+				p, err := a.installFromMarketplace(cmd, client.MarketplaceInstallRequest{Name: name, Version: version},
+					installOptions{yes: yes, allowDowngrade: allowDowngrade, marketplace: from})
+				if err != nil || p == nil {
+					if err == nil {
+						err = &exitError{code: exitFailure}
+					}
+					return err
+				}
+				return a.printInstalled(cmd, p)
+			}
 			path, err := filepath.Abs(args[0])
 			if err != nil {
 				return err
@@ -335,6 +440,9 @@ start the command fails, and the plugin stays installed, listed as failed.`,
 			fmt.Fprintf(w, "Plugin %s %s (%s): %s\n", st.bold(pv.ID), pv.Version, orDash(pv.Runtime), pv.Description)
 			if pv.Installed != "" {
 				fmt.Fprintf(w, "Version %s is installed now.\n", pv.Installed)
+				if why := versionRefusal(a, pv, allowDowngrade); why != "" {
+					return errors.New(why)
+				}
 			}
 			if len(pv.InterruptOn) > 0 {
 				fmt.Fprintln(w, "Its tools ask for your approval by default:")
@@ -349,7 +457,11 @@ start the command fails, and the plugin stays installed, listed as failed.`,
 			question := fmt.Sprintf("Install %s %s with these permissions?", pv.ID, pv.Version)
 			if pv.Installed != "" {
 				printAdded(w, pv)
+				printChanges(w, pv.Changes)
 				question = fmt.Sprintf("Upgrade %s to %s with the added permissions?", pv.ID, pv.Version)
+				if pv.Downgrade {
+					question = fmt.Sprintf("Downgrade %s to %s with the added permissions?", pv.ID, pv.Version)
+				}
 			}
 			if !yes && pv.NeedsConsent {
 				ok, err := confirm(cmd, w, question,
@@ -362,25 +474,140 @@ start the command fails, and the plugin stays installed, listed as failed.`,
 					return &exitError{code: exitFailure}
 				}
 			}
-			p, err := c.InstallPlugin(cmd.Context(), client.InstallPluginRequest{Path: path, Consent: pv.NeedsConsent, SHA256: pv.SHA256, Disabled: disabled})
+			p, err := c.InstallPlugin(cmd.Context(), client.InstallPluginRequest{
+				Path: path, Consent: pv.NeedsConsent, SHA256: pv.SHA256, Disabled: disabled, AllowDowngrade: allowDowngrade,
+			})
 			if err != nil {
 				return a.pluginFailed(cmd, pv.ID, err)
 			}
-			if a.jsonOutput() {
-				return writeJSON(out, p)
-			}
-			switch {
-			case p.Status == client.PluginDisabled:
-				fmt.Fprintf(out, "Installed %s %s, disabled. Enable it with '%s plugin enable %s'.\n", p.ID, p.Version, a.kilnCmd(), p.ID)
-			default:
-				fmt.Fprintf(out, "Installed %s %s. %s\n", p.ID, p.Version, toolsSentence(p))
-			}
-			return nil
+			return a.printInstalled(cmd, p)
 		},
 	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "consent to the plugin's permissions without asking")
-	cmd.Flags().BoolVar(&disabled, "disabled", false, "install without enabling")
+	cmd.Flags().BoolVar(&disabled, "disabled", false, "install a folder without enabling it")
+	cmd.Flags().BoolVar(&allowDowngrade, "allow-downgrade", false, "allow installing a version older than the installed one")
+	cmd.Flags().BoolVar(&locked, "locked", false, "install exactly what a lock file records")
+	cmd.Flags().StringVar(&from, "marketplace", "", "the marketplace to install from, when several offer NAME")
 	return cmd
+}
+
+// printInstalled reports an installed plugin: what it made available and
+// the version kept to roll back to.
+func (a *app) printInstalled(cmd *cobra.Command, p *client.PluginInfo) error {
+	out := cmd.OutOrStdout()
+	if a.jsonOutput() {
+		return writeJSON(out, p)
+	}
+	switch {
+	case p.Status == client.PluginDisabled:
+		fmt.Fprintf(out, "Installed %s %s, disabled. Enable it with '%s plugin enable %s'.\n", p.ID, p.Version, a.kilnCmd(), p.ID)
+	default:
+		fmt.Fprintf(out, "Installed %s %s. %s\n", p.ID, p.Version, toolsSentence(p))
+	}
+	if p.Previous != "" {
+		fmt.Fprintf(out, "%s is kept: '%s plugin rollback %s' switches back to it.\n", p.Previous, a.kilnCmd(), p.ID)
+	}
+	return nil
+}
+
+func newPluginRollbackCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rollback ID",
+		Short: "Switch a plugin back to the version installed before, kept on disk",
+		Long: `Switch a plugin to the version it had before its last upgrade, in one
+step, with the consent given to that version. Its folder is checked against
+the digest recorded when it was installed before anything changes; if it
+changed, nothing is rolled back. The version rolled back from is kept in
+turn, so rolling back again rolls forward. A pinned plugin must be unpinned
+first. If the previous version does not start, the current one is started
+again and the command fails.`,
+		Args:              needArgs("ID"),
+		ValidArgsFunction: firstArg(a.completePlugins),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			p, err := c.RollbackPlugin(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if a.jsonOutput() {
+				return writeJSON(w, p)
+			}
+			fmt.Fprintf(w, "Rolled %s back from %s to %s (%s). '%s plugin rollback %s' rolls forward again.\n",
+				p.ID, p.Previous, p.Version, p.Status, a.kilnCmd(), p.ID)
+			return nil
+		},
+	}
+}
+
+func newPluginPinCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "pin ID[@VERSION]",
+		Short: "Hold a plugin at its installed version",
+		Long: `Pin a plugin at its installed version: 'kiln plugin upgrade' leaves it
+alone, and installing another version of it or rolling it back is refused
+until 'kiln plugin unpin'. VERSION, when given, must be the installed
+version; the lock file records the pin.`,
+		Example: `  kiln plugin pin weather
+  kiln plugin pin weather@1.2.0`,
+		Args:              needArgs("ID[@VERSION]"),
+		ValidArgsFunction: firstArg(a.completePlugins),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			id, version, hasVersion := strings.Cut(args[0], "@")
+			if hasVersion && version == "" {
+				return fmt.Errorf("%q names no version after the @: write ID@VERSION, or ID to pin the installed version", args[0])
+			}
+			if !hasVersion {
+				p, err := c.Plugin(cmd.Context(), id)
+				if err != nil {
+					return err
+				}
+				version = p.Version
+			}
+			p, err := c.PinPlugin(cmd.Context(), id, version)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if a.jsonOutput() {
+				return writeJSON(w, p)
+			}
+			fmt.Fprintf(w, "Pinned %s at %s.\n", p.ID, p.Pinned)
+			return nil
+		},
+	}
+}
+
+func newPluginUnpinCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:               "unpin ID",
+		Short:             "Let a pinned plugin be upgraded again",
+		Args:              needArgs("ID"),
+		ValidArgsFunction: firstArg(a.completePlugins),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			p, err := c.UnpinPlugin(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if a.jsonOutput() {
+				return writeJSON(w, p)
+			}
+			fmt.Fprintf(w, "Unpinned %s (at %s).\n", p.ID, p.Version)
+			return nil
+		},
+	}
 }
 
 // providedKinds are the kinds besides toolset whose items inspect lists.

@@ -15,6 +15,7 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/integrity"
+	"github.com/kilnhq/kiln/plugins/pluginapi"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/registry"
 )
@@ -247,6 +248,94 @@ func TestPluginUpgrade(t *testing.T) {
 	mustContain(t, "ls", kiln(t, "plugin", "ls").stdout, "\ncalc        1.2.0    wasm     enabled")
 }
 
+// TestPluginRollbackAndPin: an upgrade shows the files it changes and
+// keeps the version it replaces; rollback switches back and forward; a
+// pin holds the version; a downgrade needs --allow-downgrade; the lock
+// file follows.
+func TestPluginRollbackAndPin(t *testing.T) {
+	s, data := startPluginServer(t)
+	ctx := context.Background()
+	version := func(v, perms string) string {
+		dir := examplePlugin(t, "calc", plugins.RuntimeWASM)
+		mf := filepath.Join(dir, plugins.ManifestFile)
+		var raw map[string]any
+		b, _ := os.ReadFile(mf)
+		if err := json.Unmarshal(b, &raw); err != nil {
+			t.Fatal(err)
+		}
+		raw["version"] = v
+		raw["permissions"] = json.RawMessage(perms)
+		b, _ = json.Marshal(raw)
+		os.WriteFile(mf, b, 0o644)
+		return dir
+	}
+	ok := func(args ...string) result {
+		t.Helper()
+		r := kiln(t, args...)
+		if r.code != 0 {
+			t.Fatalf("kiln %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+		return r
+	}
+	fails := func(args ...string) result {
+		t.Helper()
+		r := kiln(t, args...)
+		if r.code != exitFailure {
+			t.Fatalf("kiln %v: exit %d, want a failure\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+		return r
+	}
+	ok("plugin", "install", version("1.0.0", `{"memory_mib":32}`), "--yes")
+	v2 := version("1.1.0", `{"network":["api.example.com"],"memory_mib":32}`)
+	changes := "Files: 1 file changed.\n  ~ kiln-plugin.json\n"
+	mustContain(t, "inspect of the upgrade", ok("plugin", "inspect", v2).stdout, "(installed: 1.0.0)", changes)
+	r := ok("plugin", "install", v2, "--yes")
+	mustContain(t, "upgrade", r.stdout, "+ connect to api.example.com", changes, "Installed calc 1.1.0.",
+		"1.0.0 is kept: 'kiln plugin rollback calc' switches back to it.\n")
+
+	r = ok("plugin", "rollback", "calc")
+	mustContain(t, "rollback", r.stdout, "Rolled calc back from 1.1.0 to 1.0.0 (enabled). 'kiln plugin rollback calc' rolls forward again.\n")
+	if in, err := s.plugins.Get(ctx, "calc"); err != nil || in.Version != "1.0.0" || in.Dir != filepath.Join(data, "plugins", "calc", "1.0.0") || in.Status != registry.StatusEnabled {
+		t.Fatalf("after rollback: %+v, %v", in, err)
+	}
+	if !slices.Contains(toolNames(t), "calc.add") {
+		t.Fatal("calc.add is not a tool after the rollback")
+	}
+	mustContain(t, "inspect", ok("plugin", "inspect", "calc").stdout, "Version:      1.0.0\n", "Previous:     1.1.0 (kept; 'kiln plugin rollback calc' switches to it)\n")
+
+	r = fails("plugin", "pin", "calc@1.1.0")
+	mustContain(t, "pin another version", r.stderr, "error: plugin calc is at 1.0.0, not 1.1.0")
+	mustContain(t, "pin without a version after @", fails("plugin", "pin", "calc@").stderr, `"calc@" names no version after the @`)
+	mustContain(t, "pin", ok("plugin", "pin", "calc").stdout, "Pinned calc at 1.0.0.\n")
+	mustContain(t, "inspect pinned", ok("plugin", "inspect", "calc").stdout, "Pinned:       1.0.0\n")
+	r = fails("plugin", "install", version("1.2.0", `{"memory_mib":32}`), "--yes")
+	mustContain(t, "install over a pin", r.stderr, "error: plugin calc is pinned at 1.0.0, so installing 1.2.0 is refused; unpin it first ('kiln plugin unpin calc')")
+	mustContain(t, "rollback of a pinned plugin", fails("plugin", "rollback", "calc").stderr, "is pinned at 1.0.0, so rolling back to 1.1.0 is refused")
+	mustContain(t, "unpin", ok("plugin", "unpin", "calc").stdout, "Unpinned calc (at 1.0.0).\n")
+
+	old := version("0.9.0", `{"memory_mib":32}`)
+	r = fails("plugin", "install", old, "--yes")
+	mustContain(t, "downgrade", r.stderr, "error: plugin calc 0.9.0 is older than the installed 1.0.0; rerun with --allow-downgrade to install it anyway")
+	r = ok("plugin", "install", old, "--yes", "--allow-downgrade", "-o", "json")
+	var in registry.Info
+	if err := json.Unmarshal([]byte(r.stdout), &in); err != nil || in.Version != "0.9.0" || in.Previous != "1.0.0" {
+		t.Fatalf("downgrade allowed: %v %q", err, r.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(data, "plugins", "calc", "1.1.0")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("1.1.0 is kept though it is two versions back: %v", err)
+	}
+
+	b, err := os.ReadFile(filepath.Join(data, "plugins.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := pluginapi.ParseLock(b)
+	if err != nil || len(lock.Plugins) != 1 || lock.Plugins[0].ID != "calc" || lock.Plugins[0].Version != "0.9.0" || lock.Plugins[0].Digest != in.Digest {
+		t.Fatalf("lock file: %+v, %v\n%s", lock, err, b)
+	}
+	mustContain(t, "rollback nothing", fails("plugin", "rollback", "util").stderr, "error: plugin \"util\" is built in")
+}
+
 func TestPluginInstallFailures(t *testing.T) {
 	s, _ := startPluginServer(t)
 	ctx := context.Background()
@@ -303,7 +392,7 @@ func TestPluginInstallFailures(t *testing.T) {
 	}
 
 	r = kiln(t, "plugin", "install", "--yes")
-	if r.code != exitFailure || !strings.HasPrefix(r.stderr, "error: missing PATH") {
+	if r.code != exitFailure || !strings.HasPrefix(r.stderr, "error: missing NAME[@VERSION] or PATH") {
 		t.Fatalf("install without PATH: %d %q", r.code, r.stderr)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/core/logs"
 	"github.com/kilnhq/kiln/core/sqlite"
+	"github.com/kilnhq/kiln/marketplace"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/builtin"
 	"github.com/kilnhq/kiln/plugins/builtin/cron"
@@ -41,6 +42,7 @@ import (
 	"github.com/kilnhq/kiln/plugins/skillbundle"
 	"github.com/kilnhq/kiln/plugins/toolset"
 	"github.com/kilnhq/kiln/sandbox/service"
+	"github.com/kilnhq/kiln/sdk/plugin/pluginrpc"
 	"github.com/kilnhq/kiln/skills"
 	"github.com/kilnhq/kiln/web"
 )
@@ -489,7 +491,14 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	schedCtx, stopSched := context.WithCancel(ctx)
 	defer stopSched()
 	go svc.NewScheduler(core.SchedulerConfig{Logger: log.With("component", "scheduler")}).Run(schedCtx)
-	srv := newHTTPServer(svc, reg, models, cat, newUserMCP(bridge, cfg.DataRoot), sandboxAPI(sbx, log.With("component", "sandboxes")), cfg, log.With("component", "web"), version, met, serverLog)
+	market, err := marketplace.Open(marketplace.Config{
+		Dir: filepath.Join(cfg.DataRoot, "marketplaces"), Plugins: reg, KilnVersion: version,
+		Protocol: pluginrpc.ProtocolVersion, Log: log.With("component", "marketplace"),
+	})
+	if err != nil {
+		return err
+	}
+	srv := newHTTPServer(svc, reg, market, models, cat, newUserMCP(bridge, cfg.DataRoot), sandboxAPI(sbx, log.With("component", "sandboxes")), cfg, log.With("component", "web"), version, met, serverLog)
 	return serveHTTP(ctx, ln, srv, log, cfg)
 }
 
@@ -556,6 +565,7 @@ func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv cor
 	}
 	reg, err := registry.Open(ctx, registry.Config{
 		Root:      filepath.Join(cfg.DataRoot, "plugins"),
+		LockFile:  filepath.Join(cfg.DataRoot, "plugins.lock"),
 		DataRoot:  filepath.Join(cfg.DataRoot, "plugin-data"),
 		CacheRoot: filepath.Join(cfg.DataRoot, "cache"),
 		Hosts:     hosts,
@@ -581,7 +591,7 @@ var (
 // newHTTPServer returns the http.Server of the API. Its BaseContext is
 // cancelled when Shutdown starts, which ends the event streams that would
 // otherwise keep Shutdown waiting.
-func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, cat *skills.Catalog, bridge *userMCP, sandboxes *web.SandboxAPI, cfg serveConfig, log *slog.Logger, version string,
+func newHTTPServer(svc *core.Service, reg *registry.Registry, market *marketplace.Client, models *hub.Hub, cat *skills.Catalog, bridge *userMCP, sandboxes *web.SandboxAPI, cfg serveConfig, log *slog.Logger, version string,
 	met *metrics.Metrics, serverLog *logs.Log) *http.Server {
 	if version == "" {
 		version = "dev"
@@ -591,7 +601,7 @@ func newHTTPServer(svc *core.Service, reg *registry.Registry, models *hub.Hub, c
 		Handler: web.New(svc, web.Options{
 			Token: cfg.Token, AllowedOrigins: cfg.AllowedOrigins, Loopback: cfg.Loopback,
 			Version: version, DataRoot: cfg.DataRoot, DefaultModel: cfg.Model, Logger: log,
-			StartedAt: time.Now(), Plugins: reg, Providers: models, MaxStreams: cfg.MaxStreams, MaxAttachment: cfg.MaxAttachment,
+			StartedAt: time.Now(), Plugins: reg, Marketplace: market, Providers: models, MaxStreams: cfg.MaxStreams, MaxAttachment: cfg.MaxAttachment,
 			Metrics: met, Logs: serverLog, Skills: cat, MCPServers: bridge, Sandboxes: sandboxes,
 		}),
 		BaseContext:       func(net.Listener) context.Context { return base },

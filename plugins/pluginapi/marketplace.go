@@ -92,10 +92,10 @@ type MarketplaceVersion struct {
 	Published time.Time `json:"published"`
 	// Digest is the unpacked folder's digest; ArchiveSHA256 and Size
 	// the archive's.
-	Digest        string `json:"digest"`
-	ArchiveSHA256 string `json:"archive_sha256"`
-	Size          int64  `json:"size"`
-	Runtime       string `json:"runtime"`
+	Digest        string   `json:"digest"`
+	ArchiveSHA256 string   `json:"archive_sha256"`
+	Size          int64    `json:"size"`
+	Runtime       string   `json:"runtime"`
 	Provides      []string `json:"provides"`
 	// Permissions are the consent lines of what it asks for.
 	Permissions []string `json:"permissions"`
@@ -171,4 +171,35 @@ type Outdated struct {
 type Progress struct {
 	Done  int64 `json:"done"`
 	Total int64 `json:"total"`
+}
+
+// LockedInstallRequest is the body of POST /marketplace/install-locked.
+type LockedInstallRequest struct {
+	// Lock is the lock file of the installation to reproduce.
+	Lock Lock `json:"lock"`
+	// Consent is the user's answer to the dry run's permissions.
+	Consent bool `json:"consent,omitempty"`
+	// DryRun downloads and verifies every plugin and says what it would
+	// do, installing nothing.
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// What installing a locked plugin did (LockedResult.Status).
+const (
+	LockedInstalled    = "installed"     // installed at the locked version
+	LockedUnchanged    = "unchanged"     // that version and digest were installed already
+	LockedWouldInstall = "would_install" // a dry run: verified, not installed
+)
+
+// LockedResult is one plugin of a locked install.
+type LockedResult struct {
+	ID          string `json:"id"`
+	Version     string `json:"version"`
+	Marketplace string `json:"marketplace"`
+	Status      string `json:"status"`
+	// Installed is the version installed now, for a plugin the lock
+	// changes; Permissions are then what the locked version adds.
+	Installed    string   `json:"installed,omitempty"`
+	Permissions  []string `json:"permissions,omitempty"`
+	NeedsConsent bool     `json:"needs_consent,omitempty"`
 }

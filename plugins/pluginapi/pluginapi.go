@@ -56,10 +56,26 @@ type Info struct {
 	// SHA256 identifies the plugin's bytes: its entry file's sha256, or
 	// for a data-only bundle the digest of its whole folder.
 	SHA256 string `json:"sha256"`
+	// Digest is the digest of the plugin's whole installed folder
+	// (plugins/integrity.Tree), what a marketplace publishes and the lock
+	// file records; "" for built-ins. For a data-only bundle it equals
+	// SHA256.
+	Digest string `json:"digest,omitempty"`
 	// Dir is the folder the plugin is loaded from:
 	// <data root>/plugins/<id>/<version> ("" for built-ins).
 	Dir         string    `json:"dir,omitempty"`
 	InstalledAt time.Time `json:"installed_at,omitzero"`
+	// Source is the marketplace the installed version came from; nil for
+	// a plugin installed from a folder.
+	Source *Source `json:"source,omitempty"`
+	// Previous is the version kept on disk to roll back to, or "" when
+	// there is none (kiln plugin rollback).
+	Previous string `json:"previous,omitempty"`
+	// Pinned is the version the user holds the plugin at, or "" when it
+	// is not pinned: `kiln plugin upgrade` leaves a pinned plugin alone,
+	// and the registry refuses to install another version of it or roll
+	// it back until it is unpinned.
+	Pinned string `json:"pinned,omitempty"`
 	// Restarts and PID report a process plugin's health.
 	Restarts int `json:"restarts,omitempty"`
 	PID      int `json:"pid,omitempty"`
@@ -88,6 +104,46 @@ type Preview struct {
 	// NeedsConsent is false only for an upgrade that asks for nothing
 	// more than the consent already given.
 	NeedsConsent bool `json:"needs_consent"`
+	// Downgrade is true when Version is older (by semantic version) than
+	// the installed one: installing it needs InstallRequest.AllowDowngrade.
+	Downgrade bool `json:"downgrade,omitempty"`
+	// Pinned is the version the installed plugin is pinned at, or "":
+	// installing another version is refused until it is unpinned.
+	Pinned string `json:"pinned,omitempty"`
+	// Changes are the files that differ between the installed version's
+	// folder and this one; nil unless another version is installed.
+	Changes *Changes `json:"changes,omitempty"`
+}
+
+// Changes compares two versions of a plugin folder file by file (their
+// plugins/integrity listings): every path, slash-separated and sorted.
+type Changes struct {
+	Added   []string `json:"added"`
+	Removed []string `json:"removed"`
+	Changed []string `json:"changed"`
+	// Summary says it in one line: "3 files changed, 1 added",
+	// "no files changed", or why the installed folder could not be
+	// compared (the lists are then empty).
+	Summary string `json:"summary"`
+}
+
+// Source is where a plugin version came from when a marketplace
+// installed it: what the marketplace client verified before it handed
+// the unpacked folder to the registry.
+type Source struct {
+	// Marketplace is the name the marketplace was added under.
+	Marketplace string `json:"marketplace"`
+	// Version is the plugin version the marketplace published; it must
+	// be the manifest's.
+	Version string `json:"version"`
+	// ArchiveSHA256 is the sha256 of the archive downloaded, hex.
+	ArchiveSHA256 string `json:"archive_sha256"`
+	// Digest is the folder digest the marketplace published for the
+	// unpacked plugin (plugins/integrity.Tree), hex; the registry checks
+	// its copy against it.
+	Digest string `json:"digest"`
+	// IndexVersion is the version of the signed index it was found in.
+	IndexVersion uint64 `json:"index_version"`
 }
 
 // InstallRequest asks to install the plugin folder at Path (on the
@@ -104,6 +160,19 @@ type InstallRequest struct {
 	SHA256 string `json:"sha256,omitempty"`
 	// Disabled installs without enabling.
 	Disabled bool `json:"disabled,omitempty"`
+	// AllowDowngrade allows installing a version older than the installed
+	// one; without it that is refused.
+	AllowDowngrade bool `json:"allow_downgrade,omitempty"`
+	// Source, when a marketplace installs the folder, says where it came
+	// from; the registry records it and checks the folder against its
+	// digest and version.
+	Source *Source `json:"source,omitempty"`
+}
+
+// PinRequest is the body of POST /plugins/{id}/pin: the version to hold
+// the plugin at, which must be the installed one.
+type PinRequest struct {
+	Version string `json:"version"`
 }
 
 // Provider states.

@@ -8,13 +8,17 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/Masterminds/semver/v3"
+
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/integrity"
+	"github.com/kilnhq/kiln/plugins/pluginapi"
 )
 
 // Limits of a plugin folder being installed.
@@ -109,9 +113,20 @@ func validate(l plugins.Loader, dir string, m *plugins.Manifest, kinds []plugins
 
 // Preview checks the plugin folder at path (absolute, on the server's
 // machine) and says what installing it would ask for, without changing
-// anything. For an upgrade it names what the new version asks for beyond
-// the consent given to the installed one.
+// anything. For an upgrade (another version installed) it names what the
+// new version asks for beyond the consent given to the installed one, the
+// files that differ (Changes) and whether it is older (Downgrade).
 func (r *Registry) Preview(_ context.Context, path string) (Preview, error) {
+	p, err := r.preview(path)
+	if err != nil || p.Installed == "" {
+		return p, err
+	}
+	p.Changes = changes(filepath.Join(r.cfg.Root, p.ID, p.Installed), path)
+	return p, nil
+}
+
+// preview is Preview without Changes, which Install does not need.
+func (r *Registry) preview(path string) (Preview, error) {
 	in, err := r.inspect(path)
 	if err != nil {
 		return Preview{}, err
@@ -128,6 +143,8 @@ func (r *Registry) Preview(_ context.Context, path string) (Preview, error) {
 	if e, ok := r.entries[m.ID]; ok && e.builtin == nil {
 		rec := r.state.Plugins[m.ID]
 		p.Installed = rec.Version
+		p.Downgrade = older(m.Version, rec.Version)
+		p.Pinned = rec.Pinned
 		if rec.Consent != nil {
 			p.Added = rec.Consent.AddedLines(plugins.ConsentOf(m))
 			p.NeedsConsent = len(p.Added) > 0
@@ -137,29 +154,46 @@ func (r *Registry) Preview(_ context.Context, path string) (Preview, error) {
 	return p, nil
 }
 
+// older reports whether version a precedes version b by semantic version
+// precedence (build metadata ignored); false when either is not one.
+func older(a, b string) bool {
+	va, err := semver.StrictNewVersion(a)
+	if err != nil {
+		return false
+	}
+	vb, err := semver.StrictNewVersion(b)
+	if err != nil {
+		return false
+	}
+	return va.LessThan(vb)
+}
+
 // Install copies the plugin folder req.Path into Root/<id>/<version>,
 // checks the copy again, records the consent and, unless req.Disabled,
-// enables it. Installing another version of an installed plugin replaces
-// it; it needs consent only when it asks for more than was consented to.
+// enables it. Installing another version of an installed plugin upgrades
+// it: it needs consent only when it asks for more than was consented to,
+// and the version it replaces is kept as the previous one (Rollback); the
+// one kept before that is deleted. When the version replaced was running
+// and the new one fails to start, the registry switches back to it and
+// returns its Info and an EUNAVAIL error saying so.
+//
 // Refusals change nothing: EINVALID for a bad folder or manifest, a wrong
-// sha256 or missing consent; ECONFLICT for a built-in's ID, the same
-// version already installed, or a folder that changed since it was
-// previewed. When the plugin is installed but fails to start, Install
-// returns its Info (status failed) and an EUNAVAIL error.
+// sha256, missing consent or a bad req.Source; ECONFLICT for a built-in's
+// ID, the same version already installed, an older version without
+// req.AllowDowngrade, a pinned plugin, a folder that changed since it was
+// previewed, or one whose digest is not req.Source's. When a new plugin is
+// installed but fails to start, Install returns its Info (status failed)
+// and an EUNAVAIL error.
 func (r *Registry) Install(ctx context.Context, req InstallRequest) (Info, error) {
-	p, err := r.Preview(ctx, req.Path)
+	p, err := r.preview(req.Path)
 	if err != nil {
 		return Info{}, err
 	}
 	if req.SHA256 != "" && req.SHA256 != p.SHA256 {
 		return Info{}, core.Errorf(core.ECONFLICT, "plugin %s changed since it was previewed (sha256 %s, previewed %s); review it again", p.ID, p.SHA256, req.SHA256)
 	}
-	if p.NeedsConsent && !req.Consent {
-		asked := p.Permissions
-		if p.Installed != "" && len(p.Added) > 0 {
-			asked = p.Added
-		}
-		return Info{}, core.Errorf(core.EINVALID, "installing %s %s needs consent to its permissions (%s); show them to the user (preview) and send consent: true", p.ID, p.Version, strings.Join(asked, "; "))
+	if err := checkSource(req.Source, p); err != nil {
+		return Info{}, err
 	}
 	r.op.Lock()
 	defer r.op.Unlock()
@@ -172,54 +206,143 @@ func (r *Registry) Install(ctx context.Context, req InstallRequest) (Info, error
 		return Info{}, core.Errorf(core.ECONFLICT, "plugin %q is built in; choose another id", p.ID)
 	case exists && oldRec.Version == p.Version:
 		return Info{}, core.Errorf(core.ECONFLICT, "plugin %s %s is already installed; remove it first (kiln plugin rm %s) or install another version", p.ID, p.Version, p.ID)
+	case exists && oldRec.Pinned != "":
+		return Info{}, pinnedError(p.ID, oldRec.Pinned, "installing "+p.Version)
+	case exists && older(p.Version, oldRec.Version) && !req.AllowDowngrade:
+		return Info{}, core.Errorf(core.ECONFLICT, "plugin %s %s is older than the installed %s; use --allow-downgrade (API: allow_downgrade) to install it anyway", p.ID, p.Version, oldRec.Version)
 	}
-	m, dir, err := r.copyIn(req.Path, p)
+	if p.NeedsConsent && !req.Consent {
+		asked := p.Permissions
+		if p.Installed != "" && len(p.Added) > 0 {
+			asked = p.Added
+		}
+		return Info{}, core.Errorf(core.EINVALID, "installing %s %s needs consent to its permissions (%s); show them to the user (preview) and send consent: true", p.ID, p.Version, strings.Join(asked, "; "))
+	}
+	st, err := r.copyIn(req.Path, p)
 	if err != nil {
 		return Info{}, err
 	}
-	enable := !req.Disabled
-	if exists {
-		r.stop(old)
+	if req.Source != nil && req.Source.Digest != st.digest {
+		st.abort()
+		return Info{}, core.Errorf(core.ECONFLICT, "plugin %s %s: its folder's digest is %s, but marketplace %s published %s; refused", p.ID, p.Version, st.digest, req.Source.Marketplace, req.Source.Digest)
 	}
+	m := st.m
 	consent := plugins.ConsentOf(m)
-	e := &entry{id: m.ID, m: m, dir: dir}
-	rec := record{Version: m.Version, Enabled: enable, SHA256: p.SHA256, Consent: &consent, InstalledAt: time.Now().UTC()}
+	rec := record{
+		installation: installation{Version: m.Version, SHA256: p.SHA256, Digest: st.digest, Consent: &consent, Source: cloneSource(req.Source), InstalledAt: time.Now().UTC()},
+		Enabled:      !req.Disabled,
+	}
 	if !m.DataOnly() {
-		if rec.ManifestSHA256, err = integrity.FileSum(dir, plugins.ManifestFile); err != nil {
+		if rec.ManifestSHA256, err = integrity.FileSum(st.dir, plugins.ManifestFile); err != nil {
+			st.abort()
 			return Info{}, fmt.Errorf("install %s: %w", m.ID, err)
 		}
 	}
-	r.mu.Lock()
-	r.entries[m.ID] = e
-	r.state.Plugins[m.ID] = rec
-	err = r.saveState()
-	r.mu.Unlock()
-	if err != nil {
-		return Info{}, err
+	var drop *installation // the previous version, no longer kept
+	if exists {
+		cur := oldRec.installation
+		rec.Previous = &cur
+		if prev := oldRec.Previous; prev != nil && prev.Version != m.Version {
+			drop = prev
+		}
 	}
-	if exists && old.dir != dir {
-		os.RemoveAll(old.dir)
-		os.Remove(r.listingPath(old.id, oldRec.Version))
+	in, switched, err := r.swap(ctx, old, oldRec, &entry{id: m.ID, m: m, dir: st.dir}, rec)
+	if !switched {
+		st.abort()
+		return in, err
+	}
+	st.commit()
+	if drop != nil {
+		os.RemoveAll(filepath.Join(r.cfg.Root, m.ID, drop.Version))
+		os.Remove(r.listingPath(m.ID, drop.Version))
 	}
 	r.log.Info("plugin installed", "plugin", m.ID, "version", m.Version, "runtime", m.EffectiveRuntime(), "permissions", consent.Lines())
-	if !enable {
-		return r.Get(ctx, m.ID)
+	return in, err
+}
+
+// checkSource checks what a marketplace says about the folder previewed
+// as p: the version it published is the manifest's, and its sums are
+// sums. The folder's digest is checked against it on the copy.
+func checkSource(s *pluginapi.Source, p Preview) error {
+	if s == nil {
+		return nil
 	}
-	return r.startReported(ctx, e)
+	bad := func(format string, args ...any) error {
+		return core.Errorf(core.EINVALID, "plugin %s: source: %s", p.ID, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case s.Marketplace == "":
+		return bad("the marketplace's name is missing")
+	case s.Version != p.Version:
+		return bad("the marketplace published version %q, the folder holds %s", s.Version, p.Version)
+	case !reSHA256.MatchString(s.ArchiveSHA256):
+		return bad("archive_sha256 must be 64 lowercase hex digits")
+	case !reSHA256.MatchString(s.Digest):
+		return bad("digest must be 64 lowercase hex digits")
+	}
+	return nil
+}
+
+var reSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+func cloneSource(s *pluginapi.Source) *pluginapi.Source {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	return &c
+}
+
+// staged is a plugin folder copied in for install, at dir, not yet
+// recorded: commit keeps it, abort removes it and puts back what stood
+// there before.
+type staged struct {
+	m      *plugins.Manifest
+	dir    string
+	digest string // integrity.Tree of the copy
+	// aside is where a folder that stood at dir was moved ("" if none);
+	// listing the listing that stood beside it (nil if none).
+	aside   string
+	listing []byte
+	parent  string
+}
+
+// commit deletes what the staged folder replaced.
+func (s *staged) commit() {
+	if s.aside != "" {
+		os.RemoveAll(s.aside)
+	}
+}
+
+// abort removes the staged folder and its listing and puts back what
+// stood there.
+func (s *staged) abort() {
+	os.RemoveAll(s.dir)
+	sums := s.dir + ".sums"
+	os.Remove(sums)
+	if s.aside != "" {
+		os.Rename(s.aside, s.dir)
+	}
+	if s.listing != nil {
+		os.WriteFile(sums, s.listing, 0o600)
+	}
+	os.Remove(s.parent) // when nothing else is installed there
 }
 
 // copyIn copies the plugin folder src into Root/<id>/<version> through a
 // temporary folder, and verifies the copy against the preview p: the
 // install is of the bytes the user saw, even if src changes meanwhile. A
-// data-only bundle's listing is written beside the copy.
-func (r *Registry) copyIn(src string, p Preview) (*plugins.Manifest, string, error) {
+// data-only bundle's listing is written beside the copy. A folder already
+// at Root/<id>/<version> (a previous version reinstalled) is moved aside
+// until the staged copy is committed or aborted.
+func (r *Registry) copyIn(src string, p Preview) (*staged, error) {
 	parent := filepath.Join(r.cfg.Root, p.ID)
 	if err := os.MkdirAll(parent, 0o700); err != nil {
-		return nil, "", fmt.Errorf("install %s: %w", p.ID, err)
+		return nil, fmt.Errorf("install %s: %w", p.ID, err)
 	}
 	tmp, err := os.MkdirTemp(parent, tempPrefix)
 	if err != nil {
-		return nil, "", fmt.Errorf("install %s: %w", p.ID, err)
+		return nil, fmt.Errorf("install %s: %w", p.ID, err)
 	}
 	ok := false
 	defer func() {
@@ -229,33 +352,50 @@ func (r *Registry) copyIn(src string, p Preview) (*plugins.Manifest, string, err
 		}
 	}()
 	if err := copyTree(src, tmp); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	changed := core.Errorf(core.ECONFLICT, "plugin %s changed while it was being installed; try again", p.ID)
 	got, err := plugins.LoadManifest(tmp)
 	if err != nil || got.ID != p.ID || got.Version != p.Version || !slices.Equal(got.ConsentSummary(), p.Permissions) {
-		return nil, "", changed
+		return nil, changed
 	}
-	if got.DataOnly() {
-		t, err := integrity.Tree(tmp)
-		if err != nil || t.Digest != p.SHA256 {
-			return nil, "", changed
+	// One pass over the copy gives its digest and, from the listing, the
+	// entry's sha256.
+	t, err := integrity.Tree(tmp)
+	if err != nil {
+		return nil, core.Errorf(core.EINVALID, "plugin %s: %v", p.ID, err)
+	}
+	if got.DataOnly() && t.Digest != p.SHA256 || !got.DataOnly() && (got.SHA256 != p.SHA256 || listed(t.Listing, got.Entry) != p.SHA256) {
+		return nil, changed
+	}
+	st := &staged{m: got, dir: filepath.Join(parent, p.Version), digest: t.Digest, parent: parent}
+	if _, err := os.Lstat(st.dir); err == nil {
+		aside, err := os.MkdirTemp(parent, tempPrefix)
+		if err == nil {
+			err = os.Remove(aside)
 		}
-		if err := os.WriteFile(r.listingPath(p.ID, p.Version), t.Listing, 0o600); err != nil {
-			return nil, "", fmt.Errorf("install %s: %w", p.ID, err)
+		if err == nil {
+			err = os.Rename(st.dir, aside)
 		}
-	} else if sum, err := integrity.Sum(tmp, got); err != nil || sum != p.SHA256 {
-		return nil, "", changed
+		if err != nil {
+			return nil, fmt.Errorf("install %s: %w", p.ID, err)
+		}
+		st.aside = aside
 	}
-	dst := filepath.Join(parent, p.Version)
-	if err := os.RemoveAll(dst); err != nil {
-		return nil, "", fmt.Errorf("install %s: %w", p.ID, err)
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		return nil, "", fmt.Errorf("install %s: %w", p.ID, err)
+	sums := r.listingPath(p.ID, p.Version)
+	st.listing, _ = os.ReadFile(sums)
+	if err := os.Rename(tmp, st.dir); err != nil {
+		st.abort()
+		return nil, fmt.Errorf("install %s: %w", p.ID, err)
 	}
 	ok = true
-	return got, dst, nil
+	if got.DataOnly() {
+		if err := os.WriteFile(sums, t.Listing, 0o600); err != nil {
+			st.abort()
+			return nil, fmt.Errorf("install %s: %w", p.ID, err)
+		}
+	}
+	return st, nil
 }
 
 // copyTree copies the regular files and folders under src into dst. A

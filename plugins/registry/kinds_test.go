@@ -342,14 +342,14 @@ func TestMigrateV1(t *testing.T) {
 		Plugins map[string]json.RawMessage `json:"plugins"`
 	}
 	data, _ = os.ReadFile(path)
-	if err := json.Unmarshal(data, &now); err != nil || now.Version != 2 || !strings.Contains(string(now.Plugins["alpha"]), `"consent"`) ||
+	if err := json.Unmarshal(data, &now); err != nil || now.Version != 3 || !strings.Contains(string(now.Plugins["alpha"]), `"consent"`) ||
 		!strings.Contains(string(now.Plugins["alpha"]), `"api.example.com"`) {
 		t.Errorf("registry.json after migration: %s", data)
 	}
 	if old, err := os.ReadFile(path + ".v1"); err != nil || !strings.Contains(string(old), "old.example.com") {
 		t.Errorf("the version-1 file was not kept: %v", err)
 	}
-	// Reopening reads version 2 as it is.
+	// Reopening reads version 3 as it is.
 	r = e.reopen(t, r)
 	if in, _ := r.Get(ctx, "alpha"); in.Status != registry.StatusEnabled {
 		t.Errorf("alpha after a second open: %+v", in)
@@ -361,9 +361,9 @@ func TestMigrateV1(t *testing.T) {
 func TestNewerRecord(t *testing.T) {
 	e := newEnv(t)
 	os.MkdirAll(filepath.Join(e.data, "plugins"), 0o700)
-	os.WriteFile(filepath.Join(e.data, "plugins", "registry.json"), []byte(`{"version":3,"plugins":{}}`), 0o600)
+	os.WriteFile(filepath.Join(e.data, "plugins", "registry.json"), []byte(`{"version":4,"plugins":{}}`), 0o600)
 	_, err := registry.Open(context.Background(), e.config())
-	if err == nil || !strings.Contains(err.Error(), "version 3, written by a newer Kiln") {
+	if err == nil || !strings.Contains(err.Error(), "version 4, written by a newer Kiln") {
 		t.Errorf("open a newer record: %v", err)
 	}
 }

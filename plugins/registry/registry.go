@@ -1,5 +1,6 @@
-// Package registry installs, enables, disables and removes plugins, and
-// keeps what they provide attached to the server while they are enabled.
+// Package registry installs, enables, disables, upgrades, rolls back and
+// removes plugins, and keeps what they provide attached to the server
+// while they are enabled.
 //
 // It knows neither the kinds nor the runtimes: a plugin's runtime
 // (plugins.LookupRuntime) loads it, and for each kind it provides the
@@ -10,23 +11,35 @@
 //
 // Installed plugins live in Config.Root (<data root>/plugins) as
 // <id>/<version>/, a copy of the folder the user installed from, and
-// Root/registry.json (version 2) records for each the version, whether it
+// Root/registry.json (version 3) records for each the version, whether it
 // is enabled, what identifies its bytes (plugins/integrity: the entry's
 // sha256, or a data-only bundle's folder digest, whose listing is kept
-// beside it in <id>/<version>.sums) and the consent the user gave, as the
-// permission set itself (plugins.Consent). Open migrates a version-1
-// record, which kept the consent as the prompt's lines, and keeps the old
-// file as registry.json.v1; a plugin whose installed manifest no longer
-// words those lines is left without consent and failed. At Open and on
-// every enable a plugin whose bytes no longer match, or whose manifest
-// asks for more than was consented to (plugins.Consent.Added), is refused
-// and shown as failed with the reason; asking for less is not refused.
+// beside it in <id>/<version>.sums), the digest of its whole folder, the
+// consent the user gave, as the permission set itself (plugins.Consent),
+// the marketplace it came from (pluginapi.Source), whether it is pinned,
+// and the same record of the previous version, kept on disk to roll back
+// to. Open migrates older records and keeps the old file beside
+// (registry.json.v1, registry.json.v2): a version-1 record kept the
+// consent as the prompt's lines, and a plugin whose installed manifest no
+// longer words those lines is left without consent and failed; a
+// version-2 record had no folder digests, which are computed from the
+// installed folders. At Open and on every enable a plugin whose bytes no
+// longer match, or whose manifest asks for more than was consented to
+// (plugins.Consent.Added), is refused and shown as failed with the
+// reason; asking for less is not refused.
 //
 // Install previews the folder (Preview), copies it, checks the copy again
 // and records it. Installing another version of an installed plugin is an
 // upgrade: Preview.Added names what it asks for beyond the consent given,
-// and it needs consent only when that is not empty (Preview.NeedsConsent).
-// Remove deletes the plugin with its data folder and key/value namespace.
+// and it needs consent only when that is not empty (Preview.NeedsConsent);
+// Preview.Changes names the files that differ. An older version is
+// refused unless InstallRequest.AllowDowngrade. The version replaced is
+// kept as the previous one (only one is kept), and Rollback switches back
+// to it, and forward again. Remove deletes the plugin, every version kept,
+// its data folder and key/value namespace.
+//
+// After every change of its record the registry rewrites the lock file
+// (Config.LockFile; format: pluginapi.Lock).
 //
 // A plugin that fails to load is reported (Info.Status "failed" with the
 // reason) and never stops the others or the server. A plugin is enabled
@@ -51,6 +64,7 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/integrity"
+	"github.com/kilnhq/kiln/plugins/pluginapi"
 	"github.com/kilnhq/kiln/plugins/toolset"
 )
 
@@ -59,14 +73,18 @@ const stateFile = "registry.json"
 
 // stateVersion is the version of registry.json this registry writes.
 // Version 1 (no "version" field) stored the consent as the words of the
-// prompt; Open migrates it.
-const stateVersion = 2
+// prompt; version 2 had no folder digests, sources, pins or previous
+// versions. Open migrates both.
+const stateVersion = 3
 
 // Config configures a Registry.
 type Config struct {
 	// Root holds the installed plugins and the registry's record:
 	// <data root>/plugins.
 	Root string
+	// LockFile is where the lock file is written after every change
+	// (<data root>/plugins.lock; format: pluginapi.Lock); "" writes none.
+	LockFile string
 	// DataRoot holds each plugin's own data folder, DataRoot/<id> (the
 	// "data:/" of its filesystem permissions): <data root>/plugin-data.
 	DataRoot string
@@ -134,19 +152,37 @@ type running struct {
 }
 
 // record is what registry.json keeps about an installed plugin, or about
-// a built-in the user enabled or disabled.
+// a built-in the user enabled or disabled (only Enabled).
 type record struct {
+	// installation is the version installed now; its fields are the
+	// record's own in the JSON, as they were in version 2.
+	installation
+	Enabled bool `json:"enabled"`
+	// Pinned is the version the user pinned the plugin at, "" when not
+	// pinned; it is always the installed version.
+	Pinned string `json:"pinned,omitempty"`
+	// Previous is the version installed before, whose folder is kept to
+	// roll back to; nil when there is none.
+	Previous *installation `json:"previous,omitempty"`
+}
+
+// installation is what identifies one installed version of a plugin,
+// whose folder is Root/<id>/<Version>.
+type installation struct {
 	Version string `json:"version,omitempty"`
-	Enabled bool   `json:"enabled"`
 	// SHA256 identifies the plugin's bytes (integrity.Sum).
 	SHA256 string `json:"sha256,omitempty"`
 	// ManifestSHA256 is the installed manifest's sha256, for a plugin that
 	// runs code (a bundle's digest covers its manifest): a manifest edited
 	// after install (its interruptOn lowered, say) is refused.
 	ManifestSHA256 string `json:"manifest_sha256,omitempty"`
+	// Digest is the digest of the whole installed folder (integrity.Tree):
+	// what the lock file records and a rollback checks.
+	Digest string `json:"digest,omitempty"`
 	// Consent is what the user agreed the plugin may do.
-	Consent     *plugins.Consent `json:"consent,omitempty"`
-	InstalledAt time.Time        `json:"installed_at,omitzero"`
+	Consent     *plugins.Consent  `json:"consent,omitempty"`
+	Source      *pluginapi.Source `json:"source,omitempty"`
+	InstalledAt time.Time         `json:"installed_at,omitzero"`
 }
 
 type state struct {
@@ -155,9 +191,10 @@ type state struct {
 }
 
 // Open reads the registry in cfg.Root (creating it when missing, migrating
-// an older record) and loads the enabled plugins, concurrently; those that
+// an older record), writes the lock file when it does not say what the
+// record does, and loads the enabled plugins, concurrently; those that
 // fail are reported by List, not returned as errors. Open fails only when
-// the record itself cannot be read.
+// the record cannot be read or the lock file cannot be written.
 func Open(ctx context.Context, cfg Config) (*Registry, error) {
 	if cfg.Root == "" || cfg.DataRoot == "" {
 		return nil, errors.New("registry: Root and DataRoot are required")
@@ -170,6 +207,12 @@ func Open(ctx context.Context, cfg Config) (*Registry, error) {
 	if err := r.readState(); err != nil {
 		return nil, err
 	}
+	r.mu.Lock()
+	err := r.writeLock()
+	r.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	r.cleanTemp()
 	for i := range cfg.Builtins {
 		b := &cfg.Builtins[i]
@@ -180,7 +223,7 @@ func Open(ctx context.Context, cfg Config) (*Registry, error) {
 			continue // a built-in's enabled flag
 		}
 		e := &entry{id: id, dir: filepath.Join(cfg.Root, id, rec.Version)}
-		e.m, e.err = r.checkInstalled(id, e.dir, rec)
+		e.m, e.err = r.checkInstalled(id, e.dir, rec.installation)
 		if e.err != "" {
 			r.log.Warn("plugin failed", "plugin", id, "reason", e.err)
 		}
@@ -210,7 +253,7 @@ func Open(ctx context.Context, cfg Config) (*Registry, error) {
 }
 
 // readState loads registry.json; a missing file is an empty registry. A
-// version-1 file is migrated (and kept as registry.json.v1).
+// file of an older version is migrated, and kept as registry.json.v<N>.
 func (r *Registry) readState() error {
 	path := filepath.Join(r.cfg.Root, stateFile)
 	data, err := os.ReadFile(path)
@@ -230,28 +273,59 @@ func (r *Registry) readState() error {
 	if err := json.Unmarshal(data, &head); err != nil {
 		return broken(err)
 	}
-	switch head.Version {
+	from := head.Version
+	switch from {
 	case 0:
+		from = 1
 		if err := r.migrateV1(data); err != nil {
 			return broken(err)
 		}
-		if err := os.WriteFile(path+".v1", data, 0o600); err != nil {
-			return fmt.Errorf("keep the old %s: %w", path, err)
-		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.saveState()
-	case stateVersion:
+	case 2, stateVersion:
+		// Version 2 is version 3 without digests, sources, pins and
+		// previous versions.
 		if err := json.Unmarshal(data, &r.state); err != nil {
 			return broken(err)
 		}
 	default:
-		return fmt.Errorf("read %s: it is version %d, written by a newer Kiln; this one reads versions 1 and %d", path, head.Version, stateVersion)
+		return fmt.Errorf("read %s: it is version %d, written by a newer Kiln; this one reads versions 1 to %d", path, head.Version, stateVersion)
 	}
 	if r.state.Plugins == nil {
 		r.state.Plugins = map[string]record{}
 	}
-	return nil
+	if from == stateVersion {
+		return nil
+	}
+	r.addDigests()
+	r.state.Version = stateVersion
+	old := fmt.Sprintf("%s.v%d", path, from)
+	if err := os.WriteFile(old, data, 0o600); err != nil {
+		return fmt.Errorf("keep the old %s as %s: %w", path, old, err)
+	}
+	r.log.Info("plugin registry migrated", "from", from, "to", stateVersion, "plugins", len(r.state.Plugins))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.saveState()
+}
+
+// addDigests records the folder digest of each installed plugin that has
+// none (a record older than version 3): a bundle's is its sha256, which
+// was checked at install; a plugin that runs code has its folder hashed
+// as it is now. A folder that cannot be hashed is left without one (the
+// lock file then shows none, and it cannot be rolled back to).
+func (r *Registry) addDigests() {
+	for id, rec := range r.state.Plugins {
+		if rec.Version == "" || rec.Digest != "" {
+			continue
+		}
+		if rec.Consent != nil && rec.Consent.Runtime == plugins.RuntimeData {
+			rec.Digest = rec.SHA256
+		} else if t, err := integrity.Tree(filepath.Join(r.cfg.Root, id, rec.Version)); err == nil {
+			rec.Digest = t.Digest
+		} else {
+			r.log.Warn("plugin folder digest not recorded", "plugin", id, "err", err)
+		}
+		r.state.Plugins[id] = rec
+	}
 }
 
 // migrateV1 reads a version-1 record, which kept the consent as the lines
@@ -273,7 +347,7 @@ func (r *Registry) migrateV1(data []byte) error {
 	}
 	r.state = state{Version: stateVersion, Plugins: map[string]record{}}
 	for id, old := range v1.Plugins {
-		rec := record{Version: old.Version, Enabled: old.Enabled, SHA256: old.SHA256, InstalledAt: old.InstalledAt}
+		rec := record{installation: installation{Version: old.Version, SHA256: old.SHA256, InstalledAt: old.InstalledAt}, Enabled: old.Enabled}
 		if old.Version != "" {
 			dir := filepath.Join(r.cfg.Root, id, old.Version)
 			rec.ManifestSHA256, _ = integrity.FileSum(dir, plugins.ManifestFile)
@@ -287,42 +361,77 @@ func (r *Registry) migrateV1(data []byte) error {
 		}
 		r.state.Plugins[id] = rec
 	}
-	r.log.Info("plugin registry migrated", "from", 1, "to", stateVersion, "plugins", len(r.state.Plugins))
 	return nil
 }
 
-// saveState writes registry.json atomically; r.mu is held.
+// saveState writes the lock file, then registry.json, each atomically;
+// r.mu is held. The record is what counts: a lock file written for a
+// record that then failed to save is written again by setRecord, or else
+// at the next Open.
 func (r *Registry) saveState() error {
-	return writeAtomic(r.cfg.Root, stateFile, r.state)
+	if err := r.writeLock(); err != nil {
+		return err
+	}
+	data, err := marshal(r.state)
+	if err == nil {
+		err = writeAtomic(filepath.Join(r.cfg.Root, stateFile), data)
+	}
+	if err != nil {
+		return fmt.Errorf("save plugin registry: %w", err)
+	}
+	return nil
 }
 
-// writeAtomic writes v as indented JSON to dir/name through a temporary
-// file, fsynced, then renamed.
-func writeAtomic(dir, name string, v any) error {
+// setRecord makes rec plugin id's record (nil deletes it) and saves the
+// record. When that fails the record is put back as it was, in memory
+// and in the lock file, and the error returned: nothing changed. r.mu is
+// held.
+func (r *Registry) setRecord(id string, rec *record) error {
+	was, had := r.state.Plugins[id]
+	if rec != nil {
+		r.state.Plugins[id] = *rec
+	} else {
+		delete(r.state.Plugins, id)
+	}
+	err := r.saveState()
+	if err == nil {
+		return nil
+	}
+	if had {
+		r.state.Plugins[id] = was
+	} else {
+		delete(r.state.Plugins, id)
+	}
+	return errors.Join(err, r.writeLock())
+}
+
+// marshal is v as the registry writes its files: JSON with two-space
+// indentation and a final newline.
+func marshal(v any) ([]byte, error) {
 	data, err := json.MarshalIndent(v, "", "  ")
+	return append(data, '\n'), err
+}
+
+// writeAtomic writes data to path through a temporary file in the same
+// folder, fsynced, then renamed.
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".registry-*.json")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".registry-*.json")
-	if err != nil {
-		return fmt.Errorf("save plugin registry: %w", err)
-	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
+	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
-		return fmt.Errorf("save plugin registry: %w", err)
+		return err
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
-		return fmt.Errorf("save plugin registry: %w", err)
+		return err
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("save plugin registry: %w", err)
+		return err
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("save plugin registry: %w", err)
-	}
-	return nil
+	return os.Rename(tmp.Name(), path)
 }
 
 // cleanTemp removes what an interrupted install left behind.
@@ -350,7 +459,7 @@ func (r *Registry) listingPath(id, version string) string {
 // checkInstalled reads an installed plugin's manifest and checks it
 // against the record: the same identity and bytes, and nothing asked for
 // beyond the consent. It returns the manifest, or why the plugin is failed.
-func (r *Registry) checkInstalled(id, dir string, rec record) (*plugins.Manifest, string) {
+func (r *Registry) checkInstalled(id, dir string, rec installation) (*plugins.Manifest, string) {
 	m, err := plugins.LoadManifest(dir)
 	if err != nil {
 		return nil, err.Error()
@@ -572,6 +681,14 @@ func (r *Registry) info(e *entry) Info {
 	in := Info{
 		ID: e.id, Version: rec.Version, Builtin: e.builtin != nil, Enabled: r.enabled(e),
 		Tools: []string{}, Dir: e.dir, InstalledAt: rec.InstalledAt, SHA256: rec.SHA256,
+		Digest: rec.Digest, Pinned: rec.Pinned,
+	}
+	if rec.Source != nil {
+		src := *rec.Source
+		in.Source = &src
+	}
+	if rec.Previous != nil {
+		in.Previous = rec.Previous.Version
 	}
 	if rec.Consent != nil {
 		in.Permissions = rec.Consent.Lines()
@@ -632,7 +749,7 @@ func (r *Registry) Enable(ctx context.Context, id string) (Info, error) {
 	}
 	r.stop(e)
 	if e.builtin == nil {
-		m, reason := r.checkInstalled(id, e.dir, rec)
+		m, reason := r.checkInstalled(id, e.dir, rec.installation)
 		r.mu.Lock()
 		e.m, e.err = m, reason
 		r.mu.Unlock()
@@ -650,8 +767,7 @@ func (r *Registry) setEnabled(id string, on bool) (*entry, record, error) {
 	}
 	rec := r.state.Plugins[id]
 	rec.Enabled = on
-	r.state.Plugins[id] = rec
-	return e, rec, r.saveState()
+	return e, rec, r.setRecord(id, &rec)
 }
 
 // startReported starts e unless it is already failed, and returns its Info
@@ -704,9 +820,10 @@ func (r *Registry) Remove(ctx context.Context, id string) error {
 	}
 	r.stop(e)
 	r.mu.Lock()
-	delete(r.entries, id)
-	delete(r.state.Plugins, id)
-	err := r.saveState()
+	err := r.setRecord(id, nil)
+	if err == nil {
+		delete(r.entries, id)
+	}
 	r.mu.Unlock()
 	if err != nil {
 		return err

@@ -403,15 +403,47 @@ func TestUpgrade(t *testing.T) {
 	data, _ := os.ReadFile(mf)
 	os.WriteFile(mf, []byte(strings.Replace(string(data), `"version":"1.0.0"`, `"version":"1.1.0"`, 1)), 0o644)
 	in := install(t, r, v2)
-	if in.Version != "1.1.0" || in.Status != registry.StatusEnabled || !strings.Contains(strings.Join(in.Permissions, "\n"), "1 second") {
+	if in.Version != "1.1.0" || in.Status != registry.StatusEnabled || !strings.Contains(strings.Join(in.Permissions, "\n"), "1 second") || in.Previous != "1.0.0" {
 		t.Errorf("upgraded: %+v", in)
 	}
-	if _, err := os.Stat(old.Dir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("old version's folder after upgrade: %v", err)
+	if _, err := os.Stat(old.Dir); err != nil {
+		t.Errorf("the old version's folder is not kept after the upgrade: %v", err)
 	}
 	if out, err := e.host.call(t, "calc", "add", `{"a":1,"b":2}`); err != nil || out != "3" {
 		t.Errorf("calc.add after upgrade = %q, %v", out, err)
 	}
+	// Only one previous version is kept: the next upgrade deletes 1.0.0.
+	v3, _ := plugintest.CalcPlugin(t, "calc", plugins.RuntimeWASM, `{"timeout_ms":2000}`)
+	setVersion(t, v3, "1.2.0")
+	if in = install(t, r, v3); in.Version != "1.2.0" || in.Previous != "1.1.0" {
+		t.Errorf("upgraded again: %+v", in)
+	}
+	if _, err := os.Stat(old.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the version before the previous one after the second upgrade: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(e.data, "plugins", "calc", "1.1.0")); err != nil {
+		t.Errorf("the previous version's folder: %v", err)
+	}
+}
+
+// setVersion sets the version in the manifest of the plugin folder dir.
+func setVersion(t testing.TB, dir, v string) string {
+	t.Helper()
+	mf := filepath.Join(dir, plugins.ManifestFile)
+	var raw map[string]any
+	data, err := os.ReadFile(mf)
+	if err == nil {
+		err = json.Unmarshal(data, &raw)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw["version"] = v
+	data, _ = json.Marshal(raw)
+	if err := os.WriteFile(mf, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 func builtinManifest(t testing.TB, id string) *plugins.Manifest {

@@ -116,7 +116,7 @@ const DefaultMemoryMiB = 1024
 // manifest is the plugin's kiln-plugin.json, with the sha256 of its entry
 // left empty.
 //
-//go:embed kiln-plugin.json
+//go:embed kiln-plugin.process.json
 var manifest []byte
 
 // Manifest returns the kiln-plugin.json of the plugin that serves this

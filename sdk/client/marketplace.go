@@ -213,3 +213,25 @@ func (c *Client) InstallMarketplacePlugin(ctx context.Context, req MarketplaceIn
 	}
 	return &out, nil
 }
+
+// LockedResult is what a locked install did, or would do, for a plugin.
+type LockedResult = pluginapi.LockedResult
+
+// InstallLocked reproduces the installation a lock file records (the
+// bytes of a plugins.lock). With dryRun the server downloads and
+// verifies every plugin and says what it would install and what each
+// asks for; then call again with consent.
+func (c *Client) InstallLocked(ctx context.Context, lock []byte, consent, dryRun bool) ([]LockedResult, error) {
+	in := struct {
+		Lock    json.RawMessage `json:"lock"`
+		Consent bool            `json:"consent,omitempty"`
+		DryRun  bool            `json:"dry_run,omitempty"`
+	}{json.RawMessage(lock), consent, dryRun}
+	var out struct {
+		Plugins []LockedResult `json:"plugins"`
+	}
+	if err := c.do(ctx, http.MethodPost, apiPrefix+"/marketplace/install-locked", nil, in, &out); err != nil {
+		return nil, err
+	}
+	return out.Plugins, nil
+}

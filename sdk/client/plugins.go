@@ -30,6 +30,10 @@ type (
 	// InstallPluginRequest asks to install the plugin folder at Path, an
 	// absolute path on the server's machine.
 	InstallPluginRequest = pluginapi.InstallRequest
+	// PluginChanges are the files an upgrade changes (PluginPreview.Changes).
+	PluginChanges = pluginapi.Changes
+	// PluginSource is the marketplace a plugin version came from.
+	PluginSource = pluginapi.Source
 )
 
 // Plugins returns every plugin, built-ins included, sorted by id. A server
@@ -84,6 +88,36 @@ func (c *Client) EnablePlugin(ctx context.Context, id string) (*PluginInfo, erro
 // DisablePlugin unloads a plugin; it stays installed.
 func (c *Client) DisablePlugin(ctx context.Context, id string) (*PluginInfo, error) {
 	return c.plugin(ctx, http.MethodPost, id, "/disable")
+}
+
+// RollbackPlugin switches a plugin to the version installed before the
+// current one, kept on disk by the last upgrade; calling it again rolls
+// forward. With no previous version, a pinned plugin or a previous
+// version whose folder changed since install the error is a conflict
+// (IsConflict) saying which; when the previous version does not start the
+// error is unavailable (IsUnavailable) and the current version runs again.
+func (c *Client) RollbackPlugin(ctx context.Context, id string) (*PluginInfo, error) {
+	return c.plugin(ctx, http.MethodPost, id, "/rollback")
+}
+
+// PinPlugin holds a plugin at version, which must be the installed one
+// (a conflict error otherwise): upgrades leave it alone, and installing
+// another version of it or rolling it back is refused until UnpinPlugin.
+func (c *Client) PinPlugin(ctx context.Context, id, version string) (*PluginInfo, error) {
+	p, err := pathID("plugin", id)
+	if err != nil {
+		return nil, err
+	}
+	var out PluginInfo
+	if err := c.do(ctx, http.MethodPost, apiPrefix+"/plugins/"+p+"/pin", nil, pluginapi.PinRequest{Version: version}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// UnpinPlugin unpins a plugin; one that is not pinned stays so.
+func (c *Client) UnpinPlugin(ctx context.Context, id string) (*PluginInfo, error) {
+	return c.plugin(ctx, http.MethodDelete, id, "/pin")
 }
 
 // RemovePlugin disables and deletes a plugin. Built-in plugins cannot be

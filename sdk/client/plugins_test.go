@@ -79,6 +79,50 @@ func TestPluginRoutes(t *testing.T) {
 			method: "POST", path: "/api/v1/plugins/weather/disable",
 		},
 		{
+			name: "InstallPluginFromMarketplace", respond: info,
+			call: func(c *Client) (any, error) {
+				return c.InstallPlugin(ctx, InstallPluginRequest{Path: "/srv/weather", Consent: true, AllowDowngrade: true,
+					Source: &PluginSource{Marketplace: "example", Version: "1.0.0", ArchiveSHA256: "aa", Digest: "bb", IndexVersion: 4}})
+			},
+			method: "POST", path: "/api/v1/plugins",
+			body: `{"path":"/srv/weather","consent":true,"allow_downgrade":true,"source":{"marketplace":"example","version":"1.0.0","archive_sha256":"aa","digest":"bb","index_version":4}}`,
+		},
+		{
+			name: "RollbackPlugin", respond: `{"id":"weather","version":"0.9.0","previous":"1.0.0","status":"enabled"}`,
+			call:   func(c *Client) (any, error) { return c.RollbackPlugin(ctx, "weather") },
+			method: "POST", path: "/api/v1/plugins/weather/rollback",
+			check: func(t *testing.T, got any) {
+				if p := got.(*PluginInfo); p.Version != "0.9.0" || p.Previous != "1.0.0" {
+					t.Errorf("rolled back = %+v", p)
+				}
+			},
+		},
+		{
+			name: "PinPlugin", respond: `{"id":"weather","version":"1.0.0","pinned":"1.0.0"}`,
+			call:   func(c *Client) (any, error) { return c.PinPlugin(ctx, "weather", "1.0.0") },
+			method: "POST", path: "/api/v1/plugins/weather/pin", body: `{"version":"1.0.0"}`,
+			check: func(t *testing.T, got any) {
+				if p := got.(*PluginInfo); p.Pinned != "1.0.0" {
+					t.Errorf("pinned = %+v", p)
+				}
+			},
+		},
+		{
+			name: "UnpinPlugin", respond: info,
+			call:   func(c *Client) (any, error) { return c.UnpinPlugin(ctx, "weather") },
+			method: "DELETE", path: "/api/v1/plugins/weather/pin",
+		},
+		{
+			name: "PreviewPluginUpgrade", respond: `{"id":"weather","version":"0.9.0","installed":"1.0.0","downgrade":true,"changes":{"added":[],"removed":["a"],"changed":["kiln-plugin.json"],"summary":"1 file changed, 1 removed"}}`,
+			call:   func(c *Client) (any, error) { return c.PreviewPlugin(ctx, "/srv/weather") },
+			method: "POST", path: "/api/v1/plugins/preview", body: `{"path":"/srv/weather"}`,
+			check: func(t *testing.T, got any) {
+				if p := got.(*PluginPreview); !p.Downgrade || p.Changes == nil || p.Changes.Summary != "1 file changed, 1 removed" || !slices.Equal(p.Changes.Removed, []string{"a"}) {
+					t.Errorf("preview = %+v", p)
+				}
+			},
+		},
+		{
 			name:   "RemovePlugin",
 			call:   func(c *Client) (any, error) { return nil, c.RemovePlugin(ctx, "weather") },
 			method: "DELETE", path: "/api/v1/plugins/weather",
@@ -132,10 +176,13 @@ func TestPluginErrors(t *testing.T) {
 	}
 	c, reqs := fakeAPI(t, http.StatusOK, `{}`)
 	for name, call := range map[string]func() error{
-		"Plugin":        func() error { _, err := c.Plugin(ctx, ""); return err },
-		"EnablePlugin":  func() error { _, err := c.EnablePlugin(ctx, ""); return err },
-		"DisablePlugin": func() error { _, err := c.DisablePlugin(ctx, ""); return err },
-		"RemovePlugin":  func() error { return c.RemovePlugin(ctx, "") },
+		"Plugin":         func() error { _, err := c.Plugin(ctx, ""); return err },
+		"EnablePlugin":   func() error { _, err := c.EnablePlugin(ctx, ""); return err },
+		"DisablePlugin":  func() error { _, err := c.DisablePlugin(ctx, ""); return err },
+		"RollbackPlugin": func() error { _, err := c.RollbackPlugin(ctx, ""); return err },
+		"PinPlugin":      func() error { _, err := c.PinPlugin(ctx, "", "1.0.0"); return err },
+		"UnpinPlugin":    func() error { _, err := c.UnpinPlugin(ctx, ""); return err },
+		"RemovePlugin":   func() error { return c.RemovePlugin(ctx, "") },
 	} {
 		if err := call(); err == nil {
 			t.Errorf("%s with an empty id succeeded", name)

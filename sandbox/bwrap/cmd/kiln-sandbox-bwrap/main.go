@@ -1,11 +1,11 @@
 // Command kiln-sandbox-bwrap is the "bwrap" sandbox runtime
 // (sandbox/bwrap) as a Kiln process plugin: sandboxes confined by
 // bubblewrap, kept in the plugin's data folder. Its plugin folder is
-// this program beside sandbox/bwrap's kiln-plugin.json with the
-// program's sha256 filled in:
+// this program beside sandbox/bwrap/kiln-plugin.process.json, copied as
+// kiln-plugin.json, with the program's sha256 filled in:
 //
 //	go build -o bwrap/kiln-sandbox-bwrap ./sandbox/bwrap/cmd/kiln-sandbox-bwrap
-//	cp sandbox/bwrap/kiln-plugin.json bwrap/
+//	cp sandbox/bwrap/kiln-plugin.process.json bwrap/kiln-plugin.json
 //	kiln plugin checksum --write bwrap
 //	kiln plugin install ./bwrap
 //

@@ -1,0 +1,925 @@
+package marketplace
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/integrity"
+	"github.com/kilnhq/kiln/plugins/pluginapi"
+)
+
+// Installer is what the client installs into: the plugin registry
+// (plugins/registry), an interface so that this package does not load
+// plugins itself and tests can use a fake.
+type Installer interface {
+	// Preview describes installing the plugin folder at path.
+	Preview(ctx context.Context, path string) (pluginapi.Preview, error)
+	// Install installs the plugin folder at req.Path; see
+	// registry.Registry.Install.
+	Install(ctx context.Context, req pluginapi.InstallRequest) (pluginapi.Info, error)
+	// List returns every plugin, built-ins included.
+	List(ctx context.Context) []pluginapi.Info
+	// Pin holds an installed plugin at its version.
+	Pin(ctx context.Context, id, version string) (pluginapi.Info, error)
+}
+
+// Config configures a Client.
+type Config struct {
+	// Dir holds the client's state: <data root>/marketplaces.
+	Dir string
+	// Plugins is where plugins are installed.
+	Plugins Installer
+	// HTTP fetches https:// marketplaces; nil is a client with a 30 s
+	// timeout per request.
+	HTTP *http.Client
+	// KilnVersion is this Kiln's version ("dev" satisfies every
+	// min_kiln); Protocol the newest plugin protocol it speaks.
+	KilnVersion string
+	Protocol    int
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+// Client is the marketplace client a Kiln server runs: the marketplaces
+// the user added, the last index verified for each, and installs from
+// them. It is safe for concurrent use.
+//
+// Its state is Dir/marketplaces.json (the trust kept per marketplace:
+// keys, last index version and tree head) and, per marketplace,
+// Dir/<name>/marketplace.json, the last verified index, so that search
+// works offline. Downloads are unpacked into Dir/staging/<digest> and
+// removed once installed.
+type Client struct {
+	cfg Config
+	op  sync.Mutex // serialises state changes and installs
+	mu  sync.RWMutex
+	st  clientState
+	// loaded are the verified indexes by marketplace name, with their
+	// search documents.
+	loaded map[string]*loadedIndex
+}
+
+type loadedIndex struct {
+	ix   *Index
+	docs []searchDoc
+}
+
+// clientState is marketplaces.json.
+type clientState struct {
+	Version      int                     `json:"version"`
+	Marketplaces map[string]*marketplace `json:"marketplaces"`
+}
+
+// marketplace is what the client keeps about one marketplace.
+type marketplace struct {
+	URL        string        `json:"url"`
+	Kind       string        `json:"kind"`
+	Unsigned   bool          `json:"unsigned,omitempty"`
+	Quarantine time.Duration `json:"quarantine"`
+	Trust      Trust         `json:"trust"`
+	Added      time.Time     `json:"added"`
+	Refreshed  time.Time     `json:"refreshed,omitzero"`
+	Error      string        `json:"error,omitempty"`
+}
+
+const (
+	stateFile    = "marketplaces.json"
+	stateVersion = 1
+	stagingDir   = "staging"
+)
+
+var reMarketplaceName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$`)
+
+// Open reads the client's state in cfg.Dir (creating it when missing)
+// and the last verified index of each marketplace; leftovers of an
+// interrupted download are removed.
+func Open(cfg Config) (*Client, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.HTTP == nil {
+		cfg.HTTP = &http.Client{Timeout: 30 * time.Second}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("marketplaces: %w", err)
+	}
+	os.RemoveAll(filepath.Join(cfg.Dir, stagingDir))
+	c := &Client{cfg: cfg, st: clientState{Version: stateVersion, Marketplaces: map[string]*marketplace{}}, loaded: map[string]*loadedIndex{}}
+	data, err := os.ReadFile(filepath.Join(cfg.Dir, stateFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("marketplaces: %w", err)
+	default:
+		if err := json.Unmarshal(data, &c.st); err != nil {
+			return nil, fmt.Errorf("marketplaces: %s: %w", stateFile, err)
+		}
+		if c.st.Version != stateVersion {
+			return nil, fmt.Errorf("marketplaces: %s has version %d; this Kiln reads version %d", stateFile, c.st.Version, stateVersion)
+		}
+	}
+	if c.st.Marketplaces == nil {
+		c.st.Marketplaces = map[string]*marketplace{}
+	}
+	for name, m := range c.st.Marketplaces {
+		ix, err := c.readCached(name, m)
+		if err != nil {
+			m.Error = err.Error()
+			cfg.Log.Warn("marketplace index not loaded", "marketplace", name, "error", err)
+			continue
+		}
+		c.loaded[name] = newLoaded(ix)
+	}
+	return c, nil
+}
+
+func newLoaded(ix *Index) *loadedIndex {
+	l := &loadedIndex{ix: ix}
+	for i := range ix.Plugins {
+		l.docs = append(l.docs, newSearchDoc(&ix.Plugins[i]))
+	}
+	return l
+}
+
+// readCached reads the last verified index of a marketplace, checking
+// that its bytes are still those verified.
+func (c *Client) readCached(name string, m *marketplace) (*Index, error) {
+	raw, err := os.ReadFile(filepath.Join(c.cfg.Dir, name, IndexFile))
+	if err != nil {
+		return nil, err
+	}
+	if sum := sha256.Sum256(raw); hex.EncodeToString(sum[:]) != m.Trust.IndexSHA256 {
+		return nil, core.Errorf(core.ECONFLICT, "marketplace %s: the index kept on disk is not the one verified; refresh it", name)
+	}
+	return ParseIndex(raw)
+}
+
+// saveState writes marketplaces.json atomically; c.op is held.
+func (c *Client) saveState() error {
+	c.mu.RLock()
+	data, err := json.MarshalIndent(c.st, "", "  ")
+	c.mu.RUnlock()
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(c.cfg.Dir, stateFile), data)
+}
+
+// writeFileAtomic writes data to path through a temporary file, fsynced,
+// then renamed.
+func writeFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// Add adds a marketplace and verifies its index: a marketplace whose
+// index does not verify is not added. A Kiln marketplace needs at least
+// one key; the keys given are the only ones ever trusted for it (until a
+// rotation signed by one of them).
+func (c *Client) Add(ctx context.Context, req pluginapi.AddMarketplaceRequest) (pluginapi.Marketplace, error) {
+	if !reMarketplaceName.MatchString(req.Name) {
+		return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "marketplace name %q: use lowercase letters, digits and hyphens (2 to 64 characters)", req.Name)
+	}
+	kind := cmp.Or(req.Kind, pluginapi.MarketplaceKiln)
+	var quarantine time.Duration
+	if req.Quarantine != "" {
+		d, err := time.ParseDuration(req.Quarantine)
+		if err != nil || d < 0 {
+			return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "quarantine %q: not a duration such as 72h", req.Quarantine)
+		}
+		quarantine = d
+	}
+	switch kind {
+	case pluginapi.MarketplaceKiln:
+		if len(req.Keys) == 0 {
+			return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "marketplace %s: give the key to trust (--key); Kiln never trusts a key a marketplace names for itself", req.Name)
+		}
+		for _, k := range req.Keys {
+			if err := CheckVerifierKey(k); err != nil {
+				return pluginapi.Marketplace{}, err
+			}
+		}
+	default:
+		return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "marketplace kind %q: use %q", kind, pluginapi.MarketplaceKiln)
+	}
+	c.op.Lock()
+	defer c.op.Unlock()
+	c.mu.RLock()
+	_, exists := c.st.Marketplaces[req.Name]
+	c.mu.RUnlock()
+	if exists {
+		return pluginapi.Marketplace{}, core.Errorf(core.ECONFLICT, "marketplace %s is already added; remove it first (kiln marketplace rm %s)", req.Name, req.Name)
+	}
+	m := &marketplace{URL: req.URL, Kind: kind, Quarantine: quarantine, Trust: Trust{Keys: slices.Clone(req.Keys)}, Added: c.cfg.Now().UTC()}
+	if err := c.refresh(ctx, req.Name, m); err != nil {
+		return pluginapi.Marketplace{}, err
+	}
+	c.mu.Lock()
+	c.st.Marketplaces[req.Name] = m
+	c.mu.Unlock()
+	if err := c.saveState(); err != nil {
+		return pluginapi.Marketplace{}, err
+	}
+	c.cfg.Log.Info("marketplace added", "marketplace", req.Name, "url", req.URL, "version", m.Trust.Version)
+	return c.info(req.Name, m), nil
+}
+
+// refresh fetches and verifies m's index and, when it verifies, keeps it
+// (on disk and loaded) and updates m.Trust. A refusal is returned and
+// recorded in m.Error; the last verified index stays.
+func (c *Client) refresh(ctx context.Context, name string, m *marketplace) error {
+	f, err := NewFetcher(m.URL, c.cfg.HTTP)
+	if err != nil {
+		return err
+	}
+	v, err := Refresh(ctx, f, name, m.Trust, c.cfg.Now())
+	if err != nil {
+		m.Error = err.Error()
+		return err
+	}
+	dir := filepath.Join(c.cfg.Dir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, IndexFile), v.Raw); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, SignatureFile), v.Sig); err != nil {
+		return err
+	}
+	for _, r := range v.Rotated {
+		c.cfg.Log.Warn("marketplace key rotated", "marketplace", name, "key", r)
+	}
+	c.mu.Lock()
+	m.Trust, m.Refreshed, m.Error = v.Trust, c.cfg.Now().UTC(), ""
+	c.loaded[name] = newLoaded(v.Index)
+	c.mu.Unlock()
+	return nil
+}
+
+// Refresh fetches and verifies a marketplace's index again. A refusal
+// (rollback, freeze, a log inconsistent with the last tree head, ...)
+// keeps the last verified index and is returned.
+func (c *Client) Refresh(ctx context.Context, name string) (pluginapi.Marketplace, error) {
+	c.op.Lock()
+	defer c.op.Unlock()
+	m, err := c.get(name)
+	if err != nil {
+		return pluginapi.Marketplace{}, err
+	}
+	rerr := c.refresh(ctx, name, m)
+	if err := c.saveState(); err != nil {
+		return pluginapi.Marketplace{}, err
+	}
+	if rerr != nil {
+		c.cfg.Log.Warn("marketplace refresh refused", "marketplace", name, "error", rerr)
+		return c.info(name, m), rerr
+	}
+	return c.info(name, m), nil
+}
+
+// Remove forgets a marketplace and its kept index; installed plugins
+// stay installed.
+func (c *Client) Remove(_ context.Context, name string) error {
+	c.op.Lock()
+	defer c.op.Unlock()
+	if _, err := c.get(name); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.st.Marketplaces, name)
+	delete(c.loaded, name)
+	c.mu.Unlock()
+	if err := c.saveState(); err != nil {
+		return err
+	}
+	return os.RemoveAll(filepath.Join(c.cfg.Dir, name))
+}
+
+func (c *Client) get(name string) (*marketplace, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	m, ok := c.st.Marketplaces[name]
+	if !ok {
+		return nil, core.Errorf(core.ENOTFOUND, "marketplace %s is not added (kiln marketplace ls)", name)
+	}
+	return m, nil
+}
+
+// List returns the marketplaces, sorted by name.
+func (c *Client) List() []pluginapi.Marketplace {
+	c.mu.RLock()
+	names := make([]string, 0, len(c.st.Marketplaces))
+	for n := range c.st.Marketplaces {
+		names = append(names, n)
+	}
+	c.mu.RUnlock()
+	slices.Sort(names)
+	out := make([]pluginapi.Marketplace, 0, len(names))
+	for _, n := range names {
+		if m, err := c.get(n); err == nil {
+			out = append(out, c.info(n, m))
+		}
+	}
+	return out
+}
+
+// Get returns one marketplace.
+func (c *Client) Get(name string) (pluginapi.Marketplace, error) {
+	m, err := c.get(name)
+	if err != nil {
+		return pluginapi.Marketplace{}, err
+	}
+	return c.info(name, m), nil
+}
+
+func (c *Client) info(name string, m *marketplace) pluginapi.Marketplace {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := pluginapi.Marketplace{
+		Name: name, URL: m.URL, Kind: m.Kind, Keys: slices.Clone(m.Trust.Keys), Unsigned: m.Unsigned,
+		Quarantine: m.Quarantine.String(), Version: m.Trust.Version, TreeSize: m.Trust.Tree.Size, TreeHash: m.Trust.Tree.Hash,
+		Added: m.Added, Refreshed: m.Refreshed, Error: m.Error,
+	}
+	if out.Keys == nil {
+		out.Keys = []string{}
+	}
+	if l := c.loaded[name]; l != nil {
+		out.Owner, out.Expires, out.Plugins = l.ix.Owner.Name, l.ix.Expires, len(l.ix.Plugins)
+	}
+	return out
+}
+
+// installed maps installed plugin ids to their versions.
+func (c *Client) installed(ctx context.Context) map[string]pluginapi.Info {
+	out := map[string]pluginapi.Info{}
+	for _, in := range c.cfg.Plugins.List(ctx) {
+		if !in.Builtin {
+			out[in.ID] = in
+		}
+	}
+	return out
+}
+
+// Search ranks the plugins of every marketplace for the text q (all
+// plugins for ""), best first, then by name and marketplace.
+func (c *Client) Search(ctx context.Context, q string) []pluginapi.MarketplacePlugin {
+	terms := queryTerms(q)
+	installed := c.installed(ctx)
+	now := c.cfg.Now()
+	c.mu.RLock()
+	out := []pluginapi.MarketplacePlugin{}
+	for name, l := range c.loaded {
+		m := c.st.Marketplaces[name]
+		for i, d := range l.docs {
+			s := d.score(terms)
+			if s == 0 {
+				continue
+			}
+			p := c.summary(name, m, &l.ix.Plugins[i], now, installed)
+			p.Score = s
+			out = append(out, p)
+		}
+	}
+	c.mu.RUnlock()
+	slices.SortFunc(out, func(a, b pluginapi.MarketplacePlugin) int {
+		return cmp.Or(b.Score-a.Score, strings.Compare(a.Name, b.Name), strings.Compare(a.Marketplace, b.Marketplace))
+	})
+	return out
+}
+
+// summary describes p; c.mu is held.
+func (c *Client) summary(mp string, m *marketplace, p *Plugin, now time.Time, installed map[string]pluginapi.Info) pluginapi.MarketplacePlugin {
+	out := pluginapi.MarketplacePlugin{
+		Name: p.Name, Marketplace: mp, Description: p.Description, Author: p.Author, Homepage: p.Homepage,
+		License: p.License, Tags: slices.Clone(p.Tags), Kinds: slices.Clone(p.Kinds),
+	}
+	if out.Tags == nil {
+		out.Tags = []string{}
+	}
+	for i := range p.Versions {
+		if c.offer(m, &p.Versions[i], now) == "" {
+			out.Latest = p.Versions[i].Version
+			break
+		}
+	}
+	if in, ok := installed[p.Name]; ok {
+		out.Installed = in.Version
+	}
+	return out
+}
+
+// offer says why v is not offered by default ("" when it is): it is
+// yanked, still in the marketplace's quarantine, or needs a newer Kiln
+// or protocol.
+func (c *Client) offer(m *marketplace, v *Version, now time.Time) string {
+	if r := c.unsupported(v); r != "" {
+		return r
+	}
+	if v.Yanked != "" {
+		return "yanked: " + v.Yanked
+	}
+	if age := now.Sub(v.Published); age < m.Quarantine {
+		return fmt.Sprintf("in quarantine until %s (published %s; this marketplace offers versions after %s)",
+			v.Published.Add(m.Quarantine).UTC().Format(time.RFC3339), v.Published.UTC().Format(time.RFC3339), m.Quarantine)
+	}
+	return ""
+}
+
+// unsupported says why this Kiln cannot run v, or "".
+func (c *Client) unsupported(v *Version) string {
+	if v.Protocol > c.cfg.Protocol && c.cfg.Protocol > 0 {
+		return fmt.Sprintf("speaks plugin protocol %d; this Kiln speaks up to %d", v.Protocol, c.cfg.Protocol)
+	}
+	if v.MinKiln == "" || c.cfg.KilnVersion == "" || c.cfg.KilnVersion == "dev" {
+		return ""
+	}
+	want, err1 := semver.NewVersion(v.MinKiln)
+	have, err2 := semver.NewVersion(c.cfg.KilnVersion)
+	if err1 == nil && err2 == nil && have.LessThan(want) {
+		return fmt.Sprintf("needs Kiln %s or newer; this is %s", v.MinKiln, c.cfg.KilnVersion)
+	}
+	return ""
+}
+
+// Plugin describes one plugin of a marketplace (any marketplace offering
+// it when mp is "") with every version.
+func (c *Client) Plugin(ctx context.Context, name, mp string) (pluginapi.MarketplacePlugin, error) {
+	installed := c.installed(ctx)
+	now := c.cfg.Now()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	mpName, p, err := c.find(name, mp)
+	if err != nil {
+		return pluginapi.MarketplacePlugin{}, err
+	}
+	m := c.st.Marketplaces[mpName]
+	l := c.loaded[mpName]
+	out := c.summary(mpName, m, p, now, installed)
+	for i := range p.Versions {
+		v := &p.Versions[i]
+		reason := c.offer(m, v, now)
+		out.Versions = append(out.Versions, pluginapi.MarketplaceVersion{
+			Version: v.Version, Published: v.Published, Digest: v.Digest, ArchiveSHA256: v.Artifact.SHA256,
+			Size: v.Artifact.Size, Runtime: string(v.Manifest.Runtime), Provides: slices.Clone(v.Manifest.Provides),
+			Permissions: v.Manifest.Consent().Lines(), MinKiln: v.MinKiln, Protocol: v.Protocol,
+			Offered: reason == "", Reason: reason, Signed: !m.Unsigned, LogIndex: l.ix.Log.Index,
+		})
+	}
+	return out, nil
+}
+
+// find returns the marketplace and plugin named; c.mu is held. With mp
+// "" the name must be offered by exactly one marketplace.
+func (c *Client) find(name, mp string) (string, *Plugin, error) {
+	var found []string
+	var plugin *Plugin
+	for n, l := range c.loaded {
+		if mp != "" && n != mp {
+			continue
+		}
+		if i, ok := slices.BinarySearchFunc(l.ix.Plugins, name, func(p Plugin, name string) int { return strings.Compare(p.Name, name) }); ok {
+			found = append(found, n)
+			plugin = &l.ix.Plugins[i]
+		}
+	}
+	switch {
+	case len(found) == 1:
+		return found[0], plugin, nil
+	case len(found) > 1:
+		slices.Sort(found)
+		return "", nil, core.Errorf(core.ECONFLICT, "plugin %s is offered by %s; choose one (--marketplace)", name, strings.Join(found, " and "))
+	case mp != "":
+		if _, ok := c.st.Marketplaces[mp]; !ok {
+			return "", nil, core.Errorf(core.ENOTFOUND, "marketplace %s is not added (kiln marketplace ls)", mp)
+		}
+		return "", nil, core.Errorf(core.ENOTFOUND, "marketplace %s offers no plugin %s", mp, name)
+	}
+	return "", nil, core.Errorf(core.ENOTFOUND, "no marketplace offers a plugin %s (kiln plugin search %s)", name, name)
+}
+
+// resolve picks the version of plugin name that constraint asks for: the
+// newest offered one for "" or "latest"; the newest offered one a range
+// ("^1.2", "~1.2", ">=1 <2", "1.x") allows; or an exact version, which
+// is the only way to a quarantined or yanked one.
+func (c *Client) resolve(name, constraint, mp string) (string, *marketplace, *Index, *Version, error) {
+	now := c.cfg.Now()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	mpName, p, err := c.find(name, mp)
+	if err != nil {
+		return "", nil, nil, nil, err
+	}
+	m, ix := c.st.Marketplaces[mpName], c.loaded[mpName].ix
+	if exact, err := semver.StrictNewVersion(strings.TrimPrefix(constraint, "v")); err == nil {
+		for i := range p.Versions {
+			v := &p.Versions[i]
+			if sv, err := semver.StrictNewVersion(v.Version); err == nil && sv.Equal(exact) {
+				if r := c.unsupported(v); r != "" {
+					return "", nil, nil, nil, core.Errorf(core.EINVALID, "%s %s %s", name, v.Version, r)
+				}
+				return mpName, m, ix, v, nil
+			}
+		}
+		return "", nil, nil, nil, core.Errorf(core.ENOTFOUND, "marketplace %s has no version %s of %s (versions: %s)", mpName, constraint, name, versionList(p))
+	}
+	var want *semver.Constraints
+	if constraint != "" && constraint != "latest" {
+		if want, err = semver.NewConstraint(constraint); err != nil {
+			return "", nil, nil, nil, core.Errorf(core.EINVALID, "version %q: not a version or a range such as ^1.2: %v", constraint, err)
+		}
+	}
+	var skipped []string
+	for i := range p.Versions {
+		v := &p.Versions[i]
+		sv, err := semver.StrictNewVersion(v.Version)
+		if err != nil || (want != nil && !want.Check(sv)) {
+			continue
+		}
+		if r := c.offer(m, v, now); r != "" {
+			skipped = append(skipped, v.Version+" "+r)
+			continue
+		}
+		return mpName, m, ix, v, nil
+	}
+	msg := fmt.Sprintf("no version of %s in marketplace %s matches %q", name, mpName, cmp.Or(constraint, "latest"))
+	if len(skipped) > 0 {
+		msg += " and is offered: " + strings.Join(skipped, "; ") + "; ask for an exact version to install one anyway"
+	}
+	return "", nil, nil, nil, core.Errorf(core.ENOTFOUND, "%s", msg)
+}
+
+func versionList(p *Plugin) string {
+	var vs []string
+	for _, v := range p.Versions {
+		vs = append(vs, v.Version)
+	}
+	return strings.Join(vs, ", ")
+}
+
+// staged is a downloaded, verified and unpacked plugin version.
+type staged struct {
+	mp      string
+	index   *Index
+	version *Version
+	dir     string
+	preview pluginapi.MarketplacePreview
+}
+
+// Progress hears of a download: done of total bytes.
+type Progress = func(done, total int64)
+
+// Preview resolves req, downloads the version's archive (reporting
+// progress), verifies it against the signed index (size, archive sha256,
+// folder digest) and says what installing it would do, with the
+// registry's preview of the verified folder. Nothing is installed.
+func (c *Client) Preview(ctx context.Context, req pluginapi.MarketplaceInstallRequest, progress Progress) (pluginapi.MarketplacePreview, error) {
+	c.op.Lock()
+	defer c.op.Unlock()
+	s, err := c.stage(ctx, req, progress)
+	if err != nil {
+		return pluginapi.MarketplacePreview{}, err
+	}
+	return s.preview, nil
+}
+
+// stage resolves, downloads, verifies and unpacks a version into
+// Dir/staging/<digest>, reusing a staged copy whose digest still holds.
+func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequest, progress Progress) (*staged, error) {
+	mpName, m, ix, v, err := c.resolve(req.Name, req.Version, req.Marketplace)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(c.cfg.Dir, stagingDir, v.Digest)
+	if t, err := integrity.Tree(dir); err != nil || t.Digest != v.Digest {
+		os.RemoveAll(dir)
+		if err := c.download(ctx, mpName, m, v, req.Name, dir, progress); err != nil {
+			return nil, err
+		}
+	}
+	pv, err := c.cfg.Plugins.Preview(ctx, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if pv.ID != req.Name {
+		os.RemoveAll(dir)
+		return nil, core.Errorf(core.EINVALID, "marketplace %s: the archive of %s %s holds plugin %s: refused", mpName, req.Name, v.Version, pv.ID)
+	}
+	if pv.Version != v.Version {
+		os.RemoveAll(dir)
+		return nil, core.Errorf(core.EINVALID, "marketplace %s: the archive of %s %s holds version %s: refused", mpName, req.Name, v.Version, pv.Version)
+	}
+	verified := []string{
+		fmt.Sprintf("index version %d signed by %s, a trusted key", ix.Version, keyName(m.Trust.Keys)),
+		fmt.Sprintf("index in log entry %d of tree %d", ix.Log.Index, m.Trust.Tree.Size),
+		fmt.Sprintf("archive size %d bytes", v.Artifact.Size),
+		"archive sha256 " + v.Artifact.SHA256,
+		"folder digest " + v.Digest,
+	}
+	return &staged{mp: mpName, index: ix, version: v, dir: dir, preview: pluginapi.MarketplacePreview{
+		Marketplace: mpName, Preview: pv, Digest: v.Digest, ArchiveSHA256: v.Artifact.SHA256, Size: v.Artifact.Size, Verified: verified,
+	}}, nil
+}
+
+// download fetches v's archive into a temporary file, verifying its size
+// and sha256 against the signed index before a byte of it is unpacked
+// (FetchArtifact), then unpacks it into dir and checks the folder's
+// digest and that its manifest asks for what the index showed
+// (CheckDigest, CheckManifest). On any failure nothing is left.
+func (c *Client) download(ctx context.Context, mpName string, m *marketplace, v *Version, name, dir string, progress Progress) error {
+	f, err := NewFetcher(m.URL, c.cfg.HTTP)
+	if err != nil {
+		return err
+	}
+	staging := filepath.Dir(dir)
+	if err := os.MkdirAll(staging, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(staging, ".download-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	failed := func(err error) error {
+		os.RemoveAll(dir)
+		if RefusalReason(err) != "" || core.ErrorCode(err) == core.EINVALID {
+			return fmt.Errorf("marketplace %s: %w; nothing was installed", mpName, err)
+		}
+		return core.Errorf(core.EUNAVAIL, "marketplace %s: download %s: %v", mpName, v.Artifact.URL, err)
+	}
+	if _, err := FetchArtifact(ctx, f, &progressWriter{w: tmp, total: v.Artifact.Size, progress: progress}, name, *v); err != nil {
+		return failed(err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	if err := Unpack(tmp, dir, DefaultLimits); err != nil {
+		return failed(err)
+	}
+	t, err := integrity.Tree(dir)
+	if err != nil {
+		return failed(core.Errorf(core.EINVALID, "plugin %s %s: %v", name, v.Version, err))
+	}
+	if err := CheckDigest(name, *v, t.Digest); err != nil {
+		return failed(err)
+	}
+	man, err := plugins.LoadManifest(dir)
+	if err != nil {
+		return failed(core.Errorf(core.EINVALID, "plugin %s %s: %v", name, v.Version, err))
+	}
+	if err := CheckManifest(name, *v, man); err != nil {
+		return failed(err)
+	}
+	return nil
+}
+
+// progressWriter reports the bytes written through it.
+type progressWriter struct {
+	w        io.Writer
+	n, total int64
+	progress Progress
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.n += int64(n)
+	if p.progress != nil && n > 0 {
+		p.progress(p.n, p.total)
+	}
+	return n, err
+}
+
+// Install installs a marketplace plugin: it stages (downloads and
+// verifies) the version req asks for and hands the verified folder to
+// the registry with the consent req carries, recording where it came
+// from. A failure at any point leaves the installed version running.
+func (c *Client) Install(ctx context.Context, req pluginapi.MarketplaceInstallRequest) (pluginapi.Info, error) {
+	c.op.Lock()
+	defer c.op.Unlock()
+	return c.install(ctx, req)
+}
+
+// install is Install with c.op held.
+func (c *Client) install(ctx context.Context, req pluginapi.MarketplaceInstallRequest) (pluginapi.Info, error) {
+	s, err := c.stage(ctx, req, nil)
+	if err != nil {
+		return pluginapi.Info{}, err
+	}
+	defer os.RemoveAll(s.dir)
+	if req.Digest != "" && req.Digest != s.version.Digest {
+		return pluginapi.Info{}, core.Errorf(core.ECONFLICT, "%s %s in marketplace %s is now %s, not the %s previewed; review it again", req.Name, s.version.Version, s.mp, s.version.Digest, req.Digest)
+	}
+	info, err := c.cfg.Plugins.Install(ctx, pluginapi.InstallRequest{
+		Path: s.dir, Consent: req.Consent, SHA256: s.preview.SHA256, AllowDowngrade: req.AllowDowngrade,
+		Source: &pluginapi.Source{
+			Marketplace: s.mp, Version: s.version.Version, ArchiveSHA256: s.version.Artifact.SHA256,
+			Digest: s.version.Digest, IndexVersion: s.index.Version,
+		},
+	})
+	if err == nil {
+		c.cfg.Log.Info("plugin installed from marketplace", "plugin", req.Name, "version", s.version.Version, "marketplace", s.mp, "digest", s.version.Digest)
+	}
+	return info, err
+}
+
+// InstallLocked reproduces the installation a lock file records
+// (plugins.lock of another data root): every plugin at exactly its
+// version, from the marketplace it came from, whose published digests
+// must still be the locked ones. With dryRun it downloads and verifies
+// each and says what it would do and what each asks for, installing
+// nothing; otherwise it installs with consent (given for the dry run's
+// permissions) and pins what the lock pins. A plugin the lock records
+// without a marketplace (installed from a folder) is refused: its bytes
+// cannot be fetched here. It stops at the first failure, which it
+// returns with the results so far.
+func (c *Client) InstallLocked(ctx context.Context, lock *pluginapi.Lock, consent, dryRun bool) ([]pluginapi.LockedResult, error) {
+	c.op.Lock()
+	defer c.op.Unlock()
+	installed := c.installed(ctx)
+	out := []pluginapi.LockedResult{}
+	for _, p := range lock.Plugins {
+		r := pluginapi.LockedResult{ID: p.ID, Version: p.Version}
+		if p.Source == nil {
+			return out, core.Errorf(core.EINVALID, "plugin %s %s was installed from a folder, not a marketplace: the lock cannot fetch it; install it from its folder (kiln plugin install ./%s)", p.ID, p.Version, p.ID)
+		}
+		r.Marketplace = p.Source.Marketplace
+		if in, ok := installed[p.ID]; ok && in.Version == p.Version && in.Digest == p.Digest {
+			r.Status = pluginapi.LockedUnchanged
+			out = append(out, r)
+			continue
+		}
+		_, _, _, v, err := c.resolve(p.ID, p.Version, p.Source.Marketplace)
+		if err != nil {
+			return out, err
+		}
+		if v.Digest != p.Digest || v.Artifact.SHA256 != p.Source.ArchiveSHA256 {
+			return out, core.Errorf(core.ECONFLICT, "marketplace %s now publishes %s %s with folder digest %s and archive sha256 %s; the lock file records %s and %s: refused",
+				p.Source.Marketplace, p.ID, p.Version, v.Digest, v.Artifact.SHA256, p.Digest, p.Source.ArchiveSHA256)
+		}
+		req := pluginapi.MarketplaceInstallRequest{Name: p.ID, Version: p.Version, Marketplace: p.Source.Marketplace, Digest: p.Digest, AllowDowngrade: true}
+		if dryRun {
+			s, err := c.stage(ctx, req, nil)
+			if err != nil {
+				return out, err
+			}
+			r.Status, r.Permissions, r.NeedsConsent = pluginapi.LockedWouldInstall, s.preview.Permissions, s.preview.NeedsConsent
+			if s.preview.Installed != "" {
+				r.Installed, r.Permissions = s.preview.Installed, s.preview.Added
+			}
+			out = append(out, r)
+			continue
+		}
+		req.Consent = consent
+		info, err := c.install(ctx, req)
+		if err != nil {
+			return out, err
+		}
+		if p.Pinned {
+			if _, err := c.cfg.Plugins.Pin(ctx, p.ID, p.Version); err != nil {
+				return out, err
+			}
+		}
+		r.Status, r.Permissions = pluginapi.LockedInstalled, info.Permissions
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Outdated lists installed marketplace plugins with a newer version
+// offered by the marketplace they came from.
+func (c *Client) Outdated(ctx context.Context) []pluginapi.Outdated {
+	out := []pluginapi.Outdated{}
+	for _, in := range c.cfg.Plugins.List(ctx) {
+		if in.Builtin || in.Source == nil {
+			continue
+		}
+		_, _, _, v, err := c.resolve(in.ID, "", in.Source.Marketplace)
+		if err != nil {
+			continue
+		}
+		have, err1 := semver.NewVersion(in.Version)
+		latest, err2 := semver.NewVersion(v.Version)
+		if err1 != nil || err2 != nil || !latest.GreaterThan(have) {
+			continue
+		}
+		out = append(out, pluginapi.Outdated{Name: in.ID, Marketplace: in.Source.Marketplace, Installed: in.Version, Latest: v.Version, Pinned: in.Pinned})
+	}
+	return out
+}
+
+// UpgradeRequest resolves what upgrading an installed plugin means: the
+// newest offered version of its marketplace, or an ECONFLICT when it is
+// pinned or up to date.
+func (c *Client) UpgradeRequest(ctx context.Context, id string) (pluginapi.MarketplaceInstallRequest, error) {
+	var in *pluginapi.Info
+	for _, i := range c.cfg.Plugins.List(ctx) {
+		if i.ID == id {
+			in = &i
+		}
+	}
+	switch {
+	case in == nil:
+		return pluginapi.MarketplaceInstallRequest{}, core.Errorf(core.ENOTFOUND, "plugin %s is not installed", id)
+	case in.Source == nil:
+		return pluginapi.MarketplaceInstallRequest{}, core.Errorf(core.EINVALID, "plugin %s was not installed from a marketplace; install the new version from its folder", id)
+	case in.Pinned != "":
+		return pluginapi.MarketplaceInstallRequest{}, core.Errorf(core.ECONFLICT, "plugin %s is pinned to %s (kiln plugin unpin %s)", id, in.Pinned, id)
+	}
+	_, _, _, v, err := c.resolve(id, "", in.Source.Marketplace)
+	if err != nil {
+		return pluginapi.MarketplaceInstallRequest{}, err
+	}
+	if v.Version == in.Version {
+		return pluginapi.MarketplaceInstallRequest{}, core.Errorf(core.ECONFLICT, "plugin %s %s is the newest version marketplace %s offers", id, in.Version, in.Source.Marketplace)
+	}
+	return pluginapi.MarketplaceInstallRequest{Name: id, Version: v.Version, Marketplace: in.Source.Marketplace}, nil
+}
+
+// CheckVerifierKey checks that k is a verifier key as keygen prints it
+// ("name+hash+key"). A signer key given by mistake is refused without
+// being repeated: it is a secret.
+func CheckVerifierKey(k string) error {
+	if strings.HasPrefix(k, "PRIVATE+KEY+") {
+		return core.Errorf(core.EINVALID, "that is a signer key, which is secret; give the verifier key (the .pub file kiln marketplace keygen wrote)")
+	}
+	if _, err := note.NewVerifier(k); err != nil {
+		return core.Errorf(core.EINVALID, "key %q is not a verifier key (name+hash+key, as kiln marketplace keygen prints): %v", clip(k, 120), err)
+	}
+	return nil
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// PeekName reads the name a marketplace's index gives itself, unverified:
+// for naming a marketplace before verifying it under that name.
+func PeekName(ctx context.Context, f Fetcher) (string, error) {
+	raw, err := f.Fetch(ctx, IndexFile, MaxIndexSize)
+	if err != nil {
+		return "", err
+	}
+	var head struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil || head.Name == "" {
+		return "", core.Errorf(core.EINVALID, "%s is not a marketplace index: it has no name", IndexFile)
+	}
+	return head.Name, nil
+}
+
+// keyName names the keys trusted by their note names and hashes
+// ("acme+1a2b3c4d").
+func keyName(keys []string) string {
+	var names []string
+	for _, k := range keys {
+		if i := strings.LastIndex(k, "+"); i > 0 {
+			names = append(names, k[:i])
+		}
+	}
+	return strings.Join(names, " or ")
+}

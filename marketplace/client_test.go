@@ -1,0 +1,385 @@
+package marketplace
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/integrity"
+	"github.com/kilnhq/kiln/plugins/pluginapi"
+)
+
+// fakeInstaller is the registry as the client sees it: it checks the
+// folder it is given and records what was installed from it.
+type fakeInstaller struct {
+	mu        sync.Mutex
+	installed map[string]pluginapi.Info
+	requests  []pluginapi.InstallRequest
+}
+
+func newFakeInstaller() *fakeInstaller {
+	return &fakeInstaller{installed: map[string]pluginapi.Info{}}
+}
+
+func (f *fakeInstaller) Preview(_ context.Context, path string) (pluginapi.Preview, error) {
+	m, err := plugins.LoadManifest(path)
+	if err != nil {
+		return pluginapi.Preview{}, err
+	}
+	sum, err := integrity.Sum(path, m)
+	if err != nil {
+		return pluginapi.Preview{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return pluginapi.Preview{ID: m.ID, Version: m.Version, Permissions: m.ConsentSummary(), SHA256: sum, NeedsConsent: true,
+		Installed: f.installed[m.ID].Version}, nil
+}
+
+func (f *fakeInstaller) Install(ctx context.Context, req pluginapi.InstallRequest) (pluginapi.Info, error) {
+	pv, err := f.Preview(ctx, req.Path)
+	if err != nil {
+		return pluginapi.Info{}, err
+	}
+	if !req.Consent {
+		return pluginapi.Info{}, core.Errorf(core.EINVALID, "installing %s needs consent", pv.ID)
+	}
+	t, err := integrity.Tree(req.Path)
+	if err != nil {
+		return pluginapi.Info{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests = append(f.requests, req)
+	in := pluginapi.Info{ID: pv.ID, Version: pv.Version, SHA256: pv.SHA256, Digest: t.Digest, Source: req.Source, Permissions: pv.Permissions}
+	f.installed[pv.ID] = in
+	return in, nil
+}
+
+func (f *fakeInstaller) List(context.Context) []pluginapi.Info {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []pluginapi.Info
+	for _, in := range f.installed {
+		out = append(out, in)
+	}
+	return out
+}
+
+func (f *fakeInstaller) Pin(_ context.Context, id, version string) (pluginapi.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in := f.installed[id]
+	in.Pinned = version
+	f.installed[id] = in
+	return in, nil
+}
+
+// lock is the lock file of what f installed.
+func (f *fakeInstaller) lock() *pluginapi.Lock {
+	l := &pluginapi.Lock{Version: pluginapi.LockVersion}
+	for _, in := range f.List(context.Background()) {
+		lp := pluginapi.LockedPlugin{ID: in.ID, Version: in.Version, Runtime: "data", SHA256: in.SHA256, Digest: in.Digest, Pinned: in.Pinned != ""}
+		if in.Source != nil {
+			lp.Source = &pluginapi.LockSource{Marketplace: in.Source.Marketplace, ArchiveSHA256: in.Source.ArchiveSHA256, IndexVersion: in.Source.IndexVersion}
+		}
+		l.Plugins = append(l.Plugins, lp)
+	}
+	slices.SortFunc(l.Plugins, func(a, b pluginapi.LockedPlugin) int { return strings.Compare(a.ID, b.ID) })
+	return l
+}
+
+// testClient is a client of m, served over HTTP, at the clock *now.
+type testClient struct {
+	*Client
+	inst *fakeInstaller
+	dir  string
+	url  string
+}
+
+func newTestClient(t *testing.T, m *market, now *time.Time) *testClient {
+	t.Helper()
+	srvURL := serve(t, m)
+	dir := t.TempDir()
+	inst := newFakeInstaller()
+	c, err := Open(Config{Dir: dir, Plugins: inst, Protocol: 3, Now: func() time.Time { return *now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testClient{Client: c, inst: inst, dir: dir, url: srvURL}
+}
+
+func (tc *testClient) add(t *testing.T, m *market, quarantine string) pluginapi.Marketplace {
+	t.Helper()
+	mp, err := tc.Add(context.Background(), pluginapi.AddMarketplaceRequest{Name: "acme", URL: tc.url, Keys: []string{m.verifier}, Quarantine: quarantine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mp
+}
+
+// staging lists what is left in the client's staging folder.
+func (tc *testClient) staging(t *testing.T) []string {
+	t.Helper()
+	ents, _ := os.ReadDir(filepath.Join(tc.dir, stagingDir))
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func TestClientAddSearchInstall(t *testing.T) {
+	m := newMarket(t)
+	now := t0.Add(time.Hour)
+	tc := newTestClient(t, m, &now)
+	ctx := context.Background()
+
+	_, other := testKey(t, "acme")
+	if _, err := tc.Add(ctx, pluginapi.AddMarketplaceRequest{Name: "acme", URL: tc.url, Keys: []string{other}}); err == nil {
+		t.Fatal("a marketplace added with a key that did not sign it")
+	}
+	signer, _ := testKey(t, "acme")
+	if _, err := tc.Add(ctx, pluginapi.AddMarketplaceRequest{Name: "acme", URL: tc.url, Keys: []string{signer}}); err == nil || strings.Contains(err.Error(), signer) {
+		t.Fatalf("a signer key given as the key to trust: %v", err)
+	}
+	if len(tc.List()) != 0 {
+		t.Fatal("a refused marketplace was added")
+	}
+	mp := tc.add(t, m, "")
+	if mp.Version != 1 || mp.TreeSize != 1 || mp.Plugins != 2 || mp.Owner != "Acme Plugins" {
+		t.Fatalf("added: %+v", mp)
+	}
+
+	res := tc.Search(ctx, "review")
+	if len(res) == 0 || res[0].Name != "review" || res[0].Marketplace != "acme" || res[0].Latest != "1.0.0" || !slices.Contains(res[0].Kinds, "skills") {
+		t.Fatalf("search review: %+v", res)
+	}
+	if all := tc.Search(ctx, ""); len(all) != 2 {
+		t.Fatalf("search all: %+v", all)
+	}
+	if none := tc.Search(ctx, "review nothing-like-this"); len(none) != 0 {
+		t.Fatalf("every term must match: %+v", none)
+	}
+
+	pv, err := tc.Preview(ctx, pluginapi.MarketplaceInstallRequest{Name: "review"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv.ID != "review" || pv.Version != "1.0.0" || pv.Marketplace != "acme" || len(pv.Verified) != 5 || pv.Digest == "" {
+		t.Fatalf("preview: %+v", pv)
+	}
+	if _, err := tc.Install(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Digest: strings.Repeat("0", 64), Consent: true}); core.ErrorCode(err) != core.ECONFLICT {
+		t.Fatalf("install with another digest than previewed: %v", err)
+	}
+	in, err := tc.Install(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Digest: pv.Digest, Consent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Source == nil || in.Source.Marketplace != "acme" || in.Source.Digest != pv.Digest || in.Source.IndexVersion != 1 || in.Digest != pv.Digest {
+		t.Fatalf("installed: %+v", in)
+	}
+	if left := tc.staging(t); len(left) != 0 {
+		t.Fatalf("staging keeps %v after the install", left)
+	}
+
+	// Search and details work from the kept index after a restart.
+	c2, err := Open(Config{Dir: tc.dir, Plugins: tc.inst, Protocol: 3, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c2.Plugin(ctx, "review", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Installed != "1.0.0" || len(p.Versions) != 1 || !p.Versions[0].Signed || !p.Versions[0].Offered || p.Versions[0].Digest != pv.Digest {
+		t.Fatalf("details: %+v", p)
+	}
+}
+
+// TestClientRefusesTamperedArchives: an archive whose bytes, or length,
+// are not the signed index's is refused before it is unpacked, and
+// nothing is installed or left behind.
+func TestClientRefusesTamperedArchives(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		tamper     func([]byte) []byte
+	}{
+		{"same size, other bytes", "tampered archive", func(b []byte) []byte { b[len(b)/2] ^= 0xff; return b }},
+		{"larger than declared", "larger than", func(b []byte) []byte { return append(b, 0) }},
+		{"shorter than declared", "smaller than declared", func(b []byte) []byte { return b[:len(b)-1] }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := newMarket(t)
+			now := t0.Add(time.Hour)
+			tc := newTestClient(t, m, &now)
+			tc.add(t, m, "")
+			p := filepath.Join(m.dir, filepath.FromSlash(ArchivePath("review", "1.0.0")))
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, c.tamper(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err = tc.Install(context.Background(), pluginapi.MarketplaceInstallRequest{Name: "review", Consent: true})
+			if err == nil || !strings.Contains(err.Error(), c.want) || core.ErrorCode(err) != core.EINVALID {
+				t.Fatalf("install of a tampered archive: %v", err)
+			}
+			if len(tc.inst.requests) != 0 {
+				t.Fatal("the registry was asked to install it")
+			}
+			if left := tc.staging(t); len(left) != 0 {
+				t.Fatalf("staging keeps %v", left)
+			}
+		})
+	}
+}
+
+func TestClientQuarantineAndVersions(t *testing.T) {
+	m := newMarket(t)
+	now := t0.Add(time.Hour)
+	tc := newTestClient(t, m, &now)
+	ctx := context.Background()
+	tc.add(t, m, "72h")
+
+	if res := tc.Search(ctx, "review"); len(res) != 1 || res[0].Latest != "" {
+		t.Fatalf("a version in quarantine is offered: %+v", res)
+	}
+	_, err := tc.Preview(ctx, pluginapi.MarketplaceInstallRequest{Name: "review"}, nil)
+	if core.ErrorCode(err) != core.ENOTFOUND || !strings.Contains(err.Error(), "quarantine") || !strings.Contains(err.Error(), "exact version") {
+		t.Fatalf("latest in quarantine: %v", err)
+	}
+	if _, err := tc.Preview(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Version: "1.0.0"}, nil); err != nil {
+		t.Fatalf("an exact version in quarantine: %v", err)
+	}
+	p, err := tc.Plugin(ctx, "review", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Versions[0].Offered || !strings.Contains(p.Versions[0].Reason, "quarantine") {
+		t.Fatalf("details of a version in quarantine: %+v", p.Versions[0])
+	}
+	now = t0.Add(73 * time.Hour)
+	if res := tc.Search(ctx, "review"); res[0].Latest != "1.0.0" {
+		t.Fatalf("after the quarantine: %+v", res)
+	}
+	for _, c := range []struct{ constraint, want string }{
+		{"^1", "1.0.0"}, {"~1.0", "1.0.0"}, {">=1.0.0 <2", "1.0.0"}, {"latest", "1.0.0"},
+	} {
+		pv, err := tc.Preview(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Version: c.constraint}, nil)
+		if err != nil || pv.Version != c.want {
+			t.Errorf("version %q: %v %v", c.constraint, pv.Version, err)
+		}
+	}
+	if _, err := tc.Preview(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Version: "^2"}, nil); core.ErrorCode(err) != core.ENOTFOUND {
+		t.Errorf("no version matches ^2: %v", err)
+	}
+	if _, err := tc.Preview(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Version: "not a version!"}, nil); core.ErrorCode(err) != core.EINVALID {
+		t.Errorf("a bad range: %v", err)
+	}
+	if _, err := tc.Preview(ctx, pluginapi.MarketplaceInstallRequest{Name: "nope"}, nil); core.ErrorCode(err) != core.ENOTFOUND {
+		t.Errorf("an unknown plugin: %v", err)
+	}
+}
+
+func TestClientRefreshOutdatedUpgradeLocked(t *testing.T) {
+	m := newMarket(t)
+	now := t0.Add(time.Hour)
+	tc := newTestClient(t, m, &now)
+	ctx := context.Background()
+	tc.add(t, m, "")
+	if _, err := tc.Install(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Consent: true}); err != nil {
+		t.Fatal(err)
+	}
+	if out := tc.Outdated(ctx); len(out) != 0 {
+		t.Fatalf("outdated before a new version: %+v", out)
+	}
+	if _, err := tc.UpgradeRequest(ctx, "review"); core.ErrorCode(err) != core.ECONFLICT {
+		t.Fatalf("upgrade of an up-to-date plugin: %v", err)
+	}
+	m.add(t, PublishPlugin{Path: bundle(t, m.dir, "src/review-1.1.0", "review", "1.1.0", "Look for bugs and typos.")}, t0.Add(2*time.Hour))
+	now = t0.Add(3 * time.Hour)
+	mp, err := tc.Refresh(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mp.Version != 2 || mp.TreeSize != 2 {
+		t.Fatalf("refreshed: %+v", mp)
+	}
+	if out := tc.Outdated(ctx); len(out) != 1 || out[0].Latest != "1.1.0" || out[0].Installed != "1.0.0" {
+		t.Fatalf("outdated: %+v", out)
+	}
+	req, err := tc.UpgradeRequest(ctx, "review")
+	if err != nil || req.Version != "1.1.0" || req.Marketplace != "acme" {
+		t.Fatalf("upgrade request: %+v %v", req, err)
+	}
+	tc.inst.Pin(ctx, "review", "1.0.0")
+	if _, err := tc.UpgradeRequest(ctx, "review"); core.ErrorCode(err) != core.ECONFLICT || !strings.Contains(err.Error(), "pinned") {
+		t.Fatalf("upgrade of a pinned plugin: %v", err)
+	}
+
+	// A refused refresh keeps the last verified index.
+	p := filepath.Join(m.dir, IndexFile)
+	good, _ := os.ReadFile(p)
+	if err := os.WriteFile(p, []byte(strings.Replace(string(good), "Acme Plugins", "Acme Plugin$", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.Refresh(ctx, "acme"); err == nil {
+		t.Fatal("an index modified after signing was accepted")
+	}
+	if mp, _ := tc.Get("acme"); mp.Error == "" || mp.Version != 2 || mp.Owner != "Acme Plugins" {
+		t.Fatalf("after a refused refresh: %+v", mp)
+	}
+	if res := tc.Search(ctx, "review"); len(res) != 1 || res[0].Latest != "1.1.0" {
+		t.Fatalf("search after a refused refresh: %+v", res)
+	}
+	os.WriteFile(p, good, 0o644)
+
+	// The lock reproduces the installation on another client.
+	lock := tc.inst.lock()
+	tc2 := newTestClient(t, m, &now)
+	tc2.add(t, m, "")
+	plan, err := tc2.InstallLocked(ctx, lock, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) != 1 || plan[0].Status != pluginapi.LockedWouldInstall || plan[0].Version != "1.0.0" || len(tc2.inst.requests) != 0 {
+		t.Fatalf("dry run: %+v", plan)
+	}
+	done, err := tc2.InstallLocked(ctx, lock, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tc2.inst.installed["review"]
+	if len(done) != 1 || done[0].Status != pluginapi.LockedInstalled || got.Version != "1.0.0" || got.Digest != lock.Plugins[0].Digest || got.Pinned != "1.0.0" {
+		t.Fatalf("locked install: %+v, installed %+v", done, got)
+	}
+	if again, err := tc2.InstallLocked(ctx, lock, true, false); err != nil || again[0].Status != pluginapi.LockedUnchanged {
+		t.Fatalf("locked install again: %+v %v", again, err)
+	}
+	bad := *lock
+	bad.Plugins = slices.Clone(lock.Plugins)
+	bad.Plugins[0].Digest = strings.Repeat("a", 64)
+	tc3 := newTestClient(t, m, &now)
+	tc3.add(t, m, "")
+	if _, err := tc3.InstallLocked(ctx, &bad, true, false); core.ErrorCode(err) != core.ECONFLICT || len(tc3.inst.requests) != 0 {
+		t.Fatalf("a lock whose digest the marketplace no longer publishes: %v", err)
+	}
+}
+
+// serve serves m over HTTP on a loopback address and returns its URL.
+func serve(t *testing.T, m *market) string {
+	t.Helper()
+	srv := httptest.NewServer(Handler(m.dir))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
