@@ -140,7 +140,12 @@ export interface Grant { id: string; name: string; path: string; writable: boole
 export interface Limits { max_steps?: number; max_tool_calls?: number }
 export type Theme = "system" | "light" | "dark";
 /** The owner's settings (GET /settings). */
-export interface Settings { prompt_addendum: string; limits: Limits; memory: boolean; theme: Theme | string; updated_at?: string }
+export interface Settings {
+  prompt_addendum: string; limits: Limits; memory: boolean; theme: Theme | string;
+  /** The runtime of sandboxes created without one; "" (or absent, an older server) is the server's default. */
+  sandbox_runtime?: string;
+  updated_at?: string;
+}
 /** An uploaded file (POST /attachments); uri is how a message part refers to it. */
 export interface Attachment { id: string; name: string; mime_type: string; size: number; uri: string; sha256?: string; thread_id?: string; created_at?: string }
 /** A long-term memory file: preview in lists, content when one is read or written. */
