@@ -173,10 +173,11 @@ type InstallRequest struct {
 	// writing the folder: the registry takes it instead of reading the
 	// folder again. Never sent over the API.
 	Listing []byte `json:"-"`
-	// Source, when a marketplace installs the folder, says where it came
-	// from; the registry records it and checks the folder against its
-	// digest and version.
-	Source *Source `json:"source,omitempty"`
+	// Source, when the marketplace client (in the same process) installs
+	// the folder, says where it came from; the registry records it and
+	// checks the folder against its digest and version. Never taken from
+	// the API: an API caller cannot label a folder as a marketplace's.
+	Source *Source `json:"-"`
 }
 
 // PinRequest is the body of POST /plugins/{id}/pin: the version to hold
