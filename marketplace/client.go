@@ -640,6 +640,7 @@ type staged struct {
 	mp      string
 	version *Version
 	dir     string
+	listing []byte // the folder's integrity listing
 	preview pluginapi.MarketplacePreview
 	// source is what the registry records of where it came from; nil for
 	// a server.json, which no marketplace published.
@@ -659,7 +660,7 @@ type Progress = func(done, total int64)
 func (c *Client) Preview(ctx context.Context, req pluginapi.MarketplaceInstallRequest, progress Progress) (pluginapi.MarketplacePreview, error) {
 	c.op.Lock()
 	defer c.op.Unlock()
-	s, err := c.stage(ctx, req, progress)
+	s, err := c.stage(ctx, req, progress, true)
 	if err != nil {
 		return pluginapi.MarketplacePreview{}, err
 	}
@@ -672,8 +673,9 @@ func (c *Client) Preview(ctx context.Context, req pluginapi.MarketplaceInstallRe
 // stage resolves, downloads, verifies and unpacks a version into
 // Dir/staging/<digest>, reusing a staged copy whose digest still holds.
 // A plugin of a Claude Code marketplace is converted instead
-// (stageClaude), as is an MCP Registry server.json (stageMCP).
-func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequest, progress Progress) (*staged, error) {
+// (stageClaude), as is an MCP Registry server.json (stageMCP); both are
+// always previewed, a conversion's preview being how it is checked.
+func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequest, progress Progress, preview bool) (*staged, error) {
 	if req.MCPRegistry != nil {
 		return c.stageMCP(ctx, req)
 	}
@@ -685,11 +687,19 @@ func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequ
 		return c.stageClaude(ctx, req.Name, mpName, m, v)
 	}
 	dir := filepath.Join(c.cfg.Dir, stagingDir, v.Digest)
-	if t, err := integrity.Tree(dir); err != nil || t.Digest != v.Digest {
+	t, err := integrity.Tree(dir)
+	listing := t.Listing
+	if err != nil || t.Digest != v.Digest {
 		os.RemoveAll(dir)
-		if err := c.download(ctx, mpName, m, v, req.Name, dir, progress); err != nil {
+		if listing, err = c.download(ctx, mpName, m, v, req.Name, dir, progress); err != nil {
 			return nil, err
 		}
+	}
+	s := &staged{mp: mpName, version: v, dir: dir, listing: listing, keep: true, source: &pluginapi.Source{
+		Marketplace: mpName, Version: v.Version, ArchiveSHA256: v.Artifact.SHA256, Digest: v.Digest, IndexVersion: ix.Version,
+	}}
+	if !preview {
+		return s, nil
 	}
 	pv, err := c.cfg.Plugins.Preview(ctx, dir)
 	if err != nil {
@@ -711,33 +721,28 @@ func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequ
 		"archive sha256 " + v.Artifact.SHA256,
 		"folder digest " + v.Digest,
 	}
-	return &staged{mp: mpName, version: v, dir: dir, preview: pluginapi.MarketplacePreview{
+	s.preview = pluginapi.MarketplacePreview{
 		Marketplace: mpName, Preview: pv, Digest: v.Digest, ArchiveSHA256: v.Artifact.SHA256, Size: v.Artifact.Size, Verified: verified,
-	}, source: &pluginapi.Source{
-		Marketplace: mpName, Version: v.Version, ArchiveSHA256: v.Artifact.SHA256, Digest: v.Digest, IndexVersion: ix.Version,
-	}, keep: true}, nil
+	}
+	return s, nil
 }
 
-// download fetches v's archive into a temporary file, verifying its size
-// and sha256 against the signed index before a byte of it is unpacked
-// (FetchArtifact), then unpacks it into dir and checks the folder's
-// digest and that its manifest asks for what the index showed
-// (CheckDigest, CheckManifest). On any failure nothing is left.
-func (c *Client) download(ctx context.Context, mpName string, m *marketplace, v *Version, name, dir string, progress Progress) error {
+// download streams v's archive through its checks into dir: the size
+// and sha256 against the signed index as it is read (FetchArtifact), the
+// files unpacked as they arrive under Unpack's limits and hashed as they
+// are written (UnpackTree), then the folder's digest and that its
+// manifest asks for what the index showed (CheckDigest, CheckManifest).
+// An archive that fails any check is removed with everything unpacked
+// from it; the whole archive is read even when unpacking fails, so that
+// a tampered archive is refused as such.
+func (c *Client) download(ctx context.Context, mpName string, m *marketplace, v *Version, name, dir string, progress Progress) ([]byte, error) {
 	f, err := NewFetcher(m.URL, c.cfg.HTTP)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	staging := filepath.Dir(dir)
-	if err := os.MkdirAll(staging, 0o700); err != nil {
-		return err
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return nil, err
 	}
-	tmp, err := os.CreateTemp(staging, ".download-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
 	failed := func(err error) error {
 		os.RemoveAll(dir)
 		if RefusalReason(err) != "" || core.ErrorCode(err) == core.EINVALID {
@@ -745,30 +750,33 @@ func (c *Client) download(ctx context.Context, mpName string, m *marketplace, v 
 		}
 		return core.Errorf(core.EUNAVAIL, "marketplace %s: download %s: %v", mpName, v.Artifact.URL, err)
 	}
-	if _, err := FetchArtifact(ctx, f, &progressWriter{w: tmp, total: v.Artifact.Size, progress: progress}, name, *v); err != nil {
-		return failed(err)
+	pr, pw := io.Pipe()
+	fetched := make(chan error, 1)
+	go func() {
+		_, err := FetchArtifact(ctx, f, &progressWriter{w: pw, total: v.Artifact.Size, progress: progress}, name, *v)
+		pw.CloseWithError(cmp.Or(err, io.EOF))
+		fetched <- err
+	}()
+	t, uerr := UnpackTree(pr, dir, DefaultLimits)
+	io.Copy(io.Discard, pr) // what Unpack left: FetchArtifact reads at most one byte past the size
+	pr.Close()
+	if err := <-fetched; err != nil {
+		return nil, failed(err)
 	}
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
-	if err := Unpack(tmp, dir, DefaultLimits); err != nil {
-		return failed(err)
-	}
-	t, err := integrity.Tree(dir)
-	if err != nil {
-		return failed(core.Errorf(core.EINVALID, "plugin %s %s: %v", name, v.Version, err))
+	if uerr != nil {
+		return nil, failed(uerr)
 	}
 	if err := CheckDigest(name, *v, t.Digest); err != nil {
-		return failed(err)
+		return nil, failed(err)
 	}
 	man, err := plugins.LoadManifest(dir)
 	if err != nil {
-		return failed(core.Errorf(core.EINVALID, "plugin %s %s: %v", name, v.Version, err))
+		return nil, failed(core.Errorf(core.EINVALID, "plugin %s %s: %v", name, v.Version, err))
 	}
 	if err := CheckManifest(name, *v, man); err != nil {
-		return failed(err)
+		return nil, failed(err)
 	}
-	return nil
+	return t.Listing, nil
 }
 
 // progressWriter reports the bytes written through it.
@@ -799,29 +807,30 @@ func (c *Client) Install(ctx context.Context, req pluginapi.MarketplaceInstallRe
 
 // install is Install with c.op held.
 func (c *Client) install(ctx context.Context, req pluginapi.MarketplaceInstallRequest) (pluginapi.Info, error) {
-	s, err := c.stage(ctx, req, nil)
+	s, err := c.stage(ctx, req, nil, false)
 	if err != nil {
 		return pluginapi.Info{}, err
 	}
 	defer os.RemoveAll(s.dir)
-	if req.Digest != "" && req.Digest != s.preview.Digest {
+	if req.Digest != "" && req.Digest != s.version.Digest {
 		where := ""
 		if s.mp != "" {
 			where = " in marketplace " + s.mp
 		}
-		return pluginapi.Info{}, core.Errorf(core.ECONFLICT, "%s %s%s is now %s, not the %s previewed; review it again", s.preview.ID, s.preview.Version, where, s.preview.Digest, req.Digest)
+		return pluginapi.Info{}, core.Errorf(core.ECONFLICT, "%s %s%s is now %s, not the %s previewed; review it again", cmp.Or(req.Name, s.preview.ID), s.version.Version, where, s.version.Digest, req.Digest)
 	}
 	return c.installStaged(ctx, s, req.Consent, req.AllowDowngrade)
 }
 
-// installStaged hands the staged folder to the registry with the
-// consent given, recording where it came from.
+// installStaged hands the staged folder to the registry, which moves it
+// into place, with the consent given (bound to the previewed sha256 when
+// the staging previewed it), recording where it came from.
 func (c *Client) installStaged(ctx context.Context, s *staged, consent, allowDowngrade bool) (pluginapi.Info, error) {
 	info, err := c.cfg.Plugins.Install(ctx, pluginapi.InstallRequest{
-		Path: s.dir, Consent: consent, SHA256: s.preview.SHA256, AllowDowngrade: allowDowngrade, Source: s.source,
+		Path: s.dir, Move: true, Listing: s.listing, Consent: consent, SHA256: s.preview.SHA256, AllowDowngrade: allowDowngrade, Source: s.source,
 	})
 	if err == nil {
-		c.cfg.Log.Info("plugin installed from marketplace", "plugin", s.preview.ID, "version", s.preview.Version, "marketplace", s.mp, "digest", s.preview.Digest)
+		c.cfg.Log.Info("plugin installed from marketplace", "plugin", info.ID, "version", info.Version, "marketplace", s.mp, "digest", s.version.Digest)
 	}
 	return info, err
 }
@@ -877,7 +886,7 @@ func (c *Client) InstallLocked(ctx context.Context, lock *pluginapi.Lock, consen
 		}
 		req := pluginapi.MarketplaceInstallRequest{Name: p.ID, Version: p.Version, Marketplace: p.Source.Marketplace, Digest: p.Digest, AllowDowngrade: true}
 		if dryRun {
-			s, err := c.stage(ctx, req, nil)
+			s, err := c.stage(ctx, req, nil, true)
 			if err != nil {
 				return out, err
 			}
