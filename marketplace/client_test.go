@@ -89,7 +89,7 @@ func (f *fakeInstaller) lock() *pluginapi.Lock {
 	for _, in := range f.List(context.Background()) {
 		lp := pluginapi.LockedPlugin{ID: in.ID, Version: in.Version, Runtime: "data", SHA256: in.SHA256, Digest: in.Digest, Pinned: in.Pinned != ""}
 		if in.Source != nil {
-			lp.Source = &pluginapi.LockSource{Marketplace: in.Source.Marketplace, ArchiveSHA256: in.Source.ArchiveSHA256, IndexVersion: in.Source.IndexVersion}
+			lp.Source = &pluginapi.LockSource{Marketplace: in.Source.Marketplace, ArchiveSHA256: in.Source.ArchiveSHA256, IndexVersion: in.Source.IndexVersion, Commit: in.Source.Commit}
 		}
 		l.Plugins = append(l.Plugins, lp)
 	}

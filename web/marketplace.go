@@ -139,8 +139,11 @@ func parseMarketplaceInstall(b []byte) (pluginapi.MarketplaceInstallRequest, err
 	if err := unmarshalStrict(b, &req); err != nil {
 		return req, err
 	}
-	if req.Name == "" {
-		return req, errorf(core.EINVALID, "field \"name\" is required: the plugin to install")
+	switch {
+	case req.MCPRegistry != nil && (req.Name != "" || req.Version != "" || req.Marketplace != ""):
+		return req, errorf(core.EINVALID, "with field \"mcp_registry\", leave \"name\", \"version\" and \"marketplace\" out: it names the server to install")
+	case req.MCPRegistry == nil && req.Name == "":
+		return req, errorf(core.EINVALID, "field \"name\" is required: the plugin to install (or \"mcp_registry\": a server.json to install)")
 	}
 	if req.Digest != "" && !reSHA256.MatchString(req.Digest) {
 		return req, errorf(core.EINVALID, "field \"digest\" must be 64 lowercase hexadecimal digits, got %q", clip(req.Digest, 80))

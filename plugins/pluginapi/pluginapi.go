@@ -144,6 +144,12 @@ type Source struct {
 	Digest string `json:"digest"`
 	// IndexVersion is the version of the signed index it was found in.
 	IndexVersion uint64 `json:"index_version"`
+	// Commit is, for a plugin converted from an unsigned Claude Code
+	// marketplace, the git commit the marketplace was read at (40 or 64
+	// hex digits): the pin a lock file reproduces it from. Such a plugin
+	// has no archive: its ArchiveSHA256 is the converted folder's digest.
+	// "" for a Kiln marketplace, or a Claude one read from a folder.
+	Commit string `json:"commit,omitempty"`
 }
 
 // InstallRequest asks to install the plugin folder at Path (on the
