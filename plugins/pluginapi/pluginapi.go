@@ -171,13 +171,16 @@ type InstallRequest struct {
 	AllowDowngrade bool `json:"allow_downgrade,omitempty"`
 	// Move, for a caller in the same process that gives the folder up
 	// (the marketplace client's verified download), lets the registry
-	// rename it into place instead of copying it; it is checked again
-	// there all the same. Never sent over the API.
+	// rename it into place instead of copying it (it copies across
+	// filesystems): after the call, installed or refused, the caller must
+	// not use the folder again. The manifest is read and checked again
+	// there. Never sent over the API.
 	Move bool `json:"-"`
 	// Listing, with Move, is the moved folder's integrity listing (the
 	// lines plugins/integrity.Tree hashes) as the caller computed it while
-	// writing the folder: the registry takes it instead of reading the
-	// folder again. Never sent over the API.
+	// writing the folder: the registry trusts it instead of reading the
+	// folder again, and checks that it hashes to Source's digest. Never
+	// sent over the API.
 	Listing []byte `json:"-"`
 	// Source, when the marketplace client (in the same process) installs
 	// the folder, says where it came from; the registry records it and
