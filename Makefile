@@ -48,7 +48,7 @@ kiln: ui
 
 ## examples: the calc example plugin in both runtimes, as folders `kiln plugin install` takes:
 ## bin/plugins/calc-wasm (WASM module) and bin/plugins/calc (process); and the bwrap sandbox
-## runtime, a process plugin: bin/plugins/bwrap (then KILN_SANDBOX_RUNTIME=bwrap makes it the default)
+## runtime, a process plugin: bin/plugins/bwrap (then kiln settings set sandbox_runtime=bwrap makes it the default)
 EXAMPLE := sdk/plugin/examples/calc
 examples: kiln
 	@mkdir -p $(BIN)/plugins/calc-wasm $(BIN)/plugins/calc $(BIN)/plugins/bwrap

@@ -131,6 +131,30 @@ var layers = []struct {
 		}),
 	},
 	{
+		// marketplace: the index, its signature and log, the client and
+		// the publishing tools, and the other ecosystems' sources. It
+		// installs through plugins (the registry is handed to it as an
+		// interface) and never uses web or cmd, or a plugin transport.
+		pkgs: "github.com/kilnhq/kiln/marketplace/...",
+		allowed: []string{
+			"github.com/kilnhq/kiln/marketplace/",
+			"github.com/kilnhq/kiln/core",
+			"github.com/kilnhq/kiln/plugins",
+			"github.com/kilnhq/kiln/plugins/integrity",
+			"github.com/kilnhq/kiln/plugins/netguard",
+			"github.com/kilnhq/kiln/plugins/pluginapi",
+			"github.com/kilnhq/kiln/plugins/skillbundle",
+			"github.com/kilnhq/kiln/plugins/mcp/mcpservers",
+			"github.com/kilnhq/kiln/skills",
+			"golang.org/x/mod/sumdb/",
+			"github.com/Masterminds/semver/",
+			"github.com/santhosh-tekuri/jsonschema/",
+			"golang.org/x/text/",
+			"github.com/yuin/goldmark/",
+			"gopkg.in/yaml.v3",
+		},
+	},
+	{
 		// plugins: the extension host, its kinds, runtimes and bundled
 		// extensions. Of the SDK it may use the wire packages only (the
 		// contracts and the process protocol), never sdk/plugin itself,

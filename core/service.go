@@ -64,6 +64,10 @@ type Config struct {
 	// TriggerKey (at least 32 bytes) seals webhook triggers' secrets in
 	// the Store; nil means webhook triggers are refused.
 	TriggerKey []byte
+	// SandboxRuntimes lists the sandbox runtimes enabled now: the names
+	// the sandbox_runtime setting may take (besides "", the server's
+	// default). nil means none is, and the setting can only be "".
+	SandboxRuntimes func() []string
 }
 
 // Service is Kiln's core API: every operation a client can do, acting as a

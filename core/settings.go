@@ -15,6 +15,9 @@ type SettingsPatch struct {
 	Limits         *Limits `json:"limits"`
 	Memory         *bool   `json:"memory"`
 	Theme          *string `json:"theme"`
+	// SandboxRuntime sets Settings.SandboxRuntime: an enabled sandbox
+	// runtime (Config.SandboxRuntimes), or "" for the server's default.
+	SandboxRuntime *string `json:"sandbox_runtime"`
 }
 
 // Settings returns p's settings (DefaultSettings when p never changed
@@ -38,7 +41,8 @@ func settingsOf(tx ReadTx, owner string) (*Settings, error) {
 
 // UpdateSettings applies a patch to p's settings. EINVALID for an addendum
 // over MaxPromptAddendum characters or with control characters, limits out
-// of range or an unknown theme; nothing changes then.
+// of range, an unknown theme, or a sandbox runtime that is not enabled
+// (the message lists those that are); nothing changes then.
 func (s *Service) UpdateSettings(ctx context.Context, p Principal, patch SettingsPatch) (*Settings, error) {
 	if a := patch.PromptAddendum; a != nil {
 		if n := utf8.RuneCountInString(*a); n > MaxPromptAddendum {
@@ -55,6 +59,13 @@ func (s *Service) UpdateSettings(ctx context.Context, p Principal, patch Setting
 	}
 	if t := patch.Theme; t != nil && !slices.Contains([]string{ThemeSystem, ThemeLight, ThemeDark}, *t) {
 		return nil, Errorf(EINVALID, "theme %q: want system, light or dark", *t)
+	}
+	if r := patch.SandboxRuntime; r != nil {
+		name := strings.TrimSpace(*r)
+		if err := s.checkSandboxRuntime(name); err != nil {
+			return nil, err
+		}
+		patch.SandboxRuntime = &name
 	}
 	var st *Settings
 	err := s.update(ctx, func(tx Tx) (err error) {
@@ -73,10 +84,32 @@ func (s *Service) UpdateSettings(ctx context.Context, p Principal, patch Setting
 		if patch.Theme != nil {
 			st.Theme = *patch.Theme
 		}
+		if patch.SandboxRuntime != nil {
+			st.SandboxRuntime = *patch.SandboxRuntime
+		}
 		st.UpdatedAt = s.now()
 		return tx.PutSettings(st)
 	})
 	return st, err
+}
+
+// checkSandboxRuntime refuses (EINVALID) a sandbox_runtime that is
+// neither "" nor one of the runtimes enabled now.
+func (s *Service) checkSandboxRuntime(name string) error {
+	if name == "" {
+		return nil
+	}
+	var enabled []string
+	if s.cfg.SandboxRuntimes != nil {
+		enabled = s.cfg.SandboxRuntimes()
+	}
+	switch {
+	case slices.Contains(enabled, name):
+		return nil
+	case len(enabled) == 0:
+		return Errorf(EINVALID, "sandbox_runtime %q: no sandbox runtime is enabled on this server (enable the plugin of one, or give \"\" for the server's default)", name)
+	}
+	return Errorf(EINVALID, "sandbox_runtime %q: no such sandbox runtime is enabled; the enabled ones are %s (or \"\" for the server's default)", name, strings.Join(enabled, ", "))
 }
 
 // PromptInput is what a run's system prompt is built from.

@@ -31,13 +31,21 @@ const MaxPromptAddendum = 8000
 
 // Settings are an owner's preferences: a prompt addendum appended to
 // Kiln's base prompt, the default limits of runs that set none, whether
-// long-term memory is on, and the web UI's theme.
+// long-term memory is on, the web UI's theme, and the sandbox runtime of
+// the sandboxes they create without naming one.
 type Settings struct {
-	OwnerID        string    `json:"-"`
-	PromptAddendum string    `json:"prompt_addendum"`
-	Limits         Limits    `json:"limits"`
-	Memory         bool      `json:"memory"`
-	Theme          string    `json:"theme"`
+	OwnerID        string `json:"-"`
+	PromptAddendum string `json:"prompt_addendum"`
+	Limits         Limits `json:"limits"`
+	Memory         bool   `json:"memory"`
+	Theme          string `json:"theme"`
+	// SandboxRuntime names the sandbox runtime (the ID of a
+	// sandbox-runtime plugin) of the owner's sandboxes created without
+	// one: over the sandbox API and their agents' thread sandboxes. ""
+	// leaves it to the server ($KILN_SANDBOX_RUNTIME, else the first
+	// built-in runtime enabled). While it names a runtime that is no
+	// longer enabled, those sandboxes go to the server's default.
+	SandboxRuntime string    `json:"sandbox_runtime"`
 	UpdatedAt      time.Time `json:"updated_at,omitzero"`
 }
 

@@ -254,6 +254,40 @@ func TestSettings(t *testing.T) {
 	}
 }
 
+// TestSettingsSandboxRuntime: sandbox_runtime takes an enabled runtime
+// (Config.SandboxRuntimes, asked at each change) or "" for the server's
+// default; any other name is refused with the enabled ones listed, and
+// changes nothing.
+func TestSettingsSandboxRuntime(t *testing.T) {
+	e := newEnv(t, listModel{})
+	enabled := []string{"bwrap", "wasm"}
+	svc := e.service(func(c *core.Config) { c.SandboxRuntimes = func() []string { return enabled } })
+	ctx := context.Background()
+	if st, err := svc.UpdateSettings(ctx, owner, core.SettingsPatch{SandboxRuntime: ptr(" bwrap ")}); err != nil || st.SandboxRuntime != "bwrap" {
+		t.Fatalf("set bwrap: %+v, %v", st, err)
+	}
+	_, err := svc.UpdateSettings(ctx, owner, core.SettingsPatch{SandboxRuntime: ptr("docker"), Memory: ptr(true)})
+	if core.ErrorCode(err) != core.EINVALID || !strings.Contains(err.Error(), `sandbox_runtime "docker"`) || !strings.Contains(err.Error(), "bwrap, wasm") {
+		t.Errorf("a runtime not enabled: %v; want EINVALID naming it and listing bwrap, wasm", err)
+	}
+	if st, _ := svc.Settings(ctx, owner); st.SandboxRuntime != "bwrap" || st.Memory {
+		t.Errorf("after the refusal: %+v; want it unchanged", st)
+	}
+	enabled = nil
+	_, err = svc.UpdateSettings(ctx, owner, core.SettingsPatch{SandboxRuntime: ptr("wasm")})
+	if core.ErrorCode(err) != core.EINVALID || !strings.Contains(err.Error(), "no sandbox runtime is enabled") {
+		t.Errorf("with none enabled: %v", err)
+	}
+	// The setting outlives its runtime's plugin, and "" goes back to the
+	// server's default.
+	if st, err := svc.UpdateSettings(ctx, owner, core.SettingsPatch{Theme: ptr("dark")}); err != nil || st.SandboxRuntime != "bwrap" {
+		t.Errorf("another change with bwrap disabled: %+v, %v", st, err)
+	}
+	if st, err := svc.UpdateSettings(ctx, owner, core.SettingsPatch{SandboxRuntime: ptr("")}); err != nil || st.SandboxRuntime != "" {
+		t.Errorf("back to the server's default: %+v, %v", st, err)
+	}
+}
+
 func ptr[T any](v T) *T { return &v }
 
 func TestGrantRules(t *testing.T) {

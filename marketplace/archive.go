@@ -2,7 +2,10 @@ package marketplace
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -251,25 +254,55 @@ func (c *countWriter) explain(err error) error {
 // behind; if dir existed, Unpack returns ECONFLICT and leaves it alone.
 // A failure to write returns a plain error (EINTERNAL).
 func Unpack(r io.Reader, dir string, lim Limits) error {
+	_, err := UnpackTree(r, dir, lim)
+	return err
+}
+
+// UnpackTree is Unpack that also returns what integrity.Tree would of
+// the unpacked folder, hashed as the files are written: the folder's
+// digest without reading it again.
+func UnpackTree(r io.Reader, dir string, lim Limits) (integrity.TreeSum, error) {
 	if err := os.Mkdir(dir, 0o700); errors.Is(err, fs.ErrExist) {
-		return core.Errorf(core.ECONFLICT, "unpack plugin archive: the folder already exists")
+		return integrity.TreeSum{}, core.Errorf(core.ECONFLICT, "unpack plugin archive: the folder already exists")
 	} else if err != nil {
-		return fmt.Errorf("unpack plugin archive: %w", err)
+		return integrity.TreeSum{}, fmt.Errorf("unpack plugin archive: %w", err)
 	}
 	root, err := os.OpenRoot(dir)
+	var files []listed
 	if err == nil {
-		err = unpack(r, root, lim)
+		files, err = unpack(r, root, lim)
 		if cerr := root.Close(); err == nil {
 			err = cerr
 		}
 	}
 	if err != nil {
 		if rerr := os.RemoveAll(dir); rerr != nil {
-			return fmt.Errorf("%w (and removing the partly unpacked folder: %v)", err, rerr)
+			return integrity.TreeSum{}, fmt.Errorf("%w (and removing the partly unpacked folder: %v)", err, rerr)
 		}
-		return err
+		return integrity.TreeSum{}, err
 	}
-	return nil
+	return treeSum(files), nil
+}
+
+// listed is an unpacked file with its sha256, hex.
+type listed struct {
+	path, sum string
+	size      int64
+}
+
+// treeSum is integrity.Tree's answer for files: the listing sorted by
+// path in byte order, one "<sha256>  <path>" line each, and its digest.
+func treeSum(files []listed) integrity.TreeSum {
+	slices.SortFunc(files, func(a, b listed) int { return strings.Compare(a.path, b.path) })
+	var b bytes.Buffer
+	t := integrity.TreeSum{Files: len(files)}
+	for _, f := range files {
+		b.WriteString(f.sum + "  " + f.path + "\n")
+		t.Bytes += f.size
+	}
+	sum := sha256.Sum256(b.Bytes())
+	t.Digest, t.Listing = hex.EncodeToString(sum[:]), b.Bytes()
+	return t
 }
 
 // what a path in the folder being unpacked is.
@@ -279,7 +312,7 @@ const (
 	isImpliedDir // made for an entry under it; the archive may list it later
 )
 
-func unpack(r io.Reader, root *os.Root, lim Limits) error {
+func unpack(r io.Reader, root *os.Root, lim Limits) ([]listed, error) {
 	cr := &countReader{r: r, max: lim.Archive}
 	corrupt := func(err error) error {
 		if cr.over {
@@ -290,12 +323,13 @@ func unpack(r io.Reader, root *os.Root, lim Limits) error {
 	gz, err := gzip.NewReader(cr)
 	if err != nil {
 		if cr.over {
-			return corrupt(err)
+			return nil, corrupt(err)
 		}
-		return refusef("not a gzip stream: %v", err)
+		return nil, refusef("not a gzip stream: %v", err)
 	}
 	tr := tar.NewReader(gz)
 	seen := map[string]int{}
+	var files []listed
 	entries := 0
 	var total int64
 	count := func() error {
@@ -310,30 +344,30 @@ func unpack(r io.Reader, root *os.Root, lim Limits) error {
 			break
 		}
 		if err != nil {
-			return corrupt(err)
+			return nil, corrupt(err)
 		}
 		name := h.Name
 		if h.Typeflag == tar.TypeDir {
 			name = strings.TrimSuffix(name, "/")
 		}
 		if why := checkPath(name); why != "" {
-			return refusef("%q: %s", h.Name, why)
+			return nil, refusef("%q: %s", h.Name, why)
 		}
 		switch h.Typeflag {
 		case tar.TypeReg, tar.TypeDir:
 		case tar.TypeSymlink:
 			if path.IsAbs(h.Linkname) || !fs.ValidPath(path.Join(path.Dir(name), h.Linkname)) {
-				return refusef("%q: a symlink to %q, outside the folder", name, h.Linkname)
+				return nil, refusef("%q: a symlink to %q, outside the folder", name, h.Linkname)
 			}
-			return refusef("%q: a symlink (to %q); a plugin archive holds files and folders only, and Pack writes the file a link leads to in its place", name, h.Linkname)
+			return nil, refusef("%q: a symlink (to %q); a plugin archive holds files and folders only, and Pack writes the file a link leads to in its place", name, h.Linkname)
 		case tar.TypeLink:
-			return refusef("%q: a hard link (to %q); a plugin archive holds files and folders only", name, h.Linkname)
+			return nil, refusef("%q: a hard link (to %q); a plugin archive holds files and folders only", name, h.Linkname)
 		case tar.TypeChar, tar.TypeBlock:
-			return refusef("%q: a device", name)
+			return nil, refusef("%q: a device", name)
 		case tar.TypeFifo:
-			return refusef("%q: a fifo", name)
+			return nil, refusef("%q: a fifo", name)
 		default:
-			return refusef("%q: an entry of tar type %q; a plugin archive holds files and folders only", name, h.Typeflag)
+			return nil, refusef("%q: an entry of tar type %q; a plugin archive holds files and folders only", name, h.Typeflag)
 		}
 		for i := range len(name) {
 			if name[i] != '/' {
@@ -342,13 +376,13 @@ func unpack(r io.Reader, root *os.Root, lim Limits) error {
 			parent := name[:i]
 			switch seen[parent] {
 			case isFile:
-				return refusef("%q: %q is a file, not a folder", name, parent)
+				return nil, refusef("%q: %q is a file, not a folder", name, parent)
 			case 0:
 				if err := count(); err != nil {
-					return err
+					return nil, err
 				}
 				if err := root.Mkdir(parent, 0o700); err != nil {
-					return fmt.Errorf("unpack plugin archive: %w", err)
+					return nil, fmt.Errorf("unpack plugin archive: %w", err)
 				}
 				seen[parent] = isImpliedDir
 			}
@@ -357,53 +391,55 @@ func unpack(r io.Reader, root *os.Root, lim Limits) error {
 			seen[name] = isDir // counted when it was implied
 			continue
 		} else if k != 0 {
-			return refusef("%q: a second entry for the same path", name)
+			return nil, refusef("%q: a second entry for the same path", name)
 		}
 		if err := count(); err != nil {
-			return err
+			return nil, err
 		}
 		if h.Typeflag == tar.TypeDir {
 			if err := root.Mkdir(name, 0o700); err != nil {
-				return fmt.Errorf("unpack plugin archive: %w", err)
+				return nil, fmt.Errorf("unpack plugin archive: %w", err)
 			}
 			seen[name] = isDir
 			continue
 		}
 		seen[name] = isFile
 		allowed := min(lim.File, lim.Unpacked-total)
-		n, err := unpackFile(root, name, h.Mode&0o111 != 0, io.LimitReader(tr, allowed+1))
+		n, sum, err := unpackFile(root, name, h.Mode&0o111 != 0, io.LimitReader(tr, allowed+1))
 		total += n
 		switch {
 		case n > allowed && allowed == lim.File:
-			return refusef("%q: larger than %s", name, bytesText(lim.File))
+			return nil, refusef("%q: larger than %s", name, bytesText(lim.File))
 		case n > allowed:
-			return refusef("more than %s unpacked", bytesText(lim.Unpacked))
+			return nil, refusef("more than %s unpacked", bytesText(lim.Unpacked))
 		case errors.As(err, new(writeError)):
-			return err
+			return nil, err
 		case err != nil:
-			return corrupt(err)
+			return nil, corrupt(err)
 		}
+		files = append(files, listed{name, sum, n})
 	}
-	return checkPadding(gz, corrupt)
+	return files, checkPadding(gz, corrupt)
 }
 
 // unpackFile writes what r gives to the new file name and returns how
-// many bytes it wrote. A failure to create or write the file is a
+// many bytes it wrote and their sha256, hex. A failure to create or write the file is a
 // writeError; a failure to read r is returned as is.
-func unpackFile(root *os.Root, name string, exec bool, r io.Reader) (int64, error) {
+func unpackFile(root *os.Root, name string, exec bool, r io.Reader) (int64, string, error) {
 	perm := os.FileMode(0o600)
 	if exec {
 		perm = 0o700
 	}
 	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
-		return 0, writeError{err}
+		return 0, "", writeError{err}
 	}
-	n, err := io.Copy(writeTo{f}, r)
+	h := sha256.New()
+	n, err := io.Copy(writeTo{f}, io.TeeReader(r, h))
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = writeError{cerr}
 	}
-	return n, err
+	return n, hex.EncodeToString(h.Sum(nil)), err
 }
 
 // writeError marks a failure to write the unpacked folder, as opposed to

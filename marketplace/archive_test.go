@@ -69,7 +69,8 @@ func TestPackUnpackRoundTrip(t *testing.T) {
 	writeFolder(t, src)
 	archive := packBytes(t, src)
 	out := filepath.Join(t.TempDir(), "out")
-	if err := Unpack(bytes.NewReader(archive), out, DefaultLimits); err != nil {
+	sum, err := UnpackTree(bytes.NewReader(archive), out, DefaultLimits)
+	if err != nil {
 		t.Fatalf("Unpack: %v", err)
 	}
 	want, err := integrity.Tree(src)
@@ -82,6 +83,9 @@ func TestPackUnpackRoundTrip(t *testing.T) {
 	}
 	if got.Digest != want.Digest {
 		t.Fatalf("digest of the unpacked folder %s, of the source %s\nunpacked:\n%s\nsource:\n%s", got.Digest, want.Digest, got.Listing, want.Listing)
+	}
+	if sum.Digest != got.Digest || !bytes.Equal(sum.Listing, got.Listing) || sum.Files != got.Files || sum.Bytes != got.Bytes {
+		t.Fatalf("UnpackTree says %+v, integrity.Tree %+v", sum, got)
 	}
 	modes := map[string]fs.FileMode{
 		".":                 fs.ModeDir | 0o700,
@@ -550,7 +554,7 @@ func checkUnpack(t *testing.T, archive []byte, lim Limits) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(parent, "out")
-	err := Unpack(bytes.NewReader(archive), dir, lim)
+	sum, err := UnpackTree(bytes.NewReader(archive), dir, lim)
 	var walked []string
 	werr := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -584,5 +588,10 @@ func checkUnpack(t *testing.T, archive []byte, lim Limits) {
 		if len(walked) != 2 {
 			t.Fatalf("a refused Unpack (%v) left %v", err, walked[2:])
 		}
+		return
+	}
+	// What it hashed while writing is what is on disk.
+	if tree, terr := integrity.Tree(dir); terr == nil && tree.Digest != sum.Digest {
+		t.Fatalf("UnpackTree's digest %s, integrity.Tree's %s", sum.Digest, tree.Digest)
 	}
 }

@@ -602,6 +602,7 @@ type staged struct {
 	index   *Index
 	version *Version
 	dir     string
+	listing []byte // the folder's integrity listing
 	preview pluginapi.MarketplacePreview
 }
 
@@ -615,7 +616,7 @@ type Progress = func(done, total int64)
 func (c *Client) Preview(ctx context.Context, req pluginapi.MarketplaceInstallRequest, progress Progress) (pluginapi.MarketplacePreview, error) {
 	c.op.Lock()
 	defer c.op.Unlock()
-	s, err := c.stage(ctx, req, progress)
+	s, err := c.stage(ctx, req, progress, true)
 	if err != nil {
 		return pluginapi.MarketplacePreview{}, err
 	}
@@ -624,17 +625,23 @@ func (c *Client) Preview(ctx context.Context, req pluginapi.MarketplaceInstallRe
 
 // stage resolves, downloads, verifies and unpacks a version into
 // Dir/staging/<digest>, reusing a staged copy whose digest still holds.
-func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequest, progress Progress) (*staged, error) {
+func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequest, progress Progress, preview bool) (*staged, error) {
 	mpName, m, ix, v, err := c.resolve(req.Name, req.Version, req.Marketplace)
 	if err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(c.cfg.Dir, stagingDir, v.Digest)
-	if t, err := integrity.Tree(dir); err != nil || t.Digest != v.Digest {
+	t, err := integrity.Tree(dir)
+	listing := t.Listing
+	if err != nil || t.Digest != v.Digest {
 		os.RemoveAll(dir)
-		if err := c.download(ctx, mpName, m, v, req.Name, dir, progress); err != nil {
+		if listing, err = c.download(ctx, mpName, m, v, req.Name, dir, progress); err != nil {
 			return nil, err
 		}
+	}
+	s := &staged{mp: mpName, index: ix, version: v, dir: dir, listing: listing}
+	if !preview {
+		return s, nil
 	}
 	pv, err := c.cfg.Plugins.Preview(ctx, dir)
 	if err != nil {
@@ -656,31 +663,28 @@ func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequ
 		"archive sha256 " + v.Artifact.SHA256,
 		"folder digest " + v.Digest,
 	}
-	return &staged{mp: mpName, index: ix, version: v, dir: dir, preview: pluginapi.MarketplacePreview{
+	s.preview = pluginapi.MarketplacePreview{
 		Marketplace: mpName, Preview: pv, Digest: v.Digest, ArchiveSHA256: v.Artifact.SHA256, Size: v.Artifact.Size, Verified: verified,
-	}}, nil
+	}
+	return s, nil
 }
 
-// download fetches v's archive into a temporary file, verifying its size
-// and sha256 against the signed index before a byte of it is unpacked
-// (FetchArtifact), then unpacks it into dir and checks the folder's
-// digest and that its manifest asks for what the index showed
-// (CheckDigest, CheckManifest). On any failure nothing is left.
-func (c *Client) download(ctx context.Context, mpName string, m *marketplace, v *Version, name, dir string, progress Progress) error {
+// download streams v's archive through its checks into dir: the size
+// and sha256 against the signed index as it is read (FetchArtifact), the
+// files unpacked as they arrive under Unpack's limits and hashed as they
+// are written (UnpackTree), then the folder's digest and that its
+// manifest asks for what the index showed (CheckDigest, CheckManifest).
+// An archive that fails any check is removed with everything unpacked
+// from it; the whole archive is read even when unpacking fails, so that
+// a tampered archive is refused as such.
+func (c *Client) download(ctx context.Context, mpName string, m *marketplace, v *Version, name, dir string, progress Progress) ([]byte, error) {
 	f, err := NewFetcher(m.URL, c.cfg.HTTP)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	staging := filepath.Dir(dir)
-	if err := os.MkdirAll(staging, 0o700); err != nil {
-		return err
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return nil, err
 	}
-	tmp, err := os.CreateTemp(staging, ".download-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
 	// A refusal's message is what the API sends (core.ErrorMessage):
 	// the marketplace and "nothing was installed" go into it, not into
 	// a wrapping that would stop at the API; the reason stays last.
@@ -696,30 +700,33 @@ func (c *Client) download(ctx context.Context, mpName string, m *marketplace, v 
 		}
 		return core.Errorf(core.EUNAVAIL, "marketplace %s: download %s: %v", mpName, v.Artifact.URL, err)
 	}
-	if _, err := FetchArtifact(ctx, f, &progressWriter{w: tmp, total: v.Artifact.Size, progress: progress}, name, *v); err != nil {
-		return failed(err)
+	pr, pw := io.Pipe()
+	fetched := make(chan error, 1)
+	go func() {
+		_, err := FetchArtifact(ctx, f, &progressWriter{w: pw, total: v.Artifact.Size, progress: progress}, name, *v)
+		pw.CloseWithError(cmp.Or(err, io.EOF))
+		fetched <- err
+	}()
+	t, uerr := UnpackTree(pr, dir, DefaultLimits)
+	io.Copy(io.Discard, pr) // what Unpack left: FetchArtifact reads at most one byte past the size
+	pr.Close()
+	if err := <-fetched; err != nil {
+		return nil, failed(err)
 	}
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
-	if err := Unpack(tmp, dir, DefaultLimits); err != nil {
-		return failed(err)
-	}
-	t, err := integrity.Tree(dir)
-	if err != nil {
-		return failed(core.Errorf(core.EINVALID, "plugin %s %s: %v", name, v.Version, err))
+	if uerr != nil {
+		return nil, failed(uerr)
 	}
 	if err := CheckDigest(name, *v, t.Digest); err != nil {
-		return failed(err)
+		return nil, failed(err)
 	}
 	man, err := plugins.LoadManifest(dir)
 	if err != nil {
-		return failed(core.Errorf(core.EINVALID, "plugin %s %s: %v", name, v.Version, err))
+		return nil, failed(core.Errorf(core.EINVALID, "plugin %s %s: %v", name, v.Version, err))
 	}
 	if err := CheckManifest(name, *v, man); err != nil {
-		return failed(err)
+		return nil, failed(err)
 	}
-	return nil
+	return t.Listing, nil
 }
 
 // progressWriter reports the bytes written through it.
@@ -750,7 +757,7 @@ func (c *Client) Install(ctx context.Context, req pluginapi.MarketplaceInstallRe
 
 // install is Install with c.op held.
 func (c *Client) install(ctx context.Context, req pluginapi.MarketplaceInstallRequest) (pluginapi.Info, error) {
-	s, err := c.stage(ctx, req, nil)
+	s, err := c.stage(ctx, req, nil, false)
 	if err != nil {
 		return pluginapi.Info{}, err
 	}
@@ -759,7 +766,7 @@ func (c *Client) install(ctx context.Context, req pluginapi.MarketplaceInstallRe
 		return pluginapi.Info{}, core.Errorf(core.ECONFLICT, "%s %s in marketplace %s is now %s, not the %s previewed; review it again", req.Name, s.version.Version, s.mp, s.version.Digest, req.Digest)
 	}
 	info, err := c.cfg.Plugins.Install(ctx, pluginapi.InstallRequest{
-		Path: s.dir, Consent: req.Consent, SHA256: s.preview.SHA256, AllowDowngrade: req.AllowDowngrade,
+		Path: s.dir, Move: true, Listing: s.listing, Consent: req.Consent, AllowDowngrade: req.AllowDowngrade,
 		Source: &pluginapi.Source{
 			Marketplace: s.mp, Version: s.version.Version, ArchiveSHA256: s.version.Artifact.SHA256,
 			Digest: s.version.Digest, IndexVersion: s.index.Version,
@@ -807,7 +814,7 @@ func (c *Client) InstallLocked(ctx context.Context, lock *pluginapi.Lock, consen
 		}
 		req := pluginapi.MarketplaceInstallRequest{Name: p.ID, Version: p.Version, Marketplace: p.Source.Marketplace, Digest: p.Digest, AllowDowngrade: true}
 		if dryRun {
-			s, err := c.stage(ctx, req, nil)
+			s, err := c.stage(ctx, req, nil, true)
 			if err != nil {
 				return out, err
 			}

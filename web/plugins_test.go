@@ -196,7 +196,7 @@ func TestPluginRoutes(t *testing.T) {
 	if in.ID != "weather" || in.Status != registry.StatusEnabled || !slices.Equal(in.Tools, []string{"weather.run"}) {
 		t.Fatalf("installed: %+v", in)
 	}
-	if got := fake.installs[len(fake.installs)-1]; got != (registry.InstallRequest{Path: "/plugins/weather", Consent: true, SHA256: fakeSHA}) {
+	if got := fake.installs[len(fake.installs)-1]; !reflect.DeepEqual(got, registry.InstallRequest{Path: "/plugins/weather", Consent: true, SHA256: fakeSHA}) {
 		t.Fatalf("install request reached the registry as %+v", got)
 	}
 	e.call("POST", "/api/v1/plugins", `{"path":"/plugins/quiet","consent":true,"disabled":true}`, http.StatusCreated, &in)

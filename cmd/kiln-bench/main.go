@@ -54,6 +54,9 @@ var benches = []bench{
 	{"./core/sqlite", "^BenchmarkTaskCall", "300x"},
 	{"./core", "^BenchmarkSchedulerDispatch", "1x"},
 	{"./web", "^BenchmarkWebhookLatency", "1x"},
+	{"./marketplace", "^BenchmarkRefresh10k$", "5x"},
+	{"./marketplace", "^BenchmarkSearch10k$", "20x"},
+	{"./marketplace", "^BenchmarkInstall20MB$", "5x"},
 }
 
 // metrics maps "BenchmarkName/sub unit" to the values of each -count run.
@@ -490,6 +493,13 @@ func main() {
 		v := ms(c.key + " ns/op")
 		add(c.label, v, "ms", c.target, c.limit == 0 || (v >= 0 && v < c.limit))
 	}
+	refresh := get("BenchmarkRefresh10k ns/op") / 1e6
+	add("marketplace: refresh and verify an index of 10,000 plugin versions", refresh, "ms", "< 200 ms", refresh >= 0 && refresh < 200)
+	search := get("BenchmarkSearch10k p50-ms")
+	add("marketplace: search 10,000 plugin versions, p50", search, "ms", "< 5 ms", search >= 0 && search < 5)
+	install, cp := get("BenchmarkInstall20MB copy-x"), get("BenchmarkInstall20MB copy-ms")
+	add("marketplace: install a 20 MB plugin from a local marketplace, over copying its archive", install, "x", "<= 2x", install >= 0 && install <= 2)
+	add("marketplace: copying that archive (cp, then fsync)", cp, "ms", "", true)
 	plain, task := get("BenchmarkTaskCall/plain ms/run"), get("BenchmarkTaskCall/task ms/run")
 	add("run with one plain tool call (echo), SQLite", plain, "ms", "", true)
 	add("run with one task call (a subagent that answers at once)", task, "ms", "", true)

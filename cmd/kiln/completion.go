@@ -195,9 +195,19 @@ func (a *app) completeMemories(cmd *cobra.Command, _ []string, _ string) ([]stri
 }
 
 // completeSettings completes "key=" for kiln settings set and, after the
-// "=", the values of a setting that takes one of a few.
-func completeSettings(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+// "=", the values of a setting that takes one of a few (for
+// sandbox_runtime, the server's enabled runtimes).
+func (a *app) completeSettings(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 	if key, _, ok := strings.Cut(toComplete, "="); ok {
+		if key == "sandbox_runtime" {
+			return a.completeFrom(cmd, func(ctx context.Context, c *client.Client) ([]string, error) {
+				names, err := enabledSandboxRuntimes(ctx, c)
+				for i, n := range names {
+					names[i] = key + "=" + n
+				}
+				return names, err
+			})
+		}
 		var out []string
 		for _, v := range settingValues[key] {
 			out = append(out, key+"="+v)

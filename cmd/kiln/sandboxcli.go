@@ -139,13 +139,15 @@ container from an image already on the server's host, as Kiln pulls none.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&in.Image, "image", "", "the image of a docker sandbox, present on the server's host (default: the server's)")
-	f.StringVar(&in.Runtime, "runtime", "", "the runtime: "+orList(sandboxRuntimes)+" (default: the server's)")
+	f.StringVar(&in.Runtime, "runtime", "", "the runtime: "+orList(sandboxRuntimes)+", or an installed one (default: your sandbox_runtime setting, else the server's)")
 	f.StringVar(&timeout, "timeout", "30m", "how long it lives before the server deletes it, or none")
 	f.StringVar(&in.CPU, "cpu", "", "the CPU limit, in cores: 0.5, 2, 500m")
 	f.StringVar(&in.Memory, "memory", "", "the memory limit: 512Mi, 2Gi")
 	f.StringArrayVar(&env, "env", nil, "an environment variable, `KEY=VALUE` (repeatable)")
 	f.StringArrayVar(&meta, "meta", nil, "a metadata label, `KEY=VALUE` (repeatable)")
-	_ = cmd.RegisterFlagCompletionFunc("runtime", cobra.FixedCompletions(sandboxRuntimes, noFiles))
+	_ = cmd.RegisterFlagCompletionFunc("runtime", func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+		return a.completeFrom(cmd, enabledSandboxRuntimes)
+	})
 	_ = cmd.RegisterFlagCompletionFunc("timeout", cobra.FixedCompletions([]string{"30m", "1h", "none"}, noFiles))
 	return cmd
 }

@@ -46,7 +46,8 @@ var sandboxRuntimes = []string{docker.Name, wasm.Name, js.Name}
 
 // envSandboxRuntime names the runtime that serves a sandbox create naming
 // none (one of sandboxRuntimes); unset, the first of them whose plugin is
-// enabled.
+// enabled. An owner's sandbox_runtime setting, changed at run time, wins
+// over it.
 const envSandboxRuntime = "KILN_SANDBOX_RUNTIME"
 
 // envSandboxDefaultTimeout is the lifetime of a sandbox whose create
@@ -68,7 +69,8 @@ const (
 
 // openSandboxes returns the sandbox service over the store: sandbox
 // records in it, host volumes from the owner's folder grants, the default
-// runtime from $KILN_SANDBOX_RUNTIME, the warm pools of
+// runtime from the owner's sandbox_runtime setting (svc's), else
+// $KILN_SANDBOX_RUNTIME, the warm pools of
 // <data>/sandbox-pools.json, the egress sockets under <data>/egress
 // (none when that path is too long for a socket), the skills staged into
 // thread sandboxes under <data>/sandbox-skills. Runtimes join it as
@@ -101,8 +103,18 @@ func openSandboxes(store core.Store, svc *core.Service, dataRoot string, log *sl
 		log.Warn("sandboxes with an egress allowlist are off: the data root is too long for their unix sockets", "folder", egressDir, "max", service.MaxEgressDir)
 		egressDir = ""
 	}
+	var chosen func(context.Context, string) (string, error)
+	if svc != nil {
+		chosen = func(ctx context.Context, owner string) (string, error) {
+			st, err := svc.Settings(ctx, core.Principal{ID: owner})
+			if err != nil {
+				return "", err
+			}
+			return st.SandboxRuntime, nil
+		}
+	}
 	return service.New(service.Config{
-		Store: store, Key: key, Default: os.Getenv(envSandboxRuntime), Preferred: sandboxRuntimes, Pools: pools,
+		Store: store, Key: key, Default: os.Getenv(envSandboxRuntime), Chosen: chosen, Preferred: sandboxRuntimes, Pools: pools,
 		MaxSandboxes: maxSandboxes, DefaultTimeout: defaultTimeout, EgressDir: egressDir, SkillsDir: filepath.Join(dataRoot, "sandbox-skills"),
 		Grants: func(ctx context.Context, owner string) ([]*core.Grant, error) {
 			return svc.ListGrants(ctx, core.Principal{ID: owner})
@@ -306,7 +318,7 @@ func sandboxInterruptOn() (map[string]core.Policy, error) {
 
 // sandboxToolsBuiltin is the built-in plugin "sandbox" of the tools
 // sandbox.exec, sandbox.read_file and sandbox.write_file, over each
-// thread's own sandbox on the server's default runtime, held for
+// thread's own sandbox on the owner's default runtime, held for
 // approval as policy says (its manifest's interruptOn); a skill's subagent finds its skill's folder
 // (skillFiles) at /skills/<name>/ in it.
 func sandboxToolsBuiltin(sbx *service.Service, policy core.Policy, skillFiles tools.SkillFiles) (plugins.Builtin, error) {

@@ -406,25 +406,29 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return fmt.Errorf("trigger key: %w", err)
 	}
+	// The sandbox service opens over svc, and the sandbox_runtime setting
+	// takes the runtimes it has enabled: asked only once the API serves.
+	var sbx *service.Service
 	svc, err := core.New(core.Config{
-		Schedules:     cron.Parse,
-		TriggerKey:    triggerKey,
-		Tools:         []core.Tool{&skills.Task{Catalog: cat, Always: files.ReadOnly, Sandbox: skillSandboxTools}},
-		Store:         store,
-		Models:        modelResolver(models),
-		DefaultModel:  cfg.Model,
-		Logger:        log.With("component", "core"),
-		Redactor:      red,
-		Observer:      met,
-		DataRoot:      cfg.DataRoot,
-		MaxToolResult: cfg.MaxToolResult,
-		Blobs:         core.DirBlobs{Dir: filepath.Join(cfg.DataRoot, "attachments")},
+		SandboxRuntimes: func() []string { return sbx.Runtimes() },
+		Schedules:       cron.Parse,
+		TriggerKey:      triggerKey,
+		Tools:           []core.Tool{&skills.Task{Catalog: cat, Always: files.ReadOnly, Sandbox: skillSandboxTools}},
+		Store:           store,
+		Models:          modelResolver(models),
+		DefaultModel:    cfg.Model,
+		Logger:          log.With("component", "core"),
+		Redactor:        red,
+		Observer:        met,
+		DataRoot:        cfg.DataRoot,
+		MaxToolResult:   cfg.MaxToolResult,
+		Blobs:           core.DirBlobs{Dir: filepath.Join(cfg.DataRoot, "attachments")},
 	})
 	if err != nil {
 		return fmt.Errorf("create service: %w", err)
 	}
 	met.WatchRuns(svc.RunCounts)
-	sbx, err := openSandboxes(store, svc, cfg.DataRoot, log.With("component", "sandboxes"))
+	sbx, err = openSandboxes(store, svc, cfg.DataRoot, log.With("component", "sandboxes"))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins/sandboxruntime"
+	"github.com/kilnhq/kiln/sdk/client"
 )
 
 // settingKeys are the keys of kiln settings set, with what they take.
@@ -23,6 +26,7 @@ var settingKeys = []struct{ key, takes string }{
 	{"theme", "system, light or dark: the web UI's"},
 	{"max_steps", "default step limit of a run; 0 is the server's"},
 	{"max_tool_calls", "default tool call limit of a run; 0 is the server's"},
+	{"sandbox_runtime", "runtime of the sandboxes created without one (an enabled sandbox-runtime plugin); empty is the server's"},
 }
 
 // settingValues are the values of the settings that take one of a few.
@@ -34,10 +38,11 @@ var settingValues = map[string][]string{
 func newSettingsCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "settings",
-		Short: "Show your settings: prompt addendum, memory, theme, default limits",
+		Short: "Show your settings: prompt addendum, memory, theme, default limits, sandbox runtime",
 		Long: `Show your settings: the prompt addendum added to every run's system prompt,
-whether long-term memory is on, the web UI's theme, and the limits of runs
-that set none. Change them with 'kiln settings set'.`,
+whether long-term memory is on, the web UI's theme, the limits of runs
+that set none, and the runtime of the sandboxes created without one.
+Change them with 'kiln settings set'.`,
 	}
 	parentCmd(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -49,14 +54,15 @@ that set none. Change them with 'kiln settings set'.`,
 		if err != nil {
 			return err
 		}
-		return a.printSettings(cmd.OutOrStdout(), st)
+		return a.printSettings(cmd.Context(), cmd.OutOrStdout(), c, st)
 	}
 	cmd.AddCommand(newSettingsSetCmd(a))
 	return cmd
 }
 
-// printSettings writes settings as JSON or for a human.
-func (a *app) printSettings(w io.Writer, s *core.Settings) error {
+// printSettings writes settings as JSON or for a human; a sandbox
+// runtime that is not enabled (c's plugins say) is marked so.
+func (a *app) printSettings(ctx context.Context, w io.Writer, c *client.Client, s *core.Settings) error {
 	if a.jsonOutput() {
 		return writeJSON(w, s)
 	}
@@ -76,6 +82,13 @@ func (a *app) printSettings(w io.Writer, s *core.Settings) error {
 	field("Theme", s.Theme)
 	field("Max steps", limit(s.Limits.MaxSteps))
 	field("Max tool calls", limit(s.Limits.MaxToolCalls))
+	if s.SandboxRuntime == "" {
+		field("Sandbox runtime", st.dim("server default"))
+	} else if runtimes, err := enabledSandboxRuntimes(ctx, c); err == nil && !slices.Contains(runtimes, s.SandboxRuntime) {
+		field("Sandbox runtime", s.SandboxRuntime+" "+st.yellow("(not enabled: sandboxes created without a runtime get the server's default)"))
+	} else {
+		field("Sandbox runtime", s.SandboxRuntime)
+	}
 	if s.PromptAddendum == "" {
 		field("Prompt addendum", st.dim("none"))
 	} else {
@@ -111,6 +124,7 @@ func newSettingsSetCmd(a *app) *cobra.Command {
 input); prompt_addendum= with nothing after it clears the addendum.`,
 		Example: `  kiln settings set memory=on theme=dark
   kiln settings set max_steps=50
+  kiln settings set sandbox_runtime=bwrap
   kiln settings set --addendum-file instructions.md
   kiln settings set prompt_addendum=`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -119,7 +133,7 @@ input); prompt_addendum= with nothing after it clears the addendum.`,
 			}
 			return nil
 		},
-		ValidArgsFunction: completeSettings,
+		ValidArgsFunction: a.completeSettings,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			patch, limits, err := parseSettings(args)
 			if err != nil {
@@ -159,7 +173,7 @@ input); prompt_addendum= with nothing after it clears the addendum.`,
 			if err != nil {
 				return err
 			}
-			return a.printSettings(cmd.OutOrStdout(), st)
+			return a.printSettings(ctx, cmd.OutOrStdout(), c, st)
 		},
 	}
 	cmd.Flags().StringVar(&addendumFile, "addendum-file", "", `set the prompt addendum from this file ("-" for standard input)`)
@@ -197,6 +211,8 @@ func parseSettings(args []string) (core.SettingsPatch, map[string]int, error) {
 			p.Memory = &on
 		case "theme":
 			p.Theme = &value
+		case "sandbox_runtime":
+			p.SandboxRuntime = &value
 		case "max_steps", "max_tool_calls":
 			n, err := strconv.Atoi(value)
 			if err != nil || n < 0 {
@@ -206,6 +222,23 @@ func parseSettings(args []string) (core.SettingsPatch, map[string]int, error) {
 		}
 	}
 	return p, limits, nil
+}
+
+// enabledSandboxRuntimes lists the sandbox runtimes of the server's
+// enabled plugins, sorted.
+func enabledSandboxRuntimes(ctx context.Context, c *client.Client) ([]string, error) {
+	ps, err := c.Plugins(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range ps {
+		if p.Status == client.PluginEnabled {
+			out = append(out, p.Provided[string(sandboxruntime.Name)]...)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // parseSwitch reads on/off, true/false, yes/no.

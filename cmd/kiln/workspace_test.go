@@ -107,7 +107,7 @@ func TestGrantsAddListRemove(t *testing.T) {
 func TestSettingsSetAndShow(t *testing.T) {
 	startServer(t, t.TempDir(), "")
 	r := kilnOK(t, "", "settings")
-	want := "Memory:          off\nTheme:           system\nMax steps:       server default\nMax tool calls:  server default\nPrompt addendum: none\n"
+	want := "Memory:          off\nTheme:           system\nMax steps:       server default\nMax tool calls:  server default\nSandbox runtime: server default\nPrompt addendum: none\n"
 	if r.stdout != want {
 		t.Errorf("default settings:\n%s\nwant:\n%s", r.stdout, want)
 	}
@@ -145,15 +145,16 @@ func TestSettingsSetAndShow(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"colour=red"}, "error: unknown setting \"colour\": the settings are prompt_addendum, memory, theme, max_steps or max_tool_calls" + usage},
-		{[]string{"memory"}, "error: \"memory\": want KEY=VALUE, with a KEY of prompt_addendum, memory, theme, max_steps or max_tool_calls" + usage},
+		{[]string{"colour=red"}, "error: unknown setting \"colour\": the settings are prompt_addendum, memory, theme, max_steps, max_tool_calls or sandbox_runtime" + usage},
+		{[]string{"memory"}, "error: \"memory\": want KEY=VALUE, with a KEY of prompt_addendum, memory, theme, max_steps, max_tool_calls or sandbox_runtime" + usage},
 		{[]string{"memory=maybe"}, "error: memory=maybe: want on or off" + usage},
 		{[]string{"max_steps=many"}, "error: max_steps=many: want a whole number, 0 for the server's default" + usage},
 		{[]string{"theme=dark", "theme=light"}, "error: theme is given twice" + usage},
 		{[]string{"prompt_addendum=x", "--addendum-file", addendum}, "error: give the prompt addendum once: as prompt_addendum= or with --addendum-file" + usage},
-		{nil, "error: nothing to set: give KEY=VALUE, with a KEY of prompt_addendum, memory, theme, max_steps or max_tool_calls" + usage},
+		{nil, "error: nothing to set: give KEY=VALUE, with a KEY of prompt_addendum, memory, theme, max_steps, max_tool_calls or sandbox_runtime" + usage},
 		{[]string{"theme=blue"}, "error: theme \"blue\": want system, light or dark\n"},
 		{[]string{"max_steps=20000"}, "error: limits must be between 0 (the server's default) and 10000\n"},
+		{[]string{"sandbox_runtime=bwrap"}, "error: sandbox_runtime \"bwrap\": no sandbox runtime is enabled on this server (enable the plugin of one, or give \"\" for the server's default)\n"},
 	} {
 		kilnFailsWith(t, "", tt.want, append([]string{"settings", "set"}, tt.args...)...)
 	}

@@ -103,7 +103,7 @@ func testSettings(t *testing.T, s core.Store) {
 		return nil
 	})
 	full := &core.Settings{OwnerID: alice, PromptAddendum: "Answer in French. ✓\nBe brief.",
-		Limits: core.Limits{MaxSteps: 12, MaxToolCalls: 30}, Memory: true, Theme: core.ThemeDark, UpdatedAt: at(1)}
+		Limits: core.Limits{MaxSteps: 12, MaxToolCalls: 30}, Memory: true, Theme: core.ThemeDark, SandboxRuntime: "bwrap", UpdatedAt: at(1)}
 	put(t, s, full)
 	view(t, s, func(tx core.ReadTx) error {
 		got, err := tx.Settings(alice)

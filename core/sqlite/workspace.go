@@ -104,8 +104,8 @@ func (x *tx) Settings(ownerID string) (*core.Settings, error) {
 	s := &core.Settings{OwnerID: ownerID}
 	var limits []byte
 	var updated int64
-	err := x.queryRow("SELECT prompt_addendum, limits, memory, theme, updated_at FROM settings WHERE owner_id = ?", ownerID).
-		Scan(&s.PromptAddendum, &limits, &s.Memory, &s.Theme, &updated)
+	err := x.queryRow("SELECT prompt_addendum, limits, memory, theme, sandbox_runtime, updated_at FROM settings WHERE owner_id = ?", ownerID).
+		Scan(&s.PromptAddendum, &limits, &s.Memory, &s.Theme, &s.SandboxRuntime, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, core.Errorf(core.ENOTFOUND, "owner %q has no settings", ownerID)
 	}
@@ -134,11 +134,11 @@ func (x *tx) PutSettings(s *core.Settings) error {
 	if err != nil {
 		return err
 	}
-	_, err = x.exec("put settings", `INSERT INTO settings (owner_id, prompt_addendum, limits, memory, theme, updated_at)
-VALUES (?, ?, ?, ?, ?, ?)
+	_, err = x.exec("put settings", `INSERT INTO settings (owner_id, prompt_addendum, limits, memory, theme, sandbox_runtime, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (owner_id) DO UPDATE SET prompt_addendum = excluded.prompt_addendum, limits = excluded.limits,
- memory = excluded.memory, theme = excluded.theme, updated_at = excluded.updated_at`,
-		s.OwnerID, s.PromptAddendum, limits, s.Memory, s.Theme, updated)
+ memory = excluded.memory, theme = excluded.theme, sandbox_runtime = excluded.sandbox_runtime, updated_at = excluded.updated_at`,
+		s.OwnerID, s.PromptAddendum, limits, s.Memory, s.Theme, s.SandboxRuntime, updated)
 	return err
 }
 

@@ -180,3 +180,45 @@ VALUES (1, 0, 2, 'user', 'hello', NULL, '', '', 0, ?)`, []any{ns}},
 		t.Errorf("after deleting the old thread: %d files, %d attachments, %d grants; want 0, 0 and the grant", files, atts, grants)
 	}
 }
+
+// TestSettingsSandboxRuntimeMigration: settings stored at schema 0013
+// read after the upgrade as they were, with no sandbox runtime (the
+// server's default), and take one afterwards.
+func TestSettingsSandboxRuntimeMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kiln.db")
+	db := createAt(t, path, 13)
+	when := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	if _, err := db.Exec(`INSERT INTO settings (owner_id, prompt_addendum, limits, memory, theme, updated_at)
+VALUES ('local', 'Be brief.', '{"max_steps":9}', 1, 'dark', ?)`, when.UnixNano()); err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatalf("Open of a 0013 database: %v", err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	want := &core.Settings{OwnerID: "local", PromptAddendum: "Be brief.", Limits: core.Limits{MaxSteps: 9}, Memory: true, Theme: core.ThemeDark, UpdatedAt: when}
+	read := func() *core.Settings {
+		t.Helper()
+		var got *core.Settings
+		if err := s.View(ctx, func(tx core.ReadTx) (err error) { got, err = tx.Settings("local"); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := read(); !reflect.DeepEqual(got, want) {
+		t.Errorf("settings after the upgrade:\n got  %+v\n want %+v", got, want)
+	}
+	want.SandboxRuntime = "bwrap"
+	if _, err := s.Update(ctx, func(tx core.Tx) error { return tx.PutSettings(want) }); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); !reflect.DeepEqual(got, want) {
+		t.Errorf("settings with a sandbox runtime:\n got  %+v\n want %+v", got, want)
+	}
+}

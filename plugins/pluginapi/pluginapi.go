@@ -163,6 +163,16 @@ type InstallRequest struct {
 	// AllowDowngrade allows installing a version older than the installed
 	// one; without it that is refused.
 	AllowDowngrade bool `json:"allow_downgrade,omitempty"`
+	// Move, for a caller in the same process that gives the folder up
+	// (the marketplace client's verified download), lets the registry
+	// rename it into place instead of copying it; it is checked again
+	// there all the same. Never sent over the API.
+	Move bool `json:"-"`
+	// Listing, with Move, is the moved folder's integrity listing (the
+	// lines plugins/integrity.Tree hashes) as the caller computed it while
+	// writing the folder: the registry takes it instead of reading the
+	// folder again. Never sent over the API.
+	Listing []byte `json:"-"`
 	// Source, when a marketplace installs the folder, says where it came
 	// from; the registry records it and checks the folder against its
 	// digest and version.

@@ -2,6 +2,8 @@ package registry
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -40,7 +42,13 @@ type inspected struct {
 // inspect reads and checks the plugin folder at path: the manifest, its
 // bytes (the entry's sha256, or a bundle's digest) and whether this Kiln
 // can run it. Problems are EINVALID with the precise reason.
-func (r *Registry) inspect(path string) (inspected, error) {
+//
+// With moved set (an install that will move the folder into place and
+// hash it there, Install's Move with a Source) the bytes are not hashed
+// here: the sum is the one the manifest states for its entry, or for a
+// bundle the digest the source published, and copyIn checks them on the
+// one pass it makes over the moved folder.
+func (r *Registry) inspect(path string, moved *pluginapi.Source) (inspected, error) {
 	if !filepath.IsAbs(path) {
 		return inspected{}, core.Errorf(core.EINVALID, "plugin path %q must be absolute (a folder on the server's machine)", path)
 	}
@@ -59,9 +67,16 @@ func (r *Registry) inspect(path string) (inspected, error) {
 		}
 		return inspected{}, core.Errorf(core.EINVALID, "%v", err)
 	}
-	sum, err := integrity.Sum(path, m)
-	if err != nil {
-		return inspected{}, core.Errorf(core.EINVALID, "plugin %s: %v", m.ID, err)
+	var sum string
+	switch {
+	case moved != nil && m.DataOnly():
+		sum = moved.Digest
+	case moved != nil:
+		sum = m.SHA256
+	default:
+		if sum, err = integrity.Sum(path, m); err != nil {
+			return inspected{}, core.Errorf(core.EINVALID, "plugin %s: %v", m.ID, err)
+		}
 	}
 	kinds, err := kindsOf(m)
 	if err != nil {
@@ -117,7 +132,7 @@ func validate(l plugins.Loader, dir string, m *plugins.Manifest, kinds []plugins
 // new version asks for beyond the consent given to the installed one, the
 // files that differ (Changes) and whether it is older (Downgrade).
 func (r *Registry) Preview(_ context.Context, path string) (Preview, error) {
-	p, err := r.preview(path)
+	p, err := r.preview(path, nil)
 	if err != nil || p.Installed == "" {
 		return p, err
 	}
@@ -126,8 +141,8 @@ func (r *Registry) Preview(_ context.Context, path string) (Preview, error) {
 }
 
 // preview is Preview without Changes, which Install does not need.
-func (r *Registry) preview(path string) (Preview, error) {
-	in, err := r.inspect(path)
+func (r *Registry) preview(path string, moved *pluginapi.Source) (Preview, error) {
+	in, err := r.inspect(path, moved)
 	if err != nil {
 		return Preview{}, err
 	}
@@ -185,7 +200,11 @@ func older(a, b string) bool {
 // installed but fails to start, Install returns its Info (status failed)
 // and an EUNAVAIL error.
 func (r *Registry) Install(ctx context.Context, req InstallRequest) (Info, error) {
-	p, err := r.preview(req.Path)
+	var moved *pluginapi.Source
+	if req.Move && req.Source != nil {
+		moved = req.Source
+	}
+	p, err := r.preview(req.Path, moved)
 	if err != nil {
 		return Info{}, err
 	}
@@ -218,7 +237,7 @@ func (r *Registry) Install(ctx context.Context, req InstallRequest) (Info, error
 		}
 		return Info{}, core.Errorf(core.EINVALID, "installing %s %s needs consent to its permissions (%s); show them to the user (preview) and send consent: true", p.ID, p.Version, strings.Join(asked, "; "))
 	}
-	st, err := r.copyIn(req.Path, p)
+	st, err := r.copyIn(req.Path, p, req.Move, req.Listing)
 	if err != nil {
 		return Info{}, err
 	}
@@ -335,7 +354,7 @@ func (s *staged) abort() {
 // data-only bundle's listing is written beside the copy. A folder already
 // at Root/<id>/<version> (a previous version reinstalled) is moved aside
 // until the staged copy is committed or aborted.
-func (r *Registry) copyIn(src string, p Preview) (*staged, error) {
+func (r *Registry) copyIn(src string, p Preview, move bool, listing []byte) (*staged, error) {
 	parent := filepath.Join(r.cfg.Root, p.ID)
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return nil, fmt.Errorf("install %s: %w", p.ID, err)
@@ -351,7 +370,8 @@ func (r *Registry) copyIn(src string, p Preview) (*staged, error) {
 			os.Remove(parent) // when nothing else is installed there
 		}
 	}()
-	if err := copyTree(src, tmp); err != nil {
+	moved, err := moveOrCopy(src, tmp, move)
+	if err != nil {
 		return nil, err
 	}
 	changed := core.Errorf(core.ECONFLICT, "plugin %s changed while it was being installed; try again", p.ID)
@@ -360,8 +380,8 @@ func (r *Registry) copyIn(src string, p Preview) (*staged, error) {
 		return nil, changed
 	}
 	// One pass over the copy gives its digest and, from the listing, the
-	// entry's sha256.
-	t, err := integrity.Tree(tmp)
+	// entry's sha256; a moved folder's listing may come from its writer.
+	t, err := treeOf(tmp, moved, listing)
 	if err != nil {
 		return nil, core.Errorf(core.EINVALID, "plugin %s: %v", p.ID, err)
 	}
@@ -396,6 +416,34 @@ func (r *Registry) copyIn(src string, p Preview) (*staged, error) {
 		}
 	}
 	return st, nil
+}
+
+// treeOf is integrity.Tree(dir), or for a folder moved into place whose
+// writer hashed it as it wrote it, that writer's listing and its digest.
+func treeOf(dir string, moved bool, listing []byte) (integrity.TreeSum, error) {
+	if !moved || listing == nil {
+		return integrity.Tree(dir)
+	}
+	sum := sha256.Sum256(listing)
+	return integrity.TreeSum{Digest: hex.EncodeToString(sum[:]), Listing: listing}, nil
+}
+
+// moveOrCopy fills the empty folder dst with src's files: with move, by
+// renaming src over it when both are on one filesystem (src is then gone;
+// it reports true), else by copying.
+func moveOrCopy(src, dst string, move bool) (bool, error) {
+	if move {
+		if err := os.Remove(dst); err != nil {
+			return false, err
+		}
+		if err := os.Rename(src, dst); err == nil {
+			return true, nil
+		}
+		if err := os.Mkdir(dst, 0o700); err != nil {
+			return false, err
+		}
+	}
+	return false, copyTree(src, dst)
 }
 
 // copyTree copies the regular files and folders under src into dst. A

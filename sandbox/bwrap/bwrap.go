@@ -3,7 +3,8 @@
 // Debian's and Ubuntu's package bubblewrap). It is not built into Kiln:
 // it ships as a process plugin (cmd/kiln-sandbox-bwrap, with the
 // manifest Manifest returns), installed like any other and set as the
-// default runtime with KILN_SANDBOX_RUNTIME=bwrap.
+// default runtime with kiln settings set sandbox_runtime=bwrap (or
+// KILN_SANDBOX_RUNTIME=bwrap at the server's start).
 //
 // # Sandboxes
 //

@@ -80,8 +80,15 @@ type Config struct {
 	// that stay the same across restarts (LoadKey).
 	Key []byte
 	// Default is the runtime that serves a create naming none; "" picks
-	// the first of Preferred that is registered.
+	// the first of Preferred that is registered. An owner's choice
+	// (Chosen) wins over it.
 	Default string
+	// Chosen returns the runtime an owner chose for the sandboxes they
+	// create without naming one (their sandbox_runtime setting), or ""
+	// when they chose none; nil means no owner chooses. A chosen runtime
+	// that is not enabled (its plugin disabled since) is passed over for
+	// Default, with a warning in the log.
+	Chosen func(ctx context.Context, owner string) (string, error)
 	// Preferred are the runtimes a server can have, in the order a create
 	// naming none prefers them; a create when none is enabled is told to
 	// enable one of them.
@@ -159,6 +166,9 @@ type Service struct {
 	gates map[string]*egress.Gate
 	// started is Start's context, once it was called (mu guards it).
 	started context.Context
+	// passedOver holds, by owner, the chosen runtime (Config.Chosen) last
+	// passed over because it is not enabled, so that the log says so once.
+	passedOver sync.Map
 }
 
 // OnEnd has f called with a sandbox's ID once it has ended: destroyed
@@ -357,8 +367,41 @@ func enableOneOf(names []string) string {
 	return "enable the " + strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1] + " plugin"
 }
 
-// DefaultRuntime is the runtime a create that names none gets, or "".
-func (s *Service) DefaultRuntime() string {
+// DefaultRuntime is the runtime of owner's creates that name none: the
+// one they chose (Config.Chosen) while it is enabled, else the server's
+// (Config.Default, else the first of Preferred that is enabled), or ""
+// when there is none. It fails only when reading the owner's choice
+// fails. A chosen runtime passed over is logged as a warning, once until
+// it is enabled again or the choice changes.
+func (s *Service) DefaultRuntime(ctx context.Context, owner string) (string, error) {
+	if s.cfg.Chosen == nil {
+		return s.serverDefault(), nil
+	}
+	chosen, err := s.cfg.Chosen(ctx, owner)
+	if err != nil {
+		return "", fmt.Errorf("read the sandbox runtime of %s's settings: %w", owner, err)
+	}
+	if chosen == "" {
+		return s.serverDefault(), nil
+	}
+	s.mu.RLock()
+	enabled := s.runtimes[chosen] != nil
+	s.mu.RUnlock()
+	if enabled {
+		s.passedOver.Delete(owner)
+		return chosen, nil
+	}
+	name := s.serverDefault()
+	if prev, seen := s.passedOver.Swap(owner, chosen); !seen || prev != chosen {
+		s.log.Warn("the sandbox runtime chosen in the settings is not enabled: sandboxes created without a runtime go to the server's default until its plugin is enabled again or the setting changes",
+			"owner", owner, "chosen", chosen, "runtime", name, "fix", "kiln plugin enable "+chosen+", or kiln settings set sandbox_runtime=NAME")
+	}
+	return name, nil
+}
+
+// serverDefault is the server's default runtime: Config.Default, else
+// the first of Preferred that is enabled, else "".
+func (s *Service) serverDefault() string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.cfg.Default != "" {
@@ -649,11 +692,16 @@ func (s *Service) Create(ctx context.Context, owner string, req CreateRequest) (
 // keys allowed). With skills, on a runtime with mounts and a SkillsDir,
 // the sandbox gets its skills folder (StageSkill) at SkillsPath.
 func (s *Service) create(ctx context.Context, owner string, req CreateRequest, skills bool) (*core.Sandbox, error) {
-	name := s.DefaultRuntime()
+	name := req.Extensions[ExtRuntime]
+	if name == "" {
+		var err error
+		if name, err = s.DefaultRuntime(ctx, owner); err != nil {
+			return nil, err
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(req.Extensions)) {
 		switch k {
 		case ExtRuntime:
-			name = req.Extensions[k]
 		case "poolRef":
 			return nil, sandbox.Unsupported(name, "pools over the API (poolRef); Kiln's warm pools are set in its settings")
 		case "access.renew.extend.seconds":

@@ -55,7 +55,7 @@ func (t *threadLocks) lock(key string) func() {
 }
 
 // ForThread returns the thread's own sandbox on the runtime name ("" is
-// the server's default), with its runtime and handle, creating it on the
+// the owner's default, DefaultRuntime), with its runtime and handle, creating it on the
 // thread's first use: no network, no host folders but its skills folder
 // (read-only at SkillsPath, on a runtime with mounts, when the service
 // has a SkillsDir: see StageSkill), the runtime's default environment and
@@ -72,7 +72,10 @@ func (s *Service) ForThread(ctx context.Context, owner, thread, name string) (*c
 		return nil, nil, sandbox.Handle{}, core.Errorf(core.EINVALID, "a thread's sandbox needs a thread")
 	}
 	if name == "" {
-		name = s.DefaultRuntime()
+		var err error
+		if name, err = s.DefaultRuntime(ctx, owner); err != nil {
+			return nil, nil, sandbox.Handle{}, err
+		}
 	}
 	defer s.threads.lock(name + "\x00" + thread)()
 	page, err := s.List(ctx, owner, ListQuery{States: []string{StateRunning, StatePaused},

@@ -1,7 +1,8 @@
 // Package tools holds the agent tools over sandboxes: sandbox.exec,
-// sandbox.read_file and sandbox.write_file, on a sandbox of the server's
-// default runtime, and js.eval, on a sandbox of the js runtime. Each
-// thread has its own sandbox per runtime, created on its first call
+// sandbox.read_file and sandbox.write_file, on a sandbox of the owner's
+// default runtime (their sandbox_runtime setting, else the server's),
+// and js.eval, on a sandbox of the js runtime. Each thread has its own
+// sandbox per runtime, created on its first call
 // (Opener, the sandbox service's ForThread) and destroyed with the thread
 // or when it expires after its last use; the sandbox runs with no network
 // and no host folder, so what a call does stays in it.
@@ -30,7 +31,7 @@ import (
 	"github.com/kilnhq/kiln/sandbox"
 )
 
-// Opener gives a thread its own sandbox on a runtime ("" is the server's
+// Opener gives a thread its own sandbox on a runtime ("" is the owner's
 // default), creating it on first use: the sandbox service's ForThread.
 type Opener interface {
 	ForThread(ctx context.Context, owner, thread, runtime string) (*core.Sandbox, sandbox.Runtime, sandbox.Handle, error)

@@ -5,14 +5,14 @@
 // why, removed ones deleted), sent with a working folder and shown in the
 // sent message; fork from a completed turn; a thread's virtual files in
 // its Files panel; long-term memories edited in Settings > Memories; the
-// theme and the prompt addendum in Settings > General. axe audits the new
-// pages.
+// theme, the prompt addendum and the default sandbox runtime in Settings >
+// General. axe audits the new pages.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { audit, setup, shot, startApprovalRun, tid } from "./harness.mjs";
+import { audit, setup, shot, startApprovalRun, tid, until } from "./harness.mjs";
 
 const grantRow = (name) => `${tid("grant")}[data-name="${name}"]`;
 const memoryRow = (name) => `${tid("memory")}[data-name="${name}"]`;
@@ -429,6 +429,58 @@ test("Settings > General: the theme applies at once and stays; the addendum is c
     assert.equal(st.limits.max_steps, 12);
     assert.ok(!st.limits.max_tool_calls);
     await shot(p, "settings-general");
+    assert.deepEqual(s.errors, []);
+  } finally { await s.close(); }
+});
+
+test("Settings > General: the default sandbox runtime is one of the enabled ones, saved at once; a create naming none lands on it; one disabled since is marked", async () => {
+  // No Docker engine, so the runtimes are js and wasm; the server's own
+  // default is wasm.
+  const s = await setup({ env: { DOCKER_HOST: "unix:///nonexistent.sock", KILN_SANDBOX_RUNTIME: "wasm" } });
+  const p = s.page;
+  const sel = tid("sandbox-runtime-default");
+  const options = () => p.locator(`${sel} option`).allTextContents();
+  const setting = async () => (await s.kiln.api("GET", "/settings")).sandbox_runtime;
+  const create = async () => {
+    const r = await fetch(s.kiln.url + "/v1/sandboxes", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ timeout: 600 }) });
+    assert.equal(r.status, 202);
+    return (await r.json()).runtime;
+  };
+  try {
+    await p.goto(s.front.url + "#/settings/general");
+    await p.waitForSelector(`${tid("general")}[data-state="loaded"]`);
+    await until(async () => (await options()).length === 3, "the enabled runtimes in the select");
+    assert.deepEqual(await options(), ["Server default", "js", "wasm"]);
+    assert.equal(await p.inputValue(sel), "");
+    assert.equal(await create(), "wasm");
+
+    await p.selectOption(sel, "js");
+    await until(async () => (await setting()) === "js", "the setting saved");
+    assert.equal(await create(), "js", "a create naming no runtime");
+
+    // The js plugin disabled: the setting stays, marked, and says what happens.
+    await s.kiln.api("POST", "/plugins/js/disable");
+    await p.reload();
+    await p.waitForSelector(`${tid("general")}[data-state="loaded"]`);
+    const note = p.locator(tid("sandbox-runtime-note"));
+    await note.waitFor();
+    assert.match(await note.textContent(), /^js is not enabled: sandboxes created without a runtime get the server's default/);
+    assert.equal(await p.inputValue(sel), "js");
+    assert.deepEqual(await options(), ["Server default", "wasm", "js (not enabled)"]);
+    assert.equal(await create(), "wasm");
+    await audit(p, "settings with a sandbox runtime not enabled");
+    await shot(p, "settings-sandbox-runtime");
+
+    // Enabled again (as from the Plugins panel below): the select reads
+    // the runtimes again when it gets the focus.
+    await s.kiln.api("POST", "/plugins/js/enable");
+    await p.focus(sel);
+    await note.waitFor({ state: "detached" });
+    assert.deepEqual(await options(), ["Server default", "js", "wasm"]);
+
+    await p.selectOption(sel, "");
+    await until(async () => (await setting()) === "", "the server's default saved");
+    assert.equal(await create(), "wasm");
     assert.deepEqual(s.errors, []);
   } finally { await s.close(); }
 });

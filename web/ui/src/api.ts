@@ -130,3 +130,22 @@ export async function sandboxApi<T = any>(method: string, path: string, body?: u
 export function sandboxError(status: number, data: any): ApiError {
   return new ApiError(status, typeof data?.code === "string" ? data.code : "error", typeof data?.message === "string" && data.message ? data.message : `HTTP ${status}`);
 }
+
+/**
+ * POST of a JSON body whose answer is read as a stream: the Response of a
+ * 2xx answer, for the caller to read. A refusal before the stream starts
+ * throws an ApiError with the server's code and message; abort (signal)
+ * throws code "aborted".
+ */
+export async function apiStream(path: string, body: unknown, accept: string, signal?: AbortSignal): Promise<Response> {
+  let res: Response;
+  try {
+    res = await fetch(API + path, { method: "POST", headers: { Accept: accept, "Content-Type": "application/json", ...authHeaders() }, body: JSON.stringify(body), cache: "no-store", signal });
+  } catch (e) {
+    if (signal?.aborted) throw new ApiError(0, "aborted", "Cancelled.");
+    throw new ApiError(0, "network", "The server cannot be reached.");
+  }
+  if (res.status === 401) { onUnauthorized(); throw new ApiError(401, "unauthorized", "A token is needed."); }
+  if (!res.ok) { let data: any; try { data = await res.json(); } catch { /* not JSON */ } throw answerError(res.status, data); }
+  return res;
+}

@@ -1,7 +1,8 @@
 // The Sandboxes page's logic: the lifecycle API's types, the time left
 // before a sandbox expires, and a command run through a sandbox's
 // execution API (sandbox/execapi) with its output streamed.
-import { ApiError, sandboxApi, sandboxError } from "./api";
+import { api, ApiError, sandboxApi, sandboxError } from "./api";
+import type { Plugin } from "./types";
 
 export interface Sandbox {
   id: string;
@@ -28,6 +29,41 @@ export const META_THREAD = "kiln.io/thread";
 export function threadOf(sb: Pick<Sandbox, "metadata">): string | undefined {
   const id = sb.metadata?.[META_THREAD]?.trim();
   return id || undefined;
+}
+
+/** The runtimes the enabled sandbox-runtime plugins provide, sorted (from GET /plugins). */
+export function runtimesOf(plugins: Plugin[] | null | undefined): string[] {
+  return (plugins ?? [])
+    .filter((p) => p.status === "enabled" && (p.provides ?? []).includes("sandbox-runtime"))
+    .flatMap((p) => p.provided?.["sandbox-runtime"] ?? [p.id])
+    .sort();
+}
+
+/** The runtimes the enabled sandbox-runtime plugins provide, sorted (GET /api/v1/plugins). */
+export async function loadRuntimes(): Promise<string[]> {
+  const { plugins } = await api<{ plugins: Plugin[] }>("GET", "/plugins");
+  return runtimesOf(plugins);
+}
+
+/** An option of the default sandbox runtime's select in Settings. */
+export interface RuntimeChoice { value: string; label: string }
+
+/**
+ * The choices of the sandbox_runtime setting: the server's default, the
+ * enabled runtimes, and the chosen one when it is not (or not yet known
+ * to be) enabled, so the select shows what is set; note says what
+ * happens while the chosen runtime is not enabled ("" when it is, or
+ * while the enabled ones are unknown).
+ */
+export function runtimeChoices(chosen: string | undefined, enabled: string[] | undefined): { choices: RuntimeChoice[]; note: string } {
+  const choices: RuntimeChoice[] = [{ value: "", label: "Server default" }];
+  for (const r of enabled ?? []) choices.push({ value: r, label: r });
+  const off = !!chosen && !(enabled ?? []).includes(chosen);
+  if (off) choices.push({ value: chosen!, label: enabled ? `${chosen} (not enabled)` : chosen! });
+  const note = off && enabled
+    ? `${chosen} is not enabled: sandboxes created without a runtime get the server's default until its plugin is enabled again.`
+    : "";
+  return { choices, note };
 }
 
 /** The execution API's port, as OpenSandbox's SDKs ask for it. */

@@ -68,7 +68,62 @@ export interface Plugin {
   /** Per kind, what the enabled plugin adds: models, skills, MCP servers (and its tools). */
   provided?: Record<string, string[]>;
   installed_at?: string; restarts?: number; pid?: number;
+  /** Where a plugin installed from a marketplace came from; absent for one installed from a folder. */
+  source?: PluginSource;
+  /** The version a rollback returns to (kept on disk), or "". */
+  previous?: string;
+  /** The version the plugin is held at, or absent: a pinned plugin is not upgraded, replaced or rolled back until unpinned. */
+  pinned?: string;
+  /** The installed folder's digest (plugins/integrity), what a marketplace publishes; absent for built-ins. */
+  digest?: string;
 }
+/** The marketplace release an installed plugin is (pluginapi.Source). */
+export interface PluginSource { marketplace: string; version: string; archive_sha256: string; digest: string; index_version: number }
+/** A marketplace the server was told about (pluginapi.Marketplace). */
+export interface Marketplace {
+  name: string; url: string; kind: "kiln" | "claude" | string; keys: string[] | null; unsigned?: boolean;
+  /** A Go duration: "72h0m0s"; "0s" offers every version. */
+  quarantine: string;
+  owner?: string; version?: number; expires?: string; tree_size?: number; tree_hash?: string;
+  plugins: number; added: string; refreshed?: string;
+  /** Why the last refresh was refused; the last verified index is kept. */
+  error?: string;
+}
+/** The body of POST /marketplaces. */
+export interface AddMarketplaceRequest { name: string; url: string; keys?: string[]; kind?: string; trust_unsigned?: boolean; quarantine?: string }
+/** One published version of a marketplace plugin. */
+export interface MarketplaceVersion {
+  version: string; published: string; digest: string; archive_sha256: string; size: number; runtime: string;
+  provides: string[] | null; permissions: string[] | null; min_kiln?: string; protocol?: number;
+  /** False when it is installed only by exact version; reason says why. */
+  offered: boolean; reason?: string;
+  /** Signed by a trusted key; log_index is the index version's log entry (-1 for an unsigned source). */
+  signed: boolean; log_index: number;
+}
+/** A plugin a marketplace offers (search results; versions, newest first, only in its details). */
+export interface MarketplacePlugin {
+  name: string; marketplace: string; description: string; author?: string; homepage?: string; license?: string;
+  tags: string[] | null; kinds: string[] | null; latest: string; installed?: string; score?: number; versions?: MarketplaceVersion[] | null;
+}
+/** The body of POST /marketplace/preview and /marketplace/install (and the answer of GET /plugins/{id}/upgrade). */
+export interface MarketplaceInstallRequest { name: string; version?: string; marketplace?: string; consent?: boolean; digest?: string; allow_downgrade?: boolean }
+/** The files an upgrade changes, against the installed version. */
+export interface PluginChanges { added?: string[] | null; removed?: string[] | null; changed?: string[] | null; summary?: string }
+/** What installing a verified marketplace version would do (POST /marketplace/preview). */
+export interface MarketplacePreview {
+  id: string; version: string; description: string; runtime: string; provides: string[] | null; sha256: string;
+  permissions: string[] | null; installed?: string; added?: string[] | null; needs_consent: boolean;
+  /** Older than the installed version: installing it needs allow_downgrade. */
+  downgrade?: boolean;
+  /** The version the installed plugin is pinned at: another is refused until it is unpinned. */
+  pinned?: string;
+  changes?: PluginChanges;
+  marketplace: string; digest: string; archive_sha256: string; size: number; verified: string[] | null; skipped?: string[] | null;
+}
+/** An installed marketplace plugin with a newer version offered. */
+export interface Outdated { name: string; marketplace: string; installed: string; latest: string; pinned?: string }
+/** A download's progress: bytes done of total (total 0: unknown). */
+export interface Progress { done: number; total: number }
 /** One resolved provider setting (plugins/providers/hub/types.go): a secret's value is only "set" or "not set". */
 export interface ProviderSetting { name: string; secret: boolean; value: string; source?: string }
 /** A model provider as GET /providers lists it; its secrets are redacted by the server. */
@@ -85,7 +140,12 @@ export interface Grant { id: string; name: string; path: string; writable: boole
 export interface Limits { max_steps?: number; max_tool_calls?: number }
 export type Theme = "system" | "light" | "dark";
 /** The owner's settings (GET /settings). */
-export interface Settings { prompt_addendum: string; limits: Limits; memory: boolean; theme: Theme | string; updated_at?: string }
+export interface Settings {
+  prompt_addendum: string; limits: Limits; memory: boolean; theme: Theme | string;
+  /** The runtime of sandboxes created without one; "" (or absent, an older server) is the server's default. */
+  sandbox_runtime?: string;
+  updated_at?: string;
+}
 /** An uploaded file (POST /attachments); uri is how a message part refers to it. */
 export interface Attachment { id: string; name: string; mime_type: string; size: number; uri: string; sha256?: string; thread_id?: string; created_at?: string }
 /** A long-term memory file: preview in lists, content when one is read or written. */

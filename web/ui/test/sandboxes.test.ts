@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { canPause, ExecParser, META_THREAD, outcomeOf, outputOf, parseMetadata, takesImage, threadOf } from "../src/sandboxes";
+import { canPause, ExecParser, META_THREAD, outcomeOf, outputOf, parseMetadata, runtimeChoices, runtimesOf, takesImage, threadOf } from "../src/sandboxes";
+import type { Plugin } from "../src/types";
 import { untilTime } from "../src/time";
 import { isListRoute, parseRoute, href } from "../src/route";
 
@@ -88,4 +89,36 @@ test("threadOf: the kiln.io/thread key names the thread that owns a sandbox", ()
   assert.equal(threadOf({ metadata: { team: "ui" } }), undefined);
   assert.equal(threadOf({ metadata: { [META_THREAD]: "  " } }), undefined);
   assert.equal(threadOf({ metadata: undefined as unknown as Record<string, string> }), undefined);
+});
+
+test("runtimesOf: the runtimes of the enabled sandbox-runtime plugins, sorted", () => {
+  const p = (id: string, status: string, provides: string[], provided?: Record<string, string[]>) =>
+    ({ id, status, provides, provided } as unknown as Plugin);
+  assert.deepEqual(runtimesOf([
+    p("wasm", "enabled", ["sandbox-runtime"], { "sandbox-runtime": ["wasm"] }),
+    p("bwrap", "enabled", ["sandbox-runtime"]),
+    p("docker", "failed", ["sandbox-runtime"], { "sandbox-runtime": ["docker"] }),
+    p("js", "disabled", ["sandbox-runtime", "toolset"]),
+    p("calc", "enabled", ["toolset"], { toolset: ["calc.add"] }),
+  ]), ["bwrap", "wasm"]);
+  assert.deepEqual(runtimesOf(null), []);
+});
+
+test("runtimeChoices: the server's default, the enabled runtimes, and a chosen one that is not enabled, marked", () => {
+  const values = (r: ReturnType<typeof runtimeChoices>) => r.choices.map((c) => `${c.value}=${c.label}`);
+  let r = runtimeChoices("", ["js", "wasm"]);
+  assert.deepEqual(values(r), ["=Server default", "js=js", "wasm=wasm"]);
+  assert.equal(r.note, "");
+  r = runtimeChoices("js", ["js", "wasm"]);
+  assert.deepEqual(values(r), ["=Server default", "js=js", "wasm=wasm"]);
+  assert.equal(r.note, "");
+  r = runtimeChoices("bwrap", ["wasm"]);
+  assert.deepEqual(values(r), ["=Server default", "wasm=wasm", "bwrap=bwrap (not enabled)"]);
+  assert.match(r.note, /^bwrap is not enabled: sandboxes created without a runtime get the server's default/);
+  // The enabled ones not known yet (or no plugins on the server): the
+  // chosen one is shown as it is, with no claim about it.
+  r = runtimeChoices("bwrap", undefined);
+  assert.deepEqual(values(r), ["=Server default", "bwrap=bwrap"]);
+  assert.equal(r.note, "");
+  assert.deepEqual(values(runtimeChoices(undefined, undefined)), ["=Server default"]);
 });

@@ -74,6 +74,8 @@ export function App() {
   }, []);
   useEffect(() => {
     function onKey(e: KeyboardEvent) {
+      // A modal dialog takes every key (Escape closes it).
+      if (document.querySelector("dialog.modal[open]")) return;
       if (e.key === "Escape") {
         if (helpRef.current) { setHelp(false); return; }
         if (store.get().error) { store.set({ error: undefined }); return; }

@@ -1,7 +1,9 @@
 // The General panel of Settings: the theme (applied at once), long-term
-// memory on or off, the instructions added to every run's system prompt
-// (counted live against the server's limit) and the default limits of runs.
-import { useState } from "preact/hooks";
+// memory on or off, the runtime of sandboxes created without one (saved at
+// once), the instructions added to every run's system prompt (counted live
+// against the server's limit) and the default limits of runs.
+import { useEffect, useState } from "preact/hooks";
+import { loadRuntimes, runtimeChoices } from "../sandboxes";
 import { saveSettings, setTheme, store } from "../state/app";
 import { useStore } from "../state/store";
 import type { Settings, Theme } from "../types";
@@ -32,6 +34,13 @@ function GeneralForm({ st }: { st: Settings }) {
   const [saved, setSaved] = useState("");
   const [prefErr, setPrefErr] = useState("");
   const [prefNote, setPrefNote] = useState("");
+  // The enabled sandbox runtimes; undefined until known (or on a server
+  // without plugins). Read again when the select gets the focus, as a
+  // plugin enabled below on this page adds one.
+  const [runtimes, setRuntimes] = useState<string[]>();
+  const readRuntimes = () => loadRuntimes().then(setRuntimes, () => {});
+  useEffect(() => { readRuntimes(); }, []);
+  const sbx = runtimeChoices(st.sandbox_runtime, runtimes);
   const n = charCount(addendum);
   const over = n > MAX_ADDENDUM;
 
@@ -69,6 +78,15 @@ function GeneralForm({ st }: { st: Settings }) {
             onChange={(e) => { const on = (e.target as HTMLInputElement).checked; pref(on ? "Long-term memory is on." : "Long-term memory is off.", () => saveSettings({ memory: on })); }} />
           Long-term memory <span class="muted small">— runs may read and write the files under Memories</span>
         </label>
+      </div>
+      <div class="field">
+        <label for="gen-sandbox-runtime">Default sandbox runtime <span class="muted small">— for sandboxes created without naming one, over the API and by agents</span></label>
+        <select id="gen-sandbox-runtime" data-testid="sandbox-runtime-default" value={st.sandbox_runtime ?? ""} aria-describedby={sbx.note ? "gen-sandbox-runtime-note" : undefined}
+          onFocus={readRuntimes}
+          onChange={(e) => { const r = (e.target as HTMLSelectElement).value; pref(`Sandbox runtime: ${r || "the server's default"}.`, () => saveSettings({ sandbox_runtime: r })); }}>
+          {sbx.choices.map((c) => <option key={c.value} value={c.value}>{c.label}</option>)}
+        </select>
+        {sbx.note && <p id="gen-sandbox-runtime-note" class="note small" data-testid="sandbox-runtime-note">{sbx.note}</p>}
       </div>
       {prefErr && <p class="card-error" role="alert" data-testid="pref-error">{prefErr}</p>}
       <p class="sr-only" role="status">{prefNote}</p>

@@ -4,15 +4,14 @@
 // whose output streams in from its execution API, Pause/Resume where the
 // runtime can, Renew and Destroy (confirmed on the page first).
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
-import { api, ApiError, sandboxApi } from "../api";
+import { ApiError, sandboxApi } from "../api";
 import {
-  canPause, execEndpoint, EXT_RUNTIME, interruptCommand, outputOf, parseMetadata, runCommand, takesImage, threadOf,
+  canPause, execEndpoint, EXT_RUNTIME, interruptCommand, loadRuntimes, outputOf, parseMetadata, runCommand, takesImage, threadOf,
   type Endpoint, type ExecOutcome, type Sandbox, type SandboxPage,
 } from "../sandboxes";
 import { href } from "../route";
 import { relTime, untilTime } from "../time";
 import { message, useNow } from "./common";
-import type { Plugin } from "../types";
 
 const path = (id: string, rest = "") => `/sandboxes/${encodeURIComponent(id)}${rest}`;
 const PAGE_SIZE = 50;
@@ -22,15 +21,6 @@ const STATES = ["Running", "Paused", "Pending", "Failed", "Terminated"];
 const RENEW: [string, number][] = [["10 minutes", 600], ["1 hour", 3600], ["1 day", 86400]];
 
 const stateClass = (st: string) => ({ Running: "b-running", Paused: "b-action", Pending: "b-queued", Failed: "b-failed", Terminated: "b-cancelled" } as Record<string, string>)[st] ?? "";
-
-/** The runtimes the enabled sandbox-runtime plugins provide (GET /api/v1/plugins). */
-async function loadRuntimes(): Promise<string[]> {
-  const { plugins } = await api<{ plugins: Plugin[] }>("GET", "/plugins");
-  return (plugins ?? [])
-    .filter((p) => p.status === "enabled" && (p.provides ?? []).includes("sandbox-runtime"))
-    .flatMap((p) => p.provided?.["sandbox-runtime"] ?? [p.id])
-    .sort();
-}
 
 export function SandboxesView() {
   const [list, setList] = useState<Sandbox[]>();

@@ -1,4 +1,5 @@
-import { useEffect, useRef, useState } from "preact/hooks";
+import type { ComponentChildren } from "preact";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { defaultModel, store, patchThread, deleteThread, markRead, showError } from "../state/app";
 import { useStore } from "../state/store";
 import { modelGroups, type ModelOption } from "../format";
@@ -105,5 +106,37 @@ export function Snippet({ m }: { m: SearchMatch }) {
     <span class="snippet" data-testid="snippet" data-in={m.in}>
       {m.snippet.map((p, i) => (p.match ? <mark key={i}>{p.text}</mark> : <span key={i}>{p.text}</span>))}
     </span>
+  );
+}
+
+/**
+ * Modal is a modal dialog: the native <dialog> shown with showModal, so
+ * the page behind it is inert, Tab stays inside and the first control
+ * (or the one marked autofocus) takes the focus. Escape calls onClose,
+ * except while busy; closing gives the focus back to what had it when
+ * the dialog opened. labelledBy names the dialog's heading.
+ */
+export function Modal({ labelledBy, onClose, busy, testid, wide, children }: {
+  labelledBy: string; onClose: () => void; busy?: boolean; testid?: string; wide?: boolean; children: ComponentChildren;
+}) {
+  const ref = useRef<HTMLDialogElement>(null);
+  const closing = useRef(false);
+  useLayoutEffect(() => {
+    const d = ref.current!;
+    const opener = document.activeElement as HTMLElement | null;
+    d.showModal();
+    return () => {
+      closing.current = true;
+      if (d.open) d.close();
+      if (opener?.isConnected) opener.focus();
+    };
+  }, []);
+  return (
+    <dialog ref={ref} class={`dialog modal ${wide ? "wide" : ""}`} aria-labelledby={labelledBy} data-testid={testid} aria-busy={busy || undefined}
+      onCancel={(e) => { e.preventDefault(); if (!busy) onClose(); }}
+      // The browser may close the dialog itself (a second Escape while busy): follow it.
+      onClose={() => { if (!closing.current) onClose(); }}>
+      {children}
+    </dialog>
   );
 }
