@@ -96,7 +96,7 @@ func skillsBundle(t *testing.T, id, version, description, skill string) string {
 	t.Helper()
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{
-		plugins.ManifestFile: `{"apiVersion":"kiln.dev/v1","id":"` + id + `","version":"` + version + `","description":"` + description + `","provides":["skills"]}`,
+		plugins.ManifestFile:            `{"apiVersion":"kiln.dev/v1","id":"` + id + `","version":"` + version + `","description":"` + description + `","provides":["skills"]}`,
 		"skills/" + skill + "/SKILL.md": "---\nname: " + skill + "\ndescription: The " + skill + " skill.\n---\nDo the " + skill + " thing (version " + version + ").\n",
 	})
 	return dir
@@ -620,7 +620,9 @@ func watchRuntimes(t *testing.T, addr string) (stop func() map[string]string) {
 		for {
 			resp, err := http.Get("http://" + addr + "/v1/sandboxes")
 			if err == nil {
-				var list struct{ Items []struct{ ID, Runtime string } }
+				var list struct {
+					Items []struct{ ID, Runtime string }
+				}
 				if json.NewDecoder(resp.Body).Decode(&list) == nil {
 					for _, sb := range list.Items {
 						seen[sb.ID] = sb.Runtime
@@ -647,8 +649,10 @@ func watchRuntimes(t *testing.T, addr string) (stop func() map[string]string) {
 // TestMarketplaceSandboxRuntime: a sandbox backend that is not built in,
 // the bubblewrap runtime (sandbox/bwrap, a process plugin), published in
 // a marketplace, installed with kiln plugin install on a real kiln serve
-// and made the default, so that OpenSandbox's own JavaScript SDK,
-// naming no runtime, creates and drives a sandbox on it.
+// and made the default with kiln settings set sandbox_runtime=bwrap (no
+// restart; refused before it is installed), so that kiln sandbox create
+// and OpenSandbox's own JavaScript SDK, naming no runtime, create and
+// drive sandboxes on it.
 func TestMarketplaceSandboxRuntime(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: builds and runs kiln serve and the bwrap plugin")
@@ -663,11 +667,13 @@ func TestMarketplaceSandboxRuntime(t *testing.T) {
 	m.build(t, time.Now().UTC().Add(-time.Hour))
 	url := m.serve(t)
 
-	srv := startProc(t, procAddr(t), t.TempDir(), "DOCKER_HOST=unix:///nonexistent.sock", "KILN_SANDBOX_RUNTIME=bwrap")
+	// No Docker: the server's own default is wasm.
+	srv := startProc(t, procAddr(t), t.TempDir(), "DOCKER_HOST=unix:///nonexistent.sock")
 	useServer(t, "http://"+srv.addr)
 	if r := kiln(t, "marketplace", "add", "sandboxes", url, "--key", m.verifier); r.code != 0 {
 		t.Fatalf("kiln marketplace add: %+v", r)
 	}
+	refused(t, "bwrap as the default before it is installed", kiln(t, "settings", "set", "sandbox_runtime=bwrap"), `sandbox_runtime "bwrap"`)
 	r := kiln(t, "plugin", "search", "sandbox")
 	mustContain(t, "search sandbox", r.stdout, "bwrap", "sandbox-runtime", "sandboxes")
 	r = kiln(t, "plugin", "install", "bwrap", "--yes")
@@ -680,7 +686,9 @@ func TestMarketplaceSandboxRuntime(t *testing.T) {
 		t.Fatalf("the installed bwrap plugin: %+v, %v", p, err)
 	}
 
-	// A sandbox created naming no runtime runs on bwrap.
+	// Made the default at run time: a sandbox created naming no runtime
+	// runs on bwrap.
+	mustContain(t, "settings set sandbox_runtime=bwrap", kilnOK(t, "", "settings", "set", "sandbox_runtime=bwrap").stdout, "Sandbox runtime: bwrap\n")
 	r = kiln(t, "sandbox", "create", "--timeout", "5m")
 	id := strings.TrimSpace(r.stdout)
 	if r.code != 0 || id == "" {
