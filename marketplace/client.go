@@ -743,10 +743,18 @@ func (c *Client) download(ctx context.Context, mpName string, m *marketplace, v 
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return nil, err
 	}
+	// A refusal's message is what the API sends (core.ErrorMessage):
+	// the marketplace and "nothing was installed" go into it, not into
+	// a wrapping that would stop at the API; the reason stays last.
 	failed := func(err error) error {
 		os.RemoveAll(dir)
-		if RefusalReason(err) != "" || core.ErrorCode(err) == core.EINVALID {
-			return fmt.Errorf("marketplace %s: %w; nothing was installed", mpName, err)
+		var r *Refusal
+		switch {
+		case errors.As(err, &r):
+			msg := strings.TrimSuffix(r.Message, ": refused ("+r.Reason+")")
+			return refuse(r.Code, r.Reason, "marketplace %s: %s; nothing was installed", mpName, msg)
+		case core.ErrorCode(err) == core.EINVALID:
+			return core.Errorf(core.EINVALID, "marketplace %s: %s; nothing was installed", mpName, core.ErrorMessage(err))
 		}
 		return core.Errorf(core.EUNAVAIL, "marketplace %s: download %s: %v", mpName, v.Artifact.URL, err)
 	}
@@ -1028,13 +1036,12 @@ func PeekName(ctx context.Context, f Fetcher) (string, error) {
 }
 
 // keyName names the keys trusted by their note names and hashes
-// ("acme+1a2b3c4d").
+// ("acme+1a2b3c4d"); a key's base64 part, which may hold a "+", is
+// left out.
 func keyName(keys []string) string {
-	var names []string
-	for _, k := range keys {
-		if i := strings.LastIndex(k, "+"); i > 0 {
-			names = append(names, k[:i])
-		}
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = keyID(k)
 	}
 	return strings.Join(names, " or ")
 }

@@ -206,8 +206,8 @@ func TestClientAddSearchInstall(t *testing.T) {
 }
 
 // TestClientRefusesTamperedArchives: an archive whose bytes, or length,
-// are not the signed index's is refused before it is unpacked, and
-// nothing is installed or left behind.
+// are not the signed index's is refused before it is unpacked, saying so
+// in the message the API sends, and nothing is installed or left behind.
 func TestClientRefusesTamperedArchives(t *testing.T) {
 	for _, c := range []struct {
 		name, want string
@@ -234,6 +234,9 @@ func TestClientRefusesTamperedArchives(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) || core.ErrorCode(err) != core.EINVALID {
 				t.Fatalf("install of a tampered archive: %v", err)
 			}
+			// The message the API sends (the *core.Error's) names the
+			// marketplace and says nothing was installed.
+			wantRefusal(t, err, ReasonArchive, "marketplace acme: plugin review 1.0.0: ", c.want, "; nothing was installed: ")
 			if len(tc.inst.requests) != 0 {
 				t.Fatal("the registry was asked to install it")
 			}
@@ -382,4 +385,20 @@ func serve(t *testing.T, m *market) string {
 	srv := httptest.NewServer(Handler(m.dir))
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// TestKeyName: a preview names the trusted keys by name and hash, also
+// when a key's base64 holds a "+" (about half of the keys do).
+func TestKeyName(t *testing.T) {
+	for _, tc := range []struct {
+		keys []string
+		want string
+	}{
+		{[]string{"acme+1a2b3c4d+AbC+dEf/gh="}, "acme+1a2b3c4d"},
+		{[]string{"acme+1a2b3c4d+AbCdEf/gh=", "acme+5e6f7a8b+x+y+z"}, "acme+1a2b3c4d or acme+5e6f7a8b"},
+	} {
+		if got := keyName(tc.keys); got != tc.want {
+			t.Errorf("keyName(%q) = %q, want %q", tc.keys, got, tc.want)
+		}
+	}
 }
