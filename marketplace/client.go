@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/Masterminds/semver/v3"
-	"golang.org/x/mod/sumdb/note"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
@@ -233,10 +232,8 @@ func (c *Client) Add(ctx context.Context, req pluginapi.AddMarketplaceRequest) (
 		if len(req.Keys) == 0 {
 			return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "marketplace %s: give the key to trust (--key); Kiln never trusts a key a marketplace names for itself", req.Name)
 		}
-		for _, k := range req.Keys {
-			if err := CheckVerifierKey(k); err != nil {
-				return pluginapi.Marketplace{}, err
-			}
+		if err := CheckVerifierKeys(req.Keys); err != nil {
+			return pluginapi.Marketplace{}, err
 		}
 	default:
 		return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "marketplace kind %q: use %q", kind, pluginapi.MarketplaceKiln)
@@ -881,26 +878,6 @@ func (c *Client) UpgradeRequest(ctx context.Context, id string) (pluginapi.Marke
 		return pluginapi.MarketplaceInstallRequest{}, core.Errorf(core.ECONFLICT, "plugin %s %s is the newest version marketplace %s offers", id, in.Version, in.Source.Marketplace)
 	}
 	return pluginapi.MarketplaceInstallRequest{Name: id, Version: v.Version, Marketplace: in.Source.Marketplace}, nil
-}
-
-// CheckVerifierKey checks that k is a verifier key as keygen prints it
-// ("name+hash+key"). A signer key given by mistake is refused without
-// being repeated: it is a secret.
-func CheckVerifierKey(k string) error {
-	if strings.HasPrefix(k, "PRIVATE+KEY+") {
-		return core.Errorf(core.EINVALID, "that is a signer key, which is secret; give the verifier key (the .pub file kiln marketplace keygen wrote)")
-	}
-	if _, err := note.NewVerifier(k); err != nil {
-		return core.Errorf(core.EINVALID, "key %q is not a verifier key (name+hash+key, as kiln marketplace keygen prints): %v", clip(k, 120), err)
-	}
-	return nil
-}
-
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
 
 // PeekName reads the name a marketplace's index gives itself, unverified:
