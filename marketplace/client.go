@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -107,8 +106,6 @@ const (
 	stateVersion = 1
 	stagingDir   = "staging"
 )
-
-var reMarketplaceName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$`)
 
 // Open reads the client's state in cfg.Dir (creating it when missing)
 // and the last verified index of each marketplace; leftovers of an
@@ -213,11 +210,11 @@ func writeFileAtomic(path string, data []byte) error {
 // Add adds a marketplace and verifies its index: a marketplace whose
 // index does not verify is not added. A Kiln marketplace needs at least
 // one key; the keys given are the only ones ever trusted for it (until a
-// rotation signed by one of them).
+// rotation signed by one of them). The marketplace is added under the
+// name its signed index gives: req.Name empty takes it (read from the
+// index before verifying it), and another name is refused (EINVALID,
+// naming the right one).
 func (c *Client) Add(ctx context.Context, req pluginapi.AddMarketplaceRequest) (pluginapi.Marketplace, error) {
-	if !reMarketplaceName.MatchString(req.Name) {
-		return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "marketplace name %q: use lowercase letters, digits and hyphens (2 to 64 characters)", req.Name)
-	}
 	kind := cmp.Or(req.Kind, pluginapi.MarketplaceKiln)
 	var quarantine time.Duration
 	if req.Quarantine != "" {
@@ -230,13 +227,25 @@ func (c *Client) Add(ctx context.Context, req pluginapi.AddMarketplaceRequest) (
 	switch kind {
 	case pluginapi.MarketplaceKiln:
 		if len(req.Keys) == 0 {
-			return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "marketplace %s: give the key to trust (--key); Kiln never trusts a key a marketplace names for itself", req.Name)
+			return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "give the marketplace's key to trust (--key); Kiln never trusts a key a marketplace names for itself")
 		}
 		if err := CheckVerifierKeys(req.Keys); err != nil {
 			return pluginapi.Marketplace{}, err
 		}
 	default:
 		return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "marketplace kind %q: use %q", kind, pluginapi.MarketplaceKiln)
+	}
+	if req.Name == "" && kind == pluginapi.MarketplaceKiln {
+		f, err := NewFetcher(req.URL, c.cfg.HTTP)
+		if err != nil {
+			return pluginapi.Marketplace{}, err
+		}
+		if req.Name, err = PeekName(ctx, f); err != nil {
+			return pluginapi.Marketplace{}, err
+		}
+	}
+	if reason := checkName(req.Name); reason != "" {
+		return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "marketplace name %s", reason)
 	}
 	c.op.Lock()
 	defer c.op.Unlock()

@@ -383,3 +383,31 @@ func serve(t *testing.T, m *market) string {
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
+
+// TestClientAddName: a marketplace is added under the name its signed
+// index gives; another name is refused with the right one, not as a
+// tampered index, and no name takes it.
+func TestClientAddName(t *testing.T) {
+	m := newMarket(t)
+	now := t0.Add(time.Hour)
+	tc := newTestClient(t, m, &now)
+	ctx := context.Background()
+	for _, c := range []struct{ name, want string }{
+		{"other", "marketplace other: this marketplace is named acme; add it as acme"},
+		{"1acme", `"1acme" must be lowercase letters and digits separated by single hyphens, starting with a letter`},
+		{"a", `"a" must be 2 to 64 characters`},
+		{"acme-", "must be lowercase letters"},
+	} {
+		_, err := tc.Add(ctx, pluginapi.AddMarketplaceRequest{Name: c.name, URL: tc.url, Keys: []string{m.verifier}})
+		if core.ErrorCode(err) != core.EINVALID || RefusalReason(err) != "" || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("add as %q: %v", c.name, err)
+		}
+	}
+	if len(tc.List()) != 0 {
+		t.Fatalf("a refused name was added: %+v", tc.List())
+	}
+	mp, err := tc.Add(ctx, pluginapi.AddMarketplaceRequest{URL: tc.url, Keys: []string{m.verifier}})
+	if err != nil || mp.Name != "acme" || mp.Version != 1 {
+		t.Fatalf("add without a name: %+v %v", mp, err)
+	}
+}

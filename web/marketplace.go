@@ -93,8 +93,8 @@ func (s *server) addMarketplace(m Marketplace, w http.ResponseWriter, r *http.Re
 		if err := unmarshalStrict(b, &req); err != nil {
 			return req, err
 		}
-		if req.Name == "" || req.URL == "" {
-			return req, errorf(core.EINVALID, "fields \"name\" and \"url\" are required")
+		if req.URL == "" {
+			return req, errorf(core.EINVALID, "field \"url\" is required: where the marketplace's files are")
 		}
 		return req, nil
 	})

@@ -47,20 +47,29 @@ a verified offline copy.`,
 func newMarketplaceAddCmd(a *app) *cobra.Command {
 	var req client.AddMarketplaceRequest
 	cmd := &cobra.Command{
-		Use:   "add NAME URL",
+		Use:   "add [NAME] URL",
 		Short: "Add a marketplace and the key to trust for it",
-		Long: `Add the marketplace at URL under NAME, trusting the verifier key(s) given
-with --key. URL is an https:// URL, a file:// URL or a folder on the
-server's machine (http:// is accepted for a loopback address only). The
-server fetches and verifies the index before adding it.
+		Long: `Add the marketplace at URL, trusting the verifier key(s) given with --key.
+URL is an https:// URL, a file:// URL or a folder on the server's machine
+(http:// is accepted for a loopback address only). The server fetches and
+verifies the index before adding it. The marketplace is added under the
+name its signed index gives; NAME, when given, must be that name.
 
 --quarantine keeps versions younger than the given age out of search,
 install and upgrade (they can still be installed by exact version).`,
-		Example: `  kiln marketplace add acme https://plugins.acme.dev --key 'acme+1a2b3c4d+AbC...'
-  kiln marketplace add local /srv/marketplace --key "$(cat acme.pub)" --quarantine 72h`,
-		Args: needArgs("NAME", "URL"),
+		Example: `  kiln marketplace add https://plugins.acme.dev --key 'acme+1a2b3c4d+AbC...'
+  kiln marketplace add acme /srv/marketplace --key "$(cat acme.pub)" --quarantine 72h`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) >= 2 {
+				return needArgs("NAME", "URL")(cmd, args)
+			}
+			return needArgs("URL")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req.Name, req.URL = args[0], args[1]
+			req.URL = args[len(args)-1]
+			if len(args) == 2 {
+				req.Name = args[0]
+			}
 			if !strings.Contains(req.URL, "://") {
 				abs, err := filepath.Abs(req.URL)
 				if err != nil {
@@ -108,7 +117,7 @@ func newMarketplaceListCmd(a *app) *cobra.Command {
 				return writeJSON(w, map[string]any{"marketplaces": ms})
 			}
 			if len(ms) == 0 {
-				fmt.Fprintf(w, "No marketplaces. Add one with '%s marketplace add NAME URL --key KEY'.\n", a.kilnCmd())
+				fmt.Fprintf(w, "No marketplaces. Add one with '%s marketplace add URL --key KEY'.\n", a.kilnCmd())
 				return nil
 			}
 			st := styleFor(w)

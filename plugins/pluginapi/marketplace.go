@@ -48,7 +48,9 @@ type Marketplace struct {
 
 // AddMarketplaceRequest is the body of POST /marketplaces.
 type AddMarketplaceRequest struct {
-	Name string `json:"name"`
+	// Name is the marketplace's name, which must be the one its signed
+	// index gives; empty takes that name.
+	Name string `json:"name,omitempty"`
 	// URL is where the marketplace's files are: an https:// URL, a
 	// file:// URL, an absolute path on the server's machine, or an
 	// http:// URL of a loopback host.
