@@ -693,10 +693,7 @@ func (c *Client) download(ctx context.Context, mpName string, m *marketplace, v 
 	}
 	failed := func(err error) error {
 		os.RemoveAll(dir)
-		if RefusalReason(err) != "" || core.ErrorCode(err) == core.EINVALID {
-			return fmt.Errorf("marketplace %s: %w; nothing was installed", mpName, err)
-		}
-		return core.Errorf(core.EUNAVAIL, "marketplace %s: download %s: %v", mpName, v.Artifact.URL, err)
+		return notInstalled(mpName, v.Artifact.URL, err)
 	}
 	pr, pw := io.Pipe()
 	fetched := make(chan error, 1)
@@ -725,6 +722,25 @@ func (c *Client) download(ctx context.Context, mpName string, m *marketplace, v 
 		return nil, failed(err)
 	}
 	return t.Listing, nil
+}
+
+// notInstalled words the failure of a download from the marketplace mp
+// of the archive at url as the error a user reads: "marketplace acme:
+// <why>; nothing was installed". A refusal stays one, with its reason;
+// an archive that breaks the rules is EINVALID, and any other failure
+// (the network, the disk) EUNAVAIL.
+func notInstalled(mp, url string, err error) error {
+	var r *Refusal
+	var ce *core.Error
+	switch {
+	case errors.As(err, &r):
+		return &Refusal{Reason: r.Reason, Code: r.Code, Message: fmt.Sprintf("marketplace %s: %s; nothing was installed", mp, r.Message)}
+	case errors.As(err, &ce) && ce.Code == core.EINVALID:
+		return core.Errorf(core.EINVALID, "marketplace %s: %s; nothing was installed", mp, ce.Message)
+	case ce != nil:
+		return core.Errorf(core.EUNAVAIL, "marketplace %s: download %s: %s; nothing was installed", mp, url, ce.Message)
+	}
+	return core.Errorf(core.EUNAVAIL, "marketplace %s: download %s: %v; nothing was installed", mp, url, err)
 }
 
 // progressWriter reports the bytes written through it.

@@ -231,8 +231,13 @@ func TestClientRefusesTamperedArchives(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = tc.Install(context.Background(), pluginapi.MarketplaceInstallRequest{Name: "review", Consent: true})
-			if err == nil || !strings.Contains(err.Error(), c.want) || core.ErrorCode(err) != core.EINVALID {
+			if err == nil || !strings.Contains(err.Error(), c.want) || core.ErrorCode(err) != core.EINVALID || RefusalReason(err) != ReasonArchive {
 				t.Fatalf("install of a tampered archive: %v", err)
+			}
+			// What the API answers (the *core.Error's message) names the
+			// marketplace and says that nothing was installed.
+			if msg := core.ErrorMessage(err); !strings.HasPrefix(msg, "marketplace acme: plugin review 1.0.0: ") || !strings.HasSuffix(msg, ": refused (tampered archive); nothing was installed") {
+				t.Fatalf("message %q", msg)
 			}
 			if len(tc.inst.requests) != 0 {
 				t.Fatal("the registry was asked to install it")
@@ -409,5 +414,26 @@ func TestClientAddName(t *testing.T) {
 	mp, err := tc.Add(ctx, pluginapi.AddMarketplaceRequest{URL: tc.url, Keys: []string{m.verifier}})
 	if err != nil || mp.Name != "acme" || mp.Version != 1 {
 		t.Fatalf("add without a name: %+v %v", mp, err)
+	}
+}
+
+// TestNotInstalled: a download's failure reaches the API (the *core.Error
+// in its chain) with the marketplace's name and "nothing was installed",
+// keeping a refusal's reason and the code that picks the status.
+func TestNotInstalled(t *testing.T) {
+	for _, c := range []struct {
+		err          error
+		code, reason string
+		msg          string
+	}{
+		{refuse(core.EINVALID, ReasonArchive, "plugin x 1.0.0: bad"), core.EINVALID, ReasonArchive, "marketplace acme: plugin x 1.0.0: bad: refused (tampered archive); nothing was installed"},
+		{core.Errorf(core.EINVALID, "unpack: a symlink"), core.EINVALID, "", "marketplace acme: unpack: a symlink; nothing was installed"},
+		{core.Errorf(core.ENOTFOUND, "https://h/x.tar.gz: not found"), core.EUNAVAIL, "", "marketplace acme: download plugins/x.tar.gz: https://h/x.tar.gz: not found; nothing was installed"},
+		{context.Canceled, core.EUNAVAIL, "", "marketplace acme: download plugins/x.tar.gz: context canceled; nothing was installed"},
+	} {
+		err := notInstalled("acme", "plugins/x.tar.gz", c.err)
+		if core.ErrorCode(err) != c.code || RefusalReason(err) != c.reason || core.ErrorMessage(err) != c.msg {
+			t.Errorf("%v: %s %q %q", c.err, core.ErrorCode(err), RefusalReason(err), core.ErrorMessage(err))
+		}
 	}
 }

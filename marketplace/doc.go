@@ -59,7 +59,8 @@
 // unpacked folder digest differ from the index's. Each refusal is a
 // *Refusal naming its reason (Reason*), and its message ends with it:
 // "marketplace acme: index version 3 is older than version 5 seen on
-// 2026-12-06: refused (rollback)".
+// 2026-12-06: refused (rollback)"; the client's install adds what came
+// of it ("...: refused (tampered archive); nothing was installed").
 //
 // # The client
 //
