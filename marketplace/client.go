@@ -81,6 +81,9 @@ type Client struct {
 type loadedIndex struct {
 	ix   *Index
 	docs []searchDoc
+	// claude is the listing of a Claude Code marketplace, whose ix it
+	// holds; nil for a Kiln marketplace.
+	claude *claudeListing
 }
 
 // clientState is marketplaces.json.
@@ -142,13 +145,13 @@ func Open(cfg Config) (*Client, error) {
 		c.st.Marketplaces = map[string]*marketplace{}
 	}
 	for name, m := range c.st.Marketplaces {
-		ix, err := c.readCached(name, m)
+		l, err := c.readLoaded(name, m)
 		if err != nil {
 			m.Error = err.Error()
 			cfg.Log.Warn("marketplace index not loaded", "marketplace", name, "error", err)
 			continue
 		}
-		c.loaded[name] = newLoaded(ix)
+		c.loaded[name] = l
 	}
 	return c, nil
 }
@@ -159,6 +162,19 @@ func newLoaded(ix *Index) *loadedIndex {
 		l.docs = append(l.docs, newSearchDoc(&ix.Plugins[i]))
 	}
 	return l
+}
+
+// readLoaded reads what was kept of a marketplace: its last verified
+// index, or a Claude Code marketplace's listing.
+func (c *Client) readLoaded(name string, m *marketplace) (*loadedIndex, error) {
+	if m.Kind == pluginapi.MarketplaceClaude {
+		return c.readClaude(name, m)
+	}
+	ix, err := c.readCached(name, m)
+	if err != nil {
+		return nil, err
+	}
+	return newLoaded(ix), nil
 }
 
 // readCached reads the last verified index of a marketplace, checking
@@ -213,7 +229,9 @@ func writeFileAtomic(path string, data []byte) error {
 // rotation signed by one of them). The marketplace is added under the
 // name its signed index gives: req.Name empty takes it (read from the
 // index before verifying it), and another name is refused (EINVALID,
-// naming the right one).
+// naming the right one). A Claude Code marketplace (kind "claude") is
+// unsigned: it is added only with req.TrustUnsigned, and refused
+// (EINVALID, saying what trusting it means) without it.
 func (c *Client) Add(ctx context.Context, req pluginapi.AddMarketplaceRequest) (pluginapi.Marketplace, error) {
 	kind := cmp.Or(req.Kind, pluginapi.MarketplaceKiln)
 	var quarantine time.Duration
@@ -224,8 +242,17 @@ func (c *Client) Add(ctx context.Context, req pluginapi.AddMarketplaceRequest) (
 		}
 		quarantine = d
 	}
+	unsigned := false
 	switch kind {
+	case pluginapi.MarketplaceClaude:
+		if err := checkAddClaude(req); err != nil {
+			return pluginapi.Marketplace{}, err
+		}
+		unsigned = true
 	case pluginapi.MarketplaceKiln:
+		if req.TrustUnsigned {
+			return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "marketplace %s: trust_unsigned is for unsigned (Claude Code) marketplaces; a Kiln marketplace is verified with the key you give", req.Name)
+		}
 		if len(req.Keys) == 0 {
 			return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "give the marketplace's key to trust (--key); Kiln never trusts a key a marketplace names for itself")
 		}
@@ -233,7 +260,7 @@ func (c *Client) Add(ctx context.Context, req pluginapi.AddMarketplaceRequest) (
 			return pluginapi.Marketplace{}, err
 		}
 	default:
-		return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "marketplace kind %q: use %q", kind, pluginapi.MarketplaceKiln)
+		return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "marketplace kind %q: use %q or %q", kind, pluginapi.MarketplaceKiln, pluginapi.MarketplaceClaude)
 	}
 	if req.Name == "" && kind == pluginapi.MarketplaceKiln {
 		f, err := NewFetcher(req.URL, c.cfg.HTTP)
@@ -255,7 +282,7 @@ func (c *Client) Add(ctx context.Context, req pluginapi.AddMarketplaceRequest) (
 	if exists {
 		return pluginapi.Marketplace{}, core.Errorf(core.ECONFLICT, "marketplace %s is already added; remove it first (kiln marketplace rm %s)", req.Name, req.Name)
 	}
-	m := &marketplace{URL: req.URL, Kind: kind, Quarantine: quarantine, Trust: Trust{Keys: slices.Clone(req.Keys)}, Added: c.cfg.Now().UTC()}
+	m := &marketplace{URL: req.URL, Kind: kind, Unsigned: unsigned, Quarantine: quarantine, Trust: Trust{Keys: slices.Clone(req.Keys)}, Added: c.cfg.Now().UTC()}
 	if err := c.refresh(ctx, req.Name, m); err != nil {
 		return pluginapi.Marketplace{}, err
 	}
@@ -265,14 +292,18 @@ func (c *Client) Add(ctx context.Context, req pluginapi.AddMarketplaceRequest) (
 	if err := c.saveState(); err != nil {
 		return pluginapi.Marketplace{}, err
 	}
-	c.cfg.Log.Info("marketplace added", "marketplace", req.Name, "url", req.URL, "version", m.Trust.Version)
+	c.cfg.Log.Info("marketplace added", "marketplace", req.Name, "kind", kind, "unsigned", unsigned, "url", redactURL(req.URL), "version", m.Trust.Version)
 	return c.info(req.Name, m), nil
 }
 
 // refresh fetches and verifies m's index and, when it verifies, keeps it
 // (on disk and loaded) and updates m.Trust. A refusal is returned and
-// recorded in m.Error; the last verified index stays.
+// recorded in m.Error; the last verified index stays. A Claude Code
+// marketplace is read and listed again (refreshClaude).
 func (c *Client) refresh(ctx context.Context, name string, m *marketplace) error {
+	if m.Kind == pluginapi.MarketplaceClaude {
+		return c.refreshClaude(ctx, name, m)
+	}
 	f, err := NewFetcher(m.URL, c.cfg.HTTP)
 	if err != nil {
 		return err
@@ -455,11 +486,14 @@ func (c *Client) summary(mp string, m *marketplace, p *Plugin, now time.Time, in
 }
 
 // offer says why v is not offered by default ("" when it is): it is
-// yanked, still in the marketplace's quarantine, or needs a newer Kiln
-// or protocol.
+// yanked (for a Claude Code marketplace: not installable), still in the
+// marketplace's quarantine, or needs a newer Kiln or protocol.
 func (c *Client) offer(m *marketplace, v *Version, now time.Time) string {
 	if r := c.unsupported(v); r != "" {
 		return r
+	}
+	if v.Yanked != "" && m.Kind == pluginapi.MarketplaceClaude {
+		return v.Yanked
 	}
 	if v.Yanked != "" {
 		return "yanked: " + v.Yanked
@@ -504,10 +538,14 @@ func (c *Client) Plugin(ctx context.Context, name, mp string) (pluginapi.Marketp
 	for i := range p.Versions {
 		v := &p.Versions[i]
 		reason := c.offer(m, v, now)
+		perms := v.Manifest.Consent().Lines()
+		if m.Kind == pluginapi.MarketplaceClaude && v.Digest == "" {
+			perms = []string{claudeUnknownPermissions}
+		}
 		out.Versions = append(out.Versions, pluginapi.MarketplaceVersion{
 			Version: v.Version, Published: v.Published, Digest: v.Digest, ArchiveSHA256: v.Artifact.SHA256,
 			Size: v.Artifact.Size, Runtime: string(v.Manifest.Runtime), Provides: slices.Clone(v.Manifest.Provides),
-			Permissions: v.Manifest.Consent().Lines(), MinKiln: v.MinKiln, Protocol: v.Protocol,
+			Permissions: perms, MinKiln: v.MinKiln, Protocol: v.Protocol,
 			Offered: reason == "", Reason: reason, Signed: !m.Unsigned, LogIndex: l.ix.Log.Index,
 		})
 	}
@@ -602,14 +640,20 @@ func versionList(p *Plugin) string {
 	return strings.Join(vs, ", ")
 }
 
-// staged is a downloaded, verified and unpacked plugin version.
+// staged is a downloaded, verified and unpacked (or converted) plugin
+// version.
 type staged struct {
 	mp      string
-	index   *Index
 	version *Version
 	dir     string
 	listing []byte // the folder's integrity listing
 	preview pluginapi.MarketplacePreview
+	// source is what the registry records of where it came from; nil for
+	// a server.json, which no marketplace published.
+	source *pluginapi.Source
+	// keep is true for a download kept in Dir/staging/<digest> for the
+	// install that follows its preview; a conversion is made anew.
+	keep bool
 }
 
 // Progress hears of a download: done of total bytes.
@@ -626,15 +670,27 @@ func (c *Client) Preview(ctx context.Context, req pluginapi.MarketplaceInstallRe
 	if err != nil {
 		return pluginapi.MarketplacePreview{}, err
 	}
+	if !s.keep {
+		os.RemoveAll(s.dir)
+	}
 	return s.preview, nil
 }
 
 // stage resolves, downloads, verifies and unpacks a version into
 // Dir/staging/<digest>, reusing a staged copy whose digest still holds.
+// A plugin of a Claude Code marketplace is converted instead
+// (stageClaude), as is an MCP Registry server.json (stageMCP); both are
+// always previewed, a conversion's preview being how it is checked.
 func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequest, progress Progress, preview bool) (*staged, error) {
+	if req.MCPRegistry != nil {
+		return c.stageMCP(ctx, req)
+	}
 	mpName, m, ix, v, err := c.resolve(req.Name, req.Version, req.Marketplace)
 	if err != nil {
 		return nil, err
+	}
+	if m.Kind == pluginapi.MarketplaceClaude {
+		return c.stageClaude(ctx, req.Name, mpName, m, v)
 	}
 	dir := filepath.Join(c.cfg.Dir, stagingDir, v.Digest)
 	t, err := integrity.Tree(dir)
@@ -645,7 +701,9 @@ func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequ
 			return nil, err
 		}
 	}
-	s := &staged{mp: mpName, index: ix, version: v, dir: dir, listing: listing}
+	s := &staged{mp: mpName, version: v, dir: dir, listing: listing, keep: true, source: &pluginapi.Source{
+		Marketplace: mpName, Version: v.Version, ArchiveSHA256: v.Artifact.SHA256, Digest: v.Digest, IndexVersion: ix.Version,
+	}}
 	if !preview {
 		return s, nil
 	}
@@ -725,16 +783,18 @@ func (c *Client) download(ctx context.Context, mpName string, m *marketplace, v 
 }
 
 // notInstalled words the failure of a download from the marketplace mp
-// of the archive at url as the error a user reads: "marketplace acme:
-// <why>; nothing was installed". A refusal stays one, with its reason;
-// an archive that breaks the rules is EINVALID, and any other failure
-// (the network, the disk) EUNAVAIL.
+// of the archive at url as the error a user reads, in the message the
+// API sends (core.ErrorMessage), not in a wrapping that would stop at
+// the API: "marketplace acme: <why>; nothing was installed". A refusal
+// stays one, its reason last; an archive that breaks the rules is
+// EINVALID, and any other failure (the network, the disk) EUNAVAIL.
 func notInstalled(mp, url string, err error) error {
 	var r *Refusal
 	var ce *core.Error
 	switch {
 	case errors.As(err, &r):
-		return &Refusal{Reason: r.Reason, Code: r.Code, Message: fmt.Sprintf("marketplace %s: %s; nothing was installed", mp, r.Message)}
+		msg := strings.TrimSuffix(r.Message, ": refused ("+r.Reason+")")
+		return refuse(r.Code, r.Reason, "marketplace %s: %s; nothing was installed", mp, msg)
 	case errors.As(err, &ce) && ce.Code == core.EINVALID:
 		return core.Errorf(core.EINVALID, "marketplace %s: %s; nothing was installed", mp, ce.Message)
 	case ce != nil:
@@ -777,17 +837,24 @@ func (c *Client) install(ctx context.Context, req pluginapi.MarketplaceInstallRe
 	}
 	defer os.RemoveAll(s.dir)
 	if req.Digest != "" && req.Digest != s.version.Digest {
-		return pluginapi.Info{}, core.Errorf(core.ECONFLICT, "%s %s in marketplace %s is now %s, not the %s previewed; review it again", req.Name, s.version.Version, s.mp, s.version.Digest, req.Digest)
+		where := ""
+		if s.mp != "" {
+			where = " in marketplace " + s.mp
+		}
+		return pluginapi.Info{}, core.Errorf(core.ECONFLICT, "%s %s%s is now %s, not the %s previewed; review it again", cmp.Or(req.Name, s.preview.ID), s.version.Version, where, s.version.Digest, req.Digest)
 	}
+	return c.installStaged(ctx, s, req.Consent, req.AllowDowngrade)
+}
+
+// installStaged hands the staged folder to the registry, which moves it
+// into place, with the consent given (bound to the previewed sha256 when
+// the staging previewed it), recording where it came from.
+func (c *Client) installStaged(ctx context.Context, s *staged, consent, allowDowngrade bool) (pluginapi.Info, error) {
 	info, err := c.cfg.Plugins.Install(ctx, pluginapi.InstallRequest{
-		Path: s.dir, Move: true, Listing: s.listing, Consent: req.Consent, AllowDowngrade: req.AllowDowngrade,
-		Source: &pluginapi.Source{
-			Marketplace: s.mp, Version: s.version.Version, ArchiveSHA256: s.version.Artifact.SHA256,
-			Digest: s.version.Digest, IndexVersion: s.index.Version,
-		},
+		Path: s.dir, Move: true, Listing: s.listing, Consent: consent, SHA256: s.preview.SHA256, AllowDowngrade: allowDowngrade, Source: s.source,
 	})
 	if err == nil {
-		c.cfg.Log.Info("plugin installed from marketplace", "plugin", req.Name, "version", s.version.Version, "marketplace", s.mp, "digest", s.version.Digest)
+		c.cfg.Log.Info("plugin installed from marketplace", "plugin", info.ID, "version", info.Version, "marketplace", s.mp, "digest", s.version.Digest)
 	}
 	return info, err
 }
@@ -800,8 +867,11 @@ func (c *Client) install(ctx context.Context, req pluginapi.MarketplaceInstallRe
 // nothing; otherwise it installs with consent (given for the dry run's
 // permissions) and pins what the lock pins. A plugin the lock records
 // without a marketplace (installed from a folder) is refused: its bytes
-// cannot be fetched here. It stops at the first failure, which it
-// returns with the results so far.
+// cannot be fetched here; so is one converted from a Claude Code
+// marketplace read from a folder (no commit pins it), while one whose
+// marketplace was read from git is converted again from the marketplace
+// at the locked commit. It stops at the first failure, which it returns
+// with the results so far.
 func (c *Client) InstallLocked(ctx context.Context, lock *pluginapi.Lock, consent, dryRun bool) ([]pluginapi.LockedResult, error) {
 	c.op.Lock()
 	defer c.op.Unlock()
@@ -810,12 +880,24 @@ func (c *Client) InstallLocked(ctx context.Context, lock *pluginapi.Lock, consen
 	for _, p := range lock.Plugins {
 		r := pluginapi.LockedResult{ID: p.ID, Version: p.Version}
 		if p.Source == nil {
-			return out, core.Errorf(core.EINVALID, "plugin %s %s was installed from a folder, not a marketplace: the lock cannot fetch it; install it from its folder (kiln plugin install ./%s)", p.ID, p.Version, p.ID)
+			return out, core.Errorf(core.EINVALID, "plugin %s %s was installed from a folder or a server.json, not a marketplace: the lock cannot fetch it; install it as it was installed (kiln plugin install ./%s, or --mcp-registry)", p.ID, p.Version, p.ID)
 		}
 		r.Marketplace = p.Source.Marketplace
 		if in, ok := installed[p.ID]; ok && in.Version == p.Version && in.Digest == p.Digest {
 			r.Status = pluginapi.LockedUnchanged
 			out = append(out, r)
+			continue
+		}
+		m, err := c.get(p.Source.Marketplace)
+		if err != nil {
+			return out, err
+		}
+		if m.Kind == pluginapi.MarketplaceClaude {
+			res, err := c.installLockedClaude(ctx, p, m, r, consent, dryRun)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, res)
 			continue
 		}
 		_, _, _, v, err := c.resolve(p.ID, p.Version, p.Source.Marketplace)
@@ -855,6 +937,34 @@ func (c *Client) InstallLocked(ctx context.Context, lock *pluginapi.Lock, consen
 	return out, nil
 }
 
+// installLockedClaude is InstallLocked of one plugin converted from
+// Claude Code marketplace m (lockedClaude), completing r.
+func (c *Client) installLockedClaude(ctx context.Context, p pluginapi.LockedPlugin, m *marketplace, r pluginapi.LockedResult, consent, dryRun bool) (pluginapi.LockedResult, error) {
+	s, err := c.lockedClaude(ctx, p, m)
+	if err != nil {
+		return r, err
+	}
+	defer os.RemoveAll(s.dir)
+	if dryRun {
+		r.Status, r.Permissions, r.NeedsConsent = pluginapi.LockedWouldInstall, s.preview.Permissions, s.preview.NeedsConsent
+		if s.preview.Installed != "" {
+			r.Installed, r.Permissions = s.preview.Installed, s.preview.Added
+		}
+		return r, nil
+	}
+	info, err := c.installStaged(ctx, s, consent, true)
+	if err != nil {
+		return r, err
+	}
+	if p.Pinned {
+		if _, err := c.cfg.Plugins.Pin(ctx, p.ID, p.Version); err != nil {
+			return r, err
+		}
+	}
+	r.Status, r.Permissions = pluginapi.LockedInstalled, info.Permissions
+	return r, nil
+}
+
 // Outdated lists installed marketplace plugins with a newer version
 // offered by the marketplace they came from.
 func (c *Client) Outdated(ctx context.Context) []pluginapi.Outdated {
@@ -891,7 +1001,7 @@ func (c *Client) UpgradeRequest(ctx context.Context, id string) (pluginapi.Marke
 	case in == nil:
 		return pluginapi.MarketplaceInstallRequest{}, core.Errorf(core.ENOTFOUND, "plugin %s is not installed", id)
 	case in.Source == nil:
-		return pluginapi.MarketplaceInstallRequest{}, core.Errorf(core.EINVALID, "plugin %s was not installed from a marketplace; install the new version from its folder", id)
+		return pluginapi.MarketplaceInstallRequest{}, core.Errorf(core.EINVALID, "plugin %s was not installed from a marketplace; install the new version as it was installed (from its folder, or --mcp-registry)", id)
 	case in.Pinned != "":
 		return pluginapi.MarketplaceInstallRequest{}, core.Errorf(core.ECONFLICT, "plugin %s is pinned to %s (kiln plugin unpin %s)", id, in.Pinned, id)
 	}
@@ -922,13 +1032,12 @@ func PeekName(ctx context.Context, f Fetcher) (string, error) {
 }
 
 // keyName names the keys trusted by their note names and hashes
-// ("acme+1a2b3c4d").
+// ("acme+1a2b3c4d"); a key's base64 part, which may hold a "+", is
+// left out.
 func keyName(keys []string) string {
-	var names []string
-	for _, k := range keys {
-		if i := strings.LastIndex(k, "+"); i > 0 {
-			names = append(names, k[:i])
-		}
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = keyID(k)
 	}
 	return strings.Join(names, " or ")
 }

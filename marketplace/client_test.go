@@ -89,7 +89,7 @@ func (f *fakeInstaller) lock() *pluginapi.Lock {
 	for _, in := range f.List(context.Background()) {
 		lp := pluginapi.LockedPlugin{ID: in.ID, Version: in.Version, Runtime: "data", SHA256: in.SHA256, Digest: in.Digest, Pinned: in.Pinned != ""}
 		if in.Source != nil {
-			lp.Source = &pluginapi.LockSource{Marketplace: in.Source.Marketplace, ArchiveSHA256: in.Source.ArchiveSHA256, IndexVersion: in.Source.IndexVersion}
+			lp.Source = &pluginapi.LockSource{Marketplace: in.Source.Marketplace, ArchiveSHA256: in.Source.ArchiveSHA256, IndexVersion: in.Source.IndexVersion, Commit: in.Source.Commit}
 		}
 		l.Plugins = append(l.Plugins, lp)
 	}
@@ -206,8 +206,8 @@ func TestClientAddSearchInstall(t *testing.T) {
 }
 
 // TestClientRefusesTamperedArchives: an archive whose bytes, or length,
-// are not the signed index's is refused before it is unpacked, and
-// nothing is installed or left behind.
+// are not the signed index's is refused before it is unpacked, saying so
+// in the message the API sends, and nothing is installed or left behind.
 func TestClientRefusesTamperedArchives(t *testing.T) {
 	for _, c := range []struct {
 		name, want string
@@ -234,11 +234,9 @@ func TestClientRefusesTamperedArchives(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) || core.ErrorCode(err) != core.EINVALID || RefusalReason(err) != ReasonArchive {
 				t.Fatalf("install of a tampered archive: %v", err)
 			}
-			// What the API answers (the *core.Error's message) names the
-			// marketplace and says that nothing was installed.
-			if msg := core.ErrorMessage(err); !strings.HasPrefix(msg, "marketplace acme: plugin review 1.0.0: ") || !strings.HasSuffix(msg, ": refused (tampered archive); nothing was installed") {
-				t.Fatalf("message %q", msg)
-			}
+			// The message the API sends (the *core.Error's) names the
+			// marketplace and says nothing was installed.
+			wantRefusal(t, err, ReasonArchive, "marketplace acme: plugin review 1.0.0: ", c.want, "; nothing was installed: ")
 			if len(tc.inst.requests) != 0 {
 				t.Fatal("the registry was asked to install it")
 			}
@@ -426,7 +424,7 @@ func TestNotInstalled(t *testing.T) {
 		code, reason string
 		msg          string
 	}{
-		{refuse(core.EINVALID, ReasonArchive, "plugin x 1.0.0: bad"), core.EINVALID, ReasonArchive, "marketplace acme: plugin x 1.0.0: bad: refused (tampered archive); nothing was installed"},
+		{refuse(core.EINVALID, ReasonArchive, "plugin x 1.0.0: bad"), core.EINVALID, ReasonArchive, "marketplace acme: plugin x 1.0.0: bad; nothing was installed: refused (tampered archive)"},
 		{core.Errorf(core.EINVALID, "unpack: a symlink"), core.EINVALID, "", "marketplace acme: unpack: a symlink; nothing was installed"},
 		{core.Errorf(core.ENOTFOUND, "https://h/x.tar.gz: not found"), core.EUNAVAIL, "", "marketplace acme: download plugins/x.tar.gz: https://h/x.tar.gz: not found; nothing was installed"},
 		{context.Canceled, core.EUNAVAIL, "", "marketplace acme: download plugins/x.tar.gz: context canceled; nothing was installed"},
@@ -434,6 +432,22 @@ func TestNotInstalled(t *testing.T) {
 		err := notInstalled("acme", "plugins/x.tar.gz", c.err)
 		if core.ErrorCode(err) != c.code || RefusalReason(err) != c.reason || core.ErrorMessage(err) != c.msg {
 			t.Errorf("%v: %s %q %q", c.err, core.ErrorCode(err), RefusalReason(err), core.ErrorMessage(err))
+		}
+	}
+}
+
+// TestKeyName: a preview names the trusted keys by name and hash, also
+// when a key's base64 holds a "+" (about half of the keys do).
+func TestKeyName(t *testing.T) {
+	for _, tc := range []struct {
+		keys []string
+		want string
+	}{
+		{[]string{"acme+1a2b3c4d+AbC+dEf/gh="}, "acme+1a2b3c4d"},
+		{[]string{"acme+1a2b3c4d+AbCdEf/gh=", "acme+5e6f7a8b+x+y+z"}, "acme+1a2b3c4d or acme+5e6f7a8b"},
+	} {
+		if got := keyName(tc.keys); got != tc.want {
+			t.Errorf("keyName(%q) = %q, want %q", tc.keys, got, tc.want)
 		}
 	}
 }

@@ -59,8 +59,7 @@
 // unpacked folder digest differ from the index's. Each refusal is a
 // *Refusal naming its reason (Reason*), and its message ends with it:
 // "marketplace acme: index version 3 is older than version 5 seen on
-// 2026-12-06: refused (rollback)"; the client's install adds what came
-// of it ("...: refused (tampered archive); nothing was installed").
+// 2026-12-06: refused (rollback)".
 //
 // # The client
 //
@@ -71,6 +70,28 @@
 // (FetchArtifact, CopyArtifact), unpacks it (Unpack), and checks the
 // folder's digest (CheckDigest) and its manifest against the summary
 // the user consented to (CheckManifest).
+//
+// # Other ecosystems
+//
+// A Claude Code marketplace (kind "claude", package claude) is an
+// unsigned source: Add refuses it unless the user trusts it explicitly
+// (AddMarketplaceRequest.TrustUnsigned). A refresh reads it (a folder in
+// place, unpinned; a git repository at its default branch's head, pinned
+// to that commit) and lists its plugins as "claude.<name>.<plugin>",
+// converting those in its own folders to learn their kinds, digest and
+// permissions; a plugin in a git repository of its own is listed from
+// its entry and fetched at the commit the entry pins only to preview or
+// install it, and one that names no commit is refused. An install
+// converts the plugin again from the marketplace at the commit the
+// refresh read, names what Kiln does not run (MarketplacePreview.Skipped)
+// and says what was and was not checked; the registry records the
+// commit (Source.Commit), from which a lock file reproduces it.
+//
+// An MCP Registry server.json (MarketplaceInstallRequest.MCPRegistry: the
+// document, or a server of a registry by name and version; package
+// mcpregistry) is converted into an "mcp-servers" bundle whose package
+// runs at the exact version it names (one at "latest" is refused) and
+// installed through the same preview, consent and install.
 //
 // # Publishing
 //

@@ -139,8 +139,11 @@ func parseMarketplaceInstall(b []byte) (pluginapi.MarketplaceInstallRequest, err
 	if err := unmarshalStrict(b, &req); err != nil {
 		return req, err
 	}
-	if req.Name == "" {
-		return req, errorf(core.EINVALID, "field \"name\" is required: the plugin to install")
+	switch {
+	case req.MCPRegistry != nil && (req.Name != "" || req.Version != "" || req.Marketplace != ""):
+		return req, errorf(core.EINVALID, "with field \"mcp_registry\", leave \"name\", \"version\" and \"marketplace\" out: it names the server to install")
+	case req.MCPRegistry == nil && req.Name == "":
+		return req, errorf(core.EINVALID, "field \"name\" is required: the plugin to install (or \"mcp_registry\": a server.json to install)")
 	}
 	if req.Digest != "" && !reSHA256.MatchString(req.Digest) {
 		return req, errorf(core.EINVALID, "field \"digest\" must be 64 lowercase hexadecimal digits, got %q", clip(req.Digest, 80))
@@ -190,20 +193,33 @@ func (s *server) marketplacePreview(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", ndjson)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
+	// A client that stops reading must not hold the download (and the
+	// marketplace's other operations) up: a write that blocks for the
+	// stream write timeout ends the preview.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
 	rc := http.NewResponseController(w)
 	var mu sync.Mutex
+	gone := false
 	line := func(v any) {
 		mu.Lock()
 		defer mu.Unlock()
 		b, err := json.Marshal(v)
-		if err != nil {
+		if err != nil || gone {
 			return
 		}
-		_, _ = w.Write(append(s.redactor.RedactBytes(b), '\n'))
-		_ = rc.Flush()
+		_ = rc.SetWriteDeadline(time.Now().Add(s.opts.StreamWriteTimeout))
+		_, err = w.Write(append(s.redactor.RedactBytes(b), '\n'))
+		if err == nil {
+			err = rc.Flush()
+		}
+		if err != nil {
+			gone = true
+			cancel()
+		}
 	}
 	var last time.Time
-	pv, err := s.opts.Marketplace.Preview(r.Context(), req, func(done, total int64) {
+	pv, err := s.opts.Marketplace.Preview(ctx, req, func(done, total int64) {
 		if now := time.Now(); done == total || now.Sub(last) >= progressEvery {
 			last = now
 			line(map[string]any{"progress": pluginapi.Progress{Done: done, Total: total}})

@@ -360,22 +360,16 @@ func TestPluginsNeedToken(t *testing.T) {
 
 // TestPluginRollbackAndPin: the rollback and pin routes reach the
 // registry and answer with the plugin; an install passes allow_downgrade
-// and the source on.
+// on and refuses a source.
 func TestPluginRollbackAndPin(t *testing.T) {
 	fake := newFakePlugins()
 	e := newEnv(t, Options{Plugins: fake})
-	src := `{"marketplace":"example","version":"1.0.0","archive_sha256":"` + fakeSHA + `","digest":"` + fakeSHA + `","index_version":3}`
 	var in registry.Info
-	e.call("POST", "/api/v1/plugins", `{"path":"/plugins/weather","consent":true,"allow_downgrade":true,"source":`+src+`}`, http.StatusCreated, &in)
-	want := registry.InstallRequest{Path: "/plugins/weather", Consent: true, AllowDowngrade: true,
-		Source: &pluginapi.Source{Marketplace: "example", Version: "1.0.0", ArchiveSHA256: fakeSHA, Digest: fakeSHA, IndexVersion: 3}}
+	e.call("POST", "/api/v1/plugins", `{"path":"/plugins/weather","consent":true,"allow_downgrade":true}`, http.StatusCreated, &in)
+	want := registry.InstallRequest{Path: "/plugins/weather", Consent: true, AllowDowngrade: true}
 	if got := fake.installs[len(fake.installs)-1]; !reflect.DeepEqual(got, want) {
 		t.Fatalf("install request reached the registry as %+v, want %+v", got, want)
 	}
-	if in.Source == nil || in.Source.IndexVersion != 3 {
-		t.Fatalf("installed: %+v", in)
-	}
-
 	e.wantError("POST", "/api/v1/plugins/weather/rollback", "", nil, http.StatusConflict, core.ECONFLICT)
 	fake.mu.Lock()
 	w := fake.installed["weather"]
@@ -408,7 +402,7 @@ func TestPluginRollbackAndPin(t *testing.T) {
 		{"unpin missing", "DELETE", "/api/v1/plugins/nope/pin", "", 404, core.ENOTFOUND, "not installed"},
 		{"rollback missing", "POST", "/api/v1/plugins/nope/rollback", "", 404, core.ENOTFOUND, "not installed"},
 		{"GET on rollback", "GET", "/api/v1/plugins/weather/rollback", "", 405, codeMethodNotAllowed, ""},
-		{"source unknown field", "POST", "/api/v1/plugins", `{"path":"/plugins/x","consent":true,"source":{"marketplace":"m","key":"k"}}`, 400, codeInvalidJSON, `unknown field "key"`},
+		{"source from the API", "POST", "/api/v1/plugins", `{"path":"/plugins/x","consent":true,"source":{"marketplace":"m"}}`, 400, codeInvalidJSON, `unknown field "source"`},
 		{"allow_downgrade wrong type", "POST", "/api/v1/plugins", `{"path":"/plugins/x","consent":true,"allow_downgrade":"yes"}`, 400, codeInvalidJSON, "expected boolean"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -431,7 +425,7 @@ func TestPluginWireNames(t *testing.T) {
 		"PluginPreview":        registry.Preview{Installed: "1.0.0", Added: []string{"x"}, Downgrade: true, Pinned: "1.0.0", Changes: &pluginapi.Changes{}, InterruptOn: core.Policy{}},
 		"PluginChanges":        pluginapi.Changes{},
 		"PluginSource":         *src,
-		"PluginInstallRequest": registry.InstallRequest{Path: "/p", SHA256: "s", Disabled: true, AllowDowngrade: true, Source: src},
+		"PluginInstallRequest": registry.InstallRequest{Path: "/p", SHA256: "s", Disabled: true, AllowDowngrade: true},
 		"PluginPinRequest":     pluginapi.PinRequest{Version: "1.0.0"},
 	} {
 		b, err := json.Marshal(v)

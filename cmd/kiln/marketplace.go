@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -44,8 +46,12 @@ a verified offline copy.`,
 	return cmd
 }
 
+// reSCPURL is git's short form of an ssh URL, user@host:path.
+var reSCPURL = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:`)
+
 func newMarketplaceAddCmd(a *app) *cobra.Command {
 	var req client.AddMarketplaceRequest
+	var isClaude bool
 	cmd := &cobra.Command{
 		Use:   "add [NAME] URL",
 		Short: "Add a marketplace and the key to trust for it",
@@ -56,11 +62,23 @@ verifies the index before adding it. The marketplace is added under the
 name its signed index gives; NAME, when given, must be that name.
 
 --quarantine keeps versions younger than the given age out of search,
-install and upgrade (they can still be installed by exact version).`,
+install and upgrade (they can still be installed by exact version).
+
+--claude adds a Claude Code marketplace under NAME (required: its plugins
+are named after it): a folder holding .claude-plugin/marketplace.json (read
+as it is, pinned to nothing), or a git repository (https://, ssh://,
+user@host:path, or a bare repository here), read at its default branch's
+head and pinned to that commit; 'refresh' reads it again. Its skills and
+MCP servers install as Kiln bundles named claude.NAME.PLUGIN; what Kiln
+does not run (hooks, commands, agents ...) is named when you install. It is
+unsigned: nothing vouches that it serves what its authors published. It is
+added only with --trust-unsigned, which says that you trust the source
+itself.`,
 		Example: `  kiln marketplace add https://plugins.acme.dev --key 'acme+1a2b3c4d+AbC...'
-  kiln marketplace add acme /srv/marketplace --key "$(cat acme.pub)" --quarantine 72h`,
+  kiln marketplace add acme /srv/marketplace --key "$(cat acme.pub)" --quarantine 72h
+  kiln marketplace add team https://github.com/acme/claude-plugins.git --claude --trust-unsigned`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) >= 2 {
+			if len(args) >= 2 || isClaude {
 				return needArgs("NAME", "URL")(cmd, args)
 			}
 			return needArgs("URL")(cmd, args)
@@ -70,7 +88,10 @@ install and upgrade (they can still be installed by exact version).`,
 			if len(args) == 2 {
 				req.Name = args[0]
 			}
-			if !strings.Contains(req.URL, "://") {
+			if isClaude {
+				req.Kind = pluginapi.MarketplaceClaude
+			}
+			if !strings.Contains(req.URL, "://") && !(isClaude && reSCPURL.MatchString(req.URL)) {
 				abs, err := filepath.Abs(req.URL)
 				if err != nil {
 					return err
@@ -88,10 +109,16 @@ install and upgrade (they can still be installed by exact version).`,
 			if a.jsonOutput() {
 				return writeJSON(cmd.OutOrStdout(), m)
 			}
+			if m.Unsigned {
+				fmt.Fprintf(cmd.OutOrStdout(), "Added Claude Code marketplace %s: %d plugins. It is unsigned: you trust it, nothing verifies it.\n", m.Name, m.Plugins)
+				return nil
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Added marketplace %s: %d plugins, index version %d, log tree %d, signed by a trusted key.\n", m.Name, m.Plugins, m.Version, m.TreeSize)
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&isClaude, "claude", false, "add a Claude Code marketplace (unsigned; needs --trust-unsigned)")
+	cmd.Flags().BoolVar(&req.TrustUnsigned, "trust-unsigned", false, "trust an unsigned marketplace explicitly")
 	cmd.Flags().StringArrayVar(&req.Keys, "key", nil, "a verifier key to trust (repeatable)")
 	cmd.Flags().StringVar(&req.Quarantine, "quarantine", "", "offer only versions at least this old, e.g. 72h")
 	return cmd
@@ -124,6 +151,9 @@ func newMarketplaceListCmd(a *app) *cobra.Command {
 			t := &table{st: st, header: []string{"NAME", "PLUGINS", "INDEX", "LOG", "REFRESHED", "URL", "STATUS"}}
 			for _, m := range ms {
 				status := st.green("verified")
+				if m.Unsigned {
+					status = st.yellow("unsigned, trusted by you")
+				}
 				if m.Error != "" {
 					status = st.red("refused") + ": " + truncate(m.Error, 80)
 				}
@@ -187,7 +217,11 @@ func newMarketplaceRefreshCmd(a *app) *cobra.Command {
 					continue
 				}
 				out = append(out, m)
-				if !a.jsonOutput() {
+				switch {
+				case a.jsonOutput():
+				case m.Unsigned:
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: %d plugins, read again (unsigned: nothing verified).\n", m.Name, m.Plugins)
+				default:
 					fmt.Fprintf(cmd.OutOrStdout(), "%s: index version %d, %d plugins, log tree %d (consistent with the last one seen).\n", m.Name, m.Version, m.Plugins, m.TreeSize)
 				}
 			}
@@ -284,6 +318,30 @@ func marketplaceRef(arg string) (name, version string, ok bool) {
 	return name, "", true
 }
 
+// mcpRegistrySource is what kiln plugin install --mcp-registry SOURCE
+// [SERVER[@VERSION]] names: with a server, SOURCE is a registry's URL;
+// without, a server.json file, read here.
+func mcpRegistrySource(source string, args []string, pick string) (*client.MCPRegistrySource, error) {
+	isURL := strings.HasPrefix(source, "https://") || strings.HasPrefix(source, "http://")
+	switch {
+	case len(args) == 1 && isURL:
+		name, version, _ := strings.Cut(args[0], "@")
+		if name == "" {
+			return nil, usageError{fmt.Errorf("%q: name the server, e.g. io.github.acme/weather@1.2.0", args[0])}
+		}
+		return &client.MCPRegistrySource{Registry: source, Name: name, Version: version, Pick: pick}, nil
+	case len(args) == 1:
+		return nil, usageError{fmt.Errorf("--mcp-registry %s: with a server name, give the registry's https:// URL", source)}
+	case isURL:
+		return nil, usageError{fmt.Errorf("--mcp-registry %s: name the server to install from that registry (SERVER[@VERSION]); to install a server.json file, give its path", source)}
+	}
+	data, err := os.ReadFile(source)
+	if err != nil {
+		return nil, err
+	}
+	return &client.MCPRegistrySource{ServerJSON: data, Pick: pick}, nil
+}
+
 // installOptions are the flags of kiln plugin install and upgrade.
 type installOptions struct {
 	yes, allowDowngrade bool
@@ -304,7 +362,7 @@ func (a *app) installFromMarketplace(cmd *cobra.Command, req client.MarketplaceI
 	}
 	st := styleFor(w)
 	req.Marketplace, req.AllowDowngrade = opts.marketplace, opts.allowDowngrade
-	bar := newDownloadBar(w, req.Name)
+	bar := newDownloadBar(w, cmp.Or(req.Name, "server"))
 	pv, err := c.PreviewMarketplacePlugin(cmd.Context(), req, func(done, total int64) {
 		bar.ChangeMax64(total)
 		_ = bar.Set64(done)
@@ -313,7 +371,11 @@ func (a *app) installFromMarketplace(cmd *cobra.Command, req client.MarketplaceI
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(w, "Plugin %s %s (%s) from marketplace %s: %s\n", st.bold(pv.ID), pv.Version, orDash(pv.Runtime), pv.Marketplace, pv.Description)
+	from := "marketplace " + pv.Marketplace
+	if req.MCPRegistry != nil {
+		from = "an MCP Registry server.json"
+	}
+	fmt.Fprintf(w, "Plugin %s %s (%s) from %s: %s\n", st.bold(pv.ID), pv.Version, orDash(pv.Runtime), from, pv.Description)
 	fmt.Fprintln(w, "Verified:")
 	for _, v := range pv.Verified {
 		fmt.Fprintf(w, "  %s %s\n", st.green("✓"), v)
@@ -324,6 +386,12 @@ func (a *app) installFromMarketplace(cmd *cobra.Command, req client.MarketplaceI
 	if len(pv.Skipped) > 0 {
 		fmt.Fprintln(w, "Kiln does not run these parts of it:")
 		for _, s := range pv.Skipped {
+			fmt.Fprintf(w, "  - %s\n", s)
+		}
+	}
+	if len(pv.Warnings) > 0 {
+		fmt.Fprintln(w, "Converting it:")
+		for _, s := range pv.Warnings {
 			fmt.Fprintf(w, "  - %s\n", s)
 		}
 	}
@@ -352,9 +420,17 @@ func (a *app) installFromMarketplace(cmd *cobra.Command, req client.MarketplaceI
 			return nil, nil
 		}
 	}
-	req.Version, req.Consent, req.Digest = pv.Version, pv.NeedsConsent, pv.Digest
-	if req.Marketplace == "" {
-		req.Marketplace = pv.Marketplace
+	req.Consent, req.Digest = pv.NeedsConsent, pv.Digest
+	switch {
+	case req.MCPRegistry != nil && req.MCPRegistry.Registry != "":
+		src := *req.MCPRegistry
+		src.Version = pv.Version
+		req.MCPRegistry = &src
+	case req.MCPRegistry == nil:
+		req.Version = pv.Version
+		if req.Marketplace == "" {
+			req.Marketplace = pv.Marketplace
+		}
 	}
 	p, err := c.InstallMarketplacePlugin(cmd.Context(), req)
 	if err != nil {

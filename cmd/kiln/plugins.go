@@ -206,7 +206,13 @@ func printPlugin(w io.Writer, st style, p *client.PluginInfo) {
 	if !p.InstalledAt.IsZero() {
 		detail(w, "Installed", fmt.Sprintf("%s (%s)", p.InstalledAt.Local().Format(time.DateTime), ago(p.InstalledAt, time.Now())))
 	}
-	if s := p.Source; s != nil {
+	switch s := p.Source; {
+	case s == nil:
+	case s.IndexVersion == 0 && s.Commit != "":
+		detail(w, "Source", fmt.Sprintf("unsigned marketplace %s, converted at commit %s", s.Marketplace, s.Commit))
+	case s.IndexVersion == 0:
+		detail(w, "Source", fmt.Sprintf("unsigned marketplace %s, converted from its folder (no commit pins it)", s.Marketplace))
+	default:
 		detail(w, "Source", fmt.Sprintf("marketplace %s (index version %d, archive sha256 %s)", s.Marketplace, s.IndexVersion, s.ArchiveSHA256))
 	}
 	if p.Previous != "" {
@@ -358,9 +364,9 @@ func (a *app) pluginFailed(cmd *cobra.Command, id string, err error) error {
 
 func newPluginInstallCmd(a *app) *cobra.Command {
 	var yes, disabled, allowDowngrade, locked bool
-	var from string
+	var from, mcpRegistry, pick string
 	cmd := &cobra.Command{
-		Use:   "install NAME[@VERSION] | PATH | --locked [LOCKFILE]",
+		Use:   "install NAME[@VERSION] | PATH | --locked [LOCKFILE] | --mcp-registry SERVER.JSON | --mcp-registry URL SERVER[@VERSION]",
 		Short: "Install a plugin from a marketplace or a folder, after consenting to its permissions",
 		Long: `Install NAME from the marketplaces added ('kiln marketplace add'): VERSION is
 an exact version, a range such as ^1.2 or ~1.2, or the newest offered when
@@ -388,15 +394,47 @@ A version older than the installed one needs --allow-downgrade; a pinned
 plugin must be unpinned first.
 
 The plugin is enabled at once unless --disabled is given. If it fails to
-start the command fails, and the plugin stays installed, listed as failed.`,
+start the command fails, and the plugin stays installed, listed as failed.
+
+--mcp-registry installs an MCP server an MCP Registry describes, as an
+mcp-servers bundle: from a server.json file (read here), or from the
+registry (or mirror) at URL by the server's name, at VERSION or the version
+the registry marks latest. The package runs at the exact version the
+server.json names; one at "latest", without a version or at a range is
+refused, and an MCPB file is installed only when its sha256 is the
+fileSha256 named. --pick packages[N] or remotes[N] chooses what to run.
+Nothing in a registry is signed: you trust the file or the registry.`,
 		Example: `  kiln plugin install weather
   kiln plugin install weather@^1.2 --marketplace acme
   kiln plugin install ./weather
   kiln plugin install /opt/kiln-plugins/weather --yes
-  kiln plugin install --locked plugins.lock --yes`,
+  kiln plugin install --locked plugins.lock --yes
+  kiln plugin install --mcp-registry ./server.json
+  kiln plugin install --mcp-registry https://registry.modelcontextprotocol.io io.github.acme/weather@1.2.0`,
 		Args:              cobra.MaximumNArgs(1),
 		ValidArgsFunction: firstArg(completeDirs),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if mcpRegistry != "" {
+				if locked || from != "" || disabled {
+					return usageError{errors.New("--mcp-registry does not go with --locked, --marketplace or --disabled")}
+				}
+				src, err := mcpRegistrySource(mcpRegistry, args, pick)
+				if err != nil {
+					return err
+				}
+				p, err := a.installFromMarketplace(cmd, client.MarketplaceInstallRequest{MCPRegistry: src},
+					installOptions{yes: yes, allowDowngrade: allowDowngrade})
+				if err != nil || p == nil {
+					if err == nil {
+						err = &exitError{code: exitFailure}
+					}
+					return err
+				}
+				return a.printInstalled(cmd, p)
+			}
+			if pick != "" {
+				return usageError{errors.New("--pick goes with --mcp-registry")}
+			}
 			if locked {
 				file := "plugins.lock"
 				if len(args) == 1 {
@@ -488,6 +526,8 @@ start the command fails, and the plugin stays installed, listed as failed.`,
 	cmd.Flags().BoolVar(&allowDowngrade, "allow-downgrade", false, "allow installing a version older than the installed one")
 	cmd.Flags().BoolVar(&locked, "locked", false, "install exactly what a lock file records")
 	cmd.Flags().StringVar(&from, "marketplace", "", "the marketplace to install from, when several offer NAME")
+	cmd.Flags().StringVar(&mcpRegistry, "mcp-registry", "", "install an MCP server from a server.json file, or from the MCP registry at this URL (then name the server)")
+	cmd.Flags().StringVar(&pick, "pick", "", "with --mcp-registry: what to run, packages[N] or remotes[N]")
 	return cmd
 }
 

@@ -65,9 +65,15 @@ type LockSource struct {
 	Marketplace   string `json:"marketplace"`
 	ArchiveSHA256 string `json:"archive_sha256"`
 	IndexVersion  uint64 `json:"index_version"`
+	// Commit is Source.Commit: the git commit of a Claude Code
+	// marketplace, "" otherwise.
+	Commit string `json:"commit,omitempty"`
 }
 
-var reHex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var (
+	reHex64  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	reCommit = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+)
 
 // ParseLock reads a lock file: JSON of version LockVersion with no
 // unknown fields, every plugin with an id, a version and a runtime, its
@@ -124,6 +130,9 @@ func ParseLock(data []byte) (*Lock, error) {
 			}
 			if !reHex64.MatchString(s.ArchiveSHA256) {
 				bad("source archive_sha256 must be 64 lowercase hex digits")
+			}
+			if s.Commit != "" && !reCommit.MatchString(s.Commit) {
+				bad("source commit must be a git commit id, 40 or 64 lowercase hex digits")
 			}
 		}
 	}

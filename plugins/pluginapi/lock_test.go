@@ -53,6 +53,7 @@ func TestParseLockRefusals(t *testing.T) {
 		{"bad digest", strings.Replace(plugin(""), sumB, "x", 1), "digest must be 64 lowercase hex digits"},
 		{"source without marketplace", plugin(`,"source":{"archive_sha256":"` + sumA + `","index_version":1}`), "source has no marketplace"},
 		{"source bad archive", plugin(`,"source":{"marketplace":"m","archive_sha256":"","index_version":1}`), "source archive_sha256 must be"},
+		{"source bad commit", plugin(`,"source":{"marketplace":"m","archive_sha256":"` + sumA + `","index_version":0,"commit":"HEAD"}`), "source commit must be a git commit id"},
 		{"unsorted", `{"version":1,"plugins":[{"id":"b","version":"1.0.0","runtime":"wasm","sha256":"` + sumA + `","digest":""},{"id":"a","version":"1.0.0","runtime":"wasm","sha256":"` + sumA + `","digest":""}]}`, `plugins[1] ("a"): not sorted by id`},
 		{"twice", `{"version":1,"plugins":[{"id":"a","version":"1.0.0","runtime":"wasm","sha256":"` + sumA + `","digest":""},{"id":"a","version":"1.0.0","runtime":"wasm","sha256":"` + sumA + `","digest":""}]}`, "listed twice"},
 		{"too large", `{"version":1,"plugins":[]}` + strings.Repeat(" ", MaxLockSize), "larger than 4 MiB"},

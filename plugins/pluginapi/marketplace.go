@@ -1,6 +1,9 @@
 package pluginapi
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Marketplace kinds.
 const (
@@ -133,6 +136,28 @@ type MarketplaceInstallRequest struct {
 	// AllowDowngrade permits installing a version older than the
 	// installed one.
 	AllowDowngrade bool `json:"allow_downgrade,omitempty"`
+	// MCPRegistry, when set, installs an MCP server described by an MCP
+	// Registry server.json instead of a marketplace plugin; Name,
+	// Version and Marketplace are then left empty.
+	MCPRegistry *MCPRegistrySource `json:"mcp_registry,omitempty"`
+}
+
+// MCPRegistrySource names an MCP Registry server.json to convert into an
+// "mcp-servers" bundle: the document itself, or a server of a registry
+// (the official one or a mirror) by name and version.
+type MCPRegistrySource struct {
+	// ServerJSON is a server.json document.
+	ServerJSON json.RawMessage `json:"server_json,omitempty"`
+	// Registry is a registry's address (https://, or http:// on this
+	// machine); Name the server's name there ("io.github.acme/weather")
+	// and Version its version: exact, or "" or "latest" for the version
+	// the registry marks latest, which the preview then names exactly.
+	Registry string `json:"registry,omitempty"`
+	Name     string `json:"name,omitempty"`
+	Version  string `json:"version,omitempty"`
+	// Pick is what to run: "packages[N]" or "remotes[N]"; "" is the
+	// first package Kiln can run, else the first remote.
+	Pick string `json:"pick,omitempty"`
 }
 
 // MarketplacePreview is what installing a marketplace plugin would do,
@@ -154,6 +179,9 @@ type MarketplacePreview struct {
 	// Skipped names what a converted source holds that Kiln does not run
 	// (a Claude plugin's hooks, commands, agents).
 	Skipped []string `json:"skipped,omitempty"`
+	// Warnings are what a conversion changed on the way or wants checked
+	// (a server renamed, an input left for a variable to set).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Outdated is an installed marketplace plugin with a newer version

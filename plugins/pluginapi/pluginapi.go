@@ -144,6 +144,12 @@ type Source struct {
 	Digest string `json:"digest"`
 	// IndexVersion is the version of the signed index it was found in.
 	IndexVersion uint64 `json:"index_version"`
+	// Commit is, for a plugin converted from an unsigned Claude Code
+	// marketplace, the git commit the marketplace was read at (40 or 64
+	// hex digits): the pin a lock file reproduces it from. Such a plugin
+	// has no archive: its ArchiveSHA256 is the converted folder's digest.
+	// "" for a Kiln marketplace, or a Claude one read from a folder.
+	Commit string `json:"commit,omitempty"`
 }
 
 // InstallRequest asks to install the plugin folder at Path (on the
@@ -165,18 +171,22 @@ type InstallRequest struct {
 	AllowDowngrade bool `json:"allow_downgrade,omitempty"`
 	// Move, for a caller in the same process that gives the folder up
 	// (the marketplace client's verified download), lets the registry
-	// rename it into place instead of copying it; it is checked again
-	// there all the same. Never sent over the API.
+	// rename it into place instead of copying it (it copies across
+	// filesystems): after the call, installed or refused, the caller must
+	// not use the folder again. The manifest is read and checked again
+	// there. Never sent over the API.
 	Move bool `json:"-"`
 	// Listing, with Move, is the moved folder's integrity listing (the
 	// lines plugins/integrity.Tree hashes) as the caller computed it while
-	// writing the folder: the registry takes it instead of reading the
-	// folder again. Never sent over the API.
+	// writing the folder: the registry trusts it instead of reading the
+	// folder again, and checks that it hashes to Source's digest. Never
+	// sent over the API.
 	Listing []byte `json:"-"`
-	// Source, when a marketplace installs the folder, says where it came
-	// from; the registry records it and checks the folder against its
-	// digest and version.
-	Source *Source `json:"source,omitempty"`
+	// Source, when the marketplace client (in the same process) installs
+	// the folder, says where it came from; the registry records it and
+	// checks the folder against its digest and version. Never taken from
+	// the API: an API caller cannot label a folder as a marketplace's.
+	Source *Source `json:"-"`
 }
 
 // PinRequest is the body of POST /plugins/{id}/pin: the version to hold

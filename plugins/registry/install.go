@@ -298,11 +298,16 @@ func checkSource(s *pluginapi.Source, p Preview) error {
 		return bad("archive_sha256 must be 64 lowercase hex digits")
 	case !reSHA256.MatchString(s.Digest):
 		return bad("digest must be 64 lowercase hex digits")
+	case s.Commit != "" && !reCommit.MatchString(s.Commit):
+		return bad("commit must be a git commit id, 40 or 64 lowercase hex digits")
 	}
 	return nil
 }
 
-var reSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var (
+	reSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	reCommit = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+)
 
 func cloneSource(s *pluginapi.Source) *pluginapi.Source {
 	if s == nil {

@@ -3,6 +3,8 @@ package registry_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +14,8 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/integrity"
+	"github.com/kilnhq/kiln/plugins/pluginapi"
 	"github.com/kilnhq/kiln/plugins/plugintest"
 	"github.com/kilnhq/kiln/plugins/registry"
 	"github.com/kilnhq/kiln/plugins/toolset"
@@ -365,5 +369,52 @@ func TestNewerRecord(t *testing.T) {
 	_, err := registry.Open(context.Background(), e.config())
 	if err == nil || !strings.Contains(err.Error(), "version 4, written by a newer Kiln") {
 		t.Errorf("open a newer record: %v", err)
+	}
+}
+
+// TestInstallMove: the marketplace client's install moves its verified
+// folder into place with the listing it computed as it wrote it; the
+// source's digest must be that listing's, and a refusal installs nothing
+// and leaves nothing behind (the folder was given up).
+func TestInstallMove(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	r := e.open(t)
+	src := writeBundle(t, "team.review")
+	tree, err := integrity.Tree(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	source := func(digest string) *pluginapi.Source {
+		return &pluginapi.Source{Marketplace: "acme", Version: "1.0.0", ArchiveSHA256: strings.Repeat("a", 64), Digest: digest, IndexVersion: 1}
+	}
+
+	// A listing that is not the source's digest is refused.
+	forged := append([]byte(nil), tree.Listing...)
+	forged[0] ^= 1
+	_, err = r.Install(ctx, registry.InstallRequest{Path: src, Consent: true, Move: true, Listing: forged, Source: source(tree.Digest)})
+	if core.ErrorCode(err) != core.ECONFLICT {
+		t.Fatalf("a listing that does not hash to the source's digest: %v", err)
+	}
+	if _, err := r.Get(ctx, "team.review"); core.ErrorCode(err) != core.ENOTFOUND {
+		t.Fatalf("installed after a refusal: %v", err)
+	}
+	if left, _ := os.ReadDir(filepath.Join(e.data, "plugins", "team.review")); len(left) != 0 {
+		t.Fatalf("the refusal left %v", left)
+	}
+
+	src = writeBundle(t, "team.review")
+	in, err := r.Install(ctx, registry.InstallRequest{Path: src, Consent: true, Move: true, Listing: tree.Listing, Source: source(tree.Digest)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Status != registry.StatusEnabled || in.Digest != tree.Digest || in.Source == nil || in.Source.Marketplace != "acme" {
+		t.Fatalf("installed %+v", in)
+	}
+	if _, err := os.Stat(src); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the folder was copied, not moved: %v", err)
+	}
+	if got, err := integrity.Tree(in.Dir); err != nil || got.Digest != tree.Digest {
+		t.Fatalf("the installed folder: %v %v", got.Digest, err)
 	}
 }

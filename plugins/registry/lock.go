@@ -28,7 +28,7 @@ func (r *Registry) lock() pluginapi.Lock {
 			p.Runtime = string(e.m.EffectiveRuntime())
 		}
 		if s := rec.Source; s != nil {
-			p.Source = &pluginapi.LockSource{Marketplace: s.Marketplace, ArchiveSHA256: s.ArchiveSHA256, IndexVersion: s.IndexVersion}
+			p.Source = &pluginapi.LockSource{Marketplace: s.Marketplace, ArchiveSHA256: s.ArchiveSHA256, IndexVersion: s.IndexVersion, Commit: s.Commit}
 		}
 		l.Plugins = append(l.Plugins, p)
 	}

@@ -441,6 +441,7 @@ func TestSource(t *testing.T) {
 		{"another version", func(s *pluginapi.Source) { s.Version = "1.0.1" }, core.EINVALID, `the marketplace published version "1.0.1", the folder holds 1.0.0`},
 		{"bad archive sum", func(s *pluginapi.Source) { s.ArchiveSHA256 = "AB" }, core.EINVALID, "archive_sha256 must be 64 lowercase hex digits"},
 		{"bad digest", func(s *pluginapi.Source) { s.Digest = "" }, core.EINVALID, "digest must be 64 lowercase hex digits"},
+		{"bad commit", func(s *pluginapi.Source) { s.Commit = "main" }, core.EINVALID, "commit must be a git commit id"},
 		{"another digest", func(s *pluginapi.Source) { s.Digest = strings.Repeat("0", 64) }, core.ECONFLICT, "its folder's digest is " + tree.Digest},
 	} {
 		s := good

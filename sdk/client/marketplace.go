@@ -25,6 +25,9 @@ type (
 	// MarketplaceInstallRequest names a plugin version to preview or
 	// install.
 	MarketplaceInstallRequest = pluginapi.MarketplaceInstallRequest
+	// MCPRegistrySource names an MCP Registry server.json to preview or
+	// install instead (MarketplaceInstallRequest.MCPRegistry).
+	MCPRegistrySource = pluginapi.MCPRegistrySource
 	// MarketplacePreview is what installing a version would do, after
 	// its archive was downloaded and verified.
 	MarketplacePreview = pluginapi.MarketplacePreview

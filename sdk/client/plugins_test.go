@@ -79,13 +79,12 @@ func TestPluginRoutes(t *testing.T) {
 			method: "POST", path: "/api/v1/plugins/weather/disable",
 		},
 		{
-			name: "InstallPluginFromMarketplace", respond: info,
+			name: "InstallPluginDowngrade", respond: info,
 			call: func(c *Client) (any, error) {
-				return c.InstallPlugin(ctx, InstallPluginRequest{Path: "/srv/weather", Consent: true, AllowDowngrade: true,
-					Source: &PluginSource{Marketplace: "example", Version: "1.0.0", ArchiveSHA256: "aa", Digest: "bb", IndexVersion: 4}})
+				return c.InstallPlugin(ctx, InstallPluginRequest{Path: "/srv/weather", Consent: true, AllowDowngrade: true})
 			},
 			method: "POST", path: "/api/v1/plugins",
-			body: `{"path":"/srv/weather","consent":true,"allow_downgrade":true,"source":{"marketplace":"example","version":"1.0.0","archive_sha256":"aa","digest":"bb","index_version":4}}`,
+			body: `{"path":"/srv/weather","consent":true,"allow_downgrade":true}`,
 		},
 		{
 			name: "RollbackPlugin", respond: `{"id":"weather","version":"0.9.0","previous":"1.0.0","status":"enabled"}`,

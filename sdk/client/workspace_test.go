@@ -79,7 +79,7 @@ func TestWorkspaceRoutes(t *testing.T) {
 				return c.UpdateSettings(ctx, core.SettingsPatch{PromptAddendum: &addendum, Memory: &memoryOn, Theme: &theme})
 			},
 			method: "PUT", path: "/api/v1/settings",
-			body: `{"prompt_addendum":"Be brief.","limits":null,"memory":true,"theme":"dark"}`,
+			body: `{"prompt_addendum":"Be brief.","limits":null,"memory":true,"theme":"dark","sandbox_runtime":null}`,
 		},
 		{
 			name: "GetAttachment", respond: attachment,
