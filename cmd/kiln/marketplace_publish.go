@@ -217,7 +217,7 @@ original.`,
 				}
 				src = abs
 			}
-			f, err := marketplace.NewFetcher(src, &http.Client{Timeout: 5 * time.Minute})
+			f, err := marketplace.NewFetcher(src, marketplace.NewHTTPClient())
 			if err != nil {
 				return err
 			}
