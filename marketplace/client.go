@@ -47,8 +47,7 @@ type Config struct {
 	Dir string
 	// Plugins is where plugins are installed.
 	Plugins Installer
-	// HTTP fetches https:// marketplaces; nil is a client with a 30 s
-	// timeout per request.
+	// HTTP fetches https:// marketplaces; nil is NewHTTPClient().
 	HTTP *http.Client
 	// KilnVersion is this Kiln's version ("dev" satisfies every
 	// min_kiln); Protocol the newest plugin protocol it speaks.
@@ -66,13 +65,24 @@ type Config struct {
 // Its state is Dir/marketplaces.json (the trust kept per marketplace:
 // keys, last index version and tree head) and, per marketplace,
 // Dir/<name>/marketplace.json, the last verified index, so that search
-// works offline. Downloads are unpacked into Dir/staging/<digest> and
-// removed once installed.
+// works offline. Downloads are unpacked into Dir/.staging/<digest>: an
+// install moves the folder into place; a preview leaves it for the
+// install that follows, and only the newest few previews are kept
+// (evictStaged).
+//
+// No lock is held across the network for longer than one marketplace or
+// one download needs: adding, refreshing or removing a marketplace locks
+// its name, staging a download its digest, and writing the state file
+// takes c.op only for the write.
 type Client struct {
 	cfg Config
-	op  sync.Mutex // serialises state changes and installs
-	mu  sync.RWMutex
-	st  clientState
+	op  sync.Mutex // serialises writes of the state file
+	// names locks a marketplace's name while it is added, refreshed or
+	// removed; staging locks a download's digest while it is staged,
+	// previewed or installed.
+	names, staging keyLocks
+	mu             sync.RWMutex
+	st             clientState
 	// loaded are the verified indexes by marketplace name, with their
 	// search documents.
 	loaded map[string]*loadedIndex
@@ -107,7 +117,6 @@ type marketplace struct {
 const (
 	stateFile    = "marketplaces.json"
 	stateVersion = 1
-	stagingDir   = "staging"
 )
 
 // Open reads the client's state in cfg.Dir (creating it when missing)
@@ -118,7 +127,7 @@ func Open(cfg Config) (*Client, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.HTTP == nil {
-		cfg.HTTP = &http.Client{Timeout: 30 * time.Second}
+		cfg.HTTP = NewHTTPClient()
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -190,8 +199,10 @@ func (c *Client) readCached(name string, m *marketplace) (*Index, error) {
 	return ParseIndex(raw)
 }
 
-// saveState writes marketplaces.json atomically; c.op is held.
+// saveState writes marketplaces.json atomically, as the state is now.
 func (c *Client) saveState() error {
+	c.op.Lock()
+	defer c.op.Unlock()
 	c.mu.RLock()
 	data, err := json.MarshalIndent(c.st, "", "  ")
 	c.mu.RUnlock()
@@ -274,8 +285,7 @@ func (c *Client) Add(ctx context.Context, req pluginapi.AddMarketplaceRequest) (
 	if reason := checkName(req.Name); reason != "" {
 		return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "marketplace name %s", reason)
 	}
-	c.op.Lock()
-	defer c.op.Unlock()
+	defer c.names.lock(req.Name)()
 	c.mu.RLock()
 	_, exists := c.st.Marketplaces[req.Name]
 	c.mu.RUnlock()
@@ -310,7 +320,9 @@ func (c *Client) refresh(ctx context.Context, name string, m *marketplace) error
 	}
 	v, err := Refresh(ctx, f, name, m.Trust, c.cfg.Now())
 	if err != nil {
+		c.mu.Lock()
 		m.Error = err.Error()
+		c.mu.Unlock()
 		return err
 	}
 	dir := filepath.Join(c.cfg.Dir, name)
@@ -337,8 +349,7 @@ func (c *Client) refresh(ctx context.Context, name string, m *marketplace) error
 // (rollback, freeze, a log inconsistent with the last tree head, ...)
 // keeps the last verified index and is returned.
 func (c *Client) Refresh(ctx context.Context, name string) (pluginapi.Marketplace, error) {
-	c.op.Lock()
-	defer c.op.Unlock()
+	defer c.names.lock(name)()
 	m, err := c.get(name)
 	if err != nil {
 		return pluginapi.Marketplace{}, err
@@ -357,8 +368,7 @@ func (c *Client) Refresh(ctx context.Context, name string) (pluginapi.Marketplac
 // Remove forgets a marketplace and its kept index; installed plugins
 // stay installed.
 func (c *Client) Remove(_ context.Context, name string) error {
-	c.op.Lock()
-	defer c.op.Unlock()
+	defer c.names.lock(name)()
 	if _, err := c.get(name); err != nil {
 		return err
 	}
@@ -593,7 +603,9 @@ func (c *Client) resolve(name, constraint, mp string) (string, *marketplace, *In
 	if err != nil {
 		return "", nil, nil, nil, err
 	}
-	m, ix := c.st.Marketplaces[mpName], c.loaded[mpName].ix
+	// A copy: a refresh may change the marketplace's trust meanwhile.
+	mc := *c.st.Marketplaces[mpName]
+	m, ix := &mc, c.loaded[mpName].ix
 	if exact, err := semver.StrictNewVersion(strings.TrimPrefix(constraint, "v")); err == nil {
 		for i := range p.Versions {
 			v := &p.Versions[i]
@@ -651,9 +663,23 @@ type staged struct {
 	// source is what the registry records of where it came from; nil for
 	// a server.json, which no marketplace published.
 	source *pluginapi.Source
-	// keep is true for a download kept in Dir/staging/<digest> for the
+	// keep is true for a download kept in Dir/.staging/<digest> for the
 	// install that follows its preview; a conversion is made anew.
 	keep bool
+	// unlock releases the download's digest (nil for a conversion).
+	unlock func()
+}
+
+// release ends the use of a staged folder: a download's digest is
+// unlocked; a conversion, which nothing else uses, is removed unless
+// installed (moved away) already.
+func (s *staged) release() {
+	if !s.keep {
+		os.RemoveAll(s.dir)
+	}
+	if s.unlock != nil {
+		s.unlock()
+	}
 }
 
 // Progress hears of a download: done of total bytes.
@@ -664,24 +690,24 @@ type Progress = func(done, total int64)
 // folder digest) and says what installing it would do, with the
 // registry's preview of the verified folder. Nothing is installed.
 func (c *Client) Preview(ctx context.Context, req pluginapi.MarketplaceInstallRequest, progress Progress) (pluginapi.MarketplacePreview, error) {
-	c.op.Lock()
-	defer c.op.Unlock()
 	s, err := c.stage(ctx, req, progress, true)
 	if err != nil {
 		return pluginapi.MarketplacePreview{}, err
 	}
-	if !s.keep {
-		os.RemoveAll(s.dir)
-	}
+	s.release()
 	return s.preview, nil
 }
 
 // stage resolves, downloads, verifies and unpacks a version into
-// Dir/staging/<digest>, reusing a staged copy whose digest still holds.
-// A plugin of a Claude Code marketplace is converted instead
-// (stageClaude), as is an MCP Registry server.json (stageMCP); both are
-// always previewed, a conversion's preview being how it is checked.
-func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequest, progress Progress, preview bool) (*staged, error) {
+// Dir/.staging/<digest>, reusing a staged copy whose digest still holds
+// and whose manifest asks for what this index shows (CheckManifest: the
+// copy may be another marketplace's, or an earlier index's), and evicts
+// old previews (evictStaged). The digest stays locked until the caller
+// releases the staged folder. A plugin of a Claude Code marketplace is
+// converted instead (stageClaude), as is an MCP Registry server.json
+// (stageMCP); both are always previewed, a conversion's preview being
+// how it is checked.
+func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequest, progress Progress, preview bool) (_ *staged, err error) {
 	if req.MCPRegistry != nil {
 		return c.stageMCP(ctx, req)
 	}
@@ -692,16 +718,31 @@ func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequ
 	if m.Kind == pluginapi.MarketplaceClaude {
 		return c.stageClaude(ctx, req.Name, mpName, m, v)
 	}
+	unlock := c.staging.lock(v.Digest)
+	defer func() {
+		if err != nil {
+			unlock()
+		}
+	}()
+	c.evictStaged(v.Digest)
 	dir := filepath.Join(c.cfg.Dir, stagingDir, v.Digest)
 	t, err := integrity.Tree(dir)
 	listing := t.Listing
-	if err != nil || t.Digest != v.Digest {
+	switch {
+	case err != nil || t.Digest != v.Digest:
 		os.RemoveAll(dir)
 		if listing, err = c.download(ctx, mpName, m, v, req.Name, dir, progress); err != nil {
 			return nil, err
 		}
+	default:
+		if err := checkStaged(dir, req.Name, v); err != nil {
+			os.RemoveAll(dir)
+			return nil, notInstalled(mpName, v.Artifact.URL, err)
+		}
 	}
-	s := &staged{mp: mpName, version: v, dir: dir, listing: listing, keep: true, source: &pluginapi.Source{
+	now := c.cfg.Now()
+	os.Chtimes(dir, now, now) // when it was staged, for evictStaged
+	s := &staged{mp: mpName, version: v, dir: dir, listing: listing, keep: true, unlock: unlock, source: &pluginapi.Source{
 		Marketplace: mpName, Version: v.Version, ArchiveSHA256: v.Artifact.SHA256, Digest: v.Digest, IndexVersion: ix.Version,
 	}}
 	if !preview {
@@ -731,6 +772,16 @@ func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequ
 		Marketplace: mpName, Preview: pv, Digest: v.Digest, ArchiveSHA256: v.Artifact.SHA256, Size: v.Artifact.Size, Verified: verified,
 	}
 	return s, nil
+}
+
+// checkStaged checks that the plugin folder dir, staged earlier with v's
+// digest, holds the manifest v's summary shows (CheckManifest).
+func checkStaged(dir, name string, v *Version) error {
+	man, err := plugins.LoadManifest(dir)
+	if err != nil {
+		return core.Errorf(core.EINVALID, "plugin %s %s: %v", name, v.Version, err)
+	}
+	return CheckManifest(name, *v, man)
 }
 
 // download streams v's archive through its checks into dir: the size
@@ -772,11 +823,7 @@ func (c *Client) download(ctx context.Context, mpName string, m *marketplace, v 
 	if err := CheckDigest(name, *v, t.Digest); err != nil {
 		return nil, failed(err)
 	}
-	man, err := plugins.LoadManifest(dir)
-	if err != nil {
-		return nil, failed(core.Errorf(core.EINVALID, "plugin %s %s: %v", name, v.Version, err))
-	}
-	if err := CheckManifest(name, *v, man); err != nil {
+	if err := checkStaged(dir, name, v); err != nil {
 		return nil, failed(err)
 	}
 	return t.Listing, nil
@@ -824,17 +871,11 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 // the registry with the consent req carries, recording where it came
 // from. A failure at any point leaves the installed version running.
 func (c *Client) Install(ctx context.Context, req pluginapi.MarketplaceInstallRequest) (pluginapi.Info, error) {
-	c.op.Lock()
-	defer c.op.Unlock()
-	return c.install(ctx, req)
-}
-
-// install is Install with c.op held.
-func (c *Client) install(ctx context.Context, req pluginapi.MarketplaceInstallRequest) (pluginapi.Info, error) {
 	s, err := c.stage(ctx, req, nil, false)
 	if err != nil {
 		return pluginapi.Info{}, err
 	}
+	defer s.release()
 	defer os.RemoveAll(s.dir)
 	if req.Digest != "" && req.Digest != s.version.Digest {
 		where := ""
@@ -873,8 +914,6 @@ func (c *Client) installStaged(ctx context.Context, s *staged, consent, allowDow
 // at the locked commit. It stops at the first failure, which it returns
 // with the results so far.
 func (c *Client) InstallLocked(ctx context.Context, lock *pluginapi.Lock, consent, dryRun bool) ([]pluginapi.LockedResult, error) {
-	c.op.Lock()
-	defer c.op.Unlock()
 	installed := c.installed(ctx)
 	out := []pluginapi.LockedResult{}
 	for _, p := range lock.Plugins {
@@ -914,6 +953,7 @@ func (c *Client) InstallLocked(ctx context.Context, lock *pluginapi.Lock, consen
 			if err != nil {
 				return out, err
 			}
+			s.release()
 			r.Status, r.Permissions, r.NeedsConsent = pluginapi.LockedWouldInstall, s.preview.Permissions, s.preview.NeedsConsent
 			if s.preview.Installed != "" {
 				r.Installed, r.Permissions = s.preview.Installed, s.preview.Added
@@ -922,7 +962,7 @@ func (c *Client) InstallLocked(ctx context.Context, lock *pluginapi.Lock, consen
 			continue
 		}
 		req.Consent = consent
-		info, err := c.install(ctx, req)
+		info, err := c.Install(ctx, req)
 		if err != nil {
 			return out, err
 		}
