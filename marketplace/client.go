@@ -432,6 +432,7 @@ func (c *Client) info(name string, m *marketplace) pluginapi.Marketplace {
 	}
 	if l := c.loaded[name]; l != nil {
 		out.Owner, out.Expires, out.Plugins = l.ix.Owner.Name, l.ix.Expires, len(l.ix.Plugins)
+		out.Expired = expired(l.ix, c.cfg.Now()) != ""
 	}
 	return out
 }
@@ -462,7 +463,7 @@ func (c *Client) Search(ctx context.Context, q string) []pluginapi.MarketplacePl
 			if s == 0 {
 				continue
 			}
-			p := c.summary(name, m, &l.ix.Plugins[i], now, installed)
+			p := c.summary(name, m, l.ix, &l.ix.Plugins[i], now, installed)
 			p.Score = s
 			out = append(out, p)
 		}
@@ -474,8 +475,8 @@ func (c *Client) Search(ctx context.Context, q string) []pluginapi.MarketplacePl
 	return out
 }
 
-// summary describes p; c.mu is held.
-func (c *Client) summary(mp string, m *marketplace, p *Plugin, now time.Time, installed map[string]pluginapi.Info) pluginapi.MarketplacePlugin {
+// summary describes p, a plugin of ix; c.mu is held.
+func (c *Client) summary(mp string, m *marketplace, ix *Index, p *Plugin, now time.Time, installed map[string]pluginapi.Info) pluginapi.MarketplacePlugin {
 	out := pluginapi.MarketplacePlugin{
 		Name: p.Name, Marketplace: mp, Description: p.Description, Author: p.Author, Homepage: p.Homepage,
 		License: p.License, Tags: slices.Clone(p.Tags), Kinds: slices.Clone(p.Kinds),
@@ -484,7 +485,7 @@ func (c *Client) summary(mp string, m *marketplace, p *Plugin, now time.Time, in
 		out.Tags = []string{}
 	}
 	for i := range p.Versions {
-		if c.offer(m, &p.Versions[i], now) == "" {
+		if expired(ix, now) == "" && c.offer(m, &p.Versions[i], now) == "" {
 			out.Latest = p.Versions[i].Version
 			break
 		}
@@ -493,6 +494,15 @@ func (c *Client) summary(mp string, m *marketplace, p *Plugin, now time.Time, in
 		out.Installed = in.Version
 	}
 	return out
+}
+
+// expired says why nothing is installed from ix at now: it is past its
+// expires time (a Claude Code listing has none). "" when it is not.
+func expired(ix *Index, now time.Time) string {
+	if ix.Expires.IsZero() || now.Before(ix.Expires) {
+		return ""
+	}
+	return fmt.Sprintf("index version %d expired on %s", ix.Version, day(ix.Expires))
 }
 
 // offer says why v is not offered by default ("" when it is): it is
@@ -544,10 +554,13 @@ func (c *Client) Plugin(ctx context.Context, name, mp string) (pluginapi.Marketp
 	}
 	m := c.st.Marketplaces[mpName]
 	l := c.loaded[mpName]
-	out := c.summary(mpName, m, p, now, installed)
+	out := c.summary(mpName, m, l.ix, p, now, installed)
 	for i := range p.Versions {
 		v := &p.Versions[i]
 		reason := c.offer(m, v, now)
+		if r := expired(l.ix, now); r != "" {
+			reason = "the marketplace's " + r + "; refresh it"
+		}
 		perms := v.Manifest.Consent().Lines()
 		if m.Kind == pluginapi.MarketplaceClaude && v.Digest == "" {
 			perms = []string{claudeUnknownPermissions}
@@ -594,7 +607,10 @@ func (c *Client) find(name, mp string) (string, *Plugin, error) {
 // resolve picks the version of plugin name that constraint asks for: the
 // newest offered one for "" or "latest"; the newest offered one a range
 // ("^1.2", "~1.2", ">=1 <2", "1.x") allows; or an exact version, which
-// is the only way to a quarantined or yanked one.
+// is the only way to a quarantined or yanked one. Nothing is picked
+// from an index past its expires time (ReasonFreeze): a refresh that
+// was refused, or never made, keeps it, and it may offer what its
+// publisher has since yanked.
 func (c *Client) resolve(name, constraint, mp string) (string, *marketplace, *Index, *Version, error) {
 	now := c.cfg.Now()
 	c.mu.RLock()
@@ -606,6 +622,9 @@ func (c *Client) resolve(name, constraint, mp string) (string, *marketplace, *In
 	// A copy: a refresh may change the marketplace's trust meanwhile.
 	mc := *c.st.Marketplaces[mpName]
 	m, ix := &mc, c.loaded[mpName].ix
+	if r := expired(ix, now); r != "" {
+		return "", nil, nil, nil, refuse(core.ECONFLICT, ReasonFreeze, "marketplace %s: %s; nothing is installed from it until a refresh verifies a newer one (kiln marketplace refresh %s)", mpName, r, mpName)
+	}
 	if exact, err := semver.StrictNewVersion(strings.TrimPrefix(constraint, "v")); err == nil {
 		for i := range p.Versions {
 			v := &p.Versions[i]

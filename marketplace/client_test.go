@@ -451,3 +451,57 @@ func TestKeyName(t *testing.T) {
 		}
 	}
 }
+
+// TestClientRefusesExpiredIndex: an index past its expires time, which
+// a refused refresh keeps, is still listed, but nothing is installed
+// from it (freeze) until a refresh verifies a newer one.
+func TestClientRefusesExpiredIndex(t *testing.T) {
+	m := newMarket(t)
+	now := t0.Add(time.Hour)
+	tc := newTestClient(t, m, &now)
+	ctx := context.Background()
+	mp := tc.add(t, m, "")
+	if mp.Expired {
+		t.Fatalf("a new index is expired: %+v", mp)
+	}
+	if _, err := tc.Install(ctx, pluginapi.MarketplaceInstallRequest{Name: "calc", Consent: true}); err != nil {
+		t.Fatal(err)
+	}
+	now = mp.Expires
+	if _, err := tc.Refresh(ctx, "acme"); RefusalReason(err) != ReasonFreeze {
+		t.Fatalf("refresh of an expired index: %v", err)
+	}
+	for _, version := range []string{"", "1.0.0", "^1"} {
+		_, err := tc.Preview(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Version: version}, nil)
+		wantRefusal(t, err, ReasonFreeze, "marketplace acme: index version 1 expired on 2027-01-05", "kiln marketplace refresh acme")
+		if core.ErrorCode(err) != core.ECONFLICT {
+			t.Errorf("code %s", core.ErrorCode(err))
+		}
+	}
+	_, err := tc.Install(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Consent: true})
+	wantRefusal(t, err, ReasonFreeze)
+	if len(tc.inst.requests) != 1 {
+		t.Fatal("installed from an expired index")
+	}
+	if _, err := tc.UpgradeRequest(ctx, "calc"); RefusalReason(err) != ReasonFreeze {
+		t.Fatalf("upgrade: %v", err)
+	}
+	if mp, _ := tc.Get("acme"); !mp.Expired || mp.Plugins != 2 {
+		t.Fatalf("the marketplace does not say it needs a refresh: %+v", mp)
+	}
+	if res := tc.Search(ctx, "review"); len(res) != 1 || res[0].Latest != "" {
+		t.Fatalf("search of an expired index: %+v", res)
+	}
+	p, err := tc.Plugin(ctx, "review", "")
+	if err != nil || p.Versions[0].Offered || !strings.Contains(p.Versions[0].Reason, "expired on 2027-01-05; refresh it") {
+		t.Fatalf("details of an expired index: %+v %v", p, err)
+	}
+	// The publisher builds again: the refresh verifies the new index.
+	m.build(t, now)
+	if _, err := tc.Refresh(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.Install(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Consent: true}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -154,6 +154,9 @@ func newMarketplaceListCmd(a *app) *cobra.Command {
 				if m.Unsigned {
 					status = st.yellow("unsigned, trusted by you")
 				}
+				if m.Expired {
+					status = st.red("expired") + ": nothing installs from it until a refresh"
+				}
 				if m.Error != "" {
 					status = st.red("refused") + ": " + truncate(m.Error, 80)
 				}

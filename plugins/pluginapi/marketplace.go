@@ -37,6 +37,10 @@ type Marketplace struct {
 	Owner   string    `json:"owner,omitempty"`
 	Version uint64    `json:"version,omitempty"`
 	Expires time.Time `json:"expires,omitzero"`
+	// Expired is true once Expires has passed: the marketplace needs a
+	// refresh. Its plugins are still listed, but nothing is installed
+	// from it until a refresh verifies a newer index.
+	Expired bool `json:"expired,omitempty"`
 	// Tree is the last log tree head verified: its size and root hash.
 	TreeSize int64  `json:"tree_size,omitempty"`
 	TreeHash string `json:"tree_hash,omitempty"`
@@ -81,7 +85,8 @@ type MarketplacePlugin struct {
 	Tags        []string `json:"tags"`
 	Kinds       []string `json:"kinds"`
 	// Latest is the newest version offered now (quarantine and yanked
-	// versions left out), or "" when none is.
+	// versions left out), or "" when none is (also while the
+	// marketplace's index is expired).
 	Latest string `json:"latest"`
 	// Installed is the installed version, or "".
 	Installed string `json:"installed,omitempty"`
@@ -108,7 +113,8 @@ type MarketplaceVersion struct {
 	Protocol    int      `json:"protocol,omitempty"`
 	// Offered is false when the version is not offered unless asked for
 	// by exact version; Reason says why (quarantine, yanked, needs a
-	// newer Kiln).
+	// newer Kiln), or that the marketplace's index expired, which
+	// nothing is installed from until it is refreshed.
 	Offered bool   `json:"offered"`
 	Reason  string `json:"reason,omitempty"`
 	// Signed is true when the index listing it was signed by a trusted
