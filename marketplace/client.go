@@ -112,6 +112,12 @@ type marketplace struct {
 	Added      time.Time     `json:"added"`
 	Refreshed  time.Time     `json:"refreshed,omitzero"`
 	Error      string        `json:"error,omitempty"`
+	// FirstSeen is when this client first saw a version (by plugin,
+	// version and digest, seenKey) that is still in quarantine, when
+	// that is later than the version's published time: the quarantine
+	// counts from the later of the two, so a publisher (or a stolen key)
+	// cannot shorten it by backdating "published".
+	FirstSeen map[string]time.Time `json:"first_seen,omitempty"`
 }
 
 const (
@@ -338,8 +344,14 @@ func (c *Client) refresh(ctx context.Context, name string, m *marketplace) error
 	for _, r := range v.Rotated {
 		c.cfg.Log.Warn("marketplace key rotated", "marketplace", name, "key", r)
 	}
+	now := c.cfg.Now().UTC()
 	c.mu.Lock()
-	m.Trust, m.Refreshed, m.Error = v.Trust, c.cfg.Now().UTC(), ""
+	var prev *Index
+	if l := c.loaded[name]; l != nil {
+		prev = l.ix
+	}
+	m.FirstSeen = firstSeen(m, prev, v.Index, now, m.Trust.Version == 0)
+	m.Trust, m.Refreshed, m.Error = v.Trust, now, ""
 	c.loaded[name] = newLoaded(v.Index)
 	c.mu.Unlock()
 	return nil
@@ -485,7 +497,7 @@ func (c *Client) summary(mp string, m *marketplace, ix *Index, p *Plugin, now ti
 		out.Tags = []string{}
 	}
 	for i := range p.Versions {
-		if expired(ix, now) == "" && c.offer(m, &p.Versions[i], now) == "" {
+		if expired(ix, now) == "" && c.offer(m, p.Name, &p.Versions[i], now) == "" {
 			out.Latest = p.Versions[i].Version
 			break
 		}
@@ -508,7 +520,7 @@ func expired(ix *Index, now time.Time) string {
 // offer says why v is not offered by default ("" when it is): it is
 // yanked (for a Claude Code marketplace: not installable), still in the
 // marketplace's quarantine, or needs a newer Kiln or protocol.
-func (c *Client) offer(m *marketplace, v *Version, now time.Time) string {
+func (c *Client) offer(m *marketplace, name string, v *Version, now time.Time) string {
 	if r := c.unsupported(v); r != "" {
 		return r
 	}
@@ -518,11 +530,66 @@ func (c *Client) offer(m *marketplace, v *Version, now time.Time) string {
 	if v.Yanked != "" {
 		return "yanked: " + v.Yanked
 	}
-	if age := now.Sub(v.Published); age < m.Quarantine {
-		return fmt.Sprintf("in quarantine until %s (published %s; this marketplace offers versions after %s)",
-			v.Published.Add(m.Quarantine).UTC().Format(time.RFC3339), v.Published.UTC().Format(time.RFC3339), m.Quarantine)
+	since, seen := v.Published, m.FirstSeen[seenKey(name, v)]
+	if seen.After(since) {
+		since = seen
 	}
-	return ""
+	if now.Sub(since) >= m.Quarantine {
+		return ""
+	}
+	published := "published " + v.Published.UTC().Format(time.RFC3339)
+	if since.Equal(seen) {
+		published = "first seen here " + seen.UTC().Format(time.RFC3339) + ", " + published
+	}
+	return fmt.Sprintf("in quarantine until %s (%s; this marketplace offers versions after %s)",
+		since.Add(m.Quarantine).UTC().Format(time.RFC3339), published, m.Quarantine)
+}
+
+// seenKey names version v of plugin name in marketplace.FirstSeen.
+func seenKey(name string, v *Version) string {
+	return name + "@" + v.Version + " " + v.Digest
+}
+
+// firstSeen returns what m.FirstSeen becomes once ix, verified at now,
+// replaces prev (nil when none was loaded): a version ix is the first to
+// show (by name, version and digest) is first seen now, unless its
+// published time is later. An entry is kept only while it can still
+// hold a version in quarantine, and none while the marketplace has no
+// quarantine. When a marketplace is added (first), nothing is recorded:
+// its catalogue counts from the published times.
+func firstSeen(m *marketplace, prev, ix *Index, now time.Time, first bool) map[string]time.Time {
+	if m.Quarantine <= 0 || first {
+		return nil
+	}
+	known := map[string]bool{}
+	if prev != nil {
+		for i := range prev.Plugins {
+			for j := range prev.Plugins[i].Versions {
+				known[seenKey(prev.Plugins[i].Name, &prev.Plugins[i].Versions[j])] = true
+			}
+		}
+	}
+	out := map[string]time.Time{}
+	for i := range ix.Plugins {
+		for j := range ix.Plugins[i].Versions {
+			v := &ix.Plugins[i].Versions[j]
+			k := seenKey(ix.Plugins[i].Name, v)
+			seen, ok := m.FirstSeen[k]
+			switch {
+			case !ok && !known[k]:
+				seen = now
+			case !ok:
+				continue
+			}
+			if seen.After(v.Published) && now.Sub(seen) < m.Quarantine {
+				out[k] = seen
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // unsupported says why this Kiln cannot run v, or "".
@@ -557,7 +624,7 @@ func (c *Client) Plugin(ctx context.Context, name, mp string) (pluginapi.Marketp
 	out := c.summary(mpName, m, l.ix, p, now, installed)
 	for i := range p.Versions {
 		v := &p.Versions[i]
-		reason := c.offer(m, v, now)
+		reason := c.offer(m, p.Name, v, now)
 		if r := expired(l.ix, now); r != "" {
 			reason = "the marketplace's " + r + "; refresh it"
 		}
@@ -650,7 +717,7 @@ func (c *Client) resolve(name, constraint, mp string) (string, *marketplace, *In
 		if err != nil || (want != nil && !want.Check(sv)) {
 			continue
 		}
-		if r := c.offer(m, v, now); r != "" {
+		if r := c.offer(m, p.Name, v, now); r != "" {
 			skipped = append(skipped, v.Version+" "+r)
 			continue
 		}

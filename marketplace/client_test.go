@@ -505,3 +505,53 @@ func TestClientRefusesExpiredIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestClientQuarantineCountsFromFirstSeen: a version published with a
+// backdated time is in quarantine from when the client first saw it; the
+// catalogue a marketplace has when it is added counts from its published
+// times.
+func TestClientQuarantineCountsFromFirstSeen(t *testing.T) {
+	m := newMarket(t)
+	now := t0.Add(100 * time.Hour)
+	tc := newTestClient(t, m, &now)
+	ctx := context.Background()
+	tc.add(t, m, "72h")
+	if res := tc.Search(ctx, "review"); len(res) != 1 || res[0].Latest != "1.0.0" {
+		t.Fatalf("a catalogue published 100 hours ago, added now: %+v", res)
+	}
+	m.add(t, PublishPlugin{Path: bundle(t, m.dir, "src/review-1.1.0", "review", "1.1.0", "Look for bugs and typos.")}, now)
+	editIndex(t, m, func(ix *Index) {
+		for i := range ix.Plugins {
+			if ix.Plugins[i].Name == "review" {
+				ix.Plugins[i].Versions[0].Published = t0 // backdated
+			}
+		}
+	})
+	now = now.Add(time.Hour)
+	seen := now
+	if _, err := tc.Refresh(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	check := func(c *Client, when string, latest string) {
+		t.Helper()
+		if res := c.Search(ctx, "review"); len(res) != 1 || res[0].Latest != latest {
+			t.Fatalf("%s: %+v", when, res)
+		}
+	}
+	check(tc.Client, "a backdated version just seen", "1.0.0")
+	p, err := tc.Plugin(ctx, "review", "")
+	if err != nil || p.Versions[0].Version != "1.1.0" || p.Versions[0].Offered ||
+		!strings.Contains(p.Versions[0].Reason, "in quarantine until "+seen.Add(72*time.Hour).Format(time.RFC3339)+" (first seen here "+seen.Format(time.RFC3339)+", published "+t0.Format(time.RFC3339)) {
+		t.Fatalf("details: %+v %v", p.Versions, err)
+	}
+	if _, err := tc.Preview(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Version: "^1.1"}, nil); core.ErrorCode(err) != core.ENOTFOUND || !strings.Contains(err.Error(), "quarantine") {
+		t.Fatalf("a range reaching only the backdated version: %v", err)
+	}
+	c2, err := Open(Config{Dir: tc.dir, Plugins: tc.inst, Protocol: 3, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(c2, "after a restart", "1.0.0")
+	now = seen.Add(72 * time.Hour)
+	check(tc.Client, "72 hours after it was first seen", "1.1.0")
+}
