@@ -496,14 +496,16 @@ func (c *Client) summary(mp string, m *marketplace, ix *Index, p *Plugin, now ti
 	if out.Tags == nil {
 		out.Tags = []string{}
 	}
-	for i := range p.Versions {
-		if expired(ix, now) == "" && c.offer(m, p.Name, &p.Versions[i], now) == "" {
-			out.Latest = p.Versions[i].Version
-			break
-		}
-	}
 	if in, ok := installed[p.Name]; ok {
 		out.Installed = in.Version
+	}
+	pre := isPrerelease(out.Installed)
+	for i := range p.Versions {
+		v := &p.Versions[i]
+		if expired(ix, now) == "" && (pre || !isPrerelease(v.Version)) && c.offer(m, p.Name, v, now) == "" {
+			out.Latest = v.Version
+			break
+		}
 	}
 	return out
 }
@@ -672,13 +674,15 @@ func (c *Client) find(name, mp string) (string, *Plugin, error) {
 }
 
 // resolve picks the version of plugin name that constraint asks for: the
-// newest offered one for "" or "latest"; the newest offered one a range
-// ("^1.2", "~1.2", ">=1 <2", "1.x") allows; or an exact version, which
-// is the only way to a quarantined or yanked one. Nothing is picked
+// newest offered one for "" or "latest", a prerelease only when the
+// installed version (installed, "" for none) is one; the newest offered
+// one a range ("^1.2", "~1.2", ">=1 <2", "1.x") allows, which leaves
+// prereleases out unless it names one itself ("^2.0.0-rc.1"); or an
+// exact version, which is the only way to a quarantined or yanked one. Nothing is picked
 // from an index past its expires time (ReasonFreeze): a refresh that
 // was refused, or never made, keeps it, and it may offer what its
 // publisher has since yanked.
-func (c *Client) resolve(name, constraint, mp string) (string, *marketplace, *Index, *Version, error) {
+func (c *Client) resolve(name, constraint, mp, installed string) (string, *marketplace, *Index, *Version, error) {
 	now := c.cfg.Now()
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -710,11 +714,16 @@ func (c *Client) resolve(name, constraint, mp string) (string, *marketplace, *In
 			return "", nil, nil, nil, core.Errorf(core.EINVALID, "version %q: not a version or a range such as ^1.2: %v", constraint, err)
 		}
 	}
-	var skipped []string
+	var skipped, prereleases []string
+	pre := want == nil && isPrerelease(installed)
 	for i := range p.Versions {
 		v := &p.Versions[i]
 		sv, err := semver.StrictNewVersion(v.Version)
 		if err != nil || (want != nil && !want.Check(sv)) {
+			continue
+		}
+		if want == nil && !pre && sv.Prerelease() != "" {
+			prereleases = append(prereleases, v.Version)
 			continue
 		}
 		if r := c.offer(m, p.Name, v, now); r != "" {
@@ -726,6 +735,9 @@ func (c *Client) resolve(name, constraint, mp string) (string, *marketplace, *In
 	msg := fmt.Sprintf("no version of %s in marketplace %s matches %q", name, mpName, cmp.Or(constraint, "latest"))
 	if len(skipped) > 0 {
 		msg += " and is offered: " + strings.Join(skipped, "; ") + "; ask for an exact version to install one anyway"
+	}
+	if len(prereleases) > 0 {
+		msg += "; prereleases (" + strings.Join(prereleases, ", ") + ") are installed only when asked for, by exact version or a range that names one"
 	}
 	return "", nil, nil, nil, core.Errorf(core.ENOTFOUND, "%s", msg)
 }
@@ -797,7 +809,7 @@ func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequ
 	if req.MCPRegistry != nil {
 		return c.stageMCP(ctx, req)
 	}
-	mpName, m, ix, v, err := c.resolve(req.Name, req.Version, req.Marketplace)
+	mpName, m, ix, v, err := c.resolve(req.Name, req.Version, req.Marketplace, c.installed(ctx)[req.Name].Version)
 	if err != nil {
 		return nil, err
 	}
@@ -1025,7 +1037,7 @@ func (c *Client) InstallLocked(ctx context.Context, lock *pluginapi.Lock, consen
 			out = append(out, res)
 			continue
 		}
-		_, _, _, v, err := c.resolve(p.ID, p.Version, p.Source.Marketplace)
+		_, _, _, v, err := c.resolve(p.ID, p.Version, p.Source.Marketplace, "")
 		if err != nil {
 			return out, err
 		}
@@ -1099,13 +1111,11 @@ func (c *Client) Outdated(ctx context.Context) []pluginapi.Outdated {
 		if in.Builtin || in.Source == nil {
 			continue
 		}
-		_, _, _, v, err := c.resolve(in.ID, "", in.Source.Marketplace)
+		_, _, _, v, err := c.resolve(in.ID, "", in.Source.Marketplace, in.Version)
 		if err != nil {
 			continue
 		}
-		have, err1 := semver.NewVersion(in.Version)
-		latest, err2 := semver.NewVersion(v.Version)
-		if err1 != nil || err2 != nil || !latest.GreaterThan(have) {
+		if !newer(v.Version, in.Version) {
 			continue
 		}
 		out = append(out, pluginapi.Outdated{Name: in.ID, Marketplace: in.Source.Marketplace, Installed: in.Version, Latest: v.Version, Pinned: in.Pinned})
@@ -1115,7 +1125,8 @@ func (c *Client) Outdated(ctx context.Context) []pluginapi.Outdated {
 
 // UpgradeRequest resolves what upgrading an installed plugin means: the
 // newest offered version of its marketplace, or an ECONFLICT when it is
-// pinned or up to date.
+// pinned or up to date (the newest offered is not newer than the
+// installed one, which may have been installed by exact version).
 func (c *Client) UpgradeRequest(ctx context.Context, id string) (pluginapi.MarketplaceInstallRequest, error) {
 	var in *pluginapi.Info
 	for _, i := range c.cfg.Plugins.List(ctx) {
@@ -1131,14 +1142,28 @@ func (c *Client) UpgradeRequest(ctx context.Context, id string) (pluginapi.Marke
 	case in.Pinned != "":
 		return pluginapi.MarketplaceInstallRequest{}, core.Errorf(core.ECONFLICT, "plugin %s is pinned to %s (kiln plugin unpin %s)", id, in.Pinned, id)
 	}
-	_, _, _, v, err := c.resolve(id, "", in.Source.Marketplace)
+	_, _, _, v, err := c.resolve(id, "", in.Source.Marketplace, in.Version)
 	if err != nil {
 		return pluginapi.MarketplaceInstallRequest{}, err
 	}
-	if v.Version == in.Version {
-		return pluginapi.MarketplaceInstallRequest{}, core.Errorf(core.ECONFLICT, "plugin %s %s is the newest version marketplace %s offers", id, in.Version, in.Source.Marketplace)
+	if !newer(v.Version, in.Version) {
+		return pluginapi.MarketplaceInstallRequest{}, core.Errorf(core.ECONFLICT, "plugin %s %s is up to date: the newest version marketplace %s offers is %s", id, in.Version, in.Source.Marketplace, v.Version)
 	}
 	return pluginapi.MarketplaceInstallRequest{Name: id, Version: v.Version, Marketplace: in.Source.Marketplace}, nil
+}
+
+// newer reports whether version a follows version b by semantic version
+// precedence; false when either is not one.
+func newer(a, b string) bool {
+	va, err1 := semver.NewVersion(a)
+	vb, err2 := semver.NewVersion(b)
+	return err1 == nil && err2 == nil && va.GreaterThan(vb)
+}
+
+// isPrerelease reports whether version v is a prerelease ("2.0.0-rc.1").
+func isPrerelease(v string) bool {
+	sv, err := semver.NewVersion(v)
+	return err == nil && sv.Prerelease() != ""
 }
 
 // PeekName reads the name a marketplace's index gives itself, unverified:

@@ -555,3 +555,80 @@ func TestClientQuarantineCountsFromFirstSeen(t *testing.T) {
 	now = seen.Add(72 * time.Hour)
 	check(tc.Client, "72 hours after it was first seen", "1.1.0")
 }
+
+// TestClientPrereleases: "latest" leaves prereleases out, unless the
+// installed version is one; an exact version or a range naming one
+// reaches them.
+func TestClientPrereleases(t *testing.T) {
+	m := newMarket(t)
+	for i, v := range []string{"2.0.0-rc.1", "2.0.0-rc.2"} {
+		m.add(t, PublishPlugin{Path: bundle(t, m.dir, "src/review-"+v, "review", v, "Release candidate "+v+".")}, t0.Add(time.Duration(i+1)*time.Minute))
+	}
+	now := t0.Add(time.Hour)
+	tc := newTestClient(t, m, &now)
+	ctx := context.Background()
+	tc.add(t, m, "")
+	latest := func(when, want string) {
+		t.Helper()
+		if res := tc.Search(ctx, "review"); len(res) != 1 || res[0].Latest != want {
+			t.Fatalf("%s: search says %+v, want %s", when, res, want)
+		}
+		pv, err := tc.Preview(ctx, pluginapi.MarketplaceInstallRequest{Name: "review"}, nil)
+		if err != nil || pv.Version != want {
+			t.Fatalf("%s: latest is %s %v, want %s", when, pv.Version, err, want)
+		}
+	}
+	latest("nothing installed", "1.0.0")
+	for c, want := range map[string]string{"^1": "1.0.0", ">=1": "1.0.0", "^2.0.0-rc.1": "2.0.0-rc.2", "2.0.0-rc.1": "2.0.0-rc.1"} {
+		if pv, err := tc.Preview(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Version: c}, nil); err != nil || pv.Version != want {
+			t.Errorf("%q: %s %v, want %s", c, pv.Version, err, want)
+		}
+	}
+	if _, err := tc.Preview(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Version: "^2"}, nil); core.ErrorCode(err) != core.ENOTFOUND {
+		t.Errorf("^2 reaches a prerelease: %v", err)
+	}
+	if _, err := tc.Install(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Consent: true}); err != nil {
+		t.Fatal(err)
+	}
+	if out := tc.Outdated(ctx); len(out) != 0 {
+		t.Fatalf("a prerelease makes 1.0.0 outdated: %+v", out)
+	}
+	if _, err := tc.UpgradeRequest(ctx, "review"); core.ErrorCode(err) != core.ECONFLICT {
+		t.Fatalf("upgrade of 1.0.0 to a prerelease: %v", err)
+	}
+	if _, err := tc.Install(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Version: "2.0.0-rc.1", Consent: true}); err != nil {
+		t.Fatal(err)
+	}
+	latest("a prerelease installed", "2.0.0-rc.2")
+	if out := tc.Outdated(ctx); len(out) != 1 || out[0].Latest != "2.0.0-rc.2" {
+		t.Fatalf("outdated: %+v", out)
+	}
+	if req, err := tc.UpgradeRequest(ctx, "review"); err != nil || req.Version != "2.0.0-rc.2" {
+		t.Fatalf("upgrade of a prerelease: %+v %v", req, err)
+	}
+}
+
+// TestClientUpgradeNeverDowngrades: a plugin installed by exact version
+// ahead of what is offered (in quarantine) is up to date, not upgraded
+// to the older version offered.
+func TestClientUpgradeNeverDowngrades(t *testing.T) {
+	m := newMarket(t)
+	now := t0.Add(100 * time.Hour)
+	tc := newTestClient(t, m, &now)
+	ctx := context.Background()
+	tc.add(t, m, "72h")
+	m.add(t, PublishPlugin{Path: bundle(t, m.dir, "src/review-1.1.0", "review", "1.1.0", "Look for bugs and typos.")}, now)
+	if _, err := tc.Refresh(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.Install(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Version: "1.1.0", Consent: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := tc.UpgradeRequest(ctx, "review")
+	if core.ErrorCode(err) != core.ECONFLICT || !strings.Contains(err.Error(), "review 1.1.0 is up to date: the newest version marketplace acme offers is 1.0.0") {
+		t.Fatalf("upgrade: %v", err)
+	}
+	if out := tc.Outdated(ctx); len(out) != 0 {
+		t.Fatalf("outdated: %+v", out)
+	}
+}

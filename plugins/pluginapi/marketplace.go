@@ -85,8 +85,9 @@ type MarketplacePlugin struct {
 	Tags        []string `json:"tags"`
 	Kinds       []string `json:"kinds"`
 	// Latest is the newest version offered now (quarantine and yanked
-	// versions left out), or "" when none is (also while the
-	// marketplace's index is expired).
+	// versions left out, and prereleases unless the installed version is
+	// one), or "" when none is (also while the marketplace's index is
+	// expired).
 	Latest string `json:"latest"`
 	// Installed is the installed version, or "".
 	Installed string `json:"installed,omitempty"`
@@ -129,7 +130,9 @@ type MarketplaceVersion struct {
 type MarketplaceInstallRequest struct {
 	// Name is the plugin's name; Version a version or a constraint
 	// ("1.2.3", "^1.2", "~1.2", "latest" or ""). Only an exact version
-	// reaches a quarantined or yanked version.
+	// reaches a quarantined or yanked version; "latest" reaches a
+	// prerelease only when the installed version is one, and a range only
+	// when it names one ("^2.0.0-rc.1").
 	Name    string `json:"name"`
 	Version string `json:"version,omitempty"`
 	// Marketplace picks one when several offer the name.
