@@ -1004,24 +1004,33 @@ func (c *Client) installStaged(ctx context.Context, s *staged, consent, allowDow
 // must still be the locked ones. With dryRun it downloads and verifies
 // each and says what it would do and what each asks for, installing
 // nothing; otherwise it installs with consent (given for the dry run's
-// permissions) and pins what the lock pins. A plugin the lock records
-// without a marketplace (installed from a folder) is refused: its bytes
-// cannot be fetched here; so is one converted from a Claude Code
-// marketplace read from a folder (no commit pins it), while one whose
-// marketplace was read from git is converted again from the marketplace
-// at the locked commit. It stops at the first failure, which it returns
-// with the results so far.
+// permissions) and pins what the lock pins, allowing a downgrade (the
+// lock's version is what is wanted). A plugin installed here already at
+// the locked version and digest is unchanged. One the lock records
+// without a marketplace (installed from a folder or a server.json)
+// cannot be fetched here: it is skipped, with the reason in its result,
+// and the others are installed. One converted from a Claude Code
+// marketplace read from a folder (no commit pins it) is refused, while
+// one whose marketplace was read from git is converted again from the
+// marketplace at the locked commit. It stops at the first failure, which
+// it returns with the results so far: what was installed stays.
 func (c *Client) InstallLocked(ctx context.Context, lock *pluginapi.Lock, consent, dryRun bool) ([]pluginapi.LockedResult, error) {
 	installed := c.installed(ctx)
 	out := []pluginapi.LockedResult{}
 	for _, p := range lock.Plugins {
 		r := pluginapi.LockedResult{ID: p.ID, Version: p.Version}
-		if p.Source == nil {
-			return out, core.Errorf(core.EINVALID, "plugin %s %s was installed from a folder or a server.json, not a marketplace: the lock cannot fetch it; install it as it was installed (kiln plugin install ./%s, or --mcp-registry)", p.ID, p.Version, p.ID)
+		if p.Source != nil {
+			r.Marketplace = p.Source.Marketplace
 		}
-		r.Marketplace = p.Source.Marketplace
-		if in, ok := installed[p.ID]; ok && in.Version == p.Version && in.Digest == p.Digest {
+		in, ok := installed[p.ID]
+		if ok && in.Version == p.Version && in.Digest == p.Digest {
 			r.Status = pluginapi.LockedUnchanged
+			out = append(out, r)
+			continue
+		}
+		if p.Source == nil {
+			r.Status, r.Installed = pluginapi.LockedSkipped, in.Version
+			r.Reason = fmt.Sprintf("installed from a folder or a server.json, not a marketplace: the lock cannot fetch it; install it as it was installed (kiln plugin install ./%s, or --mcp-registry)", p.ID)
 			out = append(out, r)
 			continue
 		}

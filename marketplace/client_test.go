@@ -632,3 +632,45 @@ func TestClientUpgradeNeverDowngrades(t *testing.T) {
 		t.Fatalf("outdated: %+v", out)
 	}
 }
+
+// TestClientLockWithFolderPlugins: a lock that also records a plugin
+// installed from a folder installs the rest and says why it skipped that
+// one; where that plugin is installed already, it is unchanged.
+func TestClientLockWithFolderPlugins(t *testing.T) {
+	m := newMarket(t)
+	now := t0.Add(time.Hour)
+	tc := newTestClient(t, m, &now)
+	ctx := context.Background()
+	tc.add(t, m, "")
+	if _, err := tc.Install(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Consent: true}); err != nil {
+		t.Fatal(err)
+	}
+	local := pluginapi.Info{ID: "local", Version: "0.1.0", SHA256: strings.Repeat("b", 64), Digest: strings.Repeat("c", 64)}
+	tc.inst.installed["local"] = local
+	lock := tc.inst.lock()
+	if len(lock.Plugins) != 2 || lock.Plugins[0].ID != "local" || lock.Plugins[0].Source != nil {
+		t.Fatalf("lock: %+v", lock)
+	}
+	done, err := tc.InstallLocked(ctx, lock, true, false)
+	if err != nil || len(done) != 2 || done[0].Status != pluginapi.LockedUnchanged || done[1].Status != pluginapi.LockedUnchanged {
+		t.Fatalf("the lock on the machine it was made on: %+v %v", done, err)
+	}
+
+	tc2 := newTestClient(t, m, &now)
+	tc2.add(t, m, "")
+	for _, dry := range []bool{true, false} {
+		done, err := tc2.InstallLocked(ctx, lock, true, dry)
+		if err != nil || len(done) != 2 {
+			t.Fatalf("dry run %v: %+v %v", dry, done, err)
+		}
+		if done[0].Status != pluginapi.LockedSkipped || !strings.Contains(done[0].Reason, "installed from a folder") || !strings.Contains(done[0].Reason, "kiln plugin install ./local") {
+			t.Errorf("dry run %v: the folder plugin: %+v", dry, done[0])
+		}
+		if want := map[bool]string{true: pluginapi.LockedWouldInstall, false: pluginapi.LockedInstalled}[dry]; done[1].Status != want {
+			t.Errorf("dry run %v: review: %+v", dry, done[1])
+		}
+	}
+	if _, ok := tc2.inst.installed["review"]; !ok || len(tc2.inst.installed) != 1 {
+		t.Fatalf("installed: %+v", tc2.inst.installed)
+	}
+}

@@ -546,6 +546,8 @@ func (a *app) installLocked(cmd *cobra.Command, path string, yes bool) error {
 		switch r.Status {
 		case pluginapi.LockedUnchanged:
 			fmt.Fprintf(w, "%s %s is installed already.\n", r.ID, r.Version)
+		case pluginapi.LockedSkipped:
+			fmt.Fprintf(w, "%s %s is skipped: %s\n", r.ID, r.Version, r.Reason)
 		case pluginapi.LockedWouldInstall:
 			from := ""
 			if r.Installed != "" {
@@ -570,18 +572,34 @@ func (a *app) installLocked(cmd *cobra.Command, path string, yes bool) error {
 		}
 	}
 	done, err := c.InstallLocked(cmd.Context(), data, consent, false)
-	if err != nil {
+	if a.jsonOutput() {
+		if jerr := writeJSON(cmd.OutOrStdout(), map[string]any{"plugins": done}); err == nil {
+			return jerr
+		}
 		return err
 	}
-	if a.jsonOutput() {
-		return writeJSON(cmd.OutOrStdout(), map[string]any{"plugins": done})
-	}
-	n := 0
+	var installed, already, skipped []string
 	for _, r := range done {
-		if r.Status == pluginapi.LockedInstalled {
-			n++
+		switch r.Status {
+		case pluginapi.LockedInstalled:
+			installed = append(installed, r.ID+" "+r.Version)
+		case pluginapi.LockedUnchanged:
+			already = append(already, r.ID+" "+r.Version)
+		case pluginapi.LockedSkipped:
+			skipped = append(skipped, r.ID+" "+r.Version)
 		}
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "Installed %d plugins from %s; %d were installed already.\n", n, path, len(done)-n)
+	if err != nil {
+		if len(installed) > 0 {
+			fmt.Fprintf(w, "Installed before the failure (they stay installed): %s.\n", strings.Join(installed, ", "))
+		} else {
+			fmt.Fprintln(w, "Nothing was installed before the failure.")
+		}
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "Installed %d plugins from %s; %d were installed already.\n", len(installed), path, len(already))
+	if len(skipped) > 0 {
+		fmt.Fprintf(cmd.OutOrStdout(), "Skipped %d the lock cannot fetch (installed from a folder): %s.\n", len(skipped), strings.Join(skipped, ", "))
+	}
 	return nil
 }

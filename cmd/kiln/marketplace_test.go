@@ -67,3 +67,47 @@ func TestMarketplaceMirrorKeys(t *testing.T) {
 		t.Fatalf("mirror: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestMarketplaceLockedSkipsFolderPlugins: kiln plugin install --locked
+// with a lock that also records a plugin installed from a folder
+// installs the rest and says which it skipped and why.
+func TestMarketplaceLockedSkipsFolderPlugins(t *testing.T) {
+	src, _, verifier := publishedMarketplace(t)
+	data := t.TempDir()
+	startServerWith(t, data, "", true)
+	if r := kiln(t, "marketplace", "add", src, "--key", verifier); r.code != 0 || !strings.Contains(r.stdout, "Added marketplace acme") {
+		t.Fatalf("kiln marketplace add URL: %+v", r)
+	}
+	if r := kiln(t, "plugin", "install", "review", "--yes"); r.code != 0 {
+		t.Fatalf("kiln plugin install review: %+v", r)
+	}
+	raw, err := os.ReadFile(filepath.Join(data, "plugins.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lock map[string]any
+	if err := json.Unmarshal(raw, &lock); err != nil {
+		t.Fatal(err)
+	}
+	sum := strings.Repeat("a", 64)
+	lock["plugins"] = append([]any{map[string]any{"id": "local", "version": "0.1.0", "runtime": "data", "sha256": sum, "digest": sum, "pinned": false}}, lock["plugins"].([]any)...)
+	raw, _ = json.Marshal(lock)
+	lockFile := filepath.Join(t.TempDir(), "plugins.lock")
+	if err := os.WriteFile(lockFile, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := kiln(t, "plugin", "install", "--locked", lockFile, "--yes")
+	if r.code != 0 {
+		t.Fatalf("kiln plugin install --locked: %+v", r)
+	}
+	for _, want := range []string{
+		"local 0.1.0 is skipped: installed from a folder or a server.json, not a marketplace",
+		"review 1.0.0 is installed already.",
+		"Installed 0 plugins from " + lockFile + "; 1 were installed already.",
+		"Skipped 1 the lock cannot fetch (installed from a folder): local 0.1.0.",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the output does not say %q:\n%s", want, r.stdout)
+		}
+	}
+}

@@ -228,6 +228,7 @@ const (
 	LockedInstalled    = "installed"     // installed at the locked version
 	LockedUnchanged    = "unchanged"     // that version and digest were installed already
 	LockedWouldInstall = "would_install" // a dry run: verified, not installed
+	LockedSkipped      = "skipped"       // not installed from the lock; Reason says why
 )
 
 // LockedResult is one plugin of a locked install.
@@ -241,4 +242,7 @@ type LockedResult struct {
 	Installed    string   `json:"installed,omitempty"`
 	Permissions  []string `json:"permissions,omitempty"`
 	NeedsConsent bool     `json:"needs_consent,omitempty"`
+	// Reason says why a plugin was skipped (one installed from a folder,
+	// which the lock cannot fetch).
+	Reason string `json:"reason,omitempty"`
 }
