@@ -454,16 +454,6 @@ func readAll(r io.Reader, n int64) ([]byte, error) {
 }
 
 func tooLarge(where string, max int64) error {
-	return core.Errorf(core.EINVALID, "%s is larger than %s: refused", where, byteSize(max))
+	return core.Errorf(core.EINVALID, "%s is larger than %s: refused", where, bytesText(max))
 }
 
-// byteSize words n bytes for a message: "32 MiB", "64 KiB", "100 bytes".
-func byteSize(n int64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d bytes", n)
-}

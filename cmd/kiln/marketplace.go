@@ -494,14 +494,16 @@ left alone ('kiln plugin pin'); 'kiln plugin rollback NAME' goes back.`,
 				}
 			}
 			var done []*client.PluginInfo
+			declined := false
 			for _, req := range reqs {
 				opts.marketplace = req.Marketplace
 				p, err := a.installFromMarketplace(cmd, req, opts)
 				if err != nil {
 					return err
 				}
-				if p == nil {
-					return &exitError{code: exitFailure}
+				if p == nil { // declined: the others may still be wanted
+					declined = true
+					continue
 				}
 				done = append(done, p)
 				if !a.jsonOutput() {
@@ -509,7 +511,12 @@ left alone ('kiln plugin pin'); 'kiln plugin rollback NAME' goes back.`,
 				}
 			}
 			if a.jsonOutput() {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"plugins": done})
+				if err := writeJSON(cmd.OutOrStdout(), map[string]any{"plugins": done}); err != nil {
+					return err
+				}
+			}
+			if declined {
+				return &exitError{code: exitFailure}
 			}
 			return nil
 		},
@@ -552,6 +559,10 @@ func (a *app) installLocked(cmd *cobra.Command, path string, yes bool) error {
 			from := ""
 			if r.Installed != "" {
 				from = " (replacing " + r.Installed + ")"
+			}
+			if len(r.Permissions) == 0 {
+				fmt.Fprintf(w, "%s %s from marketplace %s%s, verified; it asks for nothing more.\n", r.ID, r.Version, r.Marketplace, from)
+				break
 			}
 			fmt.Fprintf(w, "%s %s from marketplace %s%s, verified; it asks to:\n", r.ID, r.Version, r.Marketplace, from)
 			for _, p := range r.Permissions {

@@ -446,6 +446,9 @@ Nothing in a registry is signed: you trust the file or the registry.`,
 				return usageError{errors.New("missing NAME[@VERSION] or PATH: the plugin to install from a marketplace, or its folder (or --locked)")}
 			}
 			if name, version, ok := marketplaceRef(args[0]); ok {
+				if disabled {
+					return usageError{errors.New("--disabled applies to a folder; a marketplace plugin is enabled once installed (disable it after with 'kiln plugin disable')")}
+				}
 				p, err := a.installFromMarketplace(cmd, client.MarketplaceInstallRequest{Name: name, Version: version},
 					installOptions{yes: yes, allowDowngrade: allowDowngrade, marketplace: from})
 				if err != nil || p == nil {

@@ -284,21 +284,13 @@ func Tree(dir string) (TreeSum, error) {
 // files ("skills/a/SKILL.md changed; x.txt was added"), or "" when they
 // list the same files with the same sums.
 func Diff(was, now []byte) string {
-	a, b := parseListing(was), parseListing(now)
-	paths := slices.Collect(maps.Keys(a))
-	for p := range b {
-		if _, ok := a[p]; !ok {
-			paths = append(paths, p)
-		}
-	}
-	slices.Sort(paths)
+	changed, added, removed := Compare(was, now)
 	var out []string
-	for _, p := range paths {
-		switch sa, sb := a[p], b[p]; {
-		case sa == sb:
-		case sa == "":
+	for _, p := range slices.Sorted(slices.Values(slices.Concat(changed, added, removed))) {
+		switch {
+		case slices.Contains(added, p):
 			out = append(out, p+" was added")
-		case sb == "":
+		case slices.Contains(removed, p):
 			out = append(out, p+" was removed")
 		default:
 			out = append(out, p+" changed")
@@ -308,6 +300,33 @@ func Diff(was, now []byte) string {
 		out = append(out[:5], fmt.Sprintf("and %d more", len(out)-5))
 	}
 	return strings.Join(out, "; ")
+}
+
+// Compare lists, each sorted by path, the files whose sums differ between
+// listing was and listing now, those only now has, and those only was
+// has.
+func Compare(was, now []byte) (changed, added, removed []string) {
+	a, b := parseListing(was), parseListing(now)
+	for _, p := range slices.Sorted(maps.Keys(a)) {
+		switch sum, ok := b[p]; {
+		case !ok:
+			removed = append(removed, p)
+		case sum != a[p]:
+			changed = append(changed, p)
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(b)) {
+		if _, ok := a[p]; !ok {
+			added = append(added, p)
+		}
+	}
+	return changed, added, removed
+}
+
+// Listed returns the sha256 that listing gives the file at path
+// (slash-separated, relative to the folder), or "".
+func Listed(listing []byte, path string) string {
+	return parseListing(listing)[path]
 }
 
 func parseListing(l []byte) map[string]string {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -222,4 +223,21 @@ func FuzzDiff(f *testing.F) {
 			t.Errorf("Diff(x, x) = %q", d)
 		}
 	})
+}
+
+func TestListedAndCompare(t *testing.T) {
+	listing := []byte("aaaa  bin/calc\nbbbb  kiln-plugin.json\ncccc  a  b.txt\n")
+	for path, want := range map[string]string{"bin/calc": "aaaa", "kiln-plugin.json": "bbbb", "a  b.txt": "cccc", "calc": "", "": ""} {
+		if got := integrity.Listed(listing, path); got != want {
+			t.Errorf("Listed(%q) = %q, want %q", path, got, want)
+		}
+	}
+	now := []byte("aaaa  bin/calc\nbbbc  kiln-plugin.json\ndddd  README.md\n")
+	changed, added, removed := integrity.Compare(listing, now)
+	if !slices.Equal(changed, []string{"kiln-plugin.json"}) || !slices.Equal(added, []string{"README.md"}) || !slices.Equal(removed, []string{"a  b.txt"}) {
+		t.Errorf("Compare: changed %q, added %q, removed %q", changed, added, removed)
+	}
+	if got := integrity.Diff(listing, now); got != "README.md was added; a  b.txt was removed; kiln-plugin.json changed" {
+		t.Errorf("Diff: %q", got)
+	}
 }

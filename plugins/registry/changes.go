@@ -23,21 +23,8 @@ func changes(installed, path string) *pluginapi.Changes {
 		c.Summary = "the new version's files cannot be compared: " + err.Error()
 		return c
 	}
-	a, b := listingMap(was.Listing), listingMap(now.Listing)
-	// Both listings are sorted by path: so are the lists.
-	for _, p := range listingPaths(was.Listing) {
-		switch sum, ok := b[p]; {
-		case !ok:
-			c.Removed = append(c.Removed, p)
-		case sum != a[p]:
-			c.Changed = append(c.Changed, p)
-		}
-	}
-	for _, p := range listingPaths(now.Listing) {
-		if _, ok := a[p]; !ok {
-			c.Added = append(c.Added, p)
-		}
-	}
+	changed, added, removed := integrity.Compare(was.Listing, now.Listing)
+	c.Changed, c.Added, c.Removed = append(c.Changed, changed...), append(c.Added, added...), append(c.Removed, removed...)
 	c.Summary = changeSummary(len(c.Changed), len(c.Added), len(c.Removed))
 	return c
 }
@@ -69,36 +56,3 @@ func changeSummary(changed, added, removed int) string {
 	return strings.Join(parts, ", ")
 }
 
-// listingLines yields the (path, sum) of each line of an integrity
-// listing.
-func listingLines(listing []byte, f func(path, sum string)) {
-	for line := range strings.Lines(string(listing)) {
-		if sum, p, ok := strings.Cut(strings.TrimSuffix(line, "\n"), "  "); ok {
-			f(p, sum)
-		}
-	}
-}
-
-func listingMap(listing []byte) map[string]string {
-	m := map[string]string{}
-	listingLines(listing, func(p, sum string) { m[p] = sum })
-	return m
-}
-
-func listingPaths(listing []byte) []string {
-	var out []string
-	listingLines(listing, func(p, _ string) { out = append(out, p) })
-	return out
-}
-
-// listed returns the sha256 an integrity listing gives the file at path
-// (slash-separated, relative), or "".
-func listed(listing []byte, path string) string {
-	sum := ""
-	listingLines(listing, func(p, s string) {
-		if p == path {
-			sum = s
-		}
-	})
-	return sum
-}

@@ -19,12 +19,3 @@ func TestChangeSummary(t *testing.T) {
 		}
 	}
 }
-
-func TestListed(t *testing.T) {
-	listing := []byte("aaaa  bin/calc\nbbbb  kiln-plugin.json\ncccc  a  b.txt\n")
-	for path, want := range map[string]string{"bin/calc": "aaaa", "kiln-plugin.json": "bbbb", "a  b.txt": "cccc", "calc": "", "": ""} {
-		if got := listed(listing, path); got != want {
-			t.Errorf("listed(%q) = %q, want %q", path, got, want)
-		}
-	}
-}

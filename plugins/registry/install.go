@@ -390,7 +390,7 @@ func (r *Registry) copyIn(src string, p Preview, move bool, listing []byte) (*st
 	if err != nil {
 		return nil, core.Errorf(core.EINVALID, "plugin %s: %v", p.ID, err)
 	}
-	if got.DataOnly() && t.Digest != p.SHA256 || !got.DataOnly() && (got.SHA256 != p.SHA256 || listed(t.Listing, got.Entry) != p.SHA256) {
+	if got.DataOnly() && t.Digest != p.SHA256 || !got.DataOnly() && (got.SHA256 != p.SHA256 || integrity.Listed(t.Listing, got.Entry) != p.SHA256) {
 		return nil, changed
 	}
 	st := &staged{m: got, dir: filepath.Join(parent, p.Version), digest: t.Digest, parent: parent}
