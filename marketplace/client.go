@@ -41,6 +41,15 @@ type Installer interface {
 	Pin(ctx context.Context, id, version string) (pluginapi.Info, error)
 }
 
+// StagedPreviewer is an Installer that previews a folder its caller
+// hashed as it wrote it without hashing it again (registry.Registry):
+// listing is the folder's integrity listing, whose digest is src.Digest.
+// The client uses it, when its Installer has it, for the downloads it
+// verified.
+type StagedPreviewer interface {
+	PreviewStaged(ctx context.Context, path string, src *pluginapi.Source, listing []byte) (pluginapi.Preview, error)
+}
+
 // Config configures a Client.
 type Config struct {
 	// Dir holds the client's state: <data root>/marketplaces.
@@ -846,7 +855,12 @@ func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequ
 	if !preview {
 		return s, nil
 	}
-	pv, err := c.cfg.Plugins.Preview(ctx, dir)
+	var pv pluginapi.Preview
+	if sp, ok := c.cfg.Plugins.(StagedPreviewer); ok {
+		pv, err = sp.PreviewStaged(ctx, dir, s.source, listing)
+	} else {
+		pv, err = c.cfg.Plugins.Preview(ctx, dir)
+	}
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

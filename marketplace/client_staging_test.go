@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins/pluginapi"
+	"github.com/kilnhq/kiln/plugins/registry"
 )
 
 // TestClientMarketplaceNamedStaging: a marketplace may be named
@@ -251,5 +253,52 @@ func TestClientConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if mp, _ := tc.Get("acme"); !strings.Contains(mp.Error, "refused (tampered index)") {
 		t.Fatalf("the refusal is not recorded: %+v", mp)
+	}
+}
+
+// The registry previews a staged download without hashing it again.
+var _ StagedPreviewer = (*registry.Registry)(nil)
+
+// stagedInstaller is a fakeInstaller that previews staged downloads with
+// the listing it is given.
+type stagedInstaller struct {
+	*fakeInstaller
+	listings [][]byte
+}
+
+func (s *stagedInstaller) PreviewStaged(ctx context.Context, path string, src *pluginapi.Source, listing []byte) (pluginapi.Preview, error) {
+	if sha256hex(listing) != src.Digest {
+		return pluginapi.Preview{}, core.Errorf(core.EINVALID, "not the listing of %s", src.Digest)
+	}
+	s.listings = append(s.listings, listing)
+	return s.Preview(ctx, path)
+}
+
+// TestClientPreviewsWithTheListing: a preview hands the registry the
+// listing the download was hashed into, staged or reused, so that it
+// does not hash the folder again.
+func TestClientPreviewsWithTheListing(t *testing.T) {
+	m := newMarket(t)
+	now := t0.Add(time.Hour)
+	inst := &stagedInstaller{fakeInstaller: newFakeInstaller()}
+	c, err := Open(Config{Dir: t.TempDir(), Plugins: inst, Protocol: 3, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.Add(ctx, pluginapi.AddMarketplaceRequest{URL: serve(t, m), Keys: []string{m.verifier}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		pv, err := c.Preview(ctx, pluginapi.MarketplaceInstallRequest{Name: "review"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(inst.listings); n == 0 || sha256hex(inst.listings[n-1]) != pv.Digest {
+			t.Fatalf("the preview did not pass the listing of %s", pv.Digest)
+		}
+	}
+	if len(inst.listings) != 2 {
+		t.Fatalf("%d staged previews", len(inst.listings))
 	}
 }
