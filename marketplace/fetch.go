@@ -456,4 +456,3 @@ func readAll(r io.Reader, n int64) ([]byte, error) {
 func tooLarge(where string, max int64) error {
 	return core.Errorf(core.EINVALID, "%s is larger than %s: refused", where, bytesText(max))
 }
-

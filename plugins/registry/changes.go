@@ -67,4 +67,3 @@ func changeSummary(changed, added, removed int) string {
 	}
 	return strings.Join(parts, ", ")
 }
-
