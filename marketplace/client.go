@@ -687,10 +687,10 @@ func (c *Client) find(name, mp string) (string, *Plugin, error) {
 // installed version (installed, "" for none) is one; the newest offered
 // one a range ("^1.2", "~1.2", ">=1 <2", "1.x") allows, which leaves
 // prereleases out unless it names one itself ("^2.0.0-rc.1"); or an
-// exact version, which is the only way to a quarantined or yanked one. Nothing is picked
-// from an index past its expires time (ReasonFreeze): a refresh that
-// was refused, or never made, keeps it, and it may offer what its
-// publisher has since yanked.
+// exact version, which is the only way to a quarantined or yanked one.
+// Nothing is picked from an index past its expires time (ReasonFreeze):
+// a refresh that was refused, or never made, keeps it, and it may offer
+// what its publisher has since yanked.
 func (c *Client) resolve(name, constraint, mp, installed string) (string, *marketplace, *Index, *Version, error) {
 	now := c.cfg.Now()
 	c.mu.RLock()
