@@ -44,7 +44,8 @@ type Marketplace interface {
 	// UpgradeRequest names the version upgrading a plugin installs.
 	UpgradeRequest(ctx context.Context, id string) (pluginapi.MarketplaceInstallRequest, error)
 	// InstallLocked reproduces the installation a lock file records
-	// (with dryRun, says what it would do).
+	// (with dryRun, says what it would do). A failure is returned with
+	// the results so far, which the answer carries with the error.
 	InstallLocked(ctx context.Context, lock *pluginapi.Lock, consent, dryRun bool) ([]pluginapi.LockedResult, error)
 }
 
