@@ -13,14 +13,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/Masterminds/semver/v3"
-	"golang.org/x/mod/sumdb/note"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/plugins"
@@ -43,14 +41,22 @@ type Installer interface {
 	Pin(ctx context.Context, id, version string) (pluginapi.Info, error)
 }
 
+// StagedPreviewer is an Installer that previews a folder its caller
+// hashed as it wrote it without hashing it again (registry.Registry):
+// listing is the folder's integrity listing, whose digest is src.Digest.
+// The client uses it, when its Installer has it, for the downloads it
+// verified.
+type StagedPreviewer interface {
+	PreviewStaged(ctx context.Context, path string, src *pluginapi.Source, listing []byte) (pluginapi.Preview, error)
+}
+
 // Config configures a Client.
 type Config struct {
 	// Dir holds the client's state: <data root>/marketplaces.
 	Dir string
 	// Plugins is where plugins are installed.
 	Plugins Installer
-	// HTTP fetches https:// marketplaces; nil is a client with a 30 s
-	// timeout per request.
+	// HTTP fetches https:// marketplaces; nil is NewHTTPClient().
 	HTTP *http.Client
 	// KilnVersion is this Kiln's version ("dev" satisfies every
 	// min_kiln); Protocol the newest plugin protocol it speaks.
@@ -68,13 +74,24 @@ type Config struct {
 // Its state is Dir/marketplaces.json (the trust kept per marketplace:
 // keys, last index version and tree head) and, per marketplace,
 // Dir/<name>/marketplace.json, the last verified index, so that search
-// works offline. Downloads are unpacked into Dir/staging/<digest> and
-// removed once installed.
+// works offline. Downloads are unpacked into Dir/.staging/<digest>: an
+// install moves the folder into place; a preview leaves it for the
+// install that follows, and only the newest few previews are kept
+// (evictStaged).
+//
+// No lock is held across the network for longer than one marketplace or
+// one download needs: adding, refreshing or removing a marketplace locks
+// its name, staging a download its digest, and writing the state file
+// takes c.op only for the write.
 type Client struct {
 	cfg Config
-	op  sync.Mutex // serialises state changes and installs
-	mu  sync.RWMutex
-	st  clientState
+	op  sync.Mutex // serialises writes of the state file
+	// names locks a marketplace's name while it is added, refreshed or
+	// removed; staging locks a download's digest while it is staged,
+	// previewed or installed.
+	names, staging keyLocks
+	mu             sync.RWMutex
+	st             clientState
 	// loaded are the verified indexes by marketplace name, with their
 	// search documents.
 	loaded map[string]*loadedIndex
@@ -104,15 +121,18 @@ type marketplace struct {
 	Added      time.Time     `json:"added"`
 	Refreshed  time.Time     `json:"refreshed,omitzero"`
 	Error      string        `json:"error,omitempty"`
+	// FirstSeen is when this client first saw a version (by plugin,
+	// version and digest, seenKey) that is still in quarantine, when
+	// that is later than the version's published time: the quarantine
+	// counts from the later of the two, so a publisher (or a stolen key)
+	// cannot shorten it by backdating "published".
+	FirstSeen map[string]time.Time `json:"first_seen,omitempty"`
 }
 
 const (
 	stateFile    = "marketplaces.json"
 	stateVersion = 1
-	stagingDir   = "staging"
 )
-
-var reMarketplaceName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?$`)
 
 // Open reads the client's state in cfg.Dir (creating it when missing)
 // and the last verified index of each marketplace; leftovers of an
@@ -122,7 +142,7 @@ func Open(cfg Config) (*Client, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.HTTP == nil {
-		cfg.HTTP = &http.Client{Timeout: 30 * time.Second}
+		cfg.HTTP = NewHTTPClient()
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -194,8 +214,10 @@ func (c *Client) readCached(name string, m *marketplace) (*Index, error) {
 	return ParseIndex(raw)
 }
 
-// saveState writes marketplaces.json atomically; c.op is held.
+// saveState writes marketplaces.json atomically, as the state is now.
 func (c *Client) saveState() error {
+	c.op.Lock()
+	defer c.op.Unlock()
 	c.mu.RLock()
 	data, err := json.MarshalIndent(c.st, "", "  ")
 	c.mu.RUnlock()
@@ -230,13 +252,13 @@ func writeFileAtomic(path string, data []byte) error {
 // Add adds a marketplace and verifies its index: a marketplace whose
 // index does not verify is not added. A Kiln marketplace needs at least
 // one key; the keys given are the only ones ever trusted for it (until a
-// rotation signed by one of them). A Claude Code marketplace (kind
-// "claude") is unsigned: it is added only with req.TrustUnsigned, and
-// refused (EINVALID, saying what trusting it means) without it.
+// rotation signed by one of them). The marketplace is added under the
+// name its signed index gives: req.Name empty takes it (read from the
+// index before verifying it), and another name is refused (EINVALID,
+// naming the right one). A Claude Code marketplace (kind "claude") is
+// unsigned: it is added only with req.TrustUnsigned, and refused
+// (EINVALID, saying what trusting it means) without it.
 func (c *Client) Add(ctx context.Context, req pluginapi.AddMarketplaceRequest) (pluginapi.Marketplace, error) {
-	if !reMarketplaceName.MatchString(req.Name) {
-		return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "marketplace name %q: use lowercase letters, digits and hyphens (2 to 64 characters)", req.Name)
-	}
 	kind := cmp.Or(req.Kind, pluginapi.MarketplaceKiln)
 	var quarantine time.Duration
 	if req.Quarantine != "" {
@@ -258,18 +280,27 @@ func (c *Client) Add(ctx context.Context, req pluginapi.AddMarketplaceRequest) (
 			return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "marketplace %s: trust_unsigned is for unsigned (Claude Code) marketplaces; a Kiln marketplace is verified with the key you give", req.Name)
 		}
 		if len(req.Keys) == 0 {
-			return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "marketplace %s: give the key to trust (--key); Kiln never trusts a key a marketplace names for itself", req.Name)
+			return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "give the marketplace's key to trust (--key); Kiln never trusts a key a marketplace names for itself")
 		}
-		for _, k := range req.Keys {
-			if err := CheckVerifierKey(k); err != nil {
-				return pluginapi.Marketplace{}, err
-			}
+		if err := CheckVerifierKeys(req.Keys); err != nil {
+			return pluginapi.Marketplace{}, err
 		}
 	default:
 		return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "marketplace kind %q: use %q or %q", kind, pluginapi.MarketplaceKiln, pluginapi.MarketplaceClaude)
 	}
-	c.op.Lock()
-	defer c.op.Unlock()
+	if req.Name == "" && kind == pluginapi.MarketplaceKiln {
+		f, err := NewFetcher(req.URL, c.cfg.HTTP)
+		if err != nil {
+			return pluginapi.Marketplace{}, err
+		}
+		if req.Name, err = PeekName(ctx, f); err != nil {
+			return pluginapi.Marketplace{}, err
+		}
+	}
+	if reason := checkName(req.Name); reason != "" {
+		return pluginapi.Marketplace{}, core.Errorf(core.EINVALID, "marketplace name %s", reason)
+	}
+	defer c.names.lock(req.Name)()
 	c.mu.RLock()
 	_, exists := c.st.Marketplaces[req.Name]
 	c.mu.RUnlock()
@@ -304,7 +335,9 @@ func (c *Client) refresh(ctx context.Context, name string, m *marketplace) error
 	}
 	v, err := Refresh(ctx, f, name, m.Trust, c.cfg.Now())
 	if err != nil {
+		c.mu.Lock()
 		m.Error = err.Error()
+		c.mu.Unlock()
 		return err
 	}
 	dir := filepath.Join(c.cfg.Dir, name)
@@ -320,8 +353,14 @@ func (c *Client) refresh(ctx context.Context, name string, m *marketplace) error
 	for _, r := range v.Rotated {
 		c.cfg.Log.Warn("marketplace key rotated", "marketplace", name, "key", r)
 	}
+	now := c.cfg.Now().UTC()
 	c.mu.Lock()
-	m.Trust, m.Refreshed, m.Error = v.Trust, c.cfg.Now().UTC(), ""
+	var prev *Index
+	if l := c.loaded[name]; l != nil {
+		prev = l.ix
+	}
+	m.FirstSeen = firstSeen(m, prev, v.Index, now, m.Trust.Version == 0)
+	m.Trust, m.Refreshed, m.Error = v.Trust, now, ""
 	c.loaded[name] = newLoaded(v.Index)
 	c.mu.Unlock()
 	return nil
@@ -331,8 +370,7 @@ func (c *Client) refresh(ctx context.Context, name string, m *marketplace) error
 // (rollback, freeze, a log inconsistent with the last tree head, ...)
 // keeps the last verified index and is returned.
 func (c *Client) Refresh(ctx context.Context, name string) (pluginapi.Marketplace, error) {
-	c.op.Lock()
-	defer c.op.Unlock()
+	defer c.names.lock(name)()
 	m, err := c.get(name)
 	if err != nil {
 		return pluginapi.Marketplace{}, err
@@ -351,8 +389,7 @@ func (c *Client) Refresh(ctx context.Context, name string) (pluginapi.Marketplac
 // Remove forgets a marketplace and its kept index; installed plugins
 // stay installed.
 func (c *Client) Remove(_ context.Context, name string) error {
-	c.op.Lock()
-	defer c.op.Unlock()
+	defer c.names.lock(name)()
 	if _, err := c.get(name); err != nil {
 		return err
 	}
@@ -416,6 +453,7 @@ func (c *Client) info(name string, m *marketplace) pluginapi.Marketplace {
 	}
 	if l := c.loaded[name]; l != nil {
 		out.Owner, out.Expires, out.Plugins = l.ix.Owner.Name, l.ix.Expires, len(l.ix.Plugins)
+		out.Expired = expired(l.ix, c.cfg.Now()) != ""
 	}
 	return out
 }
@@ -446,7 +484,7 @@ func (c *Client) Search(ctx context.Context, q string) []pluginapi.MarketplacePl
 			if s == 0 {
 				continue
 			}
-			p := c.summary(name, m, &l.ix.Plugins[i], now, installed)
+			p := c.summary(name, m, l.ix, &l.ix.Plugins[i], now, installed)
 			p.Score = s
 			out = append(out, p)
 		}
@@ -458,8 +496,8 @@ func (c *Client) Search(ctx context.Context, q string) []pluginapi.MarketplacePl
 	return out
 }
 
-// summary describes p; c.mu is held.
-func (c *Client) summary(mp string, m *marketplace, p *Plugin, now time.Time, installed map[string]pluginapi.Info) pluginapi.MarketplacePlugin {
+// summary describes p, a plugin of ix; c.mu is held.
+func (c *Client) summary(mp string, m *marketplace, ix *Index, p *Plugin, now time.Time, installed map[string]pluginapi.Info) pluginapi.MarketplacePlugin {
 	out := pluginapi.MarketplacePlugin{
 		Name: p.Name, Marketplace: mp, Description: p.Description, Author: p.Author, Homepage: p.Homepage,
 		License: p.License, Tags: slices.Clone(p.Tags), Kinds: slices.Clone(p.Kinds),
@@ -467,22 +505,33 @@ func (c *Client) summary(mp string, m *marketplace, p *Plugin, now time.Time, in
 	if out.Tags == nil {
 		out.Tags = []string{}
 	}
-	for i := range p.Versions {
-		if c.offer(m, &p.Versions[i], now) == "" {
-			out.Latest = p.Versions[i].Version
-			break
-		}
-	}
 	if in, ok := installed[p.Name]; ok {
 		out.Installed = in.Version
 	}
+	pre := isPrerelease(out.Installed)
+	for i := range p.Versions {
+		v := &p.Versions[i]
+		if expired(ix, now) == "" && (pre || !isPrerelease(v.Version)) && c.offer(m, p.Name, v, now) == "" {
+			out.Latest = v.Version
+			break
+		}
+	}
 	return out
+}
+
+// expired says why nothing is installed from ix at now: it is past its
+// expires time (a Claude Code listing has none). "" when it is not.
+func expired(ix *Index, now time.Time) string {
+	if ix.Expires.IsZero() || now.Before(ix.Expires) {
+		return ""
+	}
+	return fmt.Sprintf("index version %d expired on %s", ix.Version, day(ix.Expires))
 }
 
 // offer says why v is not offered by default ("" when it is): it is
 // yanked (for a Claude Code marketplace: not installable), still in the
 // marketplace's quarantine, or needs a newer Kiln or protocol.
-func (c *Client) offer(m *marketplace, v *Version, now time.Time) string {
+func (c *Client) offer(m *marketplace, name string, v *Version, now time.Time) string {
 	if r := c.unsupported(v); r != "" {
 		return r
 	}
@@ -492,11 +541,66 @@ func (c *Client) offer(m *marketplace, v *Version, now time.Time) string {
 	if v.Yanked != "" {
 		return "yanked: " + v.Yanked
 	}
-	if age := now.Sub(v.Published); age < m.Quarantine {
-		return fmt.Sprintf("in quarantine until %s (published %s; this marketplace offers versions after %s)",
-			v.Published.Add(m.Quarantine).UTC().Format(time.RFC3339), v.Published.UTC().Format(time.RFC3339), m.Quarantine)
+	since, seen := v.Published, m.FirstSeen[seenKey(name, v)]
+	if seen.After(since) {
+		since = seen
 	}
-	return ""
+	if now.Sub(since) >= m.Quarantine {
+		return ""
+	}
+	published := "published " + v.Published.UTC().Format(time.RFC3339)
+	if since.Equal(seen) {
+		published = "first seen here " + seen.UTC().Format(time.RFC3339) + ", " + published
+	}
+	return fmt.Sprintf("in quarantine until %s (%s; this marketplace offers versions after %s)",
+		since.Add(m.Quarantine).UTC().Format(time.RFC3339), published, m.Quarantine)
+}
+
+// seenKey names version v of plugin name in marketplace.FirstSeen.
+func seenKey(name string, v *Version) string {
+	return name + "@" + v.Version + " " + v.Digest
+}
+
+// firstSeen returns what m.FirstSeen becomes once ix, verified at now,
+// replaces prev (nil when none was loaded): a version ix is the first to
+// show (by name, version and digest) is first seen now, unless its
+// published time is later. An entry is kept only while it can still
+// hold a version in quarantine, and none while the marketplace has no
+// quarantine. When a marketplace is added (first), nothing is recorded:
+// its catalogue counts from the published times.
+func firstSeen(m *marketplace, prev, ix *Index, now time.Time, first bool) map[string]time.Time {
+	if m.Quarantine <= 0 || first {
+		return nil
+	}
+	known := map[string]bool{}
+	if prev != nil {
+		for i := range prev.Plugins {
+			for j := range prev.Plugins[i].Versions {
+				known[seenKey(prev.Plugins[i].Name, &prev.Plugins[i].Versions[j])] = true
+			}
+		}
+	}
+	out := map[string]time.Time{}
+	for i := range ix.Plugins {
+		for j := range ix.Plugins[i].Versions {
+			v := &ix.Plugins[i].Versions[j]
+			k := seenKey(ix.Plugins[i].Name, v)
+			seen, ok := m.FirstSeen[k]
+			switch {
+			case !ok && !known[k]:
+				seen = now
+			case !ok:
+				continue
+			}
+			if seen.After(v.Published) && now.Sub(seen) < m.Quarantine {
+				out[k] = seen
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // unsupported says why this Kiln cannot run v, or "".
@@ -528,10 +632,13 @@ func (c *Client) Plugin(ctx context.Context, name, mp string) (pluginapi.Marketp
 	}
 	m := c.st.Marketplaces[mpName]
 	l := c.loaded[mpName]
-	out := c.summary(mpName, m, p, now, installed)
+	out := c.summary(mpName, m, l.ix, p, now, installed)
 	for i := range p.Versions {
 		v := &p.Versions[i]
-		reason := c.offer(m, v, now)
+		reason := c.offer(m, p.Name, v, now)
+		if r := expired(l.ix, now); r != "" {
+			reason = "the marketplace's " + r + "; refresh it"
+		}
 		perms := v.Manifest.Consent().Lines()
 		if m.Kind == pluginapi.MarketplaceClaude && v.Digest == "" {
 			perms = []string{claudeUnknownPermissions}
@@ -576,10 +683,15 @@ func (c *Client) find(name, mp string) (string, *Plugin, error) {
 }
 
 // resolve picks the version of plugin name that constraint asks for: the
-// newest offered one for "" or "latest"; the newest offered one a range
-// ("^1.2", "~1.2", ">=1 <2", "1.x") allows; or an exact version, which
-// is the only way to a quarantined or yanked one.
-func (c *Client) resolve(name, constraint, mp string) (string, *marketplace, *Index, *Version, error) {
+// newest offered one for "" or "latest", a prerelease only when the
+// installed version (installed, "" for none) is one; the newest offered
+// one a range ("^1.2", "~1.2", ">=1 <2", "1.x") allows, which leaves
+// prereleases out unless it names one itself ("^2.0.0-rc.1"); or an
+// exact version, which is the only way to a quarantined or yanked one.
+// Nothing is picked from an index past its expires time (ReasonFreeze):
+// a refresh that was refused, or never made, keeps it, and it may offer
+// what its publisher has since yanked.
+func (c *Client) resolve(name, constraint, mp, installed string) (string, *marketplace, *Index, *Version, error) {
 	now := c.cfg.Now()
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -587,7 +699,12 @@ func (c *Client) resolve(name, constraint, mp string) (string, *marketplace, *In
 	if err != nil {
 		return "", nil, nil, nil, err
 	}
-	m, ix := c.st.Marketplaces[mpName], c.loaded[mpName].ix
+	// A copy: a refresh may change the marketplace's trust meanwhile.
+	mc := *c.st.Marketplaces[mpName]
+	m, ix := &mc, c.loaded[mpName].ix
+	if r := expired(ix, now); r != "" {
+		return "", nil, nil, nil, refuse(core.ECONFLICT, ReasonFreeze, "marketplace %s: %s; nothing is installed from it until a refresh verifies a newer one (kiln marketplace refresh %s)", mpName, r, mpName)
+	}
 	if exact, err := semver.StrictNewVersion(strings.TrimPrefix(constraint, "v")); err == nil {
 		for i := range p.Versions {
 			v := &p.Versions[i]
@@ -606,14 +723,19 @@ func (c *Client) resolve(name, constraint, mp string) (string, *marketplace, *In
 			return "", nil, nil, nil, core.Errorf(core.EINVALID, "version %q: not a version or a range such as ^1.2: %v", constraint, err)
 		}
 	}
-	var skipped []string
+	var skipped, prereleases []string
+	pre := want == nil && isPrerelease(installed)
 	for i := range p.Versions {
 		v := &p.Versions[i]
 		sv, err := semver.StrictNewVersion(v.Version)
 		if err != nil || (want != nil && !want.Check(sv)) {
 			continue
 		}
-		if r := c.offer(m, v, now); r != "" {
+		if want == nil && !pre && sv.Prerelease() != "" {
+			prereleases = append(prereleases, v.Version)
+			continue
+		}
+		if r := c.offer(m, p.Name, v, now); r != "" {
 			skipped = append(skipped, v.Version+" "+r)
 			continue
 		}
@@ -622,6 +744,9 @@ func (c *Client) resolve(name, constraint, mp string) (string, *marketplace, *In
 	msg := fmt.Sprintf("no version of %s in marketplace %s matches %q", name, mpName, cmp.Or(constraint, "latest"))
 	if len(skipped) > 0 {
 		msg += " and is offered: " + strings.Join(skipped, "; ") + "; ask for an exact version to install one anyway"
+	}
+	if len(prereleases) > 0 {
+		msg += "; prereleases (" + strings.Join(prereleases, ", ") + ") are installed only when asked for, by exact version or a range that names one"
 	}
 	return "", nil, nil, nil, core.Errorf(core.ENOTFOUND, "%s", msg)
 }
@@ -645,9 +770,23 @@ type staged struct {
 	// source is what the registry records of where it came from; nil for
 	// a server.json, which no marketplace published.
 	source *pluginapi.Source
-	// keep is true for a download kept in Dir/staging/<digest> for the
+	// keep is true for a download kept in Dir/.staging/<digest> for the
 	// install that follows its preview; a conversion is made anew.
 	keep bool
+	// unlock releases the download's digest (nil for a conversion).
+	unlock func()
+}
+
+// release ends the use of a staged folder: a download's digest is
+// unlocked; a conversion, which nothing else uses, is removed unless
+// installed (moved away) already.
+func (s *staged) release() {
+	if !s.keep {
+		os.RemoveAll(s.dir)
+	}
+	if s.unlock != nil {
+		s.unlock()
+	}
 }
 
 // Progress hears of a download: done of total bytes.
@@ -658,50 +797,70 @@ type Progress = func(done, total int64)
 // folder digest) and says what installing it would do, with the
 // registry's preview of the verified folder. Nothing is installed.
 func (c *Client) Preview(ctx context.Context, req pluginapi.MarketplaceInstallRequest, progress Progress) (pluginapi.MarketplacePreview, error) {
-	c.op.Lock()
-	defer c.op.Unlock()
 	s, err := c.stage(ctx, req, progress, true)
 	if err != nil {
 		return pluginapi.MarketplacePreview{}, err
 	}
-	if !s.keep {
-		os.RemoveAll(s.dir)
-	}
+	s.release()
 	return s.preview, nil
 }
 
 // stage resolves, downloads, verifies and unpacks a version into
-// Dir/staging/<digest>, reusing a staged copy whose digest still holds.
-// A plugin of a Claude Code marketplace is converted instead
-// (stageClaude), as is an MCP Registry server.json (stageMCP); both are
-// always previewed, a conversion's preview being how it is checked.
-func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequest, progress Progress, preview bool) (*staged, error) {
+// Dir/.staging/<digest>, reusing a staged copy whose digest still holds
+// and whose manifest asks for what this index shows (CheckManifest: the
+// copy may be another marketplace's, or an earlier index's), and evicts
+// old previews (evictStaged). The digest stays locked until the caller
+// releases the staged folder. A plugin of a Claude Code marketplace is
+// converted instead (stageClaude), as is an MCP Registry server.json
+// (stageMCP); both are always previewed, a conversion's preview being
+// how it is checked.
+func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequest, progress Progress, preview bool) (_ *staged, err error) {
 	if req.MCPRegistry != nil {
 		return c.stageMCP(ctx, req)
 	}
-	mpName, m, ix, v, err := c.resolve(req.Name, req.Version, req.Marketplace)
+	mpName, m, ix, v, err := c.resolve(req.Name, req.Version, req.Marketplace, c.installed(ctx)[req.Name].Version)
 	if err != nil {
 		return nil, err
 	}
 	if m.Kind == pluginapi.MarketplaceClaude {
 		return c.stageClaude(ctx, req.Name, mpName, m, v)
 	}
+	unlock := c.staging.lock(v.Digest)
+	defer func() {
+		if err != nil {
+			unlock()
+		}
+	}()
+	c.evictStaged(v.Digest)
 	dir := filepath.Join(c.cfg.Dir, stagingDir, v.Digest)
 	t, err := integrity.Tree(dir)
 	listing := t.Listing
-	if err != nil || t.Digest != v.Digest {
+	switch {
+	case err != nil || t.Digest != v.Digest:
 		os.RemoveAll(dir)
 		if listing, err = c.download(ctx, mpName, m, v, req.Name, dir, progress); err != nil {
 			return nil, err
 		}
+	default:
+		if err := checkStaged(dir, req.Name, v); err != nil {
+			os.RemoveAll(dir)
+			return nil, notInstalled(mpName, v.Artifact.URL, err)
+		}
 	}
-	s := &staged{mp: mpName, version: v, dir: dir, listing: listing, keep: true, source: &pluginapi.Source{
+	now := c.cfg.Now()
+	os.Chtimes(dir, now, now) // when it was staged, for evictStaged
+	s := &staged{mp: mpName, version: v, dir: dir, listing: listing, keep: true, unlock: unlock, source: &pluginapi.Source{
 		Marketplace: mpName, Version: v.Version, ArchiveSHA256: v.Artifact.SHA256, Digest: v.Digest, IndexVersion: ix.Version,
 	}}
 	if !preview {
 		return s, nil
 	}
-	pv, err := c.cfg.Plugins.Preview(ctx, dir)
+	var pv pluginapi.Preview
+	if sp, ok := c.cfg.Plugins.(StagedPreviewer); ok {
+		pv, err = sp.PreviewStaged(ctx, dir, s.source, listing)
+	} else {
+		pv, err = c.cfg.Plugins.Preview(ctx, dir)
+	}
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -727,6 +886,16 @@ func (c *Client) stage(ctx context.Context, req pluginapi.MarketplaceInstallRequ
 	return s, nil
 }
 
+// checkStaged checks that the plugin folder dir, staged earlier with v's
+// digest, holds the manifest v's summary shows (CheckManifest).
+func checkStaged(dir, name string, v *Version) error {
+	man, err := plugins.LoadManifest(dir)
+	if err != nil {
+		return core.Errorf(core.EINVALID, "plugin %s %s: %v", name, v.Version, err)
+	}
+	return CheckManifest(name, *v, man)
+}
+
 // download streams v's archive through its checks into dir: the size
 // and sha256 against the signed index as it is read (FetchArtifact), the
 // files unpacked as they arrive under Unpack's limits and hashed as they
@@ -743,20 +912,9 @@ func (c *Client) download(ctx context.Context, mpName string, m *marketplace, v 
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return nil, err
 	}
-	// A refusal's message is what the API sends (core.ErrorMessage):
-	// the marketplace and "nothing was installed" go into it, not into
-	// a wrapping that would stop at the API; the reason stays last.
 	failed := func(err error) error {
 		os.RemoveAll(dir)
-		var r *Refusal
-		switch {
-		case errors.As(err, &r):
-			msg := strings.TrimSuffix(r.Message, ": refused ("+r.Reason+")")
-			return refuse(r.Code, r.Reason, "marketplace %s: %s; nothing was installed", mpName, msg)
-		case core.ErrorCode(err) == core.EINVALID:
-			return core.Errorf(core.EINVALID, "marketplace %s: %s; nothing was installed", mpName, core.ErrorMessage(err))
-		}
-		return core.Errorf(core.EUNAVAIL, "marketplace %s: download %s: %v", mpName, v.Artifact.URL, err)
+		return notInstalled(mpName, v.Artifact.URL, err)
 	}
 	pr, pw := io.Pipe()
 	fetched := make(chan error, 1)
@@ -777,14 +935,31 @@ func (c *Client) download(ctx context.Context, mpName string, m *marketplace, v 
 	if err := CheckDigest(name, *v, t.Digest); err != nil {
 		return nil, failed(err)
 	}
-	man, err := plugins.LoadManifest(dir)
-	if err != nil {
-		return nil, failed(core.Errorf(core.EINVALID, "plugin %s %s: %v", name, v.Version, err))
-	}
-	if err := CheckManifest(name, *v, man); err != nil {
+	if err := checkStaged(dir, name, v); err != nil {
 		return nil, failed(err)
 	}
 	return t.Listing, nil
+}
+
+// notInstalled words the failure of a download from the marketplace mp
+// of the archive at url as the error a user reads, in the message the
+// API sends (core.ErrorMessage), not in a wrapping that would stop at
+// the API: "marketplace acme: <why>; nothing was installed". A refusal
+// stays one, its reason last; an archive that breaks the rules is
+// EINVALID, and any other failure (the network, the disk) EUNAVAIL.
+func notInstalled(mp, url string, err error) error {
+	var r *Refusal
+	var ce *core.Error
+	switch {
+	case errors.As(err, &r):
+		msg := strings.TrimSuffix(r.Message, ": refused ("+r.Reason+")")
+		return refuse(r.Code, r.Reason, "marketplace %s: %s; nothing was installed", mp, msg)
+	case errors.As(err, &ce) && ce.Code == core.EINVALID:
+		return core.Errorf(core.EINVALID, "marketplace %s: %s; nothing was installed", mp, ce.Message)
+	case ce != nil:
+		return core.Errorf(core.EUNAVAIL, "marketplace %s: download %s: %s; nothing was installed", mp, url, ce.Message)
+	}
+	return core.Errorf(core.EUNAVAIL, "marketplace %s: download %s: %v; nothing was installed", mp, url, err)
 }
 
 // progressWriter reports the bytes written through it.
@@ -808,17 +983,11 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 // the registry with the consent req carries, recording where it came
 // from. A failure at any point leaves the installed version running.
 func (c *Client) Install(ctx context.Context, req pluginapi.MarketplaceInstallRequest) (pluginapi.Info, error) {
-	c.op.Lock()
-	defer c.op.Unlock()
-	return c.install(ctx, req)
-}
-
-// install is Install with c.op held.
-func (c *Client) install(ctx context.Context, req pluginapi.MarketplaceInstallRequest) (pluginapi.Info, error) {
 	s, err := c.stage(ctx, req, nil, false)
 	if err != nil {
 		return pluginapi.Info{}, err
 	}
+	defer s.release()
 	defer os.RemoveAll(s.dir)
 	if req.Digest != "" && req.Digest != s.version.Digest {
 		where := ""
@@ -849,26 +1018,33 @@ func (c *Client) installStaged(ctx context.Context, s *staged, consent, allowDow
 // must still be the locked ones. With dryRun it downloads and verifies
 // each and says what it would do and what each asks for, installing
 // nothing; otherwise it installs with consent (given for the dry run's
-// permissions) and pins what the lock pins. A plugin the lock records
-// without a marketplace (installed from a folder) is refused: its bytes
-// cannot be fetched here; so is one converted from a Claude Code
-// marketplace read from a folder (no commit pins it), while one whose
-// marketplace was read from git is converted again from the marketplace
-// at the locked commit. It stops at the first failure, which it returns
-// with the results so far.
+// permissions) and pins what the lock pins, allowing a downgrade (the
+// lock's version is what is wanted). A plugin installed here already at
+// the locked version and digest is unchanged. One the lock records
+// without a marketplace (installed from a folder or a server.json)
+// cannot be fetched here: it is skipped, with the reason in its result,
+// and the others are installed. One converted from a Claude Code
+// marketplace read from a folder (no commit pins it) is refused, while
+// one whose marketplace was read from git is converted again from the
+// marketplace at the locked commit. It stops at the first failure, which
+// it returns with the results so far: what was installed stays.
 func (c *Client) InstallLocked(ctx context.Context, lock *pluginapi.Lock, consent, dryRun bool) ([]pluginapi.LockedResult, error) {
-	c.op.Lock()
-	defer c.op.Unlock()
 	installed := c.installed(ctx)
 	out := []pluginapi.LockedResult{}
 	for _, p := range lock.Plugins {
 		r := pluginapi.LockedResult{ID: p.ID, Version: p.Version}
-		if p.Source == nil {
-			return out, core.Errorf(core.EINVALID, "plugin %s %s was installed from a folder or a server.json, not a marketplace: the lock cannot fetch it; install it as it was installed (kiln plugin install ./%s, or --mcp-registry)", p.ID, p.Version, p.ID)
+		if p.Source != nil {
+			r.Marketplace = p.Source.Marketplace
 		}
-		r.Marketplace = p.Source.Marketplace
-		if in, ok := installed[p.ID]; ok && in.Version == p.Version && in.Digest == p.Digest {
+		in, ok := installed[p.ID]
+		if ok && in.Version == p.Version && in.Digest == p.Digest {
 			r.Status = pluginapi.LockedUnchanged
+			out = append(out, r)
+			continue
+		}
+		if p.Source == nil {
+			r.Status, r.Installed = pluginapi.LockedSkipped, in.Version
+			r.Reason = fmt.Sprintf("installed from a folder or a server.json, not a marketplace: the lock cannot fetch it; install it as it was installed (kiln plugin install ./%s, or --mcp-registry)", p.ID)
 			out = append(out, r)
 			continue
 		}
@@ -884,7 +1060,7 @@ func (c *Client) InstallLocked(ctx context.Context, lock *pluginapi.Lock, consen
 			out = append(out, res)
 			continue
 		}
-		_, _, _, v, err := c.resolve(p.ID, p.Version, p.Source.Marketplace)
+		_, _, _, v, err := c.resolve(p.ID, p.Version, p.Source.Marketplace, "")
 		if err != nil {
 			return out, err
 		}
@@ -898,6 +1074,7 @@ func (c *Client) InstallLocked(ctx context.Context, lock *pluginapi.Lock, consen
 			if err != nil {
 				return out, err
 			}
+			s.release()
 			r.Status, r.Permissions, r.NeedsConsent = pluginapi.LockedWouldInstall, s.preview.Permissions, s.preview.NeedsConsent
 			if s.preview.Installed != "" {
 				r.Installed, r.Permissions = s.preview.Installed, s.preview.Added
@@ -906,7 +1083,7 @@ func (c *Client) InstallLocked(ctx context.Context, lock *pluginapi.Lock, consen
 			continue
 		}
 		req.Consent = consent
-		info, err := c.install(ctx, req)
+		info, err := c.Install(ctx, req)
 		if err != nil {
 			return out, err
 		}
@@ -957,13 +1134,11 @@ func (c *Client) Outdated(ctx context.Context) []pluginapi.Outdated {
 		if in.Builtin || in.Source == nil {
 			continue
 		}
-		_, _, _, v, err := c.resolve(in.ID, "", in.Source.Marketplace)
+		_, _, _, v, err := c.resolve(in.ID, "", in.Source.Marketplace, in.Version)
 		if err != nil {
 			continue
 		}
-		have, err1 := semver.NewVersion(in.Version)
-		latest, err2 := semver.NewVersion(v.Version)
-		if err1 != nil || err2 != nil || !latest.GreaterThan(have) {
+		if !newer(v.Version, in.Version) {
 			continue
 		}
 		out = append(out, pluginapi.Outdated{Name: in.ID, Marketplace: in.Source.Marketplace, Installed: in.Version, Latest: v.Version, Pinned: in.Pinned})
@@ -973,7 +1148,8 @@ func (c *Client) Outdated(ctx context.Context) []pluginapi.Outdated {
 
 // UpgradeRequest resolves what upgrading an installed plugin means: the
 // newest offered version of its marketplace, or an ECONFLICT when it is
-// pinned or up to date.
+// pinned or up to date (the newest offered is not newer than the
+// installed one, which may have been installed by exact version).
 func (c *Client) UpgradeRequest(ctx context.Context, id string) (pluginapi.MarketplaceInstallRequest, error) {
 	var in *pluginapi.Info
 	for _, i := range c.cfg.Plugins.List(ctx) {
@@ -989,34 +1165,28 @@ func (c *Client) UpgradeRequest(ctx context.Context, id string) (pluginapi.Marke
 	case in.Pinned != "":
 		return pluginapi.MarketplaceInstallRequest{}, core.Errorf(core.ECONFLICT, "plugin %s is pinned to %s (kiln plugin unpin %s)", id, in.Pinned, id)
 	}
-	_, _, _, v, err := c.resolve(id, "", in.Source.Marketplace)
+	_, _, _, v, err := c.resolve(id, "", in.Source.Marketplace, in.Version)
 	if err != nil {
 		return pluginapi.MarketplaceInstallRequest{}, err
 	}
-	if v.Version == in.Version {
-		return pluginapi.MarketplaceInstallRequest{}, core.Errorf(core.ECONFLICT, "plugin %s %s is the newest version marketplace %s offers", id, in.Version, in.Source.Marketplace)
+	if !newer(v.Version, in.Version) {
+		return pluginapi.MarketplaceInstallRequest{}, core.Errorf(core.ECONFLICT, "plugin %s %s is up to date: the newest version marketplace %s offers is %s", id, in.Version, in.Source.Marketplace, v.Version)
 	}
 	return pluginapi.MarketplaceInstallRequest{Name: id, Version: v.Version, Marketplace: in.Source.Marketplace}, nil
 }
 
-// CheckVerifierKey checks that k is a verifier key as keygen prints it
-// ("name+hash+key"). A signer key given by mistake is refused without
-// being repeated: it is a secret.
-func CheckVerifierKey(k string) error {
-	if strings.HasPrefix(k, "PRIVATE+KEY+") {
-		return core.Errorf(core.EINVALID, "that is a signer key, which is secret; give the verifier key (the .pub file kiln marketplace keygen wrote)")
-	}
-	if _, err := note.NewVerifier(k); err != nil {
-		return core.Errorf(core.EINVALID, "key %q is not a verifier key (name+hash+key, as kiln marketplace keygen prints): %v", clip(k, 120), err)
-	}
-	return nil
+// newer reports whether version a follows version b by semantic version
+// precedence; false when either is not one.
+func newer(a, b string) bool {
+	va, err1 := semver.NewVersion(a)
+	vb, err2 := semver.NewVersion(b)
+	return err1 == nil && err2 == nil && va.GreaterThan(vb)
 }
 
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
+// isPrerelease reports whether version v is a prerelease ("2.0.0-rc.1").
+func isPrerelease(v string) bool {
+	sv, err := semver.NewVersion(v)
+	return err == nil && sv.Prerelease() != ""
 }
 
 // PeekName reads the name a marketplace's index gives itself, unverified:

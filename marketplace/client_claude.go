@@ -112,7 +112,7 @@ func redactURL(s string) string {
 	return s
 }
 
-// claudeFetcher fetches with git into Dir/staging, which Open empties.
+// claudeFetcher fetches with git into Dir/.staging, which Open empties.
 func (c *Client) claudeFetcher() (claude.Fetcher, error) {
 	dir := filepath.Join(c.cfg.Dir, stagingDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -173,7 +173,9 @@ func isClaudeFolder(dir string) bool {
 // m.Error; the last listing stays.
 func (c *Client) refreshClaude(ctx context.Context, name string, m *marketplace) error {
 	fail := func(err error) error {
+		c.mu.Lock()
 		m.Error = err.Error()
+		c.mu.Unlock()
 		return err
 	}
 	cm, done, err := c.loadClaude(ctx, m.URL, "")
@@ -381,7 +383,7 @@ func (l *claudeListing) pluginOf(id string) (claudePlugin, bool) {
 
 // convertClaude fetches plugin cp of Claude Code marketplace mpName from
 // the marketplace at commit ("" for its folder as it is now), converts
-// it into a new folder of Dir/staging as bundle id, and describes it
+// it into a new folder of Dir/.staging as bundle id, and describes it
 // with the registry's preview, what was and was not checked, and what
 // Kiln does not run. The staged source records the marketplace's commit.
 func (c *Client) convertClaude(ctx context.Context, mpName string, m *marketplace, commit string, cp claudePlugin, id string) (*staged, error) {

@@ -28,7 +28,7 @@ import (
 
 // stageMCP reads the server.json req.MCPRegistry names (the document
 // itself, or a version of a server of a registry), converts it into a
-// new folder of Dir/staging and describes it with the registry's
+// new folder of Dir/.staging and describes it with the registry's
 // preview, what was checked and what was passed over. Errors are
 // EINVALID for a bad request or a server.json Kiln refuses (with the
 // reason), ENOTFOUND for a server or version the registry does not have,

@@ -231,7 +231,7 @@ func TestClientRefusesTamperedArchives(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = tc.Install(context.Background(), pluginapi.MarketplaceInstallRequest{Name: "review", Consent: true})
-			if err == nil || !strings.Contains(err.Error(), c.want) || core.ErrorCode(err) != core.EINVALID {
+			if err == nil || !strings.Contains(err.Error(), c.want) || core.ErrorCode(err) != core.EINVALID || RefusalReason(err) != ReasonArchive {
 				t.Fatalf("install of a tampered archive: %v", err)
 			}
 			// The message the API sends (the *core.Error's) names the
@@ -387,6 +387,55 @@ func serve(t *testing.T, m *market) string {
 	return srv.URL
 }
 
+// TestClientAddName: a marketplace is added under the name its signed
+// index gives; another name is refused with the right one, not as a
+// tampered index, and no name takes it.
+func TestClientAddName(t *testing.T) {
+	m := newMarket(t)
+	now := t0.Add(time.Hour)
+	tc := newTestClient(t, m, &now)
+	ctx := context.Background()
+	for _, c := range []struct{ name, want string }{
+		{"other", "marketplace other: this marketplace is named acme; add it as acme"},
+		{"1acme", `"1acme" must be lowercase letters and digits separated by single hyphens, starting with a letter`},
+		{"a", `"a" must be 2 to 64 characters`},
+		{"acme-", "must be lowercase letters"},
+	} {
+		_, err := tc.Add(ctx, pluginapi.AddMarketplaceRequest{Name: c.name, URL: tc.url, Keys: []string{m.verifier}})
+		if core.ErrorCode(err) != core.EINVALID || RefusalReason(err) != "" || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("add as %q: %v", c.name, err)
+		}
+	}
+	if len(tc.List()) != 0 {
+		t.Fatalf("a refused name was added: %+v", tc.List())
+	}
+	mp, err := tc.Add(ctx, pluginapi.AddMarketplaceRequest{URL: tc.url, Keys: []string{m.verifier}})
+	if err != nil || mp.Name != "acme" || mp.Version != 1 {
+		t.Fatalf("add without a name: %+v %v", mp, err)
+	}
+}
+
+// TestNotInstalled: a download's failure reaches the API (the *core.Error
+// in its chain) with the marketplace's name and "nothing was installed",
+// keeping a refusal's reason and the code that picks the status.
+func TestNotInstalled(t *testing.T) {
+	for _, c := range []struct {
+		err          error
+		code, reason string
+		msg          string
+	}{
+		{refuse(core.EINVALID, ReasonArchive, "plugin x 1.0.0: bad"), core.EINVALID, ReasonArchive, "marketplace acme: plugin x 1.0.0: bad; nothing was installed: refused (tampered archive)"},
+		{core.Errorf(core.EINVALID, "unpack: a symlink"), core.EINVALID, "", "marketplace acme: unpack: a symlink; nothing was installed"},
+		{core.Errorf(core.ENOTFOUND, "https://h/x.tar.gz: not found"), core.EUNAVAIL, "", "marketplace acme: download plugins/x.tar.gz: https://h/x.tar.gz: not found; nothing was installed"},
+		{context.Canceled, core.EUNAVAIL, "", "marketplace acme: download plugins/x.tar.gz: context canceled; nothing was installed"},
+	} {
+		err := notInstalled("acme", "plugins/x.tar.gz", c.err)
+		if core.ErrorCode(err) != c.code || RefusalReason(err) != c.reason || core.ErrorMessage(err) != c.msg {
+			t.Errorf("%v: %s %q %q", c.err, core.ErrorCode(err), RefusalReason(err), core.ErrorMessage(err))
+		}
+	}
+}
+
 // TestKeyName: a preview names the trusted keys by name and hash, also
 // when a key's base64 holds a "+" (about half of the keys do).
 func TestKeyName(t *testing.T) {
@@ -400,5 +449,228 @@ func TestKeyName(t *testing.T) {
 		if got := keyName(tc.keys); got != tc.want {
 			t.Errorf("keyName(%q) = %q, want %q", tc.keys, got, tc.want)
 		}
+	}
+}
+
+// TestClientRefusesExpiredIndex: an index past its expires time, which
+// a refused refresh keeps, is still listed, but nothing is installed
+// from it (freeze) until a refresh verifies a newer one.
+func TestClientRefusesExpiredIndex(t *testing.T) {
+	m := newMarket(t)
+	now := t0.Add(time.Hour)
+	tc := newTestClient(t, m, &now)
+	ctx := context.Background()
+	mp := tc.add(t, m, "")
+	if mp.Expired {
+		t.Fatalf("a new index is expired: %+v", mp)
+	}
+	if _, err := tc.Install(ctx, pluginapi.MarketplaceInstallRequest{Name: "calc", Consent: true}); err != nil {
+		t.Fatal(err)
+	}
+	now = mp.Expires
+	if _, err := tc.Refresh(ctx, "acme"); RefusalReason(err) != ReasonFreeze {
+		t.Fatalf("refresh of an expired index: %v", err)
+	}
+	for _, version := range []string{"", "1.0.0", "^1"} {
+		_, err := tc.Preview(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Version: version}, nil)
+		wantRefusal(t, err, ReasonFreeze, "marketplace acme: index version 1 expired on 2027-01-05", "kiln marketplace refresh acme")
+		if core.ErrorCode(err) != core.ECONFLICT {
+			t.Errorf("code %s", core.ErrorCode(err))
+		}
+	}
+	_, err := tc.Install(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Consent: true})
+	wantRefusal(t, err, ReasonFreeze)
+	if len(tc.inst.requests) != 1 {
+		t.Fatal("installed from an expired index")
+	}
+	if _, err := tc.UpgradeRequest(ctx, "calc"); RefusalReason(err) != ReasonFreeze {
+		t.Fatalf("upgrade: %v", err)
+	}
+	if mp, _ := tc.Get("acme"); !mp.Expired || mp.Plugins != 2 {
+		t.Fatalf("the marketplace does not say it needs a refresh: %+v", mp)
+	}
+	if res := tc.Search(ctx, "review"); len(res) != 1 || res[0].Latest != "" {
+		t.Fatalf("search of an expired index: %+v", res)
+	}
+	p, err := tc.Plugin(ctx, "review", "")
+	if err != nil || p.Versions[0].Offered || !strings.Contains(p.Versions[0].Reason, "expired on 2027-01-05; refresh it") {
+		t.Fatalf("details of an expired index: %+v %v", p, err)
+	}
+	// The publisher builds again: the refresh verifies the new index.
+	m.build(t, now)
+	if _, err := tc.Refresh(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.Install(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Consent: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClientQuarantineCountsFromFirstSeen: a version published with a
+// backdated time is in quarantine from when the client first saw it; the
+// catalogue a marketplace has when it is added counts from its published
+// times.
+func TestClientQuarantineCountsFromFirstSeen(t *testing.T) {
+	m := newMarket(t)
+	now := t0.Add(100 * time.Hour)
+	tc := newTestClient(t, m, &now)
+	ctx := context.Background()
+	tc.add(t, m, "72h")
+	if res := tc.Search(ctx, "review"); len(res) != 1 || res[0].Latest != "1.0.0" {
+		t.Fatalf("a catalogue published 100 hours ago, added now: %+v", res)
+	}
+	m.add(t, PublishPlugin{Path: bundle(t, m.dir, "src/review-1.1.0", "review", "1.1.0", "Look for bugs and typos.")}, now)
+	editIndex(t, m, func(ix *Index) {
+		for i := range ix.Plugins {
+			if ix.Plugins[i].Name == "review" {
+				ix.Plugins[i].Versions[0].Published = t0 // backdated
+			}
+		}
+	})
+	now = now.Add(time.Hour)
+	seen := now
+	if _, err := tc.Refresh(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	check := func(c *Client, when string, latest string) {
+		t.Helper()
+		if res := c.Search(ctx, "review"); len(res) != 1 || res[0].Latest != latest {
+			t.Fatalf("%s: %+v", when, res)
+		}
+	}
+	check(tc.Client, "a backdated version just seen", "1.0.0")
+	p, err := tc.Plugin(ctx, "review", "")
+	if err != nil || p.Versions[0].Version != "1.1.0" || p.Versions[0].Offered ||
+		!strings.Contains(p.Versions[0].Reason, "in quarantine until "+seen.Add(72*time.Hour).Format(time.RFC3339)+" (first seen here "+seen.Format(time.RFC3339)+", published "+t0.Format(time.RFC3339)) {
+		t.Fatalf("details: %+v %v", p.Versions, err)
+	}
+	if _, err := tc.Preview(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Version: "^1.1"}, nil); core.ErrorCode(err) != core.ENOTFOUND || !strings.Contains(err.Error(), "quarantine") {
+		t.Fatalf("a range reaching only the backdated version: %v", err)
+	}
+	c2, err := Open(Config{Dir: tc.dir, Plugins: tc.inst, Protocol: 3, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(c2, "after a restart", "1.0.0")
+	now = seen.Add(72 * time.Hour)
+	check(tc.Client, "72 hours after it was first seen", "1.1.0")
+}
+
+// TestClientPrereleases: "latest" leaves prereleases out, unless the
+// installed version is one; an exact version or a range naming one
+// reaches them.
+func TestClientPrereleases(t *testing.T) {
+	m := newMarket(t)
+	for i, v := range []string{"2.0.0-rc.1", "2.0.0-rc.2"} {
+		m.add(t, PublishPlugin{Path: bundle(t, m.dir, "src/review-"+v, "review", v, "Release candidate "+v+".")}, t0.Add(time.Duration(i+1)*time.Minute))
+	}
+	now := t0.Add(time.Hour)
+	tc := newTestClient(t, m, &now)
+	ctx := context.Background()
+	tc.add(t, m, "")
+	latest := func(when, want string) {
+		t.Helper()
+		if res := tc.Search(ctx, "review"); len(res) != 1 || res[0].Latest != want {
+			t.Fatalf("%s: search says %+v, want %s", when, res, want)
+		}
+		pv, err := tc.Preview(ctx, pluginapi.MarketplaceInstallRequest{Name: "review"}, nil)
+		if err != nil || pv.Version != want {
+			t.Fatalf("%s: latest is %s %v, want %s", when, pv.Version, err, want)
+		}
+	}
+	latest("nothing installed", "1.0.0")
+	for c, want := range map[string]string{"^1": "1.0.0", ">=1": "1.0.0", "^2.0.0-rc.1": "2.0.0-rc.2", "2.0.0-rc.1": "2.0.0-rc.1"} {
+		if pv, err := tc.Preview(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Version: c}, nil); err != nil || pv.Version != want {
+			t.Errorf("%q: %s %v, want %s", c, pv.Version, err, want)
+		}
+	}
+	if _, err := tc.Preview(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Version: "^2"}, nil); core.ErrorCode(err) != core.ENOTFOUND {
+		t.Errorf("^2 reaches a prerelease: %v", err)
+	}
+	if _, err := tc.Install(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Consent: true}); err != nil {
+		t.Fatal(err)
+	}
+	if out := tc.Outdated(ctx); len(out) != 0 {
+		t.Fatalf("a prerelease makes 1.0.0 outdated: %+v", out)
+	}
+	if _, err := tc.UpgradeRequest(ctx, "review"); core.ErrorCode(err) != core.ECONFLICT {
+		t.Fatalf("upgrade of 1.0.0 to a prerelease: %v", err)
+	}
+	if _, err := tc.Install(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Version: "2.0.0-rc.1", Consent: true}); err != nil {
+		t.Fatal(err)
+	}
+	latest("a prerelease installed", "2.0.0-rc.2")
+	if out := tc.Outdated(ctx); len(out) != 1 || out[0].Latest != "2.0.0-rc.2" {
+		t.Fatalf("outdated: %+v", out)
+	}
+	if req, err := tc.UpgradeRequest(ctx, "review"); err != nil || req.Version != "2.0.0-rc.2" {
+		t.Fatalf("upgrade of a prerelease: %+v %v", req, err)
+	}
+}
+
+// TestClientUpgradeNeverDowngrades: a plugin installed by exact version
+// ahead of what is offered (in quarantine) is up to date, not upgraded
+// to the older version offered.
+func TestClientUpgradeNeverDowngrades(t *testing.T) {
+	m := newMarket(t)
+	now := t0.Add(100 * time.Hour)
+	tc := newTestClient(t, m, &now)
+	ctx := context.Background()
+	tc.add(t, m, "72h")
+	m.add(t, PublishPlugin{Path: bundle(t, m.dir, "src/review-1.1.0", "review", "1.1.0", "Look for bugs and typos.")}, now)
+	if _, err := tc.Refresh(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.Install(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Version: "1.1.0", Consent: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := tc.UpgradeRequest(ctx, "review")
+	if core.ErrorCode(err) != core.ECONFLICT || !strings.Contains(err.Error(), "review 1.1.0 is up to date: the newest version marketplace acme offers is 1.0.0") {
+		t.Fatalf("upgrade: %v", err)
+	}
+	if out := tc.Outdated(ctx); len(out) != 0 {
+		t.Fatalf("outdated: %+v", out)
+	}
+}
+
+// TestClientLockWithFolderPlugins: a lock that also records a plugin
+// installed from a folder installs the rest and says why it skipped that
+// one; where that plugin is installed already, it is unchanged.
+func TestClientLockWithFolderPlugins(t *testing.T) {
+	m := newMarket(t)
+	now := t0.Add(time.Hour)
+	tc := newTestClient(t, m, &now)
+	ctx := context.Background()
+	tc.add(t, m, "")
+	if _, err := tc.Install(ctx, pluginapi.MarketplaceInstallRequest{Name: "review", Consent: true}); err != nil {
+		t.Fatal(err)
+	}
+	local := pluginapi.Info{ID: "local", Version: "0.1.0", SHA256: strings.Repeat("b", 64), Digest: strings.Repeat("c", 64)}
+	tc.inst.installed["local"] = local
+	lock := tc.inst.lock()
+	if len(lock.Plugins) != 2 || lock.Plugins[0].ID != "local" || lock.Plugins[0].Source != nil {
+		t.Fatalf("lock: %+v", lock)
+	}
+	done, err := tc.InstallLocked(ctx, lock, true, false)
+	if err != nil || len(done) != 2 || done[0].Status != pluginapi.LockedUnchanged || done[1].Status != pluginapi.LockedUnchanged {
+		t.Fatalf("the lock on the machine it was made on: %+v %v", done, err)
+	}
+
+	tc2 := newTestClient(t, m, &now)
+	tc2.add(t, m, "")
+	for _, dry := range []bool{true, false} {
+		done, err := tc2.InstallLocked(ctx, lock, true, dry)
+		if err != nil || len(done) != 2 {
+			t.Fatalf("dry run %v: %+v %v", dry, done, err)
+		}
+		if done[0].Status != pluginapi.LockedSkipped || !strings.Contains(done[0].Reason, "installed from a folder") || !strings.Contains(done[0].Reason, "kiln plugin install ./local") {
+			t.Errorf("dry run %v: the folder plugin: %+v", dry, done[0])
+		}
+		if want := map[bool]string{true: pluginapi.LockedWouldInstall, false: pluginapi.LockedInstalled}[dry]; done[1].Status != want {
+			t.Errorf("dry run %v: review: %+v", dry, done[1])
+		}
+	}
+	if _, ok := tc2.inst.installed["review"]; !ok || len(tc2.inst.installed) != 1 {
+		t.Fatalf("installed: %+v", tc2.inst.installed)
 	}
 }

@@ -34,7 +34,7 @@
 // state of the whole log.
 //
 // A client trusts the verifier keys it was given when the marketplace was
-// added (`kiln marketplace add NAME URL --key KEY`), never a key the
+// added (`kiln marketplace add URL --key KEY`), never a key the
 // marketplace names for itself. keys/rotations.json lists rotations, each
 // a signed note by the old key naming the new one; a client follows the
 // chain from the key it trusts and from then on trusts only the new key.

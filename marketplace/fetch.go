@@ -14,6 +14,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/kilnhq/kiln/core"
 )
@@ -86,6 +88,90 @@ func NewFetcher(base string, c *http.Client) (Fetcher, error) {
 	web.base = u
 	return web, nil
 }
+
+// Timeouts of NewHTTPClient.
+const (
+	connectTimeout = 30 * time.Second // to connect, then for the TLS handshake
+	headerTimeout  = 30 * time.Second // from the request sent to the response's header
+	idleTimeout    = 60 * time.Second // between two reads of the body that return data
+)
+
+// NewHTTPClient returns the HTTP client a marketplace is read with. It
+// has no limit on a request's whole time, which a large archive on a
+// slow link would exceed; instead it gives up on a connection, a TLS
+// handshake or a response header that takes longer than 30 s, and on a
+// body that stalls (no data for 60 s).
+func NewHTTPClient() *http.Client {
+	return newHTTPClient(idleTimeout)
+}
+
+func newHTTPClient(idle time.Duration) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}).DialContext
+	t.TLSHandshakeTimeout = connectTimeout
+	t.ResponseHeaderTimeout = headerTimeout
+	return &http.Client{Transport: stallTimeout{rt: t, idle: idle}}
+}
+
+// stallTimeout cancels a request whose response body stalls: no data
+// for idle while it is being read.
+type stallTimeout struct {
+	rt   http.RoundTripper
+	idle time.Duration
+}
+
+func (s stallTimeout) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	resp, err := s.rt.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	b := &stallBody{rc: resp.Body, idle: s.idle, cancel: cancel}
+	b.timer = time.AfterFunc(s.idle, b.stalled)
+	b.timer.Stop()
+	resp.Body = b
+	return resp, nil
+}
+
+// stallBody is a response body whose reads give up after idle without
+// data; the time between reads, the reader's own, does not count.
+type stallBody struct {
+	rc     io.ReadCloser
+	idle   time.Duration
+	cancel context.CancelFunc
+	timer  *time.Timer
+	stall  atomic.Bool
+}
+
+func (b *stallBody) stalled() {
+	b.stall.Store(true)
+	b.cancel()
+}
+
+func (b *stallBody) Read(p []byte) (int, error) {
+	b.timer.Reset(b.idle)
+	n, err := b.rc.Read(p)
+	b.timer.Stop()
+	if b.stall.Load() {
+		return n, stallError{b.idle}
+	}
+	return n, err
+}
+
+func (b *stallBody) Close() error {
+	b.timer.Stop()
+	err := b.rc.Close()
+	b.cancel()
+	return err
+}
+
+// stallError is a body that stalled; a net.Error that timed out.
+type stallError struct{ idle time.Duration }
+
+func (e stallError) Error() string   { return fmt.Sprintf("no data received for %s", e.idle) }
+func (e stallError) Timeout() bool   { return true }
+func (e stallError) Temporary() bool { return true }
 
 // isLoopback reports whether host names this machine: localhost or a
 // loopback address.
@@ -370,4 +456,3 @@ func readAll(r io.Reader, n int64) ([]byte, error) {
 func tooLarge(where string, max int64) error {
 	return core.Errorf(core.EINVALID, "%s is larger than %s: refused", where, bytesText(max))
 }
-

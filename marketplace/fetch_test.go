@@ -2,7 +2,9 @@ package marketplace
 
 import (
 	"context"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -10,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kilnhq/kiln/core"
 )
@@ -157,5 +160,59 @@ func TestFetchHTTPFailures(t *testing.T) {
 	cancel()
 	if _, err := f.Fetch(cctx, "ok", 10); err != context.Canceled {
 		t.Errorf("a cancelled fetch: %v", err)
+	}
+}
+
+// TestHTTPClientStalls: the marketplace's HTTP client reads a body for as
+// long as data keeps coming, longer than any one wait, and gives up on a
+// body that stops.
+func TestHTTPClientStalls(t *testing.T) {
+	const idle = 500 * time.Millisecond
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		for i := range 30 {
+			if r.URL.Path == "/m/stalls" && i == 3 {
+				<-r.Context().Done()
+				return
+			}
+			io.WriteString(w, "0123456789")
+			rc.Flush()
+			time.Sleep(idle / 10)
+		}
+	}))
+	defer srv.Close()
+	f, err := NewFetcher(srv.URL+"/m", newHTTPClient(idle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	start := time.Now()
+	data, err := f.Fetch(ctx, "slow", 1000)
+	if err != nil || len(data) != 300 {
+		t.Fatalf("a slow body: %d bytes, %v", len(data), err)
+	}
+	if took := time.Since(start); took < 2*idle {
+		t.Fatalf("the slow body took %s, not longer than the idle timeout", took)
+	}
+	start = time.Now()
+	_, err = f.Fetch(ctx, "stalls", 1000)
+	if core.ErrorCode(err) != core.EUNAVAIL || !strings.Contains(err.Error(), "no data received for 500ms") {
+		t.Fatalf("a stalled body: %v", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("a stalled body was given up after %s", took)
+	}
+	rc, _, err := f.Open(ctx, "stalls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var ne net.Error
+	if _, err := io.Copy(io.Discard, rc); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("an archive that stalls: %v", err)
+	}
+	if c := NewHTTPClient(); c.Timeout != 0 {
+		t.Fatalf("the default client times out whole requests after %s", c.Timeout)
 	}
 }

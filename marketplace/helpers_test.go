@@ -90,10 +90,16 @@ type market struct {
 // process toolset, and builds it once at t0.
 func newMarket(t testing.TB) *market {
 	t.Helper()
+	return newNamedMarket(t, "acme")
+}
+
+// newNamedMarket is newMarket with another name.
+func newNamedMarket(t testing.TB, name string) *market {
+	t.Helper()
 	m := &market{dir: t.TempDir()}
-	m.signer, m.verifier = testKey(t, "acme")
+	m.signer, m.verifier = testKey(t, name)
 	m.pub = Publish{
-		Name:  "acme",
+		Name:  name,
 		Owner: Owner{Name: "Acme Plugins", Email: "plugins@acme.example"},
 		Plugins: []PublishPlugin{
 			{Path: bundle(t, m.dir, "src/review-1.0.0", "review", "1.0.0", "Look for bugs."), Author: "Acme", License: "MIT", Tags: []string{"review"}},

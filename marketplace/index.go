@@ -92,8 +92,9 @@ type Version struct {
 
 // Artifact is where a version's archive is and what its bytes are.
 type Artifact struct {
-	// URL is a path relative to the index, an https:// URL or a file://
-	// URL.
+	// URL is a path relative to the index under plugins/ (where Build
+	// puts archives and Handler serves them), an https:// URL or a
+	// file:// URL.
 	URL string `json:"url"`
 	// SHA256 is the archive's sha256, hex; Size its length in bytes.
 	SHA256 string `json:"sha256"`

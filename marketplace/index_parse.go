@@ -58,10 +58,11 @@ const (
 	patternWebURL = `^https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[!-~]*)?$`
 	// patternEmail is an owner's e-mail address, loosely.
 	patternEmail = `^[^@\s]+@[^@\s]+$`
-	// patternArtifactURL is where an archive is: a relative path of safe
-	// characters, an https:// URL or a file:/// URL, in printable ASCII
+	// patternArtifactURL is where an archive is: a path of safe
+	// characters under plugins/ (where Build puts archives and serve
+	// serves them), an https:// URL or a file:/// URL, in printable ASCII
 	// without a fragment.
-	patternArtifactURL = `^(?:[A-Za-z0-9._~+-]+(?:/[A-Za-z0-9._~+-]+)*|https://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[!-"$-~]*)?|file:///[!-"$-~]*)$`
+	patternArtifactURL = `^(?:plugins(?:/[A-Za-z0-9._~+-]+)+|https://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[!-"$-~]*)?|file:///[!-"$-~]*)$`
 	// patternDotSegment finds "." and ".." segments in an artifact URL.
 	patternDotSegment = `(?:^|/)\.\.?(?:/|$)`
 )
@@ -836,7 +837,7 @@ func checkArtifactURL(s string) string {
 	case reDotSegment.MatchString(s):
 		return fmt.Sprintf(`%q must not contain "." or ".." segments`, s)
 	case !reArtifactURL.MatchString(s):
-		return fmt.Sprintf("%q is not a relative path (letters, digits and ._~+- in segments), an https:// URL or a file:/// URL", s)
+		return fmt.Sprintf("%q is not a path under plugins/ (letters, digits and ._~+- in segments), an https:// URL or a file:/// URL", s)
 	}
 	if _, err := artifactURL(s); err != nil {
 		return fmt.Sprintf("%q: %v", s, err)
@@ -847,7 +848,11 @@ func checkArtifactURL(s string) string {
 // isRelativeURL reports whether s is a relative artifact URL:
 // patternArtifactURL's first branch, without "." or ".." segments.
 func isRelativeURL(s string) bool {
-	for seg := range strings.SplitSeq(s, "/") {
+	rest, ok := strings.CutPrefix(s, "plugins/")
+	if !ok {
+		return false
+	}
+	for seg := range strings.SplitSeq(rest, "/") {
 		if seg == "" || seg == "." || seg == ".." {
 			return false
 		}

@@ -239,6 +239,9 @@ func TestIndexSchemaAgreement(t *testing.T) {
 		{"url space", edit(t, v0+"artifact.url", "plugins/a b.tar.gz"), "plugins[0].versions[0].artifact.url", false},
 		{"url backslash", edit(t, v0+"artifact.url", `plugins\x.tar.gz`), "plugins[0].versions[0].artifact.url", false},
 		{"url empty segment", edit(t, v0+"artifact.url", "plugins//x.tar.gz"), "plugins[0].versions[0].artifact.url", false},
+		{"url outside plugins/", edit(t, v0+"artifact.url", "keys/rotations.json"), "plugins[0].versions[0].artifact.url", false},
+		{"url in the log", edit(t, v0+"artifact.url", "log/entry/0"), "plugins[0].versions[0].artifact.url", false},
+		{"url plugins alone", edit(t, v0+"artifact.url", "plugins"), "plugins[0].versions[0].artifact.url", false},
 		{"url credentials", edit(t, v0+"artifact.url", "https://user:pw@cdn.acme.example/x.tar.gz"), "plugins[0].versions[0].artifact.url", false},
 		{"url fragment", edit(t, v0+"artifact.url", "https://cdn.acme.example/x.tar.gz#a"), "plugins[0].versions[0].artifact.url", false},
 		{"url file with host", edit(t, v0+"artifact.url", "file://host/x.tar.gz"), "plugins[0].versions[0].artifact.url", false},
@@ -486,8 +489,8 @@ func FuzzParseIndex(f *testing.F) {
 // regular expressions they stand for.
 func FuzzHandChecks(f *testing.F) {
 	reTime := regexp.MustCompile(patternTime)
-	reRelative := regexp.MustCompile(`^[A-Za-z0-9._~+-]+(?:/[A-Za-z0-9._~+-]+)*$`)
-	for _, s := range []string{"2026-12-06T10:00:00Z", "2026-12-06T10:00:00.123456789+01:00", "2026-12-06T10:00:00.1234567890Z", "2026-12-06T10:00:00.Z", "2026-12-06t10:00:00Z", "2026-12-06T10:00:00+0100", "2026-12-06T10:00:00", "plugins/a/a-1.0.0+b.tar.gz", "a//b", "./a", "a/..", "a/.../b", "a b", "/a", "a/", "é"} {
+	reRelative := regexp.MustCompile(`^plugins(?:/[A-Za-z0-9._~+-]+)+$`)
+	for _, s := range []string{"2026-12-06T10:00:00Z", "2026-12-06T10:00:00.123456789+01:00", "2026-12-06T10:00:00.1234567890Z", "2026-12-06T10:00:00.Z", "2026-12-06t10:00:00Z", "2026-12-06T10:00:00+0100", "2026-12-06T10:00:00", "plugins/a/a-1.0.0+b.tar.gz", "plugins/a", "plugins", "plugins/", "pluginsx/a", "keys/rotations.json", "a//b", "./a", "a/..", "a/.../b", "a b", "/a", "a/", "é"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

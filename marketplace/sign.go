@@ -191,17 +191,18 @@ func openNote(name, file string, msg []byte, trusted []string) ([]byte, string, 
 	return nil, "", fmt.Errorf("marketplace %s: the verified signature matches no trusted key", name) // unreachable: Open verified it with one
 }
 
-// verifiers parses the trusted keys, each once.
+// verifiers parses the trusted keys, each once. A key that does not
+// parse is named by its position, never quoted: it may be a signer key.
 func verifiers(keys []string) ([]note.Verifier, error) {
 	if len(keys) == 0 {
 		return nil, core.Errorf(core.EINVALID, "no trusted keys: a marketplace is added with the verifier key its publisher gives")
 	}
 	var vs []note.Verifier
 	seen := map[string]bool{}
-	for _, k := range keys {
+	for i, k := range keys {
 		v, err := note.NewVerifier(k)
 		if err != nil {
-			return nil, core.Errorf(core.EINVALID, "trusted key %q is not a verifier key (<name>+<hash>+<key>): %v", k, err)
+			return nil, core.Errorf(core.EINVALID, "trusted key %d: %s", i+1, core.ErrorMessage(CheckVerifierKey(k)))
 		}
 		if id := keyID(k); !seen[id] {
 			seen[id] = true
@@ -209,6 +210,33 @@ func verifiers(keys []string) ([]note.Verifier, error) {
 		}
 	}
 	return vs, nil
+}
+
+// CheckVerifierKey checks that k is a verifier key as keygen prints it
+// ("name+hash+key"). Its error never quotes k: a signer key given by
+// mistake is a secret, and so may be a mangled one.
+func CheckVerifierKey(k string) error {
+	if strings.HasPrefix(k, "PRIVATE+KEY+") {
+		return core.Errorf(core.EINVALID, "that is a signer key, which is secret; give the verifier key (the .pub file kiln marketplace keygen wrote)")
+	}
+	if _, err := note.NewVerifier(k); err != nil {
+		return core.Errorf(core.EINVALID, "not a verifier key (name+hash+key, as kiln marketplace keygen prints): %v", err)
+	}
+	return nil
+}
+
+// CheckVerifierKeys checks each of keys with CheckVerifierKey, naming a
+// bad one by its position ("key 2: ...") when there are several.
+func CheckVerifierKeys(keys []string) error {
+	for i, k := range keys {
+		if err := CheckVerifierKey(k); err != nil {
+			if len(keys) == 1 {
+				return err
+			}
+			return core.Errorf(core.EINVALID, "key %d: %s", i+1, core.ErrorMessage(err))
+		}
+	}
+	return nil
 }
 
 // keyID is a verifier key's name and hash, "acme+1a2b3c4d", which is how

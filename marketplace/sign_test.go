@@ -2,10 +2,12 @@ package marketplace
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kilnhq/kiln/core"
 )
@@ -213,4 +215,35 @@ func FuzzParseStatement(f *testing.F) {
 			t.Fatalf("ParseStatement accepted %q, which formats as %q", text, s.Format())
 		}
 	})
+}
+
+// TestSignerKeyNeverEchoed: a signer key given where a verifier key is
+// expected (kiln marketplace mirror --key "$(cat acme.key)") is refused
+// without its secret appearing in the error, as is a key mangled so that
+// it is neither.
+func TestSignerKeyNeverEchoed(t *testing.T) {
+	m := newMarket(t)
+	f := m.fetcher(t)
+	secret := m.signer[strings.LastIndex(m.signer, "+")+1:]
+	mangled := "private+key+" + strings.TrimPrefix(m.signer, "PRIVATE+KEY+")
+	for _, keys := range [][]string{{m.signer}, {mangled}, {m.verifier, m.signer}} {
+		_, err := Refresh(context.Background(), f, "acme", Trust{Keys: keys}, t0.Add(time.Hour))
+		if err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("refresh trusting %d keys: %v", len(keys), err)
+		}
+		_, err = Mirror(context.Background(), f, "acme", Trust{Keys: keys}, t.TempDir(), t0.Add(time.Hour))
+		if err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("mirror trusting %d keys: %v", len(keys), err)
+		}
+		err = CheckVerifierKeys(keys)
+		if err == nil || strings.Contains(err.Error(), secret) || core.ErrorCode(err) != core.EINVALID {
+			t.Errorf("CheckVerifierKeys of %d keys: %v", len(keys), err)
+		}
+	}
+	if err := CheckVerifierKeys([]string{m.verifier, m.signer}); !strings.Contains(err.Error(), "key 2: that is a signer key") {
+		t.Errorf("the bad key of two is not named by its position: %v", err)
+	}
+	if err := CheckVerifierKeys([]string{m.verifier}); err != nil {
+		t.Errorf("a verifier key: %v", err)
+	}
 }

@@ -100,7 +100,9 @@ func refuse(code, reason, format string, args ...any) *Refusal {
 // then marketplace.json, and checks, in this order:
 //
 //   - the signature is by a trusted key (ReasonUnknownKey, ReasonSignature);
-//   - the statement names this marketplace and the index's sha256, and
+//   - the statement names this marketplace (on a first refresh, another
+//     name is an EINVALID error naming the right one, not a refusal:
+//     nothing was trusted under that name yet) and the index's sha256, and
 //     the index names the same marketplace and version (ReasonTampered),
 //     and is valid (ReasonInvalid);
 //   - now is before the index's expires time (ReasonFreeze);
@@ -132,7 +134,10 @@ func Refresh(ctx context.Context, f Fetcher, name string, t Trust, now time.Time
 	if err != nil {
 		return nil, err
 	}
-	if st.Name != name {
+	switch {
+	case st.Name != name && t.Version == 0:
+		return nil, core.Errorf(core.EINVALID, "marketplace %s: this marketplace is named %s; add it as %s", name, st.Name, st.Name)
+	case st.Name != name:
 		return nil, refuse(core.EINVALID, ReasonTampered, "marketplace %s: the signature is for marketplace %s", name, st.Name)
 	}
 	raw, err := f.Fetch(ctx, IndexFile, MaxIndexSize)

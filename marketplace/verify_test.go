@@ -309,8 +309,17 @@ func TestRefuseSignature(t *testing.T) {
 		wantRefusal(t, err, ReasonUnknownKey, keyID(m.verifier), keyID(other))
 	})
 	t.Run("another marketplace", func(t *testing.T) {
-		_, err := Refresh(context.Background(), f, "other", m.trust(), t0)
+		// A client that verified "other" before is shown acme's index.
+		tr := m.trust()
+		tr.Version, tr.IndexSHA256 = 1, sha256hex(readFile(t, m.dir, IndexFile))
+		_, err := Refresh(context.Background(), f, "other", tr, t0)
 		wantRefusal(t, err, ReasonTampered, "for marketplace acme")
+	})
+	t.Run("another name on a first refresh", func(t *testing.T) {
+		_, err := Refresh(context.Background(), f, "other", m.trust(), t0)
+		if core.ErrorCode(err) != core.EINVALID || RefusalReason(err) != "" || core.ErrorMessage(err) != "marketplace other: this marketplace is named acme; add it as acme" {
+			t.Errorf("err = %v", err)
+		}
 	})
 	t.Run("no keys", func(t *testing.T) {
 		_, err := Refresh(context.Background(), f, "acme", Trust{}, t0)

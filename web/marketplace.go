@@ -44,7 +44,8 @@ type Marketplace interface {
 	// UpgradeRequest names the version upgrading a plugin installs.
 	UpgradeRequest(ctx context.Context, id string) (pluginapi.MarketplaceInstallRequest, error)
 	// InstallLocked reproduces the installation a lock file records
-	// (with dryRun, says what it would do).
+	// (with dryRun, says what it would do). A failure is returned with
+	// the results so far, which the answer carries with the error.
 	InstallLocked(ctx context.Context, lock *pluginapi.Lock, consent, dryRun bool) ([]pluginapi.LockedResult, error)
 }
 
@@ -61,7 +62,7 @@ func (s *server) marketplaceRoutes(r chi.Router) {
 	r.Get("/marketplace/outdated", s.marketplaceAPI(s.outdatedPlugins))
 	r.Post("/marketplace/preview", s.marketplacePreview)
 	r.Post("/marketplace/install", s.marketplaceAPI(s.marketplaceInstall))
-	r.Post("/marketplace/install-locked", s.marketplaceAPI(s.installLocked))
+	r.Post("/marketplace/install-locked", s.installLocked)
 	r.Get("/plugins/{id}/upgrade", s.marketplaceAPI(s.upgradeRequest))
 }
 
@@ -93,8 +94,8 @@ func (s *server) addMarketplace(m Marketplace, w http.ResponseWriter, r *http.Re
 		if err := unmarshalStrict(b, &req); err != nil {
 			return req, err
 		}
-		if req.Name == "" || req.URL == "" {
-			return req, errorf(core.EINVALID, "fields \"name\" and \"url\" are required")
+		if req.URL == "" {
+			return req, errorf(core.EINVALID, "field \"url\" is required: where the marketplace's files are")
 		}
 		return req, nil
 	})
@@ -244,9 +245,22 @@ type lockedRequest struct {
 	DryRun  bool            `json:"dry_run"`
 }
 
-// installLocked answers the results; a failure answers the error, and
-// the plugins installed before it stay installed.
-func (s *server) installLocked(m Marketplace, w http.ResponseWriter, r *http.Request) (int, any, error) {
+// lockedFailure is the answer of a locked install that failed part way:
+// the error, with the status its code picks, and what was done before
+// it (the plugins installed stay installed).
+type lockedFailure struct {
+	Error   errorDetail              `json:"error"`
+	Plugins []pluginapi.LockedResult `json:"plugins"`
+}
+
+// installLocked answers the results. A failure answers the error with
+// the results so far (lockedFailure): the plugins installed before it
+// stay installed, and the caller is told which.
+func (s *server) installLocked(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Marketplace == nil {
+		s.writeError(w, r, errorf(core.ENOTFOUND, noMarketplaceMessage))
+		return
+	}
 	req, err := decodeBody(w, r, true, func(b []byte) (lockedRequest, error) {
 		var req lockedRequest
 		if err := unmarshalStrict(b, &req); err != nil {
@@ -258,12 +272,26 @@ func (s *server) installLocked(m Marketplace, w http.ResponseWriter, r *http.Req
 		return req, nil
 	})
 	if err != nil {
-		return 0, nil, err
+		s.writeError(w, r, err)
+		return
 	}
 	lock, err := pluginapi.ParseLock(req.Lock)
 	if err != nil {
-		return 0, nil, errorf(core.EINVALID, "%s", err)
+		s.writeError(w, r, errorf(core.EINVALID, "%s", err))
+		return
 	}
-	results, err := m.InstallLocked(r.Context(), lock, req.Consent, req.DryRun)
-	return http.StatusOK, map[string]any{"plugins": results}, err
+	results, err := s.opts.Marketplace.InstallLocked(r.Context(), lock, req.Consent, req.DryRun)
+	if results == nil {
+		results = []pluginapi.LockedResult{}
+	}
+	if err != nil {
+		code, message := classify(err)
+		status := statusOf(code)
+		if status == http.StatusInternalServerError {
+			s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+		s.writeJSON(w, status, lockedFailure{Error: errorDetail{Code: code, Message: message}, Plugins: results})
+		return
+	}
+	s.writeJSON(w, http.StatusOK, map[string]any{"plugins": results})
 }

@@ -104,11 +104,20 @@ func (f *fakeMarketplace) UpgradeRequest(_ context.Context, id string) (pluginap
 	return pluginapi.MarketplaceInstallRequest{}, core.Errorf(core.ECONFLICT, "plugin %s is pinned to 1.0.0", id)
 }
 
+// InstallLocked installs "weather" and fails on "flood", which the
+// marketplace now publishes with other bytes.
 func (f *fakeMarketplace) InstallLocked(_ context.Context, lock *pluginapi.Lock, _, _ bool) ([]pluginapi.LockedResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.locked = append(f.locked, lock)
-	return []pluginapi.LockedResult{}, nil
+	var out []pluginapi.LockedResult
+	for _, p := range lock.Plugins {
+		if p.ID == "flood" {
+			return out, core.Errorf(core.ECONFLICT, "marketplace acme now publishes flood 1.0.0 with other bytes: refused")
+		}
+		out = append(out, pluginapi.LockedResult{ID: p.ID, Version: p.Version, Marketplace: "acme", Status: pluginapi.LockedInstalled})
+	}
+	return out, nil
 }
 
 func TestMarketplaceRoutes(t *testing.T) {
@@ -239,4 +248,39 @@ func TestMarketplacePreviewStalledClient(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the preview went on for 30 s with a client that does not read")
 	}
+}
+
+// TestMarketplaceInstallLockedFailure: a locked install that fails part
+// way answers the error with the status of its code and, with it, the
+// plugins installed before the failure.
+func TestMarketplaceInstallLockedFailure(t *testing.T) {
+	e := newEnv(t, Options{Marketplace: &fakeMarketplace{}})
+	locked := func(ids ...string) string {
+		var ps []string
+		for _, id := range ids {
+			ps = append(ps, `{"id":"`+id+`","version":"1.0.0","runtime":"data","sha256":"`+fakeSHA+`","digest":"`+fakeSHA+`","pinned":false,"source":{"marketplace":"acme","archive_sha256":"`+fakeSHA+`","index_version":1}}`)
+		}
+		return `{"lock":{"version":1,"plugins":[` + strings.Join(ps, ",") + `]},"consent":true}`
+	}
+	var ok struct {
+		Plugins []pluginapi.LockedResult `json:"plugins"`
+	}
+	e.call("POST", "/api/v1/marketplace/install-locked", locked("weather"), http.StatusOK, &ok)
+	if len(ok.Plugins) != 1 || ok.Plugins[0].Status != pluginapi.LockedInstalled {
+		t.Fatalf("install-locked: %+v", ok)
+	}
+	r := e.wantError("POST", "/api/v1/marketplace/install-locked", locked("flood", "weather"), nil, http.StatusConflict, core.ECONFLICT)
+	var failed struct {
+		Error   struct{ Code, Message string } `json:"error"`
+		Plugins []pluginapi.LockedResult       `json:"plugins"`
+	}
+	if err := json.Unmarshal(r.body, &failed); err != nil || failed.Plugins == nil || len(failed.Plugins) != 0 || !strings.Contains(failed.Error.Message, "other bytes") {
+		t.Fatalf("a failure before any plugin: %s", r.body)
+	}
+	r = e.wantError("POST", "/api/v1/marketplace/install-locked", locked("calc", "flood"), nil, http.StatusConflict, core.ECONFLICT)
+	if err := json.Unmarshal(r.body, &failed); err != nil || len(failed.Plugins) != 1 || failed.Plugins[0].ID != "calc" || failed.Plugins[0].Status != pluginapi.LockedInstalled {
+		t.Fatalf("a failure after calc was installed: %s", r.body)
+	}
+	e = newEnv(t, Options{})
+	e.wantError("POST", "/api/v1/marketplace/install-locked", locked("weather"), nil, http.StatusNotFound, core.ENOTFOUND)
 }

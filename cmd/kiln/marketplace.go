@@ -53,31 +53,41 @@ func newMarketplaceAddCmd(a *app) *cobra.Command {
 	var req client.AddMarketplaceRequest
 	var isClaude bool
 	cmd := &cobra.Command{
-		Use:   "add NAME URL",
+		Use:   "add [NAME] URL",
 		Short: "Add a marketplace and the key to trust for it",
-		Long: `Add the marketplace at URL under NAME, trusting the verifier key(s) given
-with --key. URL is an https:// URL, a file:// URL or a folder on the
-server's machine (http:// is accepted for a loopback address only). The
-server fetches and verifies the index before adding it.
+		Long: `Add the marketplace at URL, trusting the verifier key(s) given with --key.
+URL is an https:// URL, a file:// URL or a folder on the server's machine
+(http:// is accepted for a loopback address only). The server fetches and
+verifies the index before adding it. The marketplace is added under the
+name its signed index gives; NAME, when given, must be that name.
 
 --quarantine keeps versions younger than the given age out of search,
 install and upgrade (they can still be installed by exact version).
 
---claude adds a Claude Code marketplace: a folder holding
-.claude-plugin/marketplace.json (read as it is, pinned to nothing), or a git
-repository (https://, ssh://, user@host:path, or a bare repository here),
-read at its default branch's head and pinned to that commit; 'refresh'
-reads it again. Its skills and MCP servers install as Kiln bundles named
-claude.NAME.PLUGIN; what Kiln does not run (hooks, commands, agents ...) is
-named when you install. It is unsigned: nothing vouches that it serves what
-its authors published. It is added only with --trust-unsigned, which says
-that you trust the source itself.`,
-		Example: `  kiln marketplace add acme https://plugins.acme.dev --key 'acme+1a2b3c4d+AbC...'
-  kiln marketplace add local /srv/marketplace --key "$(cat acme.pub)" --quarantine 72h
+--claude adds a Claude Code marketplace under NAME (required: its plugins
+are named after it): a folder holding .claude-plugin/marketplace.json (read
+as it is, pinned to nothing), or a git repository (https://, ssh://,
+user@host:path, or a bare repository here), read at its default branch's
+head and pinned to that commit; 'refresh' reads it again. Its skills and
+MCP servers install as Kiln bundles named claude.NAME.PLUGIN; what Kiln
+does not run (hooks, commands, agents ...) is named when you install. It is
+unsigned: nothing vouches that it serves what its authors published. It is
+added only with --trust-unsigned, which says that you trust the source
+itself.`,
+		Example: `  kiln marketplace add https://plugins.acme.dev --key 'acme+1a2b3c4d+AbC...'
+  kiln marketplace add acme /srv/marketplace --key "$(cat acme.pub)" --quarantine 72h
   kiln marketplace add team https://github.com/acme/claude-plugins.git --claude --trust-unsigned`,
-		Args: needArgs("NAME", "URL"),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) >= 2 || isClaude {
+				return needArgs("NAME", "URL")(cmd, args)
+			}
+			return needArgs("URL")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req.Name, req.URL = args[0], args[1]
+			req.URL = args[len(args)-1]
+			if len(args) == 2 {
+				req.Name = args[0]
+			}
 			if isClaude {
 				req.Kind = pluginapi.MarketplaceClaude
 			}
@@ -134,7 +144,7 @@ func newMarketplaceListCmd(a *app) *cobra.Command {
 				return writeJSON(w, map[string]any{"marketplaces": ms})
 			}
 			if len(ms) == 0 {
-				fmt.Fprintf(w, "No marketplaces. Add one with '%s marketplace add NAME URL --key KEY'.\n", a.kilnCmd())
+				fmt.Fprintf(w, "No marketplaces. Add one with '%s marketplace add URL --key KEY'.\n", a.kilnCmd())
 				return nil
 			}
 			st := styleFor(w)
@@ -143,6 +153,9 @@ func newMarketplaceListCmd(a *app) *cobra.Command {
 				status := st.green("verified")
 				if m.Unsigned {
 					status = st.yellow("unsigned, trusted by you")
+				}
+				if m.Expired {
+					status = st.red("expired") + ": nothing installs from it until a refresh"
 				}
 				if m.Error != "" {
 					status = st.red("refused") + ": " + truncate(m.Error, 80)
@@ -540,6 +553,8 @@ func (a *app) installLocked(cmd *cobra.Command, path string, yes bool) error {
 		switch r.Status {
 		case pluginapi.LockedUnchanged:
 			fmt.Fprintf(w, "%s %s is installed already.\n", r.ID, r.Version)
+		case pluginapi.LockedSkipped:
+			fmt.Fprintf(w, "%s %s is skipped: %s\n", r.ID, r.Version, r.Reason)
 		case pluginapi.LockedWouldInstall:
 			from := ""
 			if r.Installed != "" {
@@ -568,18 +583,34 @@ func (a *app) installLocked(cmd *cobra.Command, path string, yes bool) error {
 		}
 	}
 	done, err := c.InstallLocked(cmd.Context(), data, consent, false)
-	if err != nil {
+	if a.jsonOutput() {
+		if jerr := writeJSON(cmd.OutOrStdout(), map[string]any{"plugins": done}); err == nil {
+			return jerr
+		}
 		return err
 	}
-	if a.jsonOutput() {
-		return writeJSON(cmd.OutOrStdout(), map[string]any{"plugins": done})
-	}
-	n := 0
+	var installed, already, skipped []string
 	for _, r := range done {
-		if r.Status == pluginapi.LockedInstalled {
-			n++
+		switch r.Status {
+		case pluginapi.LockedInstalled:
+			installed = append(installed, r.ID+" "+r.Version)
+		case pluginapi.LockedUnchanged:
+			already = append(already, r.ID+" "+r.Version)
+		case pluginapi.LockedSkipped:
+			skipped = append(skipped, r.ID+" "+r.Version)
 		}
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "Installed %d plugins from %s; %d were installed already.\n", n, path, len(done)-n)
+	if err != nil {
+		if len(installed) > 0 {
+			fmt.Fprintf(w, "Installed before the failure (they stay installed): %s.\n", strings.Join(installed, ", "))
+		} else {
+			fmt.Fprintln(w, "Nothing was installed before the failure.")
+		}
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "Installed %d plugins from %s; %d were installed already.\n", len(installed), path, len(already))
+	if len(skipped) > 0 {
+		fmt.Fprintf(cmd.OutOrStdout(), "Skipped %d the lock cannot fetch (installed from a folder): %s.\n", len(skipped), strings.Join(skipped, ", "))
+	}
 	return nil
 }

@@ -206,6 +206,9 @@ original.`,
 			if len(keys) == 0 {
 				return errors.New("--key is required: the marketplace's verifier key")
 			}
+			if err := marketplace.CheckVerifierKeys(keys); err != nil {
+				return fmt.Errorf("--key: %w", err)
+			}
 			src := args[0]
 			if !strings.Contains(src, "://") {
 				abs, err := filepath.Abs(src)
@@ -214,7 +217,7 @@ original.`,
 				}
 				src = abs
 			}
-			f, err := marketplace.NewFetcher(src, &http.Client{Timeout: 5 * time.Minute})
+			f, err := marketplace.NewFetcher(src, marketplace.NewHTTPClient())
 			if err != nil {
 				return err
 			}

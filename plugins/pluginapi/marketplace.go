@@ -37,6 +37,10 @@ type Marketplace struct {
 	Owner   string    `json:"owner,omitempty"`
 	Version uint64    `json:"version,omitempty"`
 	Expires time.Time `json:"expires,omitzero"`
+	// Expired is true once Expires has passed: the marketplace needs a
+	// refresh. Its plugins are still listed, but nothing is installed
+	// from it until a refresh verifies a newer index.
+	Expired bool `json:"expired,omitempty"`
 	// Tree is the last log tree head verified: its size and root hash.
 	TreeSize int64  `json:"tree_size,omitempty"`
 	TreeHash string `json:"tree_hash,omitempty"`
@@ -51,7 +55,9 @@ type Marketplace struct {
 
 // AddMarketplaceRequest is the body of POST /marketplaces.
 type AddMarketplaceRequest struct {
-	Name string `json:"name"`
+	// Name is the marketplace's name, which must be the one its signed
+	// index gives; empty takes that name.
+	Name string `json:"name,omitempty"`
 	// URL is where the marketplace's files are: an https:// URL, a
 	// file:// URL, an absolute path on the server's machine, or an
 	// http:// URL of a loopback host.
@@ -79,7 +85,9 @@ type MarketplacePlugin struct {
 	Tags        []string `json:"tags"`
 	Kinds       []string `json:"kinds"`
 	// Latest is the newest version offered now (quarantine and yanked
-	// versions left out), or "" when none is.
+	// versions left out, and prereleases unless the installed version is
+	// one), or "" when none is (also while the marketplace's index is
+	// expired).
 	Latest string `json:"latest"`
 	// Installed is the installed version, or "".
 	Installed string `json:"installed,omitempty"`
@@ -106,7 +114,8 @@ type MarketplaceVersion struct {
 	Protocol    int      `json:"protocol,omitempty"`
 	// Offered is false when the version is not offered unless asked for
 	// by exact version; Reason says why (quarantine, yanked, needs a
-	// newer Kiln).
+	// newer Kiln), or that the marketplace's index expired, which
+	// nothing is installed from until it is refreshed.
 	Offered bool   `json:"offered"`
 	Reason  string `json:"reason,omitempty"`
 	// Signed is true when the index listing it was signed by a trusted
@@ -121,7 +130,9 @@ type MarketplaceVersion struct {
 type MarketplaceInstallRequest struct {
 	// Name is the plugin's name; Version a version or a constraint
 	// ("1.2.3", "^1.2", "~1.2", "latest" or ""). Only an exact version
-	// reaches a quarantined or yanked version.
+	// reaches a quarantined or yanked version; "latest" reaches a
+	// prerelease only when the installed version is one, and a range only
+	// when it names one ("^2.0.0-rc.1").
 	Name    string `json:"name"`
 	Version string `json:"version,omitempty"`
 	// Marketplace picks one when several offer the name.
@@ -217,6 +228,7 @@ const (
 	LockedInstalled    = "installed"     // installed at the locked version
 	LockedUnchanged    = "unchanged"     // that version and digest were installed already
 	LockedWouldInstall = "would_install" // a dry run: verified, not installed
+	LockedSkipped      = "skipped"       // not installed from the lock; Reason says why
 )
 
 // LockedResult is one plugin of a locked install.
@@ -230,4 +242,7 @@ type LockedResult struct {
 	Installed    string   `json:"installed,omitempty"`
 	Permissions  []string `json:"permissions,omitempty"`
 	NeedsConsent bool     `json:"needs_consent,omitempty"`
+	// Reason says why a plugin was skipped (one installed from a folder,
+	// which the lock cannot fetch).
+	Reason string `json:"reason,omitempty"`
 }

@@ -136,7 +136,28 @@ func (r *Registry) Preview(_ context.Context, path string) (Preview, error) {
 	if err != nil || p.Installed == "" {
 		return p, err
 	}
-	p.Changes = changes(filepath.Join(r.cfg.Root, p.ID, p.Installed), path)
+	p.Changes = r.changes(p, path, nil)
+	return p, nil
+}
+
+// PreviewStaged is Preview of a folder its caller wrote and hashed as it
+// wrote it (a marketplace download): listing is its integrity listing,
+// whose digest must be src.Digest (EINVALID otherwise), as Install takes
+// a moved folder with its Listing. Nothing in the folder is hashed again:
+// its sum is src's digest (a bundle) or the one its manifest states for
+// its entry, which Install checks on its one pass over the folder.
+func (r *Registry) PreviewStaged(_ context.Context, path string, src *pluginapi.Source, listing []byte) (Preview, error) {
+	if src == nil || listing == nil {
+		return Preview{}, core.Errorf(core.EINVALID, "a staged preview needs the folder's source and listing")
+	}
+	if sum := sha256.Sum256(listing); hex.EncodeToString(sum[:]) != src.Digest {
+		return Preview{}, core.Errorf(core.EINVALID, "the listing of %s is not the digest %s", path, src.Digest)
+	}
+	p, err := r.preview(path, src)
+	if err != nil || p.Installed == "" {
+		return p, err
+	}
+	p.Changes = r.changes(p, path, listing)
 	return p, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 
@@ -223,18 +224,44 @@ type LockedResult = pluginapi.LockedResult
 // InstallLocked reproduces the installation a lock file records (the
 // bytes of a plugins.lock). With dryRun the server downloads and
 // verifies every plugin and says what it would install and what each
-// asks for; then call again with consent.
+// asks for; then call again with consent. A plugin the lock cannot fetch
+// (installed from a folder) is skipped, with the reason in its result.
+// When it fails part way, it returns the results so far with the error:
+// the plugins installed before the failure stay installed.
 func (c *Client) InstallLocked(ctx context.Context, lock []byte, consent, dryRun bool) ([]LockedResult, error) {
-	in := struct {
+	b, err := json.Marshal(struct {
 		Lock    json.RawMessage `json:"lock"`
 		Consent bool            `json:"consent,omitempty"`
 		DryRun  bool            `json:"dry_run,omitempty"`
-	}{json.RawMessage(lock), consent, dryRun}
+	}{json.RawMessage(lock), consent, dryRun})
+	if err != nil {
+		return nil, err
+	}
+	hr, err := c.newRequest(ctx, http.MethodPost, apiPrefix+"/marketplace/install-locked", nil, bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(hr)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, err
+	}
 	var out struct {
 		Plugins []LockedResult `json:"plugins"`
 	}
-	if err := c.do(ctx, http.MethodPost, apiPrefix+"/marketplace/install-locked", nil, in, &out); err != nil {
-		return nil, err
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		_ = json.Unmarshal(body, &out) // the results so far, when the server sent them
+		return out.Plugins, responseError(resp)
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, fmt.Errorf("install-locked: decoding response: %w", err)
 	}
 	return out.Plugins, nil
 }
