@@ -3,10 +3,8 @@ package claude
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"strconv"
+	"github.com/kilnhq/kiln/plugins"
 	"strings"
 )
 
@@ -22,14 +20,8 @@ type object struct {
 // might not be what is used) and without trailing data, and returns its
 // members.
 func parseObject(data []byte, what string) (object, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := noDuplicates(dec, ""); errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return object{}, fmt.Errorf("%s: the JSON ends early", what)
-	} else if err != nil {
+	if err := plugins.StrictJSON(data); err != nil {
 		return object{}, fmt.Errorf("%s: %w", what, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return object{}, fmt.Errorf("%s: trailing data after the JSON object", what)
 	}
 	return asObject(data, "")
 }
@@ -150,44 +142,6 @@ func kind(raw json.RawMessage) string {
 		return "null"
 	}
 	return "number"
-}
-
-// noDuplicates reads one value from dec, refusing a key twice in an
-// object; at is its path, for the error.
-func noDuplicates(dec *json.Decoder, at string) error {
-	t, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	switch t {
-	case json.Delim('{'):
-		seen := map[string]bool{}
-		for dec.More() {
-			t, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			key, _ := t.(string)
-			sub := strings.TrimPrefix(at+"."+key, ".")
-			if seen[key] {
-				return fmt.Errorf("%s: duplicate key", strconv.Quote(sub))
-			}
-			seen[key] = true
-			if err := noDuplicates(dec, sub); err != nil {
-				return err
-			}
-		}
-	case json.Delim('['):
-		for i := 0; dec.More(); i++ {
-			if err := noDuplicates(dec, fmt.Sprintf("%s[%d]", at, i)); err != nil {
-				return err
-			}
-		}
-	default:
-		return nil
-	}
-	_, err = dec.Token() // the closing delimiter
-	return err
 }
 
 // article puts "a" or "an" before a JSON kind ("an array", "a string").

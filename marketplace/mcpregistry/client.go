@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins"
 )
 
 // DefaultBase is the official MCP Registry.
@@ -211,7 +212,7 @@ func (c *Client) get(ctx context.Context, p string, q url.Values, v any) error {
 		}
 		return core.Errorf(core.EUNAVAIL, "mcp registry %s: %s (HTTP %d)", c.base(), msg, resp.StatusCode)
 	}
-	if err := strictJSON(body); err != nil {
+	if err := plugins.StrictJSON(body); err != nil {
 		return core.Errorf(core.EINVALID, "mcp registry %s: the answer is not the registry API's: %v", c.base(), err)
 	}
 	if err := decode(body, v); err != nil {

@@ -571,7 +571,7 @@ func mcpbConfig(zr *zip.Reader) (mcpbCommand, map[string]json.RawMessage, error)
 	if err != nil || len(data) > MaxServerSize {
 		return mcpbCommand{}, nil, errors.New("the MCPB bundle's manifest.json cannot be read or is too large")
 	}
-	if err := strictJSON(data); err != nil {
+	if err := plugins.StrictJSON(data); err != nil {
 		return mcpbCommand{}, nil, fmt.Errorf("the MCPB bundle's manifest.json: %v", err)
 	}
 	if err := decode(data, &doc); err != nil {

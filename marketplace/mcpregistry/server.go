@@ -1,17 +1,16 @@
 package mcpregistry
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"regexp"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins"
 )
 
 // Unsigned is a fact about every server.json: the MCP Registry checks
@@ -157,7 +156,7 @@ func parse(data []byte) (*Server, error) {
 	if len(data) > MaxServerSize {
 		return nil, fmt.Errorf("larger than %d KiB", MaxServerSize>>10)
 	}
-	if err := strictJSON(data); err != nil {
+	if err := plugins.StrictJSON(data); err != nil {
 		return nil, err
 	}
 	var s Server
@@ -320,59 +319,6 @@ func decode(data []byte, v any) error {
 		}
 		return fmt.Errorf("%s: want %s, not %s", te.Field, article(jsonKind(te.Type)), article(te.Value))
 	}
-	return err
-}
-
-// strictJSON checks that data is one JSON value without duplicate keys
-// at any depth: encoding/json would keep the last of two, so what a user
-// read might not be what is installed.
-func strictJSON(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := noDuplicates(dec, ""); errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return errors.New("the JSON ends early")
-	} else if err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON object")
-	}
-	return nil
-}
-
-// noDuplicates reads one value from dec; at is its path, for the error.
-func noDuplicates(dec *json.Decoder, at string) error {
-	t, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	switch t {
-	case json.Delim('{'):
-		seen := map[string]bool{}
-		for dec.More() {
-			t, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			key, _ := t.(string)
-			sub := strings.TrimPrefix(at+"."+key, ".")
-			if seen[key] {
-				return fmt.Errorf("%s: duplicate key", sub)
-			}
-			seen[key] = true
-			if err := noDuplicates(dec, sub); err != nil {
-				return err
-			}
-		}
-	case json.Delim('['):
-		for i := 0; dec.More(); i++ {
-			if err := noDuplicates(dec, fmt.Sprintf("%s[%d]", at, i)); err != nil {
-				return err
-			}
-		}
-	default:
-		return nil
-	}
-	_, err = dec.Token() // the closing delimiter
 	return err
 }
 

@@ -186,7 +186,7 @@ func Read(fsys fs.FS, perms plugins.Permissions) ([]Server, error) {
 // means no plugin (the user's own configuration), so nothing is checked
 // against permissions.
 func Parse(data []byte, perms *plugins.Permissions) ([]Server, error) {
-	if err := strictJSON(data); err != nil {
+	if err := plugins.StrictJSON(data); err != nil {
 		return nil, fmt.Errorf("%s: %w", File, err)
 	}
 	var doc struct {
@@ -364,59 +364,6 @@ func expandMap(m map[string]string, where string, exp func(where, v string) stri
 		out[k] = exp(where+k, m[k])
 	}
 	return out
-}
-
-// strictJSON checks that data is one JSON value without duplicate keys at
-// any depth: encoding/json would keep the last of two, so the definition
-// a user read and consented to might not be the one used.
-func strictJSON(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := noDuplicates(dec, ""); errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return errors.New("the JSON ends early")
-	} else if err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON object")
-	}
-	return nil
-}
-
-// noDuplicates reads one value from dec; at is its path, for the error.
-func noDuplicates(dec *json.Decoder, at string) error {
-	t, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	switch t {
-	case json.Delim('{'):
-		seen := map[string]bool{}
-		for dec.More() {
-			t, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			key, _ := t.(string)
-			sub := strings.TrimPrefix(at+"."+key, ".")
-			if seen[key] {
-				return fmt.Errorf("%s: duplicate key", sub)
-			}
-			seen[key] = true
-			if err := noDuplicates(dec, sub); err != nil {
-				return err
-			}
-		}
-	case json.Delim('['):
-		for i := 0; dec.More(); i++ {
-			if err := noDuplicates(dec, fmt.Sprintf("%s[%d]", at, i)); err != nil {
-				return err
-			}
-		}
-	default:
-		return nil
-	}
-	_, err = dec.Token() // the closing delimiter
-	return err
 }
 
 // jsonKind names the JSON value that decodes into t.
