@@ -743,3 +743,31 @@ func TestMarketplaceSandboxRuntime(t *testing.T) {
 		t.Errorf("renew %v, after kill %q", got.Renewed, got.AfterKill)
 	}
 }
+
+// TestMarketplaceCalcProcess: the calc example built as a process plugin
+// is published, installed from the marketplace (its entry checked against
+// the signed index's digest) and its tool called in a run.
+func TestMarketplaceCalcProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: builds the calc example")
+	}
+	m := newDemoMarket(t, "procs")
+	m.publish(t, marketplace.PublishPlugin{Path: examplePlugin(t, "calc", plugins.RuntimeProcess), Author: "Kiln", Tags: []string{"math"}})
+	m.build(t, time.Now().UTC().Add(-time.Hour).Truncate(time.Second))
+	s := startServerWith(t, t.TempDir(), "", true)
+	if r := kiln(t, "marketplace", "add", "procs", m.serve(t), "--key", m.verifier); r.code != 0 {
+		t.Fatalf("kiln marketplace add: %+v", r)
+	}
+	r := kiln(t, "plugin", "install", "calc", "--yes")
+	if r.code != 0 || !strings.Contains(r.stdout, "Plugin calc 1.0.0 (process) from marketplace procs") || !strings.Contains(r.stdout, "Installed calc 1.0.0.") {
+		t.Fatalf("kiln plugin install calc --yes: %+v", r)
+	}
+	run, res := runScript(t, sdk(t, s), "tool calc.add {\"a\": 20, \"b\": 22}\ntext done", nil)
+	if run.Status != core.RunSucceeded || res["calc.add"] == nil || res["calc.add"].Text != "42" {
+		t.Fatalf("calc.add of the process plugin in a run: %s %+v", run.Status, res["calc.add"])
+	}
+	in, err := s.plugins.Get(context.Background(), "calc")
+	if err != nil || in.Runtime != "process" || in.Source == nil || in.Source.Marketplace != "procs" || in.PID == 0 {
+		t.Fatalf("the installed process plugin: %+v, %v", in, err)
+	}
+}
