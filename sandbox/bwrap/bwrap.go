@@ -96,9 +96,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 
 	"github.com/kilnhq/kiln/sandbox"
+	"github.com/kilnhq/kiln/sandbox/internal/running"
 	"github.com/kilnhq/kiln/sandbox/wasm"
 )
 
@@ -150,9 +150,7 @@ type Runtime struct {
 	folders *wasm.Runtime
 	system  []sandbox.Mount // the host folders every sandbox sees read-only
 
-	mu      sync.Mutex
-	closed  bool
-	running map[string]map[*int]context.CancelCauseFunc // by sandbox root
+	running running.Set // commands, by sandbox root
 }
 
 var (
@@ -191,7 +189,7 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bwrap sandbox runtime: %w", err)
 	}
-	r := &Runtime{bwrap: opts.Bwrap, folders: folders, running: map[string]map[*int]context.CancelCauseFunc{},
+	r := &Runtime{bwrap: opts.Bwrap, folders: folders,
 		caps: sandbox.Capabilities{Name: Name, Mounts: true, Network: []sandbox.NetworkMode{sandbox.NetworkNone}, Max: opts.Max}}
 	for _, p := range systemPaths {
 		host, err := filepath.EvalSymlinks(p)
@@ -232,18 +230,7 @@ func (r *Runtime) probe() error {
 // Close cuts off the commands running; the sandboxes' files stay, for
 // another Runtime on the folder. Every method fails after it.
 func (r *Runtime) Close(ctx context.Context) error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil
-	}
-	r.closed = true
-	for _, execs := range r.running {
-		for _, cancel := range execs {
-			cancel(errClosed)
-		}
-	}
-	r.mu.Unlock()
+	r.running.Close(errClosed)
 	return r.folders.Close(ctx)
 }
 
@@ -357,29 +344,6 @@ func hostname(id string) string { return id[:min(len(id), 63)] }
 
 var errDestroyed = fmt.Errorf("%w: the sandbox was destroyed while the command ran", sandbox.ErrNotFound)
 
-// track records a running command's cancel under its sandbox, for
-// Destroy and Close; untrack forgets it.
-func (r *Runtime) track(root string, cancel context.CancelCauseFunc) (untrack func(), err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return nil, errClosed
-	}
-	key := new(int)
-	if r.running[root] == nil {
-		r.running[root] = map[*int]context.CancelCauseFunc{}
-	}
-	r.running[root][key] = cancel
-	return func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		delete(r.running[root], key)
-		if len(r.running[root]) == 0 {
-			delete(r.running, root)
-		}
-	}, nil
-}
-
 // Destroy kills the sandbox's running commands (they return an error
 // wrapping sandbox.ErrNotFound) and removes its folder, as the wasm
 // runtime does.
@@ -389,11 +353,7 @@ func (r *Runtime) Destroy(ctx context.Context, h sandbox.Handle) error {
 		return err
 	}
 	if sb, err := r.folders.Sandbox(wh); err == nil {
-		r.mu.Lock()
-		for _, cancel := range r.running[sb.Root] {
-			cancel(errDestroyed)
-		}
-		r.mu.Unlock()
+		r.running.Cancel(sb.Root, errDestroyed)
 	}
 	return r.folders.Destroy(ctx, wh)
 }

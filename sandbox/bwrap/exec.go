@@ -71,7 +71,7 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	untrack, err := r.track(sb.Root, cancel)
+	untrack, err := r.running.Track(sb.Root, cancel)
 	if err != nil {
 		return sandbox.ExitStatus{}, err
 	}

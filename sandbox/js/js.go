@@ -69,6 +69,7 @@ import (
 
 	"github.com/kilnhq/kiln/sandbox"
 	"github.com/kilnhq/kiln/sandbox/internal/execout"
+	"github.com/kilnhq/kiln/sandbox/internal/running"
 	"github.com/kilnhq/kiln/sandbox/jsguest"
 	"github.com/kilnhq/kiln/sandbox/wasm"
 )
@@ -119,8 +120,8 @@ type Runtime struct {
 
 	mu      sync.Mutex
 	closed  bool
-	engines map[int]*engineSlot                         // by memory cap in MiB
-	running map[string]map[*int]context.CancelCauseFunc // scripts, by sandbox root
+	engines map[int]*engineSlot // by memory cap in MiB
+	running running.Set         // scripts, by sandbox root
 }
 
 var (
@@ -165,7 +166,7 @@ func New(opts Options) (*Runtime, error) {
 	caps := w.Capabilities()
 	caps.Name = Name
 	caps.Mounts = false // its scripts see the sandbox's own folder alone
-	return &Runtime{opts: opts, caps: caps, wasm: w, engines: map[int]*engineSlot{}, running: map[string]map[*int]context.CancelCauseFunc{}}, nil
+	return &Runtime{opts: opts, caps: caps, wasm: w, engines: map[int]*engineSlot{}}, nil
 }
 
 // compileLocked adds the slot of the engine of mib MiB, compiling it in
@@ -248,11 +249,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 		return nil
 	}
 	r.closed = true
-	for _, execs := range r.running {
-		for _, cancel := range execs {
-			cancel(errClosed)
-		}
-	}
+	r.running.Close(errClosed)
 	var engines []*jsguest.Engine
 	for _, s := range r.engines {
 		if s.e != nil {
@@ -374,7 +371,7 @@ func (r *Runtime) script(ctx context.Context, wh sandbox.Handle, req sandbox.Exe
 	defer cancel()
 	ctx, cancelCause := context.WithCancelCause(ctx)
 	defer cancelCause(nil)
-	untrack, err := r.track(sb.Root, cancelCause)
+	untrack, err := r.running.Track(sb.Root, cancelCause)
 	if err != nil {
 		return sandbox.ExitStatus{}, err
 	}
@@ -423,29 +420,6 @@ func (r *Runtime) script(ctx context.Context, wh sandbox.Handle, req sandbox.Exe
 
 var errDestroyed = fmt.Errorf("%w: the sandbox was destroyed while the command ran", sandbox.ErrNotFound)
 
-// track records a running script's cancel under its sandbox, for
-// Destroy and Close; untrack forgets it.
-func (r *Runtime) track(root string, cancel context.CancelCauseFunc) (untrack func(), err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return nil, errClosed
-	}
-	key := new(int)
-	if r.running[root] == nil {
-		r.running[root] = map[*int]context.CancelCauseFunc{}
-	}
-	r.running[root][key] = cancel
-	return func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		delete(r.running[root], key)
-		if len(r.running[root]) == 0 {
-			delete(r.running, root)
-		}
-	}, nil
-}
-
 // Destroy cuts off the sandbox's running scripts (they return an error
 // wrapping sandbox.ErrNotFound) and destroys it as the wasm runtime does,
 // which cuts off its other commands.
@@ -455,11 +429,7 @@ func (r *Runtime) Destroy(ctx context.Context, h sandbox.Handle) error {
 		return err
 	}
 	if sb, err := r.wasm.Sandbox(wh); err == nil {
-		r.mu.Lock()
-		for _, cancel := range r.running[sb.Root] {
-			cancel(errDestroyed)
-		}
-		r.mu.Unlock()
+		r.running.Cancel(sb.Root, errDestroyed)
 	}
 	return r.wasm.Destroy(ctx, wh)
 }

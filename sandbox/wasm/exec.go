@@ -223,7 +223,7 @@ func (r *Runtime) Exec(ctx context.Context, h sandbox.Handle, req sandbox.ExecRe
 	defer cancel()
 	ctx, cancelCause := context.WithCancelCause(ctx)
 	defer cancelCause(nil)
-	untrack, err := r.track(b.name, cancelCause)
+	untrack, err := r.running.Track(b.name, cancelCause)
 	if err != nil {
 		return sandbox.ExitStatus{}, err
 	}
@@ -346,29 +346,6 @@ func isModuleName(name string) bool {
 func notFound(out *execout.Streams, name string) sandbox.ExitStatus {
 	out.Write(sandbox.Stderr, []byte("sh: "+name+": not found\n"))
 	return sandbox.ExitStatus{Code: 127}
-}
-
-// track records a running command's cancel under its sandbox, for
-// Destroy and Close; untrack forgets it.
-func (r *Runtime) track(name string, cancel context.CancelCauseFunc) (untrack func(), err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return nil, errClosed
-	}
-	key := new(int)
-	if r.running[name] == nil {
-		r.running[name] = map[*int]context.CancelCauseFunc{}
-	}
-	r.running[name][key] = cancel
-	return func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		delete(r.running[name], key)
-		if len(r.running[name]) == 0 {
-			delete(r.running, name)
-		}
-	}, nil
 }
 
 // readModule reads the module a command names (see the package doc),

@@ -125,6 +125,7 @@ import (
 
 	"github.com/kilnhq/kiln/plugins/wasmrt"
 	"github.com/kilnhq/kiln/sandbox"
+	"github.com/kilnhq/kiln/sandbox/internal/running"
 )
 
 // Name is the runtime's name (Capabilities.Name), the ID of the plugin
@@ -180,8 +181,8 @@ type Runtime struct {
 
 	mu      sync.Mutex
 	closed  bool
-	engines map[uint32]*engine                          // by memory limit in pages
-	running map[string]map[*int]context.CancelCauseFunc // by sandbox folder name
+	engines map[uint32]*engine // by memory limit in pages
+	running running.Set        // commands, by sandbox folder name
 
 	warmed sync.Once // the shell's compilation, started by the first sandbox
 }
@@ -217,7 +218,7 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wasm sandbox runtime: %w", err)
 	}
-	r := &Runtime{opts: opts, cache: cache, engines: map[uint32]*engine{}, running: map[string]map[*int]context.CancelCauseFunc{},
+	r := &Runtime{opts: opts, cache: cache, engines: map[uint32]*engine{},
 		caps: sandbox.Capabilities{
 			Name:    Name,
 			Mounts:  true,
@@ -260,11 +261,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 		return nil
 	}
 	r.closed = true
-	for _, execs := range r.running {
-		for _, cancel := range execs {
-			cancel(errClosed)
-		}
-	}
+	r.running.Close(errClosed)
 	engines := r.engines
 	r.mu.Unlock()
 	r.busy.Lock()
@@ -470,11 +467,7 @@ func (r *Runtime) Destroy(ctx context.Context, h sandbox.Handle) error {
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	for _, cancel := range r.running[b.name] {
-		cancel(errDestroyed)
-	}
-	r.mu.Unlock()
+	r.running.Cancel(b.name, errDestroyed)
 	trash := filepath.Join(r.opts.Dir, b.name+".destroyed-"+rand.Text())
 	if err := os.Rename(b.dir, trash); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
