@@ -1,0 +1,598 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// runner holds one run's in-memory state between steps. cp and msgs always
+// mirror what is committed.
+type runner struct {
+	s     *Service
+	run   *Run
+	cp    *Checkpoint
+	msgs  []*Message
+	model Model
+	// files is the thread's virtual filesystem with the step's writes.
+	files *stepFiles
+	// images caches attachment bytes the model turns send, by ID.
+	images map[string][]byte
+}
+
+func (r *runner) loop(ctx context.Context) error {
+	s := r.s
+	first := true
+	if r.run.CancelRequested {
+		return r.end(ctx, RunCancelled, "")
+	}
+	model, err := s.models(r.run.Model)
+	if err != nil {
+		return r.end(ctx, RunFailed, ErrorMessage(err))
+	}
+	r.model = model
+	for {
+		if s.isStopping() {
+			return errStopped
+		}
+		if ctx.Err() != nil {
+			return r.interrupted(ctx)
+		}
+		// A cancel recorded while the last step committed (see pause).
+		if r.run.CancelRequested {
+			return r.end(ctx, RunCancelled, "")
+		}
+		if r.cp.State.Phase != PhaseDone && r.cp.State.Steps >= r.run.Limits.MaxSteps {
+			return r.end(ctx, RunFailed, fmt.Sprintf("step limit of %d reached", r.run.Limits.MaxSteps))
+		}
+		var err error
+		var pause bool
+		switch r.cp.State.Phase {
+		case PhaseModel:
+			err = r.modelStep(ctx)
+		case PhaseTools:
+			pause, err = r.toolsStep(ctx, first)
+		default:
+			return r.end(ctx, RunSucceeded, "")
+		}
+		first = false
+		if ctx.Err() != nil && !r.run.Status.Terminal() {
+			return r.interrupted(ctx)
+		}
+		if err != nil {
+			return err
+		}
+		if pause || r.run.Status.Terminal() {
+			return nil
+		}
+	}
+}
+
+// interrupted handles a cancelled context: a user cancel ends the run, a
+// hard stop leaves it for the next start.
+func (r *runner) interrupted(ctx context.Context) error {
+	if r.s.base.Err() != nil {
+		return errStopped
+	}
+	return r.end(ctx, RunCancelled, "")
+}
+
+// end finishes the run with a terminal status. Once decided, ending is not
+// abandoned because the run's context was cancelled.
+func (r *runner) end(ctx context.Context, status RunStatus, msg string) error {
+	var w wake
+	err := r.s.update(context.WithoutCancel(ctx), func(tx Tx) (err error) {
+		run, err := tx.Run(r.run.ID)
+		if err != nil {
+			return err
+		}
+		if run.Status.Terminal() {
+			r.run = run
+			return nil
+		}
+		err = r.s.finish(tx, run, status, msg, &w)
+		r.run = run
+		return err
+	})
+	if err == nil {
+		r.s.apply(w)
+	}
+	return err
+}
+
+// commit stores one step: new messages, the next checkpoint with state, and
+// optional extra writes; after commit r mirrors the store.
+func (r *runner) commit(ctx context.Context, add []*Message, state RunState, extra func(tx Tx, run *Run) error) error {
+	var run *Run
+	var cp *Checkpoint
+	err := r.s.update(ctx, func(tx Tx) (err error) {
+		if run, err = tx.Run(r.run.ID); err != nil {
+			return err
+		}
+		if len(add) > 0 {
+			if err := tx.AppendMessages(add...); err != nil {
+				return err
+			}
+			for _, m := range add {
+				if err := emitMessage(tx, run, m); err != nil {
+					return err
+				}
+			}
+		}
+		now := r.s.now()
+		// Other runs' messages (subagents') may lie between the run's.
+		upTo := r.cp.Messages
+		if len(add) > 0 {
+			upTo = add[len(add)-1].Index + 1
+		}
+		cp = &Checkpoint{RunID: run.ID, Version: r.cp.Version + 1, Parent: r.cp.Version, Messages: upTo, State: state, CreatedAt: now}
+		if err := tx.PutCheckpoint(cp); err != nil {
+			return err
+		}
+		if err := r.files.flush(tx, cp.Messages); err != nil {
+			return err
+		}
+		run.Checkpoint, run.Steps, run.ToolCalls, run.UpdatedAt = cp.Version, state.Steps, state.ToolCalls, now
+		run.Usage = r.run.Usage
+		if extra != nil {
+			if err := extra(tx, run); err != nil {
+				return err
+			}
+		}
+		return tx.PutRun(run)
+	})
+	if err != nil {
+		return err
+	}
+	r.run, r.cp, r.msgs = run, cp, append(r.msgs, add...)
+	r.files.committed()
+	return nil
+}
+
+func (r *runner) modelStep(ctx context.Context) error {
+	st := r.cp.State
+	run := r.run
+	delta := func(text string) {
+		if text == "" {
+			return
+		}
+		payload, _ := json.Marshal(map[string]string{"text": text})
+		r.s.publish(Event{OwnerID: run.OwnerID, ThreadID: run.ThreadID, RunID: run.ID, Namespace: run.Namespace, Type: EventMessageDelta, Payload: payload, Time: r.s.now()})
+	}
+	req, err := r.modelRequest(ctx)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	resp, err := r.model.Turn(ctx, req, delta)
+	if ctx.Err() == nil {
+		r.s.obs.ModelTurn(run.Model, time.Since(start), resp.Usage, err)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return r.end(ctx, RunFailed, "model: "+err.Error())
+	}
+	r.run.Usage = r.run.Usage.Add(resp.Usage)
+	msg := &Message{ThreadID: run.ThreadID, RunID: run.ID, Namespace: run.Namespace, Role: RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls, CreatedAt: r.s.now()}
+	next := RunState{V: RunStateVersion, Phase: PhaseDone, Steps: st.Steps + 1, ToolCalls: st.ToolCalls, Children: st.Children}
+	if len(resp.ToolCalls) > 0 {
+		next.Phase = PhaseTools
+	}
+	var w wake
+	err = r.commit(ctx, []*Message{msg}, next, func(tx Tx, run *Run) (err error) {
+		if resp.Text != "" || resp.Usage != (Usage{}) {
+			t, err := tx.Thread(run.ThreadID)
+			if err != nil {
+				return err
+			}
+			t.Usage = t.Usage.Add(resp.Usage)
+			if resp.Text != "" && run.Namespace == "" {
+				settle(t, threadChange{text: resp.Text}, r.s.now())
+			}
+			if err := tx.PutThread(t); err != nil {
+				return err
+			}
+		}
+		if next.Phase == PhaseDone {
+			return r.s.finish(tx, run, RunSucceeded, "", &w)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	r.s.obs.Step(StepModel)
+	r.s.apply(w)
+	return nil
+}
+
+// pendingCall is an unresolved tool call with its recorded state.
+type pendingCall struct {
+	Call ToolCall
+	CallState
+}
+
+// args returns the arguments the call runs with: an edit decision's, which
+// a later retry decision keeps (see resume), or the model's.
+func (pc pendingCall) args() json.RawMessage {
+	if d := pc.Decision; d != nil && len(d.Args) > 0 {
+		return d.Args
+	}
+	return pc.Call.Args
+}
+
+// pendingCalls returns the tool calls of the last assistant message that have
+// no result message yet, with their states from st.
+func pendingCalls(msgs []*Message, st RunState) []pendingCall {
+	answered := map[string]bool{}
+	var last *Message
+	for i := len(msgs) - 1; i >= 0 && last == nil; i-- {
+		switch msgs[i].Role {
+		case RoleTool:
+			answered[msgs[i].ToolCallID] = true
+		case RoleAssistant:
+			last = msgs[i]
+		}
+	}
+	if last == nil {
+		return nil
+	}
+	states := make(map[string]CallState, len(st.Calls))
+	for _, cs := range st.Calls {
+		states[cs.ID] = cs
+	}
+	var out []pendingCall
+	for _, c := range last.ToolCalls {
+		if answered[c.ID] {
+			continue
+		}
+		cs, ok := states[c.ID]
+		if !ok {
+			cs = CallState{ID: c.ID, State: CallPending}
+		}
+		out = append(out, pendingCall{Call: c, CallState: cs})
+	}
+	return out
+}
+
+// callStates is the RunState.Calls form of pcs: the calls that are more
+// than pending.
+func callStates(pcs []pendingCall) []CallState {
+	var out []CallState
+	for _, pc := range pcs {
+		if pc.State != CallPending {
+			out = append(out, pc.CallState)
+		}
+	}
+	return out
+}
+
+// toolsStep resolves the pending tool calls: it holds calls the policy
+// matches (and, after a restart, non-idempotent calls that were cut off) for
+// a decision, or executes them all and commits their results.
+func (r *runner) toolsStep(ctx context.Context, resumed bool) (pause bool, err error) {
+	st := r.cp.State
+	pcs := pendingCalls(r.msgs, st)
+	tb := r.s.tb.Load()
+	var held []*Interrupt
+	for i, pc := range pcs {
+		var in *Interrupt
+		switch {
+		case pc.State == CallStarted && resumed:
+			if t := tb.byName[pc.Call.Name]; t != nil && (t.Spec().Idempotent || isLocal(t, pc.args())) {
+				pcs[i].State = CallPending
+				continue
+			}
+			in = recovery(fmt.Sprintf("The server stopped while %s was running and it is not idempotent: it may or may not have taken effect. Retry it or skip it.", pc.Call.Name))
+		case pc.State == CallPending:
+			// A call outside a subagent's tools is refused, not held.
+			if t := tb.byName[pc.Call.Name]; t != nil && isLocal(t, pc.args()) || !r.run.mayCall(pc.Call.Name) {
+				continue
+			}
+			allowed, hold := tb.holds(r.run, pc.Call.Name)
+			if !hold {
+				continue
+			}
+			in = &Interrupt{Kind: InterruptApproval, AllowedDecisions: allowed}
+		default:
+			continue
+		}
+		held = append(held, r.hold(&pcs[i], in))
+	}
+	if len(held) > 0 {
+		return true, r.pause(ctx, st, nil, pcs, held)
+	}
+	return r.execute(ctx, st, pcs, tb)
+}
+
+// recovery returns a recovery interrupt (retry or skip) for a call that was
+// cut off or could not be run, for the reason given.
+func recovery(reason string) *Interrupt {
+	return &Interrupt{Kind: InterruptRecovery, AllowedDecisions: slices.Clone(RecoveryDecisions), Reason: reason}
+}
+
+// hold fills in an interrupt for pc's call and marks pc interrupted by it.
+func (r *runner) hold(pc *pendingCall, in *Interrupt) *Interrupt {
+	in.ID, in.RunID, in.ThreadID, in.OwnerID = NewID("int", r.s.now()), r.run.ID, r.run.ThreadID, r.run.OwnerID
+	in.ToolCallID, in.Tool, in.Args, in.Status, in.CreatedAt = pc.Call.ID, pc.Call.Name, pc.args(), InterruptOpen, r.s.now()
+	pc.State, pc.InterruptID = CallInterrupted, in.ID
+	return in
+}
+
+// pause commits the results so far and the held interrupts, and leaves the
+// run interrupted until they are decided; pcs are the calls still
+// unresolved.
+//
+// A cancel that was recorded while the step ran (CancelRun saw the run
+// running, and may cancel the driver only after this commit) ends the run
+// cancelled instead: an interrupted run would otherwise wait for
+// decisions nobody asked for.
+func (r *runner) pause(ctx context.Context, st RunState, results []*Message, pcs []pendingCall, held []*Interrupt) error {
+	st.Calls = callStates(pcs)
+	var w wake
+	err := r.commit(ctx, results, st, func(tx Tx, run *Run) (err error) {
+		if run.CancelRequested {
+			return r.s.finish(tx, run, RunCancelled, "", &w)
+		}
+		t, err := tx.Thread(run.ThreadID)
+		if err != nil {
+			return err
+		}
+		for _, in := range held {
+			if err := tx.PutInterrupt(in); err != nil {
+				return err
+			}
+			if err := emitRun(tx, run, EventInterruptCreated, in); err != nil {
+				return err
+			}
+		}
+		run.Status = RunInterrupted
+		settle(t, threadChange{run: run, actions: len(held)}, r.s.now())
+		if err := tx.PutThread(t); err != nil {
+			return err
+		}
+		return emitRun(tx, run, EventRunInterrupted, map[string]any{"interrupts": len(held)})
+	})
+	if err == nil {
+		r.s.apply(w)
+	}
+	return err
+}
+
+// execute runs the pending calls in order and commits their results as one
+// step. Before a non-idempotent tool starts, a checkpoint marks it started
+// (with the results so far), so a crash during the call is detected. A call
+// whose tool could not be run (Call returned an error; see Tool) pauses the
+// run with a recovery interrupt, after the results so far.
+//
+// A Delegator's call starts a subagent instead, in a checkpoint that
+// marks the call waiting on it; a waiting call whose subagent ended gets
+// its result. While calls still wait, execute commits the results it has
+// and pauses without leaving the running state: the driver exits, and
+// each subagent that ends drives the run again.
+func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb *toolbox) (pause bool, err error) {
+	ended, err := r.childResults(ctx, pcs)
+	if err != nil {
+		return false, err
+	}
+	var results []*Message
+	var waiting []pendingCall
+	// open are the calls left unresolved from the i-th on.
+	open := func(i int) []pendingCall { return append(slices.Clone(waiting), pcs[i:]...) }
+	for i, pc := range pcs {
+		call := pc.Call
+		call.Args = pc.args()
+		var res ToolResult
+		run := true
+		var outcome ToolOutcome
+		if pc.State == CallWaiting {
+			cres, ok := ended[pc.ChildRunID]
+			if !ok {
+				waiting = append(waiting, pc)
+				continue
+			}
+			res, run, outcome = cres, false, ToolOK
+			if cres.IsError {
+				outcome = ToolError
+			}
+		} else if d := pc.Decision; d != nil {
+			switch d.Decision {
+			case DecisionReject:
+				res, run, outcome = ErrorResult("The user rejected this tool call."), false, ToolRejected
+				if d.Message != "" {
+					res = ErrorResult("The user rejected this tool call: " + d.Message)
+				}
+			case DecisionRespond:
+				res, run, outcome = TextResult(d.Message), false, ToolAnswered
+			case DecisionSkip:
+				res, run, outcome = ErrorResult("The user skipped this call after it was cut off; it may or may not have taken effect."), false, ToolSkipped
+			}
+		}
+		// The Observer gets registered names only: a model must not be
+		// able to mint metric labels.
+		observed := ""
+		if tb.byName[call.Name] != nil {
+			observed = call.Name
+		}
+		// Every call the model asked for counts once it is resolved, whether
+		// it ran or was rejected, answered or skipped.
+		if st.ToolCalls >= r.run.Limits.MaxToolCalls {
+			return false, r.end(ctx, RunFailed, fmt.Sprintf("tool call limit of %d reached", r.run.Limits.MaxToolCalls))
+		}
+		var took time.Duration
+		if run {
+			tool := tb.byName[call.Name]
+			var spec ToolSpec
+			var argsErr error
+			if tool != nil {
+				spec = tool.Spec()
+				argsErr = CheckArgs(spec, call.Args)
+			}
+			delegator, delegates := asDelegator(tool)
+			switch {
+			case tool == nil:
+				res, outcome = ErrorResult(fmt.Sprintf("unknown tool %q", call.Name)), ToolUnknown
+			case !r.run.mayCall(call.Name):
+				offered, _ := r.turnTools(tb)
+				res, outcome = r.run.refusal(call.Name, specNames(offered)), ToolRefused
+			case argsErr != nil:
+				res, outcome = ErrorResult(ErrorMessage(argsErr)), ToolInvalid
+			case delegates:
+				child, refusal := r.newChild(ctx, delegator, call, st, toolNames(tb))
+				if refusal != "" {
+					res, outcome = ErrorResult(refusal), ToolError
+					break
+				}
+				pcs[i].State, pcs[i].ChildRunID = CallWaiting, child.ID
+				waiting = append(waiting, pcs[i])
+				st.Children++
+				st.Calls = callStates(open(i + 1))
+				err := r.commit(ctx, results, st, func(tx Tx, run *Run) error {
+					if err := r.s.startChild(tx, child); err != nil {
+						return err
+					}
+					return emitRun(tx, run, EventToolStarted, call)
+				})
+				if err != nil {
+					return false, err
+				}
+				results = nil
+				r.s.spawn(child.ID)
+				continue
+			default:
+				if !spec.Idempotent && !isLocal(tool, call.Args) {
+					pcs[i].State = CallStarted
+					st.Calls = callStates(open(i))
+					err := r.commit(ctx, results, st, func(tx Tx, run *Run) error {
+						return emitRun(tx, run, EventToolStarted, call)
+					})
+					if err != nil {
+						return false, err
+					}
+					results = nil
+				} else {
+					payload, _ := json.Marshal(call)
+					r.s.publish(Event{OwnerID: r.run.OwnerID, ThreadID: r.run.ThreadID, RunID: r.run.ID, Namespace: r.run.Namespace, Type: EventToolStarted, Payload: payload, Time: r.s.now()})
+				}
+				start := time.Now()
+				var err error
+				res, err = r.call(ctx, tool, spec, call)
+				took = time.Since(start)
+				if ctx.Err() != nil {
+					r.s.obs.ToolCall(observed, ToolCancelled, took)
+					return false, ctx.Err()
+				}
+				if err != nil {
+					r.s.obs.ToolCall(observed, ToolFailed, took)
+					in := r.hold(&pcs[i], recovery(failureReason(call.Name, spec, err)))
+					return true, r.pause(ctx, st, results, open(i), []*Interrupt{in})
+				}
+				outcome = ToolOK
+				if err := CheckParts(res.Content); err != nil {
+					res = ErrorResult(fmt.Sprintf("%s returned a malformed result: %s", call.Name, ErrorMessage(err)))
+				}
+				res = CapResult(res, r.s.cfg.MaxToolResult)
+				if res.IsError {
+					outcome = ToolError
+				}
+			}
+		}
+		r.s.obs.ToolCall(observed, outcome, took)
+		st.ToolCalls++
+		m := &Message{ThreadID: r.run.ThreadID, RunID: r.run.ID, Namespace: r.run.Namespace, Role: RoleTool, ToolCallID: call.ID, Name: call.Name, IsError: res.IsError, CreatedAt: r.s.now()}
+		m.SetContent(res.Content)
+		results = append(results, m)
+	}
+	if len(waiting) > 0 {
+		st.Calls = callStates(waiting)
+		if len(results) > 0 {
+			if err := r.commit(ctx, results, st, nil); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	}
+	st.Calls, st.Phase, st.Steps = nil, PhaseModel, st.Steps+1
+	if err := r.commit(ctx, results, st, nil); err != nil {
+		return false, err
+	}
+	r.s.obs.Step(StepTools)
+	return false, nil
+}
+
+// childResults returns the results of the waiting calls among pcs whose
+// subagents ended, by the subagent's run ID.
+func (r *runner) childResults(ctx context.Context, pcs []pendingCall) (map[string]ToolResult, error) {
+	var ids []string
+	for _, pc := range pcs {
+		if pc.State == CallWaiting {
+			ids = append(ids, pc.ChildRunID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]ToolResult, len(ids))
+	err := r.s.view(ctx, func(tx ReadTx) error {
+		for _, id := range ids {
+			res, done, err := childResult(tx, id)
+			if err != nil {
+				return err
+			}
+			if done {
+				out[id] = res
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// call runs the tool once, and once more after an error that says the
+// first call did not take effect or from an idempotent tool (see Tool).
+func (r *runner) call(ctx context.Context, tool Tool, spec ToolSpec, call ToolCall) (ToolResult, error) {
+	env, err := r.callEnv(ctx)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	pctx := WithCallEnv(r.withProgress(ctx, call), env)
+	// An attempt that could not be run leaves no virtual file behind.
+	mark := r.files.mark()
+	res, err := tool.Call(pctx, call.Args)
+	if err != nil {
+		r.files.undo(mark)
+	}
+	if err == nil || ctx.Err() != nil || !spec.Idempotent && errors.Is(err, ErrEffectUnknown) {
+		return res, err
+	}
+	r.s.log.Info("retrying a tool call that could not be run", "run", r.run.ID, "tool", call.Name, "err", err)
+	res, err = tool.Call(pctx, call.Args)
+	if err != nil {
+		r.files.undo(mark)
+	}
+	return res, err
+}
+
+// isLocal reports whether the call with args changes only the thread's
+// virtual files (see LocalCaller).
+func isLocal(t Tool, args json.RawMessage) bool {
+	if nt, ok := t.(namedTool); ok {
+		t = nt.Tool
+	}
+	lc, ok := t.(LocalCaller)
+	return ok && lc.Local(args)
+}
+
+// failureReason is a recovery interrupt's reason for a call whose tool
+// could not be run.
+func failureReason(name string, spec ToolSpec, err error) string {
+	if !spec.Idempotent && errors.Is(err, ErrEffectUnknown) {
+		return fmt.Sprintf("%s was cut off while it ran and it is not idempotent: it may or may not have taken effect (%v). Retry it or skip it.", name, err)
+	}
+	return fmt.Sprintf("%s could not be run (tried twice): %v. Retry it or skip it.", name, err)
+}
