@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
-	"time"
 )
 
 // RunRequest starts a run. Model "" means the thread's pinned model, else
@@ -253,12 +252,13 @@ func (s *Service) activate(tx Tx, run *Run, t *Thread) error {
 	return emitMessage(tx, run, msg)
 }
 
-// emitMessage emits a "message" event; the payload leaves out what the
-// event itself carries.
+// emitMessage emits a message's "message" event (MessageEvent).
 func emitMessage(tx Tx, run *Run, m *Message) error {
-	lean := *m
-	lean.ThreadID, lean.RunID, lean.Namespace, lean.CreatedAt = "", "", "", time.Time{}
-	return emitRun(tx, run, EventMessage, &lean)
+	e, err := MessageEvent(run.OwnerID, m)
+	if err != nil {
+		return err
+	}
+	return tx.Emit(e)
 }
 
 // CancelRun cancels a run. A queued or interrupted run is cancelled at once;

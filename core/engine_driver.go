@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -109,29 +110,66 @@ func (s *Service) isStopping() bool {
 var errStopped = errors.New("engine stopped")
 
 func (s *Service) drive(ctx context.Context, runID string) {
-	r := &runner{s: s}
-	// A cancel may arrive before the load: load regardless, and let the
+	// A cancel may arrive before the claim: claim regardless, and let the
 	// loop see it and end the run.
-	err := s.view(context.WithoutCancel(ctx), func(tx ReadTx) (err error) {
-		if r.run, err = tx.Run(runID); err != nil {
-			return err
-		}
-		if r.cp, err = tx.Checkpoint(runID, 0); err != nil {
-			return err
-		}
-		msgs, err := tx.Messages(r.run.ThreadID, 0, r.cp.Messages)
-		r.msgs = inNamespace(msgs, r.run.Namespace)
-		return err
-	})
+	claim, err := s.runs.ClaimRun(context.WithoutCancel(ctx), runID, s.holder, leaseTTL)
+	if errors.Is(err, ErrRunNotRunning) {
+		return
+	}
 	if err != nil {
-		s.log.Error("load run", "run", runID, "err", err)
+		s.log.Error("claim run", "run", runID, "err", err)
 		return
 	}
-	if r.run.Status != RunRunning {
-		return
-	}
+	r := &runner{s: s, run: claim.Run, lease: claim.Lease, cp: claim.Checkpoint, msgs: inNamespace(claim.Messages, claim.Run.Namespace)}
 	r.files = newStepFiles(s, r.run)
-	if err := r.loop(ctx); err != nil && !errors.Is(err, errStopped) {
+	stop := s.heartbeat(ctx, r.lease)
+	defer stop()
+	err = r.loop(ctx)
+	switch {
+	case err == nil, errors.Is(err, errStopped):
+	case errors.Is(err, ErrRunNotRunning), errors.Is(err, ErrStaleLease):
+		// The run ended, or another driver claimed it, while this one
+		// worked: its step was refused and it has nothing left to do.
+		s.log.Info("run driver stopped: its step was refused", "run", runID, "err", err)
+	default:
 		s.log.Error("run stopped on a store error; it resumes on next start", "run", runID, "err", err)
 	}
+}
+
+// leaseTTL is how long a driver's claim lasts without a heartbeat; the
+// driver renews it every third of that.
+const leaseTTL = 30 * time.Second
+
+// heartbeat renews l every leaseTTL/3 until the returned stop is called
+// or ctx ends. A refused renewal is logged: the driver learns that it
+// lost the run when its next step is refused.
+func (s *Service) heartbeat(ctx context.Context, l Lease) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(leaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				var err error
+				if l, err = s.runs.Heartbeat(ctx, l, leaseTTL); err != nil && ctx.Err() == nil {
+					s.log.Warn("renew run lease", "run", l.RunID, "err", err)
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// leaseHolder names this process in run leases: host and process ID.
+func leaseHolder() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "kiln"
+	}
+	return fmt.Sprintf("%s:%d", host, os.Getpid())
 }

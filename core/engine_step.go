@@ -14,9 +14,14 @@ import (
 type runner struct {
 	s     *Service
 	run   *Run
+	lease Lease
 	cp    *Checkpoint
 	msgs  []*Message
 	model Model
+	// ws is the run's workspace as of generation wsGen (see
+	// Service.wsGen), read again when that moves.
+	ws    *workspace
+	wsGen int64
 	// files is the thread's virtual filesystem with the step's writes.
 	files *stepFiles
 	// images caches attachment bytes the model turns send, by ID.
@@ -84,72 +89,53 @@ func (r *runner) interrupted(ctx context.Context) error {
 // abandoned because the run's context was cancelled.
 func (r *runner) end(ctx context.Context, status RunStatus, msg string) error {
 	var w wake
-	err := r.s.update(context.WithoutCancel(ctx), func(tx Tx) (err error) {
-		run, err := tx.Run(r.run.ID)
-		if err != nil {
-			return err
-		}
-		if run.Status.Terminal() {
-			r.run = run
-			return nil
-		}
-		err = r.s.finish(tx, run, status, msg, &w)
+	c := &StepCommit{Lease: r.lease, Also: func(tx Tx, run *Run) error {
+		w = wake{}
+		err := r.s.finish(tx, run, status, msg, &w)
 		r.run = run
 		return err
-	})
-	if err == nil {
-		r.s.apply(w)
+	}}
+	if _, err := r.s.commitStep(context.WithoutCancel(ctx), c); err != nil {
+		return err
 	}
-	return err
+	r.s.apply(w)
+	return nil
 }
 
-// commit stores one step: new messages, the next checkpoint with state, and
-// optional extra writes; after commit r mirrors the store.
-func (r *runner) commit(ctx context.Context, add []*Message, state RunState, extra func(tx Tx, run *Run) error) error {
-	var run *Run
-	var cp *Checkpoint
-	err := r.s.update(ctx, func(tx Tx) (err error) {
-		if run, err = tx.Run(r.run.ID); err != nil {
-			return err
+// commit stores one step under the run's lease: new messages, the next
+// checkpoint with state, the thread's virtual files the step wrote, and
+// events; also, when set, makes the step's rarer writes (StepCommit.Also).
+// After commit r mirrors the store.
+func (r *runner) commit(ctx context.Context, add []*Message, state RunState, events []Event, also func(tx Tx, run *Run) error) error {
+	now := r.s.now()
+	cp := &Checkpoint{RunID: r.run.ID, Version: r.cp.Version + 1, Parent: r.cp.Version, Messages: r.cp.Messages, State: state, CreatedAt: now}
+	c := &StepCommit{Lease: r.lease, Checkpoint: cp, Usage: r.run.Usage, Messages: add, Files: r.files.pendingFiles(), Events: events}
+	var stored *Run
+	if also != nil {
+		c.Also = func(tx Tx, run *Run) error {
+			stored = run
+			return also(tx, run)
 		}
-		if len(add) > 0 {
-			if err := tx.AppendMessages(add...); err != nil {
-				return err
-			}
-			for _, m := range add {
-				if err := emitMessage(tx, run, m); err != nil {
-					return err
-				}
-			}
-		}
-		now := r.s.now()
-		// Other runs' messages (subagents') may lie between the run's.
-		upTo := r.cp.Messages
-		if len(add) > 0 {
-			upTo = add[len(add)-1].Index + 1
-		}
-		cp = &Checkpoint{RunID: run.ID, Version: r.cp.Version + 1, Parent: r.cp.Version, Messages: upTo, State: state, CreatedAt: now}
-		if err := tx.PutCheckpoint(cp); err != nil {
-			return err
-		}
-		if err := r.files.flush(tx, cp.Messages); err != nil {
-			return err
-		}
-		run.Checkpoint, run.Steps, run.ToolCalls, run.UpdatedAt = cp.Version, state.Steps, state.ToolCalls, now
-		run.Usage = r.run.Usage
-		if extra != nil {
-			if err := extra(tx, run); err != nil {
-				return err
-			}
-		}
-		return tx.PutRun(run)
-	})
+	}
+	res, err := r.s.commitStep(ctx, c)
 	if err != nil {
 		return err
 	}
-	r.run, r.cp, r.msgs = run, cp, append(r.msgs, add...)
+	if stored != nil {
+		r.run = stored
+	} else {
+		r.run.Checkpoint, r.run.Steps, r.run.ToolCalls, r.run.UpdatedAt = cp.Version, state.Steps, state.ToolCalls, now
+		r.run.CancelRequested = res.CancelRequested
+	}
+	r.cp, r.msgs = cp, append(r.msgs, add...)
 	r.files.committed()
 	return nil
+}
+
+// event is an event of the run, in its namespace, with payload as JSON.
+func (r *runner) event(typ string, payload any) Event {
+	b, _ := json.Marshal(payload)
+	return Event{OwnerID: r.run.OwnerID, ThreadID: r.run.ThreadID, RunID: r.run.ID, Namespace: r.run.Namespace, Type: typ, Payload: b}
 }
 
 func (r *runner) modelStep(ctx context.Context) error {
@@ -184,30 +170,38 @@ func (r *runner) modelStep(ctx context.Context) error {
 		next.Phase = PhaseTools
 	}
 	var w wake
-	err = r.commit(ctx, []*Message{msg}, next, func(tx Tx, run *Run) (err error) {
-		if resp.Text != "" || resp.Usage != (Usage{}) {
-			t, err := tx.Thread(run.ThreadID)
-			if err != nil {
-				return err
-			}
-			t.Usage = t.Usage.Add(resp.Usage)
-			if resp.Text != "" && run.Namespace == "" {
-				settle(t, threadChange{text: resp.Text}, r.s.now())
-			}
-			if err := tx.PutThread(t); err != nil {
-				return err
-			}
-		}
-		if next.Phase == PhaseDone {
-			return r.s.finish(tx, run, RunSucceeded, "", &w)
-		}
-		return nil
-	})
-	if err != nil {
+	var also func(tx Tx, run *Run) error
+	if resp.Text != "" || resp.Usage != (Usage{}) || next.Phase == PhaseDone {
+		also = func(tx Tx, run *Run) error { return r.afterTurn(tx, run, resp, next.Phase == PhaseDone, &w) }
+	}
+	if err := r.commit(ctx, []*Message{msg}, next, nil, also); err != nil {
 		return err
 	}
 	r.s.obs.Step(StepModel)
 	r.s.apply(w)
+	return nil
+}
+
+// afterTurn makes a model turn's writes beyond the step's: the thread's
+// usage and preview, and the end of the run when the turn was its last.
+func (r *runner) afterTurn(tx Tx, run *Run, resp ModelResponse, done bool, w *wake) error {
+	*w = wake{}
+	if resp.Text != "" || resp.Usage != (Usage{}) {
+		t, err := tx.Thread(run.ThreadID)
+		if err != nil {
+			return err
+		}
+		t.Usage = t.Usage.Add(resp.Usage)
+		if resp.Text != "" && run.Namespace == "" {
+			settle(t, threadChange{text: resp.Text}, r.s.now())
+		}
+		if err := tx.PutThread(t); err != nil {
+			return err
+		}
+	}
+	if done {
+		return r.s.finish(tx, run, RunSucceeded, "", w)
+	}
 	return nil
 }
 
@@ -335,7 +329,8 @@ func (r *runner) hold(pc *pendingCall, in *Interrupt) *Interrupt {
 func (r *runner) pause(ctx context.Context, st RunState, results []*Message, pcs []pendingCall, held []*Interrupt) error {
 	st.Calls = callStates(pcs)
 	var w wake
-	err := r.commit(ctx, results, st, func(tx Tx, run *Run) (err error) {
+	err := r.commit(ctx, results, st, nil, func(tx Tx, run *Run) (err error) {
+		w = wake{}
 		if run.CancelRequested {
 			return r.s.finish(tx, run, RunCancelled, "", &w)
 		}
@@ -351,7 +346,10 @@ func (r *runner) pause(ctx context.Context, st RunState, results []*Message, pcs
 				return err
 			}
 		}
-		run.Status = RunInterrupted
+		run.Status, run.UpdatedAt = RunInterrupted, r.s.now()
+		if err := tx.PutRun(run); err != nil {
+			return err
+		}
 		settle(t, threadChange{run: run, actions: len(held)}, r.s.now())
 		if err := tx.PutThread(t); err != nil {
 			return err
@@ -452,11 +450,8 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 				waiting = append(waiting, pcs[i])
 				st.Children++
 				st.Calls = callStates(open(i + 1))
-				err := r.commit(ctx, results, st, func(tx Tx, run *Run) error {
-					if err := r.s.startChild(tx, child); err != nil {
-						return err
-					}
-					return emitRun(tx, run, EventToolStarted, call)
+				err := r.commit(ctx, results, st, []Event{r.event(EventToolStarted, call)}, func(tx Tx, run *Run) error {
+					return r.s.startChild(tx, child)
 				})
 				if err != nil {
 					return false, err
@@ -468,9 +463,7 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 				if !spec.Idempotent && !isLocal(tool, call.Args) {
 					pcs[i].State = CallStarted
 					st.Calls = callStates(open(i))
-					err := r.commit(ctx, results, st, func(tx Tx, run *Run) error {
-						return emitRun(tx, run, EventToolStarted, call)
-					})
+					err := r.commit(ctx, results, st, []Event{r.event(EventToolStarted, call)}, nil)
 					if err != nil {
 						return false, err
 					}
@@ -511,14 +504,14 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 	if len(waiting) > 0 {
 		st.Calls = callStates(waiting)
 		if len(results) > 0 {
-			if err := r.commit(ctx, results, st, nil); err != nil {
+			if err := r.commit(ctx, results, st, nil, nil); err != nil {
 				return false, err
 			}
 		}
 		return true, nil
 	}
 	st.Calls, st.Phase, st.Steps = nil, PhaseModel, st.Steps+1
-	if err := r.commit(ctx, results, st, nil); err != nil {
+	if err := r.commit(ctx, results, st, nil, nil); err != nil {
 		return false, err
 	}
 	r.s.obs.Step(StepTools)

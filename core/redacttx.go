@@ -12,9 +12,41 @@ import (
 // (the run goes on with the real arguments of a tool call); only the
 // stored copies are redacted, and a copy is made only when something
 // changes.
+//
+// It also notes in *ws an update that changes what a run's workspace is
+// made of (grants, settings, attachments), so that the Service can tell
+// its runs to read it again (Service.wsGen).
 type redactTx struct {
 	Tx
-	r *Redactor
+	r  *Redactor
+	ws *bool
+}
+
+// touch notes a change to a run's workspace.
+func (x redactTx) touch() {
+	if x.ws != nil {
+		*x.ws = true
+	}
+}
+
+func (x redactTx) PutGrant(g *Grant) error {
+	x.touch()
+	return x.Tx.PutGrant(g)
+}
+
+func (x redactTx) DeleteGrant(id string) error {
+	x.touch()
+	return x.Tx.DeleteGrant(id)
+}
+
+func (x redactTx) PutAttachment(a *Attachment) error {
+	x.touch()
+	return x.Tx.PutAttachment(a)
+}
+
+func (x redactTx) DeleteAttachment(id string) error {
+	x.touch()
+	return x.Tx.DeleteAttachment(id)
 }
 
 func (x redactTx) PutThread(t *Thread) error {
@@ -47,23 +79,27 @@ func (x redactTx) PutRun(r *Run) error {
 	return x.Tx.PutRun(&c)
 }
 
-// PutFile stores a virtual file's text redacted (a model may copy a
-// secret it read into a file); bytes that are not UTF-8 are kept as they
-// are.
-func (x redactTx) PutFile(f *File) error {
+// PutFile stores a virtual file's text redacted (see redactFile).
+func (x redactTx) PutFile(f *File) error { return x.Tx.PutFile(x.redactFile(f)) }
+
+// redactFile returns f, or a copy with its text redacted when it holds a
+// secret (a model may copy a secret it read into a file); bytes that are
+// not UTF-8 are kept as they are.
+func (x redactTx) redactFile(f *File) *File {
 	if !utf8.Valid(f.Data) {
-		return x.Tx.PutFile(f)
+		return f
 	}
 	text := x.r.Redact(string(f.Data))
 	if text == string(f.Data) {
-		return x.Tx.PutFile(f)
+		return f
 	}
 	c := *f
 	c.Data, c.Size = []byte(text), len(text)
-	return x.Tx.PutFile(&c)
+	return &c
 }
 
 func (x redactTx) PutSettings(s *Settings) error {
+	x.touch()
 	addendum := x.r.Redact(s.PromptAddendum)
 	if addendum == s.PromptAddendum {
 		return x.Tx.PutSettings(s)
@@ -134,6 +170,12 @@ func (x redactTx) redactPart(p Part) (Part, bool) {
 }
 
 func (x redactTx) PutCheckpoint(cp *Checkpoint) error {
+	return x.Tx.PutCheckpoint(x.redactCheckpoint(cp))
+}
+
+// redactCheckpoint returns cp, or a copy with its calls' decisions
+// redacted when one holds a secret.
+func (x redactTx) redactCheckpoint(cp *Checkpoint) *Checkpoint {
 	calls := cp.State.Calls
 	for i, cs := range cp.State.Calls {
 		if d := x.redactDecision(cs.Decision); d != cs.Decision {
@@ -144,21 +186,26 @@ func (x redactTx) PutCheckpoint(cp *Checkpoint) error {
 		}
 	}
 	if len(calls) == 0 || &calls[0] == &cp.State.Calls[0] {
-		return x.Tx.PutCheckpoint(cp)
+		return cp
 	}
 	c := *cp
 	c.State.Calls = calls
-	return x.Tx.PutCheckpoint(&c)
+	return &c
 }
 
 func (x redactTx) PutInterrupt(in *Interrupt) error {
+	return x.Tx.PutInterrupt(x.redactInterrupt(in))
+}
+
+// redactInterrupt returns in, or a redacted copy when it holds a secret.
+func (x redactTx) redactInterrupt(in *Interrupt) *Interrupt {
 	args, reason, d := x.r.RedactJSON(in.Args), x.r.Redact(in.Reason), x.redactDecision(in.Decision)
 	if sameBytes(args, in.Args) && reason == in.Reason && d == in.Decision {
-		return x.Tx.PutInterrupt(in)
+		return in
 	}
 	c := *in
 	c.Args, c.Reason, c.Decision = args, reason, d
-	return x.Tx.PutInterrupt(&c)
+	return &c
 }
 
 // redactDecision returns d, or a redacted copy when it holds a secret.
@@ -184,4 +231,44 @@ func (x redactTx) Emit(e Event) error {
 // its argument when nothing changed).
 func sameBytes(a, b json.RawMessage) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// redactStep returns the StepCommit to store for c: c itself, with copies
+// of the messages, checkpoint, files and interrupts that hold a secret,
+// events whose payloads are redacted, and Also given this Tx's redaction.
+// The caller copies back what the Store sets on the copies (see
+// Service.commitStep).
+func (x redactTx) redactStep(c *StepCommit) *StepCommit {
+	out := *c
+	if c.Checkpoint != nil {
+		out.Checkpoint = x.redactCheckpoint(c.Checkpoint)
+	}
+	out.Messages = redactEach(c.Messages, x.redactMessage)
+	out.Files = redactEach(c.Files, x.redactFile)
+	out.Interrupts = redactEach(c.Interrupts, x.redactInterrupt)
+	if len(c.Events) > 0 {
+		out.Events = make([]Event, len(c.Events))
+		for i, e := range c.Events {
+			e.Payload = x.r.RedactJSON(e.Payload)
+			out.Events[i] = e
+		}
+	}
+	if also := c.Also; also != nil {
+		out.Also = func(tx Tx, run *Run) error { return also(redactTx{Tx: tx, r: x.r, ws: x.ws}, run) }
+	}
+	return &out
+}
+
+// redactEach returns vs, or a copy with the elements f changed.
+func redactEach[T any](vs []*T, f func(*T) *T) []*T {
+	out := vs
+	for i, v := range vs {
+		if c := f(v); c != v {
+			if &out[0] == &vs[0] {
+				out = slices.Clone(vs)
+			}
+			out[i] = c
+		}
+	}
+	return out
 }

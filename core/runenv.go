@@ -19,9 +19,15 @@ type workspace struct {
 	atts     []*Attachment
 }
 
-// loadWorkspace reads the run's grants, working folder, settings and the
-// thread's attachments as they are now.
+// loadWorkspace returns the run's grants, working folder, settings and
+// the thread's attachments as they are now: read once, and again only
+// after an update changed any of them (Service.wsGen moved). What it
+// returns is shared between steps and must not be changed.
 func (r *runner) loadWorkspace(ctx context.Context) (workspace, error) {
+	gen := r.s.wsGen.Load()
+	if r.ws != nil && r.wsGen == gen {
+		return *r.ws, nil
+	}
 	var w workspace
 	err := r.s.view(ctx, func(tx ReadTx) (err error) {
 		if w.grants, err = tx.Grants(r.run.OwnerID); err != nil {
@@ -33,12 +39,16 @@ func (r *runner) loadWorkspace(ctx context.Context) (workspace, error) {
 		w.atts, err = tx.Attachments(AttachmentQuery{ThreadID: r.run.ThreadID})
 		return err
 	})
+	if err != nil {
+		return w, err
+	}
 	for _, g := range w.grants {
 		if g.ID == r.run.WorkingFolder {
 			w.working = g
 		}
 	}
-	return w, err
+	r.ws, r.wsGen = &w, gen
+	return w, nil
 }
 
 // callEnv is the environment of a tool call starting now.

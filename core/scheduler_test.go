@@ -359,10 +359,16 @@ func TestSchedulerDST(t *testing.T) {
 	}
 }
 
+// fullStore is a Store with the engine's RunStore, as core.New needs.
+type fullStore interface {
+	core.Store
+	core.RunStore
+}
+
 // failOnce is a Store whose first Update after arm runs fn and then fails
 // as a crash before the commit would.
 type failOnce struct {
-	core.Store
+	fullStore
 	mu    sync.Mutex
 	armed bool
 }
@@ -373,10 +379,10 @@ func (f *failOnce) Update(ctx context.Context, fn func(core.Tx) error) ([]core.E
 	f.armed = false
 	f.mu.Unlock()
 	if armed {
-		_ = f.Store.View(ctx, func(core.ReadTx) error { return nil })
+		_ = f.View(ctx, func(core.ReadTx) error { return nil })
 		return nil, fmt.Errorf("crash before commit")
 	}
-	return f.Store.Update(ctx, fn)
+	return f.fullStore.Update(ctx, fn)
 }
 
 // TestSchedulerRestart: a restart after a fire does not fire the slot
@@ -395,7 +401,7 @@ func TestSchedulerRestart(t *testing.T) {
 	wantHistory(t, h, "schedule:started")
 
 	// A crash in the middle of the next fire: nothing of it is kept.
-	fo := &failOnce{Store: se.store, armed: true}
+	fo := &failOnce{fullStore: se.store.(fullStore), armed: true}
 	svc3, err := core.New(core.Config{Store: fo, Models: func(string) (core.Model, error) { return listModel{}, nil }, DefaultModel: "fake",
 		Now: se.clock.Now, Schedules: cron.Parse})
 	if err != nil {

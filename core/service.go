@@ -73,7 +73,13 @@ type Config struct {
 // Service is Kiln's core API: every operation a client can do, acting as a
 // Principal, plus the run engine. Errors are *Error values with a code.
 type Service struct {
-	store  Store
+	store Store
+	runs  RunStore
+	// holder names this process in the leases of the runs it drives.
+	holder string
+	// wsGen moves after each update that changed grants, settings or
+	// attachments: runs read their workspace again (runner.loadWorkspace).
+	wsGen  atomic.Int64
 	models ModelResolver
 	cfg    Config
 	now    Clock
@@ -111,6 +117,10 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil || cfg.Models == nil {
 		return nil, Errorf(EINVALID, "core: Store and Models are required")
 	}
+	runs, ok := cfg.Store.(RunStore)
+	if !ok {
+		return nil, Errorf(EINVALID, "core: the Store (%T) does not implement RunStore", cfg.Store)
+	}
 	if cfg.MaxSteps <= 0 {
 		cfg.MaxSteps = 200
 	}
@@ -142,7 +152,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{
-		store: cfg.Store, models: cfg.Models, cfg: cfg, now: cfg.Now, log: cfg.Logger, obs: cfg.Observer,
+		store: cfg.Store, runs: runs, holder: leaseHolder(), models: cfg.Models, cfg: cfg, now: cfg.Now, log: cfg.Logger, obs: cfg.Observer,
 		broker: NewBroker(), active: map[string]*driver{}, stopped: make(chan struct{}),
 	}
 	tb := &toolbox{byName: map[string]Tool{}, sources: map[string][]string{}, defaults: map[string]Rule{}}
@@ -180,23 +190,67 @@ func (s *Service) ToolSpecs() []ToolSpec { return slices.Clone(s.tb.Load().specs
 // Store's commit hook when it has one), then tells the Observer about the
 // runs they started and finished.
 func (s *Service) update(ctx context.Context, fn func(Tx) error) error {
-	redacted := func(tx Tx) error { return fn(redactTx{Tx: tx, r: s.cfg.Redactor}) }
-	var evs []Event
-	var err error
-	if s.hooked {
-		evs, err = s.store.Update(ctx, redacted)
-	} else {
-		s.wmu.Lock()
-		if evs, err = s.store.Update(ctx, redacted); err == nil {
-			s.broker.Publish(evs...)
-		}
-		s.wmu.Unlock()
+	var ws bool
+	redacted := func(tx Tx) error {
+		ws = false
+		return fn(redactTx{Tx: tx, r: s.cfg.Redactor, ws: &ws})
 	}
+	evs, err := s.commitOrdered(func() ([]Event, error) { return s.store.Update(ctx, redacted) })
 	if err != nil {
 		return err
 	}
+	if ws {
+		s.wsGen.Add(1)
+	}
 	s.observeEvents(evs)
 	return nil
+}
+
+// commitStep commits a run's step (RunStore.CommitStep) as update commits
+// an Update: redacted, its events published in commit order and
+// observed. The message indexes and the checkpoint's Messages the Store
+// sets are copied to c's own.
+func (s *Service) commitStep(ctx context.Context, c *StepCommit) (*StepResult, error) {
+	var ws bool
+	x := redactTx{r: s.cfg.Redactor, ws: &ws}
+	stored := x.redactStep(c)
+	var res *StepResult
+	_, err := s.commitOrdered(func() (_ []Event, err error) {
+		if res, err = s.runs.CommitStep(ctx, stored); err != nil {
+			return nil, err
+		}
+		return res.Events, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range c.Messages {
+		m.Index = stored.Messages[i].Index
+	}
+	if c.Checkpoint != nil {
+		c.Checkpoint.Messages = stored.Checkpoint.Messages
+	}
+	if ws {
+		s.wsGen.Add(1)
+	}
+	s.observeEvents(res.Events)
+	return res, nil
+}
+
+// commitOrdered runs commit, a write to the Store, and publishes the
+// events it returns in commit order: the Store's commit hook does when
+// it has one; otherwise commits are serialized to publish in order.
+func (s *Service) commitOrdered(commit func() ([]Event, error)) ([]Event, error) {
+	if s.hooked {
+		return commit()
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	evs, err := commit()
+	if err == nil {
+		s.broker.Publish(evs...)
+	}
+	return evs, err
 }
 
 // publish delivers an ephemeral event (Seq 0) live, its payload redacted.

@@ -154,19 +154,20 @@ func (f *stepFiles) undo(m map[string]*File) {
 	f.pending = m
 }
 
-// flush stores the pending writes in tx as versions at seq (the thread's
-// message count after the step).
-func (f *stepFiles) flush(tx Tx, seq int) error {
+// pendingFiles returns copies of the step's writes, ordered by path, for
+// its StepCommit (which sets their Seq); nil when there are none.
+func (f *stepFiles) pendingFiles() []*File {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(f.pending) == 0 {
+		return nil
+	}
+	out := make([]*File, 0, len(f.pending))
 	for _, p := range slices.Sorted(maps.Keys(f.pending)) {
 		v := *f.pending[p]
-		v.Seq = seq
-		if err := tx.PutFile(&v); err != nil {
-			return err
-		}
+		out = append(out, &v)
 	}
-	return nil
+	return out
 }
 
 // committed forgets the pending writes once their step committed.

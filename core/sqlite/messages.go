@@ -100,6 +100,8 @@ func (x *tx) AppendMessages(msgs ...*core.Message) error {
 				p = pos{n: n}
 				if next, known := x.next[n]; known {
 					p.next = next
+				} else if next, known := x.s.nextIdx[n]; known {
+					p.next = next
 				} else if err := x.queryRow("SELECT idx + 1 FROM messages WHERE thread = ? ORDER BY idx DESC LIMIT 1", n).Scan(&p.next); err != nil && !errors.Is(err, sql.ErrNoRows) {
 					return fmt.Errorf("sqlite: append messages: %w", err)
 				}
@@ -114,6 +116,9 @@ func (x *tx) AppendMessages(msgs ...*core.Message) error {
 		}
 		if err != nil {
 			return fmt.Errorf("sqlite: append messages: %w", err)
+		}
+		if m.Text != "" && (m.Role == core.RoleUser || m.Role == core.RoleAssistant) {
+			x.search = true
 		}
 		m.Index = int(p.next)
 		p.next++

@@ -124,7 +124,14 @@ type Store struct {
 	wmu   sync.Mutex // held by the Update committing a group
 	qmu   sync.Mutex
 	queue []*update // Updates waiting for the next group
-	hook  atomic.Pointer[func([]core.Event)]
+	// What the writer knows of the database as the Updates before the
+	// current one left it (guarded by wmu): the newest event's seq (0:
+	// not known) and the index of the next message of threads (by n).
+	// An Update that succeeds adds what it wrote; a group that fails to
+	// commit forgets everything.
+	lastSeq int64
+	nextIdx map[int64]int64
+	hook    atomic.Pointer[func([]core.Event)]
 	// onCommit is Options.OnCommit.
 	onCommit func(d time.Duration, updates int)
 	// search is the search mode, SearchFTS5 or SearchBasic, fixed at Open.
@@ -160,7 +167,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	s := &Store{path: abs, now: opts.Now, strings: make(map[string]int64), onCommit: opts.OnCommit}
+	s := &Store{path: abs, now: opts.Now, strings: make(map[string]int64), nextIdx: make(map[int64]int64), onCommit: opts.OnCommit}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -368,6 +375,8 @@ func (s *Store) commit(group []*update) {
 		if committed {
 			return
 		}
+		s.lastSeq = 0
+		clear(s.nextIdx)
 		if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
 			// A connection that may still be in a transaction is not
 			// handed out again: the pool opens a new one.
@@ -375,6 +384,7 @@ func (s *Store) commit(group []*update) {
 		}
 	}()
 	ok := 0
+	search := false
 	for _, u := range group {
 		if err := u.ctx.Err(); err != nil {
 			u.err = fmt.Errorf("sqlite: begin update: %w", err)
@@ -382,18 +392,24 @@ func (s *Store) commit(group []*update) {
 		}
 		if s.run(conn, ctx, u, len(group) > 1) {
 			ok++
+			search = search || u.t.search
+			s.learn(u.t)
 		}
 	}
 	if ok == 0 {
 		return
 	}
-	if err := (&tx{s: s, ctx: ctx, tx: conn, write: true}).indexPending(); err != nil {
-		for _, u := range group {
-			if u.err == nil && u.panic == nil {
-				u.err = err
+	// Only what inserts threads or messages, changes a title or deletes
+	// leaves rows for the search index (see indexPending).
+	if search {
+		if err := (&tx{s: s, ctx: ctx, tx: conn, write: true}).indexPending(); err != nil {
+			for _, u := range group {
+				if u.err == nil && u.panic == nil {
+					u.err = err
+				}
 			}
+			return
 		}
-		return
 	}
 	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
 		for _, u := range group {
@@ -444,7 +460,7 @@ func (s *Store) run(conn *sql.Conn, ctx context.Context, u *update, shared bool)
 			return false
 		}
 	}
-	u.t = &tx{s: s, ctx: ctx, tx: conn, write: true}
+	u.t = &tx{s: s, ctx: ctx, tx: conn, write: true, lastSeq: s.lastSeq}
 	defer func() {
 		if p := recover(); p != nil {
 			u.panic, ok = p, false
@@ -470,6 +486,20 @@ func (s *Store) run(conn *sql.Conn, ctx context.Context, u *update, shared bool)
 		return false
 	}
 	return true
+}
+
+// learn keeps what a successful Update's x wrote that the next ones need:
+// its newest event's seq and its threads' next message indexes.
+func (s *Store) learn(x *tx) {
+	if x.lastSeq > 0 {
+		s.lastSeq = x.lastSeq
+	}
+	if len(s.nextIdx)+len(x.next) > maxCachedStrings {
+		clear(s.nextIdx)
+	}
+	for n, next := range x.next {
+		s.nextIdx[n] = next
+	}
 }
 
 // cachedString returns the committed n of str, if the Store knows it.

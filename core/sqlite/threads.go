@@ -132,6 +132,7 @@ func (x *tx) PutThread(t *core.Thread) error {
 	if t == nil || t.ID == "" {
 		return core.Errorf(core.EINVALID, "thread needs an id")
 	}
+	x.search = true
 	if t.OwnerID == "" {
 		return core.Errorf(core.EINVALID, "thread %q needs an owner", t.ID)
 	}
@@ -193,5 +194,7 @@ func (x *tx) DeleteThread(id string) error {
 	if k, _ := res.RowsAffected(); k == 0 {
 		return core.Errorf(core.ENOTFOUND, "thread %q not found", id)
 	}
+	x.search = true
+	x.setNext(n, 0)
 	return nil
 }

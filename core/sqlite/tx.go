@@ -33,6 +33,10 @@ type tx struct {
 	// (flushEvents inserts them, several rows a statement).
 	lastSeq int64
 	unsaved []any
+	// search is set by the writes that may leave rows for the search
+	// index (see indexPending): threads stored or deleted, user and
+	// assistant messages with text.
+	search bool
 }
 
 var (

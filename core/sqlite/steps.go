@@ -1,0 +1,241 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kilnhq/kiln/core"
+)
+
+// The Store serves one process at a time, so ClaimRun grants every claim
+// of a running run (see core.RunStore): the lease's token is what keeps a
+// stale driver of this process (one whose run was claimed again) from
+// writing.
+
+// ClaimRun implements core.RunStore: one write transaction, through the
+// group commit, that bumps the run's token and reads what the driver
+// resumes from.
+func (s *Store) ClaimRun(ctx context.Context, runID, holder string, ttl time.Duration) (*core.RunClaim, error) {
+	if runID == "" || holder == "" {
+		return nil, core.Errorf(core.EINVALID, "a claim needs a run and a holder")
+	}
+	var c *core.RunClaim
+	_, err := s.Update(ctx, func(t core.Tx) error {
+		x := t.(*tx)
+		n, err := x.mustFind("run", runID)
+		if err != nil {
+			return err
+		}
+		h, err := x.intern(holder)
+		if err != nil {
+			return err
+		}
+		expires := s.now().Add(ttl).Truncate(time.Second)
+		var token int64
+		err = x.queryRow(`UPDATE runs SET lease = lease + 1, lease_holder = ?, lease_expires = ?
+WHERE n = ? AND status = 'running' RETURNING lease`, h, expires.Unix(), n).Scan(&token)
+		if errors.Is(err, sql.ErrNoRows) {
+			return x.refuse(n, runID, 0)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: claim run: %w", err)
+		}
+		c = &core.RunClaim{Lease: core.Lease{RunID: runID, Holder: holder, Token: token, Expires: expires}}
+		if c.Run, err = x.Run(runID); err != nil {
+			return err
+		}
+		if c.Checkpoint, err = x.Checkpoint(runID, 0); err != nil {
+			return err
+		}
+		c.Messages, err = x.Messages(c.Run.ThreadID, 0, c.Checkpoint.Messages)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Heartbeat implements core.RunStore.
+func (s *Store) Heartbeat(ctx context.Context, l core.Lease, ttl time.Duration) (core.Lease, error) {
+	_, err := s.Update(ctx, func(t core.Tx) error {
+		x := t.(*tx)
+		n, err := x.mustFind("run", l.RunID)
+		if err != nil {
+			return err
+		}
+		expires := s.now().Add(ttl).Truncate(time.Second)
+		res, err := x.exec("heartbeat", `UPDATE runs SET lease_expires = ? WHERE n = ? AND status = 'running' AND lease = ?`, expires.Unix(), n, l.Token)
+		if err != nil {
+			return err
+		}
+		if k, _ := res.RowsAffected(); k != 1 {
+			return x.refuse(n, l.RunID, l.Token)
+		}
+		l.Expires = expires
+		return nil
+	})
+	return l, err
+}
+
+// CommitStep implements core.RunStore: one Update of the group commit,
+// whose first statement both checks the lease and records the run's
+// progress, so a step reads nothing it did not write unless it is
+// refused or has an Also.
+func (s *Store) CommitStep(ctx context.Context, c *core.StepCommit) (*core.StepResult, error) {
+	if c == nil || c.Lease.RunID == "" {
+		return nil, core.Errorf(core.EINVALID, "a step needs its run's lease")
+	}
+	var res core.StepResult
+	evs, err := s.Update(ctx, func(t core.Tx) error {
+		res.CancelRequested = false
+		return t.(*tx).commitStep(c, &res.CancelRequested)
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Events = evs
+	return &res, nil
+}
+
+func (x *tx) commitStep(c *core.StepCommit, cancel *bool) error {
+	runID := c.Lease.RunID
+	n, err := x.mustFind("run", runID)
+	if err != nil {
+		return err
+	}
+	var owner string
+	if cp := c.Checkpoint; cp != nil {
+		if cp.RunID != runID {
+			return core.Errorf(core.EINVALID, "step of run %q carries a checkpoint of run %q", runID, cp.RunID)
+		}
+		created, err := encTime(cp.CreatedAt, "checkpoint created_at")
+		if err != nil {
+			return err
+		}
+		usage, err := encJSON(c.Usage, c.Usage == core.Usage{}, "run usage")
+		if err != nil {
+			return err
+		}
+		state, err := json.Marshal(cp.State)
+		if err != nil {
+			return core.Errorf(core.EINVALID, "checkpoint state: %v", err)
+		}
+		err = x.queryRow(`UPDATE runs SET checkpoint = ?, steps = ?, tool_calls = ?, usage = ?, updated_at = ?
+WHERE n = ? AND status = 'running' AND lease = ? AND checkpoint = ? RETURNING owner_id, cancel_requested`,
+			cp.Version, cp.State.Steps, cp.State.ToolCalls, usage, created, n, c.Lease.Token, cp.Version-1).Scan(&owner, cancel)
+		if errors.Is(err, sql.ErrNoRows) {
+			return x.refuseStep(n, c)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: commit step: %w", err)
+		}
+		if err := x.appendStep(owner, c.Messages); err != nil {
+			return err
+		}
+		if k := len(c.Messages); k > 0 {
+			cp.Messages = c.Messages[k-1].Index + 1
+		}
+		if _, err := x.exec("commit step", `INSERT INTO checkpoints (run, version, parent, messages, state, created_at)
+VALUES (?, ?, ?, ?, ?, ?)`, n, cp.Version, cp.Parent, cp.Messages, string(state), created); err != nil {
+			return err
+		}
+		for _, f := range c.Files {
+			f.Seq = cp.Messages
+			if err := x.PutFile(f); err != nil {
+				return err
+			}
+		}
+	} else {
+		var status string
+		var token int64
+		err := x.queryRow(`SELECT owner_id, cancel_requested, status, lease FROM runs WHERE n = ?`, n).Scan(&owner, cancel, &status, &token)
+		if err != nil {
+			return fmt.Errorf("sqlite: commit step: %w", err)
+		}
+		if status != string(core.RunRunning) || token != c.Lease.Token {
+			return x.refuse(n, runID, c.Lease.Token)
+		}
+	}
+	if c.Checkpoint == nil {
+		if len(c.Messages)+len(c.Files) > 0 {
+			return core.Errorf(core.EINVALID, "a commit of run %q without a checkpoint carries messages or files", runID)
+		}
+	}
+	for _, in := range c.Interrupts {
+		if err := x.PutInterrupt(in); err != nil {
+			return err
+		}
+	}
+	for _, e := range c.Events {
+		if err := x.Emit(e); err != nil {
+			return err
+		}
+	}
+	if c.Also == nil {
+		return nil
+	}
+	run, err := x.Run(runID)
+	if err != nil {
+		return err
+	}
+	return c.Also(x, run)
+}
+
+// appendStep appends a step's messages and emits their events.
+func (x *tx) appendStep(owner string, msgs []*core.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := x.AppendMessages(msgs...); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		e, err := core.MessageEvent(owner, m)
+		if err != nil {
+			return err
+		}
+		if err := x.Emit(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refuseStep says why the first statement of a step changed nothing.
+func (x *tx) refuseStep(n int64, c *core.StepCommit) error {
+	if err := x.refuse(n, c.Lease.RunID, c.Lease.Token); err != nil {
+		return err
+	}
+	var latest int
+	if err := x.queryRow(`SELECT checkpoint FROM runs WHERE n = ?`, n).Scan(&latest); err != nil {
+		return fmt.Errorf("sqlite: commit step: %w", err)
+	}
+	return core.Errorf(core.ECONFLICT, "run %q is at checkpoint %d: checkpoint %d is not the next", c.Lease.RunID, latest, c.Checkpoint.Version)
+}
+
+// refuse returns the refusal of a claim, heartbeat or step of run n with
+// token (0 for a claim): not running, or a stale token; nil when neither.
+func (x *tx) refuse(n int64, runID string, token int64) error {
+	var status string
+	var newest int64
+	if err := x.queryRow(`SELECT status, lease FROM runs WHERE n = ?`, n).Scan(&status, &newest); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return core.Errorf(core.ENOTFOUND, "run %q not found", runID)
+		}
+		return fmt.Errorf("sqlite: check lease: %w", err)
+	}
+	if status != string(core.RunRunning) {
+		return core.NotRunning(runID, core.RunStatus(status))
+	}
+	if token != 0 && token != newest {
+		return core.StaleLease(runID, token, newest)
+	}
+	return nil
+}
+
+var _ core.RunStore = (*Store)(nil)

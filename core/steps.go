@@ -1,0 +1,156 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// RunStore is the engine's whole contract with a Store, in the spirit of
+// a workflow engine's history: a driver claims a running run and gets, in
+// the same call, everything it needs to resume it; it persists each step
+// with one CommitStep carrying everything the step writes; and it keeps
+// its claim alive with Heartbeat. Run commands (start, cancel, decide)
+// and everything else go through Store.Update.
+//
+// Every claim carries a fencing token, a number that grows with each
+// claim of the run. A Store refuses a write with a token older than the
+// run's newest, so that a driver that lost its claim (a paused process, a
+// replica whose lease ran out) cannot write over the one that took it
+// over.
+//
+// The conformance suite coretest.RunSteps checks these rules.
+type RunStore interface {
+	// ClaimRun takes the lease of a running run for holder, until ttl from
+	// now, with a token one past the run's previous one, and returns it
+	// with the run, its latest checkpoint and the thread's messages before
+	// that checkpoint's Messages (of every namespace). ENOTFOUND for an
+	// unknown run; a run that is not running is refused with an error
+	// that matches ErrRunNotRunning (ECONFLICT), and nothing changes.
+	//
+	// A Store that serves a single process (SQLite: one server owns a
+	// data root) grants every claim of a running run; a Store shared by
+	// several processes refuses (ECONFLICT, ErrLeaseHeld) a claim while
+	// another holder's lease has not expired.
+	ClaimRun(ctx context.Context, runID, holder string, ttl time.Duration) (*RunClaim, error)
+
+	// Heartbeat extends the lease until ttl from now and returns it. A
+	// token older than the run's newest is refused (ErrStaleLease), and so
+	// is a run that is no longer running (ErrRunNotRunning).
+	Heartbeat(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
+
+	// CommitStep persists one step of a running run in one transaction,
+	// all of it or nothing, and returns the events it emitted with their
+	// Seq. In order it:
+	//   - refuses the step when the run is unknown (ENOTFOUND), not
+	//     running (ErrRunNotRunning), claimed again since c.Lease
+	//     (ErrStaleLease), or when c.Checkpoint is not the version after
+	//     the run's latest (ECONFLICT);
+	//   - sets the run's Checkpoint, Steps and ToolCalls from
+	//     c.Checkpoint, its Usage to c.Usage and UpdatedAt to the
+	//     checkpoint's CreatedAt;
+	//   - appends c.Messages to the run's thread, setting each Index (as
+	//     Tx.AppendMessages), and emits a "message" event for each
+	//     (MessageEvent);
+	//   - stores c.Checkpoint, its Messages set to one past the last
+	//     appended message's Index when there is one;
+	//   - stores c.Files (as Tx.PutFile) with their Seq set to the
+	//     checkpoint's Messages, and c.Interrupts (as Tx.PutInterrupt),
+	//     and emits c.Events;
+	//   - calls c.Also, when set, with the transaction and the run as
+	//     stored now: the rare writes of a step that changes more than the
+	//     run's progress (finishing or pausing the run, starting a
+	//     subagent, the thread's usage and preview).
+	// A commit with no Checkpoint writes no step: it checks the lease and
+	// the run's status and calls Also (a driver ending its run).
+	//
+	// Result.CancelRequested reports the run's cancel flag as committed:
+	// the driver learns of a cancel without reading the run.
+	CommitStep(ctx context.Context, c *StepCommit) (*StepResult, error)
+}
+
+// Lease is a driver's claim on a run. Token is the fencing token; Holder
+// names the claiming process; Expires is when the claim lapses unless a
+// Heartbeat renews it.
+type Lease struct {
+	RunID   string    `json:"run_id"`
+	Holder  string    `json:"holder"`
+	Token   int64     `json:"token"`
+	Expires time.Time `json:"expires"`
+}
+
+// RunClaim is what ClaimRun returns: the lease and the state a driver
+// resumes from.
+type RunClaim struct {
+	Lease      Lease
+	Run        *Run
+	Checkpoint *Checkpoint
+	Messages   []*Message
+}
+
+// StepCommit is everything one step writes. See RunStore.CommitStep.
+type StepCommit struct {
+	Lease      Lease
+	Checkpoint *Checkpoint
+	Usage      Usage
+	Messages   []*Message
+	Files      []*File
+	Interrupts []*Interrupt
+	Events     []Event
+	Also       func(tx Tx, run *Run) error
+}
+
+// StepResult is what CommitStep returns.
+type StepResult struct {
+	Events          []Event
+	CancelRequested bool
+}
+
+// The refusals of RunStore, matched with errors.Is; each comes inside an
+// *Error with code ECONFLICT (see StaleLease, NotRunning, LeaseHeld).
+var (
+	ErrStaleLease    = errors.New("stale lease")
+	ErrRunNotRunning = errors.New("run is not running")
+	ErrLeaseHeld     = errors.New("lease held")
+)
+
+// refusal is an *Error that also matches its sentinel.
+type refusal struct {
+	err *Error
+	is  error
+}
+
+func (r refusal) Error() string   { return r.err.Error() }
+func (r refusal) Unwrap() []error { return []error{r.err, r.is} }
+
+// StaleLease is the refusal of a write whose token is older than the
+// run's newest claim.
+func StaleLease(runID string, token, newest int64) error {
+	return refusal{Errorf(ECONFLICT, "run %q was claimed again: lease token %d is stale (newest %d)", runID, token, newest), ErrStaleLease}
+}
+
+// NotRunning is the refusal of a claim or step of a run that is not
+// running.
+func NotRunning(runID string, status RunStatus) error {
+	return refusal{Errorf(ECONFLICT, "run %q is %s, not running: refused", runID, status), ErrRunNotRunning}
+}
+
+// LeaseHeld is the refusal of a claim while another holder's lease runs.
+func LeaseHeld(runID, holder string, until time.Time) error {
+	return refusal{Errorf(ECONFLICT, "run %q is claimed by %s until %s", runID, holder, until.UTC().Format(time.RFC3339)), ErrLeaseHeld}
+}
+
+// MessageEvent is the "message" event of a message of ownerID's thread:
+// its payload is the message without what the event itself carries
+// (thread, run, namespace, time).
+func MessageEvent(ownerID string, m *Message) (Event, error) {
+	lean := *m
+	lean.ThreadID, lean.RunID, lean.Namespace, lean.CreatedAt = "", "", "", time.Time{}
+	b, err := json.Marshal(&lean)
+	if err != nil {
+		return Event{}, fmt.Errorf("message event: %w", err)
+	}
+	return Event{OwnerID: ownerID, ThreadID: m.ThreadID, RunID: m.RunID, Namespace: m.Namespace, Type: EventMessage, Payload: b}, nil
+}
