@@ -125,6 +125,9 @@ func (s *Service) drive(ctx context.Context, runID string) {
 	stop := s.heartbeat(ctx, r.lease)
 	defer stop()
 	err = r.loop(ctx)
+	if ferr := r.flush(); err == nil {
+		err = ferr
+	}
 	switch {
 	case err == nil, errors.Is(err, errStopped):
 	case errors.Is(err, ErrRunNotRunning), errors.Is(err, ErrStaleLease):

@@ -22,6 +22,12 @@ type runner struct {
 	// Service.wsGen), read again when that moves.
 	ws    *workspace
 	wsGen int64
+	// inflight are the steps submitted and not known to be committed
+	// yet, oldest first (see submit).
+	inflight []func() (*StepResult, error)
+	// threadUsage is the usage of model turns not yet added to the
+	// thread's (StepCommit.ThreadUsage).
+	threadUsage Usage
 	// files is the thread's virtual filesystem with the step's writes.
 	files *stepFiles
 	// images caches attachment bytes the model turns send, by ID.
@@ -88,6 +94,9 @@ func (r *runner) interrupted(ctx context.Context) error {
 // end finishes the run with a terminal status. Once decided, ending is not
 // abandoned because the run's context was cancelled.
 func (r *runner) end(ctx context.Context, status RunStatus, msg string) error {
+	if err := r.flush(); err != nil {
+		return err
+	}
 	var w wake
 	c := &StepCommit{Lease: r.lease, Also: func(tx Tx, run *Run) error {
 		w = wake{}
@@ -107,9 +116,12 @@ func (r *runner) end(ctx context.Context, status RunStatus, msg string) error {
 // events; also, when set, makes the step's rarer writes (StepCommit.Also).
 // After commit r mirrors the store.
 func (r *runner) commit(ctx context.Context, add []*Message, state RunState, events []Event, also func(tx Tx, run *Run) error) error {
-	now := r.s.now()
-	cp := &Checkpoint{RunID: r.run.ID, Version: r.cp.Version + 1, Parent: r.cp.Version, Messages: r.cp.Messages, State: state, CreatedAt: now}
-	c := &StepCommit{Lease: r.lease, Checkpoint: cp, Usage: r.run.Usage, Messages: add, Files: r.files.pendingFiles(), Events: events}
+	if err := r.flush(); err != nil {
+		return err
+	}
+	c := r.step(add, state, r.files.pendingFiles())
+	c.Events = events
+	cp, now := c.Checkpoint, c.Checkpoint.CreatedAt
 	var stored *Run
 	if also != nil {
 		c.Also = func(tx Tx, run *Run) error {
@@ -129,6 +141,74 @@ func (r *runner) commit(ctx context.Context, add []*Message, state RunState, eve
 	}
 	r.cp, r.msgs = cp, append(r.msgs, add...)
 	r.files.committed()
+	return nil
+}
+
+// step is the StepCommit of the run's next step.
+func (r *runner) step(add []*Message, state RunState, files []*File) *StepCommit {
+	cp := &Checkpoint{RunID: r.run.ID, Version: r.cp.Version + 1, Parent: r.cp.Version, State: state, CreatedAt: r.s.now()}
+	c := &StepCommit{Lease: r.lease, Checkpoint: cp, Usage: r.run.Usage, ThreadUsage: r.threadUsage, Messages: add, Files: files}
+	r.threadUsage = Usage{}
+	return c
+}
+
+// maxInflight is how many steps a driver may have submitted and not yet
+// known committed.
+const maxInflight = 8
+
+// submit stores one step like commit, but goes on at once: the step is
+// queued for the Store's group commit (RunStore.SubmitStep) and r
+// mirrors it as committed; an error surfaces at a later submit, commit
+// or flush. Only a step that writes nothing but its messages and
+// checkpoint is submitted so: one that wrote virtual files is committed
+// (the step after it could not read them back otherwise). A submitted
+// step has no effect outside the Store, and a crash before it commits
+// only redoes it: its model turn, and the idempotent tool calls that
+// alone may run before the step that asked for them is committed (a
+// call that is not idempotent is marked started by a commit first).
+func (r *runner) submit(ctx context.Context, add []*Message, state RunState) error {
+	files := r.files.pendingFiles()
+	if len(files) > 0 || !r.s.hooked {
+		return r.commit(ctx, add, state, nil, nil)
+	}
+	if len(r.inflight) == maxInflight {
+		if err := r.waitOldest(); err != nil {
+			return err
+		}
+	}
+	c := r.step(add, state, nil)
+	r.inflight = append(r.inflight, r.s.submitStep(ctx, c))
+	r.run.Checkpoint, r.run.Steps, r.run.ToolCalls, r.run.UpdatedAt = c.Checkpoint.Version, state.Steps, state.ToolCalls, c.Checkpoint.CreatedAt
+	r.cp, r.msgs = c.Checkpoint, append(r.msgs, add...)
+	return nil
+}
+
+// flush waits until every submitted step is committed, and returns the
+// first error.
+func (r *runner) flush() error {
+	for len(r.inflight) > 0 {
+		if err := r.waitOldest(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitOldest waits for the oldest submitted step. When it failed, the
+// ones after it fail too: they are waited for and the first error is
+// returned.
+func (r *runner) waitOldest() error {
+	wait := r.inflight[0]
+	r.inflight = r.inflight[1:]
+	res, err := wait()
+	if err != nil {
+		for _, w := range r.inflight {
+			w()
+		}
+		r.inflight = nil
+		return err
+	}
+	r.run.CancelRequested = r.run.CancelRequested || res.CancelRequested
 	return nil
 }
 
@@ -169,11 +249,16 @@ func (r *runner) modelStep(ctx context.Context) error {
 	if len(resp.ToolCalls) > 0 {
 		next.Phase = PhaseTools
 	}
-	var w wake
-	var also func(tx Tx, run *Run) error
-	if resp.Text != "" || resp.Usage != (Usage{}) || next.Phase == PhaseDone {
-		also = func(tx Tx, run *Run) error { return r.afterTurn(tx, run, resp, next.Phase == PhaseDone, &w) }
+	r.threadUsage = r.threadUsage.Add(resp.Usage)
+	if (resp.Text == "" || run.Namespace != "") && next.Phase != PhaseDone {
+		if err := r.submit(ctx, []*Message{msg}, next); err != nil {
+			return err
+		}
+		r.s.obs.Step(StepModel)
+		return nil
 	}
+	var w wake
+	also := func(tx Tx, run *Run) error { return r.afterTurn(tx, run, resp.Text, next.Phase == PhaseDone, &w) }
 	if err := r.commit(ctx, []*Message{msg}, next, nil, also); err != nil {
 		return err
 	}
@@ -183,18 +268,15 @@ func (r *runner) modelStep(ctx context.Context) error {
 }
 
 // afterTurn makes a model turn's writes beyond the step's: the thread's
-// usage and preview, and the end of the run when the turn was its last.
-func (r *runner) afterTurn(tx Tx, run *Run, resp ModelResponse, done bool, w *wake) error {
+// preview, and the end of the run when the turn was its last.
+func (r *runner) afterTurn(tx Tx, run *Run, text string, done bool, w *wake) error {
 	*w = wake{}
-	if resp.Text != "" || resp.Usage != (Usage{}) {
+	if text != "" && run.Namespace == "" {
 		t, err := tx.Thread(run.ThreadID)
 		if err != nil {
 			return err
 		}
-		t.Usage = t.Usage.Add(resp.Usage)
-		if resp.Text != "" && run.Namespace == "" {
-			settle(t, threadChange{text: resp.Text}, r.s.now())
-		}
+		settle(t, threadChange{text: text}, r.s.now())
 		if err := tx.PutThread(t); err != nil {
 			return err
 		}
@@ -469,6 +551,13 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 					}
 					results = nil
 				} else {
+					// A call with effects runs once the step that asked
+					// for it is committed: no effect without its record.
+					if !spec.ReadOnly && !isLocal(tool, call.Args) {
+						if err := r.flush(); err != nil {
+							return false, err
+						}
+					}
 					payload, _ := json.Marshal(call)
 					r.s.publish(Event{OwnerID: r.run.OwnerID, ThreadID: r.run.ThreadID, RunID: r.run.ID, Namespace: r.run.Namespace, Type: EventToolStarted, Payload: payload, Time: r.s.now()})
 				}
@@ -511,7 +600,7 @@ func (r *runner) execute(ctx context.Context, st RunState, pcs []pendingCall, tb
 		return true, nil
 	}
 	st.Calls, st.Phase, st.Steps = nil, PhaseModel, st.Steps+1
-	if err := r.commit(ctx, results, st, nil, nil); err != nil {
+	if err := r.submit(ctx, results, st); err != nil {
 		return false, err
 	}
 	r.s.obs.Step(StepTools)

@@ -237,6 +237,37 @@ func (s *Service) commitStep(ctx context.Context, c *StepCommit) (*StepResult, e
 	return res, nil
 }
 
+// submitStep submits a run's plain step (RunStore.SubmitStep; no Also),
+// redacted, and returns the wait that completes it as commitStep does:
+// the message indexes and the checkpoint's Messages copied to c's own,
+// the events observed. The Store is given copies of the messages and the
+// checkpoint, which it writes to while the driver goes on. Only a Store
+// with a commit hook publishes in commit order without the caller.
+func (s *Service) submitStep(ctx context.Context, c *StepCommit) func() (*StepResult, error) {
+	stored := redactTx{r: s.cfg.Redactor}.redactStep(c)
+	msgs := make([]*Message, len(stored.Messages))
+	for i, m := range stored.Messages {
+		cm := *m
+		msgs[i] = &cm
+	}
+	stored.Messages = msgs
+	cp := *stored.Checkpoint
+	stored.Checkpoint = &cp
+	wait := s.runs.SubmitStep(ctx, stored)
+	return func() (*StepResult, error) {
+		res, err := wait()
+		if err != nil {
+			return nil, err
+		}
+		for i, m := range c.Messages {
+			m.Index = stored.Messages[i].Index
+		}
+		c.Checkpoint.Messages = cp.Messages
+		s.observeEvents(res.Events)
+		return res, nil
+	}
+}
+
 // commitOrdered runs commit, a write to the Store, and publishes the
 // events it returns in commit order: the Store's commit hook does when
 // it has one; otherwise commits are serialized to publish in order.

@@ -50,12 +50,14 @@ type RunStore interface {
 	//     the run's latest (ECONFLICT);
 	//   - sets the run's Checkpoint, Steps and ToolCalls from
 	//     c.Checkpoint, its Usage to c.Usage and UpdatedAt to the
-	//     checkpoint's CreatedAt;
+	//     checkpoint's CreatedAt, and adds c.ThreadUsage to its thread's
+	//     Usage;
 	//   - appends c.Messages to the run's thread, setting each Index (as
 	//     Tx.AppendMessages), and emits a "message" event for each
 	//     (MessageEvent);
 	//   - stores c.Checkpoint, its Messages set to one past the last
-	//     appended message's Index when there is one;
+	//     appended message's Index, or to the previous checkpoint's when
+	//     the step appends none;
 	//   - stores c.Files (as Tx.PutFile) with their Seq set to the
 	//     checkpoint's Messages, and c.Interrupts (as Tx.PutInterrupt),
 	//     and emits c.Events;
@@ -69,6 +71,17 @@ type RunStore interface {
 	// Result.CancelRequested reports the run's cancel flag as committed:
 	// the driver learns of a cancel without reading the run.
 	CommitStep(ctx context.Context, c *StepCommit) (*StepResult, error)
+
+	// SubmitStep queues c for the same commit and returns at once; wait
+	// blocks until it is committed or refused and returns what CommitStep
+	// would. Steps submitted one after another are committed in that
+	// order, possibly several in one transaction, so a driver can work
+	// out its next step while the last one is written. A step refused or
+	// failed makes the run's steps submitted after it fail too (their
+	// checkpoints are not the next). The Store writes to c's messages
+	// and checkpoint while the step is queued: the caller must not use
+	// them until wait returns.
+	SubmitStep(ctx context.Context, c *StepCommit) (wait func() (*StepResult, error))
 }
 
 // Lease is a driver's claim on a run. Token is the fencing token; Holder
@@ -92,10 +105,11 @@ type RunClaim struct {
 
 // StepCommit is everything one step writes. See RunStore.CommitStep.
 type StepCommit struct {
-	Lease      Lease
-	Checkpoint *Checkpoint
-	Usage      Usage
-	Messages   []*Message
+	Lease       Lease
+	Checkpoint  *Checkpoint
+	Usage       Usage
+	ThreadUsage Usage
+	Messages    []*Message
 	Files      []*File
 	Interrupts []*Interrupt
 	Events     []Event

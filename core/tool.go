@@ -15,6 +15,10 @@ type ToolSpec struct {
 	Description string          `json:"description"`
 	Schema      json.RawMessage `json:"schema,omitempty"`
 	Idempotent  bool            `json:"idempotent"`
+	// ReadOnly says the tool changes nothing outside its result: the
+	// engine may run it before the step whose model turn asked for it is
+	// committed (see runner.submit). A crash then loses only a read.
+	ReadOnly bool `json:"read_only,omitempty"`
 }
 
 // Tool is something a model can call.

@@ -303,33 +303,49 @@ func (s *Store) Update(ctx context.Context, fn func(core.Tx) error) ([]core.Even
 	if s.closed.Load() {
 		return nil, errClosed
 	}
-	u := &update{ctx: ctx, fn: fn}
-	s.qmu.Lock()
-	s.queue = append(s.queue, u)
-	s.qmu.Unlock()
-
-	// The first to get wmu commits everything queued; the others find
-	// their Update done when they get it in turn.
-	s.wmu.Lock()
-	if !u.done {
-		s.qmu.Lock()
-		group := s.queue
-		s.queue = nil
-		s.qmu.Unlock()
-		s.commit(group)
-	}
-	s.wmu.Unlock()
+	u := s.enqueue(ctx, fn, false)
+	s.drain(u)
 	if u.panic != nil {
 		panic(u.panic)
 	}
 	return u.events, u.err
 }
 
+// enqueue queues an Update for the next group; Updates are committed in
+// the order they were queued. fin asks for u.fin, closed when u is done.
+func (s *Store) enqueue(ctx context.Context, fn func(core.Tx) error, fin bool) *update {
+	u := &update{ctx: ctx, fn: fn}
+	if fin {
+		u.fin = make(chan struct{})
+	}
+	s.qmu.Lock()
+	s.queue = append(s.queue, u)
+	s.qmu.Unlock()
+	return u
+}
+
+// drain commits the queue unless u is done already: the first to get wmu
+// commits everything queued; the others find their Update done when
+// they get it in turn.
+func (s *Store) drain(u *update) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if u.done {
+		return
+	}
+	s.qmu.Lock()
+	group := s.queue
+	s.queue = nil
+	s.qmu.Unlock()
+	s.commit(group)
+}
+
 // update is one caller's Update waiting to be committed.
 type update struct {
 	ctx    context.Context
 	fn     func(core.Tx) error
-	done   bool // set under wmu when committed or failed
+	done   bool          // set under wmu when committed or failed
+	fin    chan struct{} // closed when done, for a submitted step
 	events []core.Event
 	err    error
 	panic  any
@@ -348,6 +364,9 @@ func (s *Store) commit(group []*update) {
 	defer func() {
 		for _, u := range group {
 			u.done = true
+			if u.fin != nil {
+				close(u.fin)
+			}
 		}
 	}()
 	began := time.Now()

@@ -87,19 +87,49 @@ func (s *Store) Heartbeat(ctx context.Context, l core.Lease, ttl time.Duration) 
 // progress, so a step reads nothing it did not write unless it is
 // refused or has an Also.
 func (s *Store) CommitStep(ctx context.Context, c *core.StepCommit) (*core.StepResult, error) {
-	if c == nil || c.Lease.RunID == "" {
-		return nil, core.Errorf(core.EINVALID, "a step needs its run's lease")
+	if s.closed.Load() {
+		return nil, errClosed
 	}
-	var res core.StepResult
-	evs, err := s.Update(ctx, func(t core.Tx) error {
-		res.CancelRequested = false
-		return t.(*tx).commitStep(c, &res.CancelRequested)
-	})
-	if err != nil {
-		return nil, err
+	var cancel bool
+	u := s.enqueue(ctx, stepFn(c, &cancel), false)
+	s.drain(u)
+	return stepResult(u, cancel)
+}
+
+// SubmitStep implements core.RunStore: the step joins the queue of the
+// group commit now, and a goroutine commits the queue unless another
+// commit takes it along first.
+func (s *Store) SubmitStep(ctx context.Context, c *core.StepCommit) func() (*core.StepResult, error) {
+	if s.closed.Load() {
+		return func() (*core.StepResult, error) { return nil, errClosed }
 	}
-	res.Events = evs
-	return &res, nil
+	var cancel bool
+	u := s.enqueue(ctx, stepFn(c, &cancel), true)
+	go s.drain(u)
+	return func() (*core.StepResult, error) {
+		<-u.fin
+		return stepResult(u, cancel)
+	}
+}
+
+func stepFn(c *core.StepCommit, cancel *bool) func(core.Tx) error {
+	return func(t core.Tx) error {
+		if c == nil || c.Lease.RunID == "" {
+			return core.Errorf(core.EINVALID, "a step needs its run's lease")
+		}
+		*cancel = false
+		return t.(*tx).commitStep(c, cancel)
+	}
+}
+
+func stepResult(u *update, cancel bool) (*core.StepResult, error) {
+	if u.panic != nil {
+		panic(u.panic)
+	}
+	if u.err != nil {
+		return nil, u.err
+	}
+	return &core.StepResult{Events: u.events, CancelRequested: cancel}, nil
 }
 
 func (x *tx) commitStep(c *core.StepCommit, cancel *bool) error {
@@ -109,6 +139,7 @@ func (x *tx) commitStep(c *core.StepCommit, cancel *bool) error {
 		return err
 	}
 	var owner string
+	var thread int64
 	if cp := c.Checkpoint; cp != nil {
 		if cp.RunID != runID {
 			return core.Errorf(core.EINVALID, "step of run %q carries a checkpoint of run %q", runID, cp.RunID)
@@ -126,19 +157,27 @@ func (x *tx) commitStep(c *core.StepCommit, cancel *bool) error {
 			return core.Errorf(core.EINVALID, "checkpoint state: %v", err)
 		}
 		err = x.queryRow(`UPDATE runs SET checkpoint = ?, steps = ?, tool_calls = ?, usage = ?, updated_at = ?
-WHERE n = ? AND status = 'running' AND lease = ? AND checkpoint = ? RETURNING owner_id, cancel_requested`,
-			cp.Version, cp.State.Steps, cp.State.ToolCalls, usage, created, n, c.Lease.Token, cp.Version-1).Scan(&owner, cancel)
+WHERE n = ? AND status = 'running' AND lease = ? AND checkpoint = ? RETURNING owner_id, cancel_requested, thread`,
+			cp.Version, cp.State.Steps, cp.State.ToolCalls, usage, created, n, c.Lease.Token, cp.Version-1).Scan(&owner, cancel, &thread)
 		if errors.Is(err, sql.ErrNoRows) {
 			return x.refuseStep(n, c)
 		}
 		if err != nil {
 			return fmt.Errorf("sqlite: commit step: %w", err)
 		}
+		if u := c.ThreadUsage; u != (core.Usage{}) {
+			if _, err := x.exec("commit step", `UPDATE threads SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ? WHERE n = ?`,
+				u.InputTokens, u.OutputTokens, thread); err != nil {
+				return err
+			}
+		}
 		if err := x.appendStep(owner, c.Messages); err != nil {
 			return err
 		}
 		if k := len(c.Messages); k > 0 {
 			cp.Messages = c.Messages[k-1].Index + 1
+		} else if err := x.queryRow(`SELECT messages FROM checkpoints WHERE run = ? AND version = ?`, n, cp.Version-1).Scan(&cp.Messages); err != nil {
+			return fmt.Errorf("sqlite: commit step: %w", err)
 		}
 		if _, err := x.exec("commit step", `INSERT INTO checkpoints (run, version, parent, messages, state, created_at)
 VALUES (?, ?, ?, ?, ?, ?)`, n, cp.Version, cp.Parent, cp.Messages, string(state), created); err != nil {

@@ -29,6 +29,7 @@ func (Echo) Spec() core.ToolSpec {
 		Description: "Returns its arguments unchanged, as compact JSON. Useful for testing tool calls; it has no side effects.",
 		Schema:      json.RawMessage(`{"type":"object","description":"Any JSON object; echo returns it.","additionalProperties":true}`),
 		Idempotent:  true,
+		ReadOnly:    true,
 	}
 }
 
@@ -74,6 +75,7 @@ func (Sleep) Spec() core.ToolSpec {
 		Schema: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"ms":{"type":"integer","minimum":0,"maximum":%d,`+
 			`"description":"How long to wait, in milliseconds."}},"required":["ms"],"additionalProperties":false}`, MaxSleepMS)),
 		Idempotent: true,
+		ReadOnly:   true,
 	}
 }
 
