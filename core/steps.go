@@ -110,10 +110,10 @@ type StepCommit struct {
 	Usage       Usage
 	ThreadUsage Usage
 	Messages    []*Message
-	Files      []*File
-	Interrupts []*Interrupt
-	Events     []Event
-	Also       func(tx Tx, run *Run) error
+	Files       []*File
+	Interrupts  []*Interrupt
+	Events      []Event
+	Also        func(tx Tx, run *Run) error
 }
 
 // StepResult is what CommitStep returns.
