@@ -240,9 +240,6 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil || len(cfg.Key) < 32 {
 		return nil, errors.New("sandbox service: a Store and a key of at least 32 bytes are required")
 	}
-	if err := checkRecords(context.Background(), cfg.Store); err != nil {
-		return nil, err
-	}
 	if cfg.MaxSandboxes <= 0 {
 		cfg.MaxSandboxes = 100
 	}
@@ -271,6 +268,9 @@ func New(cfg Config) (*Service, error) {
 		cfg.Logger = slog.Default()
 	}
 	if err := checkPools(cfg); err != nil {
+		return nil, err
+	}
+	if err := checkRecords(context.Background(), cfg.Store); err != nil {
 		return nil, err
 	}
 	if cfg.SkillsDir != "" {
