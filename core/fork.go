@@ -100,9 +100,7 @@ func (s *Service) ForkThread(ctx context.Context, p Principal, id string, in For
 				return err
 			}
 		}
-		if last != "" {
-			fork.LastMessage = preview(last)
-		}
+		settle(fork, threadChange{text: last}, now)
 		if err := tx.PutThread(fork); err != nil {
 			return err
 		}

@@ -8,8 +8,12 @@ import (
 // Sandbox is the record of a sandbox Kiln runs for an owner: what was
 // asked, which runtime runs it with its handle, its state and when it
 // expires. The sandbox service (sandbox/service) owns what the fields
-// mean and every transition; core only keeps the record, so that expiry
-// and the runtime's handle survive a restart. It holds no secret: the
+// mean and every transition, and declares the Store methods that keep the
+// records (service.RecordReader and RecordTx), which a Store's
+// transactions implement beside core.ReadTx and core.Tx. The type stays in
+// core so that a Store (core/sqlite) can implement them without importing
+// the sandbox service; core keeps the record so that expiry and the
+// runtime's handle survive a restart. It holds no secret: the
 // environment's values reach the runtime and nothing else, and the
 // sandbox's access token is derived, never stored.
 type Sandbox struct {

@@ -581,14 +581,15 @@ func (s *Service) MarkRead(ctx context.Context, p Principal, id string) (*Thread
 		if t.UnreadRunID == "" {
 			return nil
 		}
-		return markRead(tx, p, t)
+		return s.markRead(tx, p, t)
 	})
 	return t, err
 }
 
-// markRead clears t's unread state and records it (a thread.read event).
-func markRead(tx Tx, p Principal, t *Thread) error {
-	t.UnreadRunID, t.Unread = "", false
+// markRead clears t's unread state (settle) and records it (a
+// thread.read event).
+func (s *Service) markRead(tx Tx, p Principal, t *Thread) error {
+	settle(t, threadChange{read: true}, s.now())
 	if err := tx.PutThread(t); err != nil {
 		return err
 	}
@@ -611,7 +612,7 @@ func (s *Service) MarkAllRead(ctx context.Context, p Principal) (int, error) {
 				if err != nil {
 					return err
 				}
-				if err := markRead(tx, p, t); err != nil {
+				if err := s.markRead(tx, p, t); err != nil {
 					return err
 				}
 				n++

@@ -34,9 +34,42 @@ type CommitHooker interface {
 	SetCommitHook(hook func([]Event))
 }
 
-// ReadTx reads inside a transaction. Lookups by ID return an *Error with
-// ENOTFOUND when the object does not exist.
+// ReadTx reads inside a transaction: the read halves of the Store's
+// parts, one per owner, so that a backend can build and test them one at
+// a time (core/coretest has a suite per part). Lookups by ID return an
+// *Error with ENOTFOUND when the object does not exist.
+//
+// Sandbox records are not part of it: the sandbox service
+// (sandbox/service) owns them and finds them on a Store's transactions
+// by type assertion.
 type ReadTx interface {
+	ThreadReadTx
+	RunReadTx
+	LogReadTx
+	WorkspaceReadTx
+	SettingsReadTx
+	TriggerReadTx
+}
+
+// Tx writes inside a transaction: the Store's parts, as ReadTx. Put
+// methods insert or replace the whole object by ID.
+type Tx interface {
+	ReadTx
+	ThreadTx
+	RunTx
+	LogTx
+	WorkspaceTx
+	SettingsTx
+	TriggerTx
+}
+
+// ThreadReadTx reads the threads-and-inbox part: threads, folders, the
+// search over them and the Unread and Action queues. A thread's derived
+// fields are what the last PutThread stored (settle decides them), except
+// Unread, which follows from UnreadRunID (Thread.Derive). The Action queue
+// lists the open interrupts of the runs part, so a backend builds the two
+// parts together.
+type ThreadReadTx interface {
 	Thread(id string) (*Thread, error)
 	// Threads lists threads matching q, ordered pinned first, then by
 	// UpdatedAt descending, then ID descending. It returns the cursor of the
@@ -47,6 +80,31 @@ type ReadTx interface {
 	// Folders lists the owner's folders by Position, then Name.
 	Folders(ownerID string) ([]*Folder, error)
 
+	// Inbox lists one queue, newest first, and the cursor of the next page.
+	Inbox(q InboxQuery) ([]*InboxItem, string, error)
+	// InboxCounts counts both queues for the owner.
+	InboxCounts(ownerID string) (InboxCounts, error)
+}
+
+// ThreadTx writes the threads-and-inbox part.
+type ThreadTx interface {
+	ThreadReadTx
+
+	PutThread(t *Thread) error
+	// DeleteThread removes the thread with its runs, messages, checkpoints,
+	// interrupts, virtual files and attachment records. Events stay in
+	// the log.
+	DeleteThread(id string) error
+
+	PutFolder(f *Folder) error
+	// DeleteFolder removes the folder; its threads move to no folder.
+	DeleteFolder(id string) error
+}
+
+// RunReadTx reads the runs-and-steps part: runs, the messages of their
+// threads, checkpoints and interrupts, which is what the engine writes at
+// each step.
+type RunReadTx interface {
 	Run(id string) (*Run, error)
 	// Runs lists runs matching q, oldest first (newest first with
 	// q.Newest), and returns the cursor of the next page when q.Limit cut
@@ -64,25 +122,53 @@ type ReadTx interface {
 	Interrupt(id string) (*Interrupt, error)
 	// Interrupts lists interrupts matching q, oldest first.
 	Interrupts(q InterruptQuery) ([]*Interrupt, error)
+}
 
-	// Inbox lists one queue, newest first, and the cursor of the next page.
-	Inbox(q InboxQuery) ([]*InboxItem, string, error)
-	// InboxCounts counts both queues for the owner.
-	InboxCounts(ownerID string) (InboxCounts, error)
+// RunTx writes the runs-and-steps part.
+type RunTx interface {
+	RunReadTx
 
+	PutRun(r *Run) error
+
+	// AppendMessages appends messages to their thread, setting each Index to
+	// the next position in that thread (one sequence for all namespaces).
+	// A message's Parts are kept as they are: nil stays nil (the content is
+	// the text alone).
+	AppendMessages(msgs ...*Message) error
+
+	// PutCheckpoint stores a new checkpoint. Storing a version that exists
+	// for the run is an ECONFLICT error.
+	PutCheckpoint(c *Checkpoint) error
+
+	PutInterrupt(i *Interrupt) error
+}
+
+// LogReadTx reads the event log: append-only, with a global, strictly
+// increasing Seq (Store.Update says when Seq is assigned).
+type LogReadTx interface {
 	// Events returns stored events with Seq > q.After, in Seq order, at most
 	// q.Limit of them.
 	Events(q EventQuery) ([]Event, error)
 	// LastSeq returns the highest committed Seq, or 0.
 	LastSeq() (int64, error)
+}
 
+// LogTx appends to the event log.
+type LogTx interface {
+	LogReadTx
+
+	// Emit appends an event to the log. Seq and, when zero, Time are
+	// assigned; the events are returned by Update after commit.
+	Emit(e Event) error
+}
+
+// WorkspaceReadTx reads the workspace part: folder grants, attachment
+// records and the threads' virtual files. (Memories are files in the data
+// root, not in the Store; attachments' bytes are blobs beside it.)
+type WorkspaceReadTx interface {
 	Grant(id string) (*Grant, error)
 	// Grants lists the owner's grants by Name.
 	Grants(ownerID string) ([]*Grant, error)
-
-	// Settings returns the owner's stored settings, ENOTFOUND when they
-	// never stored any.
-	Settings(ownerID string) (*Settings, error)
 
 	Attachment(id string) (*Attachment, error)
 	// Attachments lists the attachments matching q, oldest first (then by
@@ -98,64 +184,20 @@ type ReadTx interface {
 	// 0), left out when that version deleted it; ordered by Path, with
 	// Data when withData.
 	Files(threadID string, upTo int, withData bool) ([]*File, error)
-	// Sandbox returns a sandbox record (ENOTFOUND when there is none);
-	// Sandboxes lists those matching q, newest first (by CreatedAt, then
-	// ID).
-	Sandbox(id string) (*Sandbox, error)
-	Sandboxes(q SandboxQuery) ([]*Sandbox, error)
-
-	// Trigger returns a trigger (ENOTFOUND when there is none); Triggers
-	// lists those matching q, oldest first (by CreatedAt, then ID).
-	Trigger(id string) (*Trigger, error)
-	Triggers(q TriggerQuery) ([]*Trigger, error)
-	// Occurrence returns an occurrence (ENOTFOUND when there is none);
-	// Occurrences lists those matching q as OccurrenceQuery says, without
-	// RunStatus and Outcome.
-	Occurrence(id string) (*Occurrence, error)
-	Occurrences(q OccurrenceQuery) ([]*Occurrence, error)
-
 	// FileVersions returns every stored version of the thread's virtual
 	// files with Seq <= upTo, deletions included, with Data, ordered by
 	// Path then Seq: the history a fork copies.
 	FileVersions(threadID string, upTo int) ([]*File, error)
 }
 
-// Tx writes inside a transaction. Put methods insert or replace the whole
-// object by ID.
-type Tx interface {
-	ReadTx
-
-	PutThread(t *Thread) error
-	// DeleteThread removes the thread with its runs, messages, checkpoints,
-	// interrupts, virtual files and attachment records. Events stay in
-	// the log.
-	DeleteThread(id string) error
-
-	PutFolder(f *Folder) error
-	// DeleteFolder removes the folder; its threads move to no folder.
-	DeleteFolder(id string) error
-
-	PutRun(r *Run) error
-
-	// AppendMessages appends messages to their thread, setting each Index to
-	// the next position in that thread (one sequence for all namespaces).
-	// A message's Parts are kept as they are: nil stays nil (the content is
-	// the text alone).
-	AppendMessages(msgs ...*Message) error
-
-	// PutCheckpoint stores a new checkpoint. Storing a version that exists
-	// for the run is an ECONFLICT error.
-	PutCheckpoint(c *Checkpoint) error
-
-	PutInterrupt(i *Interrupt) error
+// WorkspaceTx writes the workspace part.
+type WorkspaceTx interface {
+	WorkspaceReadTx
 
 	// PutGrant inserts or replaces a grant; DeleteGrant removes one
 	// (ENOTFOUND when there is none).
 	PutGrant(g *Grant) error
 	DeleteGrant(id string) error
-
-	// PutSettings stores s as its owner's settings.
-	PutSettings(s *Settings) error
 
 	// PutAttachment inserts or replaces an attachment record;
 	// DeleteAttachment removes one (ENOTFOUND when there is none).
@@ -165,25 +207,22 @@ type Tx interface {
 	// PutFile stores a version of a virtual file; a version of the same
 	// thread, path and Seq is replaced. ENOTFOUND for an unknown thread.
 	PutFile(f *File) error
+}
 
-	// PutSandbox inserts or replaces a sandbox record; DeleteSandbox
-	// removes one (ENOTFOUND when there is none).
-	PutSandbox(sb *Sandbox) error
-	DeleteSandbox(id string) error
+// SettingsReadTx reads the owners' settings. (Plugins' key/value data is
+// the other half of this part, outside transactions: KVStore.)
+type SettingsReadTx interface {
+	// Settings returns the owner's stored settings, ENOTFOUND when they
+	// never stored any.
+	Settings(ownerID string) (*Settings, error)
+}
 
-	// PutTrigger inserts or replaces a trigger; DeleteTrigger removes one
-	// with its occurrences (ENOTFOUND when there is none).
-	PutTrigger(tr *Trigger) error
-	DeleteTrigger(id string) error
-	// PutOccurrence inserts or replaces an occurrence by ID. Another
-	// occurrence of the same trigger with the same Key is ECONFLICT: a
-	// slot or a delivery is recorded once. ENOTFOUND for an unknown
-	// trigger.
-	PutOccurrence(o *Occurrence) error
+// SettingsTx writes the owners' settings.
+type SettingsTx interface {
+	SettingsReadTx
 
-	// Emit appends an event to the log. Seq and, when zero, Time are
-	// assigned; the events are returned by Update after commit.
-	Emit(e Event) error
+	// PutSettings stores s as its owner's settings.
+	PutSettings(s *Settings) error
 }
 
 // ThreadQuery filters Threads. OwnerID is required. FolderID "" means any

@@ -7,7 +7,7 @@ import (
 
 // threadChange is what happened to a thread that its derived fields follow
 // from: a run changed state, interrupts opened or closed, a message with
-// text was added.
+// text was added, the owner read it.
 type threadChange struct {
 	// run is the run whose status changed (after the change), or nil.
 	run *Run
@@ -15,6 +15,8 @@ type threadChange struct {
 	actions int
 	// text is the text of a message the change added, or "".
 	text string
+	// read is set when the owner read the thread (MarkRead).
+	read bool
 }
 
 // settle sets the thread's derived fields after c, at now. It is the one
@@ -29,13 +31,19 @@ type threadChange struct {
 //     active run ends, failed or cancelled when it ended so, idle when it
 //     succeeded.
 //   - A root run that succeeds or fails makes the thread unread (UnreadRunID)
-//     until MarkRead; a cancelled run does not (the user stopped it).
+//     until it is read; a cancelled run does not (the user stopped it).
+//     Unread says whether it is (Derive).
 //   - OpenActions counts the open interrupts; a run that ends closes its own.
 //   - LastMessage previews the newest text: a message's, or a failed run's
 //     error, which is what the user needs to see first.
-//   - UpdatedAt is now.
+//   - UpdatedAt is now, except after a read: reading a thread does not
+//     move it in the lists, which order by UpdatedAt.
 func settle(t *Thread, c threadChange, now time.Time) {
-	t.UpdatedAt = now
+	if c.read {
+		t.UnreadRunID = ""
+	} else {
+		t.UpdatedAt = now
+	}
 	t.OpenActions = max(t.OpenActions+c.actions, 0)
 	if c.text != "" {
 		t.LastMessage = preview(c.text)
@@ -65,6 +73,13 @@ func settle(t *Thread, c threadChange, now time.Time) {
 			t.Status = ThreadInterrupted
 		}
 	}
+	t.Derive()
+}
+
+// Derive sets the field of t that is not stored but follows from a
+// stored one: Unread, from UnreadRunID. settle ends with it, and a Store
+// calls it on each thread it reads, so that the rule has one place.
+func (t *Thread) Derive() {
 	t.Unread = t.UnreadRunID != ""
 }
 

@@ -174,6 +174,36 @@ type OccurrenceQuery struct {
 	Limit     int
 }
 
+// TriggerReadTx reads the triggers-and-occurrences part of the Store,
+// which the Scheduler and the Service's trigger commands (triggers.go)
+// own.
+type TriggerReadTx interface {
+	// Trigger returns a trigger (ENOTFOUND when there is none); Triggers
+	// lists those matching q, oldest first (by CreatedAt, then ID).
+	Trigger(id string) (*Trigger, error)
+	Triggers(q TriggerQuery) ([]*Trigger, error)
+	// Occurrence returns an occurrence (ENOTFOUND when there is none);
+	// Occurrences lists those matching q as OccurrenceQuery says, without
+	// RunStatus and Outcome.
+	Occurrence(id string) (*Occurrence, error)
+	Occurrences(q OccurrenceQuery) ([]*Occurrence, error)
+}
+
+// TriggerTx writes the triggers-and-occurrences part.
+type TriggerTx interface {
+	TriggerReadTx
+
+	// PutTrigger inserts or replaces a trigger; DeleteTrigger removes one
+	// with its occurrences (ENOTFOUND when there is none).
+	PutTrigger(tr *Trigger) error
+	DeleteTrigger(id string) error
+	// PutOccurrence inserts or replaces an occurrence by ID. Another
+	// occurrence of the same trigger with the same Key is ECONFLICT: a
+	// slot or a delivery is recorded once. ENOTFOUND for an unknown
+	// trigger.
+	PutOccurrence(o *Occurrence) error
+}
+
 // Schedule is a parsed cron expression: Next returns the first fire time
 // strictly after t, or the zero time when there is none.
 type Schedule interface {

@@ -10,6 +10,16 @@
 // the atomicity of Update, concurrent Updates and snapshot Views, and owner
 // scoping.
 //
+// The suite has a part per part of the Store (core/store.go), so that a
+// backend can be built and tested one part at a time: RunThreads
+// (threads, folders, search, the queues), RunRuns (runs, messages,
+// checkpoints, interrupts), RunLog (the event log and the transactions),
+// RunWorkspace (grants, attachments, virtual files), RunSettings and
+// RunTriggers (triggers and occurrences). RunStore runs them all and then
+// the subtests that need every part at once. RunKV checks the optional
+// KVStore. The sandbox records, owned by sandbox/service, have their suite
+// there (sandbox/service/recordtest).
+//
 // Besides the written contract the suite pins down a few choices every
 // backend must share: Delete* of an unknown ID is ENOTFOUND; a malformed
 // cursor, a missing owner in Threads or Inbox, an unknown inbox queue and a

@@ -70,8 +70,6 @@ func put(t *testing.T, s core.Store, objs ...any) {
 				err = tx.PutAttachment(o)
 			case *core.File:
 				err = tx.PutFile(o)
-			case *core.Sandbox:
-				err = tx.PutSandbox(o)
 			case *core.Trigger:
 				err = tx.PutTrigger(o)
 			case *core.Occurrence:

@@ -8,18 +8,28 @@ import (
 	"github.com/kilnhq/kiln/core"
 )
 
-// RunStore runs the conformance suite. newStore must return a new, empty
-// Store and arrange for it to be closed when t ends (t.Cleanup); the Close
-// test closes one store itself first, so a second Close must be harmless.
-// The suite runs its subtests one after another.
-func RunStore(t *testing.T, newStore func(t *testing.T) core.Store) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s core.Store)
-	}{
+// A suite is a list of subtests, each run against a fresh store.
+type suite []struct {
+	name string
+	fn   func(t *testing.T, s core.Store)
+}
+
+// run runs the subtests of ss one after another.
+func run(t *testing.T, newStore func(t *testing.T) core.Store, ss ...suite) {
+	for _, s := range ss {
+		for _, tt := range s {
+			t.Run(tt.name, func(t *testing.T) {
+				tt.fn(t, newStore(t))
+			})
+		}
+	}
+}
+
+// The parts' subtests, as the parts are declared in core/store.go.
+var (
+	threadTests = suite{
 		{"ThreadRoundTrip", testThreadRoundTrip},
 		{"ThreadUnreadDerived", testThreadUnreadDerived},
-		{"NotFound", testNotFound},
 		{"Folders", testFolders},
 		{"DeleteFolder", testDeleteFolder},
 		{"ThreadOrder", testThreadOrder},
@@ -31,38 +41,99 @@ func RunStore(t *testing.T, newStore func(t *testing.T) core.Store) {
 		{"InboxSearch", testInboxSearch},
 		{"ThreadLimits", testThreadLimits},
 		{"InvalidQueries", testInvalidQueries},
+		{"InboxUnread", testInboxUnread},
+		{"InboxAction", testInboxAction},
+		{"InboxPaging", testInboxPaging},
+		{"InboxCounts", testInboxCounts},
+	}
+	runTests = suite{
+		{"NotFound", testNotFound},
 		{"RunRoundTrip", testRunRoundTrip},
 		{"Runs", testRuns},
 		{"Messages", testMessages},
 		{"Checkpoints", testCheckpoints},
 		{"Interrupts", testInterrupts},
 		{"DeleteThread", testDeleteThread},
-		{"InboxUnread", testInboxUnread},
-		{"InboxAction", testInboxAction},
-		{"InboxPaging", testInboxPaging},
-		{"InboxCounts", testInboxCounts},
+	}
+	logTests = suite{
 		{"Events", testEvents},
 		{"EventLimits", testEventLimits},
+		{"ConcurrentUpdates", testConcurrentUpdates},
+		{"ViewSnapshot", testViewSnapshot},
+		{"Close", testClose},
+	}
+	workspaceTests = suite{
+		{"Grants", testGrants},
+		{"Attachments", testAttachments},
+		{"Files", testFiles},
+	}
+	settingsTests = suite{
+		{"Settings", testSettings},
+	}
+	triggerTests = suite{
+		{"Triggers", testTriggers},
+		{"Occurrences", testOccurrences},
+	}
+	// wholeTests write or read every part in one transaction.
+	wholeTests = suite{
 		{"Rollback", testRollback},
 		{"Panic", testPanic},
 		{"ReadYourWrites", testReadYourWrites},
-		{"ConcurrentUpdates", testConcurrentUpdates},
-		{"ViewSnapshot", testViewSnapshot},
-		{"Grants", testGrants},
-		{"Settings", testSettings},
-		{"Attachments", testAttachments},
-		{"Files", testFiles},
-		{"Sandboxes", testSandboxes},
-		{"Triggers", testTriggers},
-		{"Occurrences", testOccurrences},
 		{"OwnerScoping", testOwnerScoping},
-		{"Close", testClose},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.fn(t, newStore(t))
-		})
-	}
+)
+
+// RunStore runs the whole conformance suite: every part's (RunThreads,
+// RunRuns, RunLog, RunWorkspace, RunSettings, RunTriggers), then the
+// subtests that need every part at once (an Update's atomicity over all
+// of them, reading one's own writes, owner scoping). newStore must return
+// a new, empty Store and arrange for it to be closed when t ends
+// (t.Cleanup); the Close test closes one store itself first, so a second
+// Close must be harmless. The suite runs its subtests one after another.
+// KVStore, outside transactions, has its own suite (RunKV); the sandbox
+// records, which sandbox/service owns, have sandbox/service/recordtest.
+func RunStore(t *testing.T, newStore func(t *testing.T) core.Store) {
+	run(t, newStore, threadTests, runTests, logTests, workspaceTests, settingsTests, triggerTests, wholeTests)
+}
+
+// RunThreads runs the suite of the threads-and-inbox part
+// (core.ThreadTx). It also writes runs, messages and interrupts (the
+// runs part): the queues list them. newStore is as for RunStore.
+func RunThreads(t *testing.T, newStore func(t *testing.T) core.Store) {
+	run(t, newStore, threadTests)
+}
+
+// RunRuns runs the suite of the runs-and-steps part (core.RunTx), which
+// writes threads too (a run belongs to one). newStore is as for RunStore.
+func RunRuns(t *testing.T, newStore func(t *testing.T) core.Store) {
+	run(t, newStore, runTests)
+}
+
+// RunLog runs the suite of the event log (core.LogTx) and of the
+// Store's transactions: Seq order, concurrent Updates, snapshot Views and
+// Close. It writes threads and messages too. newStore is as for RunStore.
+func RunLog(t *testing.T, newStore func(t *testing.T) core.Store) {
+	run(t, newStore, logTests)
+}
+
+// RunWorkspace runs the suite of the workspace part (core.WorkspaceTx):
+// grants, attachments and virtual files, which writes threads and a run
+// too.
+// newStore is as for RunStore.
+func RunWorkspace(t *testing.T, newStore func(t *testing.T) core.Store) {
+	run(t, newStore, workspaceTests)
+}
+
+// RunSettings runs the suite of the owners' settings (core.SettingsTx).
+// newStore is as for RunStore.
+func RunSettings(t *testing.T, newStore func(t *testing.T) core.Store) {
+	run(t, newStore, settingsTests)
+}
+
+// RunTriggers runs the suite of the triggers-and-occurrences part
+// (core.TriggerTx). newStore is as for RunStore.
+func RunTriggers(t *testing.T, newStore func(t *testing.T) core.Store) {
+	run(t, newStore, triggerTests)
 }
 
 func testThreadRoundTrip(t *testing.T, s core.Store) {

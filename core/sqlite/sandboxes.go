@@ -9,6 +9,10 @@ import (
 	"github.com/kilnhq/kiln/core"
 )
 
+// The sandbox records: tx has the methods of the sandbox service's
+// RecordReader and RecordTx (sandbox/service), which finds them by type
+// assertion; core/sqlite does not import it.
+
 const sandboxCols = "id, owner_id, runtime, pool, request, metadata, state, reason, message, handle, expires_at, created_at, updated_at, transition_at"
 
 func scanSandbox(sc scanner) (*core.Sandbox, error) {

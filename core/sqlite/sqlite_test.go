@@ -15,6 +15,7 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/core/coretest"
+	"github.com/kilnhq/kiln/sandbox/service/recordtest"
 )
 
 func openTest(t testing.TB, opts Options) *Store {
@@ -29,6 +30,12 @@ func openTest(t testing.TB, opts Options) *Store {
 
 func TestStore(t *testing.T) {
 	coretest.RunStore(t, func(t *testing.T) core.Store { return openTest(t, Options{}) })
+}
+
+// TestSandboxRecords runs the suite of the sandbox records, the part of
+// the Store that sandbox/service owns.
+func TestSandboxRecords(t *testing.T) {
+	recordtest.Run(t, func(t *testing.T) core.Store { return openTest(t, Options{}) })
 }
 
 // TestStoreBasicSearch runs the suite in SearchBasic mode, as a build

@@ -31,7 +31,7 @@ func scanThread(sc scanner) (*core.Thread, error) {
 	}
 	t.FolderID = folder.String
 	t.UnreadRunID = unread.String
-	t.Unread = t.UnreadRunID != ""
+	t.Derive()
 	t.CreatedAt = decTime(created)
 	t.UpdatedAt = decTime(updated)
 	return &t, nil

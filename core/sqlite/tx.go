@@ -9,9 +9,9 @@ import (
 	"github.com/kilnhq/kiln/core"
 )
 
-// tx implements core.Tx (and, in View, core.ReadTx) on one transaction:
-// an *sql.Tx of a read connection, or the write connection inside BEGIN
-// IMMEDIATE. Queries are plain SQL strings: the driver's per-connection
+// tx implements core.Tx (and, in View, core.ReadTx), with the sandbox
+// records (sandboxes.go), on one transaction: an *sql.Tx of a read
+// connection, or the write connection inside BEGIN IMMEDIATE. Queries are plain SQL strings: the driver's per-connection
 // statement cache (_stmt_cache_size) prepares each distinct string once
 // per connection.
 type tx struct {

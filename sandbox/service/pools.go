@@ -126,7 +126,7 @@ func (s *Service) claim(ctx context.Context, p *PoolConfig, owner string, rec *c
 			return nil, nil
 		}
 		var got *core.Sandbox
-		_, err := s.cfg.Store.Update(ctx, func(tx core.Tx) error {
+		err := s.update(ctx, func(tx storeTx) error {
 			sb, err := tx.Sandbox(id)
 			if core.IsNotFound(err) {
 				return nil
@@ -203,7 +203,7 @@ func (s *Service) pushPooled(pool, id string) {
 // that is gone or whose settings changed, or past its size.
 func (s *Service) loadPooled(ctx context.Context) error {
 	var recs []*core.Sandbox
-	err := s.cfg.Store.View(ctx, func(tx core.ReadTx) (err error) {
+	err := s.view(ctx, func(tx storeReadTx) (err error) {
 		recs, err = tx.Sandboxes(core.SandboxQuery{OwnerID: PoolOwner, States: []string{StatePooled}})
 		return err
 	})
@@ -234,7 +234,7 @@ func (s *Service) loadPooled(ctx context.Context) error {
 			s.log.Warn("destroy a sandbox of a pool that changed", "sandbox", rec.ID, "pool", rec.Pool, "err", err)
 			continue
 		}
-		if _, err := s.cfg.Store.Update(ctx, func(tx core.Tx) error { return tx.DeleteSandbox(rec.ID) }); err != nil && !core.IsNotFound(err) {
+		if err := s.update(ctx, func(tx storeTx) error { return tx.DeleteSandbox(rec.ID) }); err != nil && !core.IsNotFound(err) {
 			return err
 		}
 	}
@@ -332,7 +332,7 @@ func (s *Service) poolSlot(ctx context.Context, p *PoolConfig, id string) (*core
 	s.fillMu.Lock()
 	defer s.fillMu.Unlock()
 	var n int
-	err := s.cfg.Store.View(ctx, func(tx core.ReadTx) error {
+	err := s.view(ctx, func(tx storeReadTx) error {
 		name := p.Name
 		list, err := tx.Sandboxes(core.SandboxQuery{OwnerID: PoolOwner, Pool: &name, States: []string{StatePending, StatePooled}})
 		n = len(list)

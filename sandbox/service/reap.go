@@ -75,7 +75,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 
 // records reads every sandbox record.
 func (s *Service) records(ctx context.Context) (recs []*core.Sandbox, err error) {
-	err = s.cfg.Store.View(ctx, func(tx core.ReadTx) error {
+	err = s.view(ctx, func(tx storeReadTx) error {
 		recs, err = tx.Sandboxes(core.SandboxQuery{})
 		return err
 	})
@@ -184,7 +184,7 @@ func (s *Service) destroyByID(ctx context.Context, r sandbox.Runtime, id string)
 func (s *Service) Reap(ctx context.Context) error {
 	now := s.cfg.Now()
 	var due, orphaned, ended []*core.Sandbox
-	err := s.cfg.Store.View(ctx, func(tx core.ReadTx) (err error) {
+	err := s.view(ctx, func(tx storeReadTx) (err error) {
 		if due, err = tx.Sandboxes(core.SandboxQuery{States: live, ExpiresBefore: &now}); err != nil {
 			return err
 		}
@@ -220,7 +220,7 @@ func (s *Service) Reap(ctx context.Context) error {
 		if now.Sub(rec.TransitionAt) < KeepEnded {
 			continue
 		}
-		if _, err := s.cfg.Store.Update(ctx, func(tx core.Tx) error { return tx.DeleteSandbox(rec.ID) }); err != nil && !core.IsNotFound(err) {
+		if err := s.update(ctx, func(tx storeTx) error { return tx.DeleteSandbox(rec.ID) }); err != nil && !core.IsNotFound(err) {
 			return err
 		}
 	}

@@ -1,7 +1,8 @@
 // Package service is Kiln's sandbox service: the lifecycle of sandboxes
 // over the runtimes that plugins provide (sandbox.Runtime), with every
-// sandbox's record in the Store (core.Sandbox), so that expiry and the
-// runtimes' handles survive a restart. The sandbox API (sandbox/api)
+// sandbox's record in the Store (core.Sandbox, through RecordReader and
+// RecordTx, which the service declares and a Store's transactions
+// implement), so that expiry and the runtimes' handles survive a restart. The sandbox API (sandbox/api)
 // serves it over HTTP in OpenSandbox's wire format.
 //
 // States are the sandbox API's: a create stores a Pending record before
@@ -232,7 +233,9 @@ const DefaultCreateTimeout = 30 * time.Minute
 // timeout, or 0 when such a sandbox has none (manual cleanup).
 func (s *Service) DefaultTimeout() time.Duration { return max(s.cfg.DefaultTimeout, 0) }
 
-// New returns a Service; Start reconciles and starts the reaper.
+// New returns a Service; Start reconciles and starts the reaper. The
+// Store must keep sandbox records (RecordReader, RecordTx): New checks
+// with a View and an Update that writes nothing.
 func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil || len(cfg.Key) < 32 {
 		return nil, errors.New("sandbox service: a Store and a key of at least 32 bytes are required")
@@ -265,6 +268,9 @@ func New(cfg Config) (*Service, error) {
 		cfg.Logger = slog.Default()
 	}
 	if err := checkPools(cfg); err != nil {
+		return nil, err
+	}
+	if err := checkRecords(context.Background(), cfg.Store); err != nil {
 		return nil, err
 	}
 	if cfg.SkillsDir != "" {
@@ -893,7 +899,7 @@ func environment(c sandbox.Capabilities, name string, req CreateRequest) (string
 // reserve counts a create against MaxSandboxes, or fails with ELIMIT.
 func (s *Service) reserve(ctx context.Context) error {
 	var n int
-	err := s.cfg.Store.View(ctx, func(tx core.ReadTx) error {
+	err := s.view(ctx, func(tx storeReadTx) error {
 		list, err := tx.Sandboxes(core.SandboxQuery{States: live})
 		n = len(list)
 		return err
@@ -917,8 +923,7 @@ func (s *Service) release() {
 }
 
 func (s *Service) put(ctx context.Context, rec *core.Sandbox) error {
-	_, err := s.cfg.Store.Update(ctx, func(tx core.Tx) error { return tx.PutSandbox(rec) })
-	return err
+	return s.update(ctx, func(tx storeTx) error { return tx.PutSandbox(rec) })
 }
 
 // transition moves rec to a state (with its handle when h is set) and
@@ -955,7 +960,7 @@ func (s *Service) fail(rec *core.Sandbox, reason string, err error) {
 // Get returns one of owner's sandboxes, ENOTFOUND for another's.
 func (s *Service) Get(ctx context.Context, owner, id string) (*core.Sandbox, error) {
 	var rec *core.Sandbox
-	err := s.cfg.Store.View(ctx, func(tx core.ReadTx) (err error) {
+	err := s.view(ctx, func(tx storeReadTx) (err error) {
 		rec, err = tx.Sandbox(id)
 		return err
 	})
@@ -994,7 +999,7 @@ func (s *Service) List(ctx context.Context, owner string, q ListQuery) (*Page, e
 		return nil, core.Errorf(core.EINVALID, "pageSize %d: want 1 to 200", q.PageSize)
 	}
 	var all []*core.Sandbox
-	err := s.cfg.Store.View(ctx, func(tx core.ReadTx) (err error) {
+	err := s.view(ctx, func(tx storeReadTx) (err error) {
 		all, err = tx.Sandboxes(core.SandboxQuery{OwnerID: owner, States: q.States})
 		return err
 	})
@@ -1053,7 +1058,7 @@ func (s *Service) Delete(ctx context.Context, owner, id string) error {
 	if err := s.destroy(ctx, rec); err != nil {
 		return err
 	}
-	_, err = s.cfg.Store.Update(ctx, func(tx core.Tx) error { return tx.DeleteSandbox(id) })
+	err = s.update(ctx, func(tx storeTx) error { return tx.DeleteSandbox(id) })
 	if err == nil {
 		s.ended(id)
 	}

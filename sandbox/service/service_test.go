@@ -320,7 +320,7 @@ func TestReconcile(t *testing.T) {
 	}
 	now := e.clk.now()
 	cut := &core.Sandbox{ID: "cut-1", OwnerID: alice, Runtime: "memory", State: service.StatePending, CreatedAt: now, UpdatedAt: now, TransitionAt: now}
-	if _, err := e.store.Update(ctx, func(tx core.Tx) error { return tx.PutSandbox(cut) }); err != nil {
+	if _, err := e.store.Update(ctx, func(tx core.Tx) error { return tx.(service.RecordTx).PutSandbox(cut) }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Start(ctx, sandbox.Spec{ID: cut.ID}); err != nil {
@@ -583,7 +583,7 @@ func TestPoolsTrimmedOnRestart(t *testing.T) {
 	pooledRecs := func() int {
 		var recs []*core.Sandbox
 		_ = e.store.View(context.Background(), func(tx core.ReadTx) (err error) {
-			recs, err = tx.Sandboxes(core.SandboxQuery{OwnerID: service.PoolOwner, States: []string{service.StatePooled}})
+			recs, err = tx.(service.RecordReader).Sandboxes(core.SandboxQuery{OwnerID: service.PoolOwner, States: []string{service.StatePooled}})
 			return err
 		})
 		return len(recs)
@@ -605,7 +605,7 @@ func TestPoolsTrimmedOnRestart(t *testing.T) {
 	waitFor(t, "the pools to be trimmed and b refilled", func() bool { return len(e.m.Sandboxes()) == 2 })
 	var recs []*core.Sandbox
 	_ = e.store.View(context.Background(), func(tx core.ReadTx) (err error) {
-		recs, err = tx.Sandboxes(core.SandboxQuery{OwnerID: service.PoolOwner})
+		recs, err = tx.(service.RecordReader).Sandboxes(core.SandboxQuery{OwnerID: service.PoolOwner})
 		return err
 	})
 	byPool := map[string]int{}
@@ -624,5 +624,46 @@ func TestDiskSizes(t *testing.T) {
 		if err != nil || r.DiskMiB != want {
 			t.Errorf("ephemeral-storage %q: %d MiB, %v; want %d", in, r.DiskMiB, err, want)
 		}
+	}
+}
+
+// recordless is a Store whose transactions hide the sandbox records:
+// View's when view is set, Update's when update is.
+type recordless struct {
+	core.Store
+	view, update bool
+}
+
+func (s recordless) View(ctx context.Context, fn func(core.ReadTx) error) error {
+	return s.Store.View(ctx, func(tx core.ReadTx) error {
+		if s.view {
+			return fn(struct{ core.ReadTx }{tx})
+		}
+		return fn(tx)
+	})
+}
+
+func (s recordless) Update(ctx context.Context, fn func(core.Tx) error) ([]core.Event, error) {
+	return s.Store.Update(ctx, func(tx core.Tx) error {
+		if s.update {
+			return fn(struct{ core.Tx }{tx})
+		}
+		return fn(tx)
+	})
+}
+
+// TestNewNeedsRecords: a Store whose View or Update keeps no sandbox
+// records is refused by New with an error that says so.
+func TestNewNeedsRecords(t *testing.T) {
+	e := newEnv(t)
+	for _, st := range []recordless{{view: true}, {update: true}, {view: true, update: true}} {
+		st.Store = e.store
+		_, err := service.New(service.Config{Store: st, Key: e.key})
+		if err == nil || !strings.Contains(err.Error(), "keeps no sandbox records") {
+			t.Errorf("New over a Store without records (view %v, update %v): %v", st.view, st.update, err)
+		}
+	}
+	if _, err := service.New(service.Config{Store: recordless{Store: e.store}, Key: e.key}); err != nil {
+		t.Errorf("New over a Store with records: %v", err)
 	}
 }

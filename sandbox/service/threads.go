@@ -108,7 +108,7 @@ func (s *Service) ForThread(ctx context.Context, owner, thread, name string) (*c
 
 // threadless returns the live thread sandboxes whose thread is gone,
 // leaving out those in skip (the reaper's expired ones, ended already).
-func threadless(tx core.ReadTx, skip []*core.Sandbox) ([]*core.Sandbox, error) {
+func threadless(tx storeReadTx, skip []*core.Sandbox) ([]*core.Sandbox, error) {
 	recs, err := tx.Sandboxes(core.SandboxQuery{States: live})
 	if err != nil {
 		return nil, err
