@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/plugins/builtin"
 	"github.com/kilnhq/kiln/skills"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
 // The LangGraph JS peer workload (../shared/bench/langgraph): R runs, each
@@ -80,15 +83,17 @@ func oneRun(ctx context.Context, svc *core.Service, script string) (*core.Run, e
 	return svc.GetRun(ctx, core.LocalOwner, r.ID)
 }
 
-// BenchmarkEngine runs the LangGraph workload sequentially and 8 runs at a
-// time (in batches, as the peer does) and reports super-steps per second and
-// the size of the whole database file per run (checkpoints, messages, the
-// event log, runs and threads), measured like the peer's: after close.
+// BenchmarkEngine runs the LangGraph workload sequentially, 8 and 64 runs
+// at a time (in batches, as the peer does) and reports super-steps per
+// second, the wall time per step (us/step; sequentially, what a step costs,
+// to set beside BenchmarkBareStep) and the size of the whole database file
+// per run (checkpoints, messages, the event log, runs and threads),
+// measured like the peer's: after close.
 func BenchmarkEngine(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		conc int
-	}{{"sequential", 1}, {"concurrent-8", 8}} {
+	}{{"sequential", 1}, {"concurrent-8", 8}, {"concurrent-64", 64}} {
 		b.Run(c.name, func(b *testing.B) {
 			script := lgScript()
 			var steps int
@@ -137,10 +142,204 @@ func BenchmarkEngine(b *testing.B) {
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(steps)/elapsed.Seconds(), "steps/s")
+			b.ReportMetric(float64(elapsed.Microseconds())/float64(steps), "us/step")
 			b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N*lgRuns), "ms/run")
 			b.ReportMetric(float64(dbBytes)/float64(b.N*lgRuns), "db-B/run")
 		})
 	}
+}
+
+// bareDriver is go-sqlite3 with the pragmas core/sqlite's writer sets when
+// it connects (page_size=1024 before WAL, wal_autocheckpoint,
+// journal_size_limit), for BenchmarkBareStep.
+const bareDriver = "sqlite3_bench_bare"
+
+func init() {
+	sql.Register(bareDriver, &sqlite3.SQLiteDriver{
+		ConnectHook: func(c *sqlite3.SQLiteConn) error {
+			_, err := c.Exec("PRAGMA page_size = 1024; PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 16000; PRAGMA journal_size_limit = 67108864", nil)
+			return err
+		},
+	})
+}
+
+// bareSchema holds what a step writes in tables with the kinds of columns
+// the Store's have (IDs interned as integers, JSON as text, times as
+// integers), their foreign keys and the events' thread index; a run has one
+// checkpoint row, upserted by each step.
+const bareSchema = `
+CREATE TABLE threads (n INTEGER PRIMARY KEY, created_at INTEGER NOT NULL);
+CREATE TABLE runs (n INTEGER PRIMARY KEY, thread INTEGER NOT NULL REFERENCES threads (n), created_at INTEGER NOT NULL);
+CREATE TABLE messages (
+    thread       INTEGER NOT NULL REFERENCES threads (n),
+    idx          INTEGER NOT NULL,
+    run          INTEGER,
+    role         TEXT NOT NULL,
+    text         TEXT NOT NULL,
+    tool_calls   TEXT,
+    tool_call_id TEXT NOT NULL,
+    name         TEXT NOT NULL,
+    is_error     INTEGER NOT NULL,
+    created_at   INTEGER NOT NULL,
+    PRIMARY KEY (thread, idx)
+) WITHOUT ROWID;
+CREATE TABLE checkpoints (
+    run        INTEGER PRIMARY KEY REFERENCES runs (n),
+    version    INTEGER NOT NULL,
+    messages   INTEGER NOT NULL,
+    state      TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE events (
+    seq     INTEGER PRIMARY KEY,
+    thread  INTEGER,
+    run     INTEGER,
+    type    INTEGER NOT NULL,
+    payload TEXT,
+    time    INTEGER NOT NULL
+);
+CREATE INDEX events_thread ON events (thread) WHERE thread IS NOT NULL;`
+
+// bareStep is what step k of a run writes, sized as the engine's rows for
+// the LangGraph workload: an assistant message calling echo, or echo's
+// result, or the final text; the checkpoint's state; the message's event
+// and the step's event.
+type bareStep struct {
+	role, text, calls, callID, name string
+	state, msgEvent, stepEvent      string
+}
+
+func bareSteps() []bareStep {
+	steps := make([]bareStep, 2*lgCalls+1)
+	for k := range steps {
+		st := &steps[k]
+		i, id := k/2, fmt.Sprintf("call_9699f1_%d_0", k/2)
+		switch {
+		case k == 2*lgCalls:
+			st.role, st.text = "assistant", "done"
+			st.msgEvent = fmt.Sprintf(`{"index":%d,"role":"assistant","text":"done"}`, k+1)
+		case k%2 == 0:
+			st.role = "assistant"
+			st.calls = fmt.Sprintf(`[{"id":%q,"name":"echo","args":{"i":%d}}]`, id, i)
+			st.msgEvent = fmt.Sprintf(`{"index":%d,"role":"assistant","tool_calls":%s}`, k+1, st.calls)
+		default:
+			st.role, st.text, st.callID, st.name = "tool", fmt.Sprintf(`{"i":%d}`, i), id, "echo"
+			st.msgEvent = fmt.Sprintf(`{"index":%d,"role":"tool","text":%q,"tool_call_id":%q,"name":"echo"}`, k+1, st.text, id)
+		}
+		st.state = fmt.Sprintf(`{"v":2,"phase":"model","steps":%d,"tool_calls":%d}`, k+1, (k+1)/2)
+		st.stepEvent = fmt.Sprintf(`{"run":"run_01JE0000000000000000000000","step":%d,"phase":"model"}`, k+1)
+	}
+	return steps
+}
+
+// BenchmarkBareStep is the floor under BenchmarkEngine/sequential: the
+// same 200 runs x 21 steps, each step written directly with database/sql
+// and go-sqlite3 in one transaction (one message insert, one checkpoint
+// upsert, two event inserts), on one connection opened as the Store's
+// writer is (BEGIN IMMEDIATE, WAL, synchronous=NORMAL, the same page size,
+// cache and statement cache). Threads and runs are created before the
+// clock starts. It reports steps per second and us/step; the engine's
+// us/step over this one is what a step costs above the disk.
+func BenchmarkBareStep(b *testing.B) {
+	ctx := context.Background()
+	steps := bareSteps()
+	var elapsed time.Duration
+	for range b.N {
+		b.StopTimer()
+		path := filepath.Join(b.TempDir(), "bare.db")
+		db, err := sql.Open(bareDriver, "file:"+path+"?_txlock=immediate&_synchronous=NORMAL"+
+			"&_busy_timeout=10000&_foreign_keys=1&_cache_size=-16000&_stmt_cache_size=128")
+		if err != nil {
+			b.Fatal(err)
+		}
+		db.SetMaxOpenConns(1)
+		db.SetMaxIdleConns(1)
+		db.SetConnMaxLifetime(0)
+		db.SetConnMaxIdleTime(0)
+		if _, err := db.Exec(bareSchema); err != nil {
+			b.Fatal(err)
+		}
+		now := time.Now().UnixMilli()
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for r := 1; r <= lgRuns; r++ {
+			for _, q := range []string{
+				"INSERT INTO threads (n, created_at) VALUES (?1, ?2)",
+				"INSERT INTO runs (n, thread, created_at) VALUES (?1, ?1, ?2)",
+				"INSERT INTO messages (thread, idx, run, role, text, tool_call_id, name, is_error, created_at) VALUES (?1, 0, ?1, 'user', 'go', '', '', 0, ?2)",
+			} {
+				if _, err := tx.Exec(q, r, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		seq := 0
+		for r := 1; r <= lgRuns; r++ {
+			for k, st := range steps {
+				if err := bareCommit(ctx, db, r, k, seq, st); err != nil {
+					b.Fatal(err)
+				}
+				seq += 2
+			}
+		}
+		elapsed += time.Since(t0)
+		b.StopTimer()
+		var n int
+		if err := db.QueryRow("SELECT count(*) FROM messages").Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		if want := lgRuns * (len(steps) + 1); n != want {
+			b.Fatalf("%d messages, want %d", n, want)
+		}
+		if err := db.Close(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	total := b.N * lgRuns * len(steps)
+	b.ReportMetric(float64(total)/elapsed.Seconds(), "steps/s")
+	b.ReportMetric(float64(elapsed.Microseconds())/float64(total), "us/step")
+}
+
+// bareCommit writes step k of run r in one transaction; seq is the number
+// of events before it.
+func bareCommit(ctx context.Context, db *sql.DB, r, k, seq int, st bareStep) error {
+	now := time.Now().UnixMilli()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var calls any
+	if st.calls != "" {
+		calls = st.calls
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO messages (thread, idx, run, role, text, tool_calls, tool_call_id, name, is_error, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)`, r, k+1, r, st.role, st.text, calls, st.callID, st.name, now); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (run, version, messages, state, created_at) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (run) DO UPDATE SET version = excluded.version, messages = excluded.messages, state = excluded.state, created_at = excluded.created_at`,
+		r, k+1, k+2, st.state, now); err != nil {
+		return err
+	}
+	for i, ev := range []struct {
+		typ     int
+		payload string
+	}{{6, st.msgEvent}, {8, st.stepEvent}} {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO events (seq, thread, run, type, payload, time) VALUES (?, ?, ?, ?, ?, ?)",
+			seq+i+1, r, r, ev.typ, ev.payload, now); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 // hold is an idempotent tool that blocks until its context ends and counts
