@@ -35,6 +35,11 @@ import (
 //     a checkpoint write each hot page once for many more commits.
 //   - journal_size_limit truncates a WAL that a long reader let grow beyond
 //     64 MB after its next checkpoint.
+//   - temp_store=MEMORY keeps the statement and savepoint journals in memory:
+//     every Update of a group runs in a savepoint, and its journal (the
+//     original of each page it changes) went to a file in /var/tmp once past
+//     64 KiB, one pwrite a page. Nothing in them is needed after a crash
+//     (the WAL is), and they hold only the pages one group changes.
 const writerDriver = "sqlite3_kiln_writer"
 
 // readerDriver is go-sqlite3 for the read connections. Both drivers add
@@ -47,7 +52,7 @@ func init() {
 			if err := c.RegisterFunc(matchFunc, matchText, true); err != nil {
 				return err
 			}
-			_, err := c.Exec("PRAGMA page_size = 1024; PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 16000; PRAGMA journal_size_limit = 67108864", nil)
+			_, err := c.Exec("PRAGMA page_size = 1024; PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 16000; PRAGMA journal_size_limit = 67108864; PRAGMA temp_store = MEMORY", nil)
 			return err
 		},
 	})

@@ -214,7 +214,7 @@ func TestOpenRejectsMemory(t *testing.T) {
 func TestPragmas(t *testing.T) {
 	s := openTest(t, Options{})
 	for pragma, want := range map[string]string{"journal_mode": "wal", "synchronous": "1", "foreign_keys": "1",
-		"busy_timeout": "10000", "wal_autocheckpoint": "16000", "journal_size_limit": "67108864", "page_size": "1024"} {
+		"busy_timeout": "10000", "wal_autocheckpoint": "16000", "journal_size_limit": "67108864", "page_size": "1024", "temp_store": "2"} {
 		var got string
 		if err := s.w.QueryRow("PRAGMA " + pragma).Scan(&got); err != nil || got != want {
 			t.Errorf("writer PRAGMA %s = %q (%v), want %q", pragma, got, err, want)

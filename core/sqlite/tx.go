@@ -123,12 +123,17 @@ func (x *tx) internFresh(str string) (n int64, fresh bool, err error) {
 	if n, ok := x.s.cachedString(str); ok {
 		return n, false, nil
 	}
-	err = x.queryRow("INSERT INTO strings (s) VALUES (?) ON CONFLICT (s) DO NOTHING RETURNING n", str).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) {
+	// Without RETURNING, which makes SQLite buffer the row in a table of
+	// its own: the new row's n is the last rowid inserted.
+	res, err := x.exec("intern string", "INSERT INTO strings (s) VALUES (?) ON CONFLICT (s) DO NOTHING", str)
+	if err != nil {
+		return 0, false, err
+	}
+	if k, _ := res.RowsAffected(); k == 0 {
 		n, _, err = x.lookup(str)
 		return n, false, err
 	}
-	if err != nil {
+	if n, err = res.LastInsertId(); err != nil {
 		return 0, false, fmt.Errorf("sqlite: intern string: %w", err)
 	}
 	x.remember(str, n)
