@@ -35,13 +35,16 @@ func (s *Store) ClaimRun(ctx context.Context, runID, holder string, ttl time.Dur
 			return err
 		}
 		expires := s.now().Add(ttl).Truncate(time.Second)
-		var token int64
-		err = x.queryRow(`UPDATE runs SET lease = lease + 1, lease_holder = ?, lease_expires = ?
-WHERE n = ? AND status = 'running' RETURNING lease`, h, expires.Unix(), n).Scan(&token)
-		if errors.Is(err, sql.ErrNoRows) {
+		res, err := x.exec("claim run", `UPDATE runs SET lease = lease + 1, lease_holder = ?, lease_expires = ?
+WHERE n = ? AND status = 'running'`, h, expires.Unix(), n)
+		if err != nil {
+			return err
+		}
+		if k, _ := res.RowsAffected(); k != 1 {
 			return x.refuse(n, runID, 0)
 		}
-		if err != nil {
+		var token int64
+		if err := x.queryRow(`SELECT lease FROM runs WHERE n = ?`, n).Scan(&token); err != nil {
 			return fmt.Errorf("sqlite: claim run: %w", err)
 		}
 		c = &core.RunClaim{Lease: core.Lease{RunID: runID, Holder: holder, Token: token, Expires: expires}}
@@ -138,8 +141,28 @@ func (x *tx) commitStep(c *core.StepCommit, cancel *bool) error {
 	if err != nil {
 		return err
 	}
-	var owner string
-	var thread int64
+	// The guard reads the run's row (a read of a page the step writes
+	// anyway); the update then writes only the progress columns.
+	// (RETURNING would buffer the row in a temporary table.)
+	var owner, status string
+	var thread, token int64
+	var latest int
+	err = x.queryRow(`SELECT owner_id, thread, status, lease, checkpoint, cancel_requested FROM runs WHERE n = ?`, n).
+		Scan(&owner, &thread, &status, &token, &latest, cancel)
+	if errors.Is(err, sql.ErrNoRows) {
+		return core.Errorf(core.ENOTFOUND, "run %q not found", runID)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: commit step: %w", err)
+	}
+	switch {
+	case status != string(core.RunRunning):
+		return core.NotRunning(runID, core.RunStatus(status))
+	case token != c.Lease.Token:
+		return core.StaleLease(runID, c.Lease.Token, token)
+	case c.Checkpoint != nil && c.Checkpoint.Version != latest+1:
+		return core.Errorf(core.ECONFLICT, "run %q is at checkpoint %d: checkpoint %d is not the next", runID, latest, c.Checkpoint.Version)
+	}
 	if cp := c.Checkpoint; cp != nil {
 		if cp.RunID != runID {
 			return core.Errorf(core.EINVALID, "step of run %q carries a checkpoint of run %q", runID, cp.RunID)
@@ -156,14 +179,9 @@ func (x *tx) commitStep(c *core.StepCommit, cancel *bool) error {
 		if err != nil {
 			return core.Errorf(core.EINVALID, "checkpoint state: %v", err)
 		}
-		err = x.queryRow(`UPDATE runs SET checkpoint = ?, steps = ?, tool_calls = ?, usage = ?, updated_at = ?
-WHERE n = ? AND status = 'running' AND lease = ? AND checkpoint = ? RETURNING owner_id, cancel_requested, thread`,
-			cp.Version, cp.State.Steps, cp.State.ToolCalls, usage, created, n, c.Lease.Token, cp.Version-1).Scan(&owner, cancel, &thread)
-		if errors.Is(err, sql.ErrNoRows) {
-			return x.refuseStep(n, c)
-		}
-		if err != nil {
-			return fmt.Errorf("sqlite: commit step: %w", err)
+		if _, err := x.exec("commit step", `UPDATE runs SET checkpoint = ?, steps = ?, tool_calls = ?, usage = ?, updated_at = ? WHERE n = ?`,
+			cp.Version, cp.State.Steps, cp.State.ToolCalls, usage, created, n); err != nil {
+			return err
 		}
 		if u := c.ThreadUsage; u != (core.Usage{}) {
 			if _, err := x.exec("commit step", `UPDATE threads SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ? WHERE n = ?`,
@@ -188,16 +206,6 @@ VALUES (?, ?, ?, ?, ?, ?)`, n, cp.Version, cp.Parent, cp.Messages, string(state)
 			if err := x.PutFile(f); err != nil {
 				return err
 			}
-		}
-	} else {
-		var status string
-		var token int64
-		err := x.queryRow(`SELECT owner_id, cancel_requested, status, lease FROM runs WHERE n = ?`, n).Scan(&owner, cancel, &status, &token)
-		if err != nil {
-			return fmt.Errorf("sqlite: commit step: %w", err)
-		}
-		if status != string(core.RunRunning) || token != c.Lease.Token {
-			return x.refuse(n, runID, c.Lease.Token)
 		}
 	}
 	if c.Checkpoint == nil {
@@ -243,18 +251,6 @@ func (x *tx) appendStep(owner string, msgs []*core.Message) error {
 		}
 	}
 	return nil
-}
-
-// refuseStep says why the first statement of a step changed nothing.
-func (x *tx) refuseStep(n int64, c *core.StepCommit) error {
-	if err := x.refuse(n, c.Lease.RunID, c.Lease.Token); err != nil {
-		return err
-	}
-	var latest int
-	if err := x.queryRow(`SELECT checkpoint FROM runs WHERE n = ?`, n).Scan(&latest); err != nil {
-		return fmt.Errorf("sqlite: commit step: %w", err)
-	}
-	return core.Errorf(core.ECONFLICT, "run %q is at checkpoint %d: checkpoint %d is not the next", c.Lease.RunID, latest, c.Checkpoint.Version)
 }
 
 // refuse returns the refusal of a claim, heartbeat or step of run n with
