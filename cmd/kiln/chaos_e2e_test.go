@@ -90,15 +90,13 @@ type carefulUser struct {
 	decided map[string]string
 }
 
-// decide decides every item of the Action queue it may decide and returns
-// how many it decided.
-func (u *carefulUser) decide(ctx context.Context, t *testing.T, c *client.Client) int {
+// decide decides every item of the Action queue it may decide.
+func (u *carefulUser) decide(ctx context.Context, t *testing.T, c *client.Client) {
 	t.Helper()
 	page, err := c.Inbox(ctx, client.InboxOptions{Queue: core.QueueAction, Limit: 2 * chaosRuns})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
 	for _, it := range page.Items {
 		if _, ok := u.decided[it.InterruptID]; ok {
 			t.Fatalf("interrupt %s is still in Action after its decision", it.InterruptID)
@@ -122,12 +120,10 @@ func (u *carefulUser) decide(ctx context.Context, t *testing.T, c *client.Client
 			t.Fatal(err)
 		}
 		u.decided[it.InterruptID] = d
-		n++
 	}
-	return n
 }
 
-// tookEffect reports whether a cut-off call of tool with args left its
+// tookEffect reports whether the call an Action item holds left its
 // effect: its line in its file, or its file with its content.
 func (u *carefulUser) tookEffect(t *testing.T, it *core.InboxItem) bool {
 	t.Helper()
@@ -135,11 +131,11 @@ func (u *carefulUser) tookEffect(t *testing.T, it *core.InboxItem) bool {
 	if err := json.Unmarshal(it.Args, &a); err != nil {
 		t.Fatal(err)
 	}
-	switch rel, grant := strings.CutPrefix(a.Path, "/grants/out/"); {
-	case it.Tool == "append_file":
+	switch kind, rel := chaosKind(core.ToolCall{Name: it.Tool, Args: it.Args}); kind {
+	case "append":
 		content, _ := os.ReadFile(filepath.Join(u.scratch, a.Path))
 		return slices.Contains(strings.Split(string(content), "\n"), a.Line)
-	case it.Tool == "write_file" && grant:
+	case "grant":
 		content, err := os.ReadFile(filepath.Join(u.out, rel))
 		return err == nil && string(content) == a.Content
 	}
