@@ -685,3 +685,10 @@ func (s slowTool) Call(ctx context.Context, args json.RawMessage) (core.ToolResu
 	}
 	return out, err
 }
+
+// Local keeps a delayed tool's local calls local (core.LocalCaller): the
+// delay must not change how the engine treats a call after a crash.
+func (s slowTool) Local(args json.RawMessage) bool {
+	lc, ok := s.Tool.(core.LocalCaller)
+	return ok && lc.Local(args)
+}

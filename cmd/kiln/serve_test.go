@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -15,6 +16,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/plugins/builtin"
+	"github.com/kilnhq/kiln/plugins/builtin/files"
 )
 
 func TestCheckExposure(t *testing.T) {
@@ -288,5 +293,24 @@ func TestLoadLogConfig(t *testing.T) {
 	}
 	if !strings.Contains(cmd.Long, "KILN_LOG_MAX_FILES") || !strings.Contains(cmd.Long, "<data>/logs/kiln.log") {
 		t.Errorf("kiln serve --help does not document the log:\n%s", cmd.Long)
+	}
+}
+
+// TestDelayToolsKeepLocalCalls checks that KILN_TEST_TOOL_DELAY leaves a
+// tool's local calls local: a delayed write_file of a virtual file still
+// runs again after a crash, as it does without the delay.
+func TestDelayToolsKeepLocalCalls(t *testing.T) {
+	tools, err := delayTools(append(builtin.Tools(t.TempDir()), files.Tools()...), "write_file=1ms,append_file=1ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := func(name, path string) bool {
+		i := slices.IndexFunc(tools, func(tool core.Tool) bool { return tool.Spec().Name == name })
+		lc, ok := tools[i].(core.LocalCaller)
+		return ok && lc.Local(json.RawMessage(`{"path": "`+path+`", "content": "x"}`))
+	}
+	if !local("write_file", "/notes/a.md") || local("write_file", "/grants/out/a.md") || local("append_file", "/notes/a.md") {
+		t.Errorf("after the delay: write_file /notes/a.md local %v, /grants/out/a.md local %v; append_file local %v",
+			local("write_file", "/notes/a.md"), local("write_file", "/grants/out/a.md"), local("append_file", "/notes/a.md"))
 	}
 }
