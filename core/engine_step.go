@@ -104,7 +104,10 @@ func (r *runner) end(ctx context.Context, status RunStatus, msg string) error {
 		r.run = run
 		return err
 	}}
-	if _, err := r.s.commitStep(context.WithoutCancel(ctx), c); err != nil {
+	if err := r.enqueue(context.WithoutCancel(ctx), c); err != nil {
+		return err
+	}
+	if err := r.flush(); err != nil {
 		return err
 	}
 	r.s.apply(w)
@@ -116,9 +119,6 @@ func (r *runner) end(ctx context.Context, status RunStatus, msg string) error {
 // events; also, when set, makes the step's rarer writes (StepCommit.Also).
 // After commit r mirrors the store.
 func (r *runner) commit(ctx context.Context, add []*Message, state RunState, events []Event, also func(tx Tx, run *Run) error) error {
-	if err := r.flush(); err != nil {
-		return err
-	}
 	c := r.step(add, state, r.files.pendingFiles())
 	c.Events = events
 	cp, now := c.Checkpoint, c.Checkpoint.CreatedAt
@@ -129,21 +129,35 @@ func (r *runner) commit(ctx context.Context, add []*Message, state RunState, eve
 			return also(tx, run)
 		}
 	}
-	res, err := r.s.commitStep(ctx, c)
-	if err != nil {
+	// The step joins the steps in flight and is waited for with them:
+	// one transaction for all when the Store groups them.
+	if err := r.enqueue(ctx, c); err != nil {
+		return err
+	}
+	if err := r.flush(); err != nil {
 		return err
 	}
 	if stored != nil {
 		r.run = stored
 	} else {
 		r.run.Checkpoint, r.run.Steps, r.run.ToolCalls, r.run.UpdatedAt = cp.Version, state.Steps, state.ToolCalls, now
-		r.run.CancelRequested = res.CancelRequested
 	}
 	r.cp, r.msgs = cp, append(r.msgs, add...)
 	r.files.committed()
 	return nil
 }
 
+// enqueue submits c after the steps in flight (waiting for the oldest
+// when maxInflight are).
+func (r *runner) enqueue(ctx context.Context, c *StepCommit) error {
+	if len(r.inflight) == maxInflight {
+		if err := r.waitOldest(); err != nil {
+			return err
+		}
+	}
+	r.inflight = append(r.inflight, r.s.submitStep(ctx, c))
+	return nil
+}
 // step is the StepCommit of the run's next step.
 func (r *runner) step(add []*Message, state RunState, files []*File) *StepCommit {
 	cp := &Checkpoint{RunID: r.run.ID, Version: r.cp.Version + 1, Parent: r.cp.Version, State: state, CreatedAt: r.s.now()}
@@ -168,16 +182,13 @@ const maxInflight = 8
 // call that is not idempotent is marked started by a commit first).
 func (r *runner) submit(ctx context.Context, add []*Message, state RunState) error {
 	files := r.files.pendingFiles()
-	if len(files) > 0 || !r.s.hooked {
+	if len(files) > 0 {
 		return r.commit(ctx, add, state, nil, nil)
 	}
-	if len(r.inflight) == maxInflight {
-		if err := r.waitOldest(); err != nil {
-			return err
-		}
-	}
 	c := r.step(add, state, nil)
-	r.inflight = append(r.inflight, r.s.submitStep(ctx, c))
+	if err := r.enqueue(ctx, c); err != nil {
+		return err
+	}
 	r.run.Checkpoint, r.run.Steps, r.run.ToolCalls, r.run.UpdatedAt = c.Checkpoint.Version, state.Steps, state.ToolCalls, c.Checkpoint.CreatedAt
 	r.cp, r.msgs = c.Checkpoint, append(r.msgs, add...)
 	return nil

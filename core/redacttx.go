@@ -237,7 +237,7 @@ func sameBytes(a, b json.RawMessage) bool {
 // of the messages, checkpoint, files and interrupts that hold a secret,
 // events whose payloads are redacted, and Also given this Tx's redaction.
 // The caller copies back what the Store sets on the copies (see
-// Service.commitStep).
+// Service.submitStep).
 func (x redactTx) redactStep(c *StepCommit) *StepCommit {
 	out := *c
 	if c.Checkpoint != nil {

@@ -206,54 +206,40 @@ func (s *Service) update(ctx context.Context, fn func(Tx) error) error {
 	return nil
 }
 
-// commitStep commits a run's step (RunStore.CommitStep) as update commits
-// an Update: redacted, its events published in commit order and
-// observed. The message indexes and the checkpoint's Messages the Store
-// sets are copied to c's own.
-func (s *Service) commitStep(ctx context.Context, c *StepCommit) (*StepResult, error) {
-	var ws bool
-	x := redactTx{r: s.cfg.Redactor, ws: &ws}
-	stored := x.redactStep(c)
-	var res *StepResult
-	_, err := s.commitOrdered(func() (_ []Event, err error) {
-		if res, err = s.runs.CommitStep(ctx, stored); err != nil {
-			return nil, err
-		}
-		return res.Events, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	for i, m := range c.Messages {
-		m.Index = stored.Messages[i].Index
-	}
-	if c.Checkpoint != nil {
-		c.Checkpoint.Messages = stored.Checkpoint.Messages
-	}
-	if ws {
-		s.wsGen.Add(1)
-	}
-	s.observeEvents(res.Events)
-	return res, nil
-}
-
-// submitStep submits a run's plain step (RunStore.SubmitStep; no Also),
-// redacted, and returns the wait that completes it as commitStep does:
-// the message indexes and the checkpoint's Messages copied to c's own,
-// the events observed. The Store is given copies of the messages and the
-// checkpoint, which it writes to while the driver goes on. Only a Store
-// with a commit hook publishes in commit order without the caller.
+// submitStep submits a run's step (RunStore.SubmitStep) redacted, and
+// returns the wait that completes it as update completes an Update: the
+// message indexes and the checkpoint's Messages the Store sets are
+// copied to c's own, the events observed. The Store is given copies of
+// the messages and the checkpoint, which it writes to while the caller
+// goes on. A Store without a commit hook commits the step at once,
+// serialized with the others to publish in commit order.
 func (s *Service) submitStep(ctx context.Context, c *StepCommit) func() (*StepResult, error) {
-	stored := redactTx{r: s.cfg.Redactor}.redactStep(c)
+	ws := new(bool)
+	stored := redactTx{r: s.cfg.Redactor, ws: ws}.redactStep(c)
 	msgs := make([]*Message, len(stored.Messages))
 	for i, m := range stored.Messages {
 		cm := *m
 		msgs[i] = &cm
 	}
 	stored.Messages = msgs
-	cp := *stored.Checkpoint
-	stored.Checkpoint = &cp
-	wait := s.runs.SubmitStep(ctx, stored)
+	var cp Checkpoint
+	if stored.Checkpoint != nil {
+		cp = *stored.Checkpoint
+		stored.Checkpoint = &cp
+	}
+	var wait func() (*StepResult, error)
+	if s.hooked {
+		wait = s.runs.SubmitStep(ctx, stored)
+	} else {
+		var res *StepResult
+		_, err := s.commitOrdered(func() (_ []Event, err error) {
+			if res, err = s.runs.CommitStep(ctx, stored); err != nil {
+				return nil, err
+			}
+			return res.Events, nil
+		})
+		wait = func() (*StepResult, error) { return res, err }
+	}
 	return func() (*StepResult, error) {
 		res, err := wait()
 		if err != nil {
@@ -262,7 +248,12 @@ func (s *Service) submitStep(ctx context.Context, c *StepCommit) func() (*StepRe
 		for i, m := range c.Messages {
 			m.Index = stored.Messages[i].Index
 		}
-		c.Checkpoint.Messages = cp.Messages
+		if c.Checkpoint != nil {
+			c.Checkpoint.Messages = cp.Messages
+		}
+		if *ws {
+			s.wsGen.Add(1)
+		}
 		s.observeEvents(res.Events)
 		return res, nil
 	}
