@@ -12,9 +12,10 @@ import (
 )
 
 // The Store serves one process at a time, so ClaimRun grants every claim
-// of a running run (see core.RunStore): the lease's token is what keeps a
-// stale driver of this process (one whose run was claimed again) from
-// writing.
+// of a running run (see core.RunStore) and the Store keeps only the
+// lease's token (runs.lease), not its holder or expiry: the token is what
+// keeps a stale driver of this process (one whose run was claimed again)
+// from writing.
 
 // ClaimRun implements core.RunStore: one write transaction, through the
 // group commit, that bumps the run's token and reads what the driver
@@ -30,13 +31,8 @@ func (s *Store) ClaimRun(ctx context.Context, runID, holder string, ttl time.Dur
 		if err != nil {
 			return err
 		}
-		h, err := x.intern(holder)
-		if err != nil {
-			return err
-		}
-		expires := s.now().Add(ttl).Truncate(time.Second)
-		res, err := x.exec("claim run", `UPDATE runs SET lease = lease + 1, lease_holder = ?, lease_expires = ?
-WHERE n = ? AND status = 'running'`, h, expires.Unix(), n)
+		expires := s.now().Add(ttl)
+		res, err := x.exec("claim run", `UPDATE runs SET lease = lease + 1 WHERE n = ? AND status = 'running'`, n)
 		if err != nil {
 			return err
 		}
@@ -63,26 +59,26 @@ WHERE n = ? AND status = 'running'`, h, expires.Unix(), n)
 	return c, nil
 }
 
-// Heartbeat implements core.RunStore.
+// Heartbeat implements core.RunStore. The Store keeps no expiry (see
+// the top of this file): a heartbeat checks that the lease is still the
+// run's newest and returns it with its new expiry.
 func (s *Store) Heartbeat(ctx context.Context, l core.Lease, ttl time.Duration) (core.Lease, error) {
-	_, err := s.Update(ctx, func(t core.Tx) error {
+	if l.RunID == "" || l.Token <= 0 {
+		return l, core.Errorf(core.EINVALID, "a heartbeat needs a lease from ClaimRun")
+	}
+	err := s.View(ctx, func(t core.ReadTx) error {
 		x := t.(*tx)
 		n, err := x.mustFind("run", l.RunID)
 		if err != nil {
 			return err
 		}
-		expires := s.now().Add(ttl).Truncate(time.Second)
-		res, err := x.exec("heartbeat", `UPDATE runs SET lease_expires = ? WHERE n = ? AND status = 'running' AND lease = ?`, expires.Unix(), n, l.Token)
-		if err != nil {
-			return err
-		}
-		if k, _ := res.RowsAffected(); k != 1 {
-			return x.refuse(n, l.RunID, l.Token)
-		}
-		l.Expires = expires
-		return nil
+		return x.refuse(n, l.RunID, l.Token)
 	})
-	return l, err
+	if err != nil {
+		return l, err
+	}
+	l.Expires = s.now().Add(ttl)
+	return l, nil
 }
 
 // CommitStep implements core.RunStore: one Update of the group commit,
@@ -117,8 +113,8 @@ func (s *Store) SubmitStep(ctx context.Context, c *core.StepCommit) func() (*cor
 
 func stepFn(c *core.StepCommit, cancel *bool) func(core.Tx) error {
 	return func(t core.Tx) error {
-		if c == nil || c.Lease.RunID == "" {
-			return core.Errorf(core.EINVALID, "a step needs its run's lease")
+		if c == nil || c.Lease.RunID == "" || c.Lease.Token <= 0 {
+			return core.Errorf(core.EINVALID, "a step needs its run's lease (from ClaimRun)")
 		}
 		*cancel = false
 		return t.(*tx).commitStep(c, cancel)

@@ -1,7 +1,6 @@
--- 0015: a run's lease (core.RunStore): the fencing token of its newest
--- claim, the holder (strings.n of the claiming process's name, NULL before
--- the first claim) and when the claim lapses (unix seconds). Every row
--- stored before this migration has never been claimed.
+-- 0015: a run's fencing token (core.RunStore): the number of the newest
+-- claim of the run, 0 before the first. The Store serves one process, so
+-- a lease's holder and expiry are not stored: every claim of a running
+-- run is granted, and the token alone keeps a driver whose run was
+-- claimed again from writing.
 ALTER TABLE runs ADD COLUMN lease INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE runs ADD COLUMN lease_holder INTEGER;
-ALTER TABLE runs ADD COLUMN lease_expires INTEGER NOT NULL DEFAULT 0;
