@@ -158,6 +158,7 @@ func (r *runner) enqueue(ctx context.Context, c *StepCommit) error {
 	r.inflight = append(r.inflight, r.s.submitStep(ctx, c))
 	return nil
 }
+
 // step is the StepCommit of the run's next step.
 func (r *runner) step(add []*Message, state RunState, files []*File) *StepCommit {
 	cp := &Checkpoint{RunID: r.run.ID, Version: r.cp.Version + 1, Parent: r.cp.Version, State: state, CreatedAt: r.s.now()}
@@ -168,7 +169,7 @@ func (r *runner) step(add []*Message, state RunState, files []*File) *StepCommit
 
 // maxInflight is how many steps a driver may have submitted and not yet
 // known committed.
-const maxInflight = 8
+const maxInflight = 32
 
 // submit stores one step like commit, but goes on at once: the step is
 // queued for the Store's group commit (RunStore.SubmitStep) and r

@@ -251,6 +251,7 @@ WHERE n = ? AND thread = ? AND owner_id = ? AND status = ? AND created_at = ?
 			return fmt.Errorf("sqlite: put run: %w", err)
 		}
 		if k, _ := res.RowsAffected(); k == 1 {
+			x.forgetRun(n)
 			return nil
 		}
 	}
@@ -279,5 +280,6 @@ ON CONFLICT (n) DO UPDATE SET thread = excluded.thread, owner_id = excluded.owne
 	if err != nil {
 		return fmt.Errorf("sqlite: put run: %w", err)
 	}
+	x.forgetRun(n)
 	return nil
 }

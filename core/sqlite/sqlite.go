@@ -136,7 +136,9 @@ type Store struct {
 	// commit forgets everything.
 	lastSeq int64
 	nextIdx map[int64]int64
-	hook    atomic.Pointer[func([]core.Event)]
+	// guards are what steps' guards read of runs (by n), as committed.
+	guards map[int64]runGuard
+	hook   atomic.Pointer[func([]core.Event)]
 	// onCommit is Options.OnCommit.
 	onCommit func(d time.Duration, updates int)
 	// search is the search mode, SearchFTS5 or SearchBasic, fixed at Open.
@@ -172,7 +174,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	s := &Store{path: abs, now: opts.Now, strings: make(map[string]int64), nextIdx: make(map[int64]int64), onCommit: opts.OnCommit}
+	s := &Store{path: abs, now: opts.Now, strings: make(map[string]int64), nextIdx: make(map[int64]int64), guards: make(map[int64]runGuard), onCommit: opts.OnCommit}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -308,7 +310,8 @@ func (s *Store) Update(ctx context.Context, fn func(core.Tx) error) ([]core.Even
 	if s.closed.Load() {
 		return nil, errClosed
 	}
-	u := s.enqueue(ctx, fn, false)
+	u := &update{ctx: ctx, fn: fn}
+	s.enqueue(u)
 	s.drain(u)
 	if u.panic != nil {
 		panic(u.panic)
@@ -317,16 +320,11 @@ func (s *Store) Update(ctx context.Context, fn func(core.Tx) error) ([]core.Even
 }
 
 // enqueue queues an Update for the next group; Updates are committed in
-// the order they were queued. fin asks for u.fin, closed when u is done.
-func (s *Store) enqueue(ctx context.Context, fn func(core.Tx) error, fin bool) *update {
-	u := &update{ctx: ctx, fn: fn}
-	if fin {
-		u.fin = make(chan struct{})
-	}
+// the order they were queued.
+func (s *Store) enqueue(u *update) {
 	s.qmu.Lock()
 	s.queue = append(s.queue, u)
 	s.qmu.Unlock()
-	return u
 }
 
 // drain commits the queue unless u is done already: the first to get wmu
@@ -347,10 +345,14 @@ func (s *Store) drain(u *update) {
 
 // update is one caller's Update waiting to be committed.
 type update struct {
-	ctx    context.Context
-	fn     func(core.Tx) error
-	done   bool          // set under wmu when committed or failed
-	fin    chan struct{} // closed when done, for a submitted step
+	ctx  context.Context
+	fn   func(core.Tx) error
+	done bool          // set under wmu when committed or failed
+	fin  chan struct{} // closed when done, for a submitted step
+	// step is set for a RunStore step without Also: fn writes it, and
+	// runSteps may write it with the steps next to it instead.
+	step   *core.StepCommit
+	cancel *bool
 	events []core.Event
 	err    error
 	panic  any
@@ -401,6 +403,7 @@ func (s *Store) commit(group []*update) {
 		}
 		s.lastSeq = 0
 		clear(s.nextIdx)
+		clear(s.guards)
 		if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
 			// A connection that may still be in a transaction is not
 			// handed out again: the pool opens a new one.
@@ -409,9 +412,33 @@ func (s *Store) commit(group []*update) {
 	}()
 	ok := 0
 	search := false
-	for _, u := range group {
+	for i := 0; i < len(group); {
+		u := group[i]
 		if err := u.ctx.Err(); err != nil {
 			u.err = fmt.Errorf("sqlite: begin update: %w", err)
+			i++
+			continue
+		}
+		// Steps that follow each other are written together (runSteps).
+		j := i
+		for j < len(group) && group[j].step != nil && group[j].ctx.Err() == nil {
+			j++
+		}
+		if j-i > 1 {
+			k, err := s.runSteps(conn, ctx, group[i:j])
+			if err != nil {
+				for _, u := range group {
+					if u.err == nil && u.panic == nil {
+						u.err = err
+					}
+				}
+				return
+			}
+			ok += k
+			for _, u := range group[i:j] {
+				search = search || u.t != nil && u.t.search
+			}
+			i = j
 			continue
 		}
 		if s.run(conn, ctx, u, len(group) > 1) {
@@ -419,6 +446,7 @@ func (s *Store) commit(group []*update) {
 			search = search || u.t.search
 			s.learn(u.t)
 		}
+		i++
 	}
 	if ok == 0 {
 		return
@@ -518,12 +546,85 @@ func (s *Store) learn(x *tx) {
 	if x.lastSeq > 0 {
 		s.lastSeq = x.lastSeq
 	}
+	if x.forgetRuns {
+		clear(s.guards)
+	}
+	for n := range x.forget {
+		delete(s.guards, n)
+	}
+	if len(s.guards)+len(x.guards) > maxCachedStrings {
+		clear(s.guards)
+	}
+	for n, g := range x.guards {
+		s.guards[n] = *g
+	}
 	if len(s.nextIdx)+len(x.next) > maxCachedStrings {
 		clear(s.nextIdx)
 	}
 	for n, next := range x.next {
 		s.nextIdx[n] = next
 	}
+}
+
+// runSteps writes a run of consecutive steps (us, each with step set) in
+// one savepoint: the guards from what the writer knows, each run's
+// progress updated once, the events inserted together. Should anything
+// fail, it rolls the savepoint back and writes the steps one by one,
+// each in its own savepoint, so that only the failing one fails. It
+// returns how many steps succeeded, or an error that fails the whole
+// transaction (the savepoint could not be rolled back).
+func (s *Store) runSteps(conn *sql.Conn, ctx context.Context, us []*update) (int, error) {
+	if _, err := conn.ExecContext(ctx, "SAVEPOINT steps"); err != nil {
+		for _, u := range us {
+			u.err = fmt.Errorf("sqlite: savepoint: %w", err)
+		}
+		return 0, nil
+	}
+	x := &tx{s: s, ctx: ctx, tx: conn, write: true, lastSeq: s.lastSeq, batch: true}
+	marks := make([]int, len(us)+1)
+	err := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("sqlite: write steps: %v", p)
+			}
+		}()
+		for i, u := range us {
+			marks[i] = len(x.events)
+			if err := stepFn(u.step, u.cancel)(x); err != nil {
+				return err
+			}
+		}
+		marks[len(us)] = len(x.events)
+		if err := x.flushProgress(); err != nil {
+			return err
+		}
+		return x.flushEvents()
+	}()
+	if err != nil {
+		_, rerr := conn.ExecContext(ctx, "ROLLBACK TO steps")
+		if rerr == nil {
+			_, rerr = conn.ExecContext(ctx, "RELEASE steps")
+		}
+		if rerr != nil {
+			return 0, fmt.Errorf("sqlite: roll back steps: %w", rerr)
+		}
+		ok := 0
+		for _, u := range us {
+			if s.run(conn, ctx, u, true) {
+				ok++
+				s.learn(u.t)
+			}
+		}
+		return ok, nil
+	}
+	if _, err := conn.ExecContext(ctx, "RELEASE steps"); err != nil {
+		return 0, fmt.Errorf("sqlite: release savepoint: %w", err)
+	}
+	s.learn(x)
+	for i, u := range us {
+		u.t = &tx{events: x.events[marks[i]:marks[i+1]], interned: x.interned, search: x.search}
+	}
+	return len(us), nil
 }
 
 // cachedString returns the committed n of str, if the Store knows it.

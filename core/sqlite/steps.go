@@ -39,6 +39,7 @@ func (s *Store) ClaimRun(ctx context.Context, runID, holder string, ttl time.Dur
 		if k, _ := res.RowsAffected(); k != 1 {
 			return x.refuse(n, runID, 0)
 		}
+		x.forgetRun(n)
 		var token int64
 		if err := x.queryRow(`SELECT lease FROM runs WHERE n = ?`, n).Scan(&token); err != nil {
 			return fmt.Errorf("sqlite: claim run: %w", err)
@@ -89,10 +90,10 @@ func (s *Store) CommitStep(ctx context.Context, c *core.StepCommit) (*core.StepR
 	if s.closed.Load() {
 		return nil, errClosed
 	}
-	var cancel bool
-	u := s.enqueue(ctx, stepFn(c, &cancel), false)
+	u := newStep(ctx, c)
+	s.enqueue(u)
 	s.drain(u)
-	return stepResult(u, cancel)
+	return stepResult(u)
 }
 
 // SubmitStep implements core.RunStore: the step joins the queue of the
@@ -102,13 +103,25 @@ func (s *Store) SubmitStep(ctx context.Context, c *core.StepCommit) func() (*cor
 	if s.closed.Load() {
 		return func() (*core.StepResult, error) { return nil, errClosed }
 	}
-	var cancel bool
-	u := s.enqueue(ctx, stepFn(c, &cancel), true)
+	u := newStep(ctx, c)
+	u.fin = make(chan struct{})
+	s.enqueue(u)
 	go s.drain(u)
 	return func() (*core.StepResult, error) {
 		<-u.fin
-		return stepResult(u, cancel)
+		return stepResult(u)
 	}
+}
+
+// newStep is the update of a step; one without Also may be written with
+// the steps next to it (Store.runSteps).
+func newStep(ctx context.Context, c *core.StepCommit) *update {
+	cancel := new(bool)
+	u := &update{ctx: ctx, fn: stepFn(c, cancel), cancel: cancel}
+	if c != nil && c.Also == nil {
+		u.step = c
+	}
+	return u
 }
 
 func stepFn(c *core.StepCommit, cancel *bool) func(core.Tx) error {
@@ -121,14 +134,14 @@ func stepFn(c *core.StepCommit, cancel *bool) func(core.Tx) error {
 	}
 }
 
-func stepResult(u *update, cancel bool) (*core.StepResult, error) {
+func stepResult(u *update) (*core.StepResult, error) {
 	if u.panic != nil {
 		panic(u.panic)
 	}
 	if u.err != nil {
 		return nil, u.err
 	}
-	return &core.StepResult{Events: u.events, CancelRequested: cancel}, nil
+	return &core.StepResult{Events: u.events, CancelRequested: *u.cancel}, nil
 }
 
 func (x *tx) commitStep(c *core.StepCommit, cancel *bool) error {
@@ -137,28 +150,20 @@ func (x *tx) commitStep(c *core.StepCommit, cancel *bool) error {
 	if err != nil {
 		return err
 	}
-	// The guard reads the run's row (a read of a page the step writes
-	// anyway); the update then writes only the progress columns.
-	// (RETURNING would buffer the row in a temporary table.)
-	var owner, status string
-	var thread, token int64
-	var latest int
-	err = x.queryRow(`SELECT owner_id, thread, status, lease, checkpoint, cancel_requested FROM runs WHERE n = ?`, n).
-		Scan(&owner, &thread, &status, &token, &latest, cancel)
-	if errors.Is(err, sql.ErrNoRows) {
-		return core.Errorf(core.ENOTFOUND, "run %q not found", runID)
-	}
+	g, err := x.guard(n, runID)
 	if err != nil {
-		return fmt.Errorf("sqlite: commit step: %w", err)
+		return err
 	}
+	*cancel = g.cancel
 	switch {
-	case status != string(core.RunRunning):
-		return core.NotRunning(runID, core.RunStatus(status))
-	case token != c.Lease.Token:
-		return core.StaleLease(runID, c.Lease.Token, token)
-	case c.Checkpoint != nil && c.Checkpoint.Version != latest+1:
-		return core.Errorf(core.ECONFLICT, "run %q is at checkpoint %d: checkpoint %d is not the next", runID, latest, c.Checkpoint.Version)
+	case g.status != string(core.RunRunning):
+		return core.NotRunning(runID, core.RunStatus(g.status))
+	case g.lease != c.Lease.Token:
+		return core.StaleLease(runID, c.Lease.Token, g.lease)
+	case c.Checkpoint != nil && c.Checkpoint.Version != g.checkpoint+1:
+		return core.Errorf(core.ECONFLICT, "run %q is at checkpoint %d: checkpoint %d is not the next", runID, g.checkpoint, c.Checkpoint.Version)
 	}
+	owner, thread := g.owner, g.thread
 	if cp := c.Checkpoint; cp != nil {
 		if cp.RunID != runID {
 			return core.Errorf(core.EINVALID, "step of run %q carries a checkpoint of run %q", runID, cp.RunID)
@@ -175,9 +180,12 @@ func (x *tx) commitStep(c *core.StepCommit, cancel *bool) error {
 		if err != nil {
 			return core.Errorf(core.EINVALID, "checkpoint state: %v", err)
 		}
-		if _, err := x.exec("commit step", `UPDATE runs SET checkpoint = ?, steps = ?, tool_calls = ?, usage = ?, updated_at = ? WHERE n = ?`,
-			cp.Version, cp.State.Steps, cp.State.ToolCalls, usage, created, n); err != nil {
-			return err
+		g.checkpoint = cp.Version
+		x.progress = append(x.progress, progress{n: n, checkpoint: cp.Version, steps: cp.State.Steps, toolCalls: cp.State.ToolCalls, usage: usage, updated: created})
+		if !x.batch {
+			if err := x.flushProgress(); err != nil {
+				return err
+			}
 		}
 		if u := c.ThreadUsage; u != (core.Usage{}) {
 			if _, err := x.exec("commit step", `UPDATE threads SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ? WHERE n = ?`,
@@ -266,6 +274,83 @@ func (x *tx) refuse(n int64, runID string, token int64) error {
 	if token != 0 && token != newest {
 		return core.StaleLease(runID, token, newest)
 	}
+	return nil
+}
+
+// runGuard is what a step's guard reads of its run.
+type runGuard struct {
+	owner      string
+	thread     int64
+	status     string
+	lease      int64
+	checkpoint int
+	cancel     bool
+}
+
+// guard returns what the step guard needs of run n: from this tx, from
+// what the writer knows, or read. The tx's copy is the one to change.
+func (x *tx) guard(n int64, runID string) (*runGuard, error) {
+	if g := x.guards[n]; g != nil {
+		return g, nil
+	}
+	g := new(runGuard)
+	if c, ok := x.s.guards[n]; ok && !x.forgetRuns && !x.forget[n] {
+		*g = c
+	} else {
+		err := x.queryRow(`SELECT owner_id, thread, status, lease, checkpoint, cancel_requested FROM runs WHERE n = ?`, n).
+			Scan(&g.owner, &g.thread, &g.status, &g.lease, &g.checkpoint, &g.cancel)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, core.Errorf(core.ENOTFOUND, "run %q not found", runID)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: commit step: %w", err)
+		}
+	}
+	if x.guards == nil {
+		x.guards = make(map[int64]*runGuard)
+	}
+	x.guards[n] = g
+	return g, nil
+}
+
+// forgetRun drops what the writer knows of run n's guard: a write that is
+// not a step changed the row.
+func (x *tx) forgetRun(n int64) {
+	delete(x.guards, n)
+	if x.forget == nil {
+		x.forget = make(map[int64]bool)
+	}
+	x.forget[n] = true
+}
+
+// progress is a step's update of its run's progress columns.
+type progress struct {
+	n                            int64
+	checkpoint, steps, toolCalls int
+	usage                        any
+	updated                      int64
+}
+
+// flushProgress updates the runs whose steps this tx wrote, each once
+// with its last step's progress.
+func (x *tx) flushProgress() error {
+	for i, p := range x.progress {
+		last := true
+		for _, q := range x.progress[i+1:] {
+			if q.n == p.n {
+				last = false
+				break
+			}
+		}
+		if !last {
+			continue
+		}
+		if _, err := x.exec("commit step", `UPDATE runs SET checkpoint = ?, steps = ?, tool_calls = ?, usage = ?, updated_at = ? WHERE n = ?`,
+			p.checkpoint, p.steps, p.toolCalls, p.usage, p.updated, p.n); err != nil {
+			return err
+		}
+	}
+	x.progress = x.progress[:0]
 	return nil
 }
 

@@ -196,5 +196,8 @@ func (x *tx) DeleteThread(id string) error {
 	}
 	x.search = true
 	x.setNext(n, 0)
+	// Its runs went with it.
+	x.forgetRuns = true
+	clear(x.guards)
 	return nil
 }

@@ -37,6 +37,14 @@ type tx struct {
 	// index (see indexPending): threads stored or deleted, user and
 	// assistant messages with text.
 	search bool
+	// What steps need of runs (steps.go): guards read or changed here,
+	// runs whose guard a write made stale (all of them: forgetRuns), and
+	// the progress of the steps written, not yet stored when batch.
+	guards     map[int64]*runGuard
+	forget     map[int64]bool
+	forgetRuns bool
+	progress   []progress
+	batch      bool
 }
 
 var (
