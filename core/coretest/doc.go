@@ -17,8 +17,10 @@
 // RunWorkspace (grants, attachments, virtual files), RunSettings and
 // RunTriggers (triggers and occurrences). RunStore runs them all and then
 // the subtests that need every part at once. RunKV checks the optional
-// KVStore. The sandbox records, owned by sandbox/service, have their suite
-// there (sandbox/service/recordtest).
+// KVStore, and RunSteps the engine's step contract (core.RunStore: claims,
+// fencing tokens, heartbeats, steps committed whole or refused) of a Store
+// that implements it. The sandbox records, owned by sandbox/service,
+// have their suite there (sandbox/service/recordtest).
 //
 // Besides the written contract the suite pins down a few choices every
 // backend must share: Delete* of an unknown ID is ENOTFOUND; a malformed

@@ -90,7 +90,8 @@ var (
 // a new, empty Store and arrange for it to be closed when t ends
 // (t.Cleanup); the Close test closes one store itself first, so a second
 // Close must be harmless. The suite runs its subtests one after another.
-// KVStore, outside transactions, has its own suite (RunKV); the sandbox
+// KVStore, outside transactions, has its own suite (RunKV), and so has
+// the engine's step contract, core.RunStore (RunSteps); the sandbox
 // records, which sandbox/service owns, have sandbox/service/recordtest.
 func RunStore(t *testing.T, newStore func(t *testing.T) core.Store) {
 	run(t, newStore, threadTests, runTests, logTests, workspaceTests, settingsTests, triggerTests, wholeTests)

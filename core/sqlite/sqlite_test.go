@@ -32,6 +32,11 @@ func TestStore(t *testing.T) {
 	coretest.RunStore(t, func(t *testing.T) core.Store { return openTest(t, Options{}) })
 }
 
+// TestSteps runs the suite of the engine's step contract, core.RunStore.
+func TestSteps(t *testing.T) {
+	coretest.RunSteps(t, func(t *testing.T) coretest.StepStore { return openTest(t, Options{}) })
+}
+
 // TestSandboxRecords runs the suite of the sandbox records, the part of
 // the Store that sandbox/service owns.
 func TestSandboxRecords(t *testing.T) {

@@ -51,7 +51,9 @@ func (s *Store) ClaimRun(ctx context.Context, runID, holder string, ttl time.Dur
 		if c.Checkpoint, err = x.Checkpoint(runID, 0); err != nil {
 			return err
 		}
-		c.Messages, err = x.Messages(c.Run.ThreadID, 0, c.Checkpoint.Messages)
+		if k := c.Checkpoint.Messages; k > 0 { // (a limit of 0 is all of them)
+			c.Messages, err = x.Messages(c.Run.ThreadID, 0, k)
+		}
 		return err
 	})
 	if err != nil {
