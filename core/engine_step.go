@@ -23,7 +23,7 @@ type runner struct {
 	ws    *workspace
 	wsGen int64
 	// inflight are the steps submitted and not known to be committed
-	// yet, oldest first (see submit).
+	// yet, oldest first (see submit and enqueue).
 	inflight []func() (*StepResult, error)
 	// threadUsage is the usage of model turns not yet added to the
 	// thread's (StepCommit.ThreadUsage).
@@ -174,13 +174,12 @@ const maxInflight = 32
 // submit stores one step like commit, but goes on at once: the step is
 // queued for the Store's group commit (RunStore.SubmitStep) and r
 // mirrors it as committed; an error surfaces at a later submit, commit
-// or flush. Only a step that writes nothing but its messages and
-// checkpoint is submitted so: one that wrote virtual files is committed
-// (the step after it could not read them back otherwise). A submitted
-// step has no effect outside the Store, and a crash before it commits
-// only redoes it: its model turn, and the idempotent tool calls that
-// alone may run before the step that asked for them is committed (a
-// call that is not idempotent is marked started by a commit first).
+// or flush. A step that wrote virtual files is committed instead (the
+// step after it could not read them back otherwise). A submitted step
+// has no effect outside the Store, and a crash before it commits only
+// redoes it: its model turn, and the read-only tool calls (ToolSpec.
+// ReadOnly), which alone run before the step that asked for them is
+// committed (execute waits for it before any other call).
 func (r *runner) submit(ctx context.Context, add []*Message, state RunState) error {
 	files := r.files.pendingFiles()
 	if len(files) > 0 {

@@ -91,7 +91,7 @@ func TestStepsShareAGroup(t *testing.T) {
 	}
 	err = s.View(ctx, func(tx core.ReadTx) error {
 		for _, c := range []struct {
-			run, thread    string
+			run, thread   string
 			version, msgs int
 		}{{"run_a", "thr_a", 5, 4}, {"run_b", "thr_b", 1, 0}} {
 			r, err := tx.Run(c.run)
