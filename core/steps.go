@@ -36,9 +36,11 @@ type RunStore interface {
 	// another holder's lease has not expired.
 	ClaimRun(ctx context.Context, runID, holder string, ttl time.Duration) (*RunClaim, error)
 
-	// Heartbeat extends the lease until ttl from now and returns it. A
-	// token older than the run's newest is refused (ErrStaleLease), and so
-	// is a run that is no longer running (ErrRunNotRunning).
+	// Heartbeat extends the lease until ttl from now and returns it (a
+	// Store that grants every claim need not store the expiry). A token
+	// older than the run's newest is refused (ErrStaleLease), and so is a
+	// run that is no longer running (ErrRunNotRunning); a lease without a
+	// token is EINVALID, as it is for CommitStep and SubmitStep.
 	Heartbeat(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
 
 	// CommitStep persists one step of a running run in one transaction,

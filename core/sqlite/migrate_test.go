@@ -96,3 +96,71 @@ VALUES (1, 'thr_old', 'local', 'Quarterly zeppelin report', 0, 'user', 'scripted
 		t.Error("foreign_key_check reports a violation after the upgrade")
 	}
 }
+
+// TestRunLeaseMigration: a database of schema 0014 with a running run
+// and three checkpoints, one of them not on a straight line (its parent
+// not the version before it), opens and upgrades (0015: the run's lease
+// token): the checkpoints read back with their parents, the run's first
+// claim has token 1 and returns its latest checkpoint, and its next step
+// commits.
+func TestRunLeaseMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kiln.db")
+	db := createAt(t, path, 14)
+	when := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC).UnixNano()
+	for _, q := range []struct {
+		query string
+		args  []any
+	}{
+		{"INSERT INTO strings (n, s) VALUES (1, 'thr_old'), (2, 'run_old')", nil},
+		{`INSERT INTO threads (n, id, owner_id, title, pinned, source, model, status, active_run_id, open_actions, last_message, created_at, updated_at)
+VALUES (1, 'thr_old', 'local', 'old', 0, 'user', 'scripted', 'running', 'run_old', 0, '', ?, ?)`, []any{when, when}},
+		{`INSERT INTO runs (n, id, thread, owner_id, status, model, steps, tool_calls, checkpoint, error, cancel_requested, created_at, updated_at)
+VALUES (2, 'run_old', 1, 'local', 'running', 'scripted', 2, 0, 3, '', 0, ?, ?)`, []any{when, when}},
+		{`INSERT INTO checkpoints (run, version, parent, messages, state, created_at) VALUES
+(2, 1, 0, 0, '{"v":1,"phase":"model"}', ?), (2, 2, 1, 0, '{"v":1,"phase":"model"}', ?), (2, 3, 1, 0, '{"v":1,"phase":"model","steps":2}', ?)`, []any{when, when, when}},
+	} {
+		if _, err := db.Exec(q.query, q.args...); err != nil {
+			db.Close()
+			t.Fatalf("%s: %v", q.query, err)
+		}
+	}
+	db.Close()
+
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatalf("Open of a 0014 database: %v", err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	err = s.View(ctx, func(tx core.ReadTx) error {
+		for v, parent := range map[int]int{1: 0, 2: 1, 3: 1} {
+			cp, err := tx.Checkpoint("run_old", v)
+			if err != nil || cp.Parent != parent {
+				t.Errorf("checkpoint %d after the upgrade: %+v, %v; want parent %d", v, cp, err, parent)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.ClaimRun(ctx, "run_old", "test", time.Minute)
+	if err != nil || c.Lease.Token != 1 || c.Checkpoint.Version != 3 || c.Checkpoint.Parent != 1 {
+		t.Fatalf("first claim after the upgrade: %+v, %v", c, err)
+	}
+	step := &core.StepCommit{Lease: c.Lease, Checkpoint: &core.Checkpoint{RunID: "run_old", Version: 4, Parent: 3,
+		State: core.RunState{V: core.RunStateVersion, Phase: core.PhaseModel, Steps: 3}, CreatedAt: time.Unix(0, when)}}
+	if _, err := s.CommitStep(ctx, step); err != nil {
+		t.Fatal(err)
+	}
+	err = s.View(ctx, func(tx core.ReadTx) error {
+		cp, err := tx.Checkpoint("run_old", 0)
+		if err != nil || cp.Version != 4 || cp.Parent != 3 {
+			t.Errorf("the step after the upgrade: %+v, %v", cp, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
