@@ -205,19 +205,7 @@ func TestChaosEndToEnd(t *testing.T) {
 	user.open = true
 	for {
 		user.decide(ctx, t, c)
-		finished := 0
-		for _, id := range runs {
-			r, err := c.GetRun(ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Status.Terminal() {
-				if r.Status != core.RunSucceeded {
-					t.Fatalf("run %s %s: %s", id, r.Status, r.Error)
-				}
-				finished++
-			}
-		}
+		finished := succeeded(ctx, t, c, runs)
 		if finished == chaosRuns {
 			break
 		}
@@ -515,4 +503,24 @@ func checkChaosLog(ctx context.Context, t *testing.T, logs [][]core.Event, globa
 		}
 	}
 	t.Logf("%d events, the followed stream got %d of them across the restarts", last, len(followed))
+}
+
+// succeeded returns how many of the runs ended, failing t on one that
+// ended otherwise than succeeded.
+func succeeded(ctx context.Context, t *testing.T, c *client.Client, ids []string) int {
+	t.Helper()
+	n := 0
+	for _, id := range ids {
+		r, err := c.GetRun(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Terminal() {
+			if r.Status != core.RunSucceeded {
+				t.Fatalf("run %s %s: %s", id, r.Status, r.Error)
+			}
+			n++
+		}
+	}
+	return n
 }
