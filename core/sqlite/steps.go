@@ -17,21 +17,21 @@ import (
 // keeps a stale driver of this process (one whose run was claimed again)
 // from writing.
 
-// ClaimRun implements core.RunStore: one write transaction, through the
-// group commit, that bumps the run's token and reads what the driver
-// resumes from.
+// ClaimRun implements core.RunStore: the writer bumps the run's token
+// (an Update of the group commit that writes one column), and what the
+// driver resumes from is read after it, on a read connection: the claim
+// is taken first, so what is read is no older than it.
 func (s *Store) ClaimRun(ctx context.Context, runID, holder string, ttl time.Duration) (*core.RunClaim, error) {
 	if runID == "" || holder == "" {
 		return nil, core.Errorf(core.EINVALID, "a claim needs a run and a holder")
 	}
-	var c *core.RunClaim
+	var token int64
 	_, err := s.Update(ctx, func(t core.Tx) error {
 		x := t.(*tx)
 		n, err := x.mustFind("run", runID)
 		if err != nil {
 			return err
 		}
-		expires := s.now().Add(ttl)
 		res, err := x.exec("claim run", `UPDATE runs SET lease = lease + 1 WHERE n = ? AND status = 'running'`, n)
 		if err != nil {
 			return err
@@ -40,19 +40,27 @@ func (s *Store) ClaimRun(ctx context.Context, runID, holder string, ttl time.Dur
 			return x.refuse(n, runID, 0)
 		}
 		x.forgetRun(n)
-		var token int64
 		if err := x.queryRow(`SELECT lease FROM runs WHERE n = ?`, n).Scan(&token); err != nil {
 			return fmt.Errorf("sqlite: claim run: %w", err)
 		}
-		c = &core.RunClaim{Lease: core.Lease{RunID: runID, Holder: holder, Token: token, Expires: expires}}
-		if c.Run, err = x.Run(runID); err != nil {
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := &core.RunClaim{Lease: core.Lease{RunID: runID, Holder: holder, Token: token, Expires: s.now().Add(ttl)}}
+	err = s.View(ctx, func(tx core.ReadTx) (err error) {
+		if c.Run, err = tx.Run(runID); err != nil {
 			return err
 		}
-		if c.Checkpoint, err = x.Checkpoint(runID, 0); err != nil {
+		if c.Run.Status != core.RunRunning {
+			return core.NotRunning(runID, c.Run.Status)
+		}
+		if c.Checkpoint, err = tx.Checkpoint(runID, 0); err != nil {
 			return err
 		}
 		if k := c.Checkpoint.Messages; k > 0 { // (a limit of 0 is all of them)
-			c.Messages, err = x.Messages(c.Run.ThreadID, 0, k)
+			c.Messages, err = tx.Messages(c.Run.ThreadID, 0, k)
 		}
 		return err
 	})
