@@ -165,12 +165,10 @@ func (x *tx) commitStep(c *core.StepCommit, cancel *bool) error {
 		return err
 	}
 	*cancel = g.cancel
-	switch {
-	case g.status != string(core.RunRunning):
-		return core.NotRunning(runID, core.RunStatus(g.status))
-	case g.lease != c.Lease.Token:
-		return core.StaleLease(runID, c.Lease.Token, g.lease)
-	case c.Checkpoint != nil && c.Checkpoint.Version != g.checkpoint+1:
+	if err := leaseRefusal(runID, g.status, g.lease, c.Lease.Token); err != nil {
+		return err
+	}
+	if c.Checkpoint != nil && c.Checkpoint.Version != g.checkpoint+1 {
 		return core.Errorf(core.ECONFLICT, "run %q is at checkpoint %d: checkpoint %d is not the next", runID, g.checkpoint, c.Checkpoint.Version)
 	}
 	owner, thread := g.owner, g.thread
@@ -278,10 +276,19 @@ func (x *tx) refuse(n int64, runID string, token int64) error {
 		}
 		return fmt.Errorf("sqlite: check lease: %w", err)
 	}
+	if token == 0 { // a claim: any token will do
+		newest = 0
+	}
+	return leaseRefusal(runID, status, newest, token)
+}
+
+// leaseRefusal is the one rule of a lease: the run must be running and
+// token its newest claim's (newest); nil when it holds.
+func leaseRefusal(runID, status string, newest, token int64) error {
 	if status != string(core.RunRunning) {
 		return core.NotRunning(runID, core.RunStatus(status))
 	}
-	if token != 0 && token != newest {
+	if token != newest {
 		return core.StaleLease(runID, token, newest)
 	}
 	return nil
@@ -344,17 +351,13 @@ type progress struct {
 // flushProgress updates the runs whose steps this tx wrote, each once
 // with its last step's progress.
 func (x *tx) flushProgress() error {
-	for i, p := range x.progress {
-		last := true
-		for _, q := range x.progress[i+1:] {
-			if q.n == p.n {
-				last = false
-				break
-			}
-		}
-		if !last {
+	done := make(map[int64]bool, len(x.progress))
+	for i := len(x.progress) - 1; i >= 0; i-- {
+		p := x.progress[i]
+		if done[p.n] {
 			continue
 		}
+		done[p.n] = true
 		if _, err := x.exec("commit step", `UPDATE runs SET checkpoint = ?, steps = ?, tool_calls = ?, usage = ?, updated_at = ? WHERE n = ?`,
 			p.checkpoint, p.steps, p.toolCalls, p.usage, p.updated, p.n); err != nil {
 			return err
