@@ -34,8 +34,7 @@ WHERE e.seq > ?`)
 		b.WriteString(" AND e.owner = (SELECT n FROM strings WHERE s = ?)")
 		args = append(args, q.OwnerID)
 	}
-	b.WriteString(" ORDER BY e.seq LIMIT ?")
-	args = append(args, limit)
+	b.WriteString(" ORDER BY e.seq" + limitClause(limit))
 	rows, err := x.query("list events", b.String(), args...)
 	if err != nil {
 		return nil, err

@@ -33,7 +33,7 @@ func (x *tx) Folder(id string) (*core.Folder, error) {
 }
 
 func (x *tx) Folders(ownerID string) ([]*core.Folder, error) {
-	rows, err := x.query("list folders", "SELECT "+folderCols+" FROM folders WHERE owner_id = ? ORDER BY position, name, id", ownerID)
+	rows, err := x.query("list folders", "SELECT "+folderCols+" FROM folders WHERE owner_id = +? ORDER BY position, name, id", ownerID)
 	if err != nil {
 		return nil, err
 	}

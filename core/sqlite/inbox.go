@@ -53,11 +53,11 @@ func (x *tx) Inbox(q core.InboxQuery) ([]*core.InboxItem, string, error) {
 		query = `SELECT t.id, t.title, t.folder_id, t.unread_run_id, r.status, t.last_message, t.updated_at, t.pinned, ` + best + `
 FROM ` + from + `
  LEFT JOIN strings rs ON rs.s = t.unread_run_id LEFT JOIN runs r ON r.n = rs.n
-WHERE t.owner_id = ? AND t.unread_run_id IS NOT NULL`
+WHERE t.owner_id = +? AND t.unread_run_id IS NOT NULL`
 		if after != nil {
 			query += " AND (t.updated_at, t.id) < (?, ?)"
 		}
-		query += " ORDER BY t.updated_at DESC, t.id DESC LIMIT ?"
+		query += " ORDER BY t.updated_at DESC, t.id DESC" + limitClause(limit+1)
 	} else {
 		// The assistant's text of the turn that made the call: the run's
 		// latest assistant message, as the run waits at that step.
@@ -67,7 +67,7 @@ WHERE t.owner_id = ? AND t.unread_run_id IS NOT NULL`
 FROM interrupts i INDEXED BY interrupts_open
  LEFT JOIN strings ts ON ts.n = i.thread LEFT JOIN threads t ON t.n = i.thread
  LEFT JOIN strings rs ON rs.n = i.run LEFT JOIN runs r ON r.n = i.run
-WHERE i.owner_id = ? AND i.status = 'open'`
+WHERE i.owner_id = +? AND i.status = 'open'`
 		if len(terms) > 0 {
 			// Its thread matches, or every term starts a word of the tool's name.
 			sub, sargs := x.matchedThreads(terms)
@@ -84,10 +84,9 @@ WHERE i.owner_id = ? AND i.status = 'open'`
 		if after != nil {
 			query += " AND (i.created_at, i.id) < (?, ?)"
 		}
-		query += " ORDER BY i.created_at DESC, i.id DESC LIMIT ?"
+		query += " ORDER BY i.created_at DESC, i.id DESC" + limitClause(limit+1)
 	}
 	args = append(args, after...)
-	args = append(args, limit+1)
 	rows, err := x.query("list inbox", query, args...)
 	if err != nil {
 		return nil, "", err

@@ -61,17 +61,15 @@ func (x *tx) Interrupts(q core.InterruptQuery) ([]*core.Interrupt, error) {
 		args = append(args, q.ThreadID)
 	}
 	if q.OwnerID != "" {
-		b.WriteString(" AND i.owner_id = ?")
+		b.WriteString(" AND i.owner_id = +?")
 		args = append(args, q.OwnerID)
 	}
 	if q.Status != "" {
-		b.WriteString(" AND i.status = ?")
-		args = append(args, q.Status)
+		b.WriteString(" AND i.status = " + statusValue(q.Status, &args))
 	}
 	b.WriteString(" ORDER BY i.created_at, i.id")
 	if q.Limit > 0 {
-		b.WriteString(" LIMIT ?")
-		args = append(args, q.Limit)
+		b.WriteString(limitClause(q.Limit))
 	}
 	rows, err := x.query("list interrupts", b.String(), args...)
 	if err != nil {

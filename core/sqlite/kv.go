@@ -127,8 +127,7 @@ func (s *Store) KVList(ctx context.Context, ns, prefix, after string, limit int)
 		query += " AND key >= ? AND key < ?"
 		args = append(args, prefix, prefix+"\xff")
 	}
-	query += " ORDER BY key LIMIT ?"
-	args = append(args, limit)
+	query += " ORDER BY key" + limitClause(limit)
 	keys := []string{}
 	err := s.View(ctx, func(rt core.ReadTx) error {
 		x := rt.(*tx)

@@ -16,7 +16,7 @@ func (x *tx) Messages(threadID string, from, limit int) ([]*core.Message, error)
  m.name, m.is_error, m.created_at
 FROM messages m LEFT JOIN strings rs ON rs.n = m.run
 WHERE m.thread = (SELECT n FROM strings WHERE s = ?) AND m.idx >= ?
-ORDER BY m.idx LIMIT ?`, threadID, from, limit)
+ORDER BY m.idx`+limitClause(limit), threadID, from)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ func (x *tx) AppendMessages(msgs ...*core.Message) error {
 					p.next = next
 				} else if next, known := x.s.nextIdx[n]; known {
 					p.next = next
-				} else if err := x.queryRow("SELECT idx + 1 FROM messages WHERE thread = ? ORDER BY idx DESC LIMIT 1", n).Scan(&p.next); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				} else if err := x.queryRow("SELECT idx + 1 FROM messages WHERE thread = +? ORDER BY idx DESC LIMIT 1", n).Scan(&p.next); err != nil && !errors.Is(err, sql.ErrNoRows) {
 					return fmt.Errorf("sqlite: append messages: %w", err)
 				}
 			}

@@ -121,8 +121,7 @@ func (x *tx) Runs(q core.RunQuery) ([]*core.Run, string, error) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("?")
-			args = append(args, string(st))
+			b.WriteString(statusValue(string(st), &args))
 		}
 		b.WriteString(")")
 		if activeOnly && q.ThreadID == "" {
@@ -148,8 +147,7 @@ func (x *tx) Runs(q core.RunQuery) ([]*core.Run, string, error) {
 	}
 	b.WriteString(" ORDER BY r.created_at" + dir + ", r.id" + dir)
 	if q.Limit > 0 {
-		b.WriteString(" LIMIT ?")
-		args = append(args, q.Limit+1)
+		b.WriteString(limitClause(q.Limit + 1))
 	}
 	rows, err := x.query("list runs", b.String(), args...)
 	if err != nil {

@@ -271,8 +271,8 @@ func (x *tx) searchThreads(q core.ThreadQuery) ([]*core.Thread, string, error) {
 	} else {
 		// Unranked: the matching threads by their latest matching text.
 		sub, args := x.matchedThreads(terms)
-		keys, err = x.searchKeys(`SELECT m.tn, m.best FROM (`+sub+`) m CROSS JOIN threads t ON t.n = m.tn WHERE `+filter+` ORDER BY m.best DESC LIMIT ? OFFSET ?`,
-			append(append(args, fargs...), limit+1, offset)...)
+		keys, err = x.searchKeys(`SELECT m.tn, m.best FROM (`+sub+`) m CROSS JOIN threads t ON t.n = m.tn WHERE `+filter+` ORDER BY m.best DESC`+limitClause(limit+1)+` OFFSET ?`,
+			append(append(args, fargs...), offset)...)
 	}
 	if err != nil {
 		return nil, "", err
@@ -307,7 +307,7 @@ func (x *tx) rankedKeys(terms []string, filter string, fargs []any, limit, offse
 	match := matchExpr(terms)
 	// The window: the newest matching texts, with their rank; the best of
 	// each thread's.
-	rows, err := x.query("search threads", "SELECT rowid, rank FROM search WHERE search MATCH ? ORDER BY rowid DESC LIMIT "+strconv.Itoa(rankWindow), match)
+	rows, err := x.query("search threads", "SELECT rowid, rank FROM search WHERE search MATCH ? ORDER BY rowid DESC"+limitClause(rankWindow), match)
 	if err != nil {
 		return nil, err
 	}
@@ -372,8 +372,8 @@ func (x *tx) rankedKeys(terms []string, filter string, fargs []any, limit, offse
 		}
 		older, err := x.searchKeys(`SELECT m.tn, m.best FROM (
  SELECT rowid >> 24 AS tn, max(rowid) AS best FROM search WHERE search MATCH ? AND rowid < ? GROUP BY tn
-) m CROSS JOIN threads t ON t.n = m.tn WHERE `+filter+exclude+` ORDER BY m.tn DESC LIMIT ? OFFSET ?`,
-			append(append([]any{match, oldest}, fargs...), limit+1-len(keys), max(offset-ranked, 0))...)
+) m CROSS JOIN threads t ON t.n = m.tn WHERE `+filter+exclude+` ORDER BY m.tn DESC`+limitClause(limit+1-len(keys))+` OFFSET ?`,
+			append(append([]any{match, oldest}, fargs...), max(offset-ranked, 0))...)
 		if err != nil {
 			return nil, err
 		}

@@ -93,8 +93,7 @@ func (x *tx) Threads(q core.ThreadQuery) ([]*core.Thread, string, error) {
 		b.WriteString(" AND (pinned, updated_at, id) < (?, ?, ?)")
 		args = append(args, pinned, updated, parts[2])
 	}
-	b.WriteString(" ORDER BY pinned DESC, updated_at DESC, id DESC LIMIT ?")
-	args = append(args, limit+1)
+	b.WriteString(" ORDER BY pinned DESC, updated_at DESC, id DESC" + limitClause(limit+1))
 
 	rows, err := x.query("list threads", b.String(), args...)
 	if err != nil {

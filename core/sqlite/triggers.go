@@ -170,12 +170,11 @@ func (x *tx) Occurrences(q core.OccurrenceQuery) ([]*core.Occurrence, error) {
 	var args []any
 	b.WriteString("SELECT body FROM occurrences WHERE 1")
 	if q.TriggerID != "" {
-		b.WriteString(" AND trigger_id = ?")
+		b.WriteString(" AND trigger_id = +?")
 		args = append(args, q.TriggerID)
 	}
 	if q.Status != "" {
-		b.WriteString(" AND status = ?")
-		args = append(args, q.Status)
+		b.WriteString(" AND status = " + statusValue(q.Status, &args))
 	}
 	if q.Before != nil {
 		before, err := encTime(*q.Before, "occurrence query before")
@@ -185,8 +184,7 @@ func (x *tx) Occurrences(q core.OccurrenceQuery) ([]*core.Occurrence, error) {
 		b.WriteString(" AND scheduled_at < ?")
 		args = append(args, before)
 	}
-	b.WriteString(" ORDER BY scheduled_at DESC, id DESC LIMIT ?")
-	args = append(args, limit)
+	b.WriteString(" ORDER BY scheduled_at DESC, id DESC" + limitClause(limit))
 	rows, err := x.query("list occurrences", b.String(), args...)
 	if err != nil {
 		return nil, err

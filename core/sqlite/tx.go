@@ -5,15 +5,29 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/kilnhq/kiln/core"
 )
 
 // tx implements core.Tx (and, in View, core.ReadTx), with the sandbox
 // records (sandboxes.go), on one transaction: an *sql.Tx of a read
-// connection, or the write connection inside BEGIN IMMEDIATE. Queries are plain SQL strings: the driver's per-connection
-// statement cache (_stmt_cache_size) prepares each distinct string once
-// per connection.
+// connection, or the write connection inside BEGIN IMMEDIATE. Queries
+// are plain SQL strings: the driver's per-connection statement cache
+// (_stmt_cache_size) prepares each distinct string once per connection.
+//
+// And plans it once, as long as the planner did not look into a
+// parameter: the driver clears and binds every parameter each time a
+// cached statement runs, and SQLite prepares a statement again (parses
+// and plans it: tens of microseconds, for a query that reads a few
+// rows) at its first step after a parameter it looked into is rebound.
+// It looks into three kinds: a LIMIT (limitClause writes the number
+// instead); a value compared with a column that a partial index
+// restricts by value (statusValue writes statuses as literals); and the
+// right side of col = ? when it weighs a plan that does not use the
+// term, as it does for sorted queries (those write col = +?, the same
+// comparison hidden from the planner; an index on col serves it as
+// before).
 type tx struct {
 	s     *Store
 	ctx   context.Context
@@ -66,6 +80,29 @@ func (x *tx) exec(op, query string, args ...any) (sql.Result, error) {
 	}
 	return res, nil
 }
+
+// statusValue returns how a query compares a status column with v (see
+// tx): as an SQL string literal when v is a plain lower-case word, as
+// every status is, else as a parameter, v appended to args (it matches
+// nothing).
+func statusValue(v string, args *[]any) string {
+	if len(v) == 0 || len(v) > 32 {
+		*args = append(*args, v)
+		return "?"
+	}
+	for _, c := range v {
+		if (c < 'a' || c > 'z') && c != '_' {
+			*args = append(*args, v)
+			return "?"
+		}
+	}
+	return "'" + v + "'"
+}
+
+// limitClause returns " LIMIT n", the number written into the
+// statement (see tx). Limits are bounded, so the statement cache holds a
+// few texts of each query.
+func limitClause(n int) string { return " LIMIT " + strconv.Itoa(n) }
 
 // traceQuery, when set (by tests), sees every query before it runs.
 var traceQuery func(query string, args []any)

@@ -36,7 +36,7 @@ func (x *tx) Grant(id string) (*core.Grant, error) {
 }
 
 func (x *tx) Grants(ownerID string) ([]*core.Grant, error) {
-	rows, err := x.query("list grants", "SELECT "+grantCols+" FROM grants WHERE owner_id = ? ORDER BY name", ownerID)
+	rows, err := x.query("list grants", "SELECT "+grantCols+" FROM grants WHERE owner_id = +? ORDER BY name", ownerID)
 	if err != nil {
 		return nil, err
 	}
@@ -182,11 +182,11 @@ func (x *tx) Attachments(q core.AttachmentQuery) ([]*core.Attachment, error) {
 		args = append(args, q.ThreadID)
 	}
 	if q.SHA256 != "" {
-		b.WriteString(" AND a.sha256 = ?")
+		b.WriteString(" AND a.sha256 = +?")
 		args = append(args, q.SHA256)
 	}
 	if q.OwnerID != "" {
-		b.WriteString(" AND a.owner_id = ?")
+		b.WriteString(" AND a.owner_id = +?")
 		args = append(args, q.OwnerID)
 	}
 	b.WriteString(" ORDER BY a.created_at, a.id")
