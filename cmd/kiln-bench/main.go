@@ -423,8 +423,10 @@ func main() {
 	add("engine, sequential (200 runs x 21 steps, SQLite)", seq, "steps/s", ">= 10000", seq >= 10000)
 	add("engine, 8 runs at once", conc, "steps/s", ">= 25000", conc >= 25000)
 	add("engine, 64 runs at once", conc64, "steps/s", ">= 25000", conc64 >= 25000)
-	stepUS, bareUS := get("BenchmarkEngine/sequential us/step"), get("BenchmarkBareStep us/step")
+	stepUS, bareUS := get("BenchmarkEngine/sequential us/step"), get("BenchmarkBareStep/sequential us/step")
 	add("bare transaction of a step's shape (database/sql, same run)", bareUS, "us/step", "", true)
+	add("bare steps of 8 runs a transaction: the ceiling of 8 at once on this disk", get("BenchmarkBareStep/grouped-8 steps/s"), "steps/s", "", true)
+	add("bare steps of 64 runs a transaction: the ceiling of 64 at once", get("BenchmarkBareStep/grouped-64 steps/s"), "steps/s", "", true)
 	above := -1.0
 	if stepUS >= 0 && bareUS > 0 {
 		above = stepUS / bareUS

@@ -232,15 +232,28 @@ func bareSteps() []bareStep {
 	return steps
 }
 
-// BenchmarkBareStep is the floor under BenchmarkEngine/sequential: the
-// same 200 runs x 21 steps, each step written directly with database/sql
-// and go-sqlite3 in one transaction (one message insert, one checkpoint
-// upsert, two event inserts), on one connection opened as the Store's
-// writer is (BEGIN IMMEDIATE, WAL, synchronous=NORMAL, the same page size,
-// cache and statement cache). Threads and runs are created before the
-// clock starts. It reports steps per second and us/step; the engine's
-// us/step over this one is what a step costs above the disk.
+// BenchmarkBareStep is the floor under BenchmarkEngine: the same 200 runs
+// x 21 steps, each step written directly with database/sql and
+// go-sqlite3 (one message insert, one checkpoint upsert, two event
+// inserts), on one connection opened as the Store's writer is (BEGIN
+// IMMEDIATE, WAL, synchronous=NORMAL, the same page size, cache and
+// statement cache). Threads and runs are created before the clock
+// starts. sequential writes each step in its own transaction: the
+// engine's us/step over this one is what a step costs above the disk.
+// grouped-8 and grouped-64 write the runs 8 or 64 at a time, one step of
+// each in a transaction, as a perfect group commit of that many
+// concurrent runs would: the ceiling of BenchmarkEngine/concurrent-8 and
+// concurrent-64 on this disk. It reports steps per second and us/step.
 func BenchmarkBareStep(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		group int
+	}{{"sequential", 1}, {"grouped-8", 8}, {"grouped-64", 64}} {
+		b.Run(c.name, func(b *testing.B) { benchBare(b, c.group) })
+	}
+}
+
+func benchBare(b *testing.B, group int) {
 	ctx := context.Background()
 	steps := bareSteps()
 	var elapsed time.Duration
@@ -281,12 +294,12 @@ func BenchmarkBareStep(b *testing.B) {
 		b.StartTimer()
 		t0 := time.Now()
 		seq := 0
-		for r := 1; r <= lgRuns; r++ {
+		for first := 1; first <= lgRuns; first += group {
 			for k, st := range steps {
-				if err := bareCommit(ctx, db, r, k, seq, st); err != nil {
+				if err := bareCommit(ctx, db, first, min(first+group, lgRuns+1), k, seq, st); err != nil {
 					b.Fatal(err)
 				}
-				seq += 2
+				seq += 2 * (min(first+group, lgRuns+1) - first)
 			}
 		}
 		elapsed += time.Since(t0)
@@ -308,9 +321,9 @@ func BenchmarkBareStep(b *testing.B) {
 	b.ReportMetric(float64(elapsed.Microseconds())/float64(total), "us/step")
 }
 
-// bareCommit writes step k of run r in one transaction; seq is the number
-// of events before it.
-func bareCommit(ctx context.Context, db *sql.DB, r, k, seq int, st bareStep) error {
+// bareCommit writes step k of runs first up to (not including) end in one
+// transaction; seq is the number of events before it.
+func bareCommit(ctx context.Context, db *sql.DB, first, end, k, seq int, st bareStep) error {
 	now := time.Now().UnixMilli()
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -321,22 +334,25 @@ func bareCommit(ctx context.Context, db *sql.DB, r, k, seq int, st bareStep) err
 	if st.calls != "" {
 		calls = st.calls
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO messages (thread, idx, run, role, text, tool_calls, tool_call_id, name, is_error, created_at)
+	for r := first; r < end; r++ {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO messages (thread, idx, run, role, text, tool_calls, tool_call_id, name, is_error, created_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)`, r, k+1, r, st.role, st.text, calls, st.callID, st.name, now); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (run, version, messages, state, created_at) VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (run) DO UPDATE SET version = excluded.version, messages = excluded.messages, state = excluded.state, created_at = excluded.created_at`,
-		r, k+1, k+2, st.state, now); err != nil {
-		return err
-	}
-	for i, ev := range []struct {
-		typ     int
-		payload string
-	}{{6, st.msgEvent}, {8, st.stepEvent}} {
-		if _, err := tx.ExecContext(ctx, "INSERT INTO events (seq, thread, run, type, payload, time) VALUES (?, ?, ?, ?, ?, ?)",
-			seq+i+1, r, r, ev.typ, ev.payload, now); err != nil {
 			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO checkpoints (run, version, messages, state, created_at) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (run) DO UPDATE SET version = excluded.version, messages = excluded.messages, state = excluded.state, created_at = excluded.created_at`,
+			r, k+1, k+2, st.state, now); err != nil {
+			return err
+		}
+		for _, ev := range []struct {
+			typ     int
+			payload string
+		}{{6, st.msgEvent}, {8, st.stepEvent}} {
+			seq++
+			if _, err := tx.ExecContext(ctx, "INSERT INTO events (seq, thread, run, type, payload, time) VALUES (?, ?, ?, ?, ?, ?)",
+				seq, r, r, ev.typ, ev.payload, now); err != nil {
+				return err
+			}
 		}
 	}
 	return tx.Commit()
