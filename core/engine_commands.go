@@ -43,19 +43,23 @@ func (s *Service) StartRun(ctx context.Context, p Principal, threadID string, re
 		return nil, err
 	}
 	start := false
+	var lease Lease
 	err = s.update(ctx, func(tx Tx) error {
 		t, err := ownThread(tx, p, threadID)
 		if err != nil {
 			return err
 		}
-		start, err = s.placeRun(tx, p, t, run, req)
+		if start, err = s.placeRun(tx, p, t, run, req); err != nil || !start {
+			return err
+		}
+		lease, err = tx.ClaimRun(run.ID, s.holder, leaseTTL)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	if start {
-		s.spawn(run.ID)
+		s.spawnClaimed(run.ID, &lease)
 	}
 	return run, nil
 }
@@ -298,7 +302,7 @@ func (s *Service) CancelRun(ctx context.Context, p Principal, runID string) (*Ru
 		if d := s.active[runID]; d != nil {
 			d.cancel()
 		} else {
-			s.spawnLocked(runID)
+			s.spawnLocked(runID, nil)
 		}
 		s.mu.Unlock()
 	}
@@ -330,7 +334,7 @@ func (s *Service) apply(w wake) {
 		}
 	}
 	for _, id := range w.spawn {
-		s.spawnLocked(id)
+		s.spawnLocked(id, nil)
 	}
 }
 

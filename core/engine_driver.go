@@ -68,13 +68,17 @@ func (s *Service) ActiveRuns() int {
 	return len(s.active)
 }
 
-func (s *Service) spawn(runID string) {
+func (s *Service) spawn(runID string) { s.spawnClaimed(runID, nil) }
+
+// spawnClaimed starts runID's driver with the lease the Update that
+// started the run took (nil: the driver claims the run first).
+func (s *Service) spawnClaimed(runID string, l *Lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.spawnLocked(runID)
+	s.spawnLocked(runID, l)
 }
 
-func (s *Service) spawnLocked(runID string) {
+func (s *Service) spawnLocked(runID string, l *Lease) {
 	if s.stopping {
 		return
 	}
@@ -88,13 +92,13 @@ func (s *Service) spawnLocked(runID string) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.drive(ctx, runID)
+		s.drive(ctx, runID, l)
 		cancel()
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		delete(s.active, runID)
 		if d.again {
-			s.spawnLocked(runID)
+			s.spawnLocked(runID, nil)
 		}
 	}()
 }
@@ -109,10 +113,19 @@ func (s *Service) isStopping() bool {
 // is dropped and the run resumes from its last checkpoint on next start.
 var errStopped = errors.New("engine stopped")
 
-func (s *Service) drive(ctx context.Context, runID string) {
+func (s *Service) drive(ctx context.Context, runID string, l *Lease) {
 	// A cancel may arrive before the claim: claim regardless, and let the
 	// loop see it and end the run.
-	claim, err := s.runs.ClaimRun(context.WithoutCancel(ctx), runID, s.holder, leaseTTL)
+	var claim *RunClaim
+	var err error
+	if l != nil {
+		err = s.view(context.WithoutCancel(ctx), func(tx ReadTx) (err error) {
+			claim, err = ReadClaim(tx, *l)
+			return err
+		})
+	} else {
+		claim, err = s.runs.ClaimRun(context.WithoutCancel(ctx), runID, s.holder, leaseTTL)
+	}
 	if errors.Is(err, ErrRunNotRunning) {
 		return
 	}

@@ -105,6 +105,31 @@ type RunClaim struct {
 	Messages   []*Message
 }
 
+// ReadClaim reads what the driver holding l resumes from, as
+// RunStore.ClaimRun returns it: the run, its latest checkpoint and the
+// thread's messages before that checkpoint's Messages. A run that is not
+// running is refused (ErrRunNotRunning); the lease itself is checked by
+// the driver's first step.
+func ReadClaim(tx ReadTx, l Lease) (*RunClaim, error) {
+	c := &RunClaim{Lease: l}
+	var err error
+	if c.Run, err = tx.Run(l.RunID); err != nil {
+		return nil, err
+	}
+	if c.Run.Status != RunRunning {
+		return nil, NotRunning(l.RunID, c.Run.Status)
+	}
+	if c.Checkpoint, err = tx.Checkpoint(l.RunID, 0); err != nil {
+		return nil, err
+	}
+	if k := c.Checkpoint.Messages; k > 0 { // (a limit of 0 is all of them)
+		if c.Messages, err = tx.Messages(c.Run.ThreadID, 0, k); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
 // StepCommit is everything one step writes. See RunStore.CommitStep.
 type StepCommit struct {
 	Lease       Lease

@@ -141,6 +141,15 @@ type RunTx interface {
 	PutCheckpoint(c *Checkpoint) error
 
 	PutInterrupt(i *Interrupt) error
+
+	// ClaimRun takes the lease of a running run for holder inside the
+	// transaction, as RunStore.ClaimRun does (a token one past the
+	// previous claim's; the same refusals, which fail the Update), and
+	// returns it without the state to resume from (ReadClaim reads it).
+	// The Update that starts a run claims it, so its driver begins
+	// without a transaction of its own; a claim rolled back with its
+	// Update takes no token.
+	ClaimRun(runID, holder string, ttl time.Duration) (Lease, error)
 }
 
 // LogReadTx reads the event log: append-only, with a global, strictly

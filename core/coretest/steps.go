@@ -36,6 +36,7 @@ func RunSteps(t *testing.T, newStore func(t *testing.T) StepStore) {
 		{"ClaimNotRunning", testClaimNotRunning},
 		{"ClaimTokens", testClaimTokens},
 		{"ClaimHeld", testClaimHeld},
+		{"ClaimInTx", testClaimInTx},
 		{"Heartbeat", testHeartbeat},
 		{"CommitStep", testCommitStep},
 		{"StepStaleLease", testStepStaleLease},
@@ -289,6 +290,69 @@ func testClaimTokens(t *testing.T, s StepStore) {
 		t.Errorf("first claim of another run: token %d", l.Token)
 	}
 	commit(t, s, step(last, 2, "the newest claim commits"))
+}
+
+// testClaimInTx: a claim taken inside an Update (RunTx.ClaimRun) is a
+// claim like ClaimRun's, all or nothing with its Update, and ReadClaim
+// reads back what ClaimRun would return with it.
+func testClaimInTx(t *testing.T, s StepStore) {
+	ctx := context.Background()
+	r := stepRun(t, s, "run_1")
+	first := claim(t, s, r.ID)
+	claimIn := func(runID string, fail error) (core.Lease, error) {
+		var l core.Lease
+		_, err := s.Update(ctx, func(tx core.Tx) (err error) {
+			if l, err = tx.ClaimRun(runID, driver, time.Minute); err != nil {
+				return err
+			}
+			return fail
+		})
+		return l, err
+	}
+	_, err := claimIn("run_nope", nil)
+	wantCode(t, "a claim of an unknown run in an Update", err, core.ENOTFOUND)
+
+	l, err := claimIn(r.ID, nil)
+	mustNil(t, "a claim in an Update", err)
+	if l.RunID != r.ID || l.Holder != driver || l.Token != first.Token+1 || l.Expires.IsZero() {
+		t.Errorf("a claim in an Update: lease %+v, want token %d", l, first.Token+1)
+	}
+	before := readState(t, s, r.ID)
+	var got *core.RunClaim
+	mustNil(t, "ReadClaim", s.View(ctx, func(tx core.ReadTx) (err error) {
+		got, err = core.ReadClaim(tx, l)
+		return err
+	}))
+	same(t, "ReadClaim's run", got.Run, before.Run)
+	same(t, "ReadClaim's checkpoint", got.Checkpoint, before.Checkpoint)
+	same(t, "ReadClaim's messages", got.Messages, before.Messages[:3])
+	if got.Lease != l {
+		t.Errorf("ReadClaim's lease %+v, want %+v", got.Lease, l)
+	}
+
+	// The earlier lease is stale; an Update that fails takes no token.
+	_, err = s.CommitStep(ctx, step(first, 2, "stale"))
+	refused(t, "a step of the lease before a claim in an Update", err, core.ErrStaleLease)
+	_, err = claimIn(r.ID, errors.New("the Update fails"))
+	if err == nil || err.Error() != "the Update fails" {
+		t.Fatalf("a failing Update with a claim: %v", err)
+	}
+	unchanged(t, s, "an Update that claimed and failed", before)
+	commit(t, s, step(l, 2, "the claim in the Update commits"))
+
+	for _, status := range []core.RunStatus{core.RunQueued, core.RunSucceeded} {
+		r.Status = status
+		put(t, s, r)
+		before := readState(t, s, r.ID)
+		_, err := claimIn(r.ID, nil)
+		refused(t, "a claim in an Update of a "+string(status)+" run", err, core.ErrRunNotRunning)
+		unchanged(t, s, "a refused claim in an Update", before)
+		err = s.View(ctx, func(tx core.ReadTx) error {
+			_, err := core.ReadClaim(tx, l)
+			return err
+		})
+		refused(t, "ReadClaim of a "+string(status)+" run", err, core.ErrRunNotRunning)
+	}
 }
 
 // testClaimHeld: a Store may grant a claim while another holder's lease

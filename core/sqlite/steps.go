@@ -22,52 +22,48 @@ import (
 // driver resumes from is read after it, on a read connection: the claim
 // is taken first, so what is read is no older than it.
 func (s *Store) ClaimRun(ctx context.Context, runID, holder string, ttl time.Duration) (*core.RunClaim, error) {
-	if runID == "" || holder == "" {
-		return nil, core.Errorf(core.EINVALID, "a claim needs a run and a holder")
-	}
-	var token int64
-	_, err := s.Update(ctx, func(t core.Tx) error {
-		x := t.(*tx)
-		n, err := x.mustFind("run", runID)
-		if err != nil {
-			return err
-		}
-		res, err := x.exec("claim run", `UPDATE runs SET lease = lease + 1 WHERE n = ? AND status = 'running'`, n)
-		if err != nil {
-			return err
-		}
-		if k, _ := res.RowsAffected(); k != 1 {
-			return x.refuse(n, runID, 0)
-		}
-		x.forgetRun(n)
-		if err := x.queryRow(`SELECT lease FROM runs WHERE n = ?`, n).Scan(&token); err != nil {
-			return fmt.Errorf("sqlite: claim run: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	c := &core.RunClaim{Lease: core.Lease{RunID: runID, Holder: holder, Token: token, Expires: s.now().Add(ttl)}}
-	err = s.View(ctx, func(tx core.ReadTx) (err error) {
-		if c.Run, err = tx.Run(runID); err != nil {
-			return err
-		}
-		if c.Run.Status != core.RunRunning {
-			return core.NotRunning(runID, c.Run.Status)
-		}
-		if c.Checkpoint, err = tx.Checkpoint(runID, 0); err != nil {
-			return err
-		}
-		if k := c.Checkpoint.Messages; k > 0 { // (a limit of 0 is all of them)
-			c.Messages, err = tx.Messages(c.Run.ThreadID, 0, k)
-		}
+	var l core.Lease
+	_, err := s.Update(ctx, func(t core.Tx) (err error) {
+		l, err = t.ClaimRun(runID, holder, ttl)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return c, nil
+	var c *core.RunClaim
+	err = s.View(ctx, func(tx core.ReadTx) (err error) {
+		c, err = core.ReadClaim(tx, l)
+		return err
+	})
+	return c, err
+}
+
+// ClaimRun implements core.RunTx: the token is bumped in the
+// transaction, the run read back afterwards by the caller.
+func (x *tx) ClaimRun(runID, holder string, ttl time.Duration) (core.Lease, error) {
+	if runID == "" || holder == "" {
+		return core.Lease{}, core.Errorf(core.EINVALID, "a claim needs a run and a holder")
+	}
+	if err := x.writable("claim run"); err != nil {
+		return core.Lease{}, err
+	}
+	n, err := x.mustFind("run", runID)
+	if err != nil {
+		return core.Lease{}, err
+	}
+	res, err := x.exec("claim run", `UPDATE runs SET lease = lease + 1 WHERE n = ? AND status = 'running'`, n)
+	if err != nil {
+		return core.Lease{}, err
+	}
+	if k, _ := res.RowsAffected(); k != 1 {
+		return core.Lease{}, x.refuse(n, runID, 0)
+	}
+	x.forgetRun(n)
+	var token int64
+	if err := x.queryRow(`SELECT lease FROM runs WHERE n = ?`, n).Scan(&token); err != nil {
+		return core.Lease{}, fmt.Errorf("sqlite: claim run: %w", err)
+	}
+	return core.Lease{RunID: runID, Holder: holder, Token: token, Expires: x.s.now().Add(ttl)}, nil
 }
 
 // Heartbeat implements core.RunStore. The Store keeps no expiry (see
