@@ -100,6 +100,8 @@ func (x *tx) Runs(q core.RunQuery) ([]*core.Run, string, error) {
 	}
 	indexed := ""
 	switch {
+	case q.ThreadID != "" && len(q.Statuses) == 1 && q.Statuses[0] == core.RunQueued:
+		indexed = " INDEXED BY runs_queued" // the next run a run's end activates
 	case q.ThreadID != "":
 	case activeOnly:
 		indexed = " INDEXED BY runs_active" // few, whatever the number of runs
@@ -115,7 +117,11 @@ func (x *tx) Runs(q core.RunQuery) ([]*core.Run, string, error) {
 		b.WriteString(" AND r.owner_id = ?")
 		args = append(args, q.OwnerID)
 	}
-	if len(q.Statuses) > 0 {
+	if len(q.Statuses) == 1 {
+		// An equality, which a partial index's WHERE clause (runs_queued)
+		// is seen to follow from.
+		b.WriteString(" AND r.status = " + statusValue(string(q.Statuses[0]), &args))
+	} else if len(q.Statuses) > 0 {
 		b.WriteString(" AND r.status IN (")
 		for i, st := range q.Statuses {
 			if i > 0 {

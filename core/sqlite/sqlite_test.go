@@ -419,6 +419,14 @@ func TestQueryPlans(t *testing.T) {
 			_, _, err := tx.Runs(core.RunQuery{ThreadID: "thr_000001"})
 			return err
 		}, []string{"runs_thread"}, true},
+		{"thread's next queued run", func(tx core.ReadTx) error {
+			_, _, err := tx.Runs(core.RunQuery{ThreadID: "thr_000001", Statuses: []core.RunStatus{core.RunQueued}, Limit: 1})
+			return err
+		}, []string{"runs_queued"}, false},
+		{"trigger's latest started occurrence", func(tx core.ReadTx) error {
+			_, err := tx.Occurrences(core.OccurrenceQuery{TriggerID: "trg_1", Status: core.OccurrenceStarted, Limit: 1})
+			return err
+		}, []string{"occurrences_trigger"}, false},
 		{"thread events", func(tx core.ReadTx) error {
 			_, err := tx.Events(core.EventQuery{ThreadID: "thr_000001", After: 3})
 			return err
