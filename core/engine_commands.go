@@ -289,7 +289,7 @@ func (s *Service) CancelRun(ctx context.Context, p Principal, runID string) (*Ru
 			}
 			return emit(tx, run.OwnerID, run.ThreadID, run.ID, EventRunFinished, finishPayload(run))
 		default: // interrupted
-			return s.finish(tx, run, RunCancelled, "", &w)
+			return s.finish(tx, run, RunCancelled, "", "", &w)
 		}
 	})
 	if err != nil {
@@ -360,7 +360,8 @@ func finishPayload(r *Run) map[string]any {
 // drivers go into w.stop). A root run releases the thread, marks it
 // unread when it succeeded or failed, and activates the thread's next
 // queued run; a subagent's run wakes its parent instead (into w.spawn).
-func (s *Service) finish(tx Tx, run *Run, status RunStatus, msg string, w *wake) error {
+// text, when set, is the text the run ended with: the thread's preview.
+func (s *Service) finish(tx Tx, run *Run, status RunStatus, msg, text string, w *wake) error {
 	now := s.now()
 	// Only an interrupted run has open interrupts.
 	wasInterrupted := run.Status == RunInterrupted
@@ -387,7 +388,7 @@ func (s *Service) finish(tx Tx, run *Run, status RunStatus, msg string, w *wake)
 			return err
 		}
 	}
-	settle(t, threadChange{run: run, actions: -len(open)}, now)
+	settle(t, threadChange{run: run, actions: -len(open), text: text}, now)
 	if err := emitRun(tx, run, EventRunFinished, finishPayload(run)); err != nil {
 		return err
 	}
@@ -431,7 +432,7 @@ func (s *Service) endChildren(tx Tx, run *Run, w *wake) error {
 			continue
 		}
 		w.stop = append(w.stop, id)
-		if err := s.finish(tx, child, RunCancelled, "", w); err != nil {
+		if err := s.finish(tx, child, RunCancelled, "", "", w); err != nil {
 			return err
 		}
 	}

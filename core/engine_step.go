@@ -100,7 +100,7 @@ func (r *runner) end(ctx context.Context, status RunStatus, msg string) error {
 	var w wake
 	c := &StepCommit{Lease: r.lease, Also: func(tx Tx, run *Run) error {
 		w = wake{}
-		err := r.s.finish(tx, run, status, msg, &w)
+		err := r.s.finish(tx, run, status, msg, "", &w)
 		r.run = run
 		return err
 	}}
@@ -279,23 +279,25 @@ func (r *runner) modelStep(ctx context.Context) error {
 }
 
 // afterTurn makes a model turn's writes beyond the step's: the thread's
-// preview, and the end of the run when the turn was its last.
+// preview, and the end of the run when the turn was its last (settled
+// with the preview, in one write of the thread).
 func (r *runner) afterTurn(tx Tx, run *Run, text string, done bool, w *wake) error {
 	*w = wake{}
-	if text != "" && run.Namespace == "" {
-		t, err := tx.Thread(run.ThreadID)
-		if err != nil {
-			return err
-		}
-		settle(t, threadChange{text: text}, r.s.now())
-		if err := tx.PutThread(t); err != nil {
-			return err
-		}
+	if run.Namespace != "" {
+		text = "" // a subagent's text is not its thread's preview
 	}
 	if done {
-		return r.s.finish(tx, run, RunSucceeded, "", w)
+		return r.s.finish(tx, run, RunSucceeded, "", text, w)
 	}
-	return nil
+	if text == "" {
+		return nil
+	}
+	t, err := tx.Thread(run.ThreadID)
+	if err != nil {
+		return err
+	}
+	settle(t, threadChange{text: text}, r.s.now())
+	return tx.PutThread(t)
 }
 
 // pendingCall is an unresolved tool call with its recorded state.
@@ -425,7 +427,7 @@ func (r *runner) pause(ctx context.Context, st RunState, results []*Message, pcs
 	err := r.commit(ctx, results, st, nil, func(tx Tx, run *Run) (err error) {
 		w = wake{}
 		if run.CancelRequested {
-			return r.s.finish(tx, run, RunCancelled, "", &w)
+			return r.s.finish(tx, run, RunCancelled, "", "", &w)
 		}
 		t, err := tx.Thread(run.ThreadID)
 		if err != nil {
