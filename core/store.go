@@ -11,6 +11,11 @@ import (
 // Every Store runs the conformance suite in core/coretest.
 type Store interface {
 	// View runs fn in a read-only transaction with a consistent snapshot.
+	// fn may be run more than once: a Store may end a run of fn with an
+	// error of a ReadTx method and answer it by running fn again on a
+	// newer snapshot (the sqlite Store does when a search meets texts it
+	// has not indexed yet). So fn only reads, and passes on the errors of
+	// ReadTx's methods that it cannot go on without.
 	View(ctx context.Context, fn func(ReadTx) error) error
 
 	// Update runs fn in a read-write transaction. If fn returns nil the

@@ -41,6 +41,11 @@ func (x *tx) Inbox(q core.InboxQuery) ([]*core.InboxItem, string, error) {
 	if q.Search != "" && len(terms) == 0 {
 		return nil, "", nil // a search without terms matches nothing
 	}
+	if len(terms) > 0 {
+		if err := x.indexCurrent(); err != nil {
+			return nil, "", err
+		}
+	}
 	if kind == "u" {
 		// A search starts from the matched threads (with their best rows)
 		// and keeps the unread ones; otherwise the queue's index is walked.

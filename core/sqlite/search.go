@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -108,14 +109,14 @@ func (s *Store) SearchMode() string { return s.search }
 // (migrations 0010 and 0013): it removes the rowid ranges of search_drop
 // (a changed title, a deleted thread), indexes the rows of
 // search_pending, titles and message texts as they are now, and empties
-// both: Store.commit runs it once per transaction, before COMMIT. A noted
-// row that is gone (its thread deleted) is skipped; a title noted twice
-// is indexed once, as it is at the end. Most of a run's steps note
-// nothing (tool calls and results are not searched). In SearchBasic mode
-// there is no index, and the notes are only emptied. Every statement
-// takes a parameter, even where it is only "every key" (>= 0), because
-// the driver parses a statement without parameters every time and
-// prepares one with parameters once.
+// both: Store.commit runs it before COMMIT, at most every indexDelay (and
+// when a search asks, indexCurrent). A noted row that is gone (its thread
+// deleted) is skipped; a title noted twice is indexed once, as it is at
+// the end. Most of a run's steps note nothing (tool calls and results are
+// not searched). In SearchBasic mode there is no index, and the notes are
+// only emptied. Every statement takes a parameter, even where it is only
+// "every key" (>= 0), because the driver parses a statement without
+// parameters every time and prepares one with parameters once.
 func (x *tx) indexPending() error {
 	var pending, drop bool
 	if err := x.queryRow("SELECT EXISTS (SELECT 1 FROM search_pending WHERE key >= ?1), EXISTS (SELECT 1 FROM search_drop WHERE lo >= ?1)", 0).Scan(&pending, &drop); err != nil {
@@ -154,6 +155,32 @@ func (x *tx) indexPending() error {
 	}
 	return nil
 }
+
+// indexCurrent makes sure the search index holds every text of the
+// transaction's snapshot before a search reads it. Notes that wait for a
+// later commit to index them (indexDelay) are indexed here in a write
+// transaction; in a read one they fail the search with errIndexBehind,
+// which View answers by indexing them and running its function again.
+func (x *tx) indexCurrent() error {
+	if x.s.search != SearchFTS5 {
+		return nil
+	}
+	var behind bool
+	if err := x.queryRow("SELECT EXISTS (SELECT 1 FROM search_pending WHERE key >= ?1) OR EXISTS (SELECT 1 FROM search_drop WHERE lo >= ?1)", 0).Scan(&behind); err != nil {
+		return fmt.Errorf("sqlite: search: %w", err)
+	}
+	switch {
+	case !behind:
+		return nil
+	case x.write:
+		return x.indexPending()
+	default:
+		return errIndexBehind
+	}
+}
+
+// errIndexBehind is indexCurrent's in a read transaction.
+var errIndexBehind = errors.New("sqlite: the search index is behind this snapshot")
 
 // dropRanges deletes the index rows of each range search_drop notes, one
 // rowid range scan each (a transaction notes a few: changed titles and
@@ -255,6 +282,9 @@ func (x *tx) searchThreads(q core.ThreadQuery) ([]*core.Thread, string, error) {
 			return nil, "", core.Errorf(core.EINVALID, "malformed cursor")
 		}
 		offset = int(n)
+	}
+	if err := x.indexCurrent(); err != nil {
+		return nil, "", err
 	}
 	filter, fargs := "t.owner_id = ?", []any{q.OwnerID}
 	switch {

@@ -214,3 +214,91 @@ func TestSearchAcrossBuilds(t *testing.T) {
 		}
 	})
 }
+
+// TestSearchIndexedLater: the notes of commits that come within
+// indexDelay of the last indexing wait for a later commit; a search
+// indexes them first, in a View (which runs its function again) and in
+// an Update (in its own transaction), and they survive a restart; left
+// alone, the timer indexes them.
+func TestSearchIndexedLater(t *testing.T) {
+	// Nothing is indexed for the time that passed, until the last part.
+	path := filepath.Join(t.TempDir(), "kiln.db")
+	s := reopen(t, path, Options{indexDelay: time.Hour})
+	ctx := context.Background()
+	notes := func(s *Store) int {
+		t.Helper()
+		var n int
+		if err := s.w.QueryRow(`SELECT (SELECT count(*) FROM search_pending) + (SELECT count(*) FROM search_drop)`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	put := func(s *Store, id, title string) {
+		t.Helper()
+		th := &core.Thread{ID: id, OwnerID: "local", Title: title, Status: core.ThreadIdle, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+		if _, err := s.Update(ctx, func(tx core.Tx) error { return tx.PutThread(th) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	find := func(s *Store, q string) (ids []string, runs int) {
+		t.Helper()
+		err := s.View(ctx, func(tx core.ReadTx) error {
+			runs++
+			list, _, err := tx.Threads(core.ThreadQuery{OwnerID: "local", Search: q})
+			ids = nil
+			for _, th := range list {
+				ids = append(ids, th.ID)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids, runs
+	}
+
+	put(s, "thr_1", "Quarterly kumquat report") // the first commit indexes
+	put(s, "thr_2", "Kumquat harvest")          // within indexDelay: noted only
+	if n := notes(s); n == 0 {
+		t.Fatal("the second commit indexed at once; want its notes left for later")
+	}
+	ids, runs := find(s, "kumquat")
+	slices.Sort(ids)
+	if !slices.Equal(ids, []string{"thr_1", "thr_2"}) || runs != 2 {
+		t.Errorf("search found %v in %d runs of the View's function, want both threads in 2", ids, runs)
+	}
+	if n := notes(s); n != 0 {
+		t.Errorf("%d notes left after a search", n)
+	}
+
+	put(s, "thr_3", "Kumquat tasting") // noted only
+	var inTx []*core.Thread
+	if _, err := s.Update(ctx, func(tx core.Tx) (err error) {
+		inTx, _, err = tx.Threads(core.ThreadQuery{OwnerID: "local", Search: "tasting"})
+		return err
+	}); err != nil || len(inTx) != 1 || inTx[0].ID != "thr_3" {
+		t.Errorf("a search in an Update found %d threads (%v), want thr_3", len(inTx), err)
+	}
+
+	put(s, "thr_4", "Kumquat jam") // noted only; the notes are durable
+	if notes(s) == 0 {
+		t.Fatal("no notes to carry over a restart")
+	}
+	s.Close()
+	s = reopen(t, path, Options{indexDelay: time.Second})
+	if ids, _ := find(s, "jam"); !slices.Equal(ids, []string{"thr_4"}) {
+		t.Errorf("after a restart the search found %v, want thr_4", ids)
+	}
+
+	put(s, "thr_5", "Kumquat pie") // within a second of the search's indexing: noted only
+	if notes(s) == 0 {
+		t.Fatal("a commit within indexDelay indexed at once")
+	}
+	deadline := time.Now().Add(10 * time.Second) // nobody searches: the timer indexes
+	for notes(s) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d notes still waiting 10 s after the commit", notes(s))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

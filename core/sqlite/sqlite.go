@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -87,6 +88,8 @@ type Options struct {
 	// basicSearch makes tests search in SearchBasic mode where the SQLite
 	// has FTS5, as a build without it does.
 	basicSearch bool
+	// indexDelay replaces the package's indexDelay, for tests.
+	indexDelay time.Duration
 }
 
 // Store is a core.Store on one SQLite database file.
@@ -143,6 +146,12 @@ type Store struct {
 	onCommit func(d time.Duration, updates int)
 	// search is the search mode, SearchFTS5 or SearchBasic, fixed at Open.
 	search string
+	// indexedAt is when the writer last brought the FTS5 index in step
+	// (see indexPending), and indexTimer, while notes wait, the timer that
+	// does it indexDelay after them (both guarded by wmu).
+	indexedAt  time.Time
+	indexTimer *time.Timer
+	indexDelay time.Duration
 
 	updates, commits atomic.Int64
 }
@@ -204,6 +213,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if fts5 && !opts.basicSearch {
 		s.search = SearchFTS5
 	}
+	s.indexDelay = cmp.Or(opts.indexDelay, indexDelay)
 	if err := migrate(context.Background(), s.w, s.now); err != nil {
 		s.w.Close()
 		return nil, err
@@ -281,8 +291,22 @@ func (s *Store) Close() error {
 var errClosed = core.Errorf(core.EUNAVAIL, "store is closed")
 
 // View runs fn in a read-only transaction on one of the read connections.
-// The snapshot is taken at fn's first read.
+// The snapshot is taken at fn's first read. A search in a snapshot whose
+// newest texts are not indexed yet (indexDelay) makes View index them, in
+// an Update, and run fn again on a new snapshot: fn must be safe to run
+// twice, as a function that only reads is.
 func (s *Store) View(ctx context.Context, fn func(core.ReadTx) error) error {
+	err := s.view(ctx, fn)
+	if errors.Is(err, errIndexBehind) {
+		// A search met notes not indexed yet: index them, and look again.
+		if err = s.indexSearch(ctx); err == nil {
+			err = s.view(ctx, fn)
+		}
+	}
+	return err
+}
+
+func (s *Store) view(ctx context.Context, fn func(core.ReadTx) error) error {
 	if s.closed.Load() {
 		return errClosed
 	}
@@ -292,6 +316,35 @@ func (s *Store) View(ctx context.Context, fn func(core.ReadTx) error) error {
 	}
 	defer stx.Rollback()
 	return fn(&tx{s: s, ctx: ctx, tx: stx})
+}
+
+// indexDelay is how long notes for the search index may wait for the
+// next commit to index them: the index is written once for the commits
+// of that time rather than at each (in a sequential run of steps, a
+// fifth of the writer's time), and a search of a snapshot with notes
+// indexes them first.
+const indexDelay = 50 * time.Millisecond
+
+// indexSearch brings the search index in step with every commit so far,
+// in an Update of its own.
+func (s *Store) indexSearch(ctx context.Context) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	u := &update{ctx: ctx, fn: func(core.Tx) error { return nil }, index: true}
+	s.enqueue(u)
+	s.drain(u)
+	return u.err
+}
+
+// indexLater is indexTimer's: the notes left waiting are indexed. Should
+// that fail, they wait for the next commit that notes (which sets a timer
+// again) or the next search.
+func (s *Store) indexLater() {
+	s.wmu.Lock()
+	s.indexTimer = nil
+	s.wmu.Unlock()
+	_ = s.indexSearch(context.Background())
 }
 
 // Update runs fn in a write transaction. If fn returns an error or panics,
@@ -353,6 +406,8 @@ type update struct {
 	// runSteps may write it with the steps next to it instead.
 	step   *core.StepCommit
 	cancel *bool
+	// index makes the group bring the search index in step now.
+	index  bool
 	events []core.Event
 	err    error
 	panic  any
@@ -411,9 +466,10 @@ func (s *Store) commit(group []*update) {
 		}
 	}()
 	ok := 0
-	search := false
+	search, index := false, false
 	for i := 0; i < len(group); {
 		u := group[i]
+		index = index || u.index
 		if err := u.ctx.Err(); err != nil {
 			u.err = fmt.Errorf("sqlite: begin update: %w", err)
 			i++
@@ -452,15 +508,23 @@ func (s *Store) commit(group []*update) {
 		return
 	}
 	// Only what inserts threads or messages, changes a title or deletes
-	// leaves rows for the search index (see indexPending).
-	if search {
-		if err := (&tx{s: s, ctx: ctx, tx: conn, write: true}).indexPending(); err != nil {
-			for _, u := range group {
-				if u.err == nil && u.panic == nil {
-					u.err = err
+	// leaves notes for the search index (see indexPending), which are
+	// indexed at most every indexDelay: a search of a snapshot that holds
+	// notes has them indexed first (errIndexBehind).
+	indexed := false
+	if search || index {
+		if index || s.search == SearchBasic || time.Since(s.indexedAt) >= s.indexDelay {
+			if err := (&tx{s: s, ctx: ctx, tx: conn, write: true}).indexPending(); err != nil {
+				for _, u := range group {
+					if u.err == nil && u.panic == nil {
+						u.err = err
+					}
 				}
+				return
 			}
-			return
+			indexed = true
+		} else if s.indexTimer == nil {
+			s.indexTimer = time.AfterFunc(s.indexDelay, s.indexLater)
 		}
 	}
 	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
@@ -472,6 +536,13 @@ func (s *Store) commit(group []*update) {
 		return
 	}
 	committed = true
+	if indexed {
+		s.indexedAt = time.Now()
+		if s.indexTimer != nil {
+			s.indexTimer.Stop()
+			s.indexTimer = nil
+		}
+	}
 	s.commits.Add(1)
 	s.updates.Add(int64(ok))
 	if s.onCommit != nil {
