@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -281,6 +282,38 @@ func TestSearchIndexedLater(t *testing.T) {
 		return err
 	}); err != nil || len(inTx) != 1 || inTx[0].ID != "thr_3" {
 		t.Errorf("a search in an Update found %d threads (%v), want thr_3", len(inTx), err)
+	}
+
+	// Searches while other commits keep leaving notes: each finds what
+	// was committed before it, and none fails.
+	stop := make(chan struct{})
+	wrote := make(chan int)
+	go func() {
+		n := 0
+		defer func() { wrote <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			n++
+			th := &core.Thread{ID: fmt.Sprintf("thr_w%d", n), OwnerID: "local", Title: "Kumquat batch", Status: core.ThreadIdle, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+			if _, err := s.Update(ctx, func(tx core.Tx) error { return tx.PutThread(th) }); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for i := range 50 {
+		before, _ := find(s, "tasting")
+		if !slices.Equal(before, []string{"thr_3"}) {
+			t.Fatalf("search %d under writes found %v, want thr_3", i, before)
+		}
+	}
+	close(stop)
+	if n := <-wrote; n == 0 {
+		t.Error("no commits ran beside the searches")
 	}
 
 	put(s, "thr_4", "Kumquat jam") // noted only; the notes are durable

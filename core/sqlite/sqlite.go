@@ -292,18 +292,23 @@ var errClosed = core.Errorf(core.EUNAVAIL, "store is closed")
 
 // View runs fn in a read-only transaction on one of the read connections.
 // The snapshot is taken at fn's first read. A search in a snapshot whose
-// newest texts are not indexed yet (indexDelay) makes View index them, in
-// an Update, and run fn again on a new snapshot: fn must be safe to run
-// twice, as a function that only reads is.
+// newest texts are not indexed yet (indexDelay) makes View index them and
+// run fn again on a new snapshot, holding the writer meanwhile so that no
+// commit leaves new notes in between: fn must be safe to run twice, as a
+// function that only reads is.
 func (s *Store) View(ctx context.Context, fn func(core.ReadTx) error) error {
 	err := s.view(ctx, fn)
-	if errors.Is(err, errIndexBehind) {
-		// A search met notes not indexed yet: index them, and look again.
-		if err = s.indexSearch(ctx); err == nil {
-			err = s.view(ctx, fn)
-		}
+	if !errors.Is(err, errIndexBehind) {
+		return err
 	}
-	return err
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	u := &update{ctx: ctx, fn: func(core.Tx) error { return nil }, index: true}
+	s.commit([]*update{u})
+	if u.err != nil {
+		return u.err
+	}
+	return s.view(ctx, fn)
 }
 
 func (s *Store) view(ctx context.Context, fn func(core.ReadTx) error) error {
@@ -406,7 +411,8 @@ type update struct {
 	// runSteps may write it with the steps next to it instead.
 	step   *core.StepCommit
 	cancel *bool
-	// index makes the group bring the search index in step now.
+	// index marks the Store's own Update (its fn does nothing): the group
+	// brings the search index in step now. Stats do not count it.
 	index  bool
 	events []core.Event
 	err    error
@@ -465,7 +471,7 @@ func (s *Store) commit(group []*update) {
 			conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
 	}()
-	ok := 0
+	ok, own := 0, 0 // callers' Updates, and the Store's own (index)
 	search, index := false, false
 	for i := 0; i < len(group); {
 		u := group[i]
@@ -498,13 +504,17 @@ func (s *Store) commit(group []*update) {
 			continue
 		}
 		if s.run(conn, ctx, u, len(group) > 1) {
-			ok++
+			if u.index {
+				own++
+			} else {
+				ok++
+			}
 			search = search || u.t.search
 			s.learn(u.t)
 		}
 		i++
 	}
-	if ok == 0 {
+	if ok+own == 0 {
 		return
 	}
 	// Only what inserts threads or messages, changes a title or deletes
