@@ -634,6 +634,14 @@ func (r *Runtime) setPaused(ctx context.Context, h sandbox.Handle, pause bool) e
 	default:
 		err = r.cli.ContainerUnpause(ctx, d.Container)
 	}
+	if cerrdefs.IsConflict(err) {
+		// "already paused" or "not paused": the inspect above showed the
+		// state before a pause or unpause the engine had just made. Look
+		// again; the state asked for is the state wanted.
+		if c, ierr := r.inspect(ctx, d); ierr == nil && c.State.Paused == pause {
+			err = nil
+		}
+	}
 	if cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("%w: container %s", sandbox.ErrNotFound, d.Name)
 	}
