@@ -303,7 +303,7 @@ func (s *Store) View(ctx context.Context, fn func(core.ReadTx) error) error {
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	u := &update{ctx: ctx, fn: func(core.Tx) error { return nil }, index: true}
+	u := indexUpdate(ctx)
 	s.commit([]*update{u})
 	if u.err != nil {
 		return u.err
@@ -336,10 +336,16 @@ func (s *Store) indexSearch(ctx context.Context) error {
 	if s.closed.Load() {
 		return errClosed
 	}
-	u := &update{ctx: ctx, fn: func(core.Tx) error { return nil }, index: true}
+	u := indexUpdate(ctx)
 	s.enqueue(u)
 	s.drain(u)
 	return u.err
+}
+
+// indexUpdate is the Store's own Update that brings the search index in
+// step (update.index).
+func indexUpdate(ctx context.Context) *update {
+	return &update{ctx: ctx, fn: func(core.Tx) error { return nil }, index: true}
 }
 
 // indexLater is indexTimer's: the notes left waiting are indexed. Should
