@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,7 +89,9 @@ func oneRun(ctx context.Context, svc *core.Service, script string) (*core.Run, e
 // second, the wall time per step (us/step; sequentially, what a step costs,
 // to set beside BenchmarkBareStep) and the size of the whole database file
 // per run (checkpoints, messages, the event log, runs and threads),
-// measured like the peer's: after close.
+// measured like the peer's: after close. cpu-us/step is the CPU time the
+// process spent a step (both cores), against which 2 cores put the
+// ceiling at 2,000,000 / cpu-us/step steps per second.
 func BenchmarkEngine(b *testing.B) {
 	for _, c := range []struct {
 		name string
@@ -99,6 +102,7 @@ func BenchmarkEngine(b *testing.B) {
 			var steps int
 			var elapsed time.Duration
 			var dbBytes int64
+			var cpu time.Duration
 			for range b.N {
 				b.StopTimer()
 				dir := b.TempDir()
@@ -106,7 +110,7 @@ func BenchmarkEngine(b *testing.B) {
 				svc, st := newBenchService(b, path, builtin.Tools(dir))
 				ctx := context.Background()
 				b.StartTimer()
-				t0 := time.Now()
+				t0, cpu0 := time.Now(), processCPU(b)
 				for i := 0; i < lgRuns; i += c.conc {
 					var wg sync.WaitGroup
 					errs := make(chan error, c.conc)
@@ -128,6 +132,7 @@ func BenchmarkEngine(b *testing.B) {
 					}
 				}
 				elapsed += time.Since(t0)
+				cpu += processCPU(b) - cpu0
 				b.StopTimer()
 				steps += lgRuns * (2*lgCalls + 1)
 				svc.Shutdown(ctx)
@@ -145,8 +150,18 @@ func BenchmarkEngine(b *testing.B) {
 			b.ReportMetric(float64(elapsed.Microseconds())/float64(steps), "us/step")
 			b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N*lgRuns), "ms/run")
 			b.ReportMetric(float64(dbBytes)/float64(b.N*lgRuns), "db-B/run")
+			b.ReportMetric(float64(cpu.Microseconds())/float64(steps), "cpu-us/step")
 		})
 	}
+}
+
+// processCPU is the user and system CPU time the process has used so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // bareDriver is go-sqlite3 with the pragmas core/sqlite's writer sets when

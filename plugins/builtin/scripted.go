@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -189,15 +190,49 @@ func parseCall(rest string) (ScriptCall, error) {
 	if args[0] != '{' {
 		return ScriptCall{}, fmt.Errorf("tool %s: arguments must be a JSON object", name)
 	}
-	var v any
-	if err := json.Unmarshal([]byte(args), &v); err != nil {
-		return ScriptCall{}, fmt.Errorf("tool %s: arguments are not valid JSON: %v", name, err)
-	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, []byte(args)); err != nil {
 		return ScriptCall{}, fmt.Errorf("tool %s: arguments are not valid JSON: %v", name, err)
 	}
 	return ScriptCall{Name: name, Args: json.RawMessage(buf.Bytes())}, nil
+}
+
+// scriptCache keeps the scripts Turn parsed, by their text: a run's turns
+// all play the same script, and parsing it again at each turn was most of
+// a turn's cost. It holds at most maxScripts scripts of at most
+// maxScriptBytes each, and forgets them all when it is full.
+type scriptCache struct {
+	mu sync.Mutex
+	m  map[string][]ScriptLine
+}
+
+const (
+	maxScripts     = 256
+	maxScriptBytes = 64 << 10
+)
+
+var parsed scriptCache
+
+// get returns ParseScript(text). The lines it returns are shared: callers
+// must not change them.
+func (c *scriptCache) get(text string) ([]ScriptLine, error) {
+	c.mu.Lock()
+	lines, ok := c.m[text]
+	c.mu.Unlock()
+	if ok {
+		return lines, nil
+	}
+	lines, err := ParseScript(text)
+	if err != nil || len(text) > maxScriptBytes {
+		return lines, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxScripts {
+		c.m = make(map[string][]ScriptLine)
+	}
+	c.m[text] = lines
+	c.mu.Unlock()
+	return lines, nil
 }
 
 // Turn plays the next line of the script in the last user message. After the
@@ -210,7 +245,7 @@ func (Scripted) Turn(ctx context.Context, req core.ModelRequest, delta func(stri
 	if err != nil {
 		return core.ModelResponse{}, err
 	}
-	lines, err := ParseScript(conv.user.Text)
+	lines, err := parsed.get(conv.user.Text)
 	if err != nil {
 		return core.ModelResponse{}, err
 	}

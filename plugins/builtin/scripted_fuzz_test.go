@@ -102,3 +102,16 @@ func withoutLines(lines []ScriptLine) []ScriptLine {
 	}
 	return out
 }
+
+// FuzzCountWords checks that the token estimate counts the words
+// strings.Fields finds, for any bytes, valid UTF-8 or not.
+func FuzzCountWords(f *testing.F) {
+	for _, seed := range []string{"", " ", "one", " two  words ", "a\u00a0b\u0085c\td\ne", "\xff x \xfe", "日本 語"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := countWords(s), len(strings.Fields(s)); got != want {
+			t.Fatalf("countWords(%q) = %d, strings.Fields finds %d", s, got, want)
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -148,6 +149,38 @@ func TestScriptedDeterministic(t *testing.T) {
 	c, _ := Scripted{}.Turn(context.Background(), req, nil)
 	if !reflect.DeepEqual(b, c) {
 		t.Fatal("mutating returned args changed a later turn")
+	}
+}
+
+// TestScriptCache: a cached script plays as a parsed one, and the cache
+// stays within its bound however many scripts it sees.
+func TestScriptCache(t *testing.T) {
+	var c scriptCache
+	for i := range 3 * maxScripts {
+		text := fmt.Sprintf("tool echo {\"i\": %d}\ntext done", i)
+		for range 2 {
+			got, err := c.get(text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := ParseScript(text)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("script %d: cached %+v, parsed %+v", i, got, want)
+			}
+		}
+		if len(c.m) > maxScripts {
+			t.Fatalf("the cache holds %d scripts, more than %d", len(c.m), maxScripts)
+		}
+	}
+	if _, err := c.get("bogus line"); err == nil {
+		t.Fatal("a bad script was accepted")
+	}
+	big := strings.Repeat("# padding\n", maxScriptBytes/10+1) + "text done"
+	if _, err := c.get(big); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.m[big]; ok {
+		t.Fatal("a script over maxScriptBytes was kept")
 	}
 }
 

@@ -126,7 +126,20 @@ func streamText(ctx context.Context, text string, delta func(string)) error {
 }
 
 // countWords is the deterministic token estimate: whitespace-separated words.
-func countWords(s string) int { return len(strings.Fields(s)) }
+// It counts as strings.Fields splits, without building the fields.
+func countWords(s string) int {
+	n := 0
+	inWord := false
+	for _, r := range s {
+		if unicode.IsSpace(r) {
+			inWord = false
+		} else if !inWord {
+			inWord = true
+			n++
+		}
+	}
+	return n
+}
 
 func messageWords(m *core.Message) int {
 	n := countWords(m.Text)
