@@ -91,7 +91,8 @@ func oneRun(ctx context.Context, svc *core.Service, script string) (*core.Run, e
 // per run (checkpoints, messages, the event log, runs and threads),
 // measured like the peer's: after close. cpu-us/step is the CPU time the
 // process spent a step (both cores), against which 2 cores put the
-// ceiling at 2,000,000 / cpu-us/step steps per second.
+// ceiling at 2,000,000 / cpu-us/step steps per second; steps/commit is
+// how many steps shared a transaction, on average.
 func BenchmarkEngine(b *testing.B) {
 	for _, c := range []struct {
 		name string
@@ -103,6 +104,7 @@ func BenchmarkEngine(b *testing.B) {
 			var elapsed time.Duration
 			var dbBytes int64
 			var cpu time.Duration
+			var commits int64
 			for range b.N {
 				b.StopTimer()
 				dir := b.TempDir()
@@ -110,7 +112,7 @@ func BenchmarkEngine(b *testing.B) {
 				svc, st := newBenchService(b, path, builtin.Tools(dir))
 				ctx := context.Background()
 				b.StartTimer()
-				t0, cpu0 := time.Now(), processCPU(b)
+				t0, cpu0, st0 := time.Now(), processCPU(b), st.Stats()
 				for i := 0; i < lgRuns; i += c.conc {
 					var wg sync.WaitGroup
 					errs := make(chan error, c.conc)
@@ -133,6 +135,7 @@ func BenchmarkEngine(b *testing.B) {
 				}
 				elapsed += time.Since(t0)
 				cpu += processCPU(b) - cpu0
+				commits += st.Stats().Commits - st0.Commits
 				b.StopTimer()
 				steps += lgRuns * (2*lgCalls + 1)
 				svc.Shutdown(ctx)
@@ -151,6 +154,7 @@ func BenchmarkEngine(b *testing.B) {
 			b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N*lgRuns), "ms/run")
 			b.ReportMetric(float64(dbBytes)/float64(b.N*lgRuns), "db-B/run")
 			b.ReportMetric(float64(cpu.Microseconds())/float64(steps), "cpu-us/step")
+			b.ReportMetric(float64(steps)/float64(commits), "steps/commit")
 		})
 	}
 }
