@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -142,6 +143,7 @@ at a step boundary and resume on the next start.`,
 			if err != nil {
 				return err
 			}
+			tuneGC(os.Getenv)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			// After the first signal, a second one kills the process.
@@ -332,6 +334,23 @@ func isLoopbackAddr(addr string) (bool, error) {
 // The address is bound first, before anything is created or started: a
 // busy port fails at once (listenError) and leaves the data directory, the
 // database and the plugins untouched.
+// serveGCPercent is the garbage collector's target for kiln serve when
+// GOGC is not set. The server's Go heap is small (SQLite's page cache is
+// C memory), so at Go's default of 100 the heap's 4 MB floor made the
+// collector run about a hundred times a second under load, a fifth of the
+// engine's CPU; at 200 the heap may grow to three times what is live
+// instead of two (specs/RATIONALE.md, "The server's garbage collector").
+// core/sqlite's BenchmarkEngine runs with the same target.
+const serveGCPercent = 200
+
+// tuneGC sets the collector's target to serveGCPercent unless GOGC says
+// otherwise.
+func tuneGC(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(serveGCPercent)
+	}
+}
+
 func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version string) (err error) {
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

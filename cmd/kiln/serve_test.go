@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -312,5 +313,24 @@ func TestDelayToolsKeepLocalCalls(t *testing.T) {
 	if !local("write_file", "/notes/a.md") || local("write_file", "/grants/out/a.md") || local("append_file", "/notes/a.md") {
 		t.Errorf("after the delay: write_file /notes/a.md local %v, /grants/out/a.md local %v; append_file local %v",
 			local("write_file", "/notes/a.md"), local("write_file", "/grants/out/a.md"), local("append_file", "/notes/a.md"))
+	}
+}
+
+// TestTuneGC: kiln serve raises the collector's target to serveGCPercent,
+// unless GOGC is set.
+func TestTuneGC(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	tuneGC(func(string) string { return "" })
+	if got := debug.SetGCPercent(100); got != serveGCPercent {
+		t.Fatalf("without GOGC the target is %d, want %d", got, serveGCPercent)
+	}
+	tuneGC(func(k string) string {
+		if k == "GOGC" {
+			return "50"
+		}
+		return ""
+	})
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("with GOGC set the target was changed to %d", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,8 +93,12 @@ func oneRun(ctx context.Context, svc *core.Service, script string) (*core.Run, e
 // measured like the peer's: after close. cpu-us/step is the CPU time the
 // process spent a step (both cores), against which 2 cores put the
 // ceiling at 2,000,000 / cpu-us/step steps per second; steps/commit is
-// how many steps shared a transaction, on average.
+// how many steps shared a transaction, on average. The garbage
+// collector runs with kiln serve's target.
 func BenchmarkEngine(b *testing.B) {
+	// The collector's target is kiln serve's (serveGCPercent in
+	// cmd/kiln/serve.go), the process this engine runs in.
+	defer debug.SetGCPercent(debug.SetGCPercent(200))
 	for _, c := range []struct {
 		name string
 		conc int
