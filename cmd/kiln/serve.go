@@ -338,10 +338,10 @@ func isLoopbackAddr(addr string) (bool, error) {
 // GOGC is not set. The server's Go heap is small (SQLite's page cache is
 // C memory), so at Go's default of 100 the heap's 4 MB floor made the
 // collector run about a hundred times a second under load, a fifth of the
-// engine's CPU; at 200 the heap may grow to three times what is live
-// instead of two (specs/RATIONALE.md, "The server's garbage collector").
+// engine's CPU; at 150 the heap may grow to 2.5 times what is live
+// instead of twice (specs/RATIONALE.md, "The server's garbage collector").
 // core/sqlite's BenchmarkEngine runs with the same target.
-const serveGCPercent = 200
+const serveGCPercent = 150
 
 // tuneGC sets the collector's target to serveGCPercent unless GOGC says
 // otherwise.

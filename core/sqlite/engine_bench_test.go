@@ -98,7 +98,7 @@ func oneRun(ctx context.Context, svc *core.Service, script string) (*core.Run, e
 func BenchmarkEngine(b *testing.B) {
 	// The collector's target is kiln serve's (serveGCPercent in
 	// cmd/kiln/serve.go), the process this engine runs in.
-	defer debug.SetGCPercent(debug.SetGCPercent(200))
+	defer debug.SetGCPercent(debug.SetGCPercent(150))
 	for _, c := range []struct {
 		name string
 		conc int
