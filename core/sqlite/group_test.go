@@ -144,3 +144,46 @@ func TestGroupCommitCancelledCaller(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupCommitCallersReturnWhenDone: callers whose Updates another
+// caller committed return at once, while the writer's token is still
+// held (here by the test, as by the committer of the next group): they
+// do not wait for the token to learn that they are done.
+func TestGroupCommitCallersReturnWhenDone(t *testing.T) {
+	s := openTest(t, Options{})
+	now := time.Now()
+	s.lockWriter()
+	defer s.unlockWriter()
+	done := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			_, err := s.Update(context.Background(), func(tx core.Tx) error {
+				return tx.PutThread(&core.Thread{ID: fmt.Sprintf("thr_%d", i), Title: "t", Source: core.SourceUser,
+					OwnerID: "local", Status: core.ThreadIdle, CreatedAt: now, UpdatedAt: now})
+			})
+			done <- err
+		}()
+	}
+	var group []*update
+	for deadline := time.Now().Add(10 * time.Second); len(group) < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d Updates queued, want 2", len(group))
+		}
+		time.Sleep(time.Millisecond)
+		s.qmu.Lock()
+		group = append(group, s.queue...)
+		s.queue = nil
+		s.qmu.Unlock()
+	}
+	s.commit(group)
+	for range 2 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a caller whose Update was committed is still waiting for the writer's token")
+		}
+	}
+}

@@ -129,11 +129,14 @@ type Store struct {
 	mu      sync.Mutex
 	strings map[string]int64 // committed rows of the strings table
 
-	wmu   sync.Mutex // held by the Update committing a group
-	qmu   sync.Mutex
-	queue []*update // Updates waiting for the next group
+	// writer is the writer's token (a channel of one, so that a caller
+	// can wait for it or for its own Update to be done, whichever comes
+	// first): its holder commits the queue.
+	writer chan struct{}
+	qmu    sync.Mutex
+	queue  []*update // Updates waiting for the next group
 	// What the writer knows of the database as the Updates before the
-	// current one left it (guarded by wmu): the newest event's seq (0:
+	// current one left it (guarded by writer): the newest event's seq (0:
 	// not known) and the index of the next message of threads (by n).
 	// An Update that succeeds adds what it wrote; a group that fails to
 	// commit forgets everything.
@@ -148,7 +151,7 @@ type Store struct {
 	search string
 	// indexedAt is when the writer last brought the FTS5 index in step
 	// (see indexPending), and indexTimer, while notes wait, the timer that
-	// does it indexDelay after them (both guarded by wmu).
+	// does it indexDelay after them (both guarded by writer).
 	indexedAt  time.Time
 	indexTimer *time.Timer
 	indexDelay time.Duration
@@ -183,7 +186,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	s := &Store{path: abs, now: opts.Now, strings: make(map[string]int64), nextIdx: make(map[int64]int64), guards: make(map[int64]runGuard), onCommit: opts.OnCommit}
+	s := &Store{path: abs, now: opts.Now, strings: make(map[string]int64), nextIdx: make(map[int64]int64), guards: make(map[int64]runGuard), onCommit: opts.OnCommit, writer: make(chan struct{}, 1)}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -301,8 +304,8 @@ func (s *Store) View(ctx context.Context, fn func(core.ReadTx) error) error {
 	if !errors.Is(err, errIndexBehind) {
 		return err
 	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
+	s.lockWriter()
+	defer s.unlockWriter()
 	u := indexUpdate(ctx)
 	s.commit([]*update{u})
 	if u.err != nil {
@@ -345,16 +348,16 @@ func (s *Store) indexSearch(ctx context.Context) error {
 // indexUpdate is the Store's own Update that brings the search index in
 // step (update.index).
 func indexUpdate(ctx context.Context) *update {
-	return &update{ctx: ctx, fn: func(core.Tx) error { return nil }, index: true}
+	return &update{ctx: ctx, fn: func(core.Tx) error { return nil }, index: true, fin: make(chan struct{})}
 }
 
 // indexLater is indexTimer's: the notes left waiting are indexed. Should
 // that fail, they wait for the next commit that notes (which sets a timer
 // again) or the next search.
 func (s *Store) indexLater() {
-	s.wmu.Lock()
+	s.lockWriter()
 	s.indexTimer = nil
-	s.wmu.Unlock()
+	s.unlockWriter()
 	_ = s.indexSearch(context.Background())
 }
 
@@ -374,7 +377,7 @@ func (s *Store) Update(ctx context.Context, fn func(core.Tx) error) ([]core.Even
 	if s.closed.Load() {
 		return nil, errClosed
 	}
-	u := &update{ctx: ctx, fn: fn}
+	u := &update{ctx: ctx, fn: fn, fin: make(chan struct{})}
 	s.enqueue(u)
 	s.drain(u)
 	if u.panic != nil {
@@ -382,6 +385,12 @@ func (s *Store) Update(ctx context.Context, fn func(core.Tx) error) ([]core.Even
 	}
 	return u.events, u.err
 }
+
+// lockWriter takes the writer's token, waiting for it.
+func (s *Store) lockWriter() { s.writer <- struct{}{} }
+
+// unlockWriter gives the writer's token back.
+func (s *Store) unlockWriter() { <-s.writer }
 
 // enqueue queues an Update for the next group; Updates are committed in
 // the order they were queued.
@@ -391,12 +400,17 @@ func (s *Store) enqueue(u *update) {
 	s.qmu.Unlock()
 }
 
-// drain commits the queue unless u is done already: the first to get wmu
-// commits everything queued; the others find their Update done when
-// they get it in turn.
+// drain commits the queue unless u is done already: the first to get
+// the writer's token commits everything queued; the others return as
+// soon as their Update is done, without waiting for the token (which the
+// next group's committer may hold for a while).
 func (s *Store) drain(u *update) {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
+	select {
+	case s.writer <- struct{}{}:
+	case <-u.fin:
+		return
+	}
+	defer s.unlockWriter()
 	if u.done {
 		return
 	}
@@ -411,8 +425,8 @@ func (s *Store) drain(u *update) {
 type update struct {
 	ctx  context.Context
 	fn   func(core.Tx) error
-	done bool          // set under wmu when committed or failed
-	fin  chan struct{} // closed when done, for a submitted step
+	done bool          // set by the writer when committed or failed
+	fin  chan struct{} // closed when done
 	// step is set for a RunStore step without Also: fn writes it, and
 	// runSteps may write it with the steps next to it instead.
 	step   *core.StepCommit
@@ -438,9 +452,7 @@ func (s *Store) commit(group []*update) {
 	defer func() {
 		for _, u := range group {
 			u.done = true
-			if u.fin != nil {
-				close(u.fin)
-			}
+			close(u.fin)
 		}
 	}()
 	began := time.Now()

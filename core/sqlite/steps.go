@@ -110,7 +110,6 @@ func (s *Store) SubmitStep(ctx context.Context, c *core.StepCommit) func() (*cor
 		return func() (*core.StepResult, error) { return nil, errClosed }
 	}
 	u := newStep(ctx, c)
-	u.fin = make(chan struct{})
 	s.enqueue(u)
 	go s.drain(u)
 	return func() (*core.StepResult, error) {
@@ -123,7 +122,7 @@ func (s *Store) SubmitStep(ctx context.Context, c *core.StepCommit) func() (*cor
 // the steps next to it (Store.runSteps).
 func newStep(ctx context.Context, c *core.StepCommit) *update {
 	cancel := new(bool)
-	u := &update{ctx: ctx, fn: stepFn(c, cancel), cancel: cancel}
+	u := &update{ctx: ctx, fn: stepFn(c, cancel), cancel: cancel, fin: make(chan struct{})}
 	if c != nil && c.Also == nil {
 		u.step = c
 	}

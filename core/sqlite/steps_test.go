@@ -58,7 +58,7 @@ func TestStepsShareAGroup(t *testing.T) {
 	}
 
 	before := s.Stats()
-	s.wmu.Lock() // the writer is busy: what follows queues up
+	s.lockWriter() // the writer is busy: what follows queues up
 	var waits []func() (*core.StepResult, error)
 	var runs []string
 	for v := 2; v <= 5; v++ {
@@ -69,7 +69,7 @@ func TestStepsShareAGroup(t *testing.T) {
 			runs = append(runs, "run_b")
 		}
 	}
-	s.wmu.Unlock()
+	s.unlockWriter()
 	for i, wait := range waits {
 		res, err := wait()
 		switch runs[i] {
