@@ -152,6 +152,9 @@ var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
 // isConstraint reports whether err is the SQLite constraint violation code.
 func isConstraint(err error, code sqlite3.ErrNoExtended) bool {
+	if err == nil {
+		return false // before e, which escapes to the heap
+	}
 	var e sqlite3.Error
 	return errors.As(err, &e) && e.ExtendedCode == code
 }
