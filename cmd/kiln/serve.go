@@ -327,13 +327,6 @@ func isLoopbackAddr(addr string) (bool, error) {
 	return ip != nil && ip.IsLoopback(), nil
 }
 
-// runServer serves the API until ctx ends, then shuts down gracefully:
-// stop accepting, end event streams, let in-flight requests finish, stop
-// the engine (runs resume on the next start) and close the store.
-//
-// The address is bound first, before anything is created or started: a
-// busy port fails at once (listenError) and leaves the data directory, the
-// database and the plugins untouched.
 // serveGCPercent is the garbage collector's target for kiln serve when
 // GOGC is not set. The server's Go heap is small (SQLite's page cache is
 // C memory), so at Go's default of 100 the heap's 4 MB floor made the
@@ -351,6 +344,13 @@ func tuneGC(getenv func(string) string) {
 	}
 }
 
+// runServer serves the API until ctx ends, then shuts down gracefully:
+// stop accepting, end event streams, let in-flight requests finish, stop
+// the engine (runs resume on the next start) and close the store.
+//
+// The address is bound first, before anything is created or started: a
+// busy port fails at once (listenError) and leaves the data directory, the
+// database and the plugins untouched.
 func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version string) (err error) {
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
