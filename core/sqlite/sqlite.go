@@ -411,8 +411,10 @@ func (s *Store) drain(u *update) {
 		return
 	}
 	defer s.unlockWriter()
-	if u.done {
+	select {
+	case <-u.fin: // committed by the token's previous holder
 		return
+	default:
 	}
 	s.qmu.Lock()
 	group := s.queue
@@ -423,10 +425,9 @@ func (s *Store) drain(u *update) {
 
 // update is one caller's Update waiting to be committed.
 type update struct {
-	ctx  context.Context
-	fn   func(core.Tx) error
-	done bool          // set by the writer when committed or failed
-	fin  chan struct{} // closed when done
+	ctx context.Context
+	fn  func(core.Tx) error
+	fin chan struct{} // closed when committed or failed
 	// step is set for a RunStore step without Also: fn writes it, and
 	// runSteps may write it with the steps next to it instead.
 	step   *core.StepCommit
@@ -451,7 +452,6 @@ func (s *Store) SetCommitHook(hook func([]core.Event)) { s.hook.Store(&hook) }
 func (s *Store) commit(group []*update) {
 	defer func() {
 		for _, u := range group {
-			u.done = true
 			close(u.fin)
 		}
 	}()
