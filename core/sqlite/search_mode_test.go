@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -286,33 +288,42 @@ func TestSearchIndexedLater(t *testing.T) {
 
 	// Searches while other commits keep leaving notes: each finds what
 	// was committed before it, and none fails.
-	stop := make(chan struct{})
-	wrote := make(chan int)
+	// The searches start after the writer's first commit and go on (50
+	// at least) until it has made 10 more, so that on a loaded machine
+	// too they meet commits.
+	stop, wrote, started := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var commits atomic.Int64
+	closeStarted := sync.OnceFunc(func() { close(started) })
 	go func() {
-		n := 0
-		defer func() { wrote <- n }()
-		for {
+		defer close(wrote)
+		defer closeStarted() // should the first commit fail
+		for n := 1; ; n++ {
 			select {
 			case <-stop:
 				return
 			default:
 			}
-			n++
 			th := &core.Thread{ID: fmt.Sprintf("thr_w%d", n), OwnerID: "local", Title: "Kumquat batch", Status: core.ThreadIdle, CreatedAt: time.Now(), UpdatedAt: time.Now()}
 			if _, err := s.Update(ctx, func(tx core.Tx) error { return tx.PutThread(th) }); err != nil {
 				t.Error(err)
 				return
 			}
+			commits.Add(1)
+			closeStarted()
 		}
 	}()
-	for i := range 50 {
+	<-started
+	first := commits.Load()
+	until := time.Now().Add(10 * time.Second)
+	for i := 0; i < 50 || commits.Load()-first < 10 && time.Now().Before(until); i++ {
 		before, _ := find(s, "tasting")
 		if !slices.Equal(before, []string{"thr_3"}) {
 			t.Fatalf("search %d under writes found %v, want thr_3", i, before)
 		}
 	}
 	close(stop)
-	if n := <-wrote; n == 0 {
+	<-wrote
+	if commits.Load() == first {
 		t.Error("no commits ran beside the searches")
 	}
 
