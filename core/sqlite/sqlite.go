@@ -47,16 +47,20 @@ const writerDriver = "sqlite3_kiln_writer"
 // the SQL function of SearchBasic mode (matchFunc).
 const readerDriver = "sqlite3_kiln_reader"
 
-func init() {
-	sql.Register(writerDriver, &sqlite3.SQLiteDriver{
-		ConnectHook: func(c *sqlite3.SQLiteConn) error {
-			if err := c.RegisterFunc(matchFunc, matchText, true); err != nil {
-				return err
-			}
-			_, err := c.Exec("PRAGMA page_size = 1024; PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 16000; PRAGMA journal_size_limit = 67108864; PRAGMA temp_store = MEMORY", nil)
+// writerDrv is writerDriver's driver, which a Store's writerConnector
+// opens its connection with.
+var writerDrv = &sqlite3.SQLiteDriver{
+	ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		if err := c.RegisterFunc(matchFunc, matchText, true); err != nil {
 			return err
-		},
-	})
+		}
+		_, err := c.Exec("PRAGMA page_size = 1024; PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 16000; PRAGMA journal_size_limit = 67108864; PRAGMA temp_store = MEMORY", nil)
+		return err
+	},
+}
+
+func init() {
+	sql.Register(writerDriver, writerDrv)
 	sql.Register(readerDriver, &sqlite3.SQLiteDriver{
 		ConnectHook: func(c *sqlite3.SQLiteConn) error { return c.RegisterFunc(matchFunc, matchText, true) },
 	})
@@ -123,6 +127,7 @@ type Store struct {
 	path   string
 	now    core.Clock
 	w      *sql.DB // one connection: all writes
+	wc     *writerConnector
 	r      *sql.DB // read-only connections: View
 	closed atomic.Bool
 
@@ -194,11 +199,9 @@ func Open(path string, opts Options) (*Store, error) {
 
 	// The writer: one connection, kept open forever so its statement cache
 	// lives as long as the Store.
-	s.w, err = sql.Open(writerDriver, uri+"?_txlock=immediate&_synchronous=NORMAL"+
-		"&_busy_timeout=10000&_foreign_keys=1&_cache_size=-16000&_stmt_cache_size=128")
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
-	}
+	s.wc = &writerConnector{dsn: uri + "?_txlock=immediate&_synchronous=NORMAL" +
+		"&_busy_timeout=10000&_foreign_keys=1&_cache_size=-16000&_stmt_cache_size=128"}
+	s.w = sql.OpenDB(s.wc)
 	s.w.SetMaxOpenConns(1)
 	s.w.SetMaxIdleConns(1)
 	s.w.SetConnMaxLifetime(0)
@@ -464,9 +467,11 @@ func (s *Store) commit(group []*update) {
 	// as an *sql.Tx for the same reason: a Tx's own context makes every
 	// query start a goroutine that watches it.
 	ctx := context.Background()
-	conn, err := s.w.Conn(ctx)
+	var conn *writeConn
+	c, err := s.w.Conn(ctx)
 	if err == nil {
-		defer conn.Close()
+		defer c.Close()
+		conn = &writeConn{Conn: c, raw: s.wc.last.Load()}
 		_, err = conn.ExecContext(ctx, "BEGIN IMMEDIATE")
 	}
 	if err != nil {
@@ -486,7 +491,7 @@ func (s *Store) commit(group []*update) {
 		if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
 			// A connection that may still be in a transaction is not
 			// handed out again: the pool opens a new one.
-			conn.Raw(func(any) error { return driver.ErrBadConn })
+			c.Raw(func(any) error { return driver.ErrBadConn })
 		}
 	}()
 	ok, own := 0, 0 // callers' Updates, and the Store's own (index)
@@ -604,7 +609,7 @@ func (s *Store) commit(group []*update) {
 // transaction is shared, inserts the events it emitted, and reports
 // whether it succeeded. A failed or panicking fn is rolled back to its
 // savepoint, or the whole (unshared) transaction is abandoned.
-func (s *Store) run(conn *sql.Conn, ctx context.Context, u *update, shared bool) (ok bool) {
+func (s *Store) run(conn *writeConn, ctx context.Context, u *update, shared bool) (ok bool) {
 	if shared {
 		if _, err := conn.ExecContext(ctx, "SAVEPOINT u"); err != nil {
 			u.err = fmt.Errorf("sqlite: savepoint: %w", err)
@@ -672,7 +677,7 @@ func (s *Store) learn(x *tx) {
 // each in its own savepoint, so that only the failing one fails. It
 // returns how many steps succeeded, or an error that fails the whole
 // transaction (the savepoint could not be rolled back).
-func (s *Store) runSteps(conn *sql.Conn, ctx context.Context, us []*update) (int, error) {
+func (s *Store) runSteps(conn *writeConn, ctx context.Context, us []*update) (int, error) {
 	if _, err := conn.ExecContext(ctx, "SAVEPOINT steps"); err != nil {
 		for _, u := range us {
 			u.err = fmt.Errorf("sqlite: savepoint: %w", err)
