@@ -140,6 +140,9 @@ type Store struct {
 	writer chan struct{}
 	qmu    sync.Mutex
 	queue  []*update // Updates waiting for the next group
+	// committing is set while SubmitStep's committer (commitQueued) is
+	// at work, or about to be.
+	committing atomic.Bool
 	// What the writer knows of the database as the Updates before the
 	// current one left it (guarded by writer): the newest event's seq (0:
 	// not known) and the index of the next message of threads (by n).
@@ -419,11 +422,49 @@ func (s *Store) drain(u *update) {
 		return
 	default:
 	}
+	s.commit(s.take())
+}
+
+// take empties the queue and returns what it held.
+func (s *Store) take() []*update {
 	s.qmu.Lock()
+	defer s.qmu.Unlock()
 	group := s.queue
 	s.queue = nil
-	s.qmu.Unlock()
-	s.commit(group)
+	return group
+}
+
+// kick makes sure that what is queued is committed without a caller
+// waiting for it: it starts the committer (commitQueued) unless that is
+// at work already, which takes the queue again before it stops. One
+// goroutine commits for all SubmitSteps: a goroutine each, which then
+// waited for the token or its step, cost more than it saved (each
+// commit woke a score of them, queued for the CPU ahead of the
+// goroutines with work to do).
+func (s *Store) kick() {
+	if s.committing.CompareAndSwap(false, true) {
+		go s.commitQueued()
+	}
+}
+
+// commitQueued commits the queue, group after group, until it is empty.
+func (s *Store) commitQueued() {
+	for {
+		s.lockWriter()
+		for group := s.take(); len(group) > 0; group = s.take() {
+			s.commit(group)
+		}
+		s.committing.Store(false)
+		s.unlockWriter()
+		// A step queued after the last take, whose kick found the
+		// committer at work, is this committer's still.
+		s.qmu.Lock()
+		more := len(s.queue) > 0
+		s.qmu.Unlock()
+		if !more || !s.committing.CompareAndSwap(false, true) {
+			return
+		}
+	}
 }
 
 // update is one caller's Update waiting to be committed.

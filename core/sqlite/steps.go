@@ -103,15 +103,15 @@ func (s *Store) CommitStep(ctx context.Context, c *core.StepCommit) (*core.StepR
 }
 
 // SubmitStep implements core.RunStore: the step joins the queue of the
-// group commit now, and a goroutine commits the queue unless another
-// commit takes it along first.
+// group commit now, and the Store's committer commits the queue unless
+// another commit takes it along first (kick).
 func (s *Store) SubmitStep(ctx context.Context, c *core.StepCommit) func() (*core.StepResult, error) {
 	if s.closed.Load() {
 		return func() (*core.StepResult, error) { return nil, errClosed }
 	}
 	u := newStep(ctx, c)
 	s.enqueue(u)
-	go s.drain(u)
+	s.kick()
 	return func() (*core.StepResult, error) {
 		<-u.fin
 		return stepResult(u)
