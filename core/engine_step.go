@@ -104,7 +104,7 @@ func (r *runner) end(ctx context.Context, status RunStatus, msg string) error {
 		r.run = run
 		return err
 	}}
-	if err := r.enqueue(context.WithoutCancel(ctx), c); err != nil {
+	if err := r.enqueue(ctx, c); err != nil {
 		return err
 	}
 	if err := r.flush(); err != nil {
@@ -148,14 +148,16 @@ func (r *runner) commit(ctx context.Context, add []*Message, state RunState, eve
 }
 
 // enqueue submits c after the steps in flight (waiting for the oldest
-// when maxInflight are).
+// when maxInflight are). A step is committed even if ctx ends before its
+// commit: it holds work done, which the driver already counts as stored
+// (submit), and a cancelled run ends after it (end).
 func (r *runner) enqueue(ctx context.Context, c *StepCommit) error {
 	if len(r.inflight) == maxInflight {
 		if err := r.waitOldest(); err != nil {
 			return err
 		}
 	}
-	r.inflight = append(r.inflight, r.s.submitStep(ctx, c))
+	r.inflight = append(r.inflight, r.s.submitStep(context.WithoutCancel(ctx), c))
 	return nil
 }
 
