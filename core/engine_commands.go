@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"time"
 )
 
 // RunRequest starts a run. Model "" means the thread's pinned model, else
@@ -38,30 +39,74 @@ const (
 // run (or earlier queued ones) the new run is queued behind them.
 // EINVALID for empty input, an unknown model or a bad policy.
 func (s *Service) StartRun(ctx context.Context, p Principal, threadID string, req RunRequest) (*Run, error) {
-	run, err := s.prepareRun(p, threadID, req)
+	run, claim, err := s.startRun(ctx, p, threadID, req)
 	if err != nil {
 		return nil, err
 	}
-	start := false
-	var lease Lease
+	if claim != nil {
+		s.spawnClaimed(run.ID, claim)
+	}
+	return run, nil
+}
+
+// startRun is StartRun but for its driver: it returns the run and, when
+// the run became active, the claim to spawn its driver with
+// (storedClaim).
+func (s *Service) startRun(ctx context.Context, p Principal, threadID string, req RunRequest) (*Run, *RunClaim, error) {
+	run, err := s.prepareRun(p, threadID, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	var claim *RunClaim
 	err = s.update(ctx, func(tx Tx) error {
+		claim = nil
 		t, err := ownThread(tx, p, threadID)
 		if err != nil {
 			return err
 		}
-		if start, err = s.placeRun(tx, p, t, run, req); err != nil || !start {
+		started, err := s.placeRun(tx, p, t, run, req)
+		if err != nil || started == nil {
 			return err
 		}
-		lease, err = tx.ClaimRun(run.ID, s.holder, leaseTTL)
-		return err
+		if started.Lease, err = tx.ClaimRun(run.ID, s.holder, leaseTTL); err != nil {
+			return err
+		}
+		claim = s.storedClaim(started)
+		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if start {
-		s.spawnClaimed(run.ID, &lease)
+	return run, claim, nil
+}
+
+// storedClaim is what ReadClaim would read of the run that c (from
+// activate, with its lease) started, made from c without reading: the
+// stored copies, redacted as redactTx stores them, with their times as
+// the Store gives them back. The driver of a run started on a new thread
+// resumes from it rather than from a View; on a thread with messages
+// before the run's (which c does not hold) only the lease is kept.
+func (s *Service) storedClaim(c *RunClaim) *RunClaim {
+	if len(c.Messages) != 1 || c.Messages[0].Index != 0 || c.Checkpoint.Messages != 1 {
+		return &RunClaim{Lease: c.Lease}
 	}
-	return run, nil
+	x := redactTx{r: s.cfg.Redactor}
+	run := *x.redactRun(c.Run)
+	run.CreatedAt, run.UpdatedAt, run.StartedAt = run.CreatedAt.UTC(), run.UpdatedAt.UTC(), utcPtr(run.StartedAt)
+	msg := *x.redactMessage(c.Messages[0])
+	msg.CreatedAt = msg.CreatedAt.UTC()
+	cp := *x.redactCheckpoint(c.Checkpoint)
+	cp.CreatedAt = cp.CreatedAt.UTC()
+	return &RunClaim{Lease: c.Lease, Run: &run, Checkpoint: &cp, Messages: []*Message{&msg}}
+}
+
+// utcPtr is *t in UTC, as a new pointer; nil for nil.
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 // prepareRun checks req and returns the run it asks for on the thread,
@@ -102,22 +147,24 @@ func (s *Service) prepareRun(p Principal, threadID string, req RunRequest) (*Run
 
 // placeRun stores run, made by prepareRun from req, on p's thread t
 // inside tx: it becomes the active run, or is queued behind the active
-// one. start reports whether the caller must spawn it after the commit.
-// EINVALID for an unknown model, working folder or attachment.
-func (s *Service) placeRun(tx Tx, p Principal, t *Thread, run *Run, req RunRequest) (start bool, err error) {
+// one. started is what the run starts from when it became active (see
+// activate), which the caller must spawn after the commit; nil when it
+// was queued. EINVALID for an unknown model, working folder or
+// attachment.
+func (s *Service) placeRun(tx Tx, p Principal, t *Thread, run *Run, req RunRequest) (started *RunClaim, err error) {
 	st, err := settingsOf(tx, p.ID)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	run.Limits = runLimits(req.Limits, st.Limits, s.cfg)
 	if run.WorkingFolder, err = workingFolder(tx, p, t, req.WorkingFolder); err != nil {
-		return false, err
+		return nil, err
 	}
 	if t.WorkingFolder == "" {
 		t.WorkingFolder = run.WorkingFolder
 	}
 	if err := claimAttachments(tx, p, t.ID, req.Input.Attachments); err != nil {
-		return false, err
+		return nil, err
 	}
 	run.Model = req.Model
 	if run.Model == "" {
@@ -127,7 +174,7 @@ func (s *Service) placeRun(tx Tx, p Principal, t *Thread, run *Run, req RunReque
 		run.Model = s.cfg.DefaultModel
 	}
 	if _, err := s.models(run.Model); err != nil {
-		return false, err
+		return nil, err
 	}
 	if t.Model == "" {
 		t.Model = run.Model
@@ -136,15 +183,15 @@ func (s *Service) placeRun(tx Tx, p Principal, t *Thread, run *Run, req RunReque
 	// activates the next queued run in the same transaction.
 	if t.ActiveRunID != "" {
 		if err := tx.PutRun(run); err != nil {
-			return false, err
+			return nil, err
 		}
 		settle(t, threadChange{}, s.now())
 		if err := tx.PutThread(t); err != nil {
-			return false, err
+			return nil, err
 		}
-		return false, emit(tx, p.ID, t.ID, run.ID, EventRunQueued, runPayload(run))
+		return nil, emit(tx, p.ID, t.ID, run.ID, EventRunQueued, runPayload(run))
 	}
-	return true, s.activate(tx, run, t)
+	return s.activate(tx, run, t)
 }
 
 // runLimits are a run's limits: the request's, else the owner's settings',
@@ -220,13 +267,14 @@ func claimAttachments(tx Tx, p Principal, threadID string, ids []string) error {
 // (which need not be stored yet: a new thread is put once, already
 // settled), appends the user's message (its text, then a part for each
 // attachment) and stores the first checkpoint. The caller puts nothing
-// else.
-func (s *Service) activate(tx Tx, run *Run, t *Thread) error {
+// else. started is what the run starts from, but its lease: the run, the
+// checkpoint and the message as they were given to tx.
+func (s *Service) activate(tx Tx, run *Run, t *Thread) (started *RunClaim, err error) {
 	now := s.now()
 	run.Status, run.StartedAt, run.UpdatedAt, run.Checkpoint = RunRunning, &now, now, 1
 	settle(t, threadChange{run: run, text: run.Input.Text}, now)
 	if err := tx.PutThread(t); err != nil {
-		return err
+		return nil, err
 	}
 	msg := &Message{ThreadID: t.ID, RunID: run.ID, Role: RoleUser, Text: run.Input.Text, CreatedAt: now}
 	if ids := run.Input.Attachments; len(ids) > 0 {
@@ -234,26 +282,26 @@ func (s *Service) activate(tx Tx, run *Run, t *Thread) error {
 		for _, id := range ids {
 			a, err := tx.Attachment(id)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			parts = append(parts, attachmentPart(a))
 		}
 		msg.SetContent(parts)
 	}
 	if err := tx.AppendMessages(msg); err != nil {
-		return err
+		return nil, err
 	}
 	if err := tx.PutRun(run); err != nil {
-		return err
+		return nil, err
 	}
 	cp := &Checkpoint{RunID: run.ID, Version: 1, Messages: msg.Index + 1, State: RunState{V: RunStateVersion, Phase: PhaseModel}, CreatedAt: now}
 	if err := tx.PutCheckpoint(cp); err != nil {
-		return err
+		return nil, err
 	}
 	if err := emitRun(tx, run, EventRunStarted, runPayload(run)); err != nil {
-		return err
+		return nil, err
 	}
-	return emitMessage(tx, run, msg)
+	return &RunClaim{Run: run, Checkpoint: cp, Messages: []*Message{msg}}, emitMessage(tx, run, msg)
 }
 
 // emitMessage emits a message's "message" event (MessageEvent).
@@ -410,7 +458,8 @@ func (s *Service) finish(tx Tx, run *Run, status RunStatus, msg, text string, w 
 		return tx.PutThread(t)
 	}
 	w.drive(queued[0].ID)
-	return s.activate(tx, queued[0], t)
+	_, err = s.activate(tx, queued[0], t)
+	return err
 }
 
 // endChildren cancels the subagents that run, which just ended, still

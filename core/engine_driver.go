@@ -70,15 +70,17 @@ func (s *Service) ActiveRuns() int {
 
 func (s *Service) spawn(runID string) { s.spawnClaimed(runID, nil) }
 
-// spawnClaimed starts runID's driver with the lease the Update that
-// started the run took (nil: the driver claims the run first).
-func (s *Service) spawnClaimed(runID string, l *Lease) {
+// spawnClaimed starts runID's driver with the claim the Update that
+// started the run took (Service.storedClaim): its lease, and what the
+// driver resumes from unless only the lease is set. nil: the driver
+// claims the run first.
+func (s *Service) spawnClaimed(runID string, c *RunClaim) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.spawnLocked(runID, l)
+	s.spawnLocked(runID, c)
 }
 
-func (s *Service) spawnLocked(runID string, l *Lease) {
+func (s *Service) spawnLocked(runID string, c *RunClaim) {
 	if s.stopping {
 		return
 	}
@@ -92,7 +94,7 @@ func (s *Service) spawnLocked(runID string, l *Lease) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.drive(ctx, runID, l)
+		s.drive(ctx, runID, c)
 		cancel()
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -113,17 +115,17 @@ func (s *Service) isStopping() bool {
 // is dropped and the run resumes from its last checkpoint on next start.
 var errStopped = errors.New("engine stopped")
 
-func (s *Service) drive(ctx context.Context, runID string, l *Lease) {
+func (s *Service) drive(ctx context.Context, runID string, started *RunClaim) {
 	// A cancel may arrive before the claim: claim regardless, and let the
 	// loop see it and end the run.
-	var claim *RunClaim
+	claim := started
 	var err error
-	if l != nil {
+	if started != nil && started.Run == nil {
 		err = s.view(context.WithoutCancel(ctx), func(tx ReadTx) (err error) {
-			claim, err = ReadClaim(tx, *l)
+			claim, err = ReadClaim(tx, started.Lease)
 			return err
 		})
-	} else {
+	} else if started == nil {
 		claim, err = s.runs.ClaimRun(context.WithoutCancel(ctx), runID, s.holder, leaseTTL)
 	}
 	if errors.Is(err, ErrRunNotRunning) {

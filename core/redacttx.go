@@ -69,14 +69,18 @@ func (x redactTx) PutFolder(f *Folder) error {
 	return x.Tx.PutFolder(&c)
 }
 
-func (x redactTx) PutRun(r *Run) error {
+func (x redactTx) PutRun(r *Run) error { return x.Tx.PutRun(x.redactRun(r)) }
+
+// redactRun returns r, or a redacted copy when its error, input or system
+// text holds a secret.
+func (x redactTx) redactRun(r *Run) *Run {
 	errText, input, system := x.r.Redact(r.Error), x.r.Redact(r.Input.Text), x.r.Redact(r.System)
 	if errText == r.Error && input == r.Input.Text && system == r.System {
-		return x.Tx.PutRun(r)
+		return r
 	}
 	c := *r
 	c.Error, c.Input.Text, c.System = errText, input, system
-	return x.Tx.PutRun(&c)
+	return &c
 }
 
 // PutFile stores a virtual file's text redacted (see redactFile).

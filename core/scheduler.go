@@ -163,12 +163,12 @@ func (s *Service) startOccurrence(tx Tx, p Principal, tr *Trigger, occ *Occurren
 	if err != nil {
 		return nil, false, err
 	}
-	start, err := s.placeRun(tx, p, t, run, req)
+	started, err := s.placeRun(tx, p, t, run, req)
 	if err != nil {
 		return nil, false, err
 	}
 	occ.RunID, occ.ThreadID = run.ID, t.ID
-	return run, start, nil
+	return run, started != nil, nil
 }
 
 // cancelPrevious cancels the run of tr's latest started occurrence when
