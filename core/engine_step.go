@@ -32,6 +32,8 @@ type runner struct {
 	files *stepFiles
 	// images caches attachment bytes the model turns send, by ID.
 	images map[string][]byte
+	// turn is the last model turn's tools and system prompt (turnPrompt).
+	turn turnCache
 }
 
 func (r *runner) loop(ctx context.Context) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 )
 
 // MaxImageBytes is the largest attached image a model turn sends; a larger
@@ -91,12 +92,7 @@ func (r *runner) modelRequest(ctx context.Context) (ModelRequest, error) {
 	if err != nil {
 		return ModelRequest{}, err
 	}
-	tools, _ := r.turnTools(r.s.tb.Load())
-	memory := w.settings.Memory && r.s.MemoryDir() != ""
-	system := SystemPrompt(PromptInput{
-		Now: r.s.now(), Tools: tools, Grants: w.grants, WorkingFolder: w.working,
-		Memory: memory, Addendum: w.settings.PromptAddendum, System: r.run.System,
-	})
+	tools, system := r.turnPrompt(w)
 	byID := make(map[string]*Attachment, len(w.atts))
 	for _, a := range w.atts {
 		byID[a.ID] = a
@@ -115,6 +111,35 @@ func (r *runner) modelRequest(ctx context.Context) (ModelRequest, error) {
 		msgs[i] = &c
 	}
 	return ModelRequest{RunID: r.run.ID, Model: r.run.Model, System: system, Messages: msgs, Tools: tools}, nil
+}
+
+// turnCache is a run's tools and system prompt as the last model turn
+// had them, and what they were made from: they are made again when the
+// toolbox, the workspace or the minute (the prompt says the time) moved.
+type turnCache struct {
+	tb     *toolbox
+	ws     *workspace
+	minute time.Time
+	tools  []ToolSpec
+	system string
+}
+
+// turnPrompt returns the tools the model is offered this turn and the
+// system prompt, with w the run's workspace (r.ws). Both are shared
+// between turns and must not be changed.
+func (r *runner) turnPrompt(w workspace) ([]ToolSpec, string) {
+	tb, now := r.s.tb.Load(), r.s.now()
+	minute := now.Truncate(time.Minute)
+	if c := &r.turn; c.tb == tb && c.ws == r.ws && c.minute.Equal(minute) && c.minute.Location() == now.Location() {
+		return c.tools, c.system
+	}
+	tools, _ := r.turnTools(tb)
+	system := SystemPrompt(PromptInput{
+		Now: now, Tools: tools, Grants: w.grants, WorkingFolder: w.working,
+		Memory: w.settings.Memory && r.s.MemoryDir() != "", Addendum: w.settings.PromptAddendum, System: r.run.System,
+	})
+	r.turn = turnCache{tb: tb, ws: r.ws, minute: minute, tools: tools, system: system}
+	return tools, system
 }
 
 func hasAttachment(parts []Part) bool {

@@ -171,6 +171,75 @@ func TestVirtualFileLimits(t *testing.T) {
 	}
 }
 
+// TestSystemPromptWithinARun: a run's turns share their system prompt
+// while nothing it is made of changed, and the next turn has it made
+// again when the minute (the prompt says the time) or the owner's
+// settings changed.
+func TestSystemPromptWithinARun(t *testing.T) {
+	b := newBlocker("block", true)
+	turn := calls(call("c", "block", `{}`))
+	m := &captureModel{listModel: listModel{[]core.ModelResponse{turn, turn, turn, turn}}}
+	e := newEnv(t, m, b)
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 2, 9, 30, 5, 0, time.UTC)
+	svc := e.service(func(c *core.Config) {
+		c.Now = func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			return now
+		}
+	})
+	ctx := context.Background()
+	th := e.thread(svc)
+	r := start(t, svc, th.ID, core.RunRequest{})
+	started := func() { // the turn's tool call has started
+		t.Helper()
+		select {
+		case <-b.started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no tool call")
+		}
+	}
+	release := func() { b.release <- struct{}{} }
+	started() // turn 1's
+	mu.Lock()
+	now = now.Add(20 * time.Second) // the same minute
+	mu.Unlock()
+	release()
+	started() // turn 2's
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	release()
+	started() // turn 3's
+	add := "Answer in French."
+	if _, err := svc.UpdateSettings(ctx, owner, core.SettingsPatch{PromptAddendum: &add}); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	started() // turn 4's
+	release()
+	waitRun(t, svc, r.ID, core.RunSucceeded)
+	m.mu.Lock()
+	reqs := m.reqs
+	m.mu.Unlock()
+	if len(reqs) != 5 {
+		t.Fatalf("%d turns, want 5", len(reqs))
+	}
+	if reqs[1].System != reqs[0].System || !strings.Contains(reqs[0].System, "09:30") {
+		t.Errorf("turns 1 and 2, in one minute:\n%s\n%s", reqs[0].System, reqs[1].System)
+	}
+	if !strings.Contains(reqs[2].System, "09:31") || strings.Contains(reqs[2].System, add) {
+		t.Errorf("turn 3, a minute later:\n%s", reqs[2].System)
+	}
+	if !strings.Contains(reqs[3].System, add) || !strings.Contains(reqs[4].System, add) {
+		t.Errorf("turns 4 and 5, after the settings changed:\n%s\n%s", reqs[3].System, reqs[4].System)
+	}
+	if len(reqs[4].Tools) == 0 || reqs[4].Tools[0].Name != "block" {
+		t.Errorf("turn 5 tools %+v", reqs[4].Tools)
+	}
+}
+
 func TestSystemPrompt(t *testing.T) {
 	m := &captureModel{}
 	dataRoot := t.TempDir()
