@@ -136,6 +136,9 @@ func (s *Service) drive(ctx context.Context, runID string, started *RunClaim) {
 		return
 	}
 	r := &runner{s: s, run: claim.Run, lease: claim.Lease, cp: claim.Checkpoint, msgs: inNamespace(claim.Messages, claim.Run.Namespace)}
+	if claim == started { // on a new thread (Service.storedClaim)
+		r.startWorkspace()
+	}
 	r.files = newStepFiles(s, r.run)
 	stop := s.heartbeat(ctx, r.lease)
 	defer stop()

@@ -43,14 +43,70 @@ func (r *runner) loadWorkspace(ctx context.Context) (workspace, error) {
 	if err != nil {
 		return w, err
 	}
+	r.s.keepOwnerWorkspace(r.run.OwnerID, ownerWorkspace{gen: gen, grants: w.grants, settings: w.settings})
+	r.setWorkspace(w, gen)
+	return *r.ws, nil
+}
+
+// setWorkspace makes w, as of generation gen, the run's workspace, with
+// the working folder picked from its grants.
+func (r *runner) setWorkspace(w workspace, gen int64) {
 	for _, g := range w.grants {
 		if g.ID == r.run.WorkingFolder {
 			w.working = g
 		}
 	}
 	r.ws, r.wsGen = &w, gen
-	return w, nil
 }
+
+// startWorkspace gives a run started on a new thread, with no attachments
+// in its input, its workspace without reading it: the owner's grants and
+// settings as another run last read them (Service.ownerWorkspace), and
+// no attachments, which the thread cannot have had before its first
+// run's input. Should any of it have changed since, wsGen has moved and
+// the first loadWorkspace reads it all.
+func (r *runner) startWorkspace() {
+	if len(r.run.Input.Attachments) > 0 {
+		return
+	}
+	if o, ok := r.s.ownerWorkspace(r.run.OwnerID); ok {
+		r.setWorkspace(workspace{grants: o.grants, settings: o.settings}, o.gen)
+	}
+}
+
+// ownerWorkspace is an owner's grants and settings as read at generation
+// gen of Service.wsGen.
+type ownerWorkspace struct {
+	gen      int64
+	grants   []*Grant
+	settings *Settings
+}
+
+// keepOwnerWorkspace keeps o as owner's latest workspace, unless one of a
+// later generation is kept.
+func (s *Service) keepOwnerWorkspace(owner string, o ownerWorkspace) {
+	s.ownersMu.Lock()
+	defer s.ownersMu.Unlock()
+	if cur, ok := s.owners[owner]; ok && cur.gen > o.gen {
+		return
+	}
+	if s.owners == nil || len(s.owners) >= maxOwnerWorkspaces {
+		s.owners = make(map[string]ownerWorkspace)
+	}
+	s.owners[owner] = o
+}
+
+// ownerWorkspace returns owner's latest workspace kept, if any.
+func (s *Service) ownerWorkspace(owner string) (ownerWorkspace, bool) {
+	s.ownersMu.Lock()
+	defer s.ownersMu.Unlock()
+	o, ok := s.owners[owner]
+	return o, ok
+}
+
+// maxOwnerWorkspaces bounds Service.owners: past it, the map starts
+// again empty.
+const maxOwnerWorkspaces = 1024
 
 // callEnv is the environment of a tool call starting now.
 func (r *runner) callEnv(ctx context.Context) (*CallEnv, error) {

@@ -79,13 +79,17 @@ type Service struct {
 	holder string
 	// wsGen moves after each update that changed grants, settings or
 	// attachments: runs read their workspace again (runner.loadWorkspace).
-	wsGen  atomic.Int64
-	models ModelResolver
-	cfg    Config
-	now    Clock
-	log    *slog.Logger
-	broker *Broker
-	obs    Observer
+	wsGen atomic.Int64
+	// owners are the owners' grants and settings as runs last read them
+	// (runner.startWorkspace).
+	ownersMu sync.Mutex
+	owners   map[string]ownerWorkspace
+	models   ModelResolver
+	cfg      Config
+	now      Clock
+	log      *slog.Logger
+	broker   *Broker
+	obs      Observer
 
 	// tb is the current toolbox; tbMu serializes its replacement.
 	tb   atomic.Pointer[toolbox]

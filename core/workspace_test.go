@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -237,6 +238,43 @@ func TestSystemPromptWithinARun(t *testing.T) {
 	}
 	if len(reqs[4].Tools) == 0 || reqs[4].Tools[0].Name != "block" {
 		t.Errorf("turn 5 tools %+v", reqs[4].Tools)
+	}
+}
+
+// TestWorkspaceOfANewThread: a run started on a new thread begins with
+// the grants and settings another run of its owner read (nothing read
+// again), unless they changed since: a grant added between two runs is
+// in the second's prompt, and so is an attachment of its input.
+func TestWorkspaceOfANewThread(t *testing.T) {
+	m := &captureModel{}
+	e := newEnv(t, m, vfsTool{name: "read_file"})
+	svc := e.service(func(c *core.Config) { c.Blobs = core.DirBlobs{Dir: filepath.Join(t.TempDir(), "attachments")} })
+	ctx := context.Background()
+	run := func(req core.RunRequest) string {
+		t.Helper()
+		waitRun(t, svc, start(t, svc, e.thread(svc).ID, req).ID, core.RunSucceeded)
+		return m.last().System
+	}
+	first := run(core.RunRequest{})
+	if !strings.Contains(first, "no local folders") {
+		t.Fatalf("first run's prompt:\n%s", first)
+	}
+	if again := run(core.RunRequest{}); again != first {
+		t.Errorf("a second run, nothing changed:\n%s\nwant\n%s", again, first)
+	}
+	if _, err := svc.AddGrant(ctx, owner, core.GrantInput{Path: t.TempDir(), Name: "proj"}); err != nil {
+		t.Fatal(err)
+	}
+	if sys := run(core.RunRequest{}); !strings.Contains(sys, "/grants/proj/ (read-only)") {
+		t.Errorf("a run after a grant was added:\n%s", sys)
+	}
+	att, err := svc.AddAttachment(ctx, owner, core.AttachmentInput{Name: "data.csv", MIME: "text/csv"}, strings.NewReader("a,b\n"), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(core.RunRequest{Input: core.RunInput{Text: "read it", Attachments: []string{att.ID}}})
+	if msgs := m.last().Messages; len(msgs) == 0 || !strings.Contains(fmt.Sprint(msgs[0].Parts), "data.csv") {
+		t.Errorf("a run with an attachment: first message %+v", msgs[0])
 	}
 }
 
