@@ -8,17 +8,15 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"runtime"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/internal/migrations"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
@@ -780,39 +778,11 @@ func (s *Store) cachedString(str string) (int64, bool) {
 	return n, ok
 }
 
-// A migration is one numbered file of migrations/, NNNN_name.sql.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// migrations returns the embedded migrations in order. Versions start at 1
-// and have no gaps.
-func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+// embeddedMigrations returns the embedded migrations in order.
+func embeddedMigrations() ([]migrations.Migration, error) {
+	ms, err := migrations.Load(migrationFS, "migrations")
 	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, name := range names {
-		base := filepath.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("sqlite: migration %s: name must be NNNN_name.sql", base)
-		}
-		b, err := migrationFS.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("sqlite: migration %s: want version %d", m.name, i+1)
-		}
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	return ms, nil
 }
@@ -820,7 +790,7 @@ func migrations() ([]migration, error) {
 // migrate applies the migrations db is missing, each in one transaction
 // together with its schema_migrations row.
 func migrate(ctx context.Context, db *sql.DB, now core.Clock) error {
-	ms, err := migrations()
+	ms, err := embeddedMigrations()
 	if err != nil {
 		return err
 	}
@@ -830,8 +800,8 @@ func migrate(ctx context.Context, db *sql.DB, now core.Clock) error {
 // applyMigrations applies those of ms that db is missing; ms ends at the
 // newest version this build knows. (Tests pass the first few to make a
 // database of an older schema.)
-func applyMigrations(ctx context.Context, db *sql.DB, ms []migration, now core.Clock) error {
-	known := ms[len(ms)-1].version
+func applyMigrations(ctx context.Context, db *sql.DB, ms []migrations.Migration, now core.Clock) error {
+	known := ms[len(ms)-1].Version
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,
     applied_at INTEGER NOT NULL
@@ -848,7 +818,7 @@ func applyMigrations(ctx context.Context, db *sql.DB, ms []migration, now core.C
 
 // applyMigration applies m unless it is already recorded. The version check
 // runs inside the write transaction, so concurrent openers apply it once.
-func applyMigration(ctx context.Context, db *sql.DB, m migration, known int, now core.Clock) error {
+func applyMigration(ctx context.Context, db *sql.DB, m migrations.Migration, known int, now core.Clock) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: migrate: %w", err)
@@ -863,21 +833,21 @@ func applyMigration(ctx context.Context, db *sql.DB, m migration, known int, now
 			current, known, ErrSchemaTooNew)
 	}
 	var n int
-	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations WHERE version = ?", m.version).Scan(&n); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations WHERE version = ?", m.Version).Scan(&n); err != nil {
 		return fmt.Errorf("sqlite: migrate: %w", err)
 	}
 	if n > 0 {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-		return fmt.Errorf("sqlite: migration %s: %w", m.name, err)
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+		return fmt.Errorf("sqlite: migration %s: %w", m.Name, err)
 	}
 	if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)",
-		m.version, now().UnixNano()); err != nil {
-		return fmt.Errorf("sqlite: migration %s: %w", m.name, err)
+		m.Version, now().UnixNano()); err != nil {
+		return fmt.Errorf("sqlite: migration %s: %w", m.Name, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: migration %s: %w", m.name, err)
+		return fmt.Errorf("sqlite: migration %s: %w", m.Name, err)
 	}
 	return nil
 }

@@ -192,19 +192,19 @@ func TestNewerSchemaRefused(t *testing.T) {
 // the last embedded migration.
 func schemaVersion(t testing.TB) int {
 	t.Helper()
-	ms, err := migrations()
+	ms, err := embeddedMigrations()
 	if err != nil || len(ms) == 0 {
 		t.Fatalf("migrations: %v, %d", err, len(ms))
 	}
-	return ms[len(ms)-1].version
+	return ms[len(ms)-1].Version
 }
 
 func TestMigrationsEmbedded(t *testing.T) {
-	ms, err := migrations()
+	ms, err := embeddedMigrations()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ms) == 0 || ms[0].version != 1 || ms[len(ms)-1].version != len(ms) {
+	if len(ms) == 0 || ms[0].Version != 1 || ms[len(ms)-1].Version != len(ms) {
 		t.Fatalf("migrations = %+v", ms)
 	}
 }

@@ -15,7 +15,7 @@ import (
 // applied, as a build of that schema version would have left it.
 func createAt(t *testing.T, path string, version int) *sql.DB {
 	t.Helper()
-	ms, err := migrations()
+	ms, err := embeddedMigrations()
 	if err != nil {
 		t.Fatal(err)
 	}
