@@ -96,7 +96,7 @@ $(SBX_MODULES): $(SBX_NPM)/package-lock.json
 ui-check: $(UI_MODULES)
 	.ci/ui-check
 
-## deps: install what the tests need when missing: Chromium and bubblewrap (apt, as root), the UI's npm packages,
+## deps: install what the tests need when missing: Chromium, bubblewrap and PostgreSQL (apt, as root), the UI's npm packages,
 ## the MCP servers the plugins/mcp tests run, OpenSandbox's JS SDK, and the Docker engine and image (docker)
 deps: docker
 	.ci/setup
@@ -109,11 +109,12 @@ deps: docker
 docker:
 	.ci/docker-up
 
-## test: deps, the web/ui/dist check, vet, every Go test (including the end-to-end crash test and
-## the Docker and bwrap runtimes', which fail rather than skip without an engine or bwrap), the UI's
-## unit tests and its browser tests against bin/kiln
+## test: deps, the web/ui/dist check, vet, every Go test (including the end-to-end crash test, the
+## Docker and bwrap runtimes' and the PostgreSQL Store's, which fail rather than skip without an
+## engine, bwrap or PostgreSQL), the UI's unit tests and its browser tests against bin/kiln
 test: export KILN_REQUIRE_DOCKER := 1
 test: export KILN_REQUIRE_BWRAP := 1
+test: export KILN_REQUIRE_POSTGRES := 1
 test: export KILN_EXECD_BIN := $(CURDIR)/$(BIN)/kiln-execd
 test: deps
 	@$(MAKE) --no-print-directory ui-check

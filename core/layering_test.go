@@ -27,10 +27,26 @@ var layers = []struct {
 		// host, no vendor SDKs; it logs to the *slog.Logger it is given
 		// and never links the server log.
 		pkgs:   "github.com/kilnhq/kiln/core/...",
-		except: []string{"github.com/kilnhq/kiln/core/logs"},
+		except: []string{"github.com/kilnhq/kiln/core/logs", "github.com/kilnhq/kiln/core/postgres/"},
 		allowed: []string{
 			"github.com/kilnhq/kiln/core/",
 			"github.com/mattn/go-sqlite3",
+			"github.com/santhosh-tekuri/jsonschema/",
+			"golang.org/x/text/",
+		},
+		stdDenied: []string{"net/http"},
+	},
+	{
+		// core/postgres: the PostgreSQL Store, which alone links pgx (and
+		// its pool's puddle); like core, no HTTP.
+		pkgs: "github.com/kilnhq/kiln/core/postgres/...",
+		allowed: []string{
+			"github.com/kilnhq/kiln/core/",
+			"github.com/jackc/pgx/v5/",
+			"github.com/jackc/pgpassfile",
+			"github.com/jackc/pgservicefile",
+			"github.com/jackc/puddle/v2/",
+			"golang.org/x/sync/semaphore",
 			"github.com/santhosh-tekuri/jsonschema/",
 			"golang.org/x/text/",
 		},

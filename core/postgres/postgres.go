@@ -1,0 +1,133 @@
+// Package postgres is a core.Store backend on PostgreSQL, through
+// jackc/pgx, for several Kiln replicas on one database. It is being built
+// one part of the Store at a time, each checked by its part of coretest;
+// so far it has the key/value namespaces (core.KVStore).
+//
+// Open connects and applies the migrations the database is missing
+// (migrations/NNNN_name.sql, each once, under a lock that replicas
+// opening at the same time share). Tables live in the connection's
+// search_path, so one database can hold several Kilns in schemas of
+// their own (the tests give each test one).
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/internal/migrations"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// ErrSchemaTooNew is wrapped by the error Open returns for a database
+// whose schema version is newer than this build knows: a newer Kiln
+// wrote it.
+var ErrSchemaTooNew = errors.New("database schema is newer than this build")
+
+// Options configures a Store; the zero value is the defaults.
+type Options struct {
+	// MaxConns caps the pool's connections (default: pgxpool's, the
+	// larger of 4 and the number of CPUs).
+	MaxConns int32
+	// Now is the clock of the migrations' applied_at (default time.Now).
+	Now core.Clock
+}
+
+// Store is a core.KVStore on PostgreSQL. It is safe for concurrent use.
+type Store struct {
+	pool   *pgxpool.Pool
+	closed atomic.Bool
+}
+
+// errClosed is what a closed Store's methods return.
+var errClosed = core.Errorf(core.EUNAVAIL, "the store is closed")
+
+// Open connects to the database dsn names (a URL or key=value pairs, as
+// pgx takes them) and brings its schema up to date.
+func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if opt.MaxConns > 0 {
+		cfg.MaxConns = opt.MaxConns
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	ms, err := migrations.Load(migrationFS, "migrations")
+	if err == nil {
+		err = migrate(ctx, pool, ms, opt.Now)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Close closes the pool's connections, waiting for those in use. Calls
+// after it are EUNAVAIL.
+func (s *Store) Close() error {
+	if s.closed.CompareAndSwap(false, true) {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// write runs fn in a read-committed transaction and commits it unless fn
+// fails.
+func (s *Store) write(ctx context.Context, fn func(pgx.Tx) error) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	return pgx.BeginFunc(ctx, s.pool, fn)
+}
+
+// migrate applies those of ms (which end at the newest version this build
+// knows) that the database is missing, all in one transaction that holds
+// an advisory lock of the schema: replicas that open at once apply each
+// migration once, and a failed one leaves the schema as it was.
+func migrate(ctx context.Context, pool *pgxpool.Pool, ms []migrations.Migration, now core.Clock) error {
+	known := ms[len(ms)-1].Version
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.schema_migrations'))"); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    integer PRIMARY KEY,
+    applied_at timestamptz NOT NULL
+)`); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		var current int
+		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&current); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		if current > known {
+			return fmt.Errorf("database has schema version %d, this build knows up to %d; use a newer kiln: %w", current, known, ErrSchemaTooNew)
+		}
+		for _, m := range ms[current:] {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)", m.Version, now()); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
+			}
+		}
+		return nil
+	})
+}
