@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/internal/codec"
 )
 
 func (x *tx) Checkpoint(runID string, version int) (*core.Checkpoint, error) {
@@ -34,7 +35,7 @@ func (x *tx) Checkpoint(runID string, version int) (*core.Checkpoint, error) {
 	if err := decJSON(state, &c.State, "checkpoint state"); err != nil {
 		return nil, err
 	}
-	c.CreatedAt = decTime(created)
+	c.CreatedAt = codec.DecTime(created)
 	return c, nil
 }
 
@@ -48,7 +49,7 @@ func (x *tx) PutCheckpoint(c *core.Checkpoint) error {
 	if c.Version < 1 {
 		return core.Errorf(core.EINVALID, "checkpoint of run %q: version must be at least 1, got %d", c.RunID, c.Version)
 	}
-	created, err := encTime(c.CreatedAt, "checkpoint created_at")
+	created, err := codec.EncTime(c.CreatedAt, "checkpoint created_at")
 	if err != nil {
 		return err
 	}

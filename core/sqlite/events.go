@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/internal/codec"
 )
 
 func (x *tx) Events(q core.EventQuery) ([]core.Event, error) {
@@ -53,7 +54,7 @@ WHERE e.seq > ?`)
 		if payload != nil {
 			e.Payload = json.RawMessage(payload)
 		}
-		e.Time = decTime(when)
+		e.Time = codec.DecTime(when)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
@@ -114,7 +115,7 @@ func (x *tx) Emit(e core.Event) error {
 	if e.Time.IsZero() {
 		e.Time = x.s.now()
 	}
-	when, err := encTime(e.Time, "event time")
+	when, err := codec.EncTime(e.Time, "event time")
 	if err != nil {
 		return err
 	}
@@ -146,7 +147,7 @@ func (x *tx) Emit(e core.Event) error {
 	e.Seq = last + 1
 	x.lastSeq = e.Seq
 	x.unsaved = append(x.unsaved, e.Seq, thread, run, owner, typ, nullText(e.Namespace), payload, when)
-	e.Time = decTime(when)
+	e.Time = codec.DecTime(when)
 	x.events = append(x.events, e)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/internal/codec"
 )
 
 const folderCols = "id, owner_id, name, position, created_at, updated_at"
@@ -16,8 +17,8 @@ func scanFolder(sc scanner) (*core.Folder, error) {
 	if err := sc.Scan(&f.ID, &f.OwnerID, &f.Name, &f.Position, &created, &updated); err != nil {
 		return nil, err
 	}
-	f.CreatedAt = decTime(created)
-	f.UpdatedAt = decTime(updated)
+	f.CreatedAt = codec.DecTime(created)
+	f.UpdatedAt = codec.DecTime(updated)
 	return &f, nil
 }
 
@@ -62,11 +63,11 @@ func (x *tx) PutFolder(f *core.Folder) error {
 	if f.OwnerID == "" {
 		return core.Errorf(core.EINVALID, "folder %q needs an owner", f.ID)
 	}
-	created, err := encTime(f.CreatedAt, "folder created_at")
+	created, err := codec.EncTime(f.CreatedAt, "folder created_at")
 	if err != nil {
 		return err
 	}
-	updated, err := encTime(f.UpdatedAt, "folder updated_at")
+	updated, err := codec.EncTime(f.UpdatedAt, "folder updated_at")
 	if err != nil {
 		return err
 	}

@@ -7,13 +7,14 @@ import (
 	"strconv"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/internal/codec"
 )
 
 func (x *tx) Inbox(q core.InboxQuery) ([]*core.InboxItem, string, error) {
 	if q.OwnerID == "" {
 		return nil, "", core.Errorf(core.EINVALID, "inbox query needs an owner")
 	}
-	limit := pageLimit(q.Limit)
+	limit := codec.PageLimit(q.Limit)
 	var kind string
 	switch q.Queue {
 	case core.QueueUnread:
@@ -25,11 +26,11 @@ func (x *tx) Inbox(q core.InboxQuery) ([]*core.InboxItem, string, error) {
 	}
 	var after []any
 	if q.Cursor != "" {
-		parts, err := decCursor(q.Cursor, kind, 2)
+		parts, err := codec.DecCursor(q.Cursor, kind, 2)
 		if err != nil {
 			return nil, "", err
 		}
-		t, err := cursorInt(parts[0])
+		t, err := codec.CursorInt(parts[0])
 		if err != nil {
 			return nil, "", err
 		}
@@ -125,7 +126,7 @@ WHERE i.owner_id = +? AND i.status = 'open'`
 		}
 		it.FolderID, it.Pinned = folder.String, pinned.Bool
 		it.RunStatus = core.RunStatus(status.String)
-		it.Time = decTime(when)
+		it.Time = codec.DecTime(when)
 		out = append(out, it)
 		best = append(best, tn)
 	}
@@ -147,7 +148,7 @@ WHERE i.owner_id = +? AND i.status = 'open'`
 		if kind == "a" {
 			id = last.InterruptID
 		}
-		next = encCursor(kind, strconv.FormatInt(timeKey(last.Time), 10), id)
+		next = codec.EncCursor(kind, strconv.FormatInt(codec.TimeKey(last.Time), 10), id)
 	}
 	return out, next, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/internal/codec"
 )
 
 const interruptCols = `i.id, rs.s, ts.s, i.owner_id, i.kind, i.tool_call_id, i.tool, i.args,
@@ -32,7 +33,7 @@ func scanInterrupt(sc scanner) (*core.Interrupt, error) {
 	if err := decJSON(decision, &i.Decision, "interrupt decision"); err != nil {
 		return nil, err
 	}
-	i.CreatedAt = decTime(created)
+	i.CreatedAt = codec.DecTime(created)
 	i.DecidedAt = decTimePtr(decided)
 	return &i, nil
 }
@@ -112,11 +113,11 @@ func (x *tx) PutInterrupt(i *core.Interrupt) error {
 	if err != nil {
 		return err
 	}
-	created, err := encTime(i.CreatedAt, "interrupt created_at")
+	created, err := codec.EncTime(i.CreatedAt, "interrupt created_at")
 	if err != nil {
 		return err
 	}
-	decided, err := encTimePtr(i.DecidedAt, "interrupt decided_at")
+	decided, err := codec.EncTimePtr(i.DecidedAt, "interrupt decided_at")
 	if err != nil {
 		return err
 	}

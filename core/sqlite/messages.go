@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/internal/codec"
 )
 
 func (x *tx) Messages(threadID string, from, limit int) ([]*core.Message, error) {
@@ -37,7 +38,7 @@ ORDER BY m.idx`+limitClause(limit), threadID, from)
 		if err := decJSON(calls, &m.ToolCalls, "message tool_calls"); err != nil {
 			return nil, err
 		}
-		m.CreatedAt = decTime(created)
+		m.CreatedAt = codec.DecTime(created)
 		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
@@ -68,7 +69,7 @@ func (x *tx) AppendMessages(msgs ...*core.Message) error {
 		if m == nil || m.ThreadID == "" {
 			return core.Errorf(core.EINVALID, "message needs a thread")
 		}
-		created, err := encTime(m.CreatedAt, "message created_at")
+		created, err := codec.EncTime(m.CreatedAt, "message created_at")
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/internal/codec"
 )
 
 // runCols are the columns of a run; runFrom is where they are read, with
@@ -46,8 +47,8 @@ func scanRun(sc scanner) (*core.Run, error) {
 	if err := decJSON(usage, &r.Usage, "run usage"); err != nil {
 		return nil, err
 	}
-	r.CreatedAt = decTime(created)
-	r.UpdatedAt = decTime(updated)
+	r.CreatedAt = codec.DecTime(created)
+	r.UpdatedAt = codec.DecTime(updated)
 	r.StartedAt = decTimePtr(started)
 	r.FinishedAt = decTimePtr(finished)
 	return &r, nil
@@ -140,11 +141,11 @@ func (x *tx) Runs(q core.RunQuery) ([]*core.Run, string, error) {
 		dir, cmpOp = " DESC", "<"
 	}
 	if q.Cursor != "" {
-		parts, err := decCursor(q.Cursor, "r", 2)
+		parts, err := codec.DecCursor(q.Cursor, "r", 2)
 		if err != nil {
 			return nil, "", err
 		}
-		created, err := cursorInt(parts[0])
+		created, err := codec.CursorInt(parts[0])
 		if err != nil {
 			return nil, "", err
 		}
@@ -175,7 +176,7 @@ func (x *tx) Runs(q core.RunQuery) ([]*core.Run, string, error) {
 	if q.Limit > 0 && len(out) > q.Limit {
 		out = out[:q.Limit]
 		last := out[q.Limit-1]
-		next = encCursor("r", strconv.FormatInt(timeKey(last.CreatedAt), 10), last.ID)
+		next = codec.EncCursor("r", strconv.FormatInt(codec.TimeKey(last.CreatedAt), 10), last.ID)
 	}
 	return out, next, nil
 }
@@ -213,19 +214,19 @@ func (x *tx) PutRun(r *core.Run) error {
 	if err != nil {
 		return err
 	}
-	created, err := encTime(r.CreatedAt, "run created_at")
+	created, err := codec.EncTime(r.CreatedAt, "run created_at")
 	if err != nil {
 		return err
 	}
-	updated, err := encTime(r.UpdatedAt, "run updated_at")
+	updated, err := codec.EncTime(r.UpdatedAt, "run updated_at")
 	if err != nil {
 		return err
 	}
-	started, err := encTimePtr(r.StartedAt, "run started_at")
+	started, err := codec.EncTimePtr(r.StartedAt, "run started_at")
 	if err != nil {
 		return err
 	}
-	finished, err := encTimePtr(r.FinishedAt, "run finished_at")
+	finished, err := codec.EncTimePtr(r.FinishedAt, "run finished_at")
 	if err != nil {
 		return err
 	}

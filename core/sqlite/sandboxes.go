@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/internal/codec"
 )
 
 // The sandbox records: tx has the methods of the sandbox service's
@@ -34,7 +35,7 @@ func scanSandbox(sc scanner) (*core.Sandbox, error) {
 		return nil, err
 	}
 	sb.ExpiresAt = decTimePtr(expires)
-	sb.CreatedAt, sb.UpdatedAt, sb.TransitionAt = decTime(created), decTime(updated), decTime(transition)
+	sb.CreatedAt, sb.UpdatedAt, sb.TransitionAt = codec.DecTime(created), codec.DecTime(updated), codec.DecTime(transition)
 	return &sb, nil
 }
 
@@ -72,7 +73,7 @@ func (x *tx) Sandboxes(q core.SandboxQuery) ([]*core.Sandbox, error) {
 		args = append(args, *q.Pool)
 	}
 	if q.ExpiresBefore != nil {
-		before, err := encTime(*q.ExpiresBefore, "sandbox query expires_before")
+		before, err := codec.EncTime(*q.ExpiresBefore, "sandbox query expires_before")
 		if err != nil {
 			return nil, err
 		}
@@ -120,19 +121,19 @@ func (x *tx) PutSandbox(sb *core.Sandbox) error {
 	if len(sb.Handle) > 0 {
 		handle = []byte(sb.Handle)
 	}
-	expires, err := encTimePtr(sb.ExpiresAt, "sandbox expires_at")
+	expires, err := codec.EncTimePtr(sb.ExpiresAt, "sandbox expires_at")
 	if err != nil {
 		return err
 	}
-	created, err := encTime(sb.CreatedAt, "sandbox created_at")
+	created, err := codec.EncTime(sb.CreatedAt, "sandbox created_at")
 	if err != nil {
 		return err
 	}
-	updated, err := encTime(sb.UpdatedAt, "sandbox updated_at")
+	updated, err := codec.EncTime(sb.UpdatedAt, "sandbox updated_at")
 	if err != nil {
 		return err
 	}
-	transition, err := encTime(sb.TransitionAt, "sandbox transition_at")
+	transition, err := codec.EncTime(sb.TransitionAt, "sandbox transition_at")
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/internal/codec"
 )
 
 // The search index (migrations 0004 and 0013) names what a row indexes in
@@ -270,14 +271,14 @@ func (x *tx) searchThreads(q core.ThreadQuery) ([]*core.Thread, string, error) {
 	if len(terms) == 0 {
 		return nil, "", nil
 	}
-	limit := pageLimit(q.Limit)
+	limit := codec.PageLimit(q.Limit)
 	offset := 0
 	if q.Cursor != "" {
-		parts, err := decCursor(q.Cursor, "q", 1)
+		parts, err := codec.DecCursor(q.Cursor, "q", 1)
 		if err != nil {
 			return nil, "", err
 		}
-		n, err := cursorInt(parts[0])
+		n, err := codec.CursorInt(parts[0])
 		if err != nil || n < 0 {
 			return nil, "", core.Errorf(core.EINVALID, "malformed cursor")
 		}
@@ -310,7 +311,7 @@ func (x *tx) searchThreads(q core.ThreadQuery) ([]*core.Thread, string, error) {
 	next := ""
 	if len(keys) > limit {
 		keys = keys[:limit]
-		next = encCursor("q", strconv.Itoa(offset+limit))
+		next = codec.EncCursor("q", strconv.Itoa(offset+limit))
 	}
 	out, err := x.threadsByN(keys)
 	if err != nil {

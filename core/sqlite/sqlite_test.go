@@ -16,6 +16,7 @@ import (
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/core/coretest"
+	"github.com/kilnhq/kiln/core/internal/codec"
 	"github.com/kilnhq/kiln/sandbox/service/recordtest"
 )
 
@@ -384,7 +385,7 @@ func TestQueryPlans(t *testing.T) {
 			return err
 		}, []string{"threads_unread"}, false},
 		{"action", func(tx core.ReadTx) error {
-			_, _, err := tx.Inbox(core.InboxQuery{OwnerID: "local", Queue: core.QueueAction, Cursor: encCursor("a", "99", "x")})
+			_, _, err := tx.Inbox(core.InboxQuery{OwnerID: "local", Queue: core.QueueAction, Cursor: codec.EncCursor("a", "99", "x")})
 			return err
 		}, []string{"interrupts_open"}, false},
 		{"counts", func(tx core.ReadTx) error {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/internal/codec"
 )
 
 // The Store serves one process at a time, so ClaimRun grants every claim
@@ -171,7 +172,7 @@ func (x *tx) commitStep(c *core.StepCommit, cancel *bool) error {
 		if cp.RunID != runID {
 			return core.Errorf(core.EINVALID, "step of run %q carries a checkpoint of run %q", runID, cp.RunID)
 		}
-		created, err := encTime(cp.CreatedAt, "checkpoint created_at")
+		created, err := codec.EncTime(cp.CreatedAt, "checkpoint created_at")
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/internal/codec"
 )
 
 const threadCols = `id, owner_id, folder_id, title, pinned, source, model, status,
@@ -32,8 +33,8 @@ func scanThread(sc scanner) (*core.Thread, error) {
 	t.FolderID = folder.String
 	t.UnreadRunID = unread.String
 	t.Derive()
-	t.CreatedAt = decTime(created)
-	t.UpdatedAt = decTime(updated)
+	t.CreatedAt = codec.DecTime(created)
+	t.UpdatedAt = codec.DecTime(updated)
 	return &t, nil
 }
 
@@ -62,7 +63,7 @@ func (x *tx) Threads(q core.ThreadQuery) ([]*core.Thread, string, error) {
 	if q.Search != "" {
 		return x.searchThreads(q)
 	}
-	limit := pageLimit(q.Limit)
+	limit := codec.PageLimit(q.Limit)
 	var b strings.Builder
 	args := make([]any, 0, 7)
 	b.WriteString("SELECT " + threadCols + " FROM threads")
@@ -78,15 +79,15 @@ func (x *tx) Threads(q core.ThreadQuery) ([]*core.Thread, string, error) {
 		args = append(args, q.OwnerID)
 	}
 	if q.Cursor != "" {
-		parts, err := decCursor(q.Cursor, "t", 3)
+		parts, err := codec.DecCursor(q.Cursor, "t", 3)
 		if err != nil {
 			return nil, "", err
 		}
-		pinned, err := cursorInt(parts[0])
+		pinned, err := codec.CursorInt(parts[0])
 		if err != nil {
 			return nil, "", err
 		}
-		updated, err := cursorInt(parts[1])
+		updated, err := codec.CursorInt(parts[1])
 		if err != nil {
 			return nil, "", err
 		}
@@ -119,7 +120,7 @@ func (x *tx) Threads(q core.ThreadQuery) ([]*core.Thread, string, error) {
 		if last.Pinned {
 			pinned = "1"
 		}
-		next = encCursor("t", pinned, strconv.FormatInt(timeKey(last.UpdatedAt), 10), last.ID)
+		next = codec.EncCursor("t", pinned, strconv.FormatInt(codec.TimeKey(last.UpdatedAt), 10), last.ID)
 	}
 	return out, next, nil
 }
@@ -135,11 +136,11 @@ func (x *tx) PutThread(t *core.Thread) error {
 	if t.OwnerID == "" {
 		return core.Errorf(core.EINVALID, "thread %q needs an owner", t.ID)
 	}
-	created, err := encTime(t.CreatedAt, "thread created_at")
+	created, err := codec.EncTime(t.CreatedAt, "thread created_at")
 	if err != nil {
 		return err
 	}
-	updated, err := encTime(t.UpdatedAt, "thread updated_at")
+	updated, err := codec.EncTime(t.UpdatedAt, "thread updated_at")
 	if err != nil {
 		return err
 	}

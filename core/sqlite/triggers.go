@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/internal/codec"
 )
 
 // A trigger and an occurrence are stored as JSON bodies with the columns
@@ -86,7 +87,7 @@ func (x *tx) PutTrigger(tr *core.Trigger) error {
 	if tr == nil || tr.ID == "" || tr.OwnerID == "" || tr.Kind == "" {
 		return core.Errorf(core.EINVALID, "trigger needs an id, an owner and a kind")
 	}
-	created, err := encTime(tr.CreatedAt, "trigger created_at")
+	created, err := codec.EncTime(tr.CreatedAt, "trigger created_at")
 	if err != nil {
 		return err
 	}
@@ -177,7 +178,7 @@ func (x *tx) Occurrences(q core.OccurrenceQuery) ([]*core.Occurrence, error) {
 		b.WriteString(" AND status = " + statusValue(q.Status, &args))
 	}
 	if q.Before != nil {
-		before, err := encTime(*q.Before, "occurrence query before")
+		before, err := codec.EncTime(*q.Before, "occurrence query before")
 		if err != nil {
 			return nil, err
 		}
@@ -211,7 +212,7 @@ func (x *tx) PutOccurrence(o *core.Occurrence) error {
 	if o == nil || o.ID == "" || o.TriggerID == "" || o.Key == "" || o.Status == "" {
 		return core.Errorf(core.EINVALID, "occurrence needs an id, a trigger, a key and a status")
 	}
-	at, err := encTime(o.ScheduledAt, "occurrence scheduled_at")
+	at, err := codec.EncTime(o.ScheduledAt, "occurrence scheduled_at")
 	if err != nil {
 		return err
 	}

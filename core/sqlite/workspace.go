@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/internal/codec"
 )
 
 // ---- grants
@@ -20,7 +21,7 @@ func scanGrant(sc scanner) (*core.Grant, error) {
 	if err := sc.Scan(&g.ID, &g.OwnerID, &g.Name, &g.Path, &g.Writable, &g.DataRoot, &created); err != nil {
 		return nil, err
 	}
-	g.CreatedAt = decTime(created)
+	g.CreatedAt = codec.DecTime(created)
 	return &g, nil
 }
 
@@ -65,7 +66,7 @@ func (x *tx) PutGrant(g *core.Grant) error {
 	if g.OwnerID == "" {
 		return core.Errorf(core.EINVALID, "grant %q needs an owner", g.ID)
 	}
-	created, err := encTime(g.CreatedAt, "grant created_at")
+	created, err := codec.EncTime(g.CreatedAt, "grant created_at")
 	if err != nil {
 		return err
 	}
@@ -115,7 +116,7 @@ func (x *tx) Settings(ownerID string) (*core.Settings, error) {
 	if err := decJSON(limits, &s.Limits, "settings limits"); err != nil {
 		return nil, err
 	}
-	s.UpdatedAt = decTime(updated)
+	s.UpdatedAt = codec.DecTime(updated)
 	return s, nil
 }
 
@@ -130,7 +131,7 @@ func (x *tx) PutSettings(s *core.Settings) error {
 	if err != nil {
 		return err
 	}
-	updated, err := encTime(s.UpdatedAt, "settings updated_at")
+	updated, err := codec.EncTime(s.UpdatedAt, "settings updated_at")
 	if err != nil {
 		return err
 	}
@@ -155,7 +156,7 @@ func scanAttachment(sc scanner) (*core.Attachment, error) {
 		return nil, err
 	}
 	a.ThreadID = thread.String
-	a.CreatedAt = decTime(created)
+	a.CreatedAt = codec.DecTime(created)
 	return &a, nil
 }
 
@@ -219,7 +220,7 @@ func (x *tx) PutAttachment(a *core.Attachment) error {
 	if a.OwnerID == "" {
 		return core.Errorf(core.EINVALID, "attachment %q needs an owner", a.ID)
 	}
-	created, err := encTime(a.CreatedAt, "attachment created_at")
+	created, err := codec.EncTime(a.CreatedAt, "attachment created_at")
 	if err != nil {
 		return err
 	}
@@ -275,7 +276,7 @@ func scanFile(sc scanner, threadID string, withData bool) (*core.File, error) {
 		return nil, err
 	}
 	f.RunID = run.String
-	f.UpdatedAt = decTime(updated)
+	f.UpdatedAt = codec.DecTime(updated)
 	return f, nil
 }
 
@@ -361,7 +362,7 @@ func (x *tx) PutFile(f *core.File) error {
 	if f.Path == "" {
 		return core.Errorf(core.EINVALID, "file of thread %q needs a path", f.ThreadID)
 	}
-	updated, err := encTime(f.UpdatedAt, "file updated_at")
+	updated, err := codec.EncTime(f.UpdatedAt, "file updated_at")
 	if err != nil {
 		return err
 	}

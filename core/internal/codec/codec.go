@@ -1,0 +1,102 @@
+// Package codec holds what every Store backend stores the same way:
+// times as integer unix nanoseconds and list cursors. One place, so that
+// the backends agree on what they store and on what a cursor is.
+package codec
+
+import (
+	"encoding/base64"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kilnhq/kiln/core"
+)
+
+// Times are stored as integer unix nanoseconds, which covers 1678..2262.
+// The zero time is stored as 0, so the instant 1970-01-01T00:00:00Z reads
+// back as the zero time. Times are returned in UTC without a monotonic
+// reading.
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+// EncTime is t's stored form; what names it in the error of a time out
+// of range (EINVALID).
+func EncTime(t time.Time, what string) (int64, error) {
+	if t.IsZero() {
+		return 0, nil
+	}
+	if t.Before(minTime) || t.After(maxTime) {
+		return 0, core.Errorf(core.EINVALID, "%s %s is outside the storable range (1678-2262)", what, t.Format(time.RFC3339))
+	}
+	return t.UnixNano(), nil
+}
+
+// EncTimePtr encodes an optional time; nil is NULL.
+func EncTimePtr(t *time.Time, what string) (any, error) {
+	if t == nil {
+		return nil, nil
+	}
+	return EncTime(*t, what)
+}
+
+// TimeKey is the stored form of a time read back from the database.
+func TimeKey(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// DecTime is the time stored as n.
+func DecTime(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// Cursors are base64url of "kind.key...". The kind ties a cursor to the
+// query that made it.
+
+// EncCursor makes a cursor of kind.
+func EncCursor(kind string, parts ...string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(kind + "." + strings.Join(parts, ".")))
+}
+
+// DecCursor splits a cursor of kind into n parts; the last part may
+// contain dots (it is an ID). A cursor of another kind, or none, is
+// EINVALID.
+func DecCursor(c, kind string, n int) ([]string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return nil, core.Errorf(core.EINVALID, "malformed cursor")
+	}
+	parts := strings.SplitN(string(b), ".", n+1)
+	if len(parts) != n+1 || parts[0] != kind {
+		return nil, core.Errorf(core.EINVALID, "malformed cursor")
+	}
+	return parts[1:], nil
+}
+
+// CursorInt is a cursor's integer part.
+func CursorInt(s string) (int64, error) {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, core.Errorf(core.EINVALID, "malformed cursor")
+	}
+	return v, nil
+}
+
+// PageLimit applies the list default (50) and cap (500).
+func PageLimit(n int) int {
+	switch {
+	case n <= 0:
+		return 50
+	case n > 500:
+		return 500
+	}
+	return n
+}
