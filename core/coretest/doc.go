@@ -12,8 +12,8 @@
 //
 // The suite has a part per part of the Store (core/store.go), so that a
 // backend can be built and tested one part at a time: RunThreads
-// (threads, folders, search, the queues), RunRuns (runs, messages,
-// checkpoints, interrupts), RunLog (the event log and the transactions),
+// (threads, folders, the queues), RunSearch (the search over them),
+// RunRuns (runs, messages, checkpoints, interrupts), RunLog (the event log and the transactions),
 // RunWorkspace (grants, attachments, virtual files), RunSettings and
 // RunTriggers (triggers and occurrences). RunStore runs them all and then
 // the subtests that need every part at once. RunKV checks the optional

@@ -35,16 +35,18 @@ var (
 		{"ThreadOrder", testThreadOrder},
 		{"ThreadFilters", testThreadFilters},
 		{"ThreadPaging", testThreadPaging},
-		{"Search", testSearch},
-		{"SearchPaging", testSearchPaging},
-		{"SearchFollowsChanges", testSearchFollowsChanges},
-		{"InboxSearch", testInboxSearch},
 		{"ThreadLimits", testThreadLimits},
 		{"InvalidQueries", testInvalidQueries},
 		{"InboxUnread", testInboxUnread},
 		{"InboxAction", testInboxAction},
 		{"InboxPaging", testInboxPaging},
 		{"InboxCounts", testInboxCounts},
+	}
+	searchTests = suite{
+		{"Search", testSearch},
+		{"SearchPaging", testSearchPaging},
+		{"SearchFollowsChanges", testSearchFollowsChanges},
+		{"InboxSearch", testInboxSearch},
 	}
 	runTests = suite{
 		{"NotFound", testNotFound},
@@ -84,7 +86,7 @@ var (
 )
 
 // RunStore runs the whole conformance suite: every part's (RunThreads,
-// RunRuns, RunLog, RunWorkspace, RunSettings, RunTriggers), then the
+// RunSearch, RunRuns, RunLog, RunWorkspace, RunSettings, RunTriggers), then the
 // subtests that need every part at once (an Update's atomicity over all
 // of them, reading one's own writes, owner scoping). newStore must return
 // a new, empty Store and arrange for it to be closed when t ends
@@ -94,7 +96,7 @@ var (
 // the engine's step contract, core.RunStore (RunSteps); the sandbox
 // records, which sandbox/service owns, have sandbox/service/recordtest.
 func RunStore(t *testing.T, newStore func(t *testing.T) core.Store) {
-	run(t, newStore, threadTests, runTests, logTests, workspaceTests, settingsTests, triggerTests, wholeTests)
+	run(t, newStore, threadTests, searchTests, runTests, logTests, workspaceTests, settingsTests, triggerTests, wholeTests)
 }
 
 // RunThreads runs the suite of the threads-and-inbox part
@@ -102,6 +104,14 @@ func RunStore(t *testing.T, newStore func(t *testing.T) core.Store) {
 // runs part): the queues list them. newStore is as for RunStore.
 func RunThreads(t *testing.T, newStore func(t *testing.T) core.Store) {
 	run(t, newStore, threadTests)
+}
+
+// RunSearch runs the suite of the search over threads and the inbox
+// (ThreadQuery.Search, InboxQuery.Search): the same results, in the same
+// order, from every backend's own text search. newStore is as for
+// RunStore.
+func RunSearch(t *testing.T, newStore func(t *testing.T) core.Store) {
+	run(t, newStore, searchTests)
 }
 
 // RunRuns runs the suite of the runs-and-steps part (core.RunTx), which
