@@ -44,6 +44,7 @@ var (
 	}
 	searchTests = suite{
 		{"Search", testSearch},
+		{"SearchFilters", testSearchFilters},
 		{"SearchPaging", testSearchPaging},
 		{"SearchFollowsChanges", testSearchFollowsChanges},
 		{"InboxSearch", testInboxSearch},
@@ -359,6 +360,36 @@ func testThreadOrder(t *testing.T, s core.Store) {
 }
 
 func testThreadFilters(t *testing.T, s core.Store) {
+	filterThreads(t, s, []filterCase{
+		{"owner", core.ThreadQuery{OwnerID: alice}, []string{"thr_g", "thr_e", "thr_d", "thr_c", "thr_b", "thr_a"}},
+		{"other owner", core.ThreadQuery{OwnerID: bob}, []string{"thr_y", "thr_x"}},
+		{"unknown owner", core.ThreadQuery{OwnerID: "usr_nobody"}, nil},
+		{"folder", core.ThreadQuery{OwnerID: alice, FolderID: "fld_1"}, []string{"thr_b", "thr_a"}},
+		{"folder of other owner", core.ThreadQuery{OwnerID: alice, FolderID: "fld_b"}, nil},
+		{"no folder", core.ThreadQuery{OwnerID: alice, NoFolder: true}, []string{"thr_g", "thr_e", "thr_d"}},
+	})
+}
+
+// testSearchFilters: a search keeps the list's filters (owner, folder,
+// no folder).
+func testSearchFilters(t *testing.T, s core.Store) {
+	filterThreads(t, s, []filterCase{
+		{"search in folder", core.ThreadQuery{OwnerID: alice, FolderID: "fld_1", Search: "deploy"}, []string{"thr_a"}},
+		{"search no folder", core.ThreadQuery{OwnerID: alice, NoFolder: true, Search: "done"}, []string{"thr_d"}},
+		{"search of other owner", core.ThreadQuery{OwnerID: bob, Search: "deploy"}, []string{"thr_x"}},
+		{"search no match", core.ThreadQuery{OwnerID: alice, Search: "zebra"}, nil},
+	})
+}
+
+type filterCase struct {
+	name string
+	q    core.ThreadQuery
+	want []string
+}
+
+// filterThreads stores threads of two owners in folders and in none, and
+// checks the IDs each case's query lists, on a single page.
+func filterThreads(t *testing.T, s core.Store, cases []filterCase) {
 	f1 := &core.Folder{ID: "fld_1", Name: "One", OwnerID: alice, CreatedAt: at(0), UpdatedAt: at(0)}
 	f2 := &core.Folder{ID: "fld_2", Name: "Two", OwnerID: alice, CreatedAt: at(0), UpdatedAt: at(0)}
 	fb := &core.Folder{ID: "fld_b", Name: "Bob's", OwnerID: bob, CreatedAt: at(0), UpdatedAt: at(0)}
@@ -376,23 +407,6 @@ func testThreadFilters(t *testing.T, s core.Store) {
 	x := mk("thr_x", bob, fb.ID, "Deploy bob", "", 7)
 	y := mk("thr_y", bob, "", "100% bob", "", 8)
 	put(t, s, f1, f2, fb, a, b, c, d, e, g, x, y)
-
-	cases := []struct {
-		name string
-		q    core.ThreadQuery
-		want []string
-	}{
-		{"owner", core.ThreadQuery{OwnerID: alice}, []string{"thr_g", "thr_e", "thr_d", "thr_c", "thr_b", "thr_a"}},
-		{"other owner", core.ThreadQuery{OwnerID: bob}, []string{"thr_y", "thr_x"}},
-		{"unknown owner", core.ThreadQuery{OwnerID: "usr_nobody"}, nil},
-		{"folder", core.ThreadQuery{OwnerID: alice, FolderID: f1.ID}, []string{"thr_b", "thr_a"}},
-		{"folder of other owner", core.ThreadQuery{OwnerID: alice, FolderID: fb.ID}, nil},
-		{"no folder", core.ThreadQuery{OwnerID: alice, NoFolder: true}, []string{"thr_g", "thr_e", "thr_d"}},
-		{"search in folder", core.ThreadQuery{OwnerID: alice, FolderID: f1.ID, Search: "deploy"}, []string{"thr_a"}},
-		{"search no folder", core.ThreadQuery{OwnerID: alice, NoFolder: true, Search: "done"}, []string{"thr_d"}},
-		{"search of other owner", core.ThreadQuery{OwnerID: bob, Search: "deploy"}, []string{"thr_x"}},
-		{"search no match", core.ThreadQuery{OwnerID: alice, Search: "zebra"}, nil},
-	}
 	view(t, s, func(tx core.ReadTx) error {
 		for _, c := range cases {
 			list, next, err := tx.Threads(c.q)

@@ -208,6 +208,3 @@ func checkKV(ns, key string) error {
 	}
 	return core.CheckKVKey(key)
 }
-
-// Interface guard.
-var _ core.KVStore = (*Store)(nil)

@@ -1,13 +1,24 @@
 // Package postgres is a core.Store backend on PostgreSQL, through
 // jackc/pgx, for several Kiln replicas on one database. It is being built
-// one part of the Store at a time, each checked by its part of coretest;
-// so far it has the key/value namespaces (core.KVStore).
+// one part of the Store at a time, each checked by its part of coretest:
+// so far the threads and the inbox (without search), the runs and their
+// messages, checkpoints and interrupts, the event log, the owners'
+// settings and the key/value namespaces (core.KVStore). The workspace,
+// the triggers and search answer EUNAVAIL (notyet.go).
 //
 // Open connects and applies the migrations the database is missing
 // (migrations/NNNN_name.sql, each once, under a lock that replicas
 // opening at the same time share). Tables live in the connection's
 // search_path, so one database can hold several Kilns in schemas of
 // their own (the tests give each test one).
+//
+// Updates take the schema's writer lock, a transaction-scoped advisory
+// lock, before anything else: one Update at a time commits, on every
+// replica, as SQLite's one writer does. So an Update's reads see every
+// earlier commit and nothing changes under it (read committed is then
+// as good as serializable), and the event log's seq is the previous
+// one plus one, in commit order. Views are read-only repeatable-read
+// transactions: one snapshot, and they never wait for the writer.
 package postgres
 
 import (
@@ -15,6 +26,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,10 +54,19 @@ type Options struct {
 	Now core.Clock
 }
 
-// Store is a core.KVStore on PostgreSQL. It is safe for concurrent use.
+// Store is a core.Store and a core.KVStore on PostgreSQL. It is safe for
+// concurrent use.
 type Store struct {
 	pool   *pgxpool.Pool
+	now    core.Clock
 	closed atomic.Bool
+	// writer is the key of the schema's writer lock; wmu makes this
+	// process's Updates queue for it here rather than each on a
+	// connection of its own, and keeps the commit hook's calls in commit
+	// order.
+	writer int64
+	wmu    sync.Mutex
+	hook   atomic.Pointer[func([]core.Event)]
 }
 
 // errClosed is what a closed Store's methods return.
@@ -68,15 +89,77 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
+	s := &Store{pool: pool, now: opt.Now}
 	ms, err := migrations.Load(migrationFS, "migrations")
 	if err == nil {
 		err = migrate(ctx, pool, ms, opt.Now)
+	}
+	if err == nil {
+		err = pool.QueryRow(ctx, "SELECT hashtext(current_schema() || '.writer')").Scan(&s.writer)
 	}
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	return s, nil
+}
+
+// SetCommitHook implements core.CommitHooker: hook gets each committed
+// Update's events, in commit order, before the Update returns.
+func (s *Store) SetCommitHook(hook func([]core.Event)) { s.hook.Store(&hook) }
+
+// View implements core.Store: fn reads one snapshot, in a read-only
+// repeatable-read transaction.
+func (s *Store) View(ctx context.Context, fn func(core.ReadTx) error) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(t pgx.Tx) error {
+		return fn(&tx{s: s, ctx: ctx, tx: t})
+	})
+}
+
+// Update implements core.Store. Its statements are not cancelled with
+// ctx once fn runs (a cancelled caller must not leave a commit in
+// doubt); a ctx done before it starts is its error.
+func (s *Store) Update(ctx context.Context, fn func(core.Tx) error) ([]core.Event, error) {
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ctx = context.WithoutCancel(ctx)
+	t, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: begin update: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			t.Rollback(ctx)
+		}
+	}()
+	if _, err := t.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", s.writer); err != nil {
+		return nil, fmt.Errorf("postgres: writer lock: %w", err)
+	}
+	x := &tx{s: s, ctx: ctx, tx: t, write: true}
+	if err := fn(x); err != nil {
+		return nil, err
+	}
+	if err := x.flushEvents(); err != nil {
+		return nil, err
+	}
+	if err := t.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("postgres: commit: %w", err)
+	}
+	committed = true
+	if hook := s.hook.Load(); hook != nil && *hook != nil {
+		(*hook)(x.events)
+	}
+	return x.events, nil
 }
 
 // Close closes the pool's connections, waiting for those in use. Calls
@@ -131,3 +214,10 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, ms []migrations.Migration,
 		return nil
 	})
 }
+
+// Interface guards.
+var (
+	_ core.Store        = (*Store)(nil)
+	_ core.CommitHooker = (*Store)(nil)
+	_ core.KVStore      = (*Store)(nil)
+)

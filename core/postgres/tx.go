@@ -1,0 +1,263 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/internal/codec"
+)
+
+// tx implements core.Tx (and, in View, core.ReadTx) on one PostgreSQL
+// transaction.
+type tx struct {
+	s     *Store
+	ctx   context.Context
+	tx    pgx.Tx
+	write bool
+
+	events []core.Event // emitted, returned by Update after commit
+	// lastSeq is the seq of the newest event, once this tx knows it (0
+	// before), and unsaved the events emitted but not inserted yet.
+	lastSeq int64
+	unsaved []core.Event
+}
+
+var (
+	_ core.Tx         = (*tx)(nil)
+	_ core.ReadTx     = (*tx)(nil)
+	_ core.RunCounter = (*tx)(nil)
+)
+
+func (x *tx) writable(op string) error {
+	if !x.write {
+		return core.Errorf(core.EINVALID, "%s in a read-only transaction", op)
+	}
+	return nil
+}
+
+func (x *tx) exec(op, query string, args ...any) (pgconn.CommandTag, error) {
+	tag, err := x.tx.Exec(x.ctx, query, args...)
+	if err != nil {
+		return tag, fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	return tag, nil
+}
+
+// list runs query and scans each row with scan.
+func list[T any](x *tx, op, query string, args []any, scan func(pgx.Row) (T, error)) ([]T, error) {
+	rows, err := x.tx.Query(x.ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (T, error) { return scan(r) })
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	return out, nil
+}
+
+// one runs query and scans its row with scan; no row is ENOTFOUND with
+// the message missing.
+func one[T any](x *tx, op, missing, query string, args []any, scan func(pgx.Row) (T, error)) (T, error) {
+	v, err := scan(x.tx.QueryRow(x.ctx, query, args...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return v, core.Errorf(core.ENOTFOUND, "%s", missing)
+	}
+	if err != nil {
+		return v, fmt.Errorf("postgres: %s: %w", op, err)
+	}
+	return v, nil
+}
+
+// params numbers a query's parameters as they are added.
+type params []any
+
+// add appends v and returns its placeholder.
+func (p *params) add(v any) string {
+	*p = append(*p, v)
+	return "$" + strconv.Itoa(len(*p))
+}
+
+// PostgreSQL's error codes the Store tells apart.
+const (
+	uniqueViolation     = "23505"
+	foreignKeyViolation = "23503"
+)
+
+func isCode(err error, code string) bool {
+	var e *pgconn.PgError
+	return errors.As(err, &e) && e.Code == code
+}
+
+// encJSON marshals v as compact JSON text, or returns NULL when empty is
+// true.
+func encJSON(v any, empty bool, what string) (any, error) {
+	if empty {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, core.Errorf(core.EINVALID, "%s: %v", what, err)
+	}
+	return string(b), nil
+}
+
+// encRaw stores raw JSON as given; empty is NULL.
+func encRaw(b json.RawMessage, what string) (any, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if !json.Valid(b) {
+		return nil, core.Errorf(core.EINVALID, "%s is not valid JSON", what)
+	}
+	return string(b), nil
+}
+
+// decJSON unmarshals s into v unless s is NULL.
+func decJSON(s *string, v any, what string) error {
+	if s == nil {
+		return nil
+	}
+	if err := json.Unmarshal([]byte(*s), v); err != nil {
+		return errors.New("postgres: decode " + what + ": " + err.Error())
+	}
+	return nil
+}
+
+// nullText stores "" as NULL.
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// str is a nullable text column's value, "" for NULL.
+func str(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// decTimePtr is a nullable time column's value.
+func decTimePtr(n *int64) *time.Time {
+	if n == nil {
+		return nil
+	}
+	t := codec.DecTime(*n)
+	return &t
+}
+
+// The event log.
+
+func (x *tx) Events(q core.EventQuery) ([]core.Event, error) {
+	if err := x.flushEvents(); err != nil {
+		return nil, err
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 500
+	}
+	var p params
+	var b strings.Builder
+	b.WriteString("SELECT seq, thread_id, run_id, owner_id, type, namespace, payload, time FROM events WHERE seq > " + p.add(q.After))
+	if q.ThreadID != "" {
+		b.WriteString(" AND thread_id = " + p.add(q.ThreadID))
+	}
+	if q.OwnerID != "" {
+		b.WriteString(" AND owner_id = " + p.add(q.OwnerID))
+	}
+	b.WriteString(" ORDER BY seq LIMIT " + p.add(limit))
+	return list(x, "list events", b.String(), p, func(r pgx.Row) (core.Event, error) {
+		var e core.Event
+		var thread, run, owner, ns, payload *string
+		var when int64
+		if err := r.Scan(&e.Seq, &thread, &run, &owner, &e.Type, &ns, &payload, &when); err != nil {
+			return e, err
+		}
+		e.ThreadID, e.RunID, e.OwnerID, e.Namespace = str(thread), str(run), str(owner), str(ns)
+		if payload != nil {
+			e.Payload = json.RawMessage(*payload)
+		}
+		e.Time = codec.DecTime(when)
+		return e, nil
+	})
+}
+
+func (x *tx) LastSeq() (int64, error) {
+	if x.lastSeq > 0 {
+		return x.lastSeq, nil
+	}
+	if err := x.tx.QueryRow(x.ctx, "SELECT coalesce(max(seq), 0) FROM events").Scan(&x.lastSeq); err != nil {
+		return 0, fmt.Errorf("postgres: last seq: %w", err)
+	}
+	return x.lastSeq, nil
+}
+
+func (x *tx) Emit(e core.Event) error {
+	if err := x.writable("emit"); err != nil {
+		return err
+	}
+	if e.Type == "" {
+		return core.Errorf(core.EINVALID, "event needs a type")
+	}
+	if e.Time.IsZero() {
+		e.Time = x.s.now()
+	}
+	when, err := codec.EncTime(e.Time, "event time")
+	if err != nil {
+		return err
+	}
+	if _, err := encRaw(e.Payload, "event payload"); err != nil {
+		return err
+	}
+	last, err := x.LastSeq()
+	if err != nil {
+		return err
+	}
+	e.Seq = last + 1
+	x.lastSeq = e.Seq
+	e.Time = codec.DecTime(when)
+	x.unsaved = append(x.unsaved, e)
+	x.events = append(x.events, e)
+	return nil
+}
+
+// flushEvents inserts the events emitted since the last flush, in one
+// statement.
+func (x *tx) flushEvents() error {
+	if len(x.unsaved) == 0 {
+		return nil
+	}
+	n := len(x.unsaved)
+	seq, when := make([]int64, n), make([]int64, n)
+	thread, run, owner, ns, payload := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+	typ := make([]string, n)
+	opt := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	for i, e := range x.unsaved {
+		seq[i], when[i], typ[i] = e.Seq, codec.TimeKey(e.Time), e.Type
+		thread[i], run[i], owner[i], ns[i], payload[i] = opt(e.ThreadID), opt(e.RunID), opt(e.OwnerID), opt(e.Namespace), opt(string(e.Payload))
+	}
+	if _, err := x.exec("emit", `INSERT INTO events (seq, thread_id, run_id, owner_id, type, namespace, payload, time)
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])`,
+		seq, thread, run, owner, typ, ns, payload, when); err != nil {
+		return err
+	}
+	x.unsaved = x.unsaved[:0]
+	return nil
+}
