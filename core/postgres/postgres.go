@@ -1,10 +1,8 @@
 // Package postgres is a core.Store backend on PostgreSQL, through
 // jackc/pgx, for several Kiln replicas on one database. It is being built
 // one part of the Store at a time, each checked by its part of coretest:
-// so far the threads and the inbox (without search), the runs and their
-// messages, checkpoints and interrupts, the event log, the owners'
-// settings and the key/value namespaces (core.KVStore). The workspace,
-// the triggers and search answer EUNAVAIL (notyet.go).
+// so far every part but search and the engine's run leases, which answer
+// EUNAVAIL (notyet.go).
 //
 // Open connects and applies the migrations the database is missing
 // (migrations/NNNN_name.sql, each once, under a lock that replicas

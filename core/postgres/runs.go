@@ -166,7 +166,7 @@ func (x *tx) PutRun(r *core.Run) error {
 	if err != nil {
 		return err
 	}
-	_, err = x.tx.Exec(x.ctx, `INSERT INTO runs (`+runCols+`)
+	_, err = x.guarded(`INSERT INTO runs (`+runCols+`)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
 ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id, owner_id = excluded.owner_id,
  status = excluded.status, model = excluded.model, input = excluded.input,
@@ -251,7 +251,7 @@ func (x *tx) AppendMessages(msgs ...*core.Message) error {
 				return fmt.Errorf("postgres: append messages: %w", err)
 			}
 		}
-		_, err = x.tx.Exec(x.ctx, `INSERT INTO messages (thread_id, idx, run_id, namespace, role, text, parts, tool_calls,
+		_, err = x.guarded(`INSERT INTO messages (thread_id, idx, run_id, namespace, role, text, parts, tool_calls,
  tool_call_id, name, is_error, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 			m.ThreadID, idx, nullText(m.RunID), m.Namespace, m.Role, m.Text, parts, calls, m.ToolCallID, m.Name, m.IsError, created)
 		if isCode(err, foreignKeyViolation) {
@@ -310,7 +310,7 @@ func (x *tx) PutCheckpoint(c *core.Checkpoint) error {
 	if err != nil {
 		return core.Errorf(core.EINVALID, "checkpoint state: %v", err)
 	}
-	_, err = x.tx.Exec(x.ctx, `INSERT INTO checkpoints (run_id, version, parent, messages, state, created_at)
+	_, err = x.guarded(`INSERT INTO checkpoints (run_id, version, parent, messages, state, created_at)
 VALUES ($1, $2, $3, $4, $5, $6)`, c.RunID, c.Version, c.Parent, c.Messages, string(state), created)
 	switch {
 	case isCode(err, uniqueViolation):
@@ -398,7 +398,7 @@ func (x *tx) PutInterrupt(i *core.Interrupt) error {
 	if err != nil {
 		return err
 	}
-	_, err = x.tx.Exec(x.ctx, `INSERT INTO interrupts (`+interruptCols+`)
+	_, err = x.guarded(`INSERT INTO interrupts (`+interruptCols+`)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, thread_id = excluded.thread_id, owner_id = excluded.owner_id,
  kind = excluded.kind, tool_call_id = excluded.tool_call_id, tool = excluded.tool, args = excluded.args,

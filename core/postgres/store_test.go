@@ -22,6 +22,7 @@ func TestRuns(t *testing.T)      { coretest.RunRuns(t, newStore) }
 func TestLog(t *testing.T)       { coretest.RunLog(t, newStore) }
 func TestSettings(t *testing.T)  { coretest.RunSettings(t, newStore) }
 func TestWorkspace(t *testing.T) { coretest.RunWorkspace(t, newStore) }
+func TestTriggers(t *testing.T)  { coretest.RunTriggers(t, newStore) }
 
 // TestReplicasShareTheLog: Stores on one database, as replicas are,
 // commit Updates at the same time; the writer lock gives their events

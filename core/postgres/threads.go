@@ -119,7 +119,7 @@ func (x *tx) PutThread(t *core.Thread) error {
 	if t.ParentMessage != nil {
 		parentMessage = *t.ParentMessage
 	}
-	_, err = x.tx.Exec(x.ctx, `INSERT INTO threads (`+threadCols+`)
+	_, err = x.guarded(`INSERT INTO threads (`+threadCols+`)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 ON CONFLICT (id) DO UPDATE SET owner_id = excluded.owner_id, folder_id = excluded.folder_id,
  title = excluded.title, pinned = excluded.pinned, source = excluded.source, model = excluded.model,

@@ -52,6 +52,40 @@ func (x *tx) exec(op, query string, args ...any) (pgconn.CommandTag, error) {
 	return tag, nil
 }
 
+// guarded runs a statement that may break a constraint (a foreign key, a
+// unique key), which its caller turns into an error of core's (ENOTFOUND,
+// ECONFLICT) that fn may choose to go on after, as on SQLite. In
+// PostgreSQL a failed statement aborts its transaction, so the statement
+// runs in a savepoint, sent with it in one round trip, and a failure
+// rolls back to the savepoint alone.
+func (x *tx) guarded(query string, args ...any) (pgconn.CommandTag, error) {
+	b := &pgx.Batch{}
+	b.Queue("SAVEPOINT stmt")
+	b.Queue(query, args...)
+	b.Queue("RELEASE SAVEPOINT stmt")
+	br := x.tx.SendBatch(x.ctx, b)
+	_, err := br.Exec()
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		if _, rerr := x.tx.Exec(x.ctx, "ROLLBACK TO SAVEPOINT stmt"); rerr != nil {
+			return tag, errors.Join(err, rerr)
+		}
+		if _, rerr := x.tx.Exec(x.ctx, "RELEASE SAVEPOINT stmt"); rerr != nil {
+			return tag, errors.Join(err, rerr)
+		}
+	}
+	return tag, err
+}
+
 // list runs query and scans each row with scan.
 func list[T any](x *tx, op, query string, args []any, scan func(pgx.Row) (T, error)) ([]T, error) {
 	rows, err := x.tx.Query(x.ctx, query, args...)

@@ -44,7 +44,7 @@ func (x *tx) PutGrant(g *core.Grant) error {
 	if err != nil {
 		return err
 	}
-	_, err = x.tx.Exec(x.ctx, `INSERT INTO grants (`+grantCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)
+	_, err = x.guarded(`INSERT INTO grants (`+grantCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (id) DO UPDATE SET owner_id = excluded.owner_id, name = excluded.name, path = excluded.path,
  writable = excluded.writable, data_root = excluded.data_root, created_at = excluded.created_at`,
 		g.ID, g.OwnerID, g.Name, g.Path, g.Writable, g.DataRoot, created)
@@ -124,7 +124,7 @@ func (x *tx) PutAttachment(a *core.Attachment) error {
 	if err != nil {
 		return err
 	}
-	_, err = x.tx.Exec(x.ctx, `INSERT INTO attachments (`+attachmentCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+	_, err = x.guarded(`INSERT INTO attachments (`+attachmentCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (id) DO UPDATE SET owner_id = excluded.owner_id, thread_id = excluded.thread_id, name = excluded.name,
  mime = excluded.mime, size = excluded.size, sha256 = excluded.sha256, created_at = excluded.created_at`,
 		a.ID, a.OwnerID, nullText(a.ThreadID), a.Name, a.MIME, a.Size, a.SHA256, created)
@@ -200,7 +200,7 @@ func (x *tx) PutFile(f *core.File) error {
 	if err != nil {
 		return err
 	}
-	_, err = x.tx.Exec(x.ctx, `INSERT INTO files (thread_id, path, seq, size, run_id, deleted, updated_at, data)
+	_, err = x.guarded(`INSERT INTO files (thread_id, path, seq, size, run_id, deleted, updated_at, data)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (thread_id, path, seq) DO UPDATE SET size = excluded.size, run_id = excluded.run_id,
  deleted = excluded.deleted, updated_at = excluded.updated_at, data = excluded.data`,
