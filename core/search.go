@@ -64,6 +64,21 @@ func words(s string) [][2]int {
 	return out
 }
 
+// SearchWords returns the words of text as a search sees them: folded
+// (lower case, no diacritics), in order, with repeats. A Store that keeps
+// its own index of texts (core/postgres) indexes these, and matches them
+// with TermMatches's rule.
+func SearchWords(text string) []string {
+	ws := words(text)
+	out := make([]string, 0, len(ws))
+	for _, w := range ws {
+		if f := fold(text[w[0]:w[1]]); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // TermMatches reports whether a folded word matches a term.
 func TermMatches(word, term string) bool {
 	if utf8.RuneCountInString(term) < MinPrefix {

@@ -87,3 +87,36 @@ func FuzzHighlight(f *testing.F) {
 		}
 	})
 }
+
+func TestSearchWords(t *testing.T) {
+	for text, want := range map[string][]string{
+		"Deploy the API, deploy!": {"deploy", "the", "api", "deploy"},
+		"Café naïve 100% a_c":     {"cafe", "naive", "100", "a", "c"},
+		"!!! ***":                 {},
+		"日本語 テスト":                 {"日本語", "テスト"},
+	} {
+		if got := core.SearchWords(text); !slices.Equal(got, want) {
+			t.Errorf("SearchWords(%q) = %q, want %q", text, got, want)
+		}
+	}
+}
+
+// FuzzSearchWords: a text matches terms (TextMatches) exactly when each
+// term matches one of its SearchWords, the rule an index of those words
+// answers by.
+func FuzzSearchWords(f *testing.F) {
+	f.Add("Deploy the API", "dep api")
+	f.Add("Café au lait", "CAFE")
+	f.Add("de Deploy", "de")
+	f.Fuzz(func(t *testing.T, text, q string) {
+		terms := core.SearchTerms(q)
+		ws := core.SearchWords(text)
+		all := len(terms) > 0
+		for _, term := range terms {
+			all = all && slices.ContainsFunc(ws, func(w string) bool { return core.TermMatches(w, term) })
+		}
+		if got := core.TextMatches(text, terms); got != all {
+			t.Fatalf("TextMatches(%q, %q) = %v; by its words %q: %v", text, terms, got, ws, all)
+		}
+	})
+}

@@ -5,8 +5,8 @@ import (
 )
 
 // The parts of the Store not built on PostgreSQL yet answer EUNAVAIL,
-// saying which: search and the engine's run leases. Each comes with its
-// part of coretest passing, as the others did.
+// saying which: the engine's run leases, which come with the replicas'
+// leasing and coretest's RunSteps passing.
 
 func notYet(what string) error {
 	return core.Errorf(core.EUNAVAIL, "%s: not on PostgreSQL yet", what)

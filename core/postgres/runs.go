@@ -251,9 +251,13 @@ func (x *tx) AppendMessages(msgs ...*core.Message) error {
 				return fmt.Errorf("postgres: append messages: %w", err)
 			}
 		}
+		var words any // searched: the texts of user and assistant messages
+		if m.Role == core.RoleUser || m.Role == core.RoleAssistant {
+			words = searchVector(m.Text)
+		}
 		_, err = x.guarded(`INSERT INTO messages (thread_id, idx, run_id, namespace, role, text, parts, tool_calls,
- tool_call_id, name, is_error, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-			m.ThreadID, idx, nullText(m.RunID), m.Namespace, m.Role, m.Text, parts, calls, m.ToolCallID, m.Name, m.IsError, created)
+ tool_call_id, name, is_error, created_at, words) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::text::tsvector)`,
+			m.ThreadID, idx, nullText(m.RunID), m.Namespace, m.Role, m.Text, parts, calls, m.ToolCallID, m.Name, m.IsError, created, words)
 		if isCode(err, foreignKeyViolation) {
 			return core.Errorf(core.ENOTFOUND, "thread %q not found", m.ThreadID)
 		}

@@ -12,17 +12,11 @@ import (
 	"github.com/kilnhq/kiln/core/postgres/pgtest"
 )
 
-// The parts of coretest the PostgreSQL Store has so far (notyet.go has
-// the others).
-
-func newStore(t *testing.T) core.Store { return openTest(t) }
-
-func TestThreads(t *testing.T)   { coretest.RunThreads(t, newStore) }
-func TestRuns(t *testing.T)      { coretest.RunRuns(t, newStore) }
-func TestLog(t *testing.T)       { coretest.RunLog(t, newStore) }
-func TestSettings(t *testing.T)  { coretest.RunSettings(t, newStore) }
-func TestWorkspace(t *testing.T) { coretest.RunWorkspace(t, newStore) }
-func TestTriggers(t *testing.T)  { coretest.RunTriggers(t, newStore) }
+// TestStore runs the whole conformance suite; the engine's step contract
+// (coretest.RunSteps) comes with the run leases.
+func TestStore(t *testing.T) {
+	coretest.RunStore(t, func(t *testing.T) core.Store { return openTest(t) })
+}
 
 // TestReplicasShareTheLog: Stores on one database, as replicas are,
 // commit Updates at the same time; the writer lock gives their events

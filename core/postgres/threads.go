@@ -49,7 +49,7 @@ func (x *tx) Threads(q core.ThreadQuery) ([]*core.Thread, string, error) {
 		return nil, "", core.Errorf(core.EINVALID, "thread query cannot ask for a folder and for no folder")
 	}
 	if q.Search != "" {
-		return nil, "", notYet("search")
+		return x.searchThreads(q)
 	}
 	limit := codec.PageLimit(q.Limit)
 	var p params
@@ -119,8 +119,8 @@ func (x *tx) PutThread(t *core.Thread) error {
 	if t.ParentMessage != nil {
 		parentMessage = *t.ParentMessage
 	}
-	_, err = x.guarded(`INSERT INTO threads (`+threadCols+`)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+	_, err = x.guarded(`INSERT INTO threads (`+threadCols+`, title_words)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21::text::tsvector)
 ON CONFLICT (id) DO UPDATE SET owner_id = excluded.owner_id, folder_id = excluded.folder_id,
  title = excluded.title, pinned = excluded.pinned, source = excluded.source, model = excluded.model,
  status = excluded.status, active_run_id = excluded.active_run_id, unread_run_id = excluded.unread_run_id,
@@ -128,10 +128,12 @@ ON CONFLICT (id) DO UPDATE SET owner_id = excluded.owner_id, folder_id = exclude
  created_at = excluded.created_at, updated_at = excluded.updated_at,
  input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
  working_folder = excluded.working_folder, parent_thread_id = excluded.parent_thread_id,
- parent_message = excluded.parent_message, occurrence_id = excluded.occurrence_id`,
+ parent_message = excluded.parent_message, occurrence_id = excluded.occurrence_id,
+ title_words = CASE WHEN threads.title = excluded.title THEN threads.title_words ELSE excluded.title_words END`,
 		t.ID, t.OwnerID, nullText(t.FolderID), t.Title, t.Pinned, t.Source, t.Model, t.Status,
 		t.ActiveRunID, nullText(t.UnreadRunID), t.OpenActions, t.LastMessage, created, updated,
-		t.Usage.InputTokens, t.Usage.OutputTokens, t.WorkingFolder, t.ParentThreadID, parentMessage, nullText(t.OccurrenceID))
+		t.Usage.InputTokens, t.Usage.OutputTokens, t.WorkingFolder, t.ParentThreadID, parentMessage, nullText(t.OccurrenceID),
+		searchVector(t.Title))
 	if isCode(err, foreignKeyViolation) {
 		return core.Errorf(core.ENOTFOUND, "thread %q: folder %q not found", t.ID, t.FolderID)
 	}
@@ -243,18 +245,26 @@ func (x *tx) Inbox(q core.InboxQuery) ([]*core.InboxItem, string, error) {
 		}
 		after = parts
 	}
-	if q.Search != "" {
-		if len(core.SearchTerms(q.Search)) == 0 {
-			return nil, "", nil // a search without terms matches nothing
-		}
-		return nil, "", notYet("search")
+	terms := core.SearchTerms(q.Search)
+	if q.Search != "" && len(terms) == 0 {
+		return nil, "", nil // a search without terms matches nothing
 	}
 	var p params
 	var query string
 	var scan func(pgx.Row) (*core.InboxItem, error)
+	// A search joins each thread's latest matching text (best), which is
+	// the item's Match.
+	join, best := "", ", NULL::bigint, NULL::text"
+	if len(terms) > 0 {
+		join = " JOIN (" + bestTexts(p.add(searchQuery(terms))+"::text::tsquery") + ") b ON b.thread_id = "
+		best = ", b.at, b.text"
+	}
 	if kind == "u" {
-		query = `SELECT t.id, t.title, t.folder_id, t.unread_run_id, r.status, t.last_message, t.updated_at, t.pinned
-FROM threads t LEFT JOIN runs r ON r.id = t.unread_run_id
+		if join != "" {
+			join += "t.id"
+		}
+		query = `SELECT t.id, t.title, t.folder_id, t.unread_run_id, r.status, t.last_message, t.updated_at, t.pinned` + best + `
+FROM threads t LEFT JOIN runs r ON r.id = t.unread_run_id` + join + `
 WHERE t.owner_id = ` + p.add(q.OwnerID) + ` AND t.unread_run_id IS NOT NULL`
 		if after != nil {
 			query += " AND (t.updated_at, t.id) < (" + p.add(after[0]) + "::bigint, " + p.add(after[1]) + ")"
@@ -262,31 +272,42 @@ WHERE t.owner_id = ` + p.add(q.OwnerID) + ` AND t.unread_run_id IS NOT NULL`
 		query += " ORDER BY t.updated_at DESC, t.id DESC"
 		scan = func(r pgx.Row) (*core.InboxItem, error) {
 			it := &core.InboxItem{Queue: q.Queue}
-			var folder, status *string
+			var folder, status, text *string
+			var at *int64
 			var when int64
-			if err := r.Scan(&it.ThreadID, &it.ThreadTitle, &folder, &it.RunID, &status, &it.Preview, &when, &it.Pinned); err != nil {
+			if err := r.Scan(&it.ThreadID, &it.ThreadTitle, &folder, &it.RunID, &status, &it.Preview, &when, &it.Pinned, &at, &text); err != nil {
 				return nil, err
 			}
 			it.FolderID, it.RunStatus, it.Time = str(folder), core.RunStatus(str(status)), codec.DecTime(when)
+			if at != nil {
+				it.Match = match(int(*at), str(text), terms)
+			}
 			return it, nil
 		}
 	} else {
+		where := ""
+		if join != "" {
+			// Its thread matches, or its tool's name does.
+			join = " LEFT" + join + "i.thread_id"
+			where = " AND (b.thread_id IS NOT NULL OR " + toolMatches(&p, terms) + ")"
+		}
 		query = `SELECT i.id, i.thread_id, t.title, t.folder_id, i.run_id, r.status, i.kind, i.tool, i.args,
  i.allowed_decisions, i.reason, i.created_at, t.pinned,
- (SELECT m.text FROM messages m WHERE m.thread_id = i.thread_id AND m.run_id = i.run_id AND m.role = 'assistant' ORDER BY m.idx DESC LIMIT 1)
-FROM interrupts i LEFT JOIN threads t ON t.id = i.thread_id LEFT JOIN runs r ON r.id = i.run_id
-WHERE i.owner_id = ` + p.add(q.OwnerID) + ` AND i.status = 'open'`
+ (SELECT m.text FROM messages m WHERE m.thread_id = i.thread_id AND m.run_id = i.run_id AND m.role = 'assistant' ORDER BY m.idx DESC LIMIT 1)` + best + `
+FROM interrupts i LEFT JOIN threads t ON t.id = i.thread_id LEFT JOIN runs r ON r.id = i.run_id` + join + `
+WHERE i.owner_id = ` + p.add(q.OwnerID) + ` AND i.status = 'open'` + where
 		if after != nil {
 			query += " AND (i.created_at, i.id) < (" + p.add(after[0]) + "::bigint, " + p.add(after[1]) + ")"
 		}
 		query += " ORDER BY i.created_at DESC, i.id DESC"
 		scan = func(r pgx.Row) (*core.InboxItem, error) {
 			it := &core.InboxItem{Queue: q.Queue}
-			var title, folder, status, args, allowed, said *string
+			var title, folder, status, args, allowed, said, text *string
 			var pinned *bool
+			var at *int64
 			var when int64
 			if err := r.Scan(&it.InterruptID, &it.ThreadID, &title, &folder, &it.RunID, &status, &it.Kind, &it.Tool,
-				&args, &allowed, &it.Reason, &when, &pinned, &said); err != nil {
+				&args, &allowed, &it.Reason, &when, &pinned, &said, &at, &text); err != nil {
 				return nil, err
 			}
 			it.ThreadTitle, it.FolderID, it.RunStatus, it.AssistantText = str(title), str(folder), core.RunStatus(str(status)), str(said)
@@ -298,6 +319,9 @@ WHERE i.owner_id = ` + p.add(q.OwnerID) + ` AND i.status = 'open'`
 				return nil, err
 			}
 			it.Time = codec.DecTime(when)
+			if at != nil {
+				it.Match = match(int(*at), str(text), terms)
+			}
 			return it, nil
 		}
 	}
