@@ -178,6 +178,20 @@ func NotRunning(runID string, status RunStatus) error {
 	return refusal{Errorf(ECONFLICT, "run %q is %s, not running: refused", runID, status), ErrRunNotRunning}
 }
 
+// RefuseLease is the one rule of a lease, which every Store applies to
+// a step or a heartbeat: the run must be running (status) and token its
+// newest claim's (newest). It returns the refusal, or nil when the rule
+// holds.
+func RefuseLease(runID string, status RunStatus, newest, token int64) error {
+	if status != RunRunning {
+		return NotRunning(runID, status)
+	}
+	if token != newest {
+		return StaleLease(runID, token, newest)
+	}
+	return nil
+}
+
 // LeaseHeld is the refusal of a claim while another holder's lease runs.
 func LeaseHeld(runID, holder string, until time.Time) error {
 	return refusal{Errorf(ECONFLICT, "run %q is claimed by %s until %s", runID, holder, until.UTC().Format(time.RFC3339)), ErrLeaseHeld}

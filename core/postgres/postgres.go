@@ -1,8 +1,8 @@
 // Package postgres is a core.Store backend on PostgreSQL, through
 // jackc/pgx, for several Kiln replicas on one database. It is being built
 // one part of the Store at a time, each checked by its part of coretest:
-// so far every part but search and the engine's run leases, which answer
-// EUNAVAIL (notyet.go).
+// so far every part, and the engine's step contract (core.RunStore) with
+// leases that replicas respect.
 //
 // Open connects and applies the migrations the database is missing
 // (migrations/NNNN_name.sql, each once, under a lock that replicas
@@ -65,6 +65,7 @@ type Store struct {
 	writer int64
 	wmu    sync.Mutex
 	hook   atomic.Pointer[func([]core.Event)]
+	stepQueue
 }
 
 // errClosed is what a closed Store's methods return.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -189,12 +188,6 @@ ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id, owner_id = exclud
 		return fmt.Errorf("postgres: put run: %w", err)
 	}
 	return nil
-}
-
-// ClaimRun is the engine's lease contract (core.RunStore), which comes
-// with the replicas' leases.
-func (x *tx) ClaimRun(runID, holder string, ttl time.Duration) (core.Lease, error) {
-	return core.Lease{}, notYet("run leases")
 }
 
 func (x *tx) Messages(threadID string, from, limit int) ([]*core.Message, error) {

@@ -2,20 +2,24 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/core/coretest"
 	"github.com/kilnhq/kiln/core/postgres/pgtest"
 )
 
-// TestStore runs the whole conformance suite; the engine's step contract
-// (coretest.RunSteps) comes with the run leases.
 func TestStore(t *testing.T) {
 	coretest.RunStore(t, func(t *testing.T) core.Store { return openTest(t) })
+}
+
+func TestSteps(t *testing.T) {
+	coretest.RunSteps(t, func(t *testing.T) coretest.StepStore { return openTest(t) })
 }
 
 // TestReplicasShareTheLog: Stores on one database, as replicas are,
@@ -98,4 +102,61 @@ func TestReplicasShareTheLog(t *testing.T) {
 			t.Errorf("replica %d's hook saw %v", i, seqs)
 		}
 	}
+}
+
+// TestLeaseLapses: a replica's lease that is not renewed lapses; another
+// replica's claim then takes the run, and the first one's steps and
+// heartbeats are refused by its fencing token.
+func TestLeaseLapses(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	a, b := openDSN(t, dsn), openDSN(t, dsn)
+	if _, err := a.Update(ctx, func(tx core.Tx) error {
+		if err := tx.PutThread(&core.Thread{ID: "thr_1", OwnerID: "usr_a", Status: core.ThreadRunning}); err != nil {
+			return err
+		}
+		if err := tx.PutRun(&core.Run{ID: "run_1", ThreadID: "thr_1", OwnerID: "usr_a", Status: core.RunRunning, Checkpoint: 1}); err != nil {
+			return err
+		}
+		return tx.PutCheckpoint(&core.Checkpoint{RunID: "run_1", Version: 1, State: core.RunState{V: core.RunStateVersion}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := a.ClaimRun(ctx, "run_1", "replica_a", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ClaimRun(ctx, "run_1", "replica_b", time.Minute); !errors.Is(err, core.ErrLeaseHeld) {
+		t.Fatalf("a claim while replica_a's lease runs: %v, want ErrLeaseHeld", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	second, err := b.ClaimRun(ctx, "run_1", "replica_b", time.Minute)
+	if err != nil {
+		t.Fatalf("a claim after replica_a's lease lapsed: %v", err)
+	}
+	if second.Lease.Token != first.Lease.Token+1 {
+		t.Fatalf("token %d after %d", second.Lease.Token, first.Lease.Token)
+	}
+	step := &core.StepCommit{Lease: first.Lease, Checkpoint: &core.Checkpoint{RunID: "run_1", Version: 2, Parent: 1, State: core.RunState{V: core.RunStateVersion}}}
+	if _, err := a.CommitStep(ctx, step); !errors.Is(err, core.ErrStaleLease) {
+		t.Fatalf("replica_a's step after the take-over: %v, want ErrStaleLease", err)
+	}
+	if _, err := a.Heartbeat(ctx, first.Lease, time.Minute); !errors.Is(err, core.ErrStaleLease) {
+		t.Fatalf("replica_a's heartbeat after the take-over: %v, want ErrStaleLease", err)
+	}
+	step.Lease = second.Lease
+	if _, err := b.CommitStep(ctx, step); err != nil {
+		t.Fatalf("replica_b's step: %v", err)
+	}
+}
+
+// openDSN opens a Store on dsn, closed when t ends.
+func openDSN(t *testing.T, dsn string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), dsn, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

@@ -161,7 +161,7 @@ func (x *tx) commitStep(c *core.StepCommit, cancel *bool) error {
 		return err
 	}
 	*cancel = g.cancel
-	if err := leaseRefusal(runID, g.status, g.lease, c.Lease.Token); err != nil {
+	if err := core.RefuseLease(runID, core.RunStatus(g.status), g.lease, c.Lease.Token); err != nil {
 		return err
 	}
 	if c.Checkpoint != nil && c.Checkpoint.Version != g.checkpoint+1 {
@@ -275,19 +275,7 @@ func (x *tx) refuse(n int64, runID string, token int64) error {
 	if token == 0 { // a claim: any token will do
 		newest = 0
 	}
-	return leaseRefusal(runID, status, newest, token)
-}
-
-// leaseRefusal is the one rule of a lease: the run must be running and
-// token its newest claim's (newest); nil when it holds.
-func leaseRefusal(runID, status string, newest, token int64) error {
-	if status != string(core.RunRunning) {
-		return core.NotRunning(runID, core.RunStatus(status))
-	}
-	if token != newest {
-		return core.StaleLease(runID, token, newest)
-	}
-	return nil
+	return core.RefuseLease(runID, core.RunStatus(status), newest, token)
 }
 
 // runGuard is what a step's guard reads of its run.
