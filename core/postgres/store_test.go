@@ -12,6 +12,7 @@ import (
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/core/coretest"
 	"github.com/kilnhq/kiln/core/postgres/pgtest"
+	"github.com/kilnhq/kiln/sandbox/service/recordtest"
 )
 
 func TestStore(t *testing.T) {
@@ -159,4 +160,8 @@ func openDSN(t *testing.T, dsn string) *Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+func TestSandboxRecords(t *testing.T) {
+	recordtest.Run(t, func(t *testing.T) core.Store { return openTest(t) })
 }
