@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -68,6 +69,12 @@ type Config struct {
 	// the sandbox_runtime setting may take (besides "", the server's
 	// default). nil means none is, and the setting can only be "".
 	SandboxRuntimes func() []string
+	// Holder names this process in the leases of the runs it drives:
+	// unique among the processes that share the Store, and the same
+	// across a process's restarts, so that a restarted process takes its
+	// runs back at once instead of waiting for their leases to lapse.
+	// "" means host:pid (unique, but new at each start).
+	Holder string
 }
 
 // Service is Kiln's core API: every operation a client can do, acting as a
@@ -156,7 +163,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{
-		store: cfg.Store, runs: runs, holder: leaseHolder(), models: cfg.Models, cfg: cfg, now: cfg.Now, log: cfg.Logger, obs: cfg.Observer,
+		store: cfg.Store, runs: runs, holder: cmp.Or(cfg.Holder, leaseHolder()), models: cfg.Models, cfg: cfg, now: cfg.Now, log: cfg.Logger, obs: cfg.Observer,
 		broker: NewBroker(), active: map[string]*driver{}, stopped: make(chan struct{}),
 	}
 	tb := &toolbox{byName: map[string]Tool{}, sources: map[string][]string{}, defaults: map[string]Rule{}}

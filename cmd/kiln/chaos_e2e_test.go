@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/postgres/pgtest"
 	"github.com/kilnhq/kiln/sdk/client"
 )
 
@@ -152,16 +153,23 @@ func (u *carefulUser) tookEffect(t *testing.T, it *core.InboxItem) bool {
 // event once, without gaps, as a stream that followed it across the
 // restarts received it. KILN_CHAOS_SEED=<seed> replays the scripts and the kill schedule (not
 // the timing of the server's steps).
+//
+// It runs on each Store: SQLite in the data root, and PostgreSQL.
 func TestChaosEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: builds and runs kiln serve")
 	}
+	t.Run("sqlite", func(t *testing.T) { chaos(t) })
+	t.Run("postgres", func(t *testing.T) { chaos(t, "KILN_DATABASE="+pgtest.DSN(t)) })
+}
+
+func chaos(t *testing.T, env ...string) {
 	seed := chaosSeed(t)
 	t.Logf("seed %d (replay the kill schedule with KILN_CHAOS_SEED=%[1]d)", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	addr, data, out := procAddr(t), t.TempDir(), t.TempDir()
-	delay := fmt.Sprintf("KILN_TEST_TOOL_DELAY=append_file=%s,write_file=%[1]s", chaosToolDelay)
-	srv := startProc(t, addr, data, delay)
+	env = append(env, fmt.Sprintf("KILN_TEST_TOOL_DELAY=append_file=%s,write_file=%[1]s", chaosToolDelay))
+	srv := startProc(t, addr, data, env...)
 	c := srv.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -198,7 +206,7 @@ func TestChaosEndToEnd(t *testing.T) {
 		time.Sleep(waits[k])
 		kills[k] = time.Now()
 		srv.kill()
-		srv = startProc(t, addr, data, delay)
+		srv = startProc(t, addr, data, env...)
 	}
 	t.Logf("%d kills in %s, %v after the decisions", chaosKills, time.Since(start).Round(time.Millisecond), waits)
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/postgres/pgtest"
 	"github.com/kilnhq/kiln/sdk/client"
 )
 
@@ -167,16 +168,23 @@ text finished %[1]d`, i)
 // runs cut inside append_file come up in Action and finish after a
 // decision, and SSE clients that reconnect across the restart receive every
 // event of their thread once, in order.
+//
+// It runs on each Store: SQLite in the data root, and PostgreSQL.
 func TestCrashRecoveryEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: builds and runs kiln serve")
 	}
+	t.Run("sqlite", func(t *testing.T) { crashRecovery(t) })
+	t.Run("postgres", func(t *testing.T) { crashRecovery(t, "KILN_DATABASE="+pgtest.DSN(t)) })
+}
+
+func crashRecovery(t *testing.T, env ...string) {
 	const runs = 50
 	addr, data := procAddr(t), t.TempDir()
 	// The delay keeps each append_file call open for a while after its
 	// effect, so the kill lands inside non-idempotent calls.
-	delay := "KILN_TEST_TOOL_DELAY=append_file=400ms"
-	srv := startProc(t, addr, data, delay)
+	env = append(env, "KILN_TEST_TOOL_DELAY=append_file=400ms")
+	srv := startProc(t, addr, data, env...)
 	c := srv.client()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -223,7 +231,7 @@ func TestCrashRecoveryEndToEnd(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond)
 	srv.kill()
-	srv = startProc(t, addr, data, delay)
+	srv = startProc(t, addr, data, env...)
 
 	// Act as the user: a cut-off append_file is skipped if its line is in
 	// the file and retried if not.

@@ -28,7 +28,6 @@ import (
 	"github.com/kilnhq/kiln/cmd/kiln/internal/metrics"
 	"github.com/kilnhq/kiln/core"
 	"github.com/kilnhq/kiln/core/logs"
-	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/marketplace"
 	"github.com/kilnhq/kiln/plugins"
 	"github.com/kilnhq/kiln/plugins/builtin"
@@ -61,8 +60,11 @@ const (
 
 // serveConfig is the resolved configuration of kiln serve.
 type serveConfig struct {
-	Addr           string
-	DataRoot       string
+	Addr     string
+	DataRoot string
+	// Database is the PostgreSQL database to use instead of
+	// <data>/kiln.db (KILN_DATABASE, --database): a postgres:// URL.
+	Database       string
 	Model          string
 	Token          string
 	AllowedOrigins []string
@@ -104,6 +106,10 @@ Configuration (flags beat environment variables):
   --data, KILN_DATA_ROOT     data directory (default ~/.kiln); the database
                              is <data>/kiln.db, tool files go to <data>/scratch,
                              plugins live in <data>/plugins (kiln plugin --help)
+  --database, KILN_DATABASE  a PostgreSQL database to keep threads, runs and
+                             events in instead of <data>/kiln.db:
+                             postgres://user:password@host:port/db?sslmode=...
+                             (its tables go in the user's search_path)
   KILN_MODEL                 default model (default ` + defaultModel + `)
   KILN_API_TOKEN             bearer token required by every /api request
   KILN_ALLOWED_ORIGINS       comma-separated browser origins allowed to call
@@ -162,6 +168,7 @@ at a step boundary and resume on the next start.`,
 	}
 	cmd.Flags().String("addr", "", "listen address (env KILN_ADDR, default "+defaultAddr+")")
 	cmd.Flags().String("data", "", "data directory (env KILN_DATA_ROOT, default ~/.kiln)")
+	cmd.Flags().String("database", "", "a postgres:// URL to use instead of <data>/kiln.db (env KILN_DATABASE)")
 	return cmd
 }
 
@@ -173,6 +180,10 @@ func loadServeConfig(flags *pflag.FlagSet, getenv func(string) string, home func
 		DataRoot: setting(flags, "data", getenv("KILN_DATA_ROOT"), ""),
 		Model:    cmp.Or(strings.TrimSpace(getenv("KILN_MODEL")), defaultModel),
 		Token:    strings.TrimSpace(getenv("KILN_API_TOKEN")),
+		Database: setting(flags, "database", getenv("KILN_DATABASE"), ""),
+	}
+	if err := checkDatabase(cfg.Database); err != nil {
+		return serveConfig{}, err
 	}
 	if cfg.DataRoot == "" {
 		dir, err := home()
@@ -368,6 +379,15 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err := os.MkdirAll(scratch, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
+	unlock, err := lockDataRoot(cfg.DataRoot)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	replica, err := replicaID(cfg.DataRoot)
+	if err != nil {
+		return err
+	}
 	// The log: JSON in <data>/logs and text on stderr (log's handler),
 	// both redacted. It closes last, after everything that logs.
 	serverLog, err := logs.Open(logs.Options{
@@ -385,19 +405,15 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(log)
 	met := metrics.New()
-	dbPath := filepath.Join(cfg.DataRoot, "kiln.db")
-	store, err := sqlite.Open(dbPath, sqlite.Options{OnCommit: met.StoreCommit})
+	store, err := openStore(ctx, cfg, red, met, log)
 	if err != nil {
-		return fmt.Errorf("open database %s: %w", dbPath, err)
+		return err
 	}
 	defer func() {
 		if cerr := store.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("close database: %w", cerr))
 		}
 	}()
-	if store.SearchMode() != sqlite.SearchFTS5 {
-		log.Warn("this kiln was built without SQLite full-text search (FTS5): thread and inbox search is basic (a scan, unranked); build with -tags sqlite_fts5 (make build does) for full-text search", "search", store.SearchMode())
-	}
 	// Skills: custom ones in <data>/skills (watched, so edits need no
 	// restart) over the plugins' over the built-in ones. The task tool
 	// delegates to them; the file tools show a subagent its skill's folder.
@@ -442,6 +458,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 		DataRoot:        cfg.DataRoot,
 		MaxToolResult:   cfg.MaxToolResult,
 		Blobs:           core.DirBlobs{Dir: filepath.Join(cfg.DataRoot, "attachments")},
+		Holder:          replica,
 	})
 	if err != nil {
 		return fmt.Errorf("create service: %w", err)

@@ -48,16 +48,22 @@ type Options struct {
 	// MaxConns caps the pool's connections (default: pgxpool's, the
 	// larger of 4 and the number of CPUs).
 	MaxConns int32
-	// Now is the clock of the migrations' applied_at (default time.Now).
+	// Now is the clock of the migrations' applied_at and of events
+	// emitted without a time (default time.Now).
 	Now core.Clock
+	// OnCommit, when set, is called after each Update that committed,
+	// with how long its transaction took (from its first statement to
+	// its commit) and the Updates it held (always 1 here).
+	OnCommit func(d time.Duration, updates int)
 }
 
 // Store is a core.Store and a core.KVStore on PostgreSQL. It is safe for
 // concurrent use.
 type Store struct {
-	pool   *pgxpool.Pool
-	now    core.Clock
-	closed atomic.Bool
+	pool     *pgxpool.Pool
+	now      core.Clock
+	onCommit func(time.Duration, int)
+	closed   atomic.Bool
 	// writer is the key of the schema's writer lock; wmu makes this
 	// process's Updates queue for it here rather than each on a
 	// connection of its own, and keeps the commit hook's calls in commit
@@ -88,7 +94,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	s := &Store{pool: pool, now: opt.Now}
+	s := &Store{pool: pool, now: opt.Now, onCommit: opt.OnCommit}
 	ms, err := migrations.Load(migrationFS, "migrations")
 	if err == nil {
 		err = migrate(ctx, pool, ms, opt.Now)
@@ -131,6 +137,7 @@ func (s *Store) Update(ctx context.Context, fn func(core.Tx) error) ([]core.Even
 		return nil, err
 	}
 	ctx = context.WithoutCancel(ctx)
+	began := time.Now()
 	t, err := s.pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: begin update: %w", err)
@@ -155,6 +162,9 @@ func (s *Store) Update(ctx context.Context, fn func(core.Tx) error) ([]core.Even
 		return nil, fmt.Errorf("postgres: commit: %w", err)
 	}
 	committed = true
+	if s.onCommit != nil {
+		s.onCommit(time.Since(began), 1)
+	}
 	if hook := s.hook.Load(); hook != nil && *hook != nil {
 		(*hook)(x.events)
 	}

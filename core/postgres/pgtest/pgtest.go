@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -65,7 +66,9 @@ func Main(m *testing.M) {
 }
 
 // DSN returns the connection string of a new, empty schema (its
-// search_path) on the test server, which is dropped when tb ends. It
+// search_path) on the test server, which is dropped when tb ends: a
+// postgres:// URL, as kiln serve --database takes, unless KILN_TEST_POSTGRES
+// is in key=value form. It
 // skips tb when there is no PostgreSQL (fails it with RequireEnv=1).
 func DSN(tb testing.TB) string {
 	tb.Helper()
@@ -176,7 +179,7 @@ func start() (*throwAway, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("pg_ctl start: %v: %s%s", err, out, log)
 	}
-	c.dsn = "host=" + dir + " port=5432 user=kiln dbname=postgres sslmode=disable"
+	c.dsn = "postgres://kiln@/postgres?host=" + url.QueryEscape(dir) + "&port=5432&sslmode=disable"
 	return c, nil
 }
 

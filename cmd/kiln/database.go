@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+
+	"github.com/kilnhq/kiln/cmd/kiln/internal/metrics"
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/postgres"
+	"github.com/kilnhq/kiln/core/sqlite"
+)
+
+// store is what kiln serve needs of its Store: the Store, the plugins'
+// key/value namespaces and the engine's step contract.
+type store interface {
+	core.Store
+	core.KVStore
+	core.RunStore
+}
+
+// checkDatabase checks a --database (KILN_DATABASE) value: empty (the
+// SQLite database in the data root) or a postgres:// URL. Its errors
+// never repeat the value, which may hold a password.
+func checkDatabase(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" && u.Query().Get("host") == "" {
+		return fmt.Errorf("KILN_DATABASE (--database) must be a postgres:// URL, e.g. postgres://kiln:secret@db.example.com:5432/kiln")
+	}
+	return nil
+}
+
+// openStore opens the PostgreSQL database cfg.Database names, whose
+// password the redactor then knows, or <data>/kiln.db.
+func openStore(ctx context.Context, cfg serveConfig, red *core.Redactor, met *metrics.Metrics, log *slog.Logger) (store, error) {
+	if cfg.Database != "" {
+		u, err := url.Parse(cfg.Database) // checked by checkDatabase
+		if err != nil {
+			return nil, err
+		}
+		if pw, ok := u.User.Password(); ok {
+			red.SetSecret("KILN_DATABASE", pw)
+		}
+		s, err := postgres.Open(ctx, cfg.Database, postgres.Options{OnCommit: met.StoreCommit})
+		if err != nil {
+			return nil, fmt.Errorf("open database %s: %s", u.Redacted(), red.Redact(err.Error()))
+		}
+		log.Info("database", "backend", "postgres", "database", u.Redacted())
+		return s, nil
+	}
+	path := filepath.Join(cfg.DataRoot, "kiln.db")
+	s, err := sqlite.Open(path, sqlite.Options{OnCommit: met.StoreCommit})
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	if s.SearchMode() != sqlite.SearchFTS5 {
+		log.Warn("this kiln was built without SQLite full-text search (FTS5): thread and inbox search is basic (a scan, unranked); build with -tags sqlite_fts5 (make build does) for full-text search", "search", s.SearchMode())
+	}
+	return s, nil
+}
