@@ -24,6 +24,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,8 +71,8 @@ type Store struct {
 	// order.
 	writer int64
 	wmu    sync.Mutex
-	hook   atomic.Pointer[func([]core.Event)]
 	stepQueue
+	events // the commit hook's, fed with every replica's events (events.go)
 }
 
 // errClosed is what a closed Store's methods return.
@@ -95,6 +96,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	s := &Store{pool: pool, now: opt.Now, onCommit: opt.OnCommit}
+	s.events.stop = make(chan struct{})
 	ms, err := migrations.Load(migrationFS, "migrations")
 	if err == nil {
 		err = migrate(ctx, pool, ms, opt.Now)
@@ -109,9 +111,6 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 	return s, nil
 }
 
-// SetCommitHook implements core.CommitHooker: hook gets each committed
-// Update's events, in commit order, before the Update returns.
-func (s *Store) SetCommitHook(hook func([]core.Event)) { s.hook.Store(&hook) }
 
 // View implements core.Store: fn reads one snapshot, in a read-only
 // repeatable-read transaction.
@@ -158,6 +157,12 @@ func (s *Store) Update(ctx context.Context, fn func(core.Tx) error) ([]core.Even
 	if err := x.flushEvents(); err != nil {
 		return nil, err
 	}
+	if n := len(x.events); n > 0 {
+		// Delivered to the other replicas' listeners at commit.
+		if _, err := t.Exec(ctx, "SELECT pg_notify($1, $2)", s.channel(), strconv.FormatInt(x.events[n-1].Seq, 10)); err != nil {
+			return nil, fmt.Errorf("postgres: notify: %w", err)
+		}
+	}
 	if err := t.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("postgres: commit: %w", err)
 	}
@@ -165,9 +170,7 @@ func (s *Store) Update(ctx context.Context, fn func(core.Tx) error) ([]core.Even
 	if s.onCommit != nil {
 		s.onCommit(time.Since(began), 1)
 	}
-	if hook := s.hook.Load(); hook != nil && *hook != nil {
-		(*hook)(x.events)
-	}
+	s.deliver(x.events)
 	return x.events, nil
 }
 
@@ -175,6 +178,7 @@ func (s *Store) Update(ctx context.Context, fn func(core.Tx) error) ([]core.Even
 // after it are EUNAVAIL.
 func (s *Store) Close() error {
 	if s.closed.CompareAndSwap(false, true) {
+		s.stopListening()
 		s.pool.Close()
 	}
 	return nil
