@@ -41,7 +41,9 @@ type events struct {
 const pollEvery = time.Second
 
 // channel is the schema's notification channel.
-func (s *Store) channel() string { return "kiln_events_" + strconv.FormatUint(uint64(uint32(s.writer)), 16) }
+func (s *Store) channel() string {
+	return "kiln_events_" + strconv.FormatUint(uint64(uint32(s.writer)), 16)
+}
 
 // SetCommitHook implements core.CommitHooker: hook gets each committed
 // Update's events, in commit order, before the Update returns, and the

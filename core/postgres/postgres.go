@@ -111,7 +111,6 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 	return s, nil
 }
 
-
 // View implements core.Store: fn reads one snapshot, in a read-only
 // repeatable-read transaction.
 func (s *Store) View(ctx context.Context, fn func(core.ReadTx) error) error {
