@@ -68,7 +68,7 @@ func (s *Service) startRun(ctx context.Context, p Principal, threadID string, re
 		if err != nil || started == nil {
 			return err
 		}
-		if started.Lease, err = tx.ClaimRun(run.ID, s.holder, leaseTTL); err != nil {
+		if started.Lease, err = tx.ClaimRun(run.ID, s.holder, s.cfg.LeaseTTL); err != nil {
 			return err
 		}
 		claim = s.storedClaim(started)

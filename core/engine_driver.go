@@ -32,8 +32,49 @@ func (s *Service) Start(ctx context.Context) error {
 	if len(runs) > 0 {
 		s.log.Info("resuming runs after restart", "runs", len(runs))
 	}
+	if l, ok := s.store.(LapsedLister); ok {
+		s.wg.Go(func() { s.sweep(l) })
+	}
 	return nil
 }
+
+// sweep takes over, every third of a lease's TTL until Shutdown, the
+// runs whose leases lapsed: runs whose driver's process died or stalled,
+// on a Store several processes share. Another process may take a run
+// first; its driver here then finds the lease held and stops.
+func (s *Service) sweep(l LapsedLister) {
+	t := time.NewTicker(s.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopped:
+			return
+		case <-t.C:
+		}
+		ids, err := l.LapsedRuns(s.base, sweepBatch)
+		if err != nil {
+			if s.base.Err() == nil {
+				s.log.Warn("list runs whose lease lapsed", "err", err)
+			}
+			continue
+		}
+		taken := 0
+		s.mu.Lock()
+		for _, id := range ids {
+			if s.active[id] == nil {
+				s.spawnLocked(id, nil)
+				taken++
+			}
+		}
+		s.mu.Unlock()
+		if taken > 0 {
+			s.log.Info("taking over runs whose lease lapsed", "runs", taken)
+		}
+	}
+}
+
+// sweepBatch is how many lapsed runs one sweep takes at most.
+const sweepBatch = 100
 
 // Shutdown stops the engine: no new step starts, steps in flight get
 // ShutdownGrace (or until ctx ends) to finish, then they are cancelled
@@ -126,9 +167,15 @@ func (s *Service) drive(ctx context.Context, runID string, started *RunClaim) {
 			return err
 		})
 	} else if started == nil {
-		claim, err = s.runs.ClaimRun(context.WithoutCancel(ctx), runID, s.holder, leaseTTL)
+		claim, err = s.runs.ClaimRun(context.WithoutCancel(ctx), runID, s.holder, s.cfg.LeaseTTL)
 	}
 	if errors.Is(err, ErrRunNotRunning) {
+		return
+	}
+	if errors.Is(err, ErrLeaseHeld) {
+		// Another process drives it (a shared Store); the sweeper takes
+		// it over if that one's lease lapses.
+		s.log.Debug("claim run: another process holds it", "run", runID, "err", err)
 		return
 	}
 	if err != nil {
@@ -157,17 +204,19 @@ func (s *Service) drive(ctx context.Context, runID string, started *RunClaim) {
 	}
 }
 
-// leaseTTL is how long a driver's claim lasts without a heartbeat; the
-// driver renews it every third of that.
-const leaseTTL = 30 * time.Second
+// defaultLeaseTTL is how long a driver's claim lasts without a
+// heartbeat unless Config.LeaseTTL says otherwise; the driver renews it
+// every third of that.
+const defaultLeaseTTL = 30 * time.Second
 
-// heartbeat renews l every leaseTTL/3 until the returned stop is called
-// or ctx ends. A refused renewal is logged: the driver learns that it
-// lost the run when its next step is refused.
+// heartbeat renews l every third of the lease's TTL until the returned
+// stop is called or ctx ends. A refused renewal is logged: the driver
+// learns that it lost the run when its next step is refused.
 func (s *Service) heartbeat(ctx context.Context, l Lease) (stop func()) {
+	ttl := s.cfg.LeaseTTL
 	done := make(chan struct{})
 	go func() {
-		t := time.NewTicker(leaseTTL / 3)
+		t := time.NewTicker(ttl / 3)
 		defer t.Stop()
 		for {
 			select {
@@ -177,7 +226,7 @@ func (s *Service) heartbeat(ctx context.Context, l Lease) (stop func()) {
 				return
 			case <-t.C:
 				var err error
-				if l, err = s.runs.Heartbeat(ctx, l, leaseTTL); err != nil && ctx.Err() == nil {
+				if l, err = s.runs.Heartbeat(ctx, l, ttl); err != nil && ctx.Err() == nil {
 					s.log.Warn("renew run lease", "run", l.RunID, "err", err)
 				}
 			}

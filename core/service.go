@@ -75,6 +75,12 @@ type Config struct {
 	// runs back at once instead of waiting for their leases to lapse.
 	// "" means host:pid (unique, but new at each start).
 	Holder string
+	// LeaseTTL is how long a run's lease lasts without a heartbeat (the
+	// driver renews it every third of that); zero means 30 seconds. On a
+	// Store that several processes share (a LapsedLister), a process that
+	// died leaves its runs to the others once their leases lapse, so it
+	// bounds how soon they resume.
+	LeaseTTL time.Duration
 }
 
 // Service is Kiln's core API: every operation a client can do, acting as a
@@ -149,6 +155,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 10 * time.Second
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = defaultLeaseTTL
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -86,6 +86,14 @@ type RunStore interface {
 	SubmitStep(ctx context.Context, c *StepCommit) (wait func() (*StepResult, error))
 }
 
+// LapsedLister is implemented by a RunStore that several processes
+// share. LapsedRuns lists up to limit running runs whose lease has
+// lapsed (the process that drove them died or stalled past it) or that
+// no one has claimed, for another process's engine to claim and resume.
+type LapsedLister interface {
+	LapsedRuns(ctx context.Context, limit int) ([]string, error)
+}
+
 // Lease is a driver's claim on a run. Token is the fencing token; Holder
 // names the claiming process; Expires is when the claim lapses unless a
 // Heartbeat renews it.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
+	"time"
 
 	"github.com/kilnhq/kiln/cmd/kiln/internal/metrics"
 	"github.com/kilnhq/kiln/core"
@@ -20,6 +21,11 @@ type store interface {
 	core.KVStore
 	core.RunStore
 }
+
+// defaultSharedLeaseTTL is a run lease's TTL on PostgreSQL: the driver
+// renews it every second, and the runs of a replica that died are taken
+// over by another's sweep (also every second) within about 4 s.
+const defaultSharedLeaseTTL = 3 * time.Second
 
 // checkDatabase checks a --database (KILN_DATABASE) value: empty (the
 // SQLite database in the data root) or a postgres:// URL. Its errors

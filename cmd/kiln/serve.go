@@ -64,7 +64,12 @@ type serveConfig struct {
 	DataRoot string
 	// Database is the PostgreSQL database to use instead of
 	// <data>/kiln.db (KILN_DATABASE, --database): a postgres:// URL.
-	Database       string
+	Database string
+	// LeaseTTL is how long a run's lease lasts without a heartbeat
+	// (KILN_LEASE_TTL); zero means the default: 3 s on PostgreSQL, so
+	// the runs of a replica that died resume elsewhere within about 4 s,
+	// and core's default on SQLite, where one server holds them all.
+	LeaseTTL       time.Duration
 	Model          string
 	Token          string
 	AllowedOrigins []string
@@ -110,6 +115,9 @@ Configuration (flags beat environment variables):
                              events in instead of <data>/kiln.db:
                              postgres://user:password@host:port/db?sslmode=...
                              (its tables go in the user's search_path)
+  KILN_LEASE_TTL             how long a run's lease lasts without a heartbeat,
+                             e.g. 3s (default 3s on PostgreSQL: a dead
+                             replica's runs resume on another within ~4s)
   KILN_MODEL                 default model (default ` + defaultModel + `)
   KILN_API_TOKEN             bearer token required by every /api request
   KILN_ALLOWED_ORIGINS       comma-separated browser origins allowed to call
@@ -184,6 +192,16 @@ func loadServeConfig(flags *pflag.FlagSet, getenv func(string) string, home func
 	}
 	if err := checkDatabase(cfg.Database); err != nil {
 		return serveConfig{}, err
+	}
+	if cfg.Database != "" {
+		cfg.LeaseTTL = defaultSharedLeaseTTL
+	}
+	if raw := strings.TrimSpace(getenv("KILN_LEASE_TTL")); raw != "" {
+		d, err := time.ParseDuration(raw)
+		if err != nil || d < time.Second || d > time.Hour {
+			return serveConfig{}, fmt.Errorf("KILN_LEASE_TTL: %q is not a duration from 1s to 1h, such as 3s", raw)
+		}
+		cfg.LeaseTTL = d
 	}
 	if cfg.DataRoot == "" {
 		dir, err := home()
@@ -459,6 +477,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 		MaxToolResult:   cfg.MaxToolResult,
 		Blobs:           core.DirBlobs{Dir: filepath.Join(cfg.DataRoot, "attachments")},
 		Holder:          replica,
+		LeaseTTL:        cfg.LeaseTTL,
 	})
 	if err != nil {
 		return fmt.Errorf("create service: %w", err)

@@ -75,6 +75,25 @@ func (x *tx) refuseClaim(runID string) error {
 	return fmt.Errorf("postgres: claim of run %q refused for no known reason", runID)
 }
 
+// LapsedRuns implements core.LapsedLister: the running runs whose lease
+// lapsed on the database's clock, or that no one claimed, the longest
+// lapsed first.
+func (s *Store) LapsedRuns(ctx context.Context, limit int) ([]string, error) {
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id FROM runs WHERE status = 'running'
+ AND (lease_expires IS NULL OR lease_expires <= `+dbNow+`) ORDER BY lease_expires NULLS FIRST LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: lapsed runs: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: lapsed runs: %w", err)
+	}
+	return ids, nil
+}
+
 // Heartbeat implements core.RunStore: one statement, outside the writer
 // lock (it changes only the lease's expiry, which no Update reads).
 func (s *Store) Heartbeat(ctx context.Context, l core.Lease, ttl time.Duration) (core.Lease, error) {
@@ -276,4 +295,7 @@ VALUES ($1, $2, $3, $4, $5, $6)`, runID, cp.Version, cp.Parent, cp.Messages, str
 	return c.Also(x, run)
 }
 
-var _ core.RunStore = (*Store)(nil)
+var (
+	_ core.RunStore     = (*Store)(nil)
+	_ core.LapsedLister = (*Store)(nil)
+)

@@ -187,3 +187,41 @@ func openDSN(t *testing.T, dsn string) *Store {
 func TestSandboxRecords(t *testing.T) {
 	recordtest.Run(t, func(t *testing.T) core.Store { return openTest(t) })
 }
+
+func TestLapsedRuns(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	if _, err := s.Update(ctx, func(tx core.Tx) error {
+		if err := tx.PutThread(&core.Thread{ID: "thr_1", OwnerID: "usr_a", Status: core.ThreadRunning}); err != nil {
+			return err
+		}
+		for _, r := range []struct {
+			id     string
+			status core.RunStatus
+		}{{"run_held", core.RunRunning}, {"run_lapses", core.RunRunning}, {"run_unclaimed", core.RunRunning}, {"run_done", core.RunSucceeded}} {
+			if err := tx.PutRun(&core.Run{ID: r.id, ThreadID: "thr_1", OwnerID: "usr_a", Status: r.status, Checkpoint: 1}); err != nil {
+				return err
+			}
+			if err := tx.PutCheckpoint(&core.Checkpoint{RunID: r.id, Version: 1, State: core.RunState{V: core.RunStateVersion}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ClaimRun(ctx, "run_held", "replica_a", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ClaimRun(ctx, "run_lapses", "replica_a", 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	ids, err := s.LapsedRuns(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids, []string{"run_unclaimed", "run_lapses"}) {
+		t.Fatalf("LapsedRuns = %v, want the unclaimed run, then the lapsed one", ids)
+	}
+}
