@@ -226,7 +226,15 @@ func (s *Service) heartbeat(ctx context.Context, l Lease) (stop func()) {
 				return
 			case <-t.C:
 				var err error
-				if l, err = s.runs.Heartbeat(ctx, l, ttl); err != nil && ctx.Err() == nil {
+				l, err = s.runs.Heartbeat(ctx, l, ttl)
+				switch {
+				case err == nil:
+					s.leaseOK.Store(time.Now().UnixNano())
+				case ctx.Err() != nil:
+				case errors.Is(err, ErrStaleLease), errors.Is(err, ErrRunNotRunning):
+					s.log.Info("renew run lease: refused", "run", l.RunID, "err", err)
+				default:
+					s.leaseFailed.Store(time.Now().UnixNano())
 					s.log.Warn("renew run lease", "run", l.RunID, "err", err)
 				}
 			}

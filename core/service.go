@@ -93,6 +93,10 @@ type Service struct {
 	// wsGen moves after each update that changed grants, settings or
 	// attachments: runs read their workspace again (runner.loadWorkspace).
 	wsGen atomic.Int64
+	// leaseOK and leaseFailed are when a run lease's renewal last
+	// succeeded and last failed for a reason other than a refusal (unix
+	// nanoseconds): Ready's lease health.
+	leaseOK, leaseFailed atomic.Int64
 	// owners are the owners' grants and settings as runs last read them
 	// (runner.startWorkspace).
 	ownersMu sync.Mutex

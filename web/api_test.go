@@ -24,6 +24,34 @@ func TestHealthz(t *testing.T) {
 	}
 }
 
+// TestReadyz: ready with a database that answers, without a token; not
+// ready (503) once the engine stops and when the database is gone, with
+// the check that failed and no error text.
+func TestReadyz(t *testing.T) {
+	e := newEnv(t, Options{Token: strings.Repeat("t", 40)})
+	e.token = ""
+	var rd core.Readiness
+	e.call("GET", "/readyz", "", http.StatusOK, &rd)
+	if rd != (core.Readiness{Ready: true, Database: "ok", Leases: "ok", Engine: "running"}) {
+		t.Fatalf("readyz: %+v", rd)
+	}
+	if err := e.svc.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e.call("GET", "/readyz", "", http.StatusServiceUnavailable, &rd)
+	if rd.Ready || rd.Engine != "stopping" || rd.Database != "ok" {
+		t.Fatalf("readyz while stopping: %+v", rd)
+	}
+	e.store.Close()
+	r := e.raw("GET", "/readyz", "", nil)
+	if err := json.Unmarshal(r.body, &rd); err != nil || r.status != http.StatusServiceUnavailable || rd.Database != "unreachable" {
+		t.Fatalf("readyz without a database: %d %s", r.status, r.body)
+	}
+	if strings.Contains(string(r.body), "closed") {
+		t.Errorf("readyz names the error: %s", r.body)
+	}
+}
+
 func TestThreads(t *testing.T) {
 	e := newEnv(t, Options{})
 

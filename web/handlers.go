@@ -42,6 +42,18 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
 	s.writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readyz reports whether the server is ready (core.Service.Ready): 200
+// when it is, 503 when not, with the checks either way; it needs no
+// token, and names no error, only which check failed.
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	rd := s.svc.Ready(r.Context())
+	status := http.StatusOK
+	if !rd.Ready {
+		status = http.StatusServiceUnavailable
+	}
+	s.writeJSON(w, status, rd)
+}
+
 func (s *server) listThreads(_ http.ResponseWriter, r *http.Request) (int, any, error) {
 	limit, err := queryLimit(r)
 	if err != nil {

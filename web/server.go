@@ -163,6 +163,7 @@ func (s *server) router() chi.Router {
 	})
 	r.MethodNotAllowed(s.methodNotAllowed(r))
 	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
 	r.Get("/metrics", s.serveMetrics)
 	r.Post("/mcp", s.serveMCP)
 	r.Get("/mcp", s.serveMCP)
