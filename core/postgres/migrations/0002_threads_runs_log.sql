@@ -43,7 +43,7 @@ CREATE TABLE threads (
 );
 CREATE INDEX threads_owner ON threads (owner_id, pinned, updated_at, id);
 CREATE INDEX threads_folder ON threads (folder_id, pinned, updated_at, id) WHERE folder_id IS NOT NULL;
-CREATE INDEX threads_unread ON threads (owner_id, updated_at, id) WHERE unread_run_id IS NOT NULL;
+CREATE INDEX threads_unread ON threads (owner_id, updated_at, id, unread_run_id) WHERE unread_run_id IS NOT NULL;
 
 CREATE TABLE runs (
     id               text COLLATE "C" PRIMARY KEY,
@@ -75,6 +75,7 @@ CREATE TABLE runs (
 CREATE INDEX runs_thread ON runs (thread_id, created_at, id);
 CREATE INDEX runs_owner ON runs (owner_id, created_at, id);
 CREATE INDEX runs_active ON runs (status) WHERE status IN ('queued', 'running', 'interrupted');
+CREATE INDEX runs_queued ON runs (thread_id, created_at, id) WHERE status = 'queued';
 
 CREATE TABLE messages (
     thread_id    text COLLATE "C" NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
