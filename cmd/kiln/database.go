@@ -41,22 +41,33 @@ func checkDatabase(raw string) error {
 	return nil
 }
 
+// openPostgres opens the PostgreSQL database dsn (a checked postgres://
+// URL) names, whose password the redactor then knows; where is the URL
+// without it.
+func openPostgres(ctx context.Context, dsn string, red *core.Redactor, opts postgres.Options) (s *postgres.Store, where string, err error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return nil, "", err
+	}
+	if pw, ok := u.User.Password(); ok {
+		red.SetSecret("KILN_DATABASE", pw)
+	}
+	s, err = postgres.Open(ctx, dsn, opts)
+	if err != nil {
+		return nil, "", fmt.Errorf("open database %s: %s", u.Redacted(), red.Redact(err.Error()))
+	}
+	return s, u.Redacted(), nil
+}
+
 // openStore opens the PostgreSQL database cfg.Database names, whose
 // password the redactor then knows, or <data>/kiln.db.
 func openStore(ctx context.Context, cfg serveConfig, red *core.Redactor, met *metrics.Metrics, log *slog.Logger) (store, error) {
 	if cfg.Database != "" {
-		u, err := url.Parse(cfg.Database) // checked by checkDatabase
+		s, where, err := openPostgres(ctx, cfg.Database, red, postgres.Options{OnCommit: met.StoreCommit})
 		if err != nil {
 			return nil, err
 		}
-		if pw, ok := u.User.Password(); ok {
-			red.SetSecret("KILN_DATABASE", pw)
-		}
-		s, err := postgres.Open(ctx, cfg.Database, postgres.Options{OnCommit: met.StoreCommit})
-		if err != nil {
-			return nil, fmt.Errorf("open database %s: %s", u.Redacted(), red.Redact(err.Error()))
-		}
-		log.Info("database", "backend", "postgres", "database", u.Redacted())
+		log.Info("database", "backend", "postgres", "database", where)
 		return s, nil
 	}
 	path := filepath.Join(cfg.DataRoot, "kiln.db")

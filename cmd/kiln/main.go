@@ -136,7 +136,7 @@ sandbox exec exits with its command's status.`,
 	add("organise", newThreadsCmd(a), newFoldersCmd(a), newTriggersCmd(a))
 	add("workspace", newGrantsCmd(a), newMemoriesCmd(a), newSettingsCmd(a), newSkillsCmd(a), newMCPServersCmd(a), newSandboxCmd(a))
 	add("server", newMCPCmd(a))
-	add("server", newServeCmd(), newStatusCmd(a), newToolsCmd(a), newEventsCmd(a), newLogsCmd(a), newVersionCmd(a))
+	add("server", newServeCmd(), newMigrateCmd(), newStatusCmd(a), newToolsCmd(a), newEventsCmd(a), newLogsCmd(a), newVersionCmd(a))
 	add("server", newPluginCmd(a), newMarketplaceCmd(a))
 	add("server", newProvidersCmd(a), newModelsCmd(a))
 	root.AddCommand(newSelfPluginCmd())

@@ -233,3 +233,20 @@ var (
 	_ core.CommitHooker = (*Store)(nil)
 	_ core.KVStore      = (*Store)(nil)
 )
+
+// IsEmpty reports whether the database holds nothing of Kiln's yet (its
+// schema may exist): what kiln migrate requires of its target.
+func (s *Store) IsEmpty(ctx context.Context) (bool, error) {
+	if s.closed.Load() {
+		return false, errClosed
+	}
+	var empty bool
+	err := s.pool.QueryRow(ctx, `SELECT NOT (EXISTS (SELECT 1 FROM threads) OR EXISTS (SELECT 1 FROM folders)
+ OR EXISTS (SELECT 1 FROM events) OR EXISTS (SELECT 1 FROM grants) OR EXISTS (SELECT 1 FROM settings)
+ OR EXISTS (SELECT 1 FROM attachments) OR EXISTS (SELECT 1 FROM triggers) OR EXISTS (SELECT 1 FROM sandboxes)
+ OR EXISTS (SELECT 1 FROM kv))`).Scan(&empty)
+	if err != nil {
+		return false, fmt.Errorf("postgres: %w", err)
+	}
+	return empty, nil
+}
