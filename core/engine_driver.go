@@ -69,6 +69,9 @@ func (s *Service) sweep(l LapsedLister) {
 		s.mu.Unlock()
 		if taken > 0 {
 			s.log.Info("taking over runs whose lease lapsed", "runs", taken)
+			for range taken {
+				s.obs.Lease(LeaseTakenOver)
+			}
 		}
 	}
 }
@@ -182,6 +185,7 @@ func (s *Service) drive(ctx context.Context, runID string, started *RunClaim) {
 		s.log.Error("claim run", "run", runID, "err", err)
 		return
 	}
+	s.obs.Lease(LeaseClaimed)
 	r := &runner{s: s, run: claim.Run, lease: claim.Lease, cp: claim.Checkpoint, msgs: inNamespace(claim.Messages, claim.Run.Namespace)}
 	if claim == started { // on a new thread (Service.storedClaim)
 		r.startWorkspace()
@@ -198,6 +202,9 @@ func (s *Service) drive(ctx context.Context, runID string, started *RunClaim) {
 	case errors.Is(err, ErrRunNotRunning), errors.Is(err, ErrStaleLease):
 		// The run ended, or another driver claimed it, while this one
 		// worked: its step was refused and it has nothing left to do.
+		if errors.Is(err, ErrStaleLease) {
+			s.obs.Lease(LeaseLost)
+		}
 		s.log.Info("run driver stopped: its step was refused", "run", runID, "err", err)
 	default:
 		s.log.Error("run stopped on a store error; it resumes on next start", "run", runID, "err", err)

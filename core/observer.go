@@ -33,7 +33,22 @@ type Observer interface {
 	// the tokens it used and its error (nil on success). A turn cut off
 	// because its run was cancelled or the server stopped is not reported.
 	ModelTurn(model string, d time.Duration, usage Usage, err error)
+	// Lease reports what happened to the lease of a run this process
+	// drives: claimed (at its start or resumption), lost (another
+	// process claimed it since: a step or renewal was refused), or taken
+	// over (claimed from a process whose lease lapsed).
+	Lease(event LeaseEvent)
 }
+
+// LeaseEvent is what happened to a run's lease.
+type LeaseEvent string
+
+// Lease events.
+const (
+	LeaseClaimed   LeaseEvent = "claimed"
+	LeaseLost      LeaseEvent = "lost"
+	LeaseTakenOver LeaseEvent = "taken_over"
+)
 
 // StepKind is what a step did.
 type StepKind string
@@ -69,6 +84,7 @@ func (nopObserver) RunFinished(RunStatus)                         {}
 func (nopObserver) Step(StepKind)                                 {}
 func (nopObserver) ToolCall(string, ToolOutcome, time.Duration)   {}
 func (nopObserver) ModelTurn(string, time.Duration, Usage, error) {}
+func (nopObserver) Lease(LeaseEvent)                              {}
 
 // observeEvents reports the runs that committed events started or finished.
 func (s *Service) observeEvents(evs []Event) {

@@ -36,6 +36,8 @@ func (o *fakeObserver) ModelTurn(model string, _ time.Duration, u core.Usage, er
 	o.add("turn %s in=%d out=%d err=%v", model, u.InputTokens, u.OutputTokens, err != nil)
 }
 
+func (o *fakeObserver) Lease(e core.LeaseEvent) { o.add("lease %s", e) }
+
 func (o *fakeObserver) list() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -98,10 +100,12 @@ func TestObserver(t *testing.T) {
 	}
 	waitRun(t, svc, r.ID, core.RunSucceeded)
 	want := []string{
-		"run started",
+		"run started", "lease claimed",
 		"turn fake in=7 out=3 err=false", "step model",
 		`tool "echo" ok ran=true`, `tool "fail" error ran=true`, `tool "" unknown ran=false`, "step tools",
 		"turn fake in=0 out=0 err=false", "step model",
+		// The decisions resume the run: its driver claims it again.
+		"lease claimed",
 		`tool "w" rejected ran=false`, `tool "w" answered ran=false`, "step tools",
 		// The last step commits with the run's end, which is reported
 		// from the commit; the step after it.
@@ -123,7 +127,7 @@ func TestObserverFailedTurn(t *testing.T) {
 	svc := e.service(func(c *core.Config) { c.Observer = obs })
 	r := start(t, svc, e.thread(svc).ID, core.RunRequest{})
 	waitRun(t, svc, r.ID, core.RunFailed)
-	want := []string{"run started", "turn fake in=0 out=0 err=true", "run finished failed"}
+	want := []string{"run started", "lease claimed", "turn fake in=0 out=0 err=true", "run finished failed"}
 	if got := obs.waitFor(want); !slices.Equal(got, want) {
 		t.Errorf("observed %q, want %q", got, want)
 	}

@@ -63,7 +63,7 @@ func openPostgres(ctx context.Context, dsn string, red *core.Redactor, opts post
 // password the redactor then knows, or <data>/kiln.db.
 func openStore(ctx context.Context, cfg serveConfig, red *core.Redactor, met *metrics.Metrics, log *slog.Logger) (store, error) {
 	if cfg.Database != "" {
-		s, where, err := openPostgres(ctx, cfg.Database, red, postgres.Options{OnCommit: met.StoreCommit})
+		s, where, err := openPostgres(ctx, cfg.Database, red, postgres.Options{OnCommit: met.StoreCommit, OnRemoteEvent: met.EventDelivered})
 		if err != nil {
 			return nil, err
 		}

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -122,8 +125,21 @@ func TestReplicasEndToEnd(t *testing.T) {
 	}
 	t.Logf("B's stream moved again %s after A was killed; all runs finished %s after (%d calls cut off by the kill retried)",
 		resumed.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond), recoveries)
-	if !strings.Contains(b.logs.String(), "taking over runs whose lease lapsed") {
-		t.Errorf("B never took a run over:\n%s", b.logs.String())
+	if !strings.Contains(b.logs.String(), "taking over runs whose lease lapsed") || !strings.Contains(b.logs.String(), "replica=") {
+		t.Errorf("B's log does not say it took runs over, naming itself:\n%s", b.logs.String())
+	}
+	// B's metrics count the runs it took over and the events of A's that
+	// reached it.
+	resp, err := http.Get("http://" + b.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, re := range []string{`kiln_run_leases_total\{event="taken_over"\} [1-9]`, `kiln_event_notify_lag_seconds_count [1-9]`, `kiln_replica_info\{replica="[^"]+"\} 1`} {
+		if !regexp.MustCompile(re).Match(metrics) {
+			t.Errorf("B's metrics have no %s", re)
+		}
 	}
 	for i := range runs {
 		for k := range rounds {

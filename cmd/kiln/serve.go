@@ -417,12 +417,13 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 		return err
 	}
 	defer serverLog.Close()
-	log = serverLog.Logger()
+	log = serverLog.Logger().With("replica", replica)
 	// Whatever logs through the default logger (a library, a stray
 	// slog.Default()) is redacted and reaches the file too.
 	defer slog.SetDefault(slog.Default())
 	slog.SetDefault(log)
 	met := metrics.New()
+	met.SetReplica(replica)
 	store, err := openStore(ctx, cfg, red, met, log)
 	if err != nil {
 		return err

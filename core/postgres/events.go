@@ -34,6 +34,7 @@ type events struct {
 	listening sync.Once
 	stop      chan struct{}
 	done      chan struct{}
+	onRemote  func(time.Duration)
 }
 
 // pollEvery is how often the listener reads the log without a
@@ -130,6 +131,12 @@ func (s *Store) catchUp(ctx context.Context, upTo int64) error {
 		}
 		(*hook)(page)
 		s.delivered = page[len(page)-1].Seq
+		if s.onRemote != nil {
+			now := time.Now()
+			for _, e := range page {
+				s.onRemote(now.Sub(e.Time))
+			}
+		}
 	}
 }
 

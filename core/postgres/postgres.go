@@ -56,6 +56,10 @@ type Options struct {
 	// with how long its transaction took (from its first statement to
 	// its commit) and the Updates it held (always 1 here).
 	OnCommit func(d time.Duration, updates int)
+	// OnRemoteEvent, when set, is called with each event another replica
+	// committed as the commit hook gets it: how long after the event's
+	// time (on that replica's clock) it arrived.
+	OnRemoteEvent func(lag time.Duration)
 }
 
 // Store is a core.Store and a core.KVStore on PostgreSQL. It is safe for
@@ -96,6 +100,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	s := &Store{pool: pool, now: opt.Now, onCommit: opt.OnCommit}
+	s.events.onRemote = opt.OnRemoteEvent
 	s.events.stop = make(chan struct{})
 	ms, err := migrations.Load(migrationFS, "migrations")
 	if err == nil {

@@ -46,6 +46,9 @@ type Metrics struct {
 	commitUpdates  prometheus.Counter
 	pluginCalls    *prometheus.CounterVec
 	pluginFailures *prometheus.CounterVec
+	leases         *prometheus.CounterVec
+	notifyLag      prometheus.Histogram
+	replica        *prometheus.GaugeVec
 
 	streams atomic.Pointer[func() (open int, dropped uint64)]
 	runs    atomic.Pointer[func(context.Context) (map[core.RunStatus]int, error)]
@@ -82,6 +85,14 @@ func New() *Metrics {
 	m.pluginFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kiln_plugin_call_failures_total", Help: "Failed calls of plugin tools, by plugin and kind (tool: the tool returned an error; transport: the plugin could not be reached)."},
 		[]string{"plugin", "kind"})
+	m.leases = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kiln_run_leases_total", Help: "Leases of runs this server drives, by event: claimed (a run started or resumed here), lost (another server claimed it since), taken_over (claimed from a server whose lease lapsed)."},
+		[]string{"event"})
+	m.notifyLag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "kiln_event_notify_lag_seconds", Help: "On PostgreSQL, from an event's time on the server that committed it to its delivery to this server's streams (clocks of two hosts: skew included).",
+		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}})
+	m.replica = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kiln_replica_info", Help: "This server's name in run leases (its data root's replica-id), always 1."}, []string{"replica"})
 	subscribers := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kiln_sse_subscribers", Help: "Open event streams."}, func() float64 {
 		open, _ := m.streamStats()
@@ -93,7 +104,7 @@ func New() *Metrics {
 		return float64(n)
 	})
 	m.reg.MustRegister(m.runsStarted, m.runsFinished, m.steps, m.toolCalls, m.turnSeconds, m.turnErrors, m.tokens,
-		m.commitSeconds, m.commitUpdates, m.pluginCalls, m.pluginFailures, subscribers, dropped,
+		m.commitSeconds, m.commitUpdates, m.pluginCalls, m.pluginFailures, m.leases, m.notifyLag, m.replica, subscribers, dropped,
 		activeRuns{m}, warmPools{m}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, st := range []core.RunStatus{core.RunSucceeded, core.RunFailed, core.RunCancelled} {
 		m.runsFinished.WithLabelValues(string(st)) // show zeros from the start
@@ -101,8 +112,21 @@ func New() *Metrics {
 	for _, k := range []core.StepKind{core.StepModel, core.StepTools} {
 		m.steps.WithLabelValues(string(k))
 	}
+	for _, e := range []core.LeaseEvent{core.LeaseClaimed, core.LeaseLost, core.LeaseTakenOver} {
+		m.leases.WithLabelValues(string(e))
+	}
 	return m
 }
+
+// SetReplica names this server in kiln_replica_info.
+func (m *Metrics) SetReplica(name string) { m.replica.WithLabelValues(name).Set(1) }
+
+// Lease implements core.Observer.
+func (m *Metrics) Lease(e core.LeaseEvent) { m.leases.WithLabelValues(string(e)).Inc() }
+
+// EventDelivered is the PostgreSQL store's OnRemoteEvent hook: lag is how
+// long after its commit another server's event reached this one.
+func (m *Metrics) EventDelivered(lag time.Duration) { m.notifyLag.Observe(max(lag, 0).Seconds()) }
 
 // Gather implements prometheus.Gatherer: every metric, sorted by name. A
 // metric that cannot be gathered (the store did not answer) is left out
