@@ -19,7 +19,7 @@ const runCols = `id, thread_id, owner_id, status, model, input, interrupt_on, li
 
 func scanRun(row pgx.Row) (*core.Run, error) {
 	var r core.Run
-	var input, policy, limits, usage, agent *string
+	var input, policy, limits, usage, agent []byte
 	var created, updated int64
 	var started, finished *int64
 	if err := row.Scan(&r.ID, &r.ThreadID, &r.OwnerID, &r.Status, &r.Model, &input, &policy, &limits,
@@ -29,17 +29,17 @@ func scanRun(row pgx.Row) (*core.Run, error) {
 		return nil, err
 	}
 	for _, f := range []struct {
-		s    *string
+		b    []byte
 		v    any
 		what string
 	}{{agent, &r.Agent, "run agent"}, {input, &r.Input, "run input"}, {policy, &r.InterruptOn, "run interrupt_on"},
 		{limits, &r.Limits, "run limits"}, {usage, &r.Usage, "run usage"}} {
-		if err := decJSON(f.s, f.v, f.what); err != nil {
+		if err := codec.DecJSON(f.b, f.v, f.what); err != nil {
 			return nil, err
 		}
 	}
 	r.CreatedAt, r.UpdatedAt = codec.DecTime(created), codec.DecTime(updated)
-	r.StartedAt, r.FinishedAt = decTimePtr(started), decTimePtr(finished)
+	r.StartedAt, r.FinishedAt = codec.DecTimePtr(started), codec.DecTimePtr(finished)
 	return &r, nil
 }
 
@@ -129,23 +129,23 @@ func (x *tx) PutRun(r *core.Run) error {
 	if r.ThreadID == "" {
 		return core.Errorf(core.EINVALID, "run %q needs a thread", r.ID)
 	}
-	input, err := encJSON(r.Input, r.Input.Text == "" && len(r.Input.Attachments) == 0, "run input")
+	input, err := codec.EncJSON(r.Input, r.Input.Text == "" && len(r.Input.Attachments) == 0, "run input")
 	if err != nil {
 		return err
 	}
-	policy, err := encJSON(r.InterruptOn, r.InterruptOn == nil, "run interrupt_on")
+	policy, err := codec.EncJSON(r.InterruptOn, r.InterruptOn == nil, "run interrupt_on")
 	if err != nil {
 		return err
 	}
-	limits, err := encJSON(r.Limits, r.Limits == core.Limits{}, "run limits")
+	limits, err := codec.EncJSON(r.Limits, r.Limits == core.Limits{}, "run limits")
 	if err != nil {
 		return err
 	}
-	usage, err := encJSON(r.Usage, r.Usage == core.Usage{}, "run usage")
+	usage, err := codec.EncJSON(r.Usage, r.Usage == core.Usage{}, "run usage")
 	if err != nil {
 		return err
 	}
-	agent, err := encJSON(r.Agent, r.Agent == nil, "run agent")
+	agent, err := codec.EncJSON(r.Agent, r.Agent == nil, "run agent")
 	if err != nil {
 		return err
 	}
@@ -199,16 +199,17 @@ FROM messages WHERE thread_id = ` + p.add(threadID) + ` AND idx >= ` + p.add(fro
 	}
 	return list(x, "list messages", query, p, func(r pgx.Row) (*core.Message, error) {
 		m := &core.Message{ThreadID: threadID}
-		var run, parts, calls *string
+		var run *string
+		var parts, calls []byte
 		var created int64
 		if err := r.Scan(&m.Index, &run, &m.Namespace, &m.Role, &m.Text, &parts, &calls, &m.ToolCallID, &m.Name, &m.IsError, &created); err != nil {
 			return nil, err
 		}
 		m.RunID = str(run)
-		if err := decJSON(parts, &m.Parts, "message parts"); err != nil {
+		if err := codec.DecJSON(parts, &m.Parts, "message parts"); err != nil {
 			return nil, err
 		}
-		if err := decJSON(calls, &m.ToolCalls, "message tool_calls"); err != nil {
+		if err := codec.DecJSON(calls, &m.ToolCalls, "message tool_calls"); err != nil {
 			return nil, err
 		}
 		m.CreatedAt = codec.DecTime(created)
@@ -229,11 +230,11 @@ func (x *tx) AppendMessages(msgs ...*core.Message) error {
 		if err != nil {
 			return err
 		}
-		calls, err := encJSON(m.ToolCalls, m.ToolCalls == nil, "message tool_calls")
+		calls, err := codec.EncJSON(m.ToolCalls, m.ToolCalls == nil, "message tool_calls")
 		if err != nil {
 			return err
 		}
-		parts, err := encJSON(m.Parts, m.Parts == nil, "message parts")
+		parts, err := codec.EncJSON(m.Parts, m.Parts == nil, "message parts")
 		if err != nil {
 			return err
 		}
@@ -250,7 +251,7 @@ func (x *tx) AppendMessages(msgs ...*core.Message) error {
 		}
 		_, err = x.guarded(`INSERT INTO messages (thread_id, idx, run_id, namespace, role, text, parts, tool_calls,
  tool_call_id, name, is_error, created_at, words) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::text::tsvector)`,
-			m.ThreadID, idx, nullText(m.RunID), m.Namespace, m.Role, m.Text, parts, calls, m.ToolCallID, m.Name, m.IsError, created, words)
+			m.ThreadID, idx, codec.NullText(m.RunID), m.Namespace, m.Role, m.Text, parts, calls, m.ToolCallID, m.Name, m.IsError, created, words)
 		if isCode(err, foreignKeyViolation) {
 			return core.Errorf(core.ENOTFOUND, "thread %q not found", m.ThreadID)
 		}
@@ -276,12 +277,12 @@ func (x *tx) Checkpoint(runID string, version int) (*core.Checkpoint, error) {
 	}
 	return one(x, "get checkpoint", missing, query, args, func(r pgx.Row) (*core.Checkpoint, error) {
 		c := &core.Checkpoint{RunID: runID}
-		var state string
+		var state []byte
 		var created int64
 		if err := r.Scan(&c.Version, &c.Parent, &c.Messages, &state, &created); err != nil {
 			return nil, err
 		}
-		if err := decJSON(&state, &c.State, "checkpoint state"); err != nil {
+		if err := codec.DecJSON(state, &c.State, "checkpoint state"); err != nil {
 			return nil, err
 		}
 		c.CreatedAt = codec.DecTime(created)
@@ -325,7 +326,7 @@ const interruptCols = `id, run_id, thread_id, owner_id, kind, tool_call_id, tool
 
 func scanInterrupt(r pgx.Row) (*core.Interrupt, error) {
 	var i core.Interrupt
-	var args, allowed, decision *string
+	var args, allowed, decision []byte
 	var created int64
 	var decided *int64
 	if err := r.Scan(&i.ID, &i.RunID, &i.ThreadID, &i.OwnerID, &i.Kind, &i.ToolCallID, &i.Tool, &args,
@@ -333,15 +334,15 @@ func scanInterrupt(r pgx.Row) (*core.Interrupt, error) {
 		return nil, err
 	}
 	if args != nil {
-		i.Args = json.RawMessage(*args)
+		i.Args = json.RawMessage(args)
 	}
-	if err := decJSON(allowed, &i.AllowedDecisions, "interrupt allowed_decisions"); err != nil {
+	if err := codec.DecJSON(allowed, &i.AllowedDecisions, "interrupt allowed_decisions"); err != nil {
 		return nil, err
 	}
-	if err := decJSON(decision, &i.Decision, "interrupt decision"); err != nil {
+	if err := codec.DecJSON(decision, &i.Decision, "interrupt decision"); err != nil {
 		return nil, err
 	}
-	i.CreatedAt, i.DecidedAt = codec.DecTime(created), decTimePtr(decided)
+	i.CreatedAt, i.DecidedAt = codec.DecTime(created), codec.DecTimePtr(decided)
 	return &i, nil
 }
 
@@ -375,15 +376,15 @@ func (x *tx) PutInterrupt(i *core.Interrupt) error {
 	if i.OwnerID == "" || i.RunID == "" || i.ThreadID == "" {
 		return core.Errorf(core.EINVALID, "interrupt %q needs an owner, a run and a thread", i.ID)
 	}
-	args, err := encRaw(i.Args, "interrupt args")
+	args, err := codec.EncRaw(i.Args, "interrupt args")
 	if err != nil {
 		return err
 	}
-	allowed, err := encJSON(i.AllowedDecisions, i.AllowedDecisions == nil, "interrupt allowed_decisions")
+	allowed, err := codec.EncJSON(i.AllowedDecisions, i.AllowedDecisions == nil, "interrupt allowed_decisions")
 	if err != nil {
 		return err
 	}
-	decision, err := encJSON(i.Decision, i.Decision == nil, "interrupt decision")
+	decision, err := codec.EncJSON(i.Decision, i.Decision == nil, "interrupt decision")
 	if err != nil {
 		return err
 	}

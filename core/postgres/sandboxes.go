@@ -17,8 +17,7 @@ const sandboxCols = "id, owner_id, runtime, pool, request, metadata, state, reas
 
 func scanSandbox(r pgx.Row) (*core.Sandbox, error) {
 	var sb core.Sandbox
-	var request, handle []byte
-	var metadata *string
+	var request, handle, metadata []byte
 	var expires *int64
 	var created, updated, transition int64
 	if err := r.Scan(&sb.ID, &sb.OwnerID, &sb.Runtime, &sb.Pool, &request, &metadata, &sb.State, &sb.Reason, &sb.Message,
@@ -31,10 +30,10 @@ func scanSandbox(r pgx.Row) (*core.Sandbox, error) {
 	if len(handle) > 0 {
 		sb.Handle = handle
 	}
-	if err := decJSON(metadata, &sb.Metadata, "sandbox metadata"); err != nil {
+	if err := codec.DecJSON(metadata, &sb.Metadata, "sandbox metadata"); err != nil {
 		return nil, err
 	}
-	sb.ExpiresAt = decTimePtr(expires)
+	sb.ExpiresAt = codec.DecTimePtr(expires)
 	sb.CreatedAt, sb.UpdatedAt, sb.TransitionAt = codec.DecTime(created), codec.DecTime(updated), codec.DecTime(transition)
 	return &sb, nil
 }
@@ -84,7 +83,7 @@ func (x *tx) PutSandbox(sb *core.Sandbox) error {
 	if sb.OwnerID == "" || sb.Runtime == "" || sb.State == "" {
 		return core.Errorf(core.EINVALID, "sandbox %q needs an owner, a runtime and a state", sb.ID)
 	}
-	metadata, err := encJSON(sb.Metadata, len(sb.Metadata) == 0, "sandbox metadata")
+	metadata, err := codec.EncJSON(sb.Metadata, len(sb.Metadata) == 0, "sandbox metadata")
 	if err != nil {
 		return err
 	}

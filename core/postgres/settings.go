@@ -14,12 +14,12 @@ func (x *tx) Settings(ownerID string) (*core.Settings, error) {
 		"SELECT prompt_addendum, limits, memory, theme, sandbox_runtime, updated_at FROM settings WHERE owner_id = $1", []any{ownerID},
 		func(r pgx.Row) (*core.Settings, error) {
 			s := &core.Settings{OwnerID: ownerID}
-			var limits *string
+			var limits []byte
 			var updated int64
 			if err := r.Scan(&s.PromptAddendum, &limits, &s.Memory, &s.Theme, &s.SandboxRuntime, &updated); err != nil {
 				return nil, err
 			}
-			if err := decJSON(limits, &s.Limits, "settings limits"); err != nil {
+			if err := codec.DecJSON(limits, &s.Limits, "settings limits"); err != nil {
 				return nil, err
 			}
 			s.UpdatedAt = codec.DecTime(updated)
@@ -34,7 +34,7 @@ func (x *tx) PutSettings(s *core.Settings) error {
 	if s == nil || s.OwnerID == "" {
 		return core.Errorf(core.EINVALID, "settings need an owner")
 	}
-	limits, err := encJSON(s.Limits, s.Limits == core.Limits{}, "settings limits")
+	limits, err := codec.EncJSON(s.Limits, s.Limits == core.Limits{}, "settings limits")
 	if err != nil {
 		return err
 	}

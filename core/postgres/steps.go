@@ -229,7 +229,7 @@ func (x *tx) commitStep(c *core.StepCommit, res *core.StepResult) error {
 		if err != nil {
 			return err
 		}
-		usage, err := encJSON(c.Usage, c.Usage == core.Usage{}, "run usage")
+		usage, err := codec.EncJSON(c.Usage, c.Usage == core.Usage{}, "run usage")
 		if err != nil {
 			return err
 		}

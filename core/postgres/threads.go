@@ -130,9 +130,9 @@ ON CONFLICT (id) DO UPDATE SET owner_id = excluded.owner_id, folder_id = exclude
  working_folder = excluded.working_folder, parent_thread_id = excluded.parent_thread_id,
  parent_message = excluded.parent_message, occurrence_id = excluded.occurrence_id,
  title_words = CASE WHEN threads.title = excluded.title THEN threads.title_words ELSE excluded.title_words END`,
-		t.ID, t.OwnerID, nullText(t.FolderID), t.Title, t.Pinned, t.Source, t.Model, t.Status,
-		t.ActiveRunID, nullText(t.UnreadRunID), t.OpenActions, t.LastMessage, created, updated,
-		t.Usage.InputTokens, t.Usage.OutputTokens, t.WorkingFolder, t.ParentThreadID, parentMessage, nullText(t.OccurrenceID),
+		t.ID, t.OwnerID, codec.NullText(t.FolderID), t.Title, t.Pinned, t.Source, t.Model, t.Status,
+		t.ActiveRunID, codec.NullText(t.UnreadRunID), t.OpenActions, t.LastMessage, created, updated,
+		t.Usage.InputTokens, t.Usage.OutputTokens, t.WorkingFolder, t.ParentThreadID, parentMessage, codec.NullText(t.OccurrenceID),
 		searchVector(t.Title))
 	if isCode(err, foreignKeyViolation) {
 		return core.Errorf(core.ENOTFOUND, "thread %q: folder %q not found", t.ID, t.FolderID)
@@ -302,7 +302,8 @@ WHERE i.owner_id = ` + p.add(q.OwnerID) + ` AND i.status = 'open'` + where
 		query += " ORDER BY i.created_at DESC, i.id DESC"
 		scan = func(r pgx.Row) (*core.InboxItem, error) {
 			it := &core.InboxItem{Queue: q.Queue}
-			var title, folder, status, args, allowed, said, text *string
+			var title, folder, status, said, text *string
+			var args, allowed []byte
 			var pinned *bool
 			var at *int64
 			var when int64
@@ -313,9 +314,9 @@ WHERE i.owner_id = ` + p.add(q.OwnerID) + ` AND i.status = 'open'` + where
 			it.ThreadTitle, it.FolderID, it.RunStatus, it.AssistantText = str(title), str(folder), core.RunStatus(str(status)), str(said)
 			it.Pinned = pinned != nil && *pinned
 			if args != nil {
-				it.Args = []byte(*args)
+				it.Args = args
 			}
-			if err := decJSON(allowed, &it.AllowedDecisions, "interrupt allowed_decisions"); err != nil {
+			if err := codec.DecJSON(allowed, &it.AllowedDecisions, "interrupt allowed_decisions"); err != nil {
 				return nil, err
 			}
 			it.Time = codec.DecTime(when)

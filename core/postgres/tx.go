@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -132,64 +131,12 @@ func isCode(err error, code string) bool {
 	return errors.As(err, &e) && e.Code == code
 }
 
-// encJSON marshals v as compact JSON text, or returns NULL when empty is
-// true.
-func encJSON(v any, empty bool, what string) (any, error) {
-	if empty {
-		return nil, nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, core.Errorf(core.EINVALID, "%s: %v", what, err)
-	}
-	return string(b), nil
-}
-
-// encRaw stores raw JSON as given; empty is NULL.
-func encRaw(b json.RawMessage, what string) (any, error) {
-	if len(b) == 0 {
-		return nil, nil
-	}
-	if !json.Valid(b) {
-		return nil, core.Errorf(core.EINVALID, "%s is not valid JSON", what)
-	}
-	return string(b), nil
-}
-
-// decJSON unmarshals s into v unless s is NULL.
-func decJSON(s *string, v any, what string) error {
-	if s == nil {
-		return nil
-	}
-	if err := json.Unmarshal([]byte(*s), v); err != nil {
-		return errors.New("postgres: decode " + what + ": " + err.Error())
-	}
-	return nil
-}
-
-// nullText stores "" as NULL.
-func nullText(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
 // str is a nullable text column's value, "" for NULL.
 func str(s *string) string {
 	if s == nil {
 		return ""
 	}
 	return *s
-}
-
-// decTimePtr is a nullable time column's value.
-func decTimePtr(n *int64) *time.Time {
-	if n == nil {
-		return nil
-	}
-	t := codec.DecTime(*n)
-	return &t
 }
 
 // The event log.
@@ -252,7 +199,7 @@ func (x *tx) Emit(e core.Event) error {
 	if err != nil {
 		return err
 	}
-	if _, err := encRaw(e.Payload, "event payload"); err != nil {
+	if _, err := codec.EncRaw(e.Payload, "event payload"); err != nil {
 		return err
 	}
 	last, err := x.LastSeq()

@@ -127,7 +127,7 @@ func (x *tx) PutAttachment(a *core.Attachment) error {
 	_, err = x.guarded(`INSERT INTO attachments (`+attachmentCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (id) DO UPDATE SET owner_id = excluded.owner_id, thread_id = excluded.thread_id, name = excluded.name,
  mime = excluded.mime, size = excluded.size, sha256 = excluded.sha256, created_at = excluded.created_at`,
-		a.ID, a.OwnerID, nullText(a.ThreadID), a.Name, a.MIME, a.Size, a.SHA256, created)
+		a.ID, a.OwnerID, codec.NullText(a.ThreadID), a.Name, a.MIME, a.Size, a.SHA256, created)
 	if isCode(err, foreignKeyViolation) {
 		return core.Errorf(core.ENOTFOUND, "attachment %q: thread %q not found", a.ID, a.ThreadID)
 	}
@@ -204,7 +204,7 @@ func (x *tx) PutFile(f *core.File) error {
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (thread_id, path, seq) DO UPDATE SET size = excluded.size, run_id = excluded.run_id,
  deleted = excluded.deleted, updated_at = excluded.updated_at, data = excluded.data`,
-		f.ThreadID, f.Path, f.Seq, f.Size, nullText(f.RunID), f.Deleted, updated, f.Data)
+		f.ThreadID, f.Path, f.Seq, f.Size, codec.NullText(f.RunID), f.Deleted, updated, f.Data)
 	if isCode(err, foreignKeyViolation) {
 		return core.Errorf(core.ENOTFOUND, "file %q: thread %q not found", f.Path, f.ThreadID)
 	}

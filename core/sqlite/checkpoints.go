@@ -32,7 +32,7 @@ func (x *tx) Checkpoint(runID string, version int) (*core.Checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get checkpoint: %w", err)
 	}
-	if err := decJSON(state, &c.State, "checkpoint state"); err != nil {
+	if err := codec.DecJSON(state, &c.State, "checkpoint state"); err != nil {
 		return nil, err
 	}
 	c.CreatedAt = codec.DecTime(created)

@@ -119,7 +119,7 @@ func (x *tx) Emit(e core.Event) error {
 	if err != nil {
 		return err
 	}
-	payload, err := encRaw(e.Payload, "event payload")
+	payload, err := codec.EncRaw(e.Payload, "event payload")
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (x *tx) Emit(e core.Event) error {
 	}
 	e.Seq = last + 1
 	x.lastSeq = e.Seq
-	x.unsaved = append(x.unsaved, e.Seq, thread, run, owner, typ, nullText(e.Namespace), payload, when)
+	x.unsaved = append(x.unsaved, e.Seq, thread, run, owner, typ, codec.NullText(e.Namespace), payload, when)
 	e.Time = codec.DecTime(when)
 	x.events = append(x.events, e)
 	return nil

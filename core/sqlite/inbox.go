@@ -120,7 +120,7 @@ WHERE i.owner_id = +? AND i.status = 'open'`
 			if args != nil {
 				it.Args = json.RawMessage(args)
 			}
-			if err := decJSON(allowed, &it.AllowedDecisions, "interrupt allowed_decisions"); err != nil {
+			if err := codec.DecJSON(allowed, &it.AllowedDecisions, "interrupt allowed_decisions"); err != nil {
 				return nil, "", err
 			}
 		}

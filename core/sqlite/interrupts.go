@@ -27,10 +27,10 @@ func scanInterrupt(sc scanner) (*core.Interrupt, error) {
 	if args != nil {
 		i.Args = json.RawMessage(args)
 	}
-	if err := decJSON(allowed, &i.AllowedDecisions, "interrupt allowed_decisions"); err != nil {
+	if err := codec.DecJSON(allowed, &i.AllowedDecisions, "interrupt allowed_decisions"); err != nil {
 		return nil, err
 	}
-	if err := decJSON(decision, &i.Decision, "interrupt decision"); err != nil {
+	if err := codec.DecJSON(decision, &i.Decision, "interrupt decision"); err != nil {
 		return nil, err
 	}
 	i.CreatedAt = codec.DecTime(created)
@@ -101,15 +101,15 @@ func (x *tx) PutInterrupt(i *core.Interrupt) error {
 	if i.OwnerID == "" || i.RunID == "" || i.ThreadID == "" {
 		return core.Errorf(core.EINVALID, "interrupt %q needs an owner, a run and a thread", i.ID)
 	}
-	args, err := encRaw(i.Args, "interrupt args")
+	args, err := codec.EncRaw(i.Args, "interrupt args")
 	if err != nil {
 		return err
 	}
-	allowed, err := encJSON(i.AllowedDecisions, i.AllowedDecisions == nil, "interrupt allowed_decisions")
+	allowed, err := codec.EncJSON(i.AllowedDecisions, i.AllowedDecisions == nil, "interrupt allowed_decisions")
 	if err != nil {
 		return err
 	}
-	decision, err := encJSON(i.Decision, i.Decision == nil, "interrupt decision")
+	decision, err := codec.EncJSON(i.Decision, i.Decision == nil, "interrupt decision")
 	if err != nil {
 		return err
 	}

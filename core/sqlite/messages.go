@@ -32,10 +32,10 @@ ORDER BY m.idx`+limitClause(limit), threadID, from)
 			return nil, fmt.Errorf("sqlite: list messages: %w", err)
 		}
 		m.RunID = run.String
-		if err := decJSON(parts, &m.Parts, "message parts"); err != nil {
+		if err := codec.DecJSON(parts, &m.Parts, "message parts"); err != nil {
 			return nil, err
 		}
-		if err := decJSON(calls, &m.ToolCalls, "message tool_calls"); err != nil {
+		if err := codec.DecJSON(calls, &m.ToolCalls, "message tool_calls"); err != nil {
 			return nil, err
 		}
 		m.CreatedAt = codec.DecTime(created)
@@ -73,11 +73,11 @@ func (x *tx) AppendMessages(msgs ...*core.Message) error {
 		if err != nil {
 			return err
 		}
-		calls, err := encJSON(m.ToolCalls, m.ToolCalls == nil, "message tool_calls")
+		calls, err := codec.EncJSON(m.ToolCalls, m.ToolCalls == nil, "message tool_calls")
 		if err != nil {
 			return err
 		}
-		parts, err := encJSON(m.Parts, m.Parts == nil, "message parts")
+		parts, err := codec.EncJSON(m.Parts, m.Parts == nil, "message parts")
 		if err != nil {
 			return err
 		}

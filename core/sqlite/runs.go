@@ -32,19 +32,19 @@ func scanRun(sc scanner) (*core.Run, error) {
 		&r.ParentRunID, &r.ParentCallID, &r.Namespace, &agent); err != nil {
 		return nil, err
 	}
-	if err := decJSON(agent, &r.Agent, "run agent"); err != nil {
+	if err := codec.DecJSON(agent, &r.Agent, "run agent"); err != nil {
 		return nil, err
 	}
-	if err := decJSON(input, &r.Input, "run input"); err != nil {
+	if err := codec.DecJSON(input, &r.Input, "run input"); err != nil {
 		return nil, err
 	}
-	if err := decJSON(policy, &r.InterruptOn, "run interrupt_on"); err != nil {
+	if err := codec.DecJSON(policy, &r.InterruptOn, "run interrupt_on"); err != nil {
 		return nil, err
 	}
-	if err := decJSON(limits, &r.Limits, "run limits"); err != nil {
+	if err := codec.DecJSON(limits, &r.Limits, "run limits"); err != nil {
 		return nil, err
 	}
-	if err := decJSON(usage, &r.Usage, "run usage"); err != nil {
+	if err := codec.DecJSON(usage, &r.Usage, "run usage"); err != nil {
 		return nil, err
 	}
 	r.CreatedAt = codec.DecTime(created)
@@ -194,23 +194,23 @@ func (x *tx) PutRun(r *core.Run) error {
 	if r.ThreadID == "" {
 		return core.Errorf(core.EINVALID, "run %q needs a thread", r.ID)
 	}
-	input, err := encJSON(r.Input, r.Input.Text == "" && len(r.Input.Attachments) == 0, "run input")
+	input, err := codec.EncJSON(r.Input, r.Input.Text == "" && len(r.Input.Attachments) == 0, "run input")
 	if err != nil {
 		return err
 	}
-	policy, err := encJSON(r.InterruptOn, r.InterruptOn == nil, "run interrupt_on")
+	policy, err := codec.EncJSON(r.InterruptOn, r.InterruptOn == nil, "run interrupt_on")
 	if err != nil {
 		return err
 	}
-	limits, err := encJSON(r.Limits, r.Limits == core.Limits{}, "run limits")
+	limits, err := codec.EncJSON(r.Limits, r.Limits == core.Limits{}, "run limits")
 	if err != nil {
 		return err
 	}
-	usage, err := encJSON(r.Usage, r.Usage == core.Usage{}, "run usage")
+	usage, err := codec.EncJSON(r.Usage, r.Usage == core.Usage{}, "run usage")
 	if err != nil {
 		return err
 	}
-	agent, err := encJSON(r.Agent, r.Agent == nil, "run agent")
+	agent, err := codec.EncJSON(r.Agent, r.Agent == nil, "run agent")
 	if err != nil {
 		return err
 	}

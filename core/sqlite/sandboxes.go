@@ -31,7 +31,7 @@ func scanSandbox(sc scanner) (*core.Sandbox, error) {
 	if len(handle) > 0 {
 		sb.Handle = handle
 	}
-	if err := decJSON(metadata, &sb.Metadata, "sandbox metadata"); err != nil {
+	if err := codec.DecJSON(metadata, &sb.Metadata, "sandbox metadata"); err != nil {
 		return nil, err
 	}
 	sb.ExpiresAt = decTimePtr(expires)
@@ -110,7 +110,7 @@ func (x *tx) PutSandbox(sb *core.Sandbox) error {
 	if sb.OwnerID == "" || sb.Runtime == "" || sb.State == "" {
 		return core.Errorf(core.EINVALID, "sandbox %q needs an owner, a runtime and a state", sb.ID)
 	}
-	metadata, err := encJSON(sb.Metadata, len(sb.Metadata) == 0, "sandbox metadata")
+	metadata, err := codec.EncJSON(sb.Metadata, len(sb.Metadata) == 0, "sandbox metadata")
 	if err != nil {
 		return err
 	}

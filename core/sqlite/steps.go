@@ -176,7 +176,7 @@ func (x *tx) commitStep(c *core.StepCommit, cancel *bool) error {
 		if err != nil {
 			return err
 		}
-		usage, err := encJSON(c.Usage, c.Usage == core.Usage{}, "run usage")
+		usage, err := codec.EncJSON(c.Usage, c.Usage == core.Usage{}, "run usage")
 		if err != nil {
 			return err
 		}

@@ -165,9 +165,9 @@ ON CONFLICT (n) DO UPDATE SET owner_id = excluded.owner_id, folder_id = excluded
  input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
  working_folder = excluded.working_folder, parent_thread_id = excluded.parent_thread_id,
  parent_message = excluded.parent_message, occurrence_id = excluded.occurrence_id`,
-		n, t.ID, t.OwnerID, nullText(t.FolderID), t.Title, t.Pinned, t.Source, t.Model, t.Status,
-		t.ActiveRunID, nullText(t.UnreadRunID), t.OpenActions, t.LastMessage, created, updated,
-		t.Usage.InputTokens, t.Usage.OutputTokens, t.WorkingFolder, t.ParentThreadID, parentMessage, nullText(t.OccurrenceID))
+		n, t.ID, t.OwnerID, codec.NullText(t.FolderID), t.Title, t.Pinned, t.Source, t.Model, t.Status,
+		t.ActiveRunID, codec.NullText(t.UnreadRunID), t.OpenActions, t.LastMessage, created, updated,
+		t.Usage.InputTokens, t.Usage.OutputTokens, t.WorkingFolder, t.ParentThreadID, parentMessage, codec.NullText(t.OccurrenceID))
 	if isForeignKey(err) {
 		return core.Errorf(core.ENOTFOUND, "thread %q: folder %q not found", t.ID, t.FolderID)
 	}

@@ -113,7 +113,7 @@ func (x *tx) Settings(ownerID string) (*core.Settings, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get settings: %w", err)
 	}
-	if err := decJSON(limits, &s.Limits, "settings limits"); err != nil {
+	if err := codec.DecJSON(limits, &s.Limits, "settings limits"); err != nil {
 		return nil, err
 	}
 	s.UpdatedAt = codec.DecTime(updated)
@@ -127,7 +127,7 @@ func (x *tx) PutSettings(s *core.Settings) error {
 	if s == nil || s.OwnerID == "" {
 		return core.Errorf(core.EINVALID, "settings need an owner")
 	}
-	limits, err := encJSON(s.Limits, s.Limits == core.Limits{}, "settings limits")
+	limits, err := codec.EncJSON(s.Limits, s.Limits == core.Limits{}, "settings limits")
 	if err != nil {
 		return err
 	}

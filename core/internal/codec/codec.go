@@ -5,6 +5,8 @@ package codec
 
 import (
 	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -99,4 +101,61 @@ func PageLimit(n int) int {
 		return 500
 	}
 	return n
+}
+
+// Nested and variable fields are stored as compact JSON text, NULL when
+// empty.
+
+// EncJSON marshals v as compact JSON text, or returns NULL when empty is
+// true. The caller decides emptiness so a nil slice and an empty one stay
+// distinct where it matters. what names the field in an EINVALID error.
+func EncJSON(v any, empty bool, what string) (any, error) {
+	if empty {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, core.Errorf(core.EINVALID, "%s: %v", what, err)
+	}
+	return string(b), nil
+}
+
+// EncRaw stores raw JSON as given; empty is NULL, and what is not JSON
+// is EINVALID.
+func EncRaw(b json.RawMessage, what string) (any, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if !json.Valid(b) {
+		return nil, core.Errorf(core.EINVALID, "%s is not valid JSON", what)
+	}
+	return string(b), nil
+}
+
+// DecJSON unmarshals b into v unless b is NULL (nil).
+func DecJSON(b []byte, v any, what string) error {
+	if b == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return errors.New("decode " + what + ": " + err.Error())
+	}
+	return nil
+}
+
+// NullText stores "" as NULL.
+func NullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// DecTimePtr is a nullable time column's value.
+func DecTimePtr(n *int64) *time.Time {
+	if n == nil {
+		return nil
+	}
+	t := DecTime(*n)
+	return &t
 }
