@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -19,27 +18,18 @@ const runCols = `id, thread_id, owner_id, status, model, input, interrupt_on, li
 
 func scanRun(row pgx.Row) (*core.Run, error) {
 	var r core.Run
-	var input, policy, limits, usage, agent []byte
+	var j codec.RunJSON
 	var created, updated int64
 	var started, finished *int64
-	if err := row.Scan(&r.ID, &r.ThreadID, &r.OwnerID, &r.Status, &r.Model, &input, &policy, &limits,
-		&r.Steps, &r.ToolCalls, &r.Checkpoint, &r.Error, &r.CancelRequested, &usage,
+	if err := row.Scan(&r.ID, &r.ThreadID, &r.OwnerID, &r.Status, &r.Model, &j.Input, &j.InterruptOn, &j.Limits,
+		&r.Steps, &r.ToolCalls, &r.Checkpoint, &r.Error, &r.CancelRequested, &j.Usage,
 		&created, &updated, &started, &finished, &r.System, &r.WorkingFolder,
-		&r.ParentRunID, &r.ParentCallID, &r.Namespace, &agent); err != nil {
+		&r.ParentRunID, &r.ParentCallID, &r.Namespace, &j.Agent); err != nil {
 		return nil, err
 	}
-	for _, f := range []struct {
-		b    []byte
-		v    any
-		what string
-	}{{agent, &r.Agent, "run agent"}, {input, &r.Input, "run input"}, {policy, &r.InterruptOn, "run interrupt_on"},
-		{limits, &r.Limits, "run limits"}, {usage, &r.Usage, "run usage"}} {
-		if err := codec.DecJSON(f.b, f.v, f.what); err != nil {
-			return nil, err
-		}
+	if err := codec.DecodeRun(&r, j, created, updated, started, finished); err != nil {
+		return nil, err
 	}
-	r.CreatedAt, r.UpdatedAt = codec.DecTime(created), codec.DecTime(updated)
-	r.StartedAt, r.FinishedAt = codec.DecTimePtr(started), codec.DecTimePtr(finished)
 	return &r, nil
 }
 
@@ -120,48 +110,7 @@ func (x *tx) PutRun(r *core.Run) error {
 	if err := x.writable("put run"); err != nil {
 		return err
 	}
-	if r == nil || r.ID == "" {
-		return core.Errorf(core.EINVALID, "run needs an id")
-	}
-	if r.OwnerID == "" {
-		return core.Errorf(core.EINVALID, "run %q needs an owner", r.ID)
-	}
-	if r.ThreadID == "" {
-		return core.Errorf(core.EINVALID, "run %q needs a thread", r.ID)
-	}
-	input, err := codec.EncJSON(r.Input, r.Input.Text == "" && len(r.Input.Attachments) == 0, "run input")
-	if err != nil {
-		return err
-	}
-	policy, err := codec.EncJSON(r.InterruptOn, r.InterruptOn == nil, "run interrupt_on")
-	if err != nil {
-		return err
-	}
-	limits, err := codec.EncJSON(r.Limits, r.Limits == core.Limits{}, "run limits")
-	if err != nil {
-		return err
-	}
-	usage, err := codec.EncJSON(r.Usage, r.Usage == core.Usage{}, "run usage")
-	if err != nil {
-		return err
-	}
-	agent, err := codec.EncJSON(r.Agent, r.Agent == nil, "run agent")
-	if err != nil {
-		return err
-	}
-	created, err := codec.EncTime(r.CreatedAt, "run created_at")
-	if err != nil {
-		return err
-	}
-	updated, err := codec.EncTime(r.UpdatedAt, "run updated_at")
-	if err != nil {
-		return err
-	}
-	started, err := codec.EncTimePtr(r.StartedAt, "run started_at")
-	if err != nil {
-		return err
-	}
-	finished, err := codec.EncTimePtr(r.FinishedAt, "run finished_at")
+	row, err := codec.EncodeRun(r)
 	if err != nil {
 		return err
 	}
@@ -177,10 +126,10 @@ ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id, owner_id = exclud
  system = excluded.system, working_folder = excluded.working_folder,
  parent_run_id = excluded.parent_run_id, parent_call_id = excluded.parent_call_id,
  namespace = excluded.namespace, agent = excluded.agent`,
-		r.ID, r.ThreadID, r.OwnerID, string(r.Status), r.Model, input, policy, limits,
-		r.Steps, r.ToolCalls, r.Checkpoint, r.Error, r.CancelRequested, usage,
-		created, updated, started, finished, r.System, r.WorkingFolder,
-		r.ParentRunID, r.ParentCallID, r.Namespace, agent)
+		r.ID, r.ThreadID, r.OwnerID, string(r.Status), r.Model, row.Input, row.InterruptOn, row.Limits,
+		r.Steps, r.ToolCalls, r.Checkpoint, r.Error, r.CancelRequested, row.Usage,
+		row.Created, row.Updated, row.Started, row.Finished, r.System, r.WorkingFolder,
+		r.ParentRunID, r.ParentCallID, r.Namespace, row.Agent)
 	if isCode(err, foreignKeyViolation) {
 		return core.Errorf(core.ENOTFOUND, "run %q: thread %q not found", r.ID, r.ThreadID)
 	}
@@ -206,14 +155,7 @@ FROM messages WHERE thread_id = ` + p.add(threadID) + ` AND idx >= ` + p.add(fro
 			return nil, err
 		}
 		m.RunID = str(run)
-		if err := codec.DecJSON(parts, &m.Parts, "message parts"); err != nil {
-			return nil, err
-		}
-		if err := codec.DecJSON(calls, &m.ToolCalls, "message tool_calls"); err != nil {
-			return nil, err
-		}
-		m.CreatedAt = codec.DecTime(created)
-		return m, nil
+		return m, codec.DecodeMessage(m, parts, calls, created)
 	})
 }
 
@@ -223,18 +165,7 @@ func (x *tx) AppendMessages(msgs ...*core.Message) error {
 	}
 	next := map[string]int{} // the next index of each thread appended to
 	for _, m := range msgs {
-		if m == nil || m.ThreadID == "" {
-			return core.Errorf(core.EINVALID, "message needs a thread")
-		}
-		created, err := codec.EncTime(m.CreatedAt, "message created_at")
-		if err != nil {
-			return err
-		}
-		calls, err := codec.EncJSON(m.ToolCalls, m.ToolCalls == nil, "message tool_calls")
-		if err != nil {
-			return err
-		}
-		parts, err := codec.EncJSON(m.Parts, m.Parts == nil, "message parts")
+		created, calls, parts, err := codec.EncodeMessage(m)
 		if err != nil {
 			return err
 		}
@@ -294,22 +225,12 @@ func (x *tx) PutCheckpoint(c *core.Checkpoint) error {
 	if err := x.writable("put checkpoint"); err != nil {
 		return err
 	}
-	if c == nil || c.RunID == "" {
-		return core.Errorf(core.EINVALID, "checkpoint needs a run")
-	}
-	if c.Version < 1 {
-		return core.Errorf(core.EINVALID, "checkpoint of run %q: version must be at least 1, got %d", c.RunID, c.Version)
-	}
-	created, err := codec.EncTime(c.CreatedAt, "checkpoint created_at")
+	state, created, err := codec.EncodeCheckpoint(c)
 	if err != nil {
 		return err
 	}
-	state, err := json.Marshal(c.State)
-	if err != nil {
-		return core.Errorf(core.EINVALID, "checkpoint state: %v", err)
-	}
 	_, err = x.guarded(`INSERT INTO checkpoints (run_id, version, parent, messages, state, created_at)
-VALUES ($1, $2, $3, $4, $5, $6)`, c.RunID, c.Version, c.Parent, c.Messages, string(state), created)
+VALUES ($1, $2, $3, $4, $5, $6)`, c.RunID, c.Version, c.Parent, c.Messages, state, created)
 	switch {
 	case isCode(err, uniqueViolation):
 		return core.Errorf(core.ECONFLICT, "run %q already has checkpoint %d", c.RunID, c.Version)
@@ -333,16 +254,9 @@ func scanInterrupt(r pgx.Row) (*core.Interrupt, error) {
 		&allowed, &i.Reason, &i.Status, &decision, &created, &decided); err != nil {
 		return nil, err
 	}
-	if args != nil {
-		i.Args = json.RawMessage(args)
-	}
-	if err := codec.DecJSON(allowed, &i.AllowedDecisions, "interrupt allowed_decisions"); err != nil {
+	if err := codec.DecodeInterrupt(&i, args, allowed, decision, created, decided); err != nil {
 		return nil, err
 	}
-	if err := codec.DecJSON(decision, &i.Decision, "interrupt decision"); err != nil {
-		return nil, err
-	}
-	i.CreatedAt, i.DecidedAt = codec.DecTime(created), codec.DecTimePtr(decided)
 	return &i, nil
 }
 
@@ -370,29 +284,7 @@ func (x *tx) PutInterrupt(i *core.Interrupt) error {
 	if err := x.writable("put interrupt"); err != nil {
 		return err
 	}
-	if i == nil || i.ID == "" {
-		return core.Errorf(core.EINVALID, "interrupt needs an id")
-	}
-	if i.OwnerID == "" || i.RunID == "" || i.ThreadID == "" {
-		return core.Errorf(core.EINVALID, "interrupt %q needs an owner, a run and a thread", i.ID)
-	}
-	args, err := codec.EncRaw(i.Args, "interrupt args")
-	if err != nil {
-		return err
-	}
-	allowed, err := codec.EncJSON(i.AllowedDecisions, i.AllowedDecisions == nil, "interrupt allowed_decisions")
-	if err != nil {
-		return err
-	}
-	decision, err := codec.EncJSON(i.Decision, i.Decision == nil, "interrupt decision")
-	if err != nil {
-		return err
-	}
-	created, err := codec.EncTime(i.CreatedAt, "interrupt created_at")
-	if err != nil {
-		return err
-	}
-	decided, err := codec.EncTimePtr(i.DecidedAt, "interrupt decided_at")
+	row, err := codec.EncodeInterrupt(i)
 	if err != nil {
 		return err
 	}
@@ -402,8 +294,8 @@ ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, thread_id = excluded.th
  kind = excluded.kind, tool_call_id = excluded.tool_call_id, tool = excluded.tool, args = excluded.args,
  allowed_decisions = excluded.allowed_decisions, reason = excluded.reason, status = excluded.status,
  decision = excluded.decision, created_at = excluded.created_at, decided_at = excluded.decided_at`,
-		i.ID, i.RunID, i.ThreadID, i.OwnerID, i.Kind, i.ToolCallID, i.Tool, args, allowed, i.Reason, i.Status,
-		decision, created, decided)
+		i.ID, i.RunID, i.ThreadID, i.OwnerID, i.Kind, i.ToolCallID, i.Tool, row.Args, row.Allowed, i.Reason, i.Status,
+		row.Decision, row.Created, row.Decided)
 	if isCode(err, foreignKeyViolation) {
 		return core.Errorf(core.ENOTFOUND, "interrupt %q: run %q or thread %q not found", i.ID, i.RunID, i.ThreadID)
 	}

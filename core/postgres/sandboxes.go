@@ -24,17 +24,9 @@ func scanSandbox(r pgx.Row) (*core.Sandbox, error) {
 		&handle, &expires, &created, &updated, &transition); err != nil {
 		return nil, err
 	}
-	if len(request) > 0 {
-		sb.Request = request
-	}
-	if len(handle) > 0 {
-		sb.Handle = handle
-	}
-	if err := codec.DecJSON(metadata, &sb.Metadata, "sandbox metadata"); err != nil {
+	if err := codec.DecodeSandbox(&sb, request, metadata, handle, expires, created, updated, transition); err != nil {
 		return nil, err
 	}
-	sb.ExpiresAt = codec.DecTimePtr(expires)
-	sb.CreatedAt, sb.UpdatedAt, sb.TransitionAt = codec.DecTime(created), codec.DecTime(updated), codec.DecTime(transition)
 	return &sb, nil
 }
 
@@ -77,36 +69,7 @@ func (x *tx) PutSandbox(sb *core.Sandbox) error {
 	if err := x.writable("put sandbox"); err != nil {
 		return err
 	}
-	if sb == nil || sb.ID == "" {
-		return core.Errorf(core.EINVALID, "sandbox needs an id")
-	}
-	if sb.OwnerID == "" || sb.Runtime == "" || sb.State == "" {
-		return core.Errorf(core.EINVALID, "sandbox %q needs an owner, a runtime and a state", sb.ID)
-	}
-	metadata, err := codec.EncJSON(sb.Metadata, len(sb.Metadata) == 0, "sandbox metadata")
-	if err != nil {
-		return err
-	}
-	var request, handle []byte
-	if len(sb.Request) > 0 {
-		request = sb.Request
-	}
-	if len(sb.Handle) > 0 {
-		handle = sb.Handle
-	}
-	expires, err := codec.EncTimePtr(sb.ExpiresAt, "sandbox expires_at")
-	if err != nil {
-		return err
-	}
-	created, err := codec.EncTime(sb.CreatedAt, "sandbox created_at")
-	if err != nil {
-		return err
-	}
-	updated, err := codec.EncTime(sb.UpdatedAt, "sandbox updated_at")
-	if err != nil {
-		return err
-	}
-	transition, err := codec.EncTime(sb.TransitionAt, "sandbox transition_at")
+	row, err := codec.EncodeSandbox(sb)
 	if err != nil {
 		return err
 	}
@@ -115,7 +78,7 @@ ON CONFLICT (id) DO UPDATE SET owner_id = excluded.owner_id, runtime = excluded.
  request = excluded.request, metadata = excluded.metadata, state = excluded.state, reason = excluded.reason,
  message = excluded.message, handle = excluded.handle, expires_at = excluded.expires_at,
  created_at = excluded.created_at, updated_at = excluded.updated_at, transition_at = excluded.transition_at`,
-		sb.ID, sb.OwnerID, sb.Runtime, sb.Pool, request, metadata, string(sb.State), sb.Reason, sb.Message, handle, expires, created, updated, transition); err != nil {
+		sb.ID, sb.OwnerID, sb.Runtime, sb.Pool, row.Request, row.Metadata, string(sb.State), sb.Reason, sb.Message, row.Handle, row.Expires, row.Created, row.Updated, row.Transition); err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	return nil

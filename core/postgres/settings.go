@@ -31,14 +31,7 @@ func (x *tx) PutSettings(s *core.Settings) error {
 	if err := x.writable("put settings"); err != nil {
 		return err
 	}
-	if s == nil || s.OwnerID == "" {
-		return core.Errorf(core.EINVALID, "settings need an owner")
-	}
-	limits, err := codec.EncJSON(s.Limits, s.Limits == core.Limits{}, "settings limits")
-	if err != nil {
-		return err
-	}
-	updated, err := codec.EncTime(s.UpdatedAt, "settings updated_at")
+	limits, updated, err := codec.EncodeSettings(s)
 	if err != nil {
 		return err
 	}

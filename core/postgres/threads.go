@@ -101,23 +101,9 @@ func (x *tx) PutThread(t *core.Thread) error {
 	if err := x.writable("put thread"); err != nil {
 		return err
 	}
-	if t == nil || t.ID == "" {
-		return core.Errorf(core.EINVALID, "thread needs an id")
-	}
-	if t.OwnerID == "" {
-		return core.Errorf(core.EINVALID, "thread %q needs an owner", t.ID)
-	}
-	created, err := codec.EncTime(t.CreatedAt, "thread created_at")
+	row, err := codec.EncodeThread(t)
 	if err != nil {
 		return err
-	}
-	updated, err := codec.EncTime(t.UpdatedAt, "thread updated_at")
-	if err != nil {
-		return err
-	}
-	var parentMessage any // NULL: not a fork
-	if t.ParentMessage != nil {
-		parentMessage = *t.ParentMessage
 	}
 	_, err = x.guarded(`INSERT INTO threads (`+threadCols+`, title_words)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21::text::tsvector)
@@ -131,8 +117,8 @@ ON CONFLICT (id) DO UPDATE SET owner_id = excluded.owner_id, folder_id = exclude
  parent_message = excluded.parent_message, occurrence_id = excluded.occurrence_id,
  title_words = CASE WHEN threads.title = excluded.title THEN threads.title_words ELSE excluded.title_words END`,
 		t.ID, t.OwnerID, codec.NullText(t.FolderID), t.Title, t.Pinned, t.Source, t.Model, t.Status,
-		t.ActiveRunID, codec.NullText(t.UnreadRunID), t.OpenActions, t.LastMessage, created, updated,
-		t.Usage.InputTokens, t.Usage.OutputTokens, t.WorkingFolder, t.ParentThreadID, parentMessage, codec.NullText(t.OccurrenceID),
+		t.ActiveRunID, codec.NullText(t.UnreadRunID), t.OpenActions, t.LastMessage, row.Created, row.Updated,
+		t.Usage.InputTokens, t.Usage.OutputTokens, t.WorkingFolder, t.ParentThreadID, row.ParentMessage, codec.NullText(t.OccurrenceID),
 		searchVector(t.Title))
 	if isCode(err, foreignKeyViolation) {
 		return core.Errorf(core.ENOTFOUND, "thread %q: folder %q not found", t.ID, t.FolderID)
@@ -183,17 +169,7 @@ func (x *tx) PutFolder(f *core.Folder) error {
 	if err := x.writable("put folder"); err != nil {
 		return err
 	}
-	if f == nil || f.ID == "" {
-		return core.Errorf(core.EINVALID, "folder needs an id")
-	}
-	if f.OwnerID == "" {
-		return core.Errorf(core.EINVALID, "folder %q needs an owner", f.ID)
-	}
-	created, err := codec.EncTime(f.CreatedAt, "folder created_at")
-	if err != nil {
-		return err
-	}
-	updated, err := codec.EncTime(f.UpdatedAt, "folder updated_at")
+	created, updated, err := codec.EncodeFolder(f)
 	if err != nil {
 		return err
 	}
@@ -221,29 +197,9 @@ func (x *tx) DeleteFolder(id string) error {
 // Inbox lists the Unread queue from threads_unread, or the Action queue
 // from interrupts_open, newest first.
 func (x *tx) Inbox(q core.InboxQuery) ([]*core.InboxItem, string, error) {
-	if q.OwnerID == "" {
-		return nil, "", core.Errorf(core.EINVALID, "inbox query needs an owner")
-	}
-	limit := codec.PageLimit(q.Limit)
-	var kind string
-	switch q.Queue {
-	case core.QueueUnread:
-		kind = "u"
-	case core.QueueAction:
-		kind = "a"
-	default:
-		return nil, "", core.Errorf(core.EINVALID, "unknown inbox queue %q (want %q or %q)", q.Queue, core.QueueUnread, core.QueueAction)
-	}
-	var after []string
-	if q.Cursor != "" {
-		parts, err := codec.DecCursor(q.Cursor, kind, 2)
-		if err != nil {
-			return nil, "", err
-		}
-		if _, err := codec.CursorInt(parts[0]); err != nil {
-			return nil, "", err
-		}
-		after = parts
+	kind, limit, after, err := codec.InboxQuery(q)
+	if err != nil {
+		return nil, "", err
 	}
 	terms := core.SearchTerms(q.Search)
 	if q.Search != "" && len(terms) == 0 {
@@ -266,8 +222,8 @@ func (x *tx) Inbox(q core.InboxQuery) ([]*core.InboxItem, string, error) {
 		query = `SELECT t.id, t.title, t.folder_id, t.unread_run_id, r.status, t.last_message, t.updated_at, t.pinned` + best + `
 FROM threads t LEFT JOIN runs r ON r.id = t.unread_run_id` + join + `
 WHERE t.owner_id = ` + p.add(q.OwnerID) + ` AND t.unread_run_id IS NOT NULL`
-		if after != nil {
-			query += " AND (t.updated_at, t.id) < (" + p.add(after[0]) + "::bigint, " + p.add(after[1]) + ")"
+		if after.Valid {
+			query += " AND (t.updated_at, t.id) < (" + p.add(after.Time) + ", " + p.add(after.ID) + ")"
 		}
 		query += " ORDER BY t.updated_at DESC, t.id DESC"
 		scan = func(r pgx.Row) (*core.InboxItem, error) {
@@ -296,8 +252,8 @@ WHERE t.owner_id = ` + p.add(q.OwnerID) + ` AND t.unread_run_id IS NOT NULL`
  (SELECT m.text FROM messages m WHERE m.thread_id = i.thread_id AND m.run_id = i.run_id AND m.role = 'assistant' ORDER BY m.idx DESC LIMIT 1)` + best + `
 FROM interrupts i LEFT JOIN threads t ON t.id = i.thread_id LEFT JOIN runs r ON r.id = i.run_id` + join + `
 WHERE i.owner_id = ` + p.add(q.OwnerID) + ` AND i.status = 'open'` + where
-		if after != nil {
-			query += " AND (i.created_at, i.id) < (" + p.add(after[0]) + "::bigint, " + p.add(after[1]) + ")"
+		if after.Valid {
+			query += " AND (i.created_at, i.id) < (" + p.add(after.Time) + ", " + p.add(after.ID) + ")"
 		}
 		query += " ORDER BY i.created_at DESC, i.id DESC"
 		scan = func(r pgx.Row) (*core.InboxItem, error) {

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -12,22 +11,11 @@ import (
 )
 
 func scanTrigger(r pgx.Row) (*core.Trigger, error) {
-	var body string
-	var hash, sealed []byte
+	var body, hash, sealed []byte
 	if err := r.Scan(&body, &hash, &sealed); err != nil {
 		return nil, err
 	}
-	var tr core.Trigger
-	if err := json.Unmarshal([]byte(body), &tr); err != nil {
-		return nil, fmt.Errorf("decode trigger: %w", err)
-	}
-	if len(hash) > 0 {
-		tr.SecretHash = hash
-	}
-	if len(sealed) > 0 {
-		tr.SecretSealed = sealed
-	}
-	return &tr, nil
+	return codec.DecodeTrigger(body, hash, sealed)
 }
 
 func (x *tx) Trigger(id string) (*core.Trigger, error) {
@@ -59,29 +47,15 @@ func (x *tx) PutTrigger(tr *core.Trigger) error {
 	if err := x.writable("put trigger"); err != nil {
 		return err
 	}
-	if tr == nil || tr.ID == "" || tr.OwnerID == "" || tr.Kind == "" {
-		return core.Errorf(core.EINVALID, "trigger needs an id, an owner and a kind")
-	}
-	created, err := codec.EncTime(tr.CreatedAt, "trigger created_at")
+	body, hash, sealed, created, err := codec.EncodeTrigger(tr)
 	if err != nil {
 		return err
-	}
-	body, err := json.Marshal(tr)
-	if err != nil {
-		return fmt.Errorf("postgres: put trigger: %w", err)
-	}
-	var hash, sealed []byte
-	if len(tr.SecretHash) > 0 {
-		hash = tr.SecretHash
-	}
-	if len(tr.SecretSealed) > 0 {
-		sealed = tr.SecretSealed
 	}
 	_, err = x.exec("put trigger", `INSERT INTO triggers (id, owner_id, kind, enabled, body, secret_hash, secret_sealed, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (id) DO UPDATE SET owner_id = excluded.owner_id, kind = excluded.kind, enabled = excluded.enabled,
  body = excluded.body, secret_hash = excluded.secret_hash, secret_sealed = excluded.secret_sealed, created_at = excluded.created_at`,
-		tr.ID, tr.OwnerID, tr.Kind, tr.Enabled, string(body), hash, sealed, created)
+		tr.ID, tr.OwnerID, tr.Kind, tr.Enabled, body, hash, sealed, created)
 	return err
 }
 
@@ -90,15 +64,11 @@ func (x *tx) DeleteTrigger(id string) error {
 }
 
 func scanOccurrence(r pgx.Row) (*core.Occurrence, error) {
-	var body string
+	var body []byte
 	if err := r.Scan(&body); err != nil {
 		return nil, err
 	}
-	var o core.Occurrence
-	if err := json.Unmarshal([]byte(body), &o); err != nil {
-		return nil, fmt.Errorf("decode occurrence: %w", err)
-	}
-	return &o, nil
+	return codec.DecodeOccurrence(body)
 }
 
 func (x *tx) Occurrence(id string) (*core.Occurrence, error) {
@@ -141,23 +111,14 @@ func (x *tx) PutOccurrence(o *core.Occurrence) error {
 	if err := x.writable("put occurrence"); err != nil {
 		return err
 	}
-	if o == nil || o.ID == "" || o.TriggerID == "" || o.Key == "" || o.Status == "" {
-		return core.Errorf(core.EINVALID, "occurrence needs an id, a trigger, a key and a status")
-	}
-	at, err := codec.EncTime(o.ScheduledAt, "occurrence scheduled_at")
+	body, at, err := codec.EncodeOccurrence(o)
 	if err != nil {
 		return err
-	}
-	lean := *o
-	lean.RunStatus, lean.Outcome = "", ""
-	body, err := json.Marshal(&lean)
-	if err != nil {
-		return fmt.Errorf("postgres: put occurrence: %w", err)
 	}
 	_, err = x.guarded(`INSERT INTO occurrences (id, trigger_id, key, status, scheduled_at, body) VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (id) DO UPDATE SET trigger_id = excluded.trigger_id, key = excluded.key, status = excluded.status,
  scheduled_at = excluded.scheduled_at, body = excluded.body`,
-		o.ID, o.TriggerID, o.Key, o.Status, at, string(body))
+		o.ID, o.TriggerID, o.Key, o.Status, at, body)
 	switch {
 	case err == nil:
 		return nil

@@ -189,17 +189,7 @@ func (x *tx) Emit(e core.Event) error {
 	if err := x.writable("emit"); err != nil {
 		return err
 	}
-	if e.Type == "" {
-		return core.Errorf(core.EINVALID, "event needs a type")
-	}
-	if e.Time.IsZero() {
-		e.Time = x.s.now()
-	}
-	when, err := codec.EncTime(e.Time, "event time")
-	if err != nil {
-		return err
-	}
-	if _, err := codec.EncRaw(e.Payload, "event payload"); err != nil {
+	if _, _, err := codec.EncodeEvent(&e, x.s.now); err != nil {
 		return err
 	}
 	last, err := x.LastSeq()
@@ -208,7 +198,6 @@ func (x *tx) Emit(e core.Event) error {
 	}
 	e.Seq = last + 1
 	x.lastSeq = e.Seq
-	e.Time = codec.DecTime(when)
 	x.unsaved = append(x.unsaved, e)
 	x.events = append(x.events, e)
 	return nil

@@ -34,13 +34,7 @@ func (x *tx) PutGrant(g *core.Grant) error {
 	if err := x.writable("put grant"); err != nil {
 		return err
 	}
-	if g == nil || g.ID == "" {
-		return core.Errorf(core.EINVALID, "grant needs an id")
-	}
-	if g.OwnerID == "" {
-		return core.Errorf(core.EINVALID, "grant %q needs an owner", g.ID)
-	}
-	created, err := codec.EncTime(g.CreatedAt, "grant created_at")
+	created, err := codec.EncodeGrant(g)
 	if err != nil {
 		return err
 	}
@@ -114,13 +108,7 @@ func (x *tx) PutAttachment(a *core.Attachment) error {
 	if err := x.writable("put attachment"); err != nil {
 		return err
 	}
-	if a == nil || a.ID == "" {
-		return core.Errorf(core.EINVALID, "attachment needs an id")
-	}
-	if a.OwnerID == "" {
-		return core.Errorf(core.EINVALID, "attachment %q needs an owner", a.ID)
-	}
-	created, err := codec.EncTime(a.CreatedAt, "attachment created_at")
+	created, err := codec.EncodeAttachment(a)
 	if err != nil {
 		return err
 	}
@@ -190,13 +178,7 @@ func (x *tx) PutFile(f *core.File) error {
 	if err := x.writable("put file"); err != nil {
 		return err
 	}
-	if f == nil || f.ThreadID == "" {
-		return core.Errorf(core.EINVALID, "file needs a thread")
-	}
-	if f.Path == "" {
-		return core.Errorf(core.EINVALID, "file of thread %q needs a path", f.ThreadID)
-	}
-	updated, err := codec.EncTime(f.UpdatedAt, "file updated_at")
+	updated, err := codec.EncodeFile(f)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -43,26 +42,16 @@ func (x *tx) PutCheckpoint(c *core.Checkpoint) error {
 	if err := x.writable("put checkpoint"); err != nil {
 		return err
 	}
-	if c == nil || c.RunID == "" {
-		return core.Errorf(core.EINVALID, "checkpoint needs a run")
-	}
-	if c.Version < 1 {
-		return core.Errorf(core.EINVALID, "checkpoint of run %q: version must be at least 1, got %d", c.RunID, c.Version)
-	}
-	created, err := codec.EncTime(c.CreatedAt, "checkpoint created_at")
+	state, created, err := codec.EncodeCheckpoint(c)
 	if err != nil {
 		return err
-	}
-	state, err := json.Marshal(c.State)
-	if err != nil {
-		return core.Errorf(core.EINVALID, "checkpoint state: %v", err)
 	}
 	run, err := x.mustFind("run", c.RunID)
 	if err != nil {
 		return err
 	}
 	_, err = x.tx.ExecContext(x.ctx, `INSERT INTO checkpoints (run, version, parent, messages, state, created_at)
-VALUES (?, ?, ?, ?, ?, ?)`, run, c.Version, c.Parent, c.Messages, string(state), created)
+VALUES (?, ?, ?, ?, ?, ?)`, run, c.Version, c.Parent, c.Messages, state, created)
 	if isDuplicate(err) {
 		return core.Errorf(core.ECONFLICT, "run %q already has checkpoint %d", c.RunID, c.Version)
 	}

@@ -1,22 +1,11 @@
 package sqlite
 
 import (
-	"database/sql"
 	"errors"
 	"strings"
-	"time"
 
-	"github.com/kilnhq/kiln/core/internal/codec"
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
-
-func decTimePtr(n sql.NullInt64) *time.Time {
-	if !n.Valid {
-		return nil
-	}
-	t := codec.DecTime(n.Int64)
-	return &t
-}
 
 // likeEscaper escapes the text of a LIKE pattern (ESCAPE '\').
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)

@@ -109,17 +109,7 @@ func (x *tx) Emit(e core.Event) error {
 	if err := x.writable("emit"); err != nil {
 		return err
 	}
-	if e.Type == "" {
-		return core.Errorf(core.EINVALID, "event needs a type")
-	}
-	if e.Time.IsZero() {
-		e.Time = x.s.now()
-	}
-	when, err := codec.EncTime(e.Time, "event time")
-	if err != nil {
-		return err
-	}
-	payload, err := codec.EncRaw(e.Payload, "event payload")
+	when, payload, err := codec.EncodeEvent(&e, x.s.now)
 	if err != nil {
 		return err
 	}
@@ -147,7 +137,6 @@ func (x *tx) Emit(e core.Event) error {
 	e.Seq = last + 1
 	x.lastSeq = e.Seq
 	x.unsaved = append(x.unsaved, e.Seq, thread, run, owner, typ, codec.NullText(e.Namespace), payload, when)
-	e.Time = codec.DecTime(when)
 	x.events = append(x.events, e)
 	return nil
 }

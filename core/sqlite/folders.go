@@ -57,17 +57,7 @@ func (x *tx) PutFolder(f *core.Folder) error {
 	if err := x.writable("put folder"); err != nil {
 		return err
 	}
-	if f == nil || f.ID == "" {
-		return core.Errorf(core.EINVALID, "folder needs an id")
-	}
-	if f.OwnerID == "" {
-		return core.Errorf(core.EINVALID, "folder %q needs an owner", f.ID)
-	}
-	created, err := codec.EncTime(f.CreatedAt, "folder created_at")
-	if err != nil {
-		return err
-	}
-	updated, err := codec.EncTime(f.UpdatedAt, "folder updated_at")
+	created, updated, err := codec.EncodeFolder(f)
 	if err != nil {
 		return err
 	}

@@ -11,30 +11,13 @@ import (
 )
 
 func (x *tx) Inbox(q core.InboxQuery) ([]*core.InboxItem, string, error) {
-	if q.OwnerID == "" {
-		return nil, "", core.Errorf(core.EINVALID, "inbox query needs an owner")
-	}
-	limit := codec.PageLimit(q.Limit)
-	var kind string
-	switch q.Queue {
-	case core.QueueUnread:
-		kind = "u"
-	case core.QueueAction:
-		kind = "a"
-	default:
-		return nil, "", core.Errorf(core.EINVALID, "unknown inbox queue %q (want %q or %q)", q.Queue, core.QueueUnread, core.QueueAction)
+	kind, limit, cur, err := codec.InboxQuery(q)
+	if err != nil {
+		return nil, "", err
 	}
 	var after []any
-	if q.Cursor != "" {
-		parts, err := codec.DecCursor(q.Cursor, kind, 2)
-		if err != nil {
-			return nil, "", err
-		}
-		t, err := codec.CursorInt(parts[0])
-		if err != nil {
-			return nil, "", err
-		}
-		after = []any{t, parts[1]}
+	if cur.Valid {
+		after = []any{cur.Time, cur.ID}
 	}
 	var query string
 	args := []any{q.OwnerID}

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -19,22 +18,14 @@ func scanInterrupt(sc scanner) (*core.Interrupt, error) {
 	var i core.Interrupt
 	var args, allowed, decision []byte
 	var created int64
-	var decided sql.NullInt64
+	var decided *int64
 	if err := sc.Scan(&i.ID, &i.RunID, &i.ThreadID, &i.OwnerID, &i.Kind, &i.ToolCallID, &i.Tool, &args,
 		&allowed, &i.Reason, &i.Status, &decision, &created, &decided); err != nil {
 		return nil, err
 	}
-	if args != nil {
-		i.Args = json.RawMessage(args)
-	}
-	if err := codec.DecJSON(allowed, &i.AllowedDecisions, "interrupt allowed_decisions"); err != nil {
+	if err := codec.DecodeInterrupt(&i, args, allowed, decision, created, decided); err != nil {
 		return nil, err
 	}
-	if err := codec.DecJSON(decision, &i.Decision, "interrupt decision"); err != nil {
-		return nil, err
-	}
-	i.CreatedAt = codec.DecTime(created)
-	i.DecidedAt = decTimePtr(decided)
 	return &i, nil
 }
 
@@ -95,29 +86,7 @@ func (x *tx) PutInterrupt(i *core.Interrupt) error {
 	if err := x.writable("put interrupt"); err != nil {
 		return err
 	}
-	if i == nil || i.ID == "" {
-		return core.Errorf(core.EINVALID, "interrupt needs an id")
-	}
-	if i.OwnerID == "" || i.RunID == "" || i.ThreadID == "" {
-		return core.Errorf(core.EINVALID, "interrupt %q needs an owner, a run and a thread", i.ID)
-	}
-	args, err := codec.EncRaw(i.Args, "interrupt args")
-	if err != nil {
-		return err
-	}
-	allowed, err := codec.EncJSON(i.AllowedDecisions, i.AllowedDecisions == nil, "interrupt allowed_decisions")
-	if err != nil {
-		return err
-	}
-	decision, err := codec.EncJSON(i.Decision, i.Decision == nil, "interrupt decision")
-	if err != nil {
-		return err
-	}
-	created, err := codec.EncTime(i.CreatedAt, "interrupt created_at")
-	if err != nil {
-		return err
-	}
-	decided, err := codec.EncTimePtr(i.DecidedAt, "interrupt decided_at")
+	row, err := codec.EncodeInterrupt(i)
 	if err != nil {
 		return err
 	}
@@ -136,8 +105,8 @@ ON CONFLICT (id) DO UPDATE SET run = excluded.run, thread = excluded.thread, own
  kind = excluded.kind, tool_call_id = excluded.tool_call_id, tool = excluded.tool, args = excluded.args,
  allowed_decisions = excluded.allowed_decisions, reason = excluded.reason, status = excluded.status,
  decision = excluded.decision, created_at = excluded.created_at, decided_at = excluded.decided_at`,
-		i.ID, run, thread, i.OwnerID, i.Kind, i.ToolCallID, i.Tool, args, allowed, i.Reason, i.Status,
-		decision, created, decided)
+		i.ID, run, thread, i.OwnerID, i.Kind, i.ToolCallID, i.Tool, row.Args, row.Allowed, i.Reason, i.Status,
+		row.Decision, row.Created, row.Decided)
 	if isForeignKey(err) {
 		return core.Errorf(core.ENOTFOUND, "interrupt %q: run %q or thread %q not found", i.ID, i.RunID, i.ThreadID)
 	}

@@ -32,13 +32,9 @@ ORDER BY m.idx`+limitClause(limit), threadID, from)
 			return nil, fmt.Errorf("sqlite: list messages: %w", err)
 		}
 		m.RunID = run.String
-		if err := codec.DecJSON(parts, &m.Parts, "message parts"); err != nil {
+		if err := codec.DecodeMessage(m, parts, calls, created); err != nil {
 			return nil, err
 		}
-		if err := codec.DecJSON(calls, &m.ToolCalls, "message tool_calls"); err != nil {
-			return nil, err
-		}
-		m.CreatedAt = codec.DecTime(created)
 		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
@@ -66,18 +62,7 @@ func (x *tx) AppendMessages(msgs ...*core.Message) error {
 		}
 	}()
 	for _, m := range msgs {
-		if m == nil || m.ThreadID == "" {
-			return core.Errorf(core.EINVALID, "message needs a thread")
-		}
-		created, err := codec.EncTime(m.CreatedAt, "message created_at")
-		if err != nil {
-			return err
-		}
-		calls, err := codec.EncJSON(m.ToolCalls, m.ToolCalls == nil, "message tool_calls")
-		if err != nil {
-			return err
-		}
-		parts, err := codec.EncJSON(m.Parts, m.Parts == nil, "message parts")
+		created, calls, parts, err := codec.EncodeMessage(m)
 		if err != nil {
 			return err
 		}

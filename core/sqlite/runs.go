@@ -23,34 +23,18 @@ const (
 
 func scanRun(sc scanner) (*core.Run, error) {
 	var r core.Run
-	var input, policy, limits, usage, agent []byte
+	var j codec.RunJSON
 	var created, updated int64
-	var started, finished sql.NullInt64
-	if err := sc.Scan(&r.ID, &r.ThreadID, &r.OwnerID, &r.Status, &r.Model, &input, &policy, &limits,
-		&r.Steps, &r.ToolCalls, &r.Checkpoint, &r.Error, &r.CancelRequested, &usage,
+	var started, finished *int64
+	if err := sc.Scan(&r.ID, &r.ThreadID, &r.OwnerID, &r.Status, &r.Model, &j.Input, &j.InterruptOn, &j.Limits,
+		&r.Steps, &r.ToolCalls, &r.Checkpoint, &r.Error, &r.CancelRequested, &j.Usage,
 		&created, &updated, &started, &finished, &r.System, &r.WorkingFolder,
-		&r.ParentRunID, &r.ParentCallID, &r.Namespace, &agent); err != nil {
+		&r.ParentRunID, &r.ParentCallID, &r.Namespace, &j.Agent); err != nil {
 		return nil, err
 	}
-	if err := codec.DecJSON(agent, &r.Agent, "run agent"); err != nil {
+	if err := codec.DecodeRun(&r, j, created, updated, started, finished); err != nil {
 		return nil, err
 	}
-	if err := codec.DecJSON(input, &r.Input, "run input"); err != nil {
-		return nil, err
-	}
-	if err := codec.DecJSON(policy, &r.InterruptOn, "run interrupt_on"); err != nil {
-		return nil, err
-	}
-	if err := codec.DecJSON(limits, &r.Limits, "run limits"); err != nil {
-		return nil, err
-	}
-	if err := codec.DecJSON(usage, &r.Usage, "run usage"); err != nil {
-		return nil, err
-	}
-	r.CreatedAt = codec.DecTime(created)
-	r.UpdatedAt = codec.DecTime(updated)
-	r.StartedAt = decTimePtr(started)
-	r.FinishedAt = decTimePtr(finished)
 	return &r, nil
 }
 
@@ -185,48 +169,7 @@ func (x *tx) PutRun(r *core.Run) error {
 	if err := x.writable("put run"); err != nil {
 		return err
 	}
-	if r == nil || r.ID == "" {
-		return core.Errorf(core.EINVALID, "run needs an id")
-	}
-	if r.OwnerID == "" {
-		return core.Errorf(core.EINVALID, "run %q needs an owner", r.ID)
-	}
-	if r.ThreadID == "" {
-		return core.Errorf(core.EINVALID, "run %q needs a thread", r.ID)
-	}
-	input, err := codec.EncJSON(r.Input, r.Input.Text == "" && len(r.Input.Attachments) == 0, "run input")
-	if err != nil {
-		return err
-	}
-	policy, err := codec.EncJSON(r.InterruptOn, r.InterruptOn == nil, "run interrupt_on")
-	if err != nil {
-		return err
-	}
-	limits, err := codec.EncJSON(r.Limits, r.Limits == core.Limits{}, "run limits")
-	if err != nil {
-		return err
-	}
-	usage, err := codec.EncJSON(r.Usage, r.Usage == core.Usage{}, "run usage")
-	if err != nil {
-		return err
-	}
-	agent, err := codec.EncJSON(r.Agent, r.Agent == nil, "run agent")
-	if err != nil {
-		return err
-	}
-	created, err := codec.EncTime(r.CreatedAt, "run created_at")
-	if err != nil {
-		return err
-	}
-	updated, err := codec.EncTime(r.UpdatedAt, "run updated_at")
-	if err != nil {
-		return err
-	}
-	started, err := codec.EncTimePtr(r.StartedAt, "run started_at")
-	if err != nil {
-		return err
-	}
-	finished, err := codec.EncTimePtr(r.FinishedAt, "run finished_at")
+	row, err := codec.EncodeRun(r)
 	if err != nil {
 		return err
 	}
@@ -249,8 +192,8 @@ func (x *tx) PutRun(r *core.Run) error {
  started_at = ?, finished_at = ?, system = ?, working_folder = ?, agent = ?
 WHERE n = ? AND thread = ? AND owner_id = ? AND status = ? AND created_at = ?
  AND parent_run_id = ? AND parent_call_id = ? AND namespace = ?`,
-			r.Model, input, policy, limits, r.Steps, r.ToolCalls, r.Checkpoint, r.Error, r.CancelRequested, usage,
-			updated, started, finished, r.System, r.WorkingFolder, agent, n, thread, r.OwnerID, string(r.Status), created,
+			r.Model, row.Input, row.InterruptOn, row.Limits, r.Steps, r.ToolCalls, r.Checkpoint, r.Error, r.CancelRequested, row.Usage,
+			row.Updated, row.Started, row.Finished, r.System, r.WorkingFolder, row.Agent, n, thread, r.OwnerID, string(r.Status), row.Created,
 			r.ParentRunID, r.ParentCallID, r.Namespace)
 		if err != nil {
 			return fmt.Errorf("sqlite: put run: %w", err)
@@ -275,10 +218,10 @@ ON CONFLICT (n) DO UPDATE SET thread = excluded.thread, owner_id = excluded.owne
  system = excluded.system, working_folder = excluded.working_folder,
  parent_run_id = excluded.parent_run_id, parent_call_id = excluded.parent_call_id,
  namespace = excluded.namespace, agent = excluded.agent`,
-		n, r.ID, thread, r.OwnerID, string(r.Status), r.Model, input, policy, limits,
-		r.Steps, r.ToolCalls, r.Checkpoint, r.Error, r.CancelRequested, usage,
-		created, updated, started, finished, r.System, r.WorkingFolder,
-		r.ParentRunID, r.ParentCallID, r.Namespace, agent)
+		n, r.ID, thread, r.OwnerID, string(r.Status), r.Model, row.Input, row.InterruptOn, row.Limits,
+		r.Steps, r.ToolCalls, r.Checkpoint, r.Error, r.CancelRequested, row.Usage,
+		row.Created, row.Updated, row.Started, row.Finished, r.System, r.WorkingFolder,
+		r.ParentRunID, r.ParentCallID, r.Namespace, row.Agent)
 	if isForeignKey(err) {
 		return core.Errorf(core.ENOTFOUND, "run %q: thread %q not found", r.ID, r.ThreadID)
 	}

@@ -19,23 +19,15 @@ const sandboxCols = "id, owner_id, runtime, pool, request, metadata, state, reas
 func scanSandbox(sc scanner) (*core.Sandbox, error) {
 	var sb core.Sandbox
 	var request, metadata, handle []byte
-	var expires sql.NullInt64
+	var expires *int64
 	var created, updated, transition int64
 	if err := sc.Scan(&sb.ID, &sb.OwnerID, &sb.Runtime, &sb.Pool, &request, &metadata, &sb.State, &sb.Reason, &sb.Message,
 		&handle, &expires, &created, &updated, &transition); err != nil {
 		return nil, err
 	}
-	if len(request) > 0 {
-		sb.Request = request
-	}
-	if len(handle) > 0 {
-		sb.Handle = handle
-	}
-	if err := codec.DecJSON(metadata, &sb.Metadata, "sandbox metadata"); err != nil {
+	if err := codec.DecodeSandbox(&sb, request, metadata, handle, expires, created, updated, transition); err != nil {
 		return nil, err
 	}
-	sb.ExpiresAt = decTimePtr(expires)
-	sb.CreatedAt, sb.UpdatedAt, sb.TransitionAt = codec.DecTime(created), codec.DecTime(updated), codec.DecTime(transition)
 	return &sb, nil
 }
 
@@ -104,41 +96,12 @@ func (x *tx) PutSandbox(sb *core.Sandbox) error {
 	if err := x.writable("put sandbox"); err != nil {
 		return err
 	}
-	if sb == nil || sb.ID == "" {
-		return core.Errorf(core.EINVALID, "sandbox needs an id")
-	}
-	if sb.OwnerID == "" || sb.Runtime == "" || sb.State == "" {
-		return core.Errorf(core.EINVALID, "sandbox %q needs an owner, a runtime and a state", sb.ID)
-	}
-	metadata, err := codec.EncJSON(sb.Metadata, len(sb.Metadata) == 0, "sandbox metadata")
-	if err != nil {
-		return err
-	}
-	var request, handle any
-	if len(sb.Request) > 0 {
-		request = []byte(sb.Request)
-	}
-	if len(sb.Handle) > 0 {
-		handle = []byte(sb.Handle)
-	}
-	expires, err := codec.EncTimePtr(sb.ExpiresAt, "sandbox expires_at")
-	if err != nil {
-		return err
-	}
-	created, err := codec.EncTime(sb.CreatedAt, "sandbox created_at")
-	if err != nil {
-		return err
-	}
-	updated, err := codec.EncTime(sb.UpdatedAt, "sandbox updated_at")
-	if err != nil {
-		return err
-	}
-	transition, err := codec.EncTime(sb.TransitionAt, "sandbox transition_at")
+	row, err := codec.EncodeSandbox(sb)
 	if err != nil {
 		return err
 	}
 	_, err = x.tx.ExecContext(x.ctx, `INSERT OR REPLACE INTO sandboxes (`+sandboxCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		sb.ID, sb.OwnerID, sb.Runtime, sb.Pool, request, metadata, sb.State, sb.Reason, sb.Message, handle, expires, created, updated, transition)
+		sb.ID, sb.OwnerID, sb.Runtime, sb.Pool, row.Request, row.Metadata, sb.State, sb.Reason, sb.Message, row.Handle, row.Expires, row.Created, row.Updated, row.Transition)
 	if err != nil {
 		return fmt.Errorf("sqlite: put sandbox: %w", err)
 	}

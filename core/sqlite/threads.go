@@ -129,25 +129,11 @@ func (x *tx) PutThread(t *core.Thread) error {
 	if err := x.writable("put thread"); err != nil {
 		return err
 	}
-	if t == nil || t.ID == "" {
-		return core.Errorf(core.EINVALID, "thread needs an id")
+	row, err := codec.EncodeThread(t)
+	if err != nil {
+		return err
 	}
 	x.search = true
-	if t.OwnerID == "" {
-		return core.Errorf(core.EINVALID, "thread %q needs an owner", t.ID)
-	}
-	created, err := codec.EncTime(t.CreatedAt, "thread created_at")
-	if err != nil {
-		return err
-	}
-	updated, err := codec.EncTime(t.UpdatedAt, "thread updated_at")
-	if err != nil {
-		return err
-	}
-	var parentMessage any // NULL: not a fork
-	if t.ParentMessage != nil {
-		parentMessage = *t.ParentMessage
-	}
 	n, fresh, err := x.internFresh(t.ID)
 	if err != nil {
 		return err
@@ -166,8 +152,8 @@ ON CONFLICT (n) DO UPDATE SET owner_id = excluded.owner_id, folder_id = excluded
  working_folder = excluded.working_folder, parent_thread_id = excluded.parent_thread_id,
  parent_message = excluded.parent_message, occurrence_id = excluded.occurrence_id`,
 		n, t.ID, t.OwnerID, codec.NullText(t.FolderID), t.Title, t.Pinned, t.Source, t.Model, t.Status,
-		t.ActiveRunID, codec.NullText(t.UnreadRunID), t.OpenActions, t.LastMessage, created, updated,
-		t.Usage.InputTokens, t.Usage.OutputTokens, t.WorkingFolder, t.ParentThreadID, parentMessage, codec.NullText(t.OccurrenceID))
+		t.ActiveRunID, codec.NullText(t.UnreadRunID), t.OpenActions, t.LastMessage, row.Created, row.Updated,
+		t.Usage.InputTokens, t.Usage.OutputTokens, t.WorkingFolder, t.ParentThreadID, row.ParentMessage, codec.NullText(t.OccurrenceID))
 	if isForeignKey(err) {
 		return core.Errorf(core.ENOTFOUND, "thread %q: folder %q not found", t.ID, t.FolderID)
 	}

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -31,17 +30,7 @@ func scanTrigger(sc scanner) (*core.Trigger, error) {
 	if err := sc.Scan(&body, &hash, &sealed); err != nil {
 		return nil, err
 	}
-	var tr core.Trigger
-	if err := json.Unmarshal(body, &tr); err != nil {
-		return nil, fmt.Errorf("decode trigger: %w", err)
-	}
-	if len(hash) > 0 {
-		tr.SecretHash = hash
-	}
-	if len(sealed) > 0 {
-		tr.SecretSealed = sealed
-	}
-	return &tr, nil
+	return codec.DecodeTrigger(body, hash, sealed)
 }
 
 func (x *tx) Triggers(q core.TriggerQuery) ([]*core.Trigger, error) {
@@ -84,29 +73,15 @@ func (x *tx) PutTrigger(tr *core.Trigger) error {
 	if err := x.writable("put trigger"); err != nil {
 		return err
 	}
-	if tr == nil || tr.ID == "" || tr.OwnerID == "" || tr.Kind == "" {
-		return core.Errorf(core.EINVALID, "trigger needs an id, an owner and a kind")
-	}
-	created, err := codec.EncTime(tr.CreatedAt, "trigger created_at")
+	body, hash, sealed, created, err := codec.EncodeTrigger(tr)
 	if err != nil {
 		return err
-	}
-	body, err := json.Marshal(tr)
-	if err != nil {
-		return fmt.Errorf("sqlite: put trigger: %w", err)
-	}
-	var hash, sealed any
-	if len(tr.SecretHash) > 0 {
-		hash = tr.SecretHash
-	}
-	if len(tr.SecretSealed) > 0 {
-		sealed = tr.SecretSealed
 	}
 	// Most puts move a trigger's last slot: an update that leaves the
 	// indexed columns alone touches no index page.
 	res, err := x.exec("put trigger", `UPDATE triggers SET enabled = ?, body = ?, secret_hash = ?, secret_sealed = ?
 		WHERE id = ? AND owner_id = ? AND kind = ? AND created_at = ?`,
-		tr.Enabled, string(body), hash, sealed, tr.ID, tr.OwnerID, tr.Kind, created)
+		tr.Enabled, body, hash, sealed, tr.ID, tr.OwnerID, tr.Kind, created)
 	if err != nil {
 		return err
 	}
@@ -117,7 +92,7 @@ func (x *tx) PutTrigger(tr *core.Trigger) error {
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET owner_id = excluded.owner_id, kind = excluded.kind, enabled = excluded.enabled,
 		body = excluded.body, secret_hash = excluded.secret_hash, secret_sealed = excluded.secret_sealed, created_at = excluded.created_at`,
-		tr.ID, tr.OwnerID, tr.Kind, tr.Enabled, string(body), hash, sealed, created)
+		tr.ID, tr.OwnerID, tr.Kind, tr.Enabled, body, hash, sealed, created)
 	return err
 }
 
@@ -140,11 +115,7 @@ func scanOccurrence(sc scanner) (*core.Occurrence, error) {
 	if err := sc.Scan(&body); err != nil {
 		return nil, err
 	}
-	var o core.Occurrence
-	if err := json.Unmarshal(body, &o); err != nil {
-		return nil, fmt.Errorf("decode occurrence: %w", err)
-	}
-	return &o, nil
+	return codec.DecodeOccurrence(body)
 }
 
 func (x *tx) Occurrence(id string) (*core.Occurrence, error) {
@@ -209,23 +180,14 @@ func (x *tx) PutOccurrence(o *core.Occurrence) error {
 	if err := x.writable("put occurrence"); err != nil {
 		return err
 	}
-	if o == nil || o.ID == "" || o.TriggerID == "" || o.Key == "" || o.Status == "" {
-		return core.Errorf(core.EINVALID, "occurrence needs an id, a trigger, a key and a status")
-	}
-	at, err := codec.EncTime(o.ScheduledAt, "occurrence scheduled_at")
+	body, at, err := codec.EncodeOccurrence(o)
 	if err != nil {
 		return err
-	}
-	lean := *o
-	lean.RunStatus, lean.Outcome = "", ""
-	body, err := json.Marshal(&lean)
-	if err != nil {
-		return fmt.Errorf("sqlite: put occurrence: %w", err)
 	}
 	_, err = x.tx.ExecContext(x.ctx, `INSERT INTO occurrences (id, trigger_id, key, status, scheduled_at, body) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET trigger_id = excluded.trigger_id, key = excluded.key, status = excluded.status,
 		scheduled_at = excluded.scheduled_at, body = excluded.body`,
-		o.ID, o.TriggerID, o.Key, o.Status, at, string(body))
+		o.ID, o.TriggerID, o.Key, o.Status, at, body)
 	switch {
 	case err == nil:
 		return nil

@@ -60,18 +60,10 @@ func (x *tx) PutGrant(g *core.Grant) error {
 	if err := x.writable("put grant"); err != nil {
 		return err
 	}
-	if g == nil || g.ID == "" {
-		return core.Errorf(core.EINVALID, "grant needs an id")
-	}
-	if g.OwnerID == "" {
-		return core.Errorf(core.EINVALID, "grant %q needs an owner", g.ID)
-	}
-	created, err := codec.EncTime(g.CreatedAt, "grant created_at")
+	created, err := codec.EncodeGrant(g)
 	if err != nil {
 		return err
 	}
-	// The upsert handles a conflict on id only; another grant of the owner
-	// with the same name violates grants_name.
 	_, err = x.tx.ExecContext(x.ctx, `INSERT INTO grants (`+grantCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO UPDATE SET owner_id = excluded.owner_id, name = excluded.name, path = excluded.path,
  writable = excluded.writable, data_root = excluded.data_root, created_at = excluded.created_at`,
@@ -124,14 +116,7 @@ func (x *tx) PutSettings(s *core.Settings) error {
 	if err := x.writable("put settings"); err != nil {
 		return err
 	}
-	if s == nil || s.OwnerID == "" {
-		return core.Errorf(core.EINVALID, "settings need an owner")
-	}
-	limits, err := codec.EncJSON(s.Limits, s.Limits == core.Limits{}, "settings limits")
-	if err != nil {
-		return err
-	}
-	updated, err := codec.EncTime(s.UpdatedAt, "settings updated_at")
+	limits, updated, err := codec.EncodeSettings(s)
 	if err != nil {
 		return err
 	}
@@ -214,13 +199,7 @@ func (x *tx) PutAttachment(a *core.Attachment) error {
 	if err := x.writable("put attachment"); err != nil {
 		return err
 	}
-	if a == nil || a.ID == "" {
-		return core.Errorf(core.EINVALID, "attachment needs an id")
-	}
-	if a.OwnerID == "" {
-		return core.Errorf(core.EINVALID, "attachment %q needs an owner", a.ID)
-	}
-	created, err := codec.EncTime(a.CreatedAt, "attachment created_at")
+	created, err := codec.EncodeAttachment(a)
 	if err != nil {
 		return err
 	}
@@ -356,13 +335,7 @@ func (x *tx) PutFile(f *core.File) error {
 	if err := x.writable("put file"); err != nil {
 		return err
 	}
-	if f == nil || f.ThreadID == "" {
-		return core.Errorf(core.EINVALID, "file needs a thread")
-	}
-	if f.Path == "" {
-		return core.Errorf(core.EINVALID, "file of thread %q needs a path", f.ThreadID)
-	}
-	updated, err := codec.EncTime(f.UpdatedAt, "file updated_at")
+	updated, err := codec.EncodeFile(f)
 	if err != nil {
 		return err
 	}

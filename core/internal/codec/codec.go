@@ -159,3 +159,40 @@ func DecTimePtr(n *int64) *time.Time {
 	t := DecTime(*n)
 	return &t
 }
+
+// InboxCursor is where an inbox page starts: after the item of Time
+// (stored form) and ID; the zero value is the first page.
+type InboxCursor struct {
+	Time  int64
+	ID    string
+	Valid bool
+}
+
+// InboxQuery checks q as every Store's Inbox does and returns its
+// queue's cursor kind ("u" Unread, "a" Action), its page size and where
+// its page starts.
+func InboxQuery(q core.InboxQuery) (kind string, limit int, after InboxCursor, err error) {
+	if q.OwnerID == "" {
+		return "", 0, after, core.Errorf(core.EINVALID, "inbox query needs an owner")
+	}
+	switch q.Queue {
+	case core.QueueUnread:
+		kind = "u"
+	case core.QueueAction:
+		kind = "a"
+	default:
+		return "", 0, after, core.Errorf(core.EINVALID, "unknown inbox queue %q (want %q or %q)", q.Queue, core.QueueUnread, core.QueueAction)
+	}
+	if q.Cursor != "" {
+		parts, err := DecCursor(q.Cursor, kind, 2)
+		if err != nil {
+			return "", 0, after, err
+		}
+		t, err := CursorInt(parts[0])
+		if err != nil {
+			return "", 0, after, err
+		}
+		after = InboxCursor{Time: t, ID: parts[1], Valid: true}
+	}
+	return kind, PageLimit(q.Limit), after, nil
+}
