@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/internal/codec"
 )
 
 // The quotas KVPut enforces; tests lower them.
@@ -17,9 +18,10 @@ var (
 	kvMaxKeys  int64 = core.MaxKVNamespaceKeys
 )
 
-// The writes of a namespace lock its kv_usage row before its kv rows, so
-// that concurrent puts check the quota one after the other and a drop
-// cannot deadlock with a put.
+// The writes of a namespace lock its kv_usage row before its kv rows
+// (making it when the namespace has none), so that concurrent puts check
+// the quota one after the other, a drop cannot deadlock with a put, and
+// usage never counts a key a drop deleted.
 
 // KVGet implements core.KVStore.
 func (s *Store) KVGet(ctx context.Context, ns, key string) ([]byte, bool, error) {
@@ -74,11 +76,8 @@ ON CONFLICT (ns) DO UPDATE SET keys = kv_usage.keys RETURNING keys, bytes`, ns).
 		default:
 			bytes += int64(len(value)) - old
 		}
-		if keys > kvMaxKeys {
-			return core.Errorf(core.ELIMIT, "kv namespace %q is full: it holds the most keys allowed (%d)", ns, kvMaxKeys)
-		}
-		if bytes > kvMaxBytes {
-			return core.Errorf(core.ELIMIT, "kv namespace %q is full: this value would take it to %d bytes, over its %d MiB quota", ns, bytes, kvMaxBytes>>20)
+		if err := codec.CheckKVQuota(ns, keys, bytes, kvMaxKeys, kvMaxBytes); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO kv (ns, key, value) VALUES ($1, $2, $3)
 ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value`, ns, key, value); err != nil {
@@ -191,10 +190,17 @@ func (s *Store) KVDropNamespace(ctx context.Context, ns string) error {
 		return err
 	}
 	return s.write(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "DELETE FROM kv_usage WHERE ns = $1", ns); err != nil {
+		// The namespace's lock, taken even when it holds nothing: a put
+		// that made the namespace between deleting its usage and its keys
+		// would leave usage without keys.
+		if _, err := tx.Exec(ctx, `INSERT INTO kv_usage (ns, keys, bytes) VALUES ($1, 0, 0)
+ON CONFLICT (ns) DO UPDATE SET keys = kv_usage.keys`, ns); err != nil {
 			return fmt.Errorf("postgres: kv drop namespace: %w", err)
 		}
 		if _, err := tx.Exec(ctx, "DELETE FROM kv WHERE ns = $1", ns); err != nil {
+			return fmt.Errorf("postgres: kv drop namespace: %w", err)
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM kv_usage WHERE ns = $1", ns); err != nil {
 			return fmt.Errorf("postgres: kv drop namespace: %w", err)
 		}
 		return nil

@@ -106,17 +106,9 @@ func (x *tx) searchThreads(q core.ThreadQuery) ([]*core.Thread, string, error) {
 		return nil, "", nil
 	}
 	limit := codec.PageLimit(q.Limit)
-	offset := 0
-	if q.Cursor != "" {
-		parts, err := codec.DecCursor(q.Cursor, "q", 1)
-		if err != nil {
-			return nil, "", err
-		}
-		n, err := codec.CursorInt(parts[0])
-		if err != nil || n < 0 {
-			return nil, "", core.Errorf(core.EINVALID, "malformed cursor")
-		}
-		offset = int(n)
+	offset, err := codec.SearchOffset(q.Cursor)
+	if err != nil {
+		return nil, "", err
 	}
 	var p params
 	tsq := p.add(searchQuery(terms)) + "::text::tsquery"
@@ -150,7 +142,7 @@ ORDER BY b_rank DESC, id DESC LIMIT ` + p.add(limit+1) + ` OFFSET ` + p.add(offs
 	next := ""
 	if len(rows) > limit {
 		rows = rows[:limit]
-		next = codec.EncCursor("q", strconv.Itoa(offset+limit))
+		next = codec.SearchCursor(offset + limit)
 	}
 	out := make([]*core.Thread, len(rows))
 	for i, f := range rows {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/internal/codec"
 )
 
 // The quotas KVPut enforces; tests lower them.
@@ -67,11 +68,8 @@ func (s *Store) KVPut(ctx context.Context, ns, key string, value []byte) error {
 		default:
 			bytes += int64(len(value)) - old
 		}
-		if keys > kvMaxKeys {
-			return core.Errorf(core.ELIMIT, "kv namespace %q is full: it holds the most keys allowed (%d)", ns, kvMaxKeys)
-		}
-		if bytes > kvMaxBytes {
-			return core.Errorf(core.ELIMIT, "kv namespace %q is full: this value would take it to %d bytes, over its %d MiB quota", ns, bytes, kvMaxBytes>>20)
+		if err := codec.CheckKVQuota(ns, keys, bytes, kvMaxKeys, kvMaxBytes); err != nil {
+			return err
 		}
 		if _, err := x.exec("kv put", `INSERT INTO kv (ns, key, value) VALUES (?, ?, ?)
 ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value`, ns, key, value); err != nil {

@@ -272,17 +272,9 @@ func (x *tx) searchThreads(q core.ThreadQuery) ([]*core.Thread, string, error) {
 		return nil, "", nil
 	}
 	limit := codec.PageLimit(q.Limit)
-	offset := 0
-	if q.Cursor != "" {
-		parts, err := codec.DecCursor(q.Cursor, "q", 1)
-		if err != nil {
-			return nil, "", err
-		}
-		n, err := codec.CursorInt(parts[0])
-		if err != nil || n < 0 {
-			return nil, "", core.Errorf(core.EINVALID, "malformed cursor")
-		}
-		offset = int(n)
+	offset, err := codec.SearchOffset(q.Cursor)
+	if err != nil {
+		return nil, "", err
 	}
 	if err := x.indexCurrent(); err != nil {
 		return nil, "", err
@@ -296,7 +288,6 @@ func (x *tx) searchThreads(q core.ThreadQuery) ([]*core.Thread, string, error) {
 		filter += " AND t.folder_id IS NULL"
 	}
 	var keys [][2]int64
-	var err error
 	if x.s.search == SearchFTS5 {
 		keys, err = x.rankedKeys(terms, filter, fargs, limit, offset)
 	} else {
@@ -311,7 +302,7 @@ func (x *tx) searchThreads(q core.ThreadQuery) ([]*core.Thread, string, error) {
 	next := ""
 	if len(keys) > limit {
 		keys = keys[:limit]
-		next = codec.EncCursor("q", strconv.Itoa(offset+limit))
+		next = codec.SearchCursor(offset + limit)
 	}
 	out, err := x.threadsByN(keys)
 	if err != nil {

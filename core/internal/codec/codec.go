@@ -196,3 +196,35 @@ func InboxQuery(q core.InboxQuery) (kind string, limit int, after InboxCursor, e
 	}
 	return kind, PageLimit(q.Limit), after, nil
 }
+
+// SearchOffset is where a page of a ranked search starts: the offset its
+// cursor ("q") holds, 0 for the first page.
+func SearchOffset(cursor string) (int, error) {
+	if cursor == "" {
+		return 0, nil
+	}
+	parts, err := DecCursor(cursor, "q", 1)
+	if err != nil {
+		return 0, err
+	}
+	n, err := CursorInt(parts[0])
+	if err != nil || n < 0 || n > math.MaxInt32 {
+		return 0, core.Errorf(core.EINVALID, "malformed cursor")
+	}
+	return int(n), nil
+}
+
+// SearchCursor is the cursor of the page of a ranked search at offset.
+func SearchCursor(offset int) string { return EncCursor("q", strconv.Itoa(offset)) }
+
+// CheckKVQuota refuses (ELIMIT) a put that would leave namespace ns
+// with keys keys of bytes bytes, over maxKeys or maxBytes.
+func CheckKVQuota(ns string, keys, bytes, maxKeys, maxBytes int64) error {
+	if keys > maxKeys {
+		return core.Errorf(core.ELIMIT, "kv namespace %q is full: it holds the most keys allowed (%d)", ns, maxKeys)
+	}
+	if bytes > maxBytes {
+		return core.Errorf(core.ELIMIT, "kv namespace %q is full: this value would take it to %d bytes, over its %d MiB quota", ns, bytes, maxBytes>>20)
+	}
+	return nil
+}
