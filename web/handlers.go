@@ -279,11 +279,13 @@ func (s *server) status(_ http.ResponseWriter, _ *http.Request) (int, any, error
 }
 
 // searchMode is how st runs thread and inbox searches, as /status says:
-// "fts5" for a store that reports it (the sqlite Store built with FTS5),
-// else "basic".
+// "fts5" or "postgres" for a store that reports it (the sqlite Store
+// built with FTS5, the postgres Store), else "basic".
 func searchMode(st core.Store) string {
-	if m, ok := st.(interface{ SearchMode() string }); ok && m.SearchMode() == "fts5" {
-		return "fts5"
+	if m, ok := st.(interface{ SearchMode() string }); ok {
+		if mode := m.SearchMode(); mode == "fts5" || mode == "postgres" {
+			return mode
+		}
 	}
 	return "basic"
 }

@@ -37,6 +37,9 @@ func TestDatabasePasswordStaysSecret(t *testing.T) {
 	if got, err := c.GetThread(ctx, th.ID); err != nil || got.Title != "on postgres" {
 		t.Fatalf("thread read back: %+v, %v", got, err)
 	}
+	if st, err := c.Status(ctx); err != nil || st.Search != "postgres" {
+		t.Fatalf("status on PostgreSQL: %+v, %v; want search postgres", st, err)
+	}
 	srv.kill()
 	logs, _ := os.ReadFile(filepath.Join(data, "logs", "kiln.log"))
 	for what, text := range map[string]string{"stderr": srv.logs.String(), "the log file": string(logs)} {

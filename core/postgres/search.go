@@ -84,6 +84,11 @@ func searchQuery(terms []string) string {
 	return b.String()
 }
 
+// SearchMode reports how thread and inbox searches run, as GET
+// /api/v1/status says: "postgres", PostgreSQL's text search over Kiln's
+// words, ranked by relevance.
+func (s *Store) SearchMode() string { return "postgres" }
+
 // matchedTexts is a query of the texts that match the tsquery parameter
 // q, with their thread and where they are (idx + 1 of a message, 0 for a
 // title), their text and rank: a short text full of the terms ranks above
