@@ -545,7 +545,9 @@ func (s *suite) testCancel(t *testing.T, r sandbox.Runtime) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		st, err := r.Exec(ctx, h, sh("echo started; sleep 1; echo late > "+kitDir+"/late; sleep 30; echo never"), o.event)
+		// The write comes 3 s after the start: a loaded machine may take a
+		// second to bring "started" back, and the cancel must come first.
+		st, err := r.Exec(ctx, h, sh("echo started; sleep 3; echo late > "+kitDir+"/late; sleep 30; echo never"), o.event)
 		o.returned.Store(true)
 		done <- result{st, err}
 	}()
@@ -565,8 +567,8 @@ func (s *suite) testCancel(t *testing.T, r sandbox.Runtime) {
 	if strings.Contains(o.text(sandbox.Stdout), "never") {
 		t.Error("a cancelled command ran to its end")
 	}
-	// It was killed, not left to run on.
-	time.Sleep(1500 * time.Millisecond)
+	// It was killed, not left to run on: past the 3 s its write waits.
+	time.Sleep(3500 * time.Millisecond)
 	notExist(t, r, h, kitDir+"/late", "a cancelled command ran on after Exec returned")
 	if n := o.late.Load(); n > 0 {
 		t.Errorf("events was called %d times after Exec returned", n)
