@@ -205,6 +205,53 @@ func LeaseHeld(runID, holder string, until time.Time) error {
 	return refusal{Errorf(ECONFLICT, "run %q is claimed by %s until %s", runID, holder, until.UTC().Format(time.RFC3339)), ErrLeaseHeld}
 }
 
+// AppendStepMessages appends a step's messages to their thread (setting
+// each Index) and emits a "message" event for each (MessageEvent), as
+// RunStore.CommitStep says; ownerID is the run's owner. For Stores.
+func AppendStepMessages(tx Tx, ownerID string, msgs []*Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := tx.AppendMessages(msgs...); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		e, err := MessageEvent(ownerID, m)
+		if err != nil {
+			return err
+		}
+		if err := tx.Emit(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FinishStep writes the rest of step c of a run whose lease and progress
+// its Store has checked and written, as RunStore.CommitStep says: its
+// interrupts and events, then Also with the run as stored now. For
+// Stores.
+func FinishStep(tx Tx, c *StepCommit) error {
+	for _, in := range c.Interrupts {
+		if err := tx.PutInterrupt(in); err != nil {
+			return err
+		}
+	}
+	for _, e := range c.Events {
+		if err := tx.Emit(e); err != nil {
+			return err
+		}
+	}
+	if c.Also == nil {
+		return nil
+	}
+	run, err := tx.Run(c.Lease.RunID)
+	if err != nil {
+		return err
+	}
+	return c.Also(tx, run)
+}
+
 // MessageEvent is the "message" event of a message of ownerID's thread:
 // its payload is the message without what the event itself carries
 // (thread, run, namespace, time).

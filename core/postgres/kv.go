@@ -25,7 +25,7 @@ var (
 
 // KVGet implements core.KVStore.
 func (s *Store) KVGet(ctx context.Context, ns, key string) ([]byte, bool, error) {
-	if err := checkKV(ns, key); err != nil {
+	if err := codec.CheckKV(ns, key); err != nil {
 		return nil, false, err
 	}
 	if s.closed.Load() {
@@ -48,7 +48,7 @@ func (s *Store) KVGet(ctx context.Context, ns, key string) ([]byte, bool, error)
 // KVPut implements core.KVStore: the quota check and the write are one
 // transaction.
 func (s *Store) KVPut(ctx context.Context, ns, key string, value []byte) error {
-	if err := checkKV(ns, key); err != nil {
+	if err := codec.CheckKV(ns, key); err != nil {
 		return err
 	}
 	if err := core.CheckKVValue(value); err != nil {
@@ -92,7 +92,7 @@ ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value`, ns, key, value); er
 
 // KVDelete implements core.KVStore.
 func (s *Store) KVDelete(ctx context.Context, ns, key string) error {
-	if err := checkKV(ns, key); err != nil {
+	if err := codec.CheckKV(ns, key); err != nil {
 		return err
 	}
 	return s.write(ctx, func(tx pgx.Tx) error {
@@ -205,12 +205,4 @@ ON CONFLICT (ns) DO UPDATE SET keys = kv_usage.keys`, ns); err != nil {
 		}
 		return nil
 	})
-}
-
-// checkKV validates a namespace and a key.
-func checkKV(ns, key string) error {
-	if err := core.CheckKVNamespace(ns); err != nil {
-		return err
-	}
-	return core.CheckKVKey(key)
 }

@@ -247,19 +247,10 @@ func (x *tx) commitStep(c *core.StepCommit, res *core.StepResult) error {
 				return err
 			}
 		}
+		if err := core.AppendStepMessages(x, owner, c.Messages); err != nil {
+			return err
+		}
 		if len(c.Messages) > 0 {
-			if err := x.AppendMessages(c.Messages...); err != nil {
-				return err
-			}
-			for _, m := range c.Messages {
-				e, err := core.MessageEvent(owner, m)
-				if err != nil {
-					return err
-				}
-				if err := x.Emit(e); err != nil {
-					return err
-				}
-			}
 			cp.Messages = c.Messages[len(c.Messages)-1].Index + 1
 		} else if err := x.tx.QueryRow(x.ctx, "SELECT messages FROM checkpoints WHERE run_id = $1 AND version = $2", runID, cp.Version-1).Scan(&cp.Messages); err != nil {
 			return fmt.Errorf("postgres: commit step: %w", err)
@@ -275,24 +266,7 @@ VALUES ($1, $2, $3, $4, $5, $6)`, runID, cp.Version, cp.Parent, cp.Messages, str
 			}
 		}
 	}
-	for _, in := range c.Interrupts {
-		if err := x.PutInterrupt(in); err != nil {
-			return err
-		}
-	}
-	for _, e := range c.Events {
-		if err := x.Emit(e); err != nil {
-			return err
-		}
-	}
-	if c.Also == nil {
-		return nil
-	}
-	run, err := x.Run(runID)
-	if err != nil {
-		return err
-	}
-	return c.Also(x, run)
+	return core.FinishStep(x, c)
 }
 
 var (

@@ -18,7 +18,7 @@ var (
 
 // KVGet implements core.KVStore, on a read connection.
 func (s *Store) KVGet(ctx context.Context, ns, key string) ([]byte, bool, error) {
-	if err := checkKV(ns, key); err != nil {
+	if err := codec.CheckKV(ns, key); err != nil {
 		return nil, false, err
 	}
 	var value []byte
@@ -42,7 +42,7 @@ func (s *Store) KVGet(ctx context.Context, ns, key string) ([]byte, bool, error)
 // with the other writes (group commit); the quota check and the write are
 // one transaction.
 func (s *Store) KVPut(ctx context.Context, ns, key string, value []byte) error {
-	if err := checkKV(ns, key); err != nil {
+	if err := codec.CheckKV(ns, key); err != nil {
 		return err
 	}
 	if err := core.CheckKVValue(value); err != nil {
@@ -82,7 +82,7 @@ ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value`, ns, key, value); er
 
 // KVDelete implements core.KVStore.
 func (s *Store) KVDelete(ctx context.Context, ns, key string) error {
-	if err := checkKV(ns, key); err != nil {
+	if err := codec.CheckKV(ns, key); err != nil {
 		return err
 	}
 	_, err := s.Update(ctx, func(t core.Tx) error {
@@ -190,14 +190,6 @@ func (x *tx) setKVUsage(ns string, keys, bytes int64) error {
 ON CONFLICT (ns) DO UPDATE SET keys = excluded.keys, bytes = excluded.bytes`, ns, keys, bytes)
 	}
 	return err
-}
-
-// checkKV validates a namespace and a key.
-func checkKV(ns, key string) error {
-	if err := core.CheckKVNamespace(ns); err != nil {
-		return err
-	}
-	return core.CheckKVKey(key)
 }
 
 // Interface guard.

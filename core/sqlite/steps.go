@@ -197,7 +197,7 @@ func (x *tx) commitStep(c *core.StepCommit, cancel *bool) error {
 				return err
 			}
 		}
-		if err := x.appendStep(owner, c.Messages); err != nil {
+		if err := core.AppendStepMessages(x, owner, c.Messages); err != nil {
 			return err
 		}
 		if k := len(c.Messages); k > 0 {
@@ -221,44 +221,7 @@ VALUES (?, ?, ?, ?, ?, ?)`, n, cp.Version, cp.Parent, cp.Messages, string(state)
 			return core.Errorf(core.EINVALID, "a commit of run %q without a checkpoint carries messages or files", runID)
 		}
 	}
-	for _, in := range c.Interrupts {
-		if err := x.PutInterrupt(in); err != nil {
-			return err
-		}
-	}
-	for _, e := range c.Events {
-		if err := x.Emit(e); err != nil {
-			return err
-		}
-	}
-	if c.Also == nil {
-		return nil
-	}
-	run, err := x.Run(runID)
-	if err != nil {
-		return err
-	}
-	return c.Also(x, run)
-}
-
-// appendStep appends a step's messages and emits their events.
-func (x *tx) appendStep(owner string, msgs []*core.Message) error {
-	if len(msgs) == 0 {
-		return nil
-	}
-	if err := x.AppendMessages(msgs...); err != nil {
-		return err
-	}
-	for _, m := range msgs {
-		e, err := core.MessageEvent(owner, m)
-		if err != nil {
-			return err
-		}
-		if err := x.Emit(e); err != nil {
-			return err
-		}
-	}
-	return nil
+	return core.FinishStep(x, c)
 }
 
 // refuse returns the refusal of a claim, heartbeat or step of run n with

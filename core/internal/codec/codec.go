@@ -228,3 +228,11 @@ func CheckKVQuota(ns string, keys, bytes, maxKeys, maxBytes int64) error {
 	}
 	return nil
 }
+
+// CheckKV checks a key/value namespace and key (EINVALID).
+func CheckKV(ns, key string) error {
+	if err := core.CheckKVNamespace(ns); err != nil {
+		return err
+	}
+	return core.CheckKVKey(key)
+}
