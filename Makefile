@@ -34,7 +34,7 @@ MCP_MODULES := $(MCP_NPM)/node_modules/.package-lock.json
 SBX_NPM     := sandbox/testdata/npm
 SBX_MODULES := $(SBX_NPM)/node_modules/.package-lock.json
 
-.PHONY: all build kiln examples run ui ui-check deps docker test test-plain test-short bench fuzz vet clean
+.PHONY: all build kiln examples run image ui ui-check deps docker test test-plain test-short bench fuzz vet clean
 
 all: build
 
@@ -65,6 +65,13 @@ examples: kiln
 ## run: build and serve on 127.0.0.1 with the embedded defaults (~/.kiln, demo model)
 run: kiln
 	$(BIN)/kiln serve --addr $(ADDR)
+
+## image: the container image $(IMAGE) (and kiln:latest) from scratch with the local Docker engine:
+## a static kiln, CA certificates, the user kiln (10001), a /data volume and a health check (kiln ready)
+IMAGE ?= kiln:$(VERSION)
+image: ui docker
+	cmd/kiln/image/build $(IMAGE) $(VERSION)
+	docker tag $(IMAGE) kiln:latest
 
 ## ui: rebuild web/ui/dist when a source is newer than it (npm ci first when the lock file changed)
 ifeq ($(HAVE_NPM),)

@@ -90,7 +90,8 @@ pauses and the call lands in the Action queue until you approve, edit,
 reject or answer it. Runs survive server restarts.
 
 Start a server with 'kiln serve'; every other command talks to one over its
-HTTP API, at --server (or $KILN_SERVER) with --token (or $KILN_API_TOKEN).
+HTTP API, at --server (or $KILN_SERVER) with --token (or $KILN_API_TOKEN,
+or the file $KILN_API_TOKEN_FILE names).
 With -o json commands print the API's JSON, for scripts.
 
 Exit status: 0 on success, 1 on an error or a failed or cancelled run, 2
@@ -136,7 +137,7 @@ sandbox exec exits with its command's status.`,
 	add("organise", newThreadsCmd(a), newFoldersCmd(a), newTriggersCmd(a))
 	add("workspace", newGrantsCmd(a), newMemoriesCmd(a), newSettingsCmd(a), newSkillsCmd(a), newMCPServersCmd(a), newSandboxCmd(a))
 	add("server", newMCPCmd(a))
-	add("server", newServeCmd(), newMigrateCmd(), newStatusCmd(a), newToolsCmd(a), newEventsCmd(a), newLogsCmd(a), newVersionCmd(a))
+	add("server", newServeCmd(), newMigrateCmd(), newStatusCmd(a), newReadyCmd(a), newToolsCmd(a), newEventsCmd(a), newLogsCmd(a), newVersionCmd(a))
 	add("server", newPluginCmd(a), newMarketplaceCmd(a))
 	add("server", newProvidersCmd(a), newModelsCmd(a))
 	root.AddCommand(newSelfPluginCmd())
@@ -160,6 +161,12 @@ func (a *app) client() (*client.Client, error) {
 	token := a.token
 	if !a.flags.Changed("token") {
 		token = os.Getenv(envToken)
+	}
+	if path := os.Getenv(envTokenFile); token == "" && path != "" {
+		var err error
+		if token, err = readTokenFile(path); err != nil {
+			return nil, localError{err: err}
+		}
 	}
 	return client.New(a.serverURL(), client.WithToken(token), client.WithUserAgent("kiln-cli/"+version))
 }

@@ -69,9 +69,14 @@ type serveConfig struct {
 	// (KILN_LEASE_TTL); zero means the default: 3 s on PostgreSQL, so
 	// the runs of a replica that died resume elsewhere within about 4 s,
 	// and core's default on SQLite, where one server holds them all.
-	LeaseTTL       time.Duration
-	Model          string
-	Token          string
+	LeaseTTL time.Duration
+	Model    string
+	Token    string
+	// TokenFile is the file the token was read from
+	// (KILN_API_TOKEN_FILE, when KILN_API_TOKEN is not set), and
+	// TokenMade is true when kiln serve made it.
+	TokenFile      string
+	TokenMade      bool
 	AllowedOrigins []string
 	// Loopback is true when Addr is a loopback address.
 	Loopback bool
@@ -120,6 +125,9 @@ Configuration (flags beat environment variables):
                              replica's runs resume on another within ~4s)
   KILN_MODEL                 default model (default ` + defaultModel + `)
   KILN_API_TOKEN             bearer token required by every /api request
+  KILN_API_TOKEN_FILE        a file holding the token, when KILN_API_TOKEN is
+                             not set; a new random one is written to it
+                             (mode 0600) when the file does not exist
   KILN_ALLOWED_ORIGINS       comma-separated browser origins allowed to call
                              the API, e.g. https://kiln.example.com
   KILN_MAX_STREAMS           event streams open at once (default 2048); past
@@ -192,6 +200,13 @@ func loadServeConfig(flags *pflag.FlagSet, getenv func(string) string, home func
 	}
 	if err := checkDatabase(cfg.Database); err != nil {
 		return serveConfig{}, err
+	}
+	if path := strings.TrimSpace(getenv(envTokenFile)); path != "" && cfg.Token == "" {
+		var err error
+		if cfg.Token, cfg.TokenMade, err = tokenFromFile(path); err != nil {
+			return serveConfig{}, err
+		}
+		cfg.TokenFile = path
 	}
 	if cfg.Database != "" {
 		cfg.LeaseTTL = defaultSharedLeaseTTL
@@ -673,6 +688,12 @@ func newHTTPServer(svc *core.Service, reg *registry.Registry, market *marketplac
 // server down within shutdownTimeout.
 func serveHTTP(ctx context.Context, ln net.Listener, srv *http.Server, log *slog.Logger, cfg serveConfig) error {
 	log.Info(fmt.Sprintf("kiln serving on http://%s (data %s, model %s)", ln.Addr(), cfg.DataRoot, cfg.Model))
+	switch {
+	case cfg.TokenMade:
+		log.Info("made a new API token in " + cfg.TokenFile + ": every /api request needs it (the web UI asks for it)")
+	case cfg.TokenFile != "":
+		log.Info("the API token is the one in " + cfg.TokenFile)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

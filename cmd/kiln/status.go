@@ -110,3 +110,37 @@ retry or skip the call instead.`,
 		},
 	}
 }
+
+func newReadyCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "ready",
+		Short: "Check that the server is ready: its database answers and its leases renew",
+		Long: `Ask the server whether it is ready (GET /readyz, which needs no token): its
+database answers, the renewals of its runs' leases succeed and it is not
+shutting down. Exit status 0 when it is ready, 1 when it is not or does not
+answer; the container image's health check runs it.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			rd, err := c.Ready(cmd.Context())
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if a.jsonOutput() {
+				if err := writeJSON(w, rd); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(w, "ready: %t (database %s, leases %s, engine %s, %d runs)\n", rd.Ready, rd.Database, rd.Leases, rd.Engine, rd.Runs)
+			}
+			if !rd.Ready {
+				return &exitError{code: exitFailure}
+			}
+			return nil
+		},
+	}
+}

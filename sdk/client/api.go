@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -382,6 +383,30 @@ func (c *Client) Status(ctx context.Context) (*ServerStatus, error) {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// Ready reports the server's readiness (GET /readyz): ready or not, with
+// its checks, either way with a nil error; the error is for a server
+// that did not answer it. It needs no token.
+func (c *Client) Ready(ctx context.Context) (*core.Readiness, error) {
+	req, err := c.newRequest(ctx, http.MethodGet, "/readyz", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable {
+		return nil, responseError(resp)
+	}
+	var rd core.Readiness
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&rd); err != nil {
+		return nil, fmt.Errorf("GET /readyz: decoding response: %w", err)
+	}
+	return &rd, nil
 }
 
 // Health checks that the server is up. It needs no token.
