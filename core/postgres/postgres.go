@@ -24,7 +24,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -158,14 +157,8 @@ func (s *Store) Update(ctx context.Context, fn func(core.Tx) error) ([]core.Even
 	if err := fn(x); err != nil {
 		return nil, err
 	}
-	if err := x.flushEvents(); err != nil {
+	if err := x.finish(); err != nil {
 		return nil, err
-	}
-	if n := len(x.events); n > 0 {
-		// Delivered to the other replicas' listeners at commit.
-		if _, err := t.Exec(ctx, "SELECT pg_notify($1, $2)", s.channel(), strconv.FormatInt(x.events[n-1].Seq, 10)); err != nil {
-			return nil, fmt.Errorf("postgres: notify: %w", err)
-		}
 	}
 	if err := t.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("postgres: commit: %w", err)

@@ -145,7 +145,8 @@ func (s *Store) CommitStep(ctx context.Context, c *core.StepCommit) (*core.StepR
 }
 
 // SubmitStep implements core.RunStore: the step joins the Store's queue,
-// which one goroutine commits in order.
+// which one goroutine commits in order, all the steps waiting at once in
+// one Update (commitGroup).
 func (s *Store) SubmitStep(ctx context.Context, c *core.StepCommit) func() (*core.StepResult, error) {
 	p := &submitted{ctx: ctx, c: c, done: make(chan struct{})}
 	s.qmu.Lock()
@@ -169,6 +170,8 @@ type submitted struct {
 	res  *core.StepResult
 	err  error
 	done chan struct{}
+	// from and to delimit the step's events among its group's.
+	from, to int
 }
 
 // stepQueue is the Store's queue of submitted steps.
@@ -178,7 +181,11 @@ type stepQueue struct {
 	committing bool
 }
 
-// commitQueued commits the queue, step after step, until it is empty.
+// maxGroup caps the steps one Update commits.
+const maxGroup = 256
+
+// commitQueued commits the queue, all that waits at once (up to
+// maxGroup) in a group, until it is empty.
 func (s *Store) commitQueued() {
 	for {
 		s.qmu.Lock()
@@ -187,11 +194,13 @@ func (s *Store) commitQueued() {
 			s.qmu.Unlock()
 			return
 		}
-		p := s.queue[0]
-		s.queue = s.queue[1:]
+		group := s.queue[:min(len(s.queue), maxGroup)]
+		s.queue = append([]*submitted(nil), s.queue[len(group):]...)
 		s.qmu.Unlock()
-		p.res, p.err = s.CommitStep(p.ctx, p.c)
-		close(p.done)
+		s.commitGroup(group)
+		for _, p := range group {
+			close(p.done)
+		}
 	}
 }
 

@@ -209,6 +209,38 @@ func (x *tx) flushEvents() error {
 	if len(x.unsaved) == 0 {
 		return nil
 	}
+	query, args := x.eventsInsert()
+	if _, err := x.exec("emit", query, args...); err != nil {
+		return err
+	}
+	x.unsaved = x.unsaved[:0]
+	return nil
+}
+
+// finish ends an Update's work in one round trip: it inserts the events
+// not flushed yet and notifies the other replicas' listeners of the
+// newest event, which they get at commit.
+func (x *tx) finish() error {
+	b := &pgx.Batch{}
+	if len(x.unsaved) > 0 {
+		query, args := x.eventsInsert()
+		b.Queue(query, args...)
+	}
+	if n := len(x.events); n > 0 {
+		b.Queue("SELECT pg_notify($1, $2)", x.s.channel(), strconv.FormatInt(x.events[n-1].Seq, 10))
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := x.tx.SendBatch(x.ctx, b).Close(); err != nil {
+		return fmt.Errorf("postgres: emit: %w", err)
+	}
+	x.unsaved = x.unsaved[:0]
+	return nil
+}
+
+// eventsInsert is the statement that inserts the unsaved events.
+func (x *tx) eventsInsert() (string, []any) {
 	n := len(x.unsaved)
 	seq, when := make([]int64, n), make([]int64, n)
 	thread, run, owner, ns, payload := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
@@ -223,11 +255,7 @@ func (x *tx) flushEvents() error {
 		seq[i], when[i], typ[i] = e.Seq, codec.TimeKey(e.Time), e.Type
 		thread[i], run[i], owner[i], ns[i], payload[i] = opt(e.ThreadID), opt(e.RunID), opt(e.OwnerID), opt(e.Namespace), opt(string(e.Payload))
 	}
-	if _, err := x.exec("emit", `INSERT INTO events (seq, thread_id, run_id, owner_id, type, namespace, payload, time)
+	return `INSERT INTO events (seq, thread_id, run_id, owner_id, type, namespace, payload, time)
 SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])`,
-		seq, thread, run, owner, typ, ns, payload, when); err != nil {
-		return err
-	}
-	x.unsaved = x.unsaved[:0]
-	return nil
+		[]any{seq, thread, run, owner, typ, ns, payload, when}
 }

@@ -8,14 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/coretest"
 	"github.com/kilnhq/kiln/core/sqlite"
 	"github.com/kilnhq/kiln/plugins/builtin"
 	"github.com/kilnhq/kiln/skills"
@@ -23,22 +22,13 @@ import (
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
-// The LangGraph JS peer workload (../shared/bench/langgraph): R runs, each
-// on a new thread, each K echo tool calls then a final text: 2K+1 = 21
-// super-steps and 22 messages per run, checkpointed on a SQLite file (WAL,
+// The LangGraph JS peer workload (../shared/bench/langgraph), as
+// coretest's Workload*, checkpointed on a SQLite file (WAL,
 // synchronous=NORMAL, as better-sqlite3's default there).
 const (
-	lgRuns  = 200
-	lgCalls = 10
+	lgRuns  = coretest.WorkloadRuns
+	lgCalls = coretest.WorkloadCalls
 )
-
-func lgScript() string {
-	var b strings.Builder
-	for i := range lgCalls {
-		fmt.Fprintf(&b, "tool echo {\"i\": %d}\n", i)
-	}
-	return b.String()
-}
 
 func newBenchService(b *testing.B, path string, tools []core.Tool) (*core.Service, *sqlite.Store) {
 	b.Helper()
@@ -65,26 +55,6 @@ func newBenchService(b *testing.B, path string, tools []core.Tool) (*core.Servic
 	return svc, st
 }
 
-// oneRun creates a thread, runs the script on it and waits for the end.
-func oneRun(ctx context.Context, svc *core.Service, script string) (*core.Run, error) {
-	th, err := svc.CreateThread(ctx, core.LocalOwner, core.ThreadInput{Title: "bench"})
-	if err != nil {
-		return nil, err
-	}
-	sub := svc.Broker().Subscribe(core.Filter{OwnerID: core.LocalOwner.ID, ThreadID: th.ID}, 64)
-	defer sub.Close()
-	r, err := svc.StartRun(ctx, core.LocalOwner, th.ID, core.RunRequest{Input: core.RunInput{Text: script}})
-	if err != nil {
-		return nil, err
-	}
-	for ev := range sub.C {
-		if ev.Type == core.EventRunFinished && ev.RunID == r.ID {
-			return svc.GetRun(ctx, core.LocalOwner, r.ID)
-		}
-	}
-	return svc.GetRun(ctx, core.LocalOwner, r.ID)
-}
-
 // BenchmarkEngine runs the LangGraph workload sequentially, 8 and 64 runs
 // at a time (in batches, as the peer does) and reports super-steps per
 // second, the wall time per step (us/step; sequentially, what a step costs,
@@ -104,7 +74,6 @@ func BenchmarkEngine(b *testing.B) {
 		conc int
 	}{{"sequential", 1}, {"concurrent-8", 8}, {"concurrent-64", 64}} {
 		b.Run(c.name, func(b *testing.B) {
-			script := lgScript()
 			var steps int
 			var elapsed time.Duration
 			var dbBytes int64
@@ -117,17 +86,13 @@ func BenchmarkEngine(b *testing.B) {
 				svc, st := newBenchService(b, path, builtin.Tools(dir))
 				ctx := context.Background()
 				b.StartTimer()
-				t0, cpu0, st0 := time.Now(), processCPU(b), st.Stats()
+				t0, cpu0, st0 := time.Now(), coretest.ProcessCPU(), st.Stats()
 				for i := 0; i < lgRuns; i += c.conc {
 					var wg sync.WaitGroup
 					errs := make(chan error, c.conc)
 					for j := i; j < min(lgRuns, i+c.conc); j++ {
 						wg.Go(func() {
-							r, err := oneRun(ctx, svc, script)
-							if err == nil && (r.Status != core.RunSucceeded || r.Steps != 2*lgCalls+1) {
-								err = fmt.Errorf("run %s: %s after %d steps (%s)", r.ID, r.Status, r.Steps, r.Error)
-							}
-							if err != nil {
+							if err := coretest.WorkloadRun(ctx, svc); err != nil {
 								errs <- err
 							}
 						})
@@ -139,7 +104,7 @@ func BenchmarkEngine(b *testing.B) {
 					}
 				}
 				elapsed += time.Since(t0)
-				cpu += processCPU(b) - cpu0
+				cpu += coretest.ProcessCPU() - cpu0
 				commits += st.Stats().Commits - st0.Commits
 				b.StopTimer()
 				steps += lgRuns * (2*lgCalls + 1)
@@ -162,15 +127,6 @@ func BenchmarkEngine(b *testing.B) {
 			b.ReportMetric(float64(steps)/float64(commits), "steps/commit")
 		})
 	}
-}
-
-// processCPU is the user and system CPU time the process has used so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // bareDriver is go-sqlite3 with the pragmas core/sqlite's writer sets when
@@ -484,7 +440,7 @@ func BenchmarkTaskCall(b *testing.B) {
 			b.ResetTimer()
 			t0 := time.Now()
 			for range b.N {
-				r, err := oneRun(ctx, svc, c.script)
+				r, err := coretest.RunScript(ctx, svc, c.script)
 				if err != nil {
 					b.Fatal(err)
 				}

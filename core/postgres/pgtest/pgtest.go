@@ -104,6 +104,18 @@ func DSN(tb testing.TB) string {
 	return withSearchPath(server, schema)
 }
 
+// Start starts a throw-away cluster outside a test (kiln-bench runs the
+// benchmarks and their peers on one), as DSN's first call does: its admin
+// connection string (a postgres:// URL to the database postgres, by a
+// unix socket), and stop, which stops it and removes its folder.
+func Start() (dsn string, stop func(), err error) {
+	c, err := start()
+	if err != nil {
+		return "", nil, err
+	}
+	return c.dsn, c.stop, nil
+}
+
 // withSearchPath adds search_path=schema to dsn, in its own syntax (a URL
 // or key=value pairs).
 func withSearchPath(dsn, schema string) string {

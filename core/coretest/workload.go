@@ -1,0 +1,71 @@
+package coretest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kilnhq/kiln/core"
+)
+
+// The engine benchmarks' workload, the LangGraph JS peer's: WorkloadRuns
+// runs, each on a new thread, each WorkloadCalls echo tool calls then a
+// final text, so WorkloadSteps super-steps and WorkloadSteps+1 messages
+// per run, with the scripted model.
+const (
+	WorkloadRuns  = 200
+	WorkloadCalls = 10
+	WorkloadSteps = 2*WorkloadCalls + 1
+)
+
+// WorkloadScript is the scripted model's script of one workload run.
+func WorkloadScript() string {
+	var b strings.Builder
+	for i := range WorkloadCalls {
+		fmt.Fprintf(&b, "tool echo {\"i\": %d}\n", i)
+	}
+	return b.String()
+}
+
+// RunScript creates a thread on svc, runs the scripted model's script on
+// it, waits for the run's end (its run.finished event on svc's broker) and
+// returns the run.
+func RunScript(ctx context.Context, svc *core.Service, script string) (*core.Run, error) {
+	th, err := svc.CreateThread(ctx, core.LocalOwner, core.ThreadInput{Title: "bench"})
+	if err != nil {
+		return nil, err
+	}
+	sub := svc.Broker().Subscribe(core.Filter{OwnerID: core.LocalOwner.ID, ThreadID: th.ID}, 64)
+	defer sub.Close()
+	r, err := svc.StartRun(ctx, core.LocalOwner, th.ID, core.RunRequest{Input: core.RunInput{Text: script}})
+	if err != nil {
+		return nil, err
+	}
+	for ev := range sub.C {
+		if ev.Type == core.EventRunFinished && ev.RunID == r.ID {
+			break
+		}
+	}
+	return svc.GetRun(ctx, core.LocalOwner, r.ID)
+}
+
+// WorkloadRun is RunScript of WorkloadScript, failing unless the run
+// succeeded after WorkloadSteps steps.
+func WorkloadRun(ctx context.Context, svc *core.Service) error {
+	r, err := RunScript(ctx, svc, WorkloadScript())
+	if err == nil && (r.Status != core.RunSucceeded || r.Steps != WorkloadSteps) {
+		err = fmt.Errorf("run %s: %s after %d steps (%s)", r.ID, r.Status, r.Steps, r.Error)
+	}
+	return err
+}
+
+// ProcessCPU is the user and system CPU time the process has used so far.
+func ProcessCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
