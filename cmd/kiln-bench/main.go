@@ -6,7 +6,7 @@
 // and its first contentful paint on loopback, measured in headless Chromium
 // by firstpaint.mjs when Node, Chromium and the UI's node_modules are there.
 //
-//	go run ./cmd/kiln-bench [-count 3] [-langgraph DIR] [-no-langgraph] [-no-paint] [-no-fanout] [-only fanout|startup|sandbox] [-runtimes docker,wasm,js]
+//	go run ./cmd/kiln-bench [-count 3] [-langgraph DIR] [-no-langgraph] [-no-paint] [-no-fanout] [-only fanout|startup|sandbox|postgres] [-runtimes docker,wasm,js]
 package main
 
 import (
@@ -110,65 +110,82 @@ func langGraph(dir string) (map[string]map[string]float64, error) {
 	if _, err := os.Stat(filepath.Join(dir, "bench.mjs")); err != nil {
 		return nil, fmt.Errorf("no LangGraph benchmark at %s", dir)
 	}
+	work, err := npmWork(dir, "langgraph", "compiles better-sqlite3, about two minutes the first time")
+	if err != nil {
+		return nil, err
+	}
+	var res struct {
+		Results map[string]map[string]any `json:"results"`
+	}
+	if err := nodeJSON(work, []string{"VARIANTS=sqlite,sqlite_conc", "DB=" + filepath.Join(work, "ck.sqlite")}, &res); err != nil {
+		return nil, err
+	}
+	flat := map[string]map[string]float64{}
+	for v, r := range res.Results {
+		flat[v] = map[string]float64{}
+		for k, x := range r {
+			if f, ok := x.(float64); ok {
+				flat[v][k] = f
+			}
+		}
+	}
+	return flat, nil
+}
+
+// npmWork copies the Node benchmark in dir (bench.mjs, package.json and
+// package-lock.json) to a writable folder named name in the user's cache,
+// runs npm ci there when its packages are missing or its lock changed
+// (slow says how long that takes), and returns the folder.
+func npmWork(dir, name, slow string) (string, error) {
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		cache = os.TempDir()
 	}
-	work := filepath.Join(cache, "kiln-bench", "langgraph")
+	work := filepath.Join(cache, "kiln-bench", name)
 	if err := os.MkdirAll(work, 0o755); err != nil {
-		return nil, err
+		return "", err
 	}
 	for _, f := range []string{"bench.mjs", "package.json", "package-lock.json"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		old, _ := os.ReadFile(filepath.Join(work, f))
 		if !bytes.Equal(old, b) {
 			if err := os.WriteFile(filepath.Join(work, f), b, 0o644); err != nil {
-				return nil, err
+				return "", err
 			}
 			os.RemoveAll(filepath.Join(work, "node_modules"))
 		}
 	}
 	if _, err := os.Stat(filepath.Join(work, "node_modules")); err != nil {
-		fmt.Fprintln(os.Stderr, "npm ci (LangGraph benchmark; compiles better-sqlite3, about two minutes the first time)")
+		fmt.Fprintf(os.Stderr, "npm ci (%s benchmark; %s)\n", name, slow)
 		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
 		cmd.Dir, cmd.Stdout, cmd.Stderr = work, os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("npm ci: %w", err)
+			return "", fmt.Errorf("npm ci: %w", err)
 		}
 	}
+	return work, nil
+}
+
+// nodeJSON runs node bench.mjs in work with env and returns the JSON line
+// it prints last ("JSON {...}").
+func nodeJSON(work string, env []string, out any) error {
 	cmd := exec.Command("node", "bench.mjs")
 	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "VARIANTS=sqlite,sqlite_conc", "DB="+filepath.Join(work, "ck.sqlite"))
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
+	b, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("node bench.mjs: %w", err)
+		return fmt.Errorf("node bench.mjs: %w", err)
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if !strings.HasPrefix(line, "JSON ") {
-			continue
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "JSON "); ok {
+			return json.Unmarshal([]byte(rest), out)
 		}
-		var res struct {
-			Results map[string]map[string]any `json:"results"`
-		}
-		if err := json.Unmarshal([]byte(line[5:]), &res); err != nil {
-			return nil, err
-		}
-		flat := map[string]map[string]float64{}
-		for v, r := range res.Results {
-			flat[v] = map[string]float64{}
-			for k, x := range r {
-				if f, ok := x.(float64); ok {
-					flat[v][k] = f
-				}
-			}
-		}
-		return flat, nil
 	}
-	return nil, fmt.Errorf("no JSON line in LangGraph output")
+	return fmt.Errorf("no JSON line in the output of node bench.mjs")
 }
 
 // startServer starts the built server on a free loopback port with a
@@ -359,7 +376,7 @@ func main() {
 	chromium := flag.String("chromium", envOr("CHROMIUM", "/usr/bin/chromium"), "Chromium for the first-paint figure")
 	paintRuns := flag.Int("paint-runs", 10, "page loads for the first-paint figure; the table shows the median")
 	noPaint := flag.Bool("no-paint", false, "skip the first-paint figure")
-	only := flag.String("only", "", "measure only this group of figures: fanout, startup or sandbox")
+	only := flag.String("only", "", "measure only this group of figures: fanout, startup, sandbox or postgres")
 	runtimes := flag.String("runtimes", "docker,wasm,js", "the sandbox runtimes to measure, comma-separated")
 	noFanout := flag.Bool("no-fanout", false, "skip the SSE fan-out figures (a few minutes)")
 	settle := flag.Duration("settle", time.Minute, "how long after the SSE clients left the server's memory is read again")
@@ -378,8 +395,10 @@ func main() {
 			startupRows(*bin, *count, add, note)
 		case "sandbox":
 			sandboxRows(*bin, strings.Split(*runtimes, ","), add, note)
+		case "postgres":
+			postgresRows(*bin, *count, add, note)
 		default:
-			fmt.Fprintf(os.Stderr, "-only %q: want fanout, startup or sandbox\n", *only)
+			fmt.Fprintf(os.Stderr, "-only %q: want fanout, startup, sandbox or postgres\n", *only)
 			os.Exit(2)
 		}
 		printRows(rows, *count)
@@ -525,6 +544,7 @@ func main() {
 		fanoutRows(*bin, *count, *settle, add, func(figure, why string) { rows = append(rows, row{figure, "n/a", "", "not measured: " + why}) })
 	}
 	startupRows(*bin, *count, add, func(figure, why string) { rows = append(rows, row{figure, "n/a", "", "not measured: " + why}) })
+	postgresRows(*bin, *count, add, func(figure, why string) { rows = append(rows, row{figure, "n/a", "", "not measured: " + why}) })
 	sandboxRows(*bin, strings.Split(*runtimes, ","), add, func(figure, why string) { rows = append(rows, row{figure, "n/a", "", "not measured: " + why}) })
 	if rssErr == nil {
 		add("idle server resident memory", rss, "MiB", "< 60 MiB", rss < 60)
