@@ -235,8 +235,11 @@ func (r *Registry) Install(ctx context.Context, req InstallRequest) (Info, error
 	if err := checkSource(req.Source, p); err != nil {
 		return Info{}, err
 	}
-	r.op.Lock()
-	defer r.op.Unlock()
+	unlock, err := r.lockOp(ctx)
+	if err != nil {
+		return Info{}, err
+	}
+	defer unlock()
 	r.mu.Lock()
 	old, exists := r.entries[p.ID]
 	oldRec := r.state.Plugins[p.ID]

@@ -255,48 +255,22 @@ func Open(ctx context.Context, cfg Config) (*Registry, error) {
 // readState loads registry.json; a missing file is an empty registry. A
 // file of an older version is migrated, and kept as registry.json.v<N>.
 func (r *Registry) readState() error {
-	path := filepath.Join(r.cfg.Root, stateFile)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		r.state = state{Version: stateVersion, Plugins: map[string]record{}}
-		return nil
-	}
+	st, from, data, err := loadState(filepath.Join(r.cfg.Root, stateFile), r.cfg.Root)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", path, err)
+		return err
 	}
-	broken := func(err error) error {
-		return fmt.Errorf("read %s: %w (fix or remove the file; the plugins in %s stay)", path, err, r.cfg.Root)
-	}
-	var head struct {
-		Version int `json:"version"`
-	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		return broken(err)
-	}
-	from := head.Version
-	switch from {
-	case 0:
-		from = 1
-		if err := r.migrateV1(data); err != nil {
-			return broken(err)
-		}
-	case 2, stateVersion:
-		// Version 2 is version 3 without digests, sources, pins and
-		// previous versions.
-		if err := json.Unmarshal(data, &r.state); err != nil {
-			return broken(err)
-		}
-	default:
-		return fmt.Errorf("read %s: it is version %d, written by a newer Kiln; this one reads versions 1 to %d", path, head.Version, stateVersion)
-	}
-	if r.state.Plugins == nil {
-		r.state.Plugins = map[string]record{}
-	}
+	r.state = st
 	if from == stateVersion {
 		return nil
 	}
+	if from == 1 {
+		if err := r.migrateV1(data); err != nil {
+			return fmt.Errorf("read %s: %w (fix or remove the file; the plugins in %s stay)", filepath.Join(r.cfg.Root, stateFile), err, r.cfg.Root)
+		}
+	}
 	r.addDigests()
 	r.state.Version = stateVersion
+	path := filepath.Join(r.cfg.Root, stateFile)
 	old := fmt.Sprintf("%s.v%d", path, from)
 	if err := os.WriteFile(old, data, 0o600); err != nil {
 		return fmt.Errorf("keep the old %s as %s: %w", path, old, err)
@@ -305,6 +279,45 @@ func (r *Registry) readState() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.saveState()
+}
+
+// loadState reads the record at path: its state (empty for a version 1
+// file, which migrateV1 reads), the version it was written as and its
+// bytes. A missing file is an empty registry of the current version.
+func loadState(path, root string) (st state, from int, data []byte, err error) {
+	data, err = os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return state{Version: stateVersion, Plugins: map[string]record{}}, stateVersion, nil, nil
+	}
+	if err != nil {
+		return st, 0, nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	broken := func(err error) error {
+		return fmt.Errorf("read %s: %w (fix or remove the file; the plugins in %s stay)", path, err, root)
+	}
+	var head struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return st, 0, nil, broken(err)
+	}
+	switch head.Version {
+	case 0:
+		from = 1
+	case 2, stateVersion:
+		// Version 2 is version 3 without digests, sources, pins and
+		// previous versions.
+		from = head.Version
+		if err := json.Unmarshal(data, &st); err != nil {
+			return st, 0, nil, broken(err)
+		}
+	default:
+		return st, 0, nil, fmt.Errorf("read %s: it is version %d, written by a newer Kiln; this one reads versions 1 to %d", path, head.Version, stateVersion)
+	}
+	if st.Plugins == nil {
+		st.Plugins = map[string]record{}
+	}
+	return st, from, data, nil
 }
 
 // addDigests records the folder digest of each installed plugin that has
@@ -490,8 +503,12 @@ func (r *Registry) checkInstalled(id, dir string, rec installation) (*plugins.Ma
 
 // enabled reports whether the user wants e enabled; r.mu is held or
 // entries are not shared yet.
-func (r *Registry) enabled(e *entry) bool {
-	rec, ok := r.state.Plugins[e.id]
+func (r *Registry) enabled(e *entry) bool { return enabledIn(r.state, e) }
+
+// enabledIn is whether st records e as enabled; a built-in without a
+// record is as it ships.
+func enabledIn(st state, e *entry) bool {
+	rec, ok := st.Plugins[e.id]
 	if e.builtin != nil && !ok {
 		return !e.builtin.Disabled
 	}
@@ -736,8 +753,11 @@ func (r *Registry) info(e *entry) Info {
 // nothing, unless it is failed: a process plugin out of restarts is then
 // started afresh.
 func (r *Registry) Enable(ctx context.Context, id string) (Info, error) {
-	r.op.Lock()
-	defer r.op.Unlock()
+	unlock, err := r.lockOp(ctx)
+	if err != nil {
+		return Info{}, err
+	}
+	defer unlock()
 	if in, err := r.Get(ctx, id); err != nil || in.Status == StatusEnabled {
 		return in, err
 	}
@@ -792,8 +812,11 @@ func (r *Registry) startReported(ctx context.Context, e *entry) (Info, error) {
 // that call its tools afterwards get an "unknown tool" result. Disabling a
 // disabled plugin changes nothing.
 func (r *Registry) Disable(ctx context.Context, id string) (Info, error) {
-	r.op.Lock()
-	defer r.op.Unlock()
+	unlock, err := r.lockOp(ctx)
+	if err != nil {
+		return Info{}, err
+	}
+	defer unlock()
 	e, _, err := r.setEnabled(id, false)
 	if err != nil {
 		return Info{}, err
@@ -807,8 +830,11 @@ func (r *Registry) Disable(ctx context.Context, id string) (Info, error) {
 // provider's settings and credentials). Built-ins cannot be removed (EINVALID): disable
 // them instead.
 func (r *Registry) Remove(ctx context.Context, id string) error {
-	r.op.Lock()
-	defer r.op.Unlock()
+	unlock, err := r.lockOp(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	r.mu.Lock()
 	e, ok := r.entries[id]
 	r.mu.Unlock()
@@ -820,7 +846,7 @@ func (r *Registry) Remove(ctx context.Context, id string) error {
 	}
 	r.stop(e)
 	r.mu.Lock()
-	err := r.setRecord(id, nil)
+	err = r.setRecord(id, nil)
 	if err == nil {
 		delete(r.entries, id)
 	}

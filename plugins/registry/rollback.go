@@ -27,8 +27,11 @@ import (
 // a built-in, ECONFLICT when no previous version is kept, the plugin is
 // pinned, or the previous version's folder no longer matches its record.
 func (r *Registry) Rollback(ctx context.Context, id string) (Info, error) {
-	r.op.Lock()
-	defer r.op.Unlock()
+	unlock, err := r.lockOp(ctx)
+	if err != nil {
+		return Info{}, err
+	}
+	defer unlock()
 	r.mu.Lock()
 	cur, ok := r.entries[id]
 	rec := r.state.Plugins[id]
@@ -139,8 +142,11 @@ func (r *Registry) swap(ctx context.Context, old *entry, oldRec record, e *entry
 // that is not a semantic version; ECONFLICT when version is not the
 // installed one.
 func (r *Registry) Pin(ctx context.Context, id, version string) (Info, error) {
-	r.op.Lock()
-	defer r.op.Unlock()
+	unlock, err := r.lockOp(ctx)
+	if err != nil {
+		return Info{}, err
+	}
+	defer unlock()
 	if err := r.pin(id, version); err != nil {
 		return Info{}, err
 	}
