@@ -208,6 +208,26 @@ func (h *Hub) read() error {
 	return nil
 }
 
+// Reload reads the configuration file again, for servers sharing it: the
+// settings another server saved there replace this hub's (its providers
+// are rebuilt from them at their next use, and their secrets known to the
+// redactor now). A file that cannot be read leaves the settings as they
+// were.
+func (h *Hub) Reload() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	kept := h.stored
+	h.stored = map[string]map[string]string{}
+	if err := h.read(); err != nil {
+		h.stored = kept
+		return err
+	}
+	for _, d := range h.defs {
+		h.resolve(d)
+	}
+	return nil
+}
+
 // save writes the configuration atomically, mode 0600; h.mu is held.
 func (h *Hub) save() error {
 	data, err := json.MarshalIndent(file{Version: fileVersion, Providers: h.stored}, "", "  ")

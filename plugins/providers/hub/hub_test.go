@@ -624,3 +624,54 @@ func TestForget(t *testing.T) {
 		t.Error("resolved a forgotten provider")
 	}
 }
+
+// TestReload: two hubs on one providers.json, as servers sharing it are:
+// what one configures and resets, the other has after Reload, its new
+// secret known to its redactor first; a file that no longer parses leaves
+// the settings as they were.
+func TestReload(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.open(t), e.open(t)
+	red := core.NewRedactor()
+	other, err := hub.Open(hub.Config{Path: e.path, Defs: e.defs, Getenv: func(string) string { return "" }, Logger: quiet, Redactor: red})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const secret = "sk-ant-shared-secret-456"
+	if _, err := a.Configure(ctx, "anthropic", hub.ConfigInput{Settings: map[string]string{"api_key": secret}}); err != nil {
+		t.Fatal(err)
+	}
+	if st := mustGet(t, b, "anthropic"); st.State != hub.StateNotConfigured {
+		t.Fatalf("before Reload: %+v", st)
+	}
+	for _, h := range []*hub.Hub{b, other} {
+		if err := h.Reload(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := mustGet(t, b, "anthropic"); st.State != hub.StateReady {
+		t.Fatalf("after Reload: %+v", st)
+	}
+	if got := red.Redact("key " + secret); strings.Contains(got, secret) {
+		t.Errorf("the reloaded secret is not redacted: %q", got)
+	}
+	if err := os.WriteFile(e.path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reload(); err == nil {
+		t.Fatal("Reload of a broken file: no error")
+	}
+	if st := mustGet(t, b, "anthropic"); st.State != hub.StateReady {
+		t.Fatalf("after a failed Reload: %+v", st)
+	}
+	if _, err := a.Reset(ctx, "anthropic"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if st := mustGet(t, b, "anthropic"); st.State != hub.StateNotConfigured {
+		t.Fatalf("after a reset elsewhere: %+v", st)
+	}
+}
