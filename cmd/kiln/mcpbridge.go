@@ -89,10 +89,77 @@ type userMCP struct {
 	// mu serializes the file's read-modify-write, so that concurrent
 	// changes do not lose each other's entries.
 	mu sync.Mutex
+	// known is each server's entry as connected here (compact JSON), for
+	// Sync to tell what another server sharing the file changed.
+	known map[string]string
 }
 
+// newUserMCP is the bridge over m, whose user servers are those of the
+// file in dataRoot.
 func newUserMCP(m *mcp.Manager, dataRoot string) *userMCP {
-	return &userMCP{Manager: m, path: filepath.Join(dataRoot, mcpConfigFile)}
+	u := &userMCP{Manager: m, path: filepath.Join(dataRoot, mcpConfigFile)}
+	entries, _ := readMCPFile(u.path) // openMCP read it already
+	u.known = compactEntries(entries)
+	return u
+}
+
+// compactEntries is entries as compact JSON, the form Sync compares.
+func compactEntries(entries map[string]json.RawMessage) map[string]string {
+	out := make(map[string]string, len(entries))
+	for id, raw := range entries {
+		var b bytes.Buffer
+		if json.Compact(&b, raw) != nil {
+			b.Reset()
+			b.Write(raw)
+		}
+		out[id] = b.String()
+	}
+	return out
+}
+
+// Sync brings the user's servers here in line with the file, which
+// another server sharing it may have changed: a server added there is
+// connected, one removed is disconnected, one whose entry changed is
+// connected again with its new entry. An entry that does not parse is
+// skipped and named in the error; a file that does not parse changes
+// nothing.
+func (u *userMCP) Sync() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	entries, err := readMCPFile(u.path)
+	if err != nil {
+		return err
+	}
+	now := compactEntries(entries)
+	var errs []error
+	for id, was := range u.known {
+		if is, ok := now[id]; !ok || is != was {
+			if err := u.Manager.RemoveServer(id); err != nil && core.ErrorCode(err) != core.ENOTFOUND {
+				errs = append(errs, err)
+			}
+			delete(u.known, id)
+		}
+	}
+	for id, is := range now {
+		if _, ok := u.known[id]; ok {
+			continue
+		}
+		doc, err := json.Marshal(mcpFile{Servers: map[string]json.RawMessage{id: entries[id]}})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		servers, err := mcpservers.Parse(doc, nil)
+		if err == nil {
+			err = u.Manager.AddServer(mcp.ServerConfig{Server: servers[0], Trust: servers[0].Trust, Disabled: servers[0].Disabled})
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", u.path, err))
+			continue
+		}
+		u.known[id] = is
+	}
+	return errors.Join(errs...)
 }
 
 // Add checks cfg by the rules of .mcp.json (mcpservers.Parse of the
@@ -127,6 +194,7 @@ func (u *userMCP) Add(cfg pluginapi.MCPServerConfig) (pluginapi.MCPServerStatus,
 		_ = u.Manager.RemoveServer(id)
 		return pluginapi.MCPServerStatus{}, err
 	}
+	u.known[id] = compactEntries(map[string]json.RawMessage{id: entry})[id]
 	return u.Manager.Status(id)
 }
 
@@ -143,6 +211,7 @@ func (u *userMCP) Remove(id string) error {
 	if err != nil {
 		return core.Errorf(core.ECONFLICT, "mcp server %q is disconnected, but %s; remove it from the file by hand", id, err)
 	}
+	delete(u.known, id)
 	if _, ok := entries[id]; !ok {
 		return nil
 	}

@@ -44,11 +44,12 @@ func unknownModel(ref string) string {
 		ref, strings.Join(slices.Sorted(maps.Keys(builtin.Models())), ", "), strings.Join(providerIDs(), ", "))
 }
 
-// openHub opens the model providers' settings in <data>/providers.json;
+// openHub opens the model providers' settings in providers.json, in the
+// shared root (the data root unless replicas share one);
 // the providers themselves come with their plugins.
 func openHub(cfg serveConfig, log *slog.Logger, red *core.Redactor) (*hub.Hub, error) {
 	return hub.Open(hub.Config{
-		Path:     filepath.Join(cfg.DataRoot, "providers.json"),
+		Path:     filepath.Join(cfg.shared(), "providers.json"),
 		Default:  cfg.Model,
 		Logger:   log,
 		Redactor: red,

@@ -62,6 +62,9 @@ const (
 type serveConfig struct {
 	Addr     string
 	DataRoot string
+	// SharedRoot holds the configuration replicas share
+	// (KILN_SHARED_ROOT, --shared; shared.go); "" is the data root.
+	SharedRoot string
 	// Database is the PostgreSQL database to use instead of
 	// <data>/kiln.db (KILN_DATABASE, --database): a postgres:// URL.
 	Database string
@@ -120,6 +123,10 @@ Configuration (flags beat environment variables):
                              events in instead of <data>/kiln.db:
                              postgres://user:password@host:port/db?sslmode=...
                              (its tables go in the user's search_path)
+  --shared, KILN_SHARED_ROOT a folder every replica on the database mounts,
+                             holding what they share: plugins, custom skills,
+                             providers.json, .mcp.json, marketplaces and the
+                             webhook secrets' key (default: the data root)
   KILN_LEASE_TTL             how long a run's lease lasts without a heartbeat,
                              e.g. 3s (default 3s on PostgreSQL: a dead
                              replica's runs resume on another within ~4s)
@@ -185,6 +192,7 @@ at a step boundary and resume on the next start.`,
 	cmd.Flags().String("addr", "", "listen address (env KILN_ADDR, default "+defaultAddr+")")
 	cmd.Flags().String("data", "", "data directory (env KILN_DATA_ROOT, default ~/.kiln)")
 	cmd.Flags().String("database", "", "a postgres:// URL to use instead of <data>/kiln.db (env KILN_DATABASE)")
+	cmd.Flags().String("shared", "", "a folder replicas on one database share for plugins, skills, providers and MCP servers (env KILN_SHARED_ROOT)")
 	return cmd
 }
 
@@ -192,11 +200,12 @@ at a step boundary and resume on the next start.`,
 // variables (through getenv), then defaults, and checks it.
 func loadServeConfig(flags *pflag.FlagSet, getenv func(string) string, home func() (string, error)) (serveConfig, error) {
 	cfg := serveConfig{
-		Addr:     setting(flags, "addr", getenv("KILN_ADDR"), defaultAddr),
-		DataRoot: setting(flags, "data", getenv("KILN_DATA_ROOT"), ""),
-		Model:    cmp.Or(strings.TrimSpace(getenv("KILN_MODEL")), defaultModel),
-		Token:    strings.TrimSpace(getenv("KILN_API_TOKEN")),
-		Database: setting(flags, "database", getenv("KILN_DATABASE"), ""),
+		Addr:       setting(flags, "addr", getenv("KILN_ADDR"), defaultAddr),
+		DataRoot:   setting(flags, "data", getenv("KILN_DATA_ROOT"), ""),
+		Model:      cmp.Or(strings.TrimSpace(getenv("KILN_MODEL")), defaultModel),
+		Token:      strings.TrimSpace(getenv("KILN_API_TOKEN")),
+		Database:   setting(flags, "database", getenv("KILN_DATABASE"), ""),
+		SharedRoot: setting(flags, "shared", getenv("KILN_SHARED_ROOT"), ""),
 	}
 	if err := checkDatabase(cfg.Database); err != nil {
 		return serveConfig{}, err
@@ -224,6 +233,9 @@ func loadServeConfig(flags *pflag.FlagSet, getenv func(string) string, home func
 			return serveConfig{}, fmt.Errorf("find the home directory for the default data root (set KILN_DATA_ROOT or --data): %w", err)
 		}
 		cfg.DataRoot = filepath.Join(dir, ".kiln")
+	}
+	if cfg.SharedRoot != "" && cfg.Database == "" {
+		return serveConfig{}, fmt.Errorf("KILN_SHARED_ROOT (--shared) is for replicas that share a PostgreSQL database: set KILN_DATABASE too")
 	}
 	origins, err := parseOrigins(getenv("KILN_ALLOWED_ORIGINS"))
 	if err != nil {
@@ -412,6 +424,9 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err := os.MkdirAll(scratch, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
+	if err := os.MkdirAll(cfg.shared(), 0o700); err != nil {
+		return fmt.Errorf("create the shared folder: %w", err)
+	}
 	unlock, err := lockDataRoot(cfg.DataRoot)
 	if err != nil {
 		return err
@@ -451,7 +466,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	// Skills: custom ones in <data>/skills (watched, so edits need no
 	// restart) over the plugins' over the built-in ones. The task tool
 	// delegates to them; the file tools show a subagent its skill's folder.
-	cat, err := skills.NewCatalog(filepath.Join(cfg.DataRoot, "skills"), skills.Builtin())
+	cat, err := skills.NewCatalog(filepath.Join(cfg.shared(), "skills"), skills.Builtin())
 	if err != nil {
 		return err
 	}
@@ -471,7 +486,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if err != nil {
 		return err
 	}
-	triggerKey, err := service.LoadKey(filepath.Join(cfg.DataRoot, triggerKeyFile))
+	triggerKey, err := service.LoadKey(filepath.Join(cfg.shared(), triggerKeyFile))
 	if err != nil {
 		return fmt.Errorf("trigger key: %w", err)
 	}
@@ -530,7 +545,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	}
 	// MCP servers: the user's .mcp.json, and the mcp-servers bundles of
 	// plugins as they are enabled. The bridge closes after the registry.
-	bridge, err := openMCP(svc, cfg.DataRoot, cfg.MCPTimeout)
+	bridge, err := openMCP(svc, cfg.shared(), cfg.MCPTimeout)
 	if err != nil {
 		return err
 	}
@@ -563,13 +578,17 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	defer stopSched()
 	go svc.NewScheduler(core.SchedulerConfig{Logger: log.With("component", "scheduler")}).Run(schedCtx)
 	market, err := marketplace.Open(marketplace.Config{
-		Dir: filepath.Join(cfg.DataRoot, "marketplaces"), Plugins: reg, KilnVersion: version,
+		Dir: filepath.Join(cfg.shared(), "marketplaces"), Plugins: reg, KilnVersion: version,
 		Protocol: pluginrpc.ProtocolVersion, Log: log.With("component", "marketplace"),
 	})
 	if err != nil {
 		return err
 	}
-	srv := newHTTPServer(svc, reg, market, models, cat, newUserMCP(bridge, cfg.DataRoot), sandboxAPI(sbx, log.With("component", "sandboxes")), cfg, log.With("component", "web"), version, met, serverLog)
+	userMCP := newUserMCP(bridge, cfg.shared())
+	if cfg.SharedRoot != "" && cfg.SharedRoot != cfg.DataRoot {
+		go watchShared(ctx, cfg.SharedRoot, reg, models, userMCP, log.With("component", "shared"))
+	}
+	srv := newHTTPServer(svc, reg, market, models, cat, userMCP, sandboxAPI(sbx, log.With("component", "sandboxes")), cfg, log.With("component", "web"), version, met, serverLog)
 	return serveHTTP(ctx, ln, srv, log, cfg)
 }
 
@@ -635,9 +654,9 @@ func openPlugins(ctx context.Context, cfg serveConfig, svc *core.Service, kv cor
 		hosts[sandboxruntime.Name] = sbx
 	}
 	reg, err := registry.Open(ctx, registry.Config{
-		Root:      filepath.Join(cfg.DataRoot, "plugins"),
-		LockFile:  filepath.Join(cfg.DataRoot, "plugins.lock"),
-		DataRoot:  filepath.Join(cfg.DataRoot, "plugin-data"),
+		Root:      filepath.Join(cfg.shared(), "plugins"),
+		LockFile:  filepath.Join(cfg.shared(), "plugins.lock"),
+		DataRoot:  filepath.Join(cfg.shared(), "plugin-data"),
 		CacheRoot: filepath.Join(cfg.DataRoot, "cache"),
 		Hosts:     hosts,
 		KV:        kv,

@@ -142,6 +142,7 @@ func TestLoadServeConfig(t *testing.T) {
 		{name: "unknown model", env: map[string]string{"KILN_MODEL": "gpt-9"}, wantErr: "built in: demo, scripted; or <provider>:<model>"},
 		{name: "unknown provider", env: map[string]string{"KILN_MODEL": "mistral:large"}, wantErr: "provider openai, anthropic"},
 		{name: "bad origin", env: map[string]string{"KILN_ALLOWED_ORIGINS": "kiln.example.com"}, wantErr: "not an origin"},
+		{name: "shared root without a database", env: map[string]string{"KILN_SHARED_ROOT": "/srv/kiln-shared"}, wantErr: "set KILN_DATABASE too"},
 		{name: "origin with path", env: map[string]string{"KILN_ALLOWED_ORIGINS": "https://kiln.example.com/app"}, wantErr: "not an origin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

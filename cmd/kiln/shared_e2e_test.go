@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kilnhq/kiln/core"
+	"github.com/kilnhq/kiln/core/postgres/pgtest"
+	"github.com/kilnhq/kiln/plugins"
+	"github.com/kilnhq/kiln/plugins/pluginapi"
+	"github.com/kilnhq/kiln/plugins/plugintest"
+	"github.com/kilnhq/kiln/sdk/client"
+)
+
+// sharedWithin is the issue's bound: a change on one replica is live on
+// the others within 5 s.
+const sharedWithin = 5 * time.Second
+
+// TestSharedConfigEndToEnd runs two kiln serve processes, A and B, on one
+// PostgreSQL database and one KILN_SHARED_ROOT, each with a data root of
+// its own. What is changed through A is live on B within 5 s: a plugin
+// installed (its tool listed and callable by B's runs), disabled and
+// removed; a provider configured; an MCP server added and removed; a
+// custom skill written into the shared folder. A webhook trigger created
+// through A takes a delivery at B (the key that seals its secret is
+// shared). Each change is timed.
+func TestSharedConfigEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs kiln serve")
+	}
+	shared := t.TempDir()
+	env := []string{"KILN_DATABASE=" + pgtest.DSN(t), "KILN_SHARED_ROOT=" + shared}
+	a := startProc(t, procAddr(t), t.TempDir(), env...)
+	b := startProc(t, procAddr(t), t.TempDir(), env...)
+	ca, cb := a.client(), b.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	live := func(what string, cond func() bool) {
+		t.Helper()
+		start := time.Now()
+		for !cond() {
+			if time.Since(start) > sharedWithin {
+				t.Fatalf("%s: not live on B within %v\nA:\n%s\nB:\n%s", what, sharedWithin, a.logs.String(), b.logs.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("%s: live on B after %v", what, time.Since(start).Round(time.Millisecond))
+	}
+	hasTool := func(c *client.Client, name string) bool {
+		tools, err := c.Tools(ctx)
+		return err == nil && slices.ContainsFunc(tools, func(s core.ToolSpec) bool { return s.Name == name })
+	}
+
+	src, _ := plugintest.CalcPlugin(t, "calc", plugins.RuntimeWASM, `{"memory_mib":64}`)
+	if _, err := ca.InstallPlugin(ctx, client.InstallPluginRequest{Path: src, Consent: true}); err != nil {
+		t.Fatal(err)
+	}
+	live("a plugin installed", func() bool { return hasTool(cb, "calc.add") })
+	th, err := cb.CreateThread(ctx, core.ThreadInput{Title: "calc on B"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cb.StartRun(ctx, th.ID, core.RunRequest{Model: "scripted", Input: core.RunInput{Text: "tool calc.add {\"a\": 40, \"b\": 2}\ntext done"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the run on B calling the plugin to finish", func() bool {
+		got, err := cb.GetRun(ctx, r.ID)
+		return err == nil && got.Status == core.RunSucceeded
+	})
+	msgs, err := cb.Messages(ctx, th.ID)
+	if err != nil || !slices.ContainsFunc(msgs, func(m *core.Message) bool { return m.Role == core.RoleTool && m.Text == "42" }) {
+		t.Fatalf("calc.add's result on B: %v %+v", err, msgs)
+	}
+	if _, err := ca.DisablePlugin(ctx, "calc"); err != nil {
+		t.Fatal(err)
+	}
+	live("a plugin disabled", func() bool { return !hasTool(cb, "calc.add") })
+	if err := ca.RemovePlugin(ctx, "calc"); err != nil {
+		t.Fatal(err)
+	}
+	live("a plugin removed", func() bool {
+		_, err := cb.Plugin(ctx, "calc")
+		return client.IsNotFound(err)
+	})
+
+	if _, err := ca.ConfigureProvider(ctx, "anthropic", client.ProviderConfig{Settings: map[string]string{"api_key": "sk-ant-shared-e2e-secret"}}); err != nil {
+		t.Fatal(err)
+	}
+	live("a provider configured", func() bool {
+		p, err := cb.Provider(ctx, "anthropic")
+		return err == nil && p.State == "ready"
+	})
+
+	if _, err := ca.AddMCPServer(ctx, pluginapi.MCPServerConfig{ID: "shared-one", Command: "/bin/false"}); err != nil {
+		t.Fatal(err)
+	}
+	hasServer := func(id string) bool {
+		servers, err := cb.MCPServers(ctx)
+		return err == nil && slices.ContainsFunc(servers, func(s pluginapi.MCPServerStatus) bool { return s.ID == id })
+	}
+	live("an MCP server added", func() bool { return hasServer("shared-one") })
+	if err := ca.RemoveMCPServer(ctx, "shared-one"); err != nil {
+		t.Fatal(err)
+	}
+	live("an MCP server removed", func() bool { return !hasServer("shared-one") })
+
+	skill := filepath.Join(shared, "skills", "shared-skill")
+	if err := os.MkdirAll(skill, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(skill, "SKILL.md"), []byte("---\nname: shared-skill\ndescription: Written once, seen by every replica.\n---\n# Shared\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	live("a skill written into the shared folder", func() bool {
+		list, err := cb.Skills(ctx)
+		return err == nil && slices.ContainsFunc(list.Skills, func(s client.Skill) bool { return s.Name == "shared-skill" })
+	})
+
+	hook, err := ca.CreateTrigger(ctx, core.TriggerInput{Kind: core.TriggerWebhook, Prompt: "text {{.msg}}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+b.addr+"/hooks/"+hook.ID, strings.NewReader(`{"msg":"to B"}`))
+	req.Header.Set("Authorization", "Bearer "+hook.Secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("a delivery to B of A's webhook: %d, want 202", resp.StatusCode)
+	}
+}
