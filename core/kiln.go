@@ -465,6 +465,12 @@ const (
 	EventInterruptCreated = "interrupt.created"
 	EventInterruptDecided = "interrupt.decided"
 	EventThreadRead       = "thread.read"
+	// EventWorkspaceChanged is internal (it has no owner, so no client
+	// sees it): an update changed grants, settings or attachments, what
+	// runs' workspaces are made of. Every Service that gets it through
+	// its Store's commit hook, on any replica, has its runs read their
+	// workspace again.
+	EventWorkspaceChanged = "workspace.changed"
 )
 
 // NewID returns a new random identifier with the given prefix, e.g. "thr_...".

@@ -22,30 +22,41 @@ type redactTx struct {
 	ws *bool
 }
 
-// touch notes a change to a run's workspace.
-func (x redactTx) touch() {
-	if x.ws != nil {
-		*x.ws = true
+// touch notes a change to a run's workspace, and the first one of a
+// transaction emits EventWorkspaceChanged, which reaches every replica.
+func (x redactTx) touch() error {
+	if x.ws == nil || *x.ws {
+		return nil
 	}
+	*x.ws = true
+	return x.Tx.Emit(Event{Type: EventWorkspaceChanged})
 }
 
 func (x redactTx) PutGrant(g *Grant) error {
-	x.touch()
+	if err := x.touch(); err != nil {
+		return err
+	}
 	return x.Tx.PutGrant(g)
 }
 
 func (x redactTx) DeleteGrant(id string) error {
-	x.touch()
+	if err := x.touch(); err != nil {
+		return err
+	}
 	return x.Tx.DeleteGrant(id)
 }
 
 func (x redactTx) PutAttachment(a *Attachment) error {
-	x.touch()
+	if err := x.touch(); err != nil {
+		return err
+	}
 	return x.Tx.PutAttachment(a)
 }
 
 func (x redactTx) DeleteAttachment(id string) error {
-	x.touch()
+	if err := x.touch(); err != nil {
+		return err
+	}
 	return x.Tx.DeleteAttachment(id)
 }
 
@@ -103,7 +114,9 @@ func (x redactTx) redactFile(f *File) *File {
 }
 
 func (x redactTx) PutSettings(s *Settings) error {
-	x.touch()
+	if err := x.touch(); err != nil {
+		return err
+	}
 	addendum := x.r.Redact(s.PromptAddendum)
 	if addendum == s.PromptAddendum {
 		return x.Tx.PutSettings(s)

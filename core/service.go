@@ -91,7 +91,8 @@ type Service struct {
 	// holder names this process in the leases of the runs it drives.
 	holder string
 	// wsGen moves after each update that changed grants, settings or
-	// attachments: runs read their workspace again (runner.loadWorkspace).
+	// attachments, here or, through EventWorkspaceChanged, on another
+	// replica: runs read their workspace again (runner.loadWorkspace).
 	wsGen atomic.Int64
 	// leaseOK and leaseFailed are when a run lease's renewal last
 	// succeeded and last failed for a reason other than a refusal (unix
@@ -190,7 +191,12 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.tb.Store(tb)
 	if h, ok := cfg.Store.(CommitHooker); ok {
-		h.SetCommitHook(func(evs []Event) { s.broker.Publish(evs...) })
+		h.SetCommitHook(func(evs []Event) {
+			if slices.ContainsFunc(evs, func(e Event) bool { return e.Type == EventWorkspaceChanged }) {
+				s.wsGen.Add(1)
+			}
+			s.broker.Publish(evs...)
+		})
 		s.hooked = true
 	}
 	s.base, s.hardStop = context.WithCancel(context.Background())

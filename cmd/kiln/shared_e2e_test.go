@@ -29,7 +29,8 @@ const sharedWithin = 5 * time.Second
 // removed; a provider configured; an MCP server added and removed; a
 // custom skill written into the shared folder. A webhook trigger created
 // through A takes a delivery at B (the key that seals its secret is
-// shared). Each change is timed.
+// shared). A run on B reads a folder granted through A while it runs.
+// Each change is timed.
 func TestSharedConfigEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: builds and runs kiln serve")
@@ -123,6 +124,32 @@ func TestSharedConfigEndToEnd(t *testing.T) {
 		list, err := cb.Skills(ctx)
 		return err == nil && slices.ContainsFunc(list.Skills, func(s client.Skill) bool { return s.Name == "shared-skill" })
 	})
+
+	later := t.TempDir()
+	if err := os.WriteFile(filepath.Join(later, "hello.txt"), []byte("granted on A"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	th, err = cb.CreateThread(ctx, core.ThreadInput{Title: "a grant from A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = cb.StartRun(ctx, th.ID, core.RunRequest{Model: "scripted",
+		Input: core.RunInput{Text: "tool sleep {\"ms\": 1000}\ntool read_file {\"path\": \"/grants/later/hello.txt\"}\ntext done"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.AddGrant(ctx, core.GrantInput{Path: later, Name: "later"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the run on B reading A's grant to finish", func() bool {
+		got, err := cb.GetRun(ctx, r.ID)
+		return err == nil && got.Status == core.RunSucceeded
+	})
+	if msgs, err = cb.Messages(ctx, th.ID); err != nil || !slices.ContainsFunc(msgs, func(m *core.Message) bool {
+		return m.Role == core.RoleTool && m.Name == "read_file" && strings.Contains(m.Text, "granted on A")
+	}) {
+		t.Fatalf("read_file of A's grant on B: %v %+v", err, msgs)
+	}
 
 	hook, err := ca.CreateTrigger(ctx, core.TriggerInput{Kind: core.TriggerWebhook, Prompt: "text {{.msg}}"})
 	if err != nil {

@@ -3,6 +3,8 @@ package coretest
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -68,4 +70,29 @@ func ProcessCPU() time.Duration {
 		panic(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// MachineCPU is the CPU time all processes have used so far (user,
+// nice, system, irq and softirq in /proc/stat's cpu line): a benchmark takes the difference over its timed
+// part, less ProcessCPU's, as what the other processes (a database
+// server) spent. It returns 0 where /proc/stat cannot be read.
+func MachineCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0
+	}
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7} { // user nice system irq softirq
+		n, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"testing"
@@ -20,13 +21,15 @@ import (
 // its own, on one database: run j starts on, and is driven by, replica j
 // mod 3), 8 and 64 runs at a time, in batches as the SQLite benchmark
 // does. It reports super-steps per second, ms/run, cpu-us/step (this
-// process; PostgreSQL's own CPU is not in it) and commits/step.
+// process), db-cpu-us/step (every other process: PostgreSQL's backends,
+// on a machine doing nothing else), busy-% (how much of the machine's
+// CPUs everything used) and commits/step.
 func BenchmarkEngine(b *testing.B) {
 	defer debug.SetGCPercent(debug.SetGCPercent(150))
 	for _, replicas := range []int{1, 3} {
 		for _, conc := range []int{8, 64} {
 			b.Run(fmt.Sprintf("replicas-%d/concurrent-%d", replicas, conc), func(b *testing.B) {
-				var elapsed, cpu time.Duration
+				var elapsed, cpu, machine time.Duration
 				var commits int64
 				for range b.N {
 					b.StopTimer()
@@ -48,7 +51,7 @@ func BenchmarkEngine(b *testing.B) {
 					}
 					ctx := context.Background()
 					b.StartTimer()
-					t0, cpu0 := time.Now(), coretest.ProcessCPU()
+					t0, cpu0, m0 := time.Now(), coretest.ProcessCPU(), coretest.MachineCPU()
 					for i := 0; i < coretest.WorkloadRuns; i += conc {
 						var wg sync.WaitGroup
 						errs := make(chan error, conc)
@@ -67,6 +70,7 @@ func BenchmarkEngine(b *testing.B) {
 					}
 					elapsed += time.Since(t0)
 					cpu += coretest.ProcessCPU() - cpu0
+					machine += coretest.MachineCPU() - m0
 					b.StopTimer()
 					mu.Lock()
 					commits += n
@@ -81,6 +85,8 @@ func BenchmarkEngine(b *testing.B) {
 				b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N*coretest.WorkloadRuns), "ms/run")
 				b.ReportMetric(float64(cpu.Microseconds())/steps, "cpu-us/step")
 				b.ReportMetric(float64(commits)/steps, "commits/step")
+				b.ReportMetric(float64((machine-cpu).Microseconds())/steps, "db-cpu-us/step")
+				b.ReportMetric(100*machine.Seconds()/(float64(runtime.NumCPU())*elapsed.Seconds()), "busy-%")
 			})
 		}
 	}
