@@ -124,12 +124,40 @@ type Trigger struct {
 	// signatures); neither ever leaves the server.
 	SecretHash   []byte `json:"-"`
 	SecretSealed []byte `json:"-"`
+	// Bucket is the webhook rate limiter: a token bucket refilled at
+	// RateLimit tokens a minute, holding at most RateLimit. It is kept
+	// with the trigger and taken from in each delivery's transaction, so
+	// every replica takes from the one bucket; nil before the first
+	// delivery. The API does not show it (TriggerView).
+	Bucket *RateBucket `json:"rate_bucket,omitempty"`
 	// LastSlot is the latest cron slot the scheduler has dealt with
 	// (fired, buffered or skipped); nil before the first. The next slots
 	// are those after it.
 	LastSlot  *time.Time `json:"last_slot,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	UpdatedAt time.Time  `json:"updated_at"`
+}
+
+// RateBucket is a webhook trigger's token bucket as of At.
+type RateBucket struct {
+	Tokens float64   `json:"tokens"`
+	At     time.Time `json:"at"`
+}
+
+// take refills b to now for rate tokens a minute and takes one, unless
+// fewer than one is left; false then.
+func (b *RateBucket) take(rate int, now time.Time) bool {
+	r := float64(rate)
+	if b.At.IsZero() {
+		b.Tokens, b.At = r, now
+	}
+	b.Tokens = min(r, b.Tokens+max(0, now.Sub(b.At).Minutes())*r)
+	b.At = now
+	if b.Tokens < 1 {
+		return false
+	}
+	b.Tokens--
+	return true
 }
 
 // Occurrence is one fire of a trigger, recorded once: Key is unique per

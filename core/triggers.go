@@ -74,14 +74,16 @@ type TriggerView struct {
 	*Trigger
 	Next   []time.Time `json:"next,omitempty"`
 	Secret string      `json:"secret,omitempty"`
+	// Bucket hides the Trigger's own (always nil here: a field of the
+	// same name nearer the top wins, and omitempty leaves it out).
+	Bucket *RateBucket `json:"rate_bucket,omitempty"`
 }
 
 // triggerState is what the Service keeps in memory for triggers: parsed
-// schedules and the webhook rate limiters.
+// schedules.
 type triggerState struct {
 	mu     sync.Mutex
 	scheds map[string]cachedSchedule
-	limits map[string]*bucket
 }
 
 type cachedSchedule struct {
@@ -89,16 +91,9 @@ type cachedSchedule struct {
 	s        Schedule
 }
 
-// bucket is a token bucket refilled at rate per minute, holding at most
-// rate tokens.
-type bucket struct {
-	tokens float64
-	at     time.Time
-}
-
 func (s *Service) triggers() *triggerState {
 	s.trOnce.Do(func() {
-		s.tr = &triggerState{scheds: map[string]cachedSchedule{}, limits: map[string]*bucket{}}
+		s.tr = &triggerState{scheds: map[string]cachedSchedule{}}
 	})
 	return s.tr
 }
@@ -438,7 +433,7 @@ func (s *Service) CreateTrigger(ctx context.Context, p Principal, in TriggerInpu
 		if err := tx.PutTrigger(tr); err != nil {
 			return err
 		}
-		return emit(tx, p.ID, "", "", EventTriggerCreated, tr)
+		return emit(tx, p.ID, "", "", EventTriggerCreated, &TriggerView{Trigger: tr})
 	})
 	if err != nil {
 		return nil, err
@@ -578,7 +573,7 @@ func (s *Service) UpdateTrigger(ctx context.Context, p Principal, id string, pat
 		if err := tx.PutTrigger(tr); err != nil {
 			return err
 		}
-		return emit(tx, p.ID, "", "", EventTriggerUpdated, tr)
+		return emit(tx, p.ID, "", "", EventTriggerUpdated, &TriggerView{Trigger: tr})
 	})
 	if err != nil {
 		return nil, err
@@ -605,7 +600,7 @@ func (s *Service) RotateSecret(ctx context.Context, p Principal, id string) (*Tr
 		if err := tx.PutTrigger(tr); err != nil {
 			return err
 		}
-		return emit(tx, p.ID, "", "", EventTriggerUpdated, tr)
+		return emit(tx, p.ID, "", "", EventTriggerUpdated, &TriggerView{Trigger: tr})
 	})
 	if err != nil {
 		return nil, err
@@ -629,7 +624,6 @@ func (s *Service) DeleteTrigger(ctx context.Context, p Principal, id string) err
 		st := s.triggers()
 		st.mu.Lock()
 		delete(st.scheds, id)
-		delete(st.limits, id)
 		st.mu.Unlock()
 	}
 	return err
@@ -780,8 +774,8 @@ func (s *Service) Deliver(ctx context.Context, triggerID string, d Delivery) (*O
 	if err != nil {
 		return nil, err
 	}
-	if !s.allow(tr) {
-		return nil, Errorf(ELIMIT, "trigger %q accepts %d deliveries a minute; try again later", tr.ID, tr.RateLimit)
+	if err := s.takeToken(ctx, tr.ID); err != nil {
+		return nil, err
 	}
 	now := s.now()
 	occ := &Occurrence{ID: NewID("occ", now), Cause: CauseWebhook, ScheduledAt: now, Input: input}
@@ -794,6 +788,27 @@ func (s *Service) Deliver(ctx context.Context, triggerID string, d Delivery) (*O
 		return nil, Errorf(ECONFLICT, "delivery %q was seen before; a replay is refused", d.DeliveryID)
 	}
 	return o, err
+}
+
+// takeToken takes a token from the webhook rate limiter of trigger id
+// (Trigger.Bucket) in a transaction of its own, committed whatever the
+// delivery comes to: a refused replay or a run that cannot start counts
+// too. ELIMIT when none is left. The bucket is in the trigger's row, so
+// the replicas of one database share it.
+func (s *Service) takeToken(ctx context.Context, id string) error {
+	return s.update(ctx, func(tx Tx) error {
+		tr, err := tx.Trigger(id)
+		if err != nil {
+			return err
+		}
+		if tr.Bucket == nil {
+			tr.Bucket = &RateBucket{}
+		}
+		if !tr.Bucket.take(tr.RateLimit, s.now()) {
+			return Errorf(ELIMIT, "trigger %q accepts %d deliveries a minute; try again later", tr.ID, tr.RateLimit)
+		}
+		return tx.PutTrigger(tr)
+	})
 }
 
 // parsePayload decodes a webhook body: nil for an empty one, else JSON
@@ -855,25 +870,4 @@ func (s *Service) authenticate(tr *Trigger, d Delivery) error {
 		}
 	}
 	return nil
-}
-
-// allow takes a token from tr's rate limiter.
-func (s *Service) allow(tr *Trigger) bool {
-	st := s.triggers()
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	now := s.now()
-	rate := float64(tr.RateLimit)
-	b := st.limits[tr.ID]
-	if b == nil {
-		b = &bucket{tokens: rate, at: now}
-		st.limits[tr.ID] = b
-	}
-	b.tokens = min(rate, b.tokens+now.Sub(b.at).Minutes()*rate)
-	b.at = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
 }

@@ -174,6 +174,10 @@ func TestWebhooks(t *testing.T) {
 	if codes[202] != 5 || codes[429] != 5 {
 		t.Errorf("rate limit: %v", codes)
 	}
+	// The limiter's state is kept with the trigger, not shown with it.
+	if r := e.raw("GET", "/api/v1/triggers/"+tr.ID, "", nil); r.status != 200 || strings.Contains(string(r.body), "rate_bucket") || strings.Contains(string(r.body), "tokens") {
+		t.Errorf("the trigger shows its rate limiter: %d %s", r.status, r.body)
+	}
 	started += 5
 	// Rotation: the old secret stops working; the new one is shown once.
 	var rot triggerResp

@@ -29,8 +29,10 @@ const sharedWithin = 5 * time.Second
 // removed; a provider configured; an MCP server added and removed; a
 // custom skill written into the shared folder. A webhook trigger created
 // through A takes a delivery at B (the key that seals its secret is
-// shared). A run on B reads a folder granted through A while it runs.
-// Each change is timed.
+// shared), and its rate limit counts the deliveries to both. A run on
+// B reads a folder granted through A while it runs. A cron trigger
+// firing every second, with both replicas' schedulers running, fires
+// each slot once. Each change is timed.
 func TestSharedConfigEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: builds and runs kiln serve")
@@ -151,18 +153,61 @@ func TestSharedConfigEndToEnd(t *testing.T) {
 		t.Fatalf("read_file of A's grant on B: %v %+v", err, msgs)
 	}
 
-	hook, err := ca.CreateTrigger(ctx, core.TriggerInput{Kind: core.TriggerWebhook, Prompt: "text {{.msg}}"})
+	tick, err := ca.CreateTrigger(ctx, core.TriggerInput{Kind: core.TriggerCron, Cron: "@every 1s", Prompt: "text tick", Model: "scripted"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest(http.MethodPost, "http://"+b.addr+"/hooks/"+hook.ID, strings.NewReader(`{"msg":"to B"}`))
-	req.Header.Set("Authorization", "Bearer "+hook.Secret)
-	resp, err := http.DefaultClient.Do(req)
+
+	hook, err := ca.CreateTrigger(ctx, core.TriggerInput{Kind: core.TriggerWebhook, Prompt: "text {{.msg}}", RateLimit: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("a delivery to B of A's webhook: %d, want 202", resp.StatusCode)
+	deliver := func(to *procServer) int {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+to.addr+"/hooks/"+hook.ID, strings.NewReader(`{"msg":"hello"}`))
+		req.Header.Set("Authorization", "Bearer "+hook.Secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	var codes []int
+	for _, to := range []*procServer{b, a, b, a} {
+		codes = append(codes, deliver(to))
+	}
+	if !slices.Equal(codes, []int{http.StatusAccepted, http.StatusAccepted, http.StatusAccepted, http.StatusTooManyRequests}) {
+		t.Fatalf("deliveries of A's webhook (3 a minute) to B, A, B, A: %v, want 202 202 202 429", codes)
+	}
+
+	// The cron trigger has fired for a few seconds by now, on whichever
+	// replica got each slot first.
+	waitFor(t, "five slots of the cron trigger", func() bool {
+		page, err := ca.TriggerOccurrences(ctx, tick.ID, 100)
+		return err == nil && len(page.Occurrences) >= 5
+	})
+	off := false
+	if _, err := ca.UpdateTrigger(ctx, tick.ID, core.TriggerPatch{Enabled: &off}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := cb.TriggerOccurrences(ctx, tick.ID, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := map[time.Time]int{}
+	for _, o := range page.Occurrences {
+		slots[o.ScheduledAt]++
+		if o.Status == core.OccurrenceSkipped || o.Status == core.OccurrenceFailed {
+			t.Errorf("slot %s: %s (%s)", o.ScheduledAt, o.Status, o.Reason)
+		}
+	}
+	for at, n := range slots {
+		if n != 1 {
+			t.Errorf("slot %s fired %d times", at, n)
+		}
+	}
+	first, last := page.Occurrences[len(page.Occurrences)-1].ScheduledAt, page.Occurrences[0].ScheduledAt
+	if want := int(last.Sub(first)/time.Second) + 1; len(slots) != want {
+		t.Errorf("%d slots fired from %s to %s, want every second's (%d)", len(slots), first, last, want)
 	}
 }
