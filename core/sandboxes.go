@@ -23,6 +23,11 @@ type Sandbox struct {
 	// the warm pool it was claimed from, or "".
 	Runtime string `json:"runtime"`
 	Pool    string `json:"pool,omitempty"`
+	// Replica names the server whose runtime holds it (its replica-id),
+	// when several share one database: the others send its requests
+	// there, and mark it lost when that server is gone. "" is this
+	// server's on a single one.
+	Replica string `json:"replica,omitempty"`
 	// Request is the create request as accepted, without env values.
 	Request json.RawMessage `json:"request,omitempty"`
 	// Metadata is the user's key/value metadata.

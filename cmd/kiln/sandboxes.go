@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -71,16 +72,17 @@ const (
 // records in it, host volumes from the owner's folder grants, the default
 // runtime from the owner's sandbox_runtime setting (svc's), else
 // $KILN_SANDBOX_RUNTIME, the warm pools of
-// <data>/sandbox-pools.json, the egress sockets under <data>/egress
+// <shared>/sandbox-pools.json, the egress sockets under <data>/egress
 // (none when that path is too long for a socket), the skills staged into
 // thread sandboxes under <data>/sandbox-skills. Runtimes join it as
 // their plugins are enabled; Start reconciles and starts the reaper once they have.
-func openSandboxes(store core.Store, svc *core.Service, dataRoot string, log *slog.Logger) (*service.Service, error) {
-	key, err := service.LoadKey(filepath.Join(dataRoot, sandboxKeyFile))
+func openSandboxes(store core.Store, svc *core.Service, roots sandboxRoots, log *slog.Logger) (*service.Service, error) {
+	dataRoot := roots.data
+	key, err := service.LoadKey(filepath.Join(roots.shared, sandboxKeyFile))
 	if err != nil {
 		return nil, fmt.Errorf("sandbox key: %w", err)
 	}
-	pools, err := service.LoadPools(filepath.Join(dataRoot, sandboxPoolsFile))
+	pools, err := service.LoadPools(filepath.Join(roots.shared, sandboxPoolsFile))
 	if err != nil {
 		return nil, fmt.Errorf("sandbox pools: %w", err)
 	}
@@ -119,8 +121,23 @@ func openSandboxes(store core.Store, svc *core.Service, dataRoot string, log *sl
 		Grants: func(ctx context.Context, owner string) ([]*core.Grant, error) {
 			return svc.ListGrants(ctx, core.Principal{ID: owner})
 		},
+		Replica: roots.replica, Alive: roots.alive,
 		Logger: log,
 	})
+}
+
+// sandboxRoots is where the sandbox service keeps its files, and who this
+// server is among replicas.
+type sandboxRoots struct {
+	// data is the data root (egress sockets, staged skills, the
+	// runtimes' folders); shared the folder of what replicas share (the
+	// key of the sandboxes' tokens, so that any replica checks them, and
+	// the warm pools).
+	data, shared string
+	// replica and alive are service.Config's Replica and Alive: set
+	// on PostgreSQL, where replicas may share the database.
+	replica string
+	alive   func(string) bool
 }
 
 // Environment of the docker sandbox runtime.
@@ -356,9 +373,9 @@ func execdPath() string {
 }
 
 // sandboxAPI is the sandbox service as the web server mounts it.
-func sandboxAPI(sbx *service.Service, log *slog.Logger) *web.SandboxAPI {
+func sandboxAPI(sbx *service.Service, forward func(*http.Request, string) (*url.URL, error), log *slog.Logger) *web.SandboxAPI {
 	return &web.SandboxAPI{
-		Handler: api.Handler(api.Options{Service: sbx, Owner: core.LocalOwner.ID, Logger: log,
+		Handler: api.Handler(api.Options{Service: sbx, Owner: core.LocalOwner.ID, Logger: log, Forward: forward,
 			Exec: func(r sandbox.Runtime, h sandbox.Handle, token string) (http.Handler, error) {
 				return execapi.Handler(execapi.RuntimeBackend{Runtime: r, Handle: h}, token)
 			}}),

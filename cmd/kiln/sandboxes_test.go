@@ -23,7 +23,7 @@ func TestNoSandboxRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	sbx, err := openSandboxes(store, nil, dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	sbx, err := openSandboxes(store, nil, sandboxRoots{data: dir, shared: dir}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

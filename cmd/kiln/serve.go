@@ -514,7 +514,20 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 		return fmt.Errorf("create service: %w", err)
 	}
 	met.WatchRuns(svc.RunCounts)
-	sbx, err = openSandboxes(store, svc, cfg.DataRoot, log.With("component", "sandboxes"))
+	// Replicas on one database: each says where it is and that it runs
+	// (presence), sandboxes are held by one and reached through any.
+	roots := sandboxRoots{data: cfg.DataRoot, shared: cfg.shared()}
+	var peers *presence
+	if kv, ok := store.(core.KVStore); ok && cfg.Database != "" {
+		self, err := advertiseURL(os.Getenv, ln.Addr())
+		if err != nil {
+			return err
+		}
+		peers = &presence{kv: kv, self: replica, url: self, log: log.With("component", "replicas")}
+		go peers.run(ctx)
+		roots.replica, roots.alive = replica, peers.alive
+	}
+	sbx, err = openSandboxes(store, svc, roots, log.With("component", "sandboxes"))
 	if err != nil {
 		return err
 	}
@@ -588,7 +601,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 	if cfg.SharedRoot != "" && cfg.SharedRoot != cfg.DataRoot {
 		go watchShared(ctx, cfg.SharedRoot, reg, models, userMCP, log.With("component", "shared"))
 	}
-	srv := newHTTPServer(svc, reg, market, models, cat, userMCP, sandboxAPI(sbx, log.With("component", "sandboxes")), cfg, log.With("component", "web"), version, met, serverLog)
+	srv := newHTTPServer(svc, reg, market, models, cat, userMCP, sandboxAPI(sbx, peers.forwarder(sbx), log.With("component", "sandboxes")), cfg, log.With("component", "web"), version, met, serverLog)
 	return serveHTTP(ctx, ln, srv, log, cfg)
 }
 

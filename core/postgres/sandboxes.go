@@ -13,14 +13,14 @@ import (
 // The sandbox records (sandbox/service.RecordTx), which the sandbox
 // service finds on the Store's transactions.
 
-const sandboxCols = "id, owner_id, runtime, pool, request, metadata, state, reason, message, handle, expires_at, created_at, updated_at, transition_at"
+const sandboxCols = "id, owner_id, runtime, pool, replica, request, metadata, state, reason, message, handle, expires_at, created_at, updated_at, transition_at"
 
 func scanSandbox(r pgx.Row) (*core.Sandbox, error) {
 	var sb core.Sandbox
 	var request, handle, metadata []byte
 	var expires *int64
 	var created, updated, transition int64
-	if err := r.Scan(&sb.ID, &sb.OwnerID, &sb.Runtime, &sb.Pool, &request, &metadata, &sb.State, &sb.Reason, &sb.Message,
+	if err := r.Scan(&sb.ID, &sb.OwnerID, &sb.Runtime, &sb.Pool, &sb.Replica, &request, &metadata, &sb.State, &sb.Reason, &sb.Message,
 		&handle, &expires, &created, &updated, &transition); err != nil {
 		return nil, err
 	}
@@ -73,12 +73,12 @@ func (x *tx) PutSandbox(sb *core.Sandbox) error {
 	if err != nil {
 		return err
 	}
-	if _, err := x.exec("put sandbox", `INSERT INTO sandboxes (`+sandboxCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-ON CONFLICT (id) DO UPDATE SET owner_id = excluded.owner_id, runtime = excluded.runtime, pool = excluded.pool,
+	if _, err := x.exec("put sandbox", `INSERT INTO sandboxes (`+sandboxCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+ON CONFLICT (id) DO UPDATE SET owner_id = excluded.owner_id, runtime = excluded.runtime, pool = excluded.pool, replica = excluded.replica,
  request = excluded.request, metadata = excluded.metadata, state = excluded.state, reason = excluded.reason,
  message = excluded.message, handle = excluded.handle, expires_at = excluded.expires_at,
  created_at = excluded.created_at, updated_at = excluded.updated_at, transition_at = excluded.transition_at`,
-		sb.ID, sb.OwnerID, sb.Runtime, sb.Pool, row.Request, row.Metadata, string(sb.State), sb.Reason, sb.Message, row.Handle, row.Expires, row.Created, row.Updated, row.Transition); err != nil {
+		sb.ID, sb.OwnerID, sb.Runtime, sb.Pool, sb.Replica, row.Request, row.Metadata, string(sb.State), sb.Reason, sb.Message, row.Handle, row.Expires, row.Created, row.Updated, row.Transition); err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	return nil

@@ -14,14 +14,14 @@ import (
 // RecordReader and RecordTx (sandbox/service), which finds them by type
 // assertion; core/sqlite does not import it.
 
-const sandboxCols = "id, owner_id, runtime, pool, request, metadata, state, reason, message, handle, expires_at, created_at, updated_at, transition_at"
+const sandboxCols = "id, owner_id, runtime, pool, replica, request, metadata, state, reason, message, handle, expires_at, created_at, updated_at, transition_at"
 
 func scanSandbox(sc scanner) (*core.Sandbox, error) {
 	var sb core.Sandbox
 	var request, metadata, handle []byte
 	var expires *int64
 	var created, updated, transition int64
-	if err := sc.Scan(&sb.ID, &sb.OwnerID, &sb.Runtime, &sb.Pool, &request, &metadata, &sb.State, &sb.Reason, &sb.Message,
+	if err := sc.Scan(&sb.ID, &sb.OwnerID, &sb.Runtime, &sb.Pool, &sb.Replica, &request, &metadata, &sb.State, &sb.Reason, &sb.Message,
 		&handle, &expires, &created, &updated, &transition); err != nil {
 		return nil, err
 	}
@@ -100,8 +100,8 @@ func (x *tx) PutSandbox(sb *core.Sandbox) error {
 	if err != nil {
 		return err
 	}
-	_, err = x.tx.ExecContext(x.ctx, `INSERT OR REPLACE INTO sandboxes (`+sandboxCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		sb.ID, sb.OwnerID, sb.Runtime, sb.Pool, row.Request, row.Metadata, sb.State, sb.Reason, sb.Message, row.Handle, row.Expires, row.Created, row.Updated, row.Transition)
+	_, err = x.tx.ExecContext(x.ctx, `INSERT OR REPLACE INTO sandboxes (`+sandboxCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sb.ID, sb.OwnerID, sb.Runtime, sb.Pool, sb.Replica, row.Request, row.Metadata, sb.State, sb.Reason, sb.Message, row.Handle, row.Expires, row.Created, row.Updated, row.Transition)
 	if err != nil {
 		return fmt.Errorf("sqlite: put sandbox: %w", err)
 	}

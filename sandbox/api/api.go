@@ -66,9 +66,19 @@ type Options struct {
 	// Owner is the principal a request acts as.
 	Owner string
 	// Exec serves the execution API of sandboxes without an agent.
-	Exec   ExecHandler
-	Logger *slog.Logger
+	Exec ExecHandler
+	// Forward, when set, says where a request about sandbox id goes
+	// when another server holds it (replicas on one database): the base
+	// URL of that server, or nil to serve it here. The request is then
+	// sent there as it came, streamed both ways, marked with
+	// ForwardedHeader so that it is not sent on again.
+	Forward func(r *http.Request, id string) (*url.URL, error)
+	Logger  *slog.Logger
 }
+
+// ForwardedHeader marks a request one server sent on to the server that
+// holds its sandbox; its value names the sender.
+const ForwardedHeader = "X-Kiln-Forwarded-By"
 
 type api struct {
 	opts Options
@@ -86,7 +96,49 @@ type api struct {
 // Handler returns the sandbox API: the routes under /v1 and at the root,
 // and /health. specs/sandbox-api.yaml documents them; its tests compare
 // the two.
-func Handler(opts Options) http.Handler { return requestID(newRouter(opts)) }
+func Handler(opts Options) http.Handler { return requestID(forward(opts, newRouter(opts))) }
+
+// forward sends a request about one sandbox to the server that holds it
+// (Options.Forward), and serves the others with next.
+func forward(opts Options, next http.Handler) http.Handler {
+	if opts.Forward == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := sandboxID(r.URL.Path)
+		if id == "" || r.Header.Get(ForwardedHeader) != "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		target, err := opts.Forward(r, id)
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, "SANDBOX::UNAVAILABLE", err.Error())
+			return
+		}
+		if target == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		p := httputil.NewSingleHostReverseProxy(target)
+		p.FlushInterval = -1 // command output streams as it comes
+		p.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
+			writeError(w, http.StatusBadGateway, "SANDBOX::UNAVAILABLE", "the server that holds sandbox "+id+" did not answer: "+err.Error())
+		}
+		r.Header.Set(ForwardedHeader, "kiln")
+		p.ServeHTTP(w, r)
+	})
+}
+
+// sandboxID is the sandbox a path is about (/v1/sandboxes/{id}/...,
+// /sandboxes/{id}), or "".
+func sandboxID(path string) string {
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(path, "/v1"), "/sandboxes/")
+	if !ok {
+		return ""
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	return id
+}
 
 // newRouter returns the routes of Handler.
 func newRouter(opts Options) chi.Router {

@@ -210,6 +210,7 @@ func (s *Service) loadPooled(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	recs = s.onlyMine(recs)
 	// Oldest first, as the queues are.
 	slices.Reverse(recs)
 	kept := map[string]int{}
@@ -335,7 +336,7 @@ func (s *Service) poolSlot(ctx context.Context, p *PoolConfig, id string) (*core
 	err := s.view(ctx, func(tx storeReadTx) error {
 		name := p.Name
 		list, err := tx.Sandboxes(core.SandboxQuery{OwnerID: PoolOwner, Pool: &name, States: []string{StatePending, StatePooled}})
-		n = len(list)
+		n = len(s.onlyMine(list))
 		return err
 	})
 	if err != nil || n >= p.Size {
@@ -345,7 +346,7 @@ func (s *Service) poolSlot(ctx context.Context, p *PoolConfig, id string) (*core
 		return nil, false
 	}
 	now := s.cfg.Now()
-	rec := &core.Sandbox{ID: id, OwnerID: PoolOwner, Runtime: p.Runtime, Pool: p.Name, State: StatePending, CreatedAt: now, UpdatedAt: now, TransitionAt: now}
+	rec := &core.Sandbox{ID: id, OwnerID: PoolOwner, Runtime: p.Runtime, Pool: p.Name, Replica: s.cfg.Replica, State: StatePending, CreatedAt: now, UpdatedAt: now, TransitionAt: now}
 	rec.Request, _ = json.Marshal(p)
 	if err := s.put(ctx, rec); err != nil {
 		s.release()

@@ -66,7 +66,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 		}
 	}
 	for _, rec := range recs {
-		if slices.Contains(live, rec.State) && !slices.Contains(names, rec.Runtime) {
+		if slices.Contains(live, rec.State) && !slices.Contains(names, rec.Runtime) && s.mine(rec) {
 			s.log.Warn("sandbox kept as it is: its runtime is not enabled", "sandbox", rec.ID, "runtime", rec.Runtime)
 		}
 	}
@@ -94,7 +94,7 @@ func (s *Service) reconcileRuntime(ctx context.Context, name string, r sandbox.R
 	known := map[string]bool{}
 	for _, rec := range recs {
 		known[rec.ID] = true
-		if rec.Runtime != name || !slices.Contains(live, rec.State) {
+		if rec.Runtime != name || !slices.Contains(live, rec.State) || !s.mine(rec) {
 			continue
 		}
 		if err := s.reconcile(ctx, r, rec); err != nil {
@@ -176,9 +176,52 @@ func (s *Service) destroyByID(ctx context.Context, r sandbox.Runtime, id string)
 	}
 }
 
-// Reap destroys the live sandboxes whose expiry passed (Terminated,
-// reason ttl_expiry) and the thread sandboxes whose thread is gone
-// (reason thread_deleted), and drops the records of sandboxes that ended more
+// takeOver deals with the live sandboxes of servers that are gone
+// (Config.Alive): one this server's runtime of the same name recovers is
+// adopted (its record then names this server), the others are marked
+// Failed, reason "lost".
+func (s *Service) takeOver(ctx context.Context) error {
+	if s.cfg.Alive == nil {
+		return nil
+	}
+	var recs []*core.Sandbox
+	if err := s.view(ctx, func(tx storeReadTx) (err error) {
+		recs, err = tx.Sandboxes(core.SandboxQuery{States: live})
+		return err
+	}); err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		if s.mine(rec) || s.cfg.Alive(rec.Replica) {
+			continue
+		}
+		gone := rec.Replica
+		if r, err := s.runtime(rec.Runtime); err == nil && len(rec.Handle) > 0 {
+			var h sandbox.Handle
+			if json.Unmarshal(rec.Handle, &h) == nil {
+				if _, err := r.Recover(ctx, h); err == nil {
+					rec.Replica = s.cfg.Replica
+					if err := s.reconcile(ctx, r, rec); err != nil {
+						return err
+					}
+					s.log.Info("sandbox adopted from a server that is gone", "sandbox", rec.ID, "server", gone)
+					continue
+				}
+			}
+		}
+		rec.Replica = s.cfg.Replica // its record is this server's to keep and drop
+		if err := s.transition(ctx, rec, StateFailed, "lost", "the server that held it ("+gone+") is gone", nil); err != nil {
+			return err
+		}
+		s.log.Warn("sandbox lost with the server that held it", "sandbox", rec.ID, "server", gone)
+	}
+	return nil
+}
+
+// Reap destroys this server's live sandboxes whose expiry passed
+// (Terminated, reason ttl_expiry) and thread sandboxes whose thread is
+// gone (reason thread_deleted), takes over those of servers that are gone
+// (takeOver), and drops the records of sandboxes that ended more
 // than KeepEnded ago. A sandbox whose runtime is not enabled is left for
 // a later round.
 func (s *Service) Reap(ctx context.Context) error {
@@ -195,6 +238,10 @@ func (s *Service) Reap(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
+		return err
+	}
+	due, orphaned = s.onlyMine(due), s.onlyMine(orphaned)
+	if err := s.takeOver(ctx); err != nil {
 		return err
 	}
 	for _, rec := range due {

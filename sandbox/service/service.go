@@ -127,6 +127,17 @@ type Config struct {
 	// runtime has Capabilities.Mounts. It is created when missing
 	// (0700); "" stages no skills.
 	SkillsDir string
+	// Replica names this server when several share the Store (its
+	// replica-id): its sandboxes' records carry it, and it reconciles,
+	// reaps and pools only its own (and those of no replica, made before
+	// replicas). "" on a single server.
+	Replica string
+	// Alive reports whether the server named replica still runs (its
+	// presence is fresh). The reaper adopts the live sandboxes of a
+	// server that is gone when this server's runtime of the same name
+	// can recover them (a Docker engine both reach), and marks the others
+	// Failed, reason "lost". nil: every other server is alive.
+	Alive func(replica string) bool
 	// Pools are the warm pools Start keeps filled.
 	Pools  []PoolConfig
 	Now    core.Clock
@@ -765,7 +776,7 @@ func (s *Service) create(ctx context.Context, owner string, req CreateRequest, s
 	if err := spec.Check(r.Capabilities()); err != nil {
 		return nil, err
 	}
-	rec := &core.Sandbox{ID: id, OwnerID: owner, Runtime: name, Metadata: req.Metadata, State: StatePending,
+	rec := &core.Sandbox{ID: id, OwnerID: owner, Runtime: name, Replica: s.cfg.Replica, Metadata: req.Metadata, State: StatePending,
 		ExpiresAt: expires, CreatedAt: now, UpdatedAt: now, TransitionAt: now}
 	rec.Request, _ = json.Marshal(request{Image: req.Image, Entrypoint: req.Entrypoint, Timeout: req.Timeout,
 		Resources: req.Resources, EnvNames: slices.Sorted(maps.Keys(req.Env)), Network: req.Network,
@@ -950,6 +961,18 @@ func (s *Service) transition(ctx context.Context, rec *core.Sandbox, state, reas
 	return nil
 }
 
+// mine reports whether rec's sandbox is this server's to run: its
+// runtime holds it (Replica this server's), or it was made before
+// replicas (Replica "").
+func (s *Service) mine(rec *core.Sandbox) bool {
+	return rec.Replica == "" || rec.Replica == s.cfg.Replica
+}
+
+// onlyMine is recs without other servers' sandboxes.
+func (s *Service) onlyMine(recs []*core.Sandbox) []*core.Sandbox {
+	return slices.DeleteFunc(recs, func(rec *core.Sandbox) bool { return !s.mine(rec) })
+}
+
 // fail records that a sandbox failed, with the reason.
 func (s *Service) fail(rec *core.Sandbox, reason string, err error) {
 	if perr := s.transition(context.Background(), rec, StateFailed, reason, err.Error(), nil); perr != nil {
@@ -968,6 +991,20 @@ func (s *Service) Get(ctx context.Context, owner, id string) (*core.Sandbox, err
 		err = core.Errorf(core.ENOTFOUND, "sandbox %q not found", id)
 	}
 	return rec, err
+}
+
+// Holder names the server whose runtime holds sandbox id (its record's
+// Replica: "" for this one on a single server), whoever its owner.
+func (s *Service) Holder(ctx context.Context, id string) (string, error) {
+	var rec *core.Sandbox
+	err := s.view(ctx, func(tx storeReadTx) (err error) {
+		rec, err = tx.Sandbox(id)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return rec.Replica, nil
 }
 
 // ListQuery filters List: States (OR), Metadata (every pair must match),

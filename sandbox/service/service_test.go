@@ -667,3 +667,75 @@ func TestNewNeedsRecords(t *testing.T) {
 		t.Errorf("New over a Store with records: %v", err)
 	}
 }
+
+// TestReplicas: two servers' services on one Store, each with a runtime
+// of its own (Machines), as replicas are. B's Reconcile and Reap leave
+// A's sandbox alone while A is alive; once A is gone, B marks it Failed
+// ("lost", naming A) when its runtime cannot recover it, and adopts it
+// (its record then names B) when it can, as with a Docker engine both
+// reach.
+func TestReplicas(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	aAlive := true
+	alive := func(replica string) bool { return replica != "a" || aAlive }
+	a := e.service(func(c *service.Config) { c.Replica, c.Alive = "a", alive })
+	held, err := a.Create(ctx, alice, service.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.Replica != "a" {
+		t.Fatalf("the record names %q, want a", held.Replica)
+	}
+	other := sandboxtest.NewMachine()
+	b, err := service.New(service.Config{Store: e.store, Key: e.key, Now: e.clk.now, Preferred: []string{"memory"}, Replica: "b", Alive: alive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AddRuntime("memory", other.Runtime(sandboxtest.Options{})); err != nil {
+		t.Fatal(err)
+	}
+	state := func() *core.Sandbox {
+		t.Helper()
+		got, err := b.Get(ctx, alice, held.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if err := b.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.add(time.Hour) // past its expiry: A's reaper's to end, not B's
+	if err := b.Reap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := state(); got.State != service.StateRunning || got.Replica != "a" {
+		t.Fatalf("B touched A's sandbox while A lives: %+v", got)
+	}
+
+	aAlive = false
+	if err := b.Reap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := state(); got.State != service.StateFailed || got.Reason != "lost" || !strings.Contains(got.Message, "(a)") || got.Replica != "b" {
+		t.Fatalf("A's sandbox after A is gone, B's runtime without it: %+v", got)
+	}
+
+	// A runtime both reach: B adopts the sandbox.
+	aAlive = true
+	e.clk.add(-time.Hour)
+	shared, err := a.Create(ctx, alice, service.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2 := e.service(func(c *service.Config) { c.Replica, c.Alive = "b", alive })
+	aAlive = false
+	if err := b2.Reap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b2.Get(ctx, alice, shared.ID)
+	if err != nil || got.State != service.StateRunning || got.Replica != "b" {
+		t.Fatalf("A's sandbox on a runtime B reaches, after A is gone: %+v %v", got, err)
+	}
+}

@@ -1,9 +1,8 @@
 // Command js runs JavaScript with goja, as node runs it from a command
-// line. It is built for GOOS=wasip1 GOARCH=wasm into ../js.wasm
-// (committed gzipped, as js.wasm.gz), which package jsguest runs under
-// wazero; everything it reaches outside itself goes through WASI:
-// arguments, environment, stdin/stdout/stderr, the clock and the file
-// system the host mounts at "/".
+// line. It is built for GOOS=wasip1 GOARCH=wasm into ../js.wasm, which
+// package jsguest runs under wazero; everything it reaches outside
+// itself goes through WASI: arguments, environment, stdin/stdout/stderr,
+// the clock and the file system the host mounts at "/".
 //
 //	js -e CODE [args...]   runs CODE
 //	js FILE [args...]      runs the file FILE (a WASI path)

@@ -141,7 +141,7 @@ func sandboxIDs(sbs []*core.Sandbox) []string {
 // delete.
 func testSandboxes(t *testing.T, s core.Store) {
 	full := &core.Sandbox{
-		ID: "sbx_full", OwnerID: alice, Runtime: "docker", Pool: "busybox-small",
+		ID: "sbx_full", OwnerID: alice, Runtime: "docker", Pool: "busybox-small", Replica: "host-1-4f2a",
 		Request:  json.RawMessage(`{"image":{"uri":"busybox"},"entrypoint":["tail","-f","/dev/null"]}`),
 		Metadata: map[string]string{"team": "infra", "note": "✓"},
 		State:    "Running", Reason: "claimed", Message: "from the warm pool",
