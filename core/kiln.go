@@ -465,11 +465,10 @@ const (
 	EventInterruptCreated = "interrupt.created"
 	EventInterruptDecided = "interrupt.decided"
 	EventThreadRead       = "thread.read"
-	// EventWorkspaceChanged is internal (it has no owner, so no client
-	// sees it): an update changed grants, settings or attachments, what
-	// runs' workspaces are made of. Every Service that gets it through
-	// its Store's commit hook, on any replica, has its runs read their
-	// workspace again.
+	// EventWorkspaceChanged says an update changed the owner's grants,
+	// settings or attachments, what runs' workspaces are made of (no
+	// payload). Every Service that gets it through its Store's commit
+	// hook, on any replica, has its runs read their workspace again.
 	EventWorkspaceChanged = "workspace.changed"
 )
 

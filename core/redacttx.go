@@ -22,39 +22,50 @@ type redactTx struct {
 	ws *bool
 }
 
-// touch notes a change to a run's workspace, and the first one of a
-// transaction emits EventWorkspaceChanged, which reaches every replica.
-func (x redactTx) touch() error {
-	if x.ws == nil || *x.ws {
+// touch notes a change to owner's workspace, and emits
+// EventWorkspaceChanged for it, which reaches every replica (and the
+// owner's clients, which may read their grants or settings again).
+func (x redactTx) touch(owner string) error {
+	if x.ws == nil {
 		return nil
 	}
 	*x.ws = true
-	return x.Tx.Emit(Event{Type: EventWorkspaceChanged})
+	return x.Tx.Emit(Event{OwnerID: owner, Type: EventWorkspaceChanged})
+}
+
+// ownerOf is the owner of what id names, read with get, or "" when it
+// is not there (the delete then fails as the Store says).
+func ownerOf[T any](get func(string) (T, error), id string, owner func(T) string) string {
+	v, err := get(id)
+	if err != nil {
+		return ""
+	}
+	return owner(v)
 }
 
 func (x redactTx) PutGrant(g *Grant) error {
-	if err := x.touch(); err != nil {
+	if err := x.touch(g.OwnerID); err != nil {
 		return err
 	}
 	return x.Tx.PutGrant(g)
 }
 
 func (x redactTx) DeleteGrant(id string) error {
-	if err := x.touch(); err != nil {
+	if err := x.touch(ownerOf(x.Tx.Grant, id, func(g *Grant) string { return g.OwnerID })); err != nil {
 		return err
 	}
 	return x.Tx.DeleteGrant(id)
 }
 
 func (x redactTx) PutAttachment(a *Attachment) error {
-	if err := x.touch(); err != nil {
+	if err := x.touch(a.OwnerID); err != nil {
 		return err
 	}
 	return x.Tx.PutAttachment(a)
 }
 
 func (x redactTx) DeleteAttachment(id string) error {
-	if err := x.touch(); err != nil {
+	if err := x.touch(ownerOf(x.Tx.Attachment, id, func(a *Attachment) string { return a.OwnerID })); err != nil {
 		return err
 	}
 	return x.Tx.DeleteAttachment(id)
@@ -114,7 +125,7 @@ func (x redactTx) redactFile(f *File) *File {
 }
 
 func (x redactTx) PutSettings(s *Settings) error {
-	if err := x.touch(); err != nil {
+	if err := x.touch(s.OwnerID); err != nil {
 		return err
 	}
 	addendum := x.r.Redact(s.PromptAddendum)
