@@ -191,9 +191,17 @@ func (s *Service) drive(ctx context.Context, runID string, started *RunClaim) {
 		r.startWorkspace()
 	}
 	r.files = newStepFiles(s, r.run)
-	stop := s.heartbeat(ctx, r.lease)
+	// A renewal refused because another process claimed the run (this
+	// one stalled past its lease) stops the driver at once, before it
+	// calls the model or a tool again for a run it no longer drives.
+	dctx, fenced := context.WithCancelCause(ctx)
+	defer fenced(nil)
+	stop := s.heartbeat(ctx, r.lease, fenced)
 	defer stop()
-	err = r.loop(ctx)
+	err = r.loop(dctx)
+	if cause := context.Cause(dctx); errors.Is(cause, ErrStaleLease) && ctx.Err() == nil {
+		err = cause
+	}
 	if ferr := r.flush(); err == nil {
 		err = ferr
 	}
@@ -201,11 +209,12 @@ func (s *Service) drive(ctx context.Context, runID string, started *RunClaim) {
 	case err == nil, errors.Is(err, errStopped):
 	case errors.Is(err, ErrRunNotRunning), errors.Is(err, ErrStaleLease):
 		// The run ended, or another driver claimed it, while this one
-		// worked: its step was refused and it has nothing left to do.
+		// worked: its step, or its lease's renewal, was refused and it
+		// has nothing left to do.
 		if errors.Is(err, ErrStaleLease) {
 			s.obs.Lease(LeaseLost)
 		}
-		s.log.Info("run driver stopped: its step was refused", "run", runID, "err", err)
+		s.log.Info("run driver stopped: its step or lease was refused", "run", runID, "err", err)
 	default:
 		s.log.Error("run stopped on a store error; it resumes on next start", "run", runID, "err", err)
 	}
@@ -217,9 +226,12 @@ func (s *Service) drive(ctx context.Context, runID string, started *RunClaim) {
 const defaultLeaseTTL = 30 * time.Second
 
 // heartbeat renews l every third of the lease's TTL until the returned
-// stop is called or ctx ends. A refused renewal is logged: the driver
-// learns that it lost the run when its next step is refused.
-func (s *Service) heartbeat(ctx context.Context, l Lease) (stop func()) {
+// stop is called or ctx ends. A renewal refused because another process
+// claimed the run since (ErrStaleLease: this one stalled past its lease)
+// calls fenced with the error, which stops the driver; one refused
+// because the run no longer runs is logged, and the driver learns it
+// from its next step.
+func (s *Service) heartbeat(ctx context.Context, l Lease, fenced context.CancelCauseFunc) (stop func()) {
 	ttl := s.cfg.LeaseTTL
 	done := make(chan struct{})
 	go func() {
@@ -238,7 +250,11 @@ func (s *Service) heartbeat(ctx context.Context, l Lease) (stop func()) {
 				case err == nil:
 					s.leaseOK.Store(time.Now().UnixNano())
 				case ctx.Err() != nil:
-				case errors.Is(err, ErrStaleLease), errors.Is(err, ErrRunNotRunning):
+				case errors.Is(err, ErrStaleLease):
+					s.log.Info("renew run lease: refused, another process drives the run now; stopping its driver here", "run", l.RunID, "err", err)
+					fenced(err)
+					return
+				case errors.Is(err, ErrRunNotRunning):
 					s.log.Info("renew run lease: refused", "run", l.RunID, "err", err)
 				default:
 					s.leaseFailed.Store(time.Now().UnixNano())

@@ -63,7 +63,10 @@ func openPostgres(ctx context.Context, dsn string, red *core.Redactor, opts post
 // password the redactor then knows, or <data>/kiln.db.
 func openStore(ctx context.Context, cfg serveConfig, red *core.Redactor, met *metrics.Metrics, log *slog.Logger) (store, error) {
 	if cfg.Database != "" {
-		s, where, err := openPostgres(ctx, cfg.Database, red, postgres.Options{OnCommit: met.StoreCommit, OnRemoteEvent: met.EventDelivered})
+		s, where, err := openPostgres(ctx, cfg.Database, red, postgres.Options{OnCommit: met.StoreCommit, OnRemoteEvent: met.EventDelivered,
+			// A replica stopped inside an Update holds up the others for
+			// at most about a lease (and 2 s at least).
+			IdleInTransaction: max(cfg.LeaseTTL, postgres.DefaultIdleInTransaction)})
 		if err != nil {
 			return nil, err
 		}

@@ -20,10 +20,12 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,7 +61,19 @@ type Options struct {
 	// committed as the commit hook gets it: how long after the event's
 	// time (on that replica's clock) it arrived.
 	OnRemoteEvent func(lag time.Duration)
+	// IdleInTransaction is how long PostgreSQL lets one of the Store's
+	// transactions wait for its next statement before it ends the
+	// session (idle_in_transaction_session_timeout; default
+	// DefaultIdleInTransaction). An Update holds the writer lock that
+	// every replica's Updates wait for: a replica stopped in the middle
+	// of one (paused, swapped out, cut off) would hold up all of them
+	// until it came back, and this bounds that. The Update it held then
+	// fails, as a crash's would.
+	IdleInTransaction time.Duration
 }
+
+// DefaultIdleInTransaction is Options.IdleInTransaction's default.
+const DefaultIdleInTransaction = 2 * time.Second
 
 // Store is a core.Store and a core.KVStore on PostgreSQL. It is safe for
 // concurrent use.
@@ -91,6 +105,8 @@ func Open(ctx context.Context, dsn string, opt Options) (*Store, error) {
 	if opt.MaxConns > 0 {
 		cfg.MaxConns = opt.MaxConns
 	}
+	idle := cmp.Or(opt.IdleInTransaction, DefaultIdleInTransaction)
+	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(idle.Milliseconds(), 10)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
