@@ -77,6 +77,26 @@ func chaosScript(i, rounds int, rng *rand.Rand) string {
 	return b.String()
 }
 
+// startChaosRun starts run i of chaosScript (of rounds rounds) on a new
+// thread through c, with its gate held for approval, and returns the
+// thread's and the run's IDs.
+func startChaosRun(ctx context.Context, t *testing.T, c *client.Client, i, rounds int, rng *rand.Rand) (thread, run string) {
+	t.Helper()
+	th, err := c.CreateThread(ctx, core.ThreadInput{Title: fmt.Sprintf("chaos %d", i)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.StartRun(ctx, th.ID, core.RunRequest{
+		Input: core.RunInput{Text: chaosScript(i, rounds, rng)}, Model: "scripted",
+		InterruptOn: core.Policy{"append_file": {Interrupt: false}, "write_file": {Interrupt: false}, "echo": {Interrupt: true}},
+		Limits:      core.Limits{MaxSteps: 1000, MaxToolCalls: 1000},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return th.ID, r.ID
+}
+
 // chaosLogPath is run i's append_file path, relative to the scratch folder.
 func chaosLogPath(i int) string { return fmt.Sprintf("chaos/run-%d.txt", i) }
 
@@ -189,19 +209,7 @@ func chaos(t *testing.T, env ...string) {
 	threads := make([]string, chaosRuns)
 	runs := make([]string, chaosRuns)
 	for i := range chaosRuns {
-		th, err := c.CreateThread(ctx, core.ThreadInput{Title: fmt.Sprintf("chaos %d", i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := c.StartRun(ctx, th.ID, core.RunRequest{
-			Input: core.RunInput{Text: chaosScript(i, chaosRounds, rng)}, Model: "scripted",
-			InterruptOn: core.Policy{"append_file": {Interrupt: false}, "write_file": {Interrupt: false}, "echo": {Interrupt: true}},
-			Limits:      core.Limits{MaxSteps: 1000, MaxToolCalls: 1000},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		threads[i], runs[i] = th.ID, r.ID
+		threads[i], runs[i] = startChaosRun(ctx, t, c, i, chaosRounds, rng)
 	}
 
 	user := &carefulUser{scratch: []string{filepath.Join(data, "scratch")}, out: out, decided: map[string]string{}}

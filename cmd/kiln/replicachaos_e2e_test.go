@@ -87,7 +87,7 @@ func TestReplicasChaosEndToEnd(t *testing.T) {
 	threads := make([]string, rcRuns)
 	runs := make([]string, rcRuns)
 	for i := range rcRuns {
-		threads[i], runs[i] = startChaosRun(ctx, t, clientOf(i), i, rng)
+		threads[i], runs[i] = startChaosRun(ctx, t, clientOf(i), i, rcRounds, rng)
 	}
 	clients := make([]*eventLog, rcClients)
 	for i := range clients {
@@ -105,7 +105,7 @@ func TestReplicasChaosEndToEnd(t *testing.T) {
 	// (the others' Updates may be waiting behind one of its own).
 	paused := rng.IntN(rcReplicas)
 	for i := rcRuns; i < rcRuns+rcStopped; i++ {
-		th, r := startChaosRun(ctx, t, clientOf(paused), i, rng)
+		th, r := startChaosRun(ctx, t, clientOf(paused), i, rcRounds, rng)
 		threads, runs = append(threads, th), append(runs, r)
 	}
 	waitFor(t, "a step of each run the replica to stop drives", func() bool {
@@ -185,39 +185,7 @@ func TestReplicasChaosEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slots := map[time.Time]int{}
-	for _, o := range page.Occurrences {
-		slots[o.ScheduledAt]++
-	}
-	for at, n := range slots {
-		if n != 1 {
-			t.Errorf("slot %s fired %d times", at, n)
-		}
-	}
-	first, last := page.Occurrences[len(page.Occurrences)-1].ScheduledAt, page.Occurrences[0].ScheduledAt
-	if want := int(last.Sub(first)/time.Second) + 1; len(slots) != want {
-		t.Errorf("%d slots fired from %s to %s, want every second's (%d)", len(slots), first, last, want)
-	}
-	t.Logf("the trigger fired %d slots once each; checked %s after the start", len(slots), time.Since(start).Round(time.Millisecond))
-}
-
-// startChaosRun starts run i of chaosScript (rcRounds rounds) on a new
-// thread through c, and returns the thread's and the run's IDs.
-func startChaosRun(ctx context.Context, t *testing.T, c *client.Client, i int, rng *rand.Rand) (thread, run string) {
-	t.Helper()
-	th, err := c.CreateThread(ctx, core.ThreadInput{Title: fmt.Sprintf("replica chaos %d", i)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := c.StartRun(ctx, th.ID, core.RunRequest{
-		Input: core.RunInput{Text: chaosScript(i, rcRounds, rng)}, Model: "scripted",
-		InterruptOn: core.Policy{"append_file": {Interrupt: false}, "write_file": {Interrupt: false}, "echo": {Interrupt: true}},
-		Limits:      core.Limits{MaxSteps: 1000, MaxToolCalls: 1000},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return th.ID, r.ID
+	t.Logf("the trigger fired %d slots once each; checked %s after the start", everySlotOnce(t, page), time.Since(start).Round(time.Millisecond))
 }
 
 // checkFollowed checks what SSE client i received of its thread, through

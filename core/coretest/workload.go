@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -61,6 +62,30 @@ func WorkloadRun(ctx context.Context, svc *core.Service) error {
 		err = fmt.Errorf("run %s: %s after %d steps (%s)", r.ID, r.Status, r.Steps, r.Error)
 	}
 	return err
+}
+
+// RunWorkload runs the workload's WorkloadRuns runs conc at a time, in
+// batches (the next batch starts when the whole batch ended, as the peer
+// benchmark does), run j on the Service svc(j), and returns the first
+// error.
+func RunWorkload(ctx context.Context, conc int, svc func(j int) *core.Service) error {
+	for i := 0; i < WorkloadRuns; i += conc {
+		var wg sync.WaitGroup
+		errs := make(chan error, conc)
+		for j := i; j < min(WorkloadRuns, i+conc); j++ {
+			wg.Go(func() {
+				if err := WorkloadRun(ctx, svc(j)); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ProcessCPU is the user and system CPU time the process has used so far.

@@ -52,21 +52,8 @@ func BenchmarkEngine(b *testing.B) {
 					ctx := context.Background()
 					b.StartTimer()
 					t0, cpu0, m0 := time.Now(), coretest.ProcessCPU(), coretest.MachineCPU()
-					for i := 0; i < coretest.WorkloadRuns; i += conc {
-						var wg sync.WaitGroup
-						errs := make(chan error, conc)
-						for j := i; j < min(coretest.WorkloadRuns, i+conc); j++ {
-							wg.Go(func() {
-								if err := coretest.WorkloadRun(ctx, svcs[j%replicas]); err != nil {
-									errs <- err
-								}
-							})
-						}
-						wg.Wait()
-						close(errs)
-						for err := range errs {
-							b.Fatal(err)
-						}
+					if err := coretest.RunWorkload(ctx, conc, func(j int) *core.Service { return svcs[j%replicas] }); err != nil {
+						b.Fatal(err)
 					}
 					elapsed += time.Since(t0)
 					cpu += coretest.ProcessCPU() - cpu0

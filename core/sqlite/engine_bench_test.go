@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,21 +86,8 @@ func BenchmarkEngine(b *testing.B) {
 				ctx := context.Background()
 				b.StartTimer()
 				t0, cpu0, st0 := time.Now(), coretest.ProcessCPU(), st.Stats()
-				for i := 0; i < lgRuns; i += c.conc {
-					var wg sync.WaitGroup
-					errs := make(chan error, c.conc)
-					for j := i; j < min(lgRuns, i+c.conc); j++ {
-						wg.Go(func() {
-							if err := coretest.WorkloadRun(ctx, svc); err != nil {
-								errs <- err
-							}
-						})
-					}
-					wg.Wait()
-					close(errs)
-					for err := range errs {
-						b.Fatal(err)
-					}
+				if err := coretest.RunWorkload(ctx, c.conc, func(int) *core.Service { return svc }); err != nil {
+					b.Fatal(err)
 				}
 				elapsed += time.Since(t0)
 				cpu += coretest.ProcessCPU() - cpu0
