@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/kilnhq/kiln/core"
@@ -62,6 +63,28 @@ func WorkloadRun(ctx context.Context, svc *core.Service) error {
 		err = fmt.Errorf("run %s: %s after %d steps (%s)", r.ID, r.Status, r.Steps, r.Error)
 	}
 	return err
+}
+
+// StartService is core.New(cfg), started, with a ShutdownGrace of a
+// millisecond and cfg.Models resolving the names in models (the scripted
+// model, for the workload); it fails tb on an error.
+func StartService(tb testing.TB, cfg core.Config, models map[string]core.Model) *core.Service {
+	tb.Helper()
+	cfg.ShutdownGrace = time.Millisecond
+	cfg.Models = func(ref string) (core.Model, error) {
+		if m, ok := models[ref]; ok {
+			return m, nil
+		}
+		return nil, core.Errorf(core.EINVALID, "unknown model %q", ref)
+	}
+	svc, err := core.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := svc.Start(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	return svc
 }
 
 // RunWorkload runs the workload's WorkloadRuns runs conc at a time, in

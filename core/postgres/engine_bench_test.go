@@ -83,21 +83,5 @@ func BenchmarkEngine(b *testing.B) {
 // the built-in tools, its leases held as holder.
 func benchService(b *testing.B, st core.Store, holder string) *core.Service {
 	b.Helper()
-	models := builtin.Models()
-	svc, err := core.New(core.Config{
-		Store: st, Tools: builtin.Tools(b.TempDir()), DefaultModel: "scripted", ShutdownGrace: time.Millisecond, Holder: holder,
-		Models: func(ref string) (core.Model, error) {
-			if m, ok := models[ref]; ok {
-				return m, nil
-			}
-			return nil, core.Errorf(core.EINVALID, "unknown model %q", ref)
-		},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := svc.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	return svc
+	return coretest.StartService(b, core.Config{Store: st, Tools: builtin.Tools(b.TempDir()), DefaultModel: "scripted", Holder: holder}, builtin.Models())
 }

@@ -35,22 +35,7 @@ func newBenchService(b *testing.B, path string, tools []core.Tool) (*core.Servic
 	if err != nil {
 		b.Fatal(err)
 	}
-	models := builtin.Models()
-	svc, err := core.New(core.Config{
-		Store: st, Tools: tools, DefaultModel: "scripted", ShutdownGrace: time.Millisecond,
-		Models: func(ref string) (core.Model, error) {
-			if m, ok := models[ref]; ok {
-				return m, nil
-			}
-			return nil, core.Errorf(core.EINVALID, "unknown model %q", ref)
-		},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := svc.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
+	svc := coretest.StartService(b, core.Config{Store: st, Tools: tools, DefaultModel: "scripted"}, builtin.Models())
 	return svc, st
 }
 
