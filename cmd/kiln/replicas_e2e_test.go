@@ -24,7 +24,8 @@ import (
 // B takes its runs over once their leases lapse (a call the kill cut off
 // waits for a decision, as after any crash), every run finishes with
 // every file written, and B's stream holds every event of the thread
-// once, in order, those A committed included.
+// once, in order, those A committed included; a client that followed it
+// through A resumes on B with its last event and misses nothing.
 func TestReplicasEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: builds and runs kiln serve")
@@ -43,7 +44,7 @@ func TestReplicasEndToEnd(t *testing.T) {
 	}
 	runIDs := make([]string, runs)
 	var watched string
-	var stream *eventLog
+	var stream, onA *eventLog
 	for i := range runs {
 		th, err := ca.CreateThread(ctx, core.ThreadInput{Title: fmt.Sprintf("replicas %d", i)})
 		if err != nil {
@@ -51,6 +52,7 @@ func TestReplicasEndToEnd(t *testing.T) {
 		}
 		if i == 0 {
 			watched, stream = th.ID, followEvents(ctx, cb, client.StreamOptions{ThreadID: th.ID})
+			onA = followEvents(ctx, ca, client.StreamOptions{ThreadID: th.ID})
 		}
 		var script strings.Builder
 		for k := range rounds {
@@ -168,6 +170,27 @@ func TestReplicasEndToEnd(t *testing.T) {
 	for i := range got {
 		if got[i].Seq != log[i].Seq || got[i].Type != log[i].Type {
 			t.Fatalf("event %d: the stream has %d %s, the log %d %s", i, got[i].Seq, got[i].Type, log[i].Seq, log[i].Type)
+		}
+	}
+	// A client of A resumes on B with the last event A gave it
+	// (Last-Event-ID): together the two streams are the log, each event
+	// once, in order.
+	fromA := onA.snapshot()
+	if len(fromA) == 0 {
+		t.Fatal("A's stream gave nothing before A was killed")
+	}
+	rest := followEvents(ctx, cb, client.StreamOptions{ThreadID: watched, Since: fromA[len(fromA)-1].Seq})
+	waitFor(t, "the stream resumed on B to reach the run's end", func() bool {
+		evs := rest.snapshot()
+		return len(evs) > 0 && evs[len(evs)-1].Type == core.EventRunFinished
+	})
+	joined := append(fromA, rest.snapshot()...)
+	if len(joined) != len(log) {
+		t.Fatalf("A's stream (%d events) and its resumption on B (%d) make %d events, the log has %d", len(fromA), len(joined)-len(fromA), len(joined), len(log))
+	}
+	for i := range joined {
+		if joined[i].Seq != log[i].Seq {
+			t.Fatalf("event %d: A's stream and its resumption on B have %d, the log %d", i, joined[i].Seq, log[i].Seq)
 		}
 	}
 }
