@@ -125,8 +125,9 @@ Configuration (flags beat environment variables):
                              (its tables go in the user's search_path)
   --shared, KILN_SHARED_ROOT a folder every replica on the database mounts,
                              holding what they share: plugins, custom skills,
-                             providers.json, .mcp.json, marketplaces and the
-                             webhook secrets' key (default: the data root)
+                             providers.json, .mcp.json, marketplaces, the
+                             webhook secrets' and the sandbox tokens' keys
+                             (default: the data root)
   KILN_LEASE_TTL             how long a run's lease lasts without a heartbeat,
                              e.g. 3s (default 3s on PostgreSQL: a dead
                              replica's runs resume on another within ~4s)
@@ -463,8 +464,9 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 			err = errors.Join(err, fmt.Errorf("close database: %w", cerr))
 		}
 	}()
-	// Skills: custom ones in <data>/skills (watched, so edits need no
-	// restart) over the plugins' over the built-in ones. The task tool
+	// Skills: custom ones in <shared>/skills (the data root's unless
+	// replicas share a folder; watched, so edits need no restart) over
+	// the plugins' over the built-in ones. The task tool
 	// delegates to them; the file tools show a subagent its skill's folder.
 	cat, err := skills.NewCatalog(filepath.Join(cfg.shared(), "skills"), skills.Builtin())
 	if err != nil {
