@@ -138,7 +138,7 @@ func TestReplicasEndToEnd(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, re := range []string{`kiln_run_leases_total\{event="taken_over"\} [1-9]`, `kiln_event_notify_lag_seconds_count [1-9]`, `kiln_replica_info\{replica="[^"]+"\} 1`} {
+	for _, re := range []string{`kiln_run_leases_total\{event="taken_over"\} [1-9]`, `kiln_run_leases_held \d`, `kiln_event_notify_lag_seconds_count [1-9]`, `kiln_replica_info\{replica="[^"]+"\} 1`} {
 		if !regexp.MustCompile(re).Match(metrics) {
 			t.Errorf("B's metrics have no %s", re)
 		}

@@ -516,6 +516,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, version s
 		return fmt.Errorf("create service: %w", err)
 	}
 	met.WatchRuns(svc.RunCounts)
+	met.WatchLeases(svc.ActiveRuns)
 	// Replicas on one database: each says where it is and that it runs
 	// (presence), sandboxes are held by one and reached through any.
 	roots := sandboxRoots{data: cfg.DataRoot, shared: cfg.shared()}

@@ -53,6 +53,7 @@ type Metrics struct {
 	streams atomic.Pointer[func() (open int, dropped uint64)]
 	runs    atomic.Pointer[func(context.Context) (map[core.RunStatus]int, error)]
 	pools   atomic.Pointer[func() []PoolStat]
+	held    atomic.Pointer[func() int]
 }
 
 // New returns Kiln's metrics with the Go and process collectors.
@@ -98,13 +99,20 @@ func New() *Metrics {
 		open, _ := m.streamStats()
 		return float64(open)
 	})
+	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kiln_run_leases_held", Help: "Runs this server drives now, each under its lease."}, func() float64 {
+		if f := m.held.Load(); f != nil {
+			return float64((*f)())
+		}
+		return 0
+	})
 	dropped := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "kiln_sse_dropped_subscribers_total", Help: "Event streams ended because they fell behind or their client stopped reading."}, func() float64 {
 		_, n := m.streamStats()
 		return float64(n)
 	})
 	m.reg.MustRegister(m.runsStarted, m.runsFinished, m.steps, m.toolCalls, m.turnSeconds, m.turnErrors, m.tokens,
-		m.commitSeconds, m.commitUpdates, m.pluginCalls, m.pluginFailures, m.leases, m.notifyLag, m.replica, subscribers, dropped,
+		m.commitSeconds, m.commitUpdates, m.pluginCalls, m.pluginFailures, m.leases, m.notifyLag, m.replica, subscribers, held, dropped,
 		activeRuns{m}, warmPools{m}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, st := range []core.RunStatus{core.RunSucceeded, core.RunFailed, core.RunCancelled} {
 		m.runsFinished.WithLabelValues(string(st)) // show zeros from the start
@@ -142,6 +150,10 @@ func (m *Metrics) WatchStreams(stats func() (open int, dropped uint64)) { m.stre
 func (m *Metrics) WatchRuns(counts func(context.Context) (map[core.RunStatus]int, error)) {
 	m.runs.Store(&counts)
 }
+
+// WatchLeases makes kiln_run_leases_held read held (the runs this
+// server drives) at each scrape.
+func (m *Metrics) WatchLeases(held func() int) { m.held.Store(&held) }
 
 // PoolStat is a sandbox warm pool's state, as kiln_sandbox_pool_* shows
 // it.
