@@ -77,7 +77,7 @@ type Options struct {
 }
 
 // ForwardedHeader marks a request one server sent on to the server that
-// holds its sandbox; its value names the sender.
+// holds its sandbox (its value is "kiln"), which serves it itself.
 const ForwardedHeader = "X-Kiln-Forwarded-By"
 
 type api struct {
